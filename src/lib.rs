@@ -1,0 +1,14 @@
+//! saltdb: a time-series database on an LSM keyspace (fjall), fed by Prometheus remote-write
+//! and JSON-lines import, read through the Prometheus HTTP query API.
+//!
+//! Layers, top to bottom: [`http`] (async, the only place that speaks HTTP) -> [`promql`]
+//! (pure evaluation) -> [`storage`] (synchronous fjall access). Shared vocabulary:
+//! [`labels`], [`matcher`], [`sample`].
+#![deny(missing_docs)]
+#![deny(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod labels;
+pub mod matcher;
+pub mod promql;
+pub mod sample;

@@ -1,0 +1,198 @@
+//! Label matchers (`=`, `!=`, `=~`, `!~`), with Prometheus semantics:
+//! regexes are fully anchored and `.` matches newlines; a label that is absent has the
+//! value `""`, so a matcher that matches the empty string also selects series without the label.
+
+use regex::Regex;
+
+/// The comparison a matcher makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchOp {
+    /// `=`
+    Equal,
+    /// `!=`
+    NotEqual,
+    /// `=~`
+    RegexMatch,
+    /// `!~`
+    RegexNoMatch,
+}
+
+/// A matcher whose regex could not be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid regular expression {pattern:?} in matcher for label {name:?}: {reason}")]
+pub struct MatcherError {
+    /// Label name of the matcher.
+    pub name: String,
+    /// The pattern as written.
+    pub pattern: String,
+    /// What the regex engine said.
+    pub reason: String,
+}
+
+/// Upper bound on the compiled size of one matcher regex (protects against regex bombs;
+/// the engine is linear-time, so only size needs a bound).
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// One label matcher. Invariant: `regex` is `Some` exactly when `op` is a regex op.
+#[derive(Clone, Debug)]
+pub struct Matcher {
+    /// Label name.
+    pub name: String,
+    /// Comparison.
+    pub op: MatchOp,
+    /// Value or pattern as written.
+    pub value: String,
+    regex: Option<Regex>,
+}
+
+impl PartialEq for Matcher {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.op == other.op && self.value == other.value
+    }
+}
+
+impl Matcher {
+    /// Builds a matcher, compiling the anchored regex for regex ops.
+    ///
+    /// # Errors
+    /// [`MatcherError`] when the pattern does not compile or is too large.
+    pub fn new(op: MatchOp, name: impl Into<String>, value: impl Into<String>) -> Result<Self, MatcherError> {
+        let (name, value) = (name.into(), value.into());
+        let regex = match op {
+            MatchOp::Equal | MatchOp::NotEqual => None,
+            MatchOp::RegexMatch | MatchOp::RegexNoMatch => Some(compile(&name, &value)?),
+        };
+        Ok(Self { name, op, value, regex })
+    }
+
+    /// Shorthand for an `=` matcher (cannot fail).
+    pub fn equal(name: impl Into<String>, value: impl Into<String>) -> Self {
+        Self { name: name.into(), op: MatchOp::Equal, value: value.into(), regex: None }
+    }
+
+    /// Does a label value (`""` for an absent label) satisfy the matcher?
+    pub fn matches(&self, value: &str) -> bool {
+        match (&self.op, &self.regex) {
+            (MatchOp::Equal, _) => self.value == value,
+            (MatchOp::NotEqual, _) => self.value != value,
+            (MatchOp::RegexMatch, Some(re)) => re.is_match(value),
+            (MatchOp::RegexNoMatch, Some(re)) => !re.is_match(value),
+            // Unreachable by the struct invariant; treat as no match rather than panic.
+            (MatchOp::RegexMatch | MatchOp::RegexNoMatch, None) => false,
+        }
+    }
+
+    /// True when series lacking the label are selected by this matcher.
+    pub fn matches_empty(&self) -> bool {
+        self.matches("")
+    }
+
+    /// Converts a matcher parsed by `promql-parser`, recompiling its regex with saltdb's
+    /// anchoring and limits.
+    ///
+    /// # Errors
+    /// [`MatcherError`] when the pattern does not compile.
+    pub fn from_parsed(m: &promql_parser::label::Matcher) -> Result<Self, MatcherError> {
+        use promql_parser::label::MatchOp as P;
+        let op = match m.op {
+            P::Equal => MatchOp::Equal,
+            P::NotEqual => MatchOp::NotEqual,
+            P::Re(_) => MatchOp::RegexMatch,
+            P::NotRe(_) => MatchOp::RegexNoMatch,
+        };
+        Self::new(op, m.name.clone(), m.value.clone())
+    }
+}
+
+impl std::fmt::Display for Matcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let op = match self.op {
+            MatchOp::Equal => "=",
+            MatchOp::NotEqual => "!=",
+            MatchOp::RegexMatch => "=~",
+            MatchOp::RegexNoMatch => "!~",
+        };
+        write!(f, "{}{}{:?}", self.name, op, self.value)
+    }
+}
+
+fn compile(name: &str, pattern: &str) -> Result<Regex, MatcherError> {
+    let err = |reason: String| MatcherError { name: name.to_owned(), pattern: pattern.to_owned(), reason };
+    let build = |p: &str| {
+        regex::RegexBuilder::new(&format!("^(?s:{p})$"))
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_SIZE_LIMIT)
+            .build()
+    };
+    match build(pattern) {
+        Ok(re) => Ok(re),
+        // Go's RE2 reads a `{` that does not start a repetition as a literal; Rust's regex
+        // rejects it. Retry with such braces escaped before giving up.
+        Err(first) => build(&escape_literal_braces(pattern)).map_err(|_| err(first.to_string())),
+    }
+}
+
+/// Escapes every `{` that does not open a valid `{n}`, `{n,}` or `{n,m}` repetition.
+fn escape_literal_braces(p: &str) -> String {
+    let mut out = String::with_capacity(p.len() + 4);
+    let mut chars = p.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                out.push(c);
+                if let Some((_, n)) = chars.next() {
+                    out.push(n);
+                }
+            }
+            '{' => {
+                let rest = p.get(i + 1..).unwrap_or("");
+                let close = rest.find('}');
+                let is_repeat = close.is_some_and(|end| {
+                    let body = rest.get(..end).unwrap_or("");
+                    let mut parts = body.splitn(2, ',');
+                    let lo = parts.next().unwrap_or("");
+                    let hi = parts.next();
+                    !lo.is_empty()
+                        && lo.bytes().all(|b| b.is_ascii_digit())
+                        && hi.is_none_or(|h| h.bytes().all(|b| b.is_ascii_digit()))
+                });
+                if !is_repeat {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regex_is_anchored_and_dot_matches_newline() {
+        let m = Matcher::new(MatchOp::RegexMatch, "a", "b.*").unwrap();
+        assert!(m.matches("bcd"));
+        assert!(m.matches("b\nc"));
+        assert!(!m.matches("ab"));
+        assert!(!m.matches_empty());
+        let n = Matcher::new(MatchOp::RegexNoMatch, "a", "x|y").unwrap();
+        assert!(n.matches_empty());
+        assert!(!n.matches("x"));
+    }
+
+    #[test]
+    fn literal_braces_are_accepted_like_go() {
+        let m = Matcher::new(MatchOp::RegexMatch, "a", "x{y}").unwrap();
+        assert!(m.matches("x{y}"));
+        let r = Matcher::new(MatchOp::RegexMatch, "a", "x{2}").unwrap();
+        assert!(r.matches("xx"));
+    }
+
+    #[test]
+    fn bad_regex_is_an_error() {
+        assert!(Matcher::new(MatchOp::RegexMatch, "a", "(").is_err());
+    }
+}

@@ -1,0 +1,3 @@
+//! PromQL evaluation. Pure: no I/O; storage is reached only through [`source::Source`].
+
+pub mod source;
