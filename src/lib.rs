@@ -11,4 +11,5 @@
 pub mod labels;
 pub mod matcher;
 pub mod promql;
+pub mod remote;
 pub mod sample;
