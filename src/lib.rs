@@ -10,6 +10,7 @@
 
 pub mod labels;
 pub mod matcher;
+pub mod metrics;
 pub mod promql;
 pub mod remote;
 pub mod sample;
