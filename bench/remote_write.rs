@@ -30,10 +30,7 @@ use saltdb::remote::snappy_body;
 
 /// Command line.
 #[derive(Debug, Parser)]
-#[command(
-    name = "saltdb-rw-bench",
-    about = "Remote-write load generator and comparison"
-)]
+#[command(name = "saltdb-rw-bench", about = "Remote-write load generator and comparison")]
 struct Args {
     /// Already-running target: NAME=URL or NAME=URL@PID (PID for peak RSS).
     #[arg(long)]
@@ -93,23 +90,15 @@ struct Workload {
 }
 
 fn build_workload(a: &Args) -> Workload {
-    let modes = [
-        "user", "system", "idle", "iowait", "irq", "softirq", "steal", "nice",
-    ];
+    let modes = ["user", "system", "idle", "iowait", "irq", "softirq", "steal", "nice"];
     let labels: Vec<Vec<proto::Label>> = (0..a.series)
         .map(|i| {
             let host = i / 64;
-            let l = |n: &str, v: String| proto::Label {
-                name: n.into(),
-                value: v,
-            };
+            let l = |n: &str, v: String| proto::Label { name: n.into(), value: v };
             vec![
                 l("__name__", format!("node_bench_metric_{}_total", i % 8)),
                 l("cpu", format!("{}", (i / 8) % 8)),
-                l(
-                    "instance",
-                    format!("10.1.{}.{}:9100", host / 256, host % 256),
-                ),
+                l("instance", format!("10.1.{}.{}:9100", host / 256, host % 256)),
                 l("job", "node".into()),
                 l("mode", modes.get(i % 8).copied().unwrap_or("user").into()),
             ]
@@ -130,19 +119,13 @@ fn build_workload(a: &Args) -> Workload {
             let timeseries = range
                 .clone()
                 .map(|i| {
-                    let samples = (r * a.samples_per_request
-                        ..((r + 1) * a.samples_per_request).min(a.samples))
+                    let samples = (r * a.samples_per_request..((r + 1) * a.samples_per_request).min(a.samples))
                         .map(|k| {
                             n += 1;
                             // Counters growing by a pseudo-random two-decimal amount.
-                            let x = (i as u64)
-                                .wrapping_mul(2_654_435_761)
-                                .wrapping_add(k as u64 * 40_503);
+                            let x = (i as u64).wrapping_mul(2_654_435_761).wrapping_add(k as u64 * 40_503);
                             let value = k as f64 * 3.0 + (x % 10_000) as f64 / 100.0;
-                            proto::Sample {
-                                value,
-                                timestamp: start + k as i64 * a.interval_ms,
-                            }
+                            proto::Sample { value, timestamp: start + k as i64 * a.interval_ms }
                         })
                         .collect();
                     proto::TimeSeries {
@@ -152,20 +135,14 @@ fn build_workload(a: &Args) -> Workload {
                     }
                 })
                 .collect();
-            let body = snappy_body(&proto::WriteRequest {
-                timeseries,
-                metadata: vec![],
-            });
+            let body = snappy_body(&proto::WriteRequest { timeseries, metadata: vec![] });
             total += n;
             if let Some(w) = per_worker.get_mut(g % workers) {
                 w.push((Bytes::from(body), n));
             }
         }
     }
-    Workload {
-        per_worker,
-        total_samples: total,
-    }
+    Workload { per_worker, total_samples: total }
 }
 
 async fn send_all(
@@ -203,12 +180,7 @@ async fn send_all(
             match s.send_request(req).await {
                 Ok(resp) => {
                     let status = resp.status();
-                    let text = resp
-                        .into_body()
-                        .collect()
-                        .await
-                        .map(|b| b.to_bytes())
-                        .unwrap_or_default();
+                    let text = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                     if status.is_success() {
                         accepted.fetch_add(n, Ordering::Relaxed);
                     } else if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
@@ -219,9 +191,7 @@ async fn send_all(
                         rejected.fetch_add(n, Ordering::Relaxed);
                     } else {
                         rejected.fetch_add(n, Ordering::Relaxed);
-                        first_error.get_or_insert_with(|| {
-                            format!("{status}: {}", String::from_utf8_lossy(&text))
-                        });
+                        first_error.get_or_insert_with(|| format!("{status}: {}", String::from_utf8_lossy(&text)));
                     }
                     break;
                 }
@@ -242,9 +212,7 @@ async fn send_all(
 async fn connect(authority: &str) -> Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>> {
     let stream = tokio::net::TcpStream::connect(authority).await.ok()?;
     let _ = stream.set_nodelay(true);
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .ok()?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.ok()?;
     tokio::spawn(conn);
     Some(sender)
 }
@@ -269,14 +237,7 @@ fn run_once(rt: &tokio::runtime::Runtime, url: &str, pid: Option<u32>, w: &Workl
         let tasks: Vec<_> = w
             .per_worker
             .iter()
-            .map(|bodies| {
-                tokio::spawn(send_all_owned(
-                    uri.clone(),
-                    bodies.clone(),
-                    accepted.clone(),
-                    rejected.clone(),
-                ))
-            })
+            .map(|bodies| tokio::spawn(send_all_owned(uri.clone(), bodies.clone(), accepted.clone(), rejected.clone())))
             .collect();
         let mut errors = Vec::new();
         for t in tasks {
@@ -327,28 +288,19 @@ impl Drop for Spawned {
 }
 
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 fn spawn(kind: &str, saltdb_bin: &std::path::Path) -> Result<Spawned, String> {
     let port = free_port().map_err(|e| e.to_string())?;
-    let dir = std::env::temp_dir().join(format!(
-        "saltdb-rw-bench-{}-{kind}-{port}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("saltdb-rw-bench-{}-{kind}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let addr = format!("127.0.0.1:{port}");
     let data = dir.join("data");
     let (mut cmd, ready) = match kind {
         "saltdb" => {
             let mut c = Command::new(saltdb_bin);
-            c.arg("serve")
-                .arg("--listen")
-                .arg(&addr)
-                .arg("--data-dir")
-                .arg(&data);
+            c.arg("serve").arg("--listen").arg(&addr).arg("--data-dir").arg(&data);
             (c, "/-/ready")
         }
         "prometheus" => {
@@ -358,39 +310,22 @@ fn spawn(kind: &str, saltdb_bin: &std::path::Path) -> Result<Spawned, String> {
             c.arg(format!("--config.file={}", cfg.display()))
                 .arg(format!("--web.listen-address={addr}"))
                 .arg(format!("--storage.tsdb.path={}", data.display()))
-                .args([
-                    "--storage.tsdb.retention.time=15d",
-                    "--web.enable-remote-write-receiver",
-                ]);
+                .args(["--storage.tsdb.retention.time=15d", "--web.enable-remote-write-receiver"]);
             (c, "/-/ready")
         }
         "victoria-metrics" => {
             let mut c = Command::new("victoria-metrics");
-            c.arg(format!("-httpListenAddr={addr}"))
-                .arg(format!("-storageDataPath={}", data.display()))
-                .args([
-                    "-retentionPeriod=100y",
-                    "-search.disableCache",
-                    "-search.latencyOffset=0s",
-                ]);
+            c.arg(format!("-httpListenAddr={addr}")).arg(format!("-storageDataPath={}", data.display())).args([
+                "-retentionPeriod=100y",
+                "-search.disableCache",
+                "-search.latencyOffset=0s",
+            ]);
             (c, "/health")
         }
-        other => {
-            return Err(format!(
-                "unknown target kind {other:?}: use saltdb, prometheus or victoria-metrics"
-            ))
-        }
+        other => return Err(format!("unknown target kind {other:?}: use saltdb, prometheus or victoria-metrics")),
     };
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("starting {kind}: {e}"))?;
-    let spawned = Spawned {
-        child,
-        dir,
-        url: format!("http://{addr}/api/v1/write"),
-    };
+    let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| format!("starting {kind}: {e}"))?;
+    let spawned = Spawned { child, dir, url: format!("http://{addr}/api/v1/write") };
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if http_get_ok(&addr, ready) {
@@ -408,9 +343,7 @@ fn http_get_ok(addr: &str, path: &str) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .is_err()
-    {
+    if s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).is_err() {
         return false;
     }
     let mut buf = [0u8; 12];
@@ -423,9 +356,7 @@ fn median(v: &mut [f64]) -> f64 {
     match n {
         0 => 0.0,
         _ if n % 2 == 1 => v.get(n / 2).copied().unwrap_or(0.0),
-        _ => {
-            (v.get(n / 2 - 1).copied().unwrap_or(0.0) + v.get(n / 2).copied().unwrap_or(0.0)) / 2.0
-        }
+        _ => (v.get(n / 2 - 1).copied().unwrap_or(0.0) + v.get(n / 2).copied().unwrap_or(0.0)) / 2.0,
     }
 }
 
@@ -455,11 +386,7 @@ fn main() -> Result<(), String> {
         bytes as f64 / requests.max(1) as f64 / 1024.0, args.concurrency, built.elapsed().as_secs_f64()
     );
     let mut names: Vec<String> = args.spawn.clone();
-    names.extend(
-        args.target
-            .iter()
-            .map(|t| t.split('=').next().unwrap_or(t).to_owned()),
-    );
+    names.extend(args.target.iter().map(|t| t.split('=').next().unwrap_or(t).to_owned()));
     let mut results: Vec<Vec<RunResult>> = vec![Vec::new(); names.len()];
     for run in 1..=args.runs.max(1) {
         for (i, name) in names.iter().enumerate() {
@@ -472,11 +399,7 @@ fn main() -> Result<(), String> {
                     Err(e) => return Err(e),
                 }
             } else {
-                let spec = args
-                    .target
-                    .get(i - args.spawn.len())
-                    .cloned()
-                    .unwrap_or_default();
+                let spec = args.target.get(i - args.spawn.len()).cloned().unwrap_or_default();
                 let rest = spec.split_once('=').map(|(_, r)| r).unwrap_or(&spec);
                 let (url, pid) = match rest.rsplit_once('@') {
                     Some((u, p)) => (u.to_owned(), p.parse().ok()),
@@ -492,48 +415,29 @@ fn main() -> Result<(), String> {
                 result.rejected,
                 result.seconds,
                 result.peak_rss_bytes.map_or("n/a".into(), |b| format!("{:.1} MiB", b as f64 / 1048576.0)),
-                result.first_error.as_ref().map_or(String::new(), |e| format!("  first error: {}", e.chars().take(200).collect::<String>())),
+                result
+                    .first_error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!("  first error: {}", e.chars().take(200).collect::<String>())),
             );
             if let Some(r) = results.get_mut(i) {
                 r.push(result);
             }
         }
     }
-    let medians: Vec<f64> = results
-        .iter()
-        .map(|r| median(&mut r.iter().map(RunResult::rate).collect::<Vec<_>>()))
-        .collect();
-    let base = names
-        .iter()
-        .position(|n| *n == args.baseline)
-        .and_then(|i| medians.get(i).copied());
+    let medians: Vec<f64> =
+        results.iter().map(|r| median(&mut r.iter().map(RunResult::rate).collect::<Vec<_>>())).collect();
+    let base = names.iter().position(|n| *n == args.baseline).and_then(|i| medians.get(i).copied());
     println!("\nmedian of {} run(s):", args.runs);
-    println!(
-        "{:<17} {:>14} {:>16} {:>10}",
-        "target",
-        "samples/s",
-        "peak RSS (med)",
-        format!("vs {}", args.baseline)
-    );
+    println!("{:<17} {:>14} {:>16} {:>10}", "target", "samples/s", "peak RSS (med)", format!("vs {}", args.baseline));
     for (i, name) in names.iter().enumerate() {
         let m = medians.get(i).copied().unwrap_or(0.0);
         let mut rss: Vec<f64> = results
             .get(i)
-            .map(|r| {
-                r.iter()
-                    .filter_map(|x| x.peak_rss_bytes)
-                    .map(|b| b as f64)
-                    .collect()
-            })
+            .map(|r| r.iter().filter_map(|x| x.peak_rss_bytes).map(|b| b as f64).collect())
             .unwrap_or_default();
-        let rss = if rss.is_empty() {
-            "n/a".into()
-        } else {
-            format!("{:.1} MiB", median(&mut rss) / 1048576.0)
-        };
-        let ratio = base
-            .filter(|b| *b > 0.0)
-            .map_or("n/a".into(), |b| format!("{:.2}x", m / b));
+        let rss = if rss.is_empty() { "n/a".into() } else { format!("{:.1} MiB", median(&mut rss) / 1048576.0) };
+        let ratio = base.filter(|b| *b > 0.0).map_or("n/a".into(), |b| format!("{:.2}x", m / b));
         println!("{name:<17} {m:>14.0} {rss:>16} {ratio:>10}");
     }
     Ok(())

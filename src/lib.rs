@@ -8,9 +8,14 @@
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod config;
+pub mod duration;
+pub mod http;
 pub mod labels;
 pub mod matcher;
 pub mod metrics;
 pub mod promql;
 pub mod remote;
 pub mod sample;
+pub mod server;
+pub mod storage;

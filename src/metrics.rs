@@ -21,8 +21,7 @@
 //! Protocol label values: [`Protocol::label`].
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// The ingest protocols counted separately.
@@ -104,16 +103,12 @@ impl Default for Metrics {
 }
 
 fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let c = IntCounterVec::new(Opts::new(name, help), labels)
-        .unwrap_or_else(|e| panic!("BUG: metric {name}: {e}"));
+    let c = IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| panic!("BUG: metric {name}: {e}"));
     register(r, c)
 }
 
 fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
-    register(
-        r,
-        IntGauge::new(name, help).unwrap_or_else(|e| panic!("BUG: metric {name}: {e}")),
-    )
+    register(r, IntGauge::new(name, help).unwrap_or_else(|e| panic!("BUG: metric {name}: {e}")))
 }
 
 fn register<C: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: C) -> C {
@@ -135,18 +130,13 @@ impl Metrics {
                 "saltdb_http_request_duration_seconds",
                 "HTTP request latency by route and status code.",
             )
-            .buckets(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0, 30.0,
-            ]),
+            .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
             &["route", "code"],
         )
         .unwrap_or_else(|e| panic!("BUG: histogram: {e}"));
         #[cfg(target_os = "linux")]
         {
-            let _ = r.register(Box::new(
-                prometheus::process_collector::ProcessCollector::for_self(),
-            ));
+            let _ = r.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()));
         }
         Self {
             samples_ingested: counter_vec(
@@ -174,23 +164,12 @@ impl Metrics {
                 &["route", "code"],
             ),
             http_duration: register(&r, duration),
-            series: gauge(
-                &r,
-                "saltdb_series",
-                "Series ever created (highest series id allocated).",
-            ),
-            active_series: gauge(
-                &r,
-                "saltdb_active_series",
-                "Series with samples in the newest time window.",
-            ),
+            series: gauge(&r, "saltdb_series", "Series ever created (highest series id allocated)."),
+            active_series: gauge(&r, "saltdb_active_series", "Series with samples in the newest time window."),
             series_created: register(
                 &r,
-                IntCounter::new(
-                    "saltdb_series_created_total",
-                    "Series created since the process started.",
-                )
-                .unwrap_or_else(|e| panic!("BUG: {e}")),
+                IntCounter::new("saltdb_series_created_total", "Series created since the process started.")
+                    .unwrap_or_else(|e| panic!("BUG: {e}")),
             ),
             samples_written: counter_vec(
                 &r,
@@ -199,18 +178,11 @@ impl Metrics {
                 &["bucket"],
             ),
             windows: gauge(&r, "saltdb_windows", "Time windows on disk."),
-            disk_bytes: gauge(
-                &r,
-                "saltdb_disk_bytes",
-                "Bytes on disk of the whole database, journal included.",
-            ),
+            disk_bytes: gauge(&r, "saltdb_disk_bytes", "Bytes on disk of the whole database, journal included."),
             table_bytes: register(
                 &r,
                 IntGaugeVec::new(
-                    Opts::new(
-                        "saltdb_table_disk_bytes",
-                        "Bytes on disk per table (flushed data).",
-                    ),
+                    Opts::new("saltdb_table_disk_bytes", "Bytes on disk per table (flushed data)."),
                     &["table"],
                 )
                 .unwrap_or_else(|e| panic!("BUG: {e}")),
@@ -225,12 +197,7 @@ impl Metrics {
                 IntGaugeVec::new(Opts::new("saltdb_fjall", "fjall engine gauges."), &["name"])
                     .unwrap_or_else(|e| panic!("BUG: {e}")),
             ),
-            engine_counters: counter_vec(
-                &r,
-                "saltdb_fjall_total",
-                "fjall engine counters.",
-                &["name"],
-            ),
+            engine_counters: counter_vec(&r, "saltdb_fjall_total", "fjall engine counters.", &["name"]),
             refresh: std::sync::Mutex::new(()),
             registry: r,
         }
@@ -238,22 +205,16 @@ impl Metrics {
 
     /// Counts stored samples.
     pub fn ingested(&self, protocol: Protocol, samples: usize) {
-        self.samples_ingested
-            .with_label_values(&[protocol.label()])
-            .inc_by(samples as u64);
+        self.samples_ingested.with_label_values(&[protocol.label()]).inc_by(samples as u64);
     }
 
     /// Counts samples that were not stored, and the request when `request` is true.
     pub fn rejected(&self, protocol: Protocol, reason: &str, samples: usize, request: bool) {
         if samples > 0 {
-            self.samples_rejected
-                .with_label_values(&[protocol.label(), reason])
-                .inc_by(samples as u64);
+            self.samples_rejected.with_label_values(&[protocol.label(), reason]).inc_by(samples as u64);
         }
         if request {
-            self.requests_rejected
-                .with_label_values(&[protocol.label(), reason])
-                .inc();
+            self.requests_rejected.with_label_values(&[protocol.label(), reason]).inc();
         }
     }
 
@@ -261,40 +222,28 @@ impl Metrics {
     pub fn observe_http(&self, route: &str, code: u16, seconds: f64) {
         let code = code.to_string();
         self.http_requests.with_label_values(&[route, &code]).inc();
-        self.http_duration
-            .with_label_values(&[route, &code])
-            .observe(seconds);
+        self.http_duration.with_label_values(&[route, &code]).observe(seconds);
     }
 
     /// Mirrors storage figures and the metadata count into the metrics.
     pub fn set_storage(&self, s: &StorageFigures, metadata_families: usize) {
         let _guard = self.refresh.lock().unwrap_or_else(|e| e.into_inner());
         self.series.set(clamp(s.series_total));
-        self.active_series
-            .set(clamp(s.active_series.unwrap_or(s.series_total)));
+        self.active_series.set(clamp(s.active_series.unwrap_or(s.series_total)));
         advance(&self.series_created, s.series_created);
         for (bucket, &n) in s.samples_per_bucket.iter().enumerate() {
-            advance(
-                &self
-                    .samples_written
-                    .with_label_values(&[&bucket.to_string()]),
-                n,
-            );
+            advance(&self.samples_written.with_label_values(&[&bucket.to_string()]), n);
         }
         self.windows.set(clamp(s.windows));
         self.disk_bytes.set(clamp(s.disk_bytes));
         for (table, bytes) in &s.table_bytes {
-            self.table_bytes
-                .with_label_values(&[table])
-                .set(clamp(*bytes));
+            self.table_bytes.with_label_values(&[table]).set(clamp(*bytes));
         }
         for &(name, _help, value, is_counter) in &s.engine {
             if is_counter {
                 advance(&self.engine_counters.with_label_values(&[name]), value);
             } else {
-                self.engine_gauges
-                    .with_label_values(&[name])
-                    .set(clamp(value));
+                self.engine_gauges.with_label_values(&[name]).set(clamp(value));
             }
         }
         self.metadata_families.set(clamp(metadata_families as u64));
@@ -336,12 +285,8 @@ mod tests {
         m.rejected(Protocol::RemoteWriteV1, "native_histogram", 2, false);
         m.rejected(Protocol::Import, "invalid_json", 0, true);
         m.observe_http("/api/v1/write", 204, 0.002);
-        let mut figures = StorageFigures {
-            series_created: 7,
-            samples_per_bucket: vec![3, 4],
-            windows: 1,
-            ..Default::default()
-        };
+        let mut figures =
+            StorageFigures { series_created: 7, samples_per_bucket: vec![3, 4], windows: 1, ..Default::default() };
         m.set_storage(&figures, 2);
         figures.series_created = 5; // a lower figure never moves a counter back
         m.set_storage(&figures, 2);

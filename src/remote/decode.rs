@@ -35,11 +35,7 @@ pub struct DecodeLimits {
 
 impl Default for DecodeLimits {
     fn default() -> Self {
-        Self {
-            max_decoded_bytes: 64 << 20,
-            max_labels: 256,
-            max_label_len: 32 << 10,
-        }
+        Self { max_decoded_bytes: 64 << 20, max_labels: 256, max_label_len: 32 << 10 }
     }
 }
 
@@ -148,9 +144,7 @@ impl DecodeError {
                 SeriesProblem::EmptyName => "empty_label_name",
                 SeriesProblem::Label(LabelError::DuplicateName(_)) => "duplicate_label",
                 SeriesProblem::Label(LabelError::MissingMetricName) => "missing_metric_name",
-                SeriesProblem::Label(
-                    LabelError::TooManyLabels { .. } | LabelError::TooLong { .. },
-                ) => "label_limit",
+                SeriesProblem::Label(LabelError::TooManyLabels { .. } | LabelError::TooLong { .. }) => "label_limit",
                 SeriesProblem::Label(_) => "invalid_label",
             },
             Self::Timestamp { .. } => "timestamp_out_of_range",
@@ -171,9 +165,7 @@ pub fn decompress(body: &[u8], limit: usize) -> Result<Vec<u8>, DecodeError> {
         return Err(DecodeError::TooLarge { len, limit });
     }
     let mut out = vec![0u8; len];
-    let n = snap::raw::Decoder::new()
-        .decompress(body, &mut out)
-        .map_err(DecodeError::Snappy)?;
+    let n = snap::raw::Decoder::new().decompress(body, &mut out).map_err(DecodeError::Snappy)?;
     out.truncate(n);
     Ok(out)
 }
@@ -182,20 +174,14 @@ pub fn decompress(body: &[u8], limit: usize) -> Result<Vec<u8>, DecodeError> {
 ///
 /// # Errors
 /// A [`DecodeError`] describing the first problem found.
-pub fn decode_write(
-    body: &[u8],
-    protocol: Protocol,
-    limits: &DecodeLimits,
-) -> Result<Decoded, DecodeError> {
+pub fn decode_write(body: &[u8], protocol: Protocol, limits: &DecodeLimits) -> Result<Decoded, DecodeError> {
     let raw = decompress(body, limits.max_decoded_bytes)?;
     let decoded = match protocol {
         Protocol::V1 => decode_v1(&raw, limits)?,
         Protocol::V2 => decode_v2(&raw, limits)?,
     };
     if decoded.batch.series.is_empty() && decoded.metadata.is_empty() && decoded.histograms > 0 {
-        return Err(DecodeError::OnlyNativeHistograms {
-            count: decoded.histograms,
-        });
+        return Err(DecodeError::OnlyNativeHistograms { count: decoded.histograms });
     }
     Ok(decoded)
 }
@@ -205,17 +191,14 @@ pub fn decode_write(
 /// # Errors
 /// A [`DecodeError`] describing the first problem found.
 pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, DecodeError> {
-    let req = proto::WriteRequest::decode(raw).map_err(|source| DecodeError::Protobuf {
-        message: "prometheus.WriteRequest",
-        source,
-    })?;
+    let req = proto::WriteRequest::decode(raw)
+        .map_err(|source| DecodeError::Protobuf { message: "prometheus.WriteRequest", source })?;
     let mut out = Decoded::default();
     out.batch.series.reserve(req.timeseries.len());
     for (index, ts) in req.timeseries.into_iter().enumerate() {
         out.histograms += ts.histograms.len();
         out.exemplars += ts.exemplars.len();
-        let pairs: Vec<(String, String)> =
-            ts.labels.into_iter().map(|l| (l.name, l.value)).collect();
+        let pairs: Vec<(String, String)> = ts.labels.into_iter().map(|l| (l.name, l.value)).collect();
         push_series(&mut out.batch, index, pairs, &ts.samples, limits)?;
     }
     out.metadata = req
@@ -237,26 +220,16 @@ pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, DecodeErr
 /// # Errors
 /// A [`DecodeError`] describing the first problem found.
 pub fn decode_v2(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, DecodeError> {
-    let req = proto::v2::Request::decode(raw).map_err(|source| DecodeError::Protobuf {
-        message: "io.prometheus.write.v2.Request",
-        source,
-    })?;
+    let req = proto::v2::Request::decode(raw)
+        .map_err(|source| DecodeError::Protobuf { message: "io.prometheus.write.v2.Request", source })?;
     if req.symbols.first().is_some_and(|s| !s.is_empty()) {
-        return Err(DecodeError::Symbols {
-            index: 0,
-            problem: "symbols[0] must be the empty string".into(),
-        });
+        return Err(DecodeError::Symbols { index: 0, problem: "symbols[0] must be the empty string".into() });
     }
     let symbol = |index: usize, r: u32| -> Result<&String, DecodeError> {
-        req.symbols
-            .get(r as usize)
-            .ok_or_else(|| DecodeError::Symbols {
-                index,
-                problem: format!(
-                    "symbol reference {r} is out of range (the table has {} symbols)",
-                    req.symbols.len()
-                ),
-            })
+        req.symbols.get(r as usize).ok_or_else(|| DecodeError::Symbols {
+            index,
+            problem: format!("symbol reference {r} is out of range (the table has {} symbols)", req.symbols.len()),
+        })
     };
     let mut out = Decoded::default();
     out.batch.series.reserve(req.timeseries.len());
@@ -266,10 +239,7 @@ pub fn decode_v2(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, DecodeErr
         if ts.labels_refs.len() % 2 != 0 {
             return Err(DecodeError::Symbols {
                 index,
-                problem: format!(
-                    "labels_refs has odd length {}; it must hold name/value pairs",
-                    ts.labels_refs.len()
-                ),
+                problem: format!("labels_refs has odd length {}; it must hold name/value pairs", ts.labels_refs.len()),
             });
         }
         let mut pairs = Vec::with_capacity(ts.labels_refs.len() / 2);
@@ -278,22 +248,14 @@ pub fn decode_v2(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, DecodeErr
                 pairs.push((symbol(index, *n)?.clone(), symbol(index, *v)?.clone()));
             }
         }
-        let name = pairs
-            .iter()
-            .find(|(n, _)| n == METRIC_NAME)
-            .map(|(_, v)| v.clone());
+        let name = pairs.iter().find(|(n, _)| n == METRIC_NAME).map(|(_, v)| v.clone());
         push_series(&mut out.batch, index, pairs, &ts.samples, limits)?;
         if let (Some(md), Some(metric)) = (&ts.metadata, name) {
             let kind = MetricType::try_from(md.r#type).unwrap_or(MetricType::Unknown);
             let help = symbol(index, md.help_ref)?.clone();
             let unit = symbol(index, md.unit_ref)?.clone();
             if kind != MetricType::Unknown || !help.is_empty() || !unit.is_empty() {
-                out.metadata.push(MetricMetadata {
-                    metric,
-                    kind,
-                    help,
-                    unit,
-                });
+                out.metadata.push(MetricMetadata { metric, kind, help, unit });
             }
         }
     }
@@ -310,11 +272,7 @@ fn push_series(
     limits: &DecodeLimits,
 ) -> Result<(), DecodeError> {
     if let Err(problem) = validate_labels(&pairs, limits) {
-        return Err(DecodeError::Series {
-            index,
-            series: render(&pairs),
-            problem,
-        });
+        return Err(DecodeError::Series { index, series: render(&pairs), problem });
     }
     // Everything `from_pairs` checks was checked above by reference, so the owned strings can
     // move into the label set without copies.
@@ -329,18 +287,11 @@ fn push_series(
     let mut out = Vec::with_capacity(samples.len());
     for s in samples {
         if let Err(source) = check_timestamp(s.timestamp) {
-            return Err(DecodeError::Timestamp {
-                index,
-                series: labels.to_string(),
-                source,
-            });
+            return Err(DecodeError::Timestamp { index, series: labels.to_string(), source });
         }
         out.push(Sample::new(s.timestamp, s.value));
     }
-    batch.series.push(SeriesSamples {
-        labels,
-        samples: out,
-    });
+    batch.series.push(SeriesSamples { labels, samples: out });
     Ok(())
 }
 
@@ -349,11 +300,7 @@ fn push_series(
 /// and a non-empty `__name__`.
 fn validate_labels(pairs: &[(String, String)], limits: &DecodeLimits) -> Result<(), SeriesProblem> {
     if pairs.len() > limits.max_labels {
-        return Err(LabelError::TooManyLabels {
-            count: pairs.len(),
-            limit: limits.max_labels,
-        }
-        .into());
+        return Err(LabelError::TooManyLabels { count: pairs.len(), limit: limits.max_labels }.into());
     }
     let mut prev: Option<&str> = None;
     let mut has_name = false;
@@ -364,10 +311,7 @@ fn validate_labels(pairs: &[(String, String)], limits: &DecodeLimits) -> Result<
         match prev {
             Some(p) if p == name => return Err(LabelError::DuplicateName(name.clone()).into()),
             Some(p) if p > name.as_str() => {
-                return Err(SeriesProblem::Unsorted {
-                    before: p.to_owned(),
-                    after: name.clone(),
-                })
+                return Err(SeriesProblem::Unsorted { before: p.to_owned(), after: name.clone() })
             }
             _ => {}
         }
@@ -381,12 +325,7 @@ fn validate_labels(pairs: &[(String, String)], limits: &DecodeLimits) -> Result<
         let len = name.len().max(value.len());
         if len > limits.max_label_len {
             let name = name.chars().take(64).collect();
-            return Err(LabelError::TooLong {
-                name,
-                len,
-                limit: limits.max_label_len,
-            }
-            .into());
+            return Err(LabelError::TooLong { name, len, limit: limits.max_label_len }.into());
         }
         has_name |= name == METRIC_NAME && !value.is_empty();
     }

@@ -52,10 +52,7 @@ impl MetadataStore {
     /// A store holding at most `max_metrics` metric families; new families beyond that are
     /// ignored (existing ones still update).
     pub fn new(max_metrics: usize) -> Self {
-        Self {
-            families: RwLock::new(BTreeMap::new()),
-            max_metrics,
-        }
+        Self { families: RwLock::new(BTreeMap::new()), max_metrics }
     }
 
     /// Records metadata, keeping entries distinct per family.
@@ -65,11 +62,7 @@ impl MetadataStore {
         }
         let mut families = self.families.write().unwrap_or_else(|e| e.into_inner());
         for m in items {
-            let entry = MetadataEntry {
-                kind: m.kind,
-                help: m.help,
-                unit: m.unit,
-            };
+            let entry = MetadataEntry { kind: m.kind, help: m.help, unit: m.unit };
             let full = families.len() >= self.max_metrics;
             let entries = match families.get_mut(&m.metric) {
                 Some(e) => e,
@@ -108,10 +101,7 @@ impl MetadataStore {
 
     /// Number of metric families known.
     pub fn len(&self) -> usize {
-        self.families
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.families.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// True when no metadata was received yet.
@@ -125,32 +115,18 @@ mod tests {
     use super::*;
 
     fn md(metric: &str, help: &str) -> MetricMetadata {
-        MetricMetadata {
-            metric: metric.into(),
-            kind: MetricType::Counter,
-            help: help.into(),
-            unit: String::new(),
-        }
+        MetricMetadata { metric: metric.into(), kind: MetricType::Counter, help: help.into(), unit: String::new() }
     }
 
     #[test]
     fn keeps_distinct_entries_and_bounds() {
         let s = MetadataStore::new(2);
-        s.record(vec![
-            md("a", "x"),
-            md("a", "x"),
-            md("a", "y"),
-            md("b", "z"),
-            md("c", "w"),
-        ]);
+        s.record(vec![md("a", "x"), md("a", "x"), md("a", "y"), md("b", "z"), md("c", "w")]);
         let all = s.query(None, None, None);
         assert_eq!(all.len(), 2, "third family is over the limit");
         assert_eq!(all.get("a").map(Vec::len), Some(2));
         assert_eq!(s.query(Some("b"), None, None).len(), 1);
         assert_eq!(s.query(None, Some(1), None).len(), 1);
-        assert_eq!(
-            s.query(Some("a"), None, Some(1)).get("a").map(Vec::len),
-            Some(1)
-        );
+        assert_eq!(s.query(Some("a"), None, Some(1)).get("a").map(Vec::len), Some(1));
     }
 }

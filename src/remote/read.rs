@@ -21,8 +21,7 @@ use prost::Message;
 /// Content type of a `SAMPLES` response.
 pub const SAMPLES_CONTENT_TYPE: &str = "application/x-protobuf";
 /// Content type of a `STREAMED_XOR_CHUNKS` response.
-pub const STREAMED_CONTENT_TYPE: &str =
-    "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse";
+pub const STREAMED_CONTENT_TYPE: &str = "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse";
 
 /// Why a remote-read request was rejected (HTTP 400).
 #[derive(Debug, thiserror::Error)]
@@ -63,10 +62,7 @@ pub enum ReadError {
 ///
 /// # Errors
 /// [`ReadError`] on bad snappy, oversized bodies or bad protobuf.
-pub fn decode_request(
-    body: &[u8],
-    max_decoded_bytes: usize,
-) -> Result<proto::ReadRequest, ReadError> {
+pub fn decode_request(body: &[u8], max_decoded_bytes: usize) -> Result<proto::ReadRequest, ReadError> {
     let raw = decompress(body, max_decoded_bytes)?;
     proto::ReadRequest::decode(raw.as_slice()).map_err(ReadError::Protobuf)
 }
@@ -98,28 +94,16 @@ pub fn matchers(query: usize, ms: &[proto::LabelMatcher]) -> Result<Vec<Matcher>
                 Ok(MatcherType::Neq) => MatchOp::NotEqual,
                 Ok(MatcherType::Re) => MatchOp::RegexMatch,
                 Ok(MatcherType::Nre) => MatchOp::RegexNoMatch,
-                Err(_) => {
-                    return Err(ReadError::MatcherType {
-                        query,
-                        value: m.r#type,
-                    })
-                }
+                Err(_) => return Err(ReadError::MatcherType { query, value: m.r#type }),
             };
-            Matcher::new(op, m.name.clone(), m.value.clone())
-                .map_err(|source| ReadError::Matcher { query, source })
+            Matcher::new(op, m.name.clone(), m.value.clone()).map_err(|source| ReadError::Matcher { query, source })
         })
         .collect()
 }
 
 /// Label set in wire form (sorted by name).
 pub fn proto_labels(labels: &Labels) -> Vec<proto::Label> {
-    labels
-        .iter()
-        .map(|l| proto::Label {
-            name: l.name.clone(),
-            value: l.value.clone(),
-        })
-        .collect()
+    labels.iter().map(|l| proto::Label { name: l.name.clone(), value: l.value.clone() }).collect()
 }
 
 /// Encodes a `SAMPLES` response body (snappy-compressed `ReadResponse`), one result per query.
@@ -135,10 +119,7 @@ pub fn samples_response(results: &[Vec<SeriesSamples>]) -> Vec<u8> {
                         samples: s
                             .samples
                             .iter()
-                            .map(|p| proto::Sample {
-                                value: p.value,
-                                timestamp: p.timestamp_ms,
-                            })
+                            .map(|p| proto::Sample { value: p.value, timestamp: p.timestamp_ms })
                             .collect(),
                         ..Default::default()
                     })
@@ -151,9 +132,7 @@ pub fn samples_response(results: &[Vec<SeriesSamples>]) -> Vec<u8> {
 
 /// Snappy block compression (infallible for in-memory input below 4 GiB).
 pub fn compress(raw: &[u8]) -> Vec<u8> {
-    snap::raw::Encoder::new()
-        .compress_vec(raw)
-        .unwrap_or_default()
+    snap::raw::Encoder::new().compress_vec(raw).unwrap_or_default()
 }
 
 /// One series as XOR chunks of at most [`xor::SAMPLES_PER_CHUNK`] samples.
@@ -168,10 +147,7 @@ pub fn chunked_series(series: &SeriesSamples) -> proto::ChunkedSeries {
             data: xor::encode(run),
         })
         .collect();
-    proto::ChunkedSeries {
-        labels: proto_labels(&series.labels),
-        chunks,
-    }
+    proto::ChunkedSeries { labels: proto_labels(&series.labels), chunks }
 }
 
 /// Appends one frame (uvarint length, big-endian CRC-32C, message) holding `series` as the
@@ -193,15 +169,10 @@ pub fn write_frame(dst: &mut Vec<u8>, query_index: usize, series: &SeriesSamples
 /// [`ReadError::Frame`] on truncation or checksum mismatch, [`ReadError::Protobuf`] on bad
 /// protobuf.
 pub fn read_frame(mut src: &[u8]) -> Result<(proto::ChunkedReadResponse, &[u8]), ReadError> {
-    let len = prost::encoding::decode_varint(&mut src)
-        .map_err(|_| ReadError::Frame("bad length varint"))?;
+    let len = prost::encoding::decode_varint(&mut src).map_err(|_| ReadError::Frame("bad length varint"))?;
     let len = usize::try_from(len).map_err(|_| ReadError::Frame("length too large"))?;
-    let (crc, rest) = src
-        .split_first_chunk::<4>()
-        .ok_or(ReadError::Frame("truncated checksum"))?;
-    let msg = rest
-        .get(..len)
-        .ok_or(ReadError::Frame("truncated message"))?;
+    let (crc, rest) = src.split_first_chunk::<4>().ok_or(ReadError::Frame("truncated checksum"))?;
+    let msg = rest.get(..len).ok_or(ReadError::Frame("truncated message"))?;
     if crc32c(msg) != u32::from_be_bytes(*crc) {
         return Err(ReadError::Frame("checksum mismatch"));
     }
@@ -218,11 +189,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
             let mut c = i as u32;
             let mut k = 0;
             while k < 8 {
-                c = if c & 1 == 1 {
-                    0x82F6_3B78 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
+                c = if c & 1 == 1 { 0x82F6_3B78 ^ (c >> 1) } else { c >> 1 };
                 k += 1;
             }
             table[i] = c;
@@ -261,52 +228,26 @@ mod tests {
 
     #[test]
     fn matchers_convert_and_reject_bad_ones() {
-        let m = |t: MatcherType, v: &str| proto::LabelMatcher {
-            r#type: t as i32,
-            name: "job".into(),
-            value: v.into(),
-        };
+        let m = |t: MatcherType, v: &str| proto::LabelMatcher { r#type: t as i32, name: "job".into(), value: v.into() };
         let ms = matchers(
             0,
-            &[
-                m(MatcherType::Eq, "a"),
-                m(MatcherType::Neq, "b"),
-                m(MatcherType::Re, "c.*"),
-                m(MatcherType::Nre, "d"),
-            ],
+            &[m(MatcherType::Eq, "a"), m(MatcherType::Neq, "b"), m(MatcherType::Re, "c.*"), m(MatcherType::Nre, "d")],
         )
         .unwrap();
         assert_eq!(
             ms.iter().map(|m| m.op).collect::<Vec<_>>(),
-            [
-                MatchOp::Equal,
-                MatchOp::NotEqual,
-                MatchOp::RegexMatch,
-                MatchOp::RegexNoMatch
-            ]
+            [MatchOp::Equal, MatchOp::NotEqual, MatchOp::RegexMatch, MatchOp::RegexNoMatch]
         );
         assert!(ms[2].matches("cx") && !ms[2].matches("xc"));
-        assert!(matches!(
-            matchers(2, &[m(MatcherType::Re, "(")]),
-            Err(ReadError::Matcher { query: 2, .. })
-        ));
-        let bad = proto::LabelMatcher {
-            r#type: 9,
-            name: "a".into(),
-            value: "b".into(),
-        };
-        assert!(matches!(
-            matchers(1, &[bad]),
-            Err(ReadError::MatcherType { query: 1, value: 9 })
-        ));
+        assert!(matches!(matchers(2, &[m(MatcherType::Re, "(")]), Err(ReadError::Matcher { query: 2, .. })));
+        let bad = proto::LabelMatcher { r#type: 9, name: "a".into(), value: "b".into() };
+        assert!(matches!(matchers(1, &[bad]), Err(ReadError::MatcherType { query: 1, value: 9 })));
     }
 
     fn series(n: usize) -> SeriesSamples {
         SeriesSamples {
             labels: Labels::from_pairs([("__name__", "up"), ("job", "x")]).unwrap(),
-            samples: (0..n)
-                .map(|i| Sample::new(1_700_000_000_000 + i as i64 * 15_000, i as f64 / 3.0))
-                .collect(),
+            samples: (0..n).map(|i| Sample::new(1_700_000_000_000 + i as i64 * 15_000, i as f64 / 3.0)).collect(),
         }
     }
 
@@ -320,28 +261,16 @@ mod tests {
         assert!(rest.is_empty());
         assert_eq!(b.query_index, 3);
         let chunks = &a.chunked_series[0].chunks;
-        assert_eq!(
-            chunks
-                .iter()
-                .map(|c| xor::decode(&c.data).unwrap().len())
-                .collect::<Vec<_>>(),
-            [120, 120, 10]
-        );
+        assert_eq!(chunks.iter().map(|c| xor::decode(&c.data).unwrap().len()).collect::<Vec<_>>(), [120, 120, 10]);
         assert_eq!(chunks[1].min_time_ms, 1_700_000_000_000 + 120 * 15_000);
-        let all: Vec<Sample> = chunks
-            .iter()
-            .flat_map(|c| xor::decode(&c.data).unwrap())
-            .collect();
+        let all: Vec<Sample> = chunks.iter().flat_map(|c| xor::decode(&c.data).unwrap()).collect();
         assert_eq!(all, series(250).samples);
         let mut corrupt = buf.clone();
         if let Some(last) = corrupt.last_mut() {
             *last ^= 1;
         }
         let (_, rest) = read_frame(&corrupt).unwrap();
-        assert!(matches!(
-            read_frame(rest),
-            Err(ReadError::Frame("checksum mismatch"))
-        ));
+        assert!(matches!(read_frame(rest), Err(ReadError::Frame("checksum mismatch"))));
     }
 
     #[test]

@@ -26,10 +26,7 @@ pub struct XorError(&'static str);
 /// Encodes samples (ascending timestamps, at most `u16::MAX`) into one XOR chunk.
 pub fn encode(samples: &[Sample]) -> Vec<u8> {
     let samples = samples.get(..usize::from(u16::MAX)).unwrap_or(samples);
-    let mut w = BitWriter {
-        buf: Vec::with_capacity(2 + samples.len() * 2),
-        free: 0,
-    };
+    let mut w = BitWriter { buf: Vec::with_capacity(2 + samples.len() * 2), free: 0 };
     // `samples.len() <= u16::MAX` by the slice above.
     let n = u16::try_from(samples.len()).unwrap_or(u16::MAX);
     w.write_bits(u64::from(n), 16);
@@ -146,10 +143,7 @@ fn write_xor(w: &mut BitWriter, delta: u64, leading: &mut u8, trailing: &mut u8)
     let new_trailing = delta.trailing_zeros() as u8;
     if *leading != 0xff && new_leading >= *leading && new_trailing >= *trailing {
         w.write_bit(false);
-        w.write_bits(
-            delta >> *trailing,
-            64 - u32::from(*leading) - u32::from(*trailing),
-        );
+        w.write_bits(delta >> *trailing, 64 - u32::from(*leading) - u32::from(*trailing));
         return;
     }
     *leading = new_leading;
@@ -162,12 +156,7 @@ fn write_xor(w: &mut BitWriter, delta: u64, leading: &mut u8, trailing: &mut u8)
     w.write_bits(delta >> new_trailing, sigbits);
 }
 
-fn read_xor(
-    r: &mut BitReader<'_>,
-    v: u64,
-    leading: &mut u8,
-    trailing: &mut u8,
-) -> Result<u64, XorError> {
+fn read_xor(r: &mut BitReader<'_>, v: u64, leading: &mut u8, trailing: &mut u8) -> Result<u64, XorError> {
     if !r.read_bit()? {
         return Ok(v);
     }
@@ -265,10 +254,7 @@ impl BitReader<'_> {
         let mut out = 0u64;
         let mut n = n;
         while n > 0 {
-            let byte = *self
-                .buf
-                .get(self.pos / 8)
-                .ok_or(XorError("unexpected end of data"))?;
+            let byte = *self.buf.get(self.pos / 8).ok_or(XorError("unexpected end of data"))?;
             let avail = 8 - (self.pos % 8) as u32;
             let take = n.min(avail);
             let chunk = (u64::from(byte) >> (avail - take)) & ((1u64 << take) - 1);
@@ -290,14 +276,8 @@ mod tests {
         // Header 2, varint(zigzag(1000)) = d0 0f, 64 value bits of 1.0, uvarint(15) = 0f, then
         // the XOR bit `0` (same value), padded.
         let data = encode(&[Sample::new(1000, 1.0), Sample::new(1015, 1.0)]);
-        assert_eq!(
-            data,
-            [0, 2, 0xd0, 0x0f, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0x0f, 0x00]
-        );
-        assert_eq!(
-            decode(&data).unwrap(),
-            vec![Sample::new(1000, 1.0), Sample::new(1015, 1.0)]
-        );
+        assert_eq!(data, [0, 2, 0xd0, 0x0f, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0x0f, 0x00]);
+        assert_eq!(decode(&data).unwrap(), vec![Sample::new(1000, 1.0), Sample::new(1015, 1.0)]);
     }
 
     #[test]
@@ -311,11 +291,7 @@ mod tests {
     #[test]
     fn stale_marker_survives_bit_exact() {
         let stale = f64::from_bits(crate::sample::STALE_NAN_BITS);
-        let s = vec![
-            Sample::new(0, 1.0),
-            Sample::new(15_000, stale),
-            Sample::new(30_000, 2.5),
-        ];
+        let s = vec![Sample::new(0, 1.0), Sample::new(15_000, stale), Sample::new(30_000, 2.5)];
         let back = decode(&encode(&s)).unwrap();
         assert_eq!(back[1].value.to_bits(), crate::sample::STALE_NAN_BITS);
     }
@@ -323,17 +299,8 @@ mod tests {
     fn arb_samples() -> impl Strategy<Value = Vec<(i64, u64)>> {
         proptest::collection::vec(
             (
-                prop_oneof![
-                    Just(0i64),
-                    Just(15_000),
-                    -2_000_000i64..2_000_000,
-                    any::<i64>()
-                ],
-                prop_oneof![
-                    Just(0u64),
-                    any::<u64>(),
-                    (0u32..1000).prop_map(|x| f64::from(x).to_bits())
-                ],
+                prop_oneof![Just(0i64), Just(15_000), -2_000_000i64..2_000_000, any::<i64>()],
+                prop_oneof![Just(0u64), any::<u64>(), (0u32..1000).prop_map(|x| f64::from(x).to_bits())],
             ),
             0..300,
         )
