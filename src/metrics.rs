@@ -15,11 +15,13 @@
 //! | `saltdb_windows` | gauge | |
 //! | `saltdb_disk_bytes`, `saltdb_table_disk_bytes` | gauge | `table` |
 //! | `saltdb_metadata_families` | gauge | |
-//! | `saltdb_fjall_*` (flushes, compactions, journal, write buffer) | gauge/counter | |
+//! | `saltdb_fjall_write_buffer_bytes`, `saltdb_fjall_outstanding_flushes`, `saltdb_fjall_active_compactions`, `saltdb_fjall_journal_files`, `saltdb_fjall_journal_bytes` | gauge | |
+//! | `saltdb_fjall_compactions_completed_total`, `saltdb_fjall_compaction_seconds_total` | counter | |
 //! | `process_*` (RSS, CPU, open fds, threads, start time) | from the `prometheus` crate | |
 //!
 //! Protocol label values: [`Protocol::label`].
 
+use crate::storage::EngineStats;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
@@ -63,9 +65,8 @@ pub struct StorageFigures {
     pub disk_bytes: u64,
     /// Bytes per table.
     pub table_bytes: Vec<(&'static str, u64)>,
-    /// fjall gauges and counters, by metric suffix (`saltdb_fjall_<name>`), with whether each
-    /// is a counter.
-    pub engine: Vec<(&'static str, &'static str, u64, bool)>,
+    /// fjall's own figures, when available.
+    pub engine: Option<EngineStats>,
 }
 
 /// Every metric of the process, registered in one registry.
@@ -84,8 +85,13 @@ pub struct Metrics {
     disk_bytes: IntGauge,
     table_bytes: IntGaugeVec,
     metadata_families: IntGauge,
-    engine_gauges: IntGaugeVec,
-    engine_counters: IntCounterVec,
+    fjall_write_buffer: IntGauge,
+    fjall_outstanding_flushes: IntGauge,
+    fjall_active_compactions: IntGauge,
+    fjall_journal_files: IntGauge,
+    fjall_journal_bytes: IntGauge,
+    fjall_compactions: IntCounter,
+    fjall_compaction_seconds: prometheus::Counter,
     /// Serialises scrapes so counters mirrored from storage move monotonically.
     refresh: std::sync::Mutex<()>,
 }
@@ -192,12 +198,29 @@ impl Metrics {
                 "saltdb_metadata_families",
                 "Metric families with metadata received through remote-write.",
             ),
-            engine_gauges: register(
+            fjall_write_buffer: gauge(&r, "saltdb_fjall_write_buffer_bytes", "Bytes in fjall's memtables."),
+            fjall_outstanding_flushes: gauge(
                 &r,
-                IntGaugeVec::new(Opts::new("saltdb_fjall", "fjall engine gauges."), &["name"])
+                "saltdb_fjall_outstanding_flushes",
+                "Memtables waiting to be flushed (a growing value precedes write stalls).",
+            ),
+            fjall_active_compactions: gauge(&r, "saltdb_fjall_active_compactions", "Compactions running now."),
+            fjall_journal_files: gauge(&r, "saltdb_fjall_journal_files", "Journal files on disk."),
+            fjall_journal_bytes: gauge(
+                &r,
+                "saltdb_fjall_journal_bytes",
+                "Bytes of journal on disk (replayed at start-up).",
+            ),
+            fjall_compactions: register(
+                &r,
+                IntCounter::new("saltdb_fjall_compactions_completed_total", "Compactions completed since start.")
                     .unwrap_or_else(|e| panic!("BUG: {e}")),
             ),
-            engine_counters: counter_vec(&r, "saltdb_fjall_total", "fjall engine counters.", &["name"]),
+            fjall_compaction_seconds: register(
+                &r,
+                prometheus::Counter::new("saltdb_fjall_compaction_seconds_total", "Time spent compacting since start.")
+                    .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
             refresh: std::sync::Mutex::new(()),
             registry: r,
         }
@@ -239,11 +262,17 @@ impl Metrics {
         for (table, bytes) in &s.table_bytes {
             self.table_bytes.with_label_values(&[table]).set(clamp(*bytes));
         }
-        for &(name, _help, value, is_counter) in &s.engine {
-            if is_counter {
-                advance(&self.engine_counters.with_label_values(&[name]), value);
-            } else {
-                self.engine_gauges.with_label_values(&[name]).set(clamp(value));
+        if let Some(e) = &s.engine {
+            self.fjall_write_buffer.set(clamp(e.write_buffer_bytes));
+            self.fjall_outstanding_flushes.set(clamp(e.outstanding_flushes));
+            self.fjall_active_compactions.set(clamp(e.active_compactions));
+            self.fjall_journal_files.set(clamp(e.journal_files));
+            self.fjall_journal_bytes.set(clamp(e.journal_bytes));
+            advance(&self.fjall_compactions, e.compactions_completed);
+            let secs = e.compaction_micros as f64 / 1e6;
+            let cur = self.fjall_compaction_seconds.get();
+            if secs > cur {
+                self.fjall_compaction_seconds.inc_by(secs - cur);
             }
         }
         self.metadata_families.set(clamp(metadata_families as u64));

@@ -73,7 +73,7 @@ impl Server {
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let addr = listener.local_addr()?;
-        let state = Arc::new(AppState { storage: storage.clone(), limits: config.limits });
+        let state = Arc::new(AppState::new(storage.clone(), config.limits));
         let (stop, stopped) = watch::channel(false);
         spawn_retention(storage.clone(), stopped.clone());
         let app = router(state);

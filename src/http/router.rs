@@ -7,7 +7,9 @@ use axum::Router;
 
 use super::error::ApiError;
 use super::import::SeriesLimits;
-use super::{export, health, import};
+use super::remote_write::RemoteState;
+use super::{api, export, health, import, metrics, remote_read, remote_write};
+use crate::metrics::Metrics;
 use crate::storage::Storage;
 
 /// Request limits.
@@ -31,16 +33,32 @@ pub struct AppState {
     pub storage: Storage,
     /// Request limits.
     pub limits: Limits,
+    /// saltdb's own metrics.
+    pub metrics: Metrics,
+    /// Remote-write metadata and in-flight limits.
+    pub remote: RemoteState,
+}
+
+impl AppState {
+    /// State with fresh metrics and remote-protocol state.
+    pub fn new(storage: Storage, limits: Limits) -> Self {
+        Self { storage, limits, metrics: Metrics::new(), remote: RemoteState::default() }
+    }
 }
 
 /// The whole HTTP surface.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
+        .route("/api/v1/write", post(remote_write::write))
+        .route("/api/v1/read", post(remote_read::read))
+        .route("/api/v1/metadata", get(api::metadata::metadata))
+        .route("/metrics", get(metrics::metrics))
         .route("/api/v1/import", post(import::import))
         .route("/api/v1/export", get(export::export).post(export::export))
         .route("/-/healthy", get(health::healthy).head(health::healthy))
         .route("/-/ready", get(health::ready).head(health::ready))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .with_state(state)
 }
 

@@ -113,6 +113,25 @@ pub enum DecodeError {
     },
 }
 
+/// A rejected request: why, and how many samples it held (0 when the body did not decode), so the
+/// caller can count them.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Rejection {
+    /// What was wrong.
+    #[source]
+    pub error: DecodeError,
+    /// Samples in the request (float samples, or histogram samples for
+    /// [`DecodeError::OnlyNativeHistograms`]).
+    pub samples: usize,
+}
+
+impl From<DecodeError> for Rejection {
+    fn from(error: DecodeError) -> Self {
+        Self { error, samples: 0 }
+    }
+}
+
 /// A label-set problem of one series.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SeriesProblem {
@@ -173,15 +192,16 @@ pub fn decompress(body: &[u8], limit: usize) -> Result<Vec<u8>, DecodeError> {
 /// Decodes a snappy-compressed remote-write body of the given protocol.
 ///
 /// # Errors
-/// A [`DecodeError`] describing the first problem found.
-pub fn decode_write(body: &[u8], protocol: Protocol, limits: &DecodeLimits) -> Result<Decoded, DecodeError> {
+/// A [`Rejection`] describing the first problem found.
+pub fn decode_write(body: &[u8], protocol: Protocol, limits: &DecodeLimits) -> Result<Decoded, Rejection> {
     let raw = decompress(body, limits.max_decoded_bytes)?;
     let decoded = match protocol {
         Protocol::V1 => decode_v1(&raw, limits)?,
         Protocol::V2 => decode_v2(&raw, limits)?,
     };
     if decoded.batch.series.is_empty() && decoded.metadata.is_empty() && decoded.histograms > 0 {
-        return Err(DecodeError::OnlyNativeHistograms { count: decoded.histograms });
+        let count = decoded.histograms;
+        return Err(Rejection { error: DecodeError::OnlyNativeHistograms { count }, samples: count });
     }
     Ok(decoded)
 }
@@ -189,17 +209,19 @@ pub fn decode_write(body: &[u8], protocol: Protocol, limits: &DecodeLimits) -> R
 /// Decodes an uncompressed `prometheus.WriteRequest`.
 ///
 /// # Errors
-/// A [`DecodeError`] describing the first problem found.
-pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, DecodeError> {
+/// A [`Rejection`] describing the first problem found.
+pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection> {
     let req = proto::WriteRequest::decode(raw)
         .map_err(|source| DecodeError::Protobuf { message: "prometheus.WriteRequest", source })?;
+    let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
+    let reject = |error| Rejection { error, samples };
     let mut out = Decoded::default();
     out.batch.series.reserve(req.timeseries.len());
     for (index, ts) in req.timeseries.into_iter().enumerate() {
         out.histograms += ts.histograms.len();
         out.exemplars += ts.exemplars.len();
         let pairs: Vec<(String, String)> = ts.labels.into_iter().map(|l| (l.name, l.value)).collect();
-        push_series(&mut out.batch, index, pairs, &ts.samples, limits)?;
+        push_series(&mut out.batch, index, pairs, &ts.samples, limits).map_err(reject)?;
     }
     out.metadata = req
         .metadata
@@ -218,10 +240,15 @@ pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, DecodeErr
 /// Decodes an uncompressed `io.prometheus.write.v2.Request`.
 ///
 /// # Errors
-/// A [`DecodeError`] describing the first problem found.
-pub fn decode_v2(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, DecodeError> {
+/// A [`Rejection`] describing the first problem found.
+pub fn decode_v2(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection> {
     let req = proto::v2::Request::decode(raw)
         .map_err(|source| DecodeError::Protobuf { message: "io.prometheus.write.v2.Request", source })?;
+    let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
+    decode_v2_series(&req, limits).map_err(|error| Rejection { error, samples })
+}
+
+fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<Decoded, DecodeError> {
     if req.symbols.first().is_some_and(|s| !s.is_empty()) {
         return Err(DecodeError::Symbols { index: 0, problem: "symbols[0] must be the empty string".into() });
     }

@@ -1,6 +1,6 @@
 //! Round trips and every rejection of the remote-write decoder.
 
-use super::decode::{decode_write, DecodeError, DecodeLimits, Protocol};
+use super::decode::{decode_write, DecodeError, DecodeLimits, Protocol, Rejection};
 use super::proto::{self, v2, MetricType};
 use super::snappy_body;
 use crate::sample::STALE_NAN_BITS;
@@ -22,7 +22,7 @@ fn v1(ts: Vec<proto::TimeSeries>) -> Vec<u8> {
     snappy_body(&proto::WriteRequest { timeseries: ts, metadata: vec![] })
 }
 
-fn decode1(body: &[u8]) -> Result<super::decode::Decoded, DecodeError> {
+fn decode1(body: &[u8]) -> Result<super::decode::Decoded, Rejection> {
     decode_write(body, Protocol::V1, &DecodeLimits::default())
 }
 
@@ -59,7 +59,7 @@ fn v1_metadata_is_kept() {
 }
 
 fn reject(body: &[u8], reason: &str, needle: &str) {
-    let err = decode1(body).expect_err("must be rejected");
+    let err = decode1(body).expect_err("must be rejected").error;
     assert_eq!(err.reason(), reason, "{err}");
     assert!(err.to_string().contains(needle), "{err:?} does not mention {needle:?}");
 }
@@ -93,20 +93,20 @@ fn every_bad_input_is_rejected_with_a_reason() {
 #[test]
 fn size_limit_is_checked_before_allocating() {
     // A 5-byte body whose header announces 2^32 - 1 bytes.
-    let err = decode_write(&[0xff, 0xff, 0xff, 0xff, 0x0f], Protocol::V1, &DecodeLimits::default()).unwrap_err();
+    let err = decode_write(&[0xff, 0xff, 0xff, 0xff, 0x0f], Protocol::V1, &DecodeLimits::default()).unwrap_err().error;
     assert!(matches!(err, DecodeError::TooLarge { len: 4_294_967_295, .. }), "{err}");
     let limits = DecodeLimits { max_decoded_bytes: 10, ..DecodeLimits::default() };
     let body = v1(vec![series(&[("__name__", "up")], &[(T, 1.0)])]);
-    assert_eq!(decode_write(&body, Protocol::V1, &limits).unwrap_err().reason(), "too_large");
+    assert_eq!(decode_write(&body, Protocol::V1, &limits).unwrap_err().error.reason(), "too_large");
 }
 
 #[test]
 fn label_limits() {
     let limits = DecodeLimits { max_labels: 2, max_label_len: 8, ..DecodeLimits::default() };
     let body = v1(vec![series(&[("__name__", "up"), ("a", "1"), ("b", "2")], &[(T, 1.0)])]);
-    assert_eq!(decode_write(&body, Protocol::V1, &limits).unwrap_err().reason(), "label_limit");
+    assert_eq!(decode_write(&body, Protocol::V1, &limits).unwrap_err().error.reason(), "label_limit");
     let body = v1(vec![series(&[("__name__", "up"), ("a", "123456789")], &[(T, 1.0)])]);
-    assert_eq!(decode_write(&body, Protocol::V1, &limits).unwrap_err().reason(), "label_limit");
+    assert_eq!(decode_write(&body, Protocol::V1, &limits).unwrap_err().error.reason(), "label_limit");
 }
 
 fn histogram() -> proto::Histogram {
@@ -118,6 +118,8 @@ fn native_histograms_are_counted_and_only_fatal_when_alone() {
     let mut h = series(&[("__name__", "rpc_latency")], &[]);
     h.histograms = vec![histogram(), histogram()];
     let err = decode1(&v1(vec![h.clone()])).unwrap_err();
+    assert_eq!(err.samples, 2);
+    let err = err.error;
     assert!(matches!(err, DecodeError::OnlyNativeHistograms { count: 2 }));
     assert!(err.to_string().contains("native histograms are not supported"));
     let d = decode1(&v1(vec![h, series(&[("__name__", "up")], &[(T, 1.0)])])).unwrap();
@@ -154,7 +156,8 @@ fn v2_round_trip_with_symbols_and_metadata() {
 
 #[test]
 fn v2_rejections() {
-    let dec = |r: v2::Request| decode_write(&snappy_body(&r), Protocol::V2, &DecodeLimits::default()).unwrap_err();
+    let dec =
+        |r: v2::Request| decode_write(&snappy_body(&r), Protocol::V2, &DecodeLimits::default()).unwrap_err().error;
     assert!(dec(v2_request(SYMBOLS, vec![1, 2, 3])).to_string().contains("odd length"));
     assert!(dec(v2_request(SYMBOLS, vec![1, 2, 3, 40])).to_string().contains("out of range"));
     assert!(dec(v2_request(&["x", "__name__", "a"], vec![1, 2])).to_string().contains("symbols[0]"));

@@ -1,0 +1,3 @@
+//! The Prometheus HTTP API endpoints.
+
+pub mod metadata;
