@@ -4,7 +4,7 @@
 //! |---|---|
 //! | valid, stored durably | 204, empty body (2.0: `X-Prometheus-Remote-Write-*-Written` headers) |
 //! | bad snappy/protobuf, bad labels, bad timestamps, only native histograms | 400, reason in the body |
-//! | body over `--max-request-bytes` (compressed or decompressed) | 413 |
+//! | body over `--max-request-bytes` (compressed, or as announced by the snappy header) | 413 |
 //! | `Content-Type`/`Content-Encoding` other than protobuf + snappy | 415 |
 //! | too many requests in flight | 429 with `Retry-After` (senders retry) |
 //! | storage failure | 500/503 (senders retry) |
@@ -25,7 +25,7 @@ use super::error::ApiError;
 use super::router::AppState;
 use super::{blocking, body};
 use crate::metrics::Protocol as MetricsProtocol;
-use crate::remote::decode::{decode_write, DecodeLimits, Protocol};
+use crate::remote::decode::{decode_write, DecodeError, DecodeLimits, Protocol};
 use crate::remote::metadata::MetadataStore;
 
 /// Remote-write requests decoded or committed at once; more get 429 so senders back off.
@@ -116,7 +116,7 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
     };
     let mp = metrics_protocol(protocol);
     let Ok(_permit) = state.remote.write_slots.try_acquire() else {
-        state.metrics.rejected(mp, "overloaded", 0, false);
+        state.metrics.rejected(mp, "overloaded", 0, true);
         return ApiError::Overloaded(format!(
             "more than {MAX_INFLIGHT_WRITES} remote-write requests in flight; retry later"
         ))
@@ -163,7 +163,10 @@ fn store(state: &AppState, raw: &[u8], protocol: Protocol) -> Result<Written, Ap
     };
     let decoded = decode_write(raw, protocol, &limits).map_err(|rej| {
         state.metrics.rejected(mp, rej.error.reason(), rej.samples, true);
-        ApiError::BadData(rej.to_string())
+        match rej.error {
+            DecodeError::TooLarge { limit, .. } => ApiError::TooLarge { limit },
+            _ => ApiError::BadData(rej.to_string()),
+        }
     })?;
     state.metrics.rejected(mp, "native_histogram", decoded.histograms, false);
     state.metrics.rejected(mp, "exemplar", decoded.exemplars, false);

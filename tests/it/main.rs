@@ -7,5 +7,7 @@ mod bad_input;
 mod crash;
 mod import_export;
 mod manifest;
+mod real_prometheus;
+mod remote_write;
 mod retention;
 mod storage_api;
