@@ -5,6 +5,7 @@ use std::sync::Arc;
 use axum::routing::{get, post};
 use axum::Router;
 
+use super::api::{labels, series, status};
 use super::error::ApiError;
 use super::import::SeriesLimits;
 use super::{export, health, import};
@@ -38,6 +39,11 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/api/v1/import", post(import::import))
         .route("/api/v1/export", get(export::export).post(export::export))
+        .route("/api/v1/series", get(series::series).post(series::series))
+        .route("/api/v1/labels", get(labels::names).post(labels::names))
+        .route("/api/v1/label/{name}/values", get(labels::values))
+        .route("/api/v1/status/buildinfo", get(status::buildinfo))
+        .route("/api/v1/query_exemplars", get(status::query_exemplars).post(status::query_exemplars))
         .route("/-/healthy", get(health::healthy).head(health::healthy))
         .route("/-/ready", get(health::ready).head(health::ready))
         .fallback(not_found)
