@@ -28,8 +28,17 @@ const RATCHET_FILE: &str = "tests/promql_ratchet.txt";
 /// Functions whose result depends on the evaluation time even with `@` (Prometheus'
 /// `AtModifierUnsafeFunctions`).
 const AT_UNSAFE: &[&str] = &[
-    "days_in_month", "day_of_month", "day_of_week", "day_of_year", "hour", "minute", "month", "year",
-    "predict_linear", "time", "timestamp",
+    "days_in_month",
+    "day_of_month",
+    "day_of_week",
+    "day_of_year",
+    "hour",
+    "minute",
+    "month",
+    "year",
+    "predict_linear",
+    "time",
+    "timestamp",
 ];
 
 #[derive(Default, Debug, Clone)]
@@ -49,8 +58,15 @@ struct Runner {
 
 impl Runner {
     fn new() -> Self {
-        let opts = EngineOptions { timeout: Duration::from_secs(100), ..EngineOptions::default() };
-        Self { engine: Engine::new(opts), store: mem::MemSource::default(), histograms: Vec::new() }
+        let opts = EngineOptions {
+            timeout: Duration::from_secs(100),
+            ..EngineOptions::default()
+        };
+        Self {
+            engine: Engine::new(opts),
+            store: mem::MemSource::default(),
+            histograms: Vec::new(),
+        }
     }
 
     fn clear(&mut self) {
@@ -78,12 +94,20 @@ impl Runner {
         if ev.expects_histograms {
             return true;
         }
-        let Ok(expr) = promql_parser::parser::parse(&ev.expr) else { return false };
+        let Ok(expr) = promql_parser::parser::parse(&ev.expr) else {
+            return false;
+        };
         let mut hit = false;
         visit_selectors(&expr, &mut |vs| {
-            let Ok(groups) = selector_matchers(vs) else { return };
+            let Ok(groups) = selector_matchers(vs) else {
+                return;
+            };
             for g in &groups {
-                if self.histograms.iter().any(|h| g.iter().all(|m| m.matches(h.get(&m.name).unwrap_or("")))) {
+                if self
+                    .histograms
+                    .iter()
+                    .any(|h| g.iter().all(|m| m.matches(h.get(&m.name).unwrap_or(""))))
+                {
                     hit = true;
                 }
             }
@@ -107,15 +131,20 @@ impl Runner {
     }
 
     fn run_range(&self, ev: &Eval) -> Result<(), String> {
-        let res = self.engine.range(&self.store, &ev.expr, ev.start_ms, ev.end_ms, ev.step_ms);
-        let Some(r) = check_failure(ev, res)? else { return Ok(()) };
+        let res = self
+            .engine
+            .range(&self.store, &ev.expr, ev.start_ms, ev.end_ms, ev.step_ms);
+        let Some(r) = check_failure(ev, res)? else {
+            return Ok(());
+        };
         check_annotations(ev, &r.annotations)?;
         compare(ev, &r.value, (ev.start_ms, ev.end_ms, ev.step_ms))
     }
 
     fn run_instant(&self, ev: &Eval, expr: &str, t: i64) -> Result<(), String> {
         let res = self.engine.instant(&self.store, expr, t);
-        let Some(r) = check_failure(ev, res).map_err(|e| format!("{e} (query {expr:?} at {t})"))? else {
+        let Some(r) = check_failure(ev, res).map_err(|e| format!("{e} (query {expr:?} at {t})"))?
+        else {
             return Ok(());
         };
         check_annotations(ev, &r.annotations)?;
@@ -131,20 +160,28 @@ impl Runner {
         if ev.expect.ordered {
             return Ok(());
         }
-        let Value::Matrix(m) = rr.value else { return Err("range mode did not return a matrix".into()) };
+        let Value::Matrix(m) = rr.value else {
+            return Err("range mode did not return a matrix".into());
+        };
         let vec: Vec<InstantSample> = m
             .iter()
             .filter_map(|s| {
-                s.samples.iter().find(|p| p.timestamp_ms == t).map(|p| InstantSample {
-                    labels: s.labels.clone(),
-                    timestamp_ms: t,
-                    value: p.value,
-                })
+                s.samples
+                    .iter()
+                    .find(|p| p.timestamp_ms == t)
+                    .map(|p| InstantSample {
+                        labels: s.labels.clone(),
+                        timestamp_ms: t,
+                        value: p.value,
+                    })
             })
             .collect();
         let v = match r.value {
             Value::Scalar { .. } => match vec.first() {
-                Some(s) => Value::Scalar { timestamp_ms: t, value: s.value },
+                Some(s) => Value::Scalar {
+                    timestamp_ms: t,
+                    value: s.value,
+                },
                 None => return Err("range mode returned no point for a scalar".into()),
             },
             _ => Value::Vector(vec),
@@ -154,26 +191,40 @@ impl Runner {
 }
 
 fn uses_query_context(expr: &str) -> bool {
-    ["start()", "end()", "range()", "step()"].iter().any(|f| expr.contains(f))
+    ["start()", "end()", "range()", "step()"]
+        .iter()
+        .any(|f| expr.contains(f))
 }
 
 /// The labels of the native histogram with custom buckets that `load_with_nhcb` derives
 /// from a classic `_bucket`/`_count`/`_sum` series.
 fn nhcb_labels(l: &Labels) -> Option<Labels> {
     let name = l.metric_name()?;
-    let base = ["_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s))?;
+    let base = ["_bucket", "_count", "_sum"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))?;
     let v: Vec<Label> = l
         .iter()
         .filter(|x| x.name != "le")
-        .map(|x| if x.name == "__name__" { Label::new("__name__", base) } else { x.clone() })
+        .map(|x| {
+            if x.name == "__name__" {
+                Label::new("__name__", base)
+            } else {
+                x.clone()
+            }
+        })
         .collect();
     Some(Labels::from_trusted(v))
 }
 
-fn selector_matchers(vs: &promql_parser::parser::VectorSelector) -> Result<Vec<Vec<LabelMatcher>>, String> {
+fn selector_matchers(
+    vs: &promql_parser::parser::VectorSelector,
+) -> Result<Vec<Vec<LabelMatcher>>, String> {
     let conv = |ms: &[promql_parser::label::Matcher]| -> Result<Vec<LabelMatcher>, String> {
-        let mut out: Vec<LabelMatcher> =
-            ms.iter().map(|m| LabelMatcher::from_parsed(m).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+        let mut out: Vec<LabelMatcher> = ms
+            .iter()
+            .map(|m| LabelMatcher::from_parsed(m).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
         if let Some(n) = &vs.name {
             out.push(LabelMatcher::equal("__name__", n.clone()));
         }
@@ -212,7 +263,9 @@ fn visit_selectors(e: &Expr, f: &mut dyn FnMut(&promql_parser::parser::VectorSel
 /// like Prometheus' `atModifierTestCases`. Returns nothing when a function depends on the
 /// evaluation time.
 fn at_variants(expr: &str, t: i64) -> Vec<(String, i64)> {
-    let Ok(mut e) = promql_parser::parser::parse(expr) else { return Vec::new() };
+    let Ok(mut e) = promql_parser::parser::parse(expr) else {
+        return Vec::new();
+    };
     let at = AtModifier::At(SystemTime::UNIX_EPOCH + Duration::from_millis(t.max(0) as u64));
     let mut unsafe_fn = false;
     pin_at(&mut e, &at, &mut unsafe_fn);
@@ -220,7 +273,11 @@ fn at_variants(expr: &str, t: i64) -> Vec<(String, i64)> {
         return Vec::new();
     }
     let text = e.to_string();
-    let times: Vec<i64> = if t == 0 { vec![-1000, 0, 1000] } else { vec![-10 * t, 0, t / 5, t, 10 * t] };
+    let times: Vec<i64> = if t == 0 {
+        vec![-1000, 0, 1000]
+    } else {
+        vec![-10 * t, 0, t / 5, t, 10 * t]
+    };
     times.into_iter().map(|et| (text.clone(), et)).collect()
 }
 
@@ -232,12 +289,9 @@ fn pin_at(e: &mut Expr, at: &AtModifier, unsafe_fn: &mut bool) {
         Expr::MatrixSelector(ms) => {
             ms.vs.at.get_or_insert_with(|| at.clone());
         }
+        // Selectors inside a subquery keep their own times (the subquery gets the `@`).
         Expr::Subquery(s) => {
-            if s.at.is_none() {
-                s.at = Some(at.clone());
-            } else {
-                pin_at(&mut s.expr, at, unsafe_fn);
-            }
+            s.at.get_or_insert_with(|| at.clone());
         }
         Expr::Aggregate(a) => {
             pin_at(&mut a.expr, at, unsafe_fn);
@@ -255,7 +309,10 @@ fn pin_at(e: &mut Expr, at: &AtModifier, unsafe_fn: &mut bool) {
             if AT_UNSAFE.contains(&c.func.name) {
                 *unsafe_fn = true;
             }
-            c.args.args.iter_mut().for_each(|a| pin_at(a, at, unsafe_fn));
+            c.args
+                .args
+                .iter_mut()
+                .for_each(|a| pin_at(a, at, unsafe_fn));
         }
         _ => {}
     }
@@ -299,7 +356,11 @@ fn check_annotations(ev: &Eval, a: &Annotations) -> Result<(), String> {
     Ok(())
 }
 
-fn check_annotation_kind(kind: &str, expected: &[Matcher], actual: &[String]) -> Result<(), String> {
+fn check_annotation_kind(
+    kind: &str,
+    expected: &[Matcher],
+    actual: &[String],
+) -> Result<(), String> {
     if expected.is_empty() {
         return Ok(());
     }
@@ -308,7 +369,9 @@ fn check_annotation_kind(kind: &str, expected: &[Matcher], actual: &[String]) ->
     }
     for e in expected {
         if !actual.iter().any(|a| e.matches(a)) {
-            return Err(format!("expected {kind} annotation {e:?}, found {actual:?}"));
+            return Err(format!(
+                "expected {kind} annotation {e:?}, found {actual:?}"
+            ));
         }
     }
     for a in actual {
@@ -363,24 +426,39 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
             }
             let mut seen = vec![false; exp.len()];
             for s in m {
-                let i = find(&s.labels).ok_or_else(|| format!("unexpected series {} in result", s.labels))?;
+                let i = find(&s.labels)
+                    .ok_or_else(|| format!("unexpected series {} in result", s.labels))?;
                 seen[i] = true;
                 let (start, end, step) = range;
                 let mut want = Vec::new();
                 for (k, e) in exp[i].values.iter().enumerate() {
                     let ts = start + k as i64 * step;
                     if ts > end {
-                        return Err(format!("expected {} points for {}, more than the range holds", exp[i].values.len(), s.labels));
+                        return Err(format!(
+                            "expected {} points for {}, more than the range holds",
+                            exp[i].values.len(),
+                            s.labels
+                        ));
                     }
                     if let SeqValue::Float(f) = e {
                         want.push((ts, *f));
                     }
                 }
-                let got: Vec<(i64, f64)> = s.samples.iter().map(|p| (p.timestamp_ms, p.value)).collect();
+                let got: Vec<(i64, f64)> = s
+                    .samples
+                    .iter()
+                    .map(|p| (p.timestamp_ms, p.value))
+                    .collect();
                 if want.len() != got.len()
-                    || want.iter().zip(&got).any(|(w, g)| w.0 != g.0 || !almost_equal(g.1, w.1))
+                    || want
+                        .iter()
+                        .zip(&got)
+                        .any(|(w, g)| w.0 != g.0 || !almost_equal(g.1, w.1))
                 {
-                    return Err(format!("series {}: expected {want:?}, got {got:?}", s.labels));
+                    return Err(format!(
+                        "series {}: expected {want:?}, got {got:?}",
+                        s.labels
+                    ));
                 }
             }
             if let Some(i) = seen.iter().position(|s| !s) {
@@ -394,16 +472,29 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
             }
             let mut seen = vec![false; exp.len()];
             for (pos, s) in vec.iter().enumerate() {
-                let i = find(&s.labels).ok_or_else(|| format!("unexpected metric {} in result, value {}", s.labels, s.value))?;
+                let i = find(&s.labels).ok_or_else(|| {
+                    format!(
+                        "unexpected metric {} in result, value {}",
+                        s.labels, s.value
+                    )
+                })?;
                 if ev.expect.ordered && i != pos {
-                    return Err(format!("expected {} at position {}, was at {}", s.labels, i + 1, pos + 1));
+                    return Err(format!(
+                        "expected {} at position {}, was at {}",
+                        s.labels,
+                        i + 1,
+                        pos + 1
+                    ));
                 }
                 let want = match exp[i].values.first() {
                     Some(SeqValue::Float(f)) => *f,
                     _ => return Err(format!("no expected value for {}", s.labels)),
                 };
                 if !almost_equal(want, s.value) {
-                    return Err(format!("expected {want} for {} but got {}", s.labels, s.value));
+                    return Err(format!(
+                        "expected {want} for {} but got {}",
+                        s.labels, s.value
+                    ));
                 }
                 seen[i] = true;
             }
@@ -415,7 +506,9 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
         Value::Scalar { value, .. } => match ev.expected {
             Expected::Scalar(want) if almost_equal(want, *value) => Ok(()),
             Expected::Scalar(want) => Err(format!("expected scalar {want} but got {value}")),
-            _ => Err(format!("expected vector or matrix result, but got scalar {value}")),
+            _ => Err(format!(
+                "expected vector or matrix result, but got scalar {value}"
+            )),
         },
         Value::String { value, .. } => match &ev.expected {
             Expected::String(s) if s == value => Ok(()),
@@ -452,16 +545,22 @@ fn run_file(path: &Path) -> FileStats {
                     stats.skipped += 1;
                     continue;
                 }
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run_eval(ev)))
-                    .unwrap_or_else(|p| {
-                        let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
-                        Err(format!("PANIC: {}", msg.unwrap_or_default()))
-                    });
+                let outcome =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run_eval(ev)))
+                        .unwrap_or_else(|p| {
+                            let msg = p
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+                            Err(format!("PANIC: {}", msg.unwrap_or_default()))
+                        });
                 match outcome {
                     Ok(()) => stats.passed += 1,
                     Err(reason) => {
                         stats.failed += 1;
-                        stats.failures.push(format!("line {}: {}\n    {}", ev.line, ev.expr, reason));
+                        stats
+                            .failures
+                            .push(format!("line {}: {}\n    {}", ev.line, ev.expr, reason));
                     }
                 }
             }
@@ -503,7 +602,12 @@ fn write_ratchet(path: &Path, counts: &BTreeMap<String, usize>) {
 fn promql_conformance() {
     let dir = tests_dir();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e} (set SALTDB_PROMQL_TESTS)", dir.display()))
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot read {}: {e} (set SALTDB_PROMQL_TESTS)",
+                dir.display()
+            )
+        })
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "test"))
         .collect();
@@ -511,9 +615,15 @@ fn promql_conformance() {
     let mut summary = String::new();
     let mut counts = BTreeMap::new();
     let mut total = FileStats::default();
-    summary.push_str(&format!("{:<28} {:>5} {:>6} {:>6} {:>7}\n", "file", "run", "passed", "failed", "skipped"));
+    summary.push_str(&format!(
+        "{:<28} {:>5} {:>6} {:>6} {:>7}\n",
+        "file", "run", "passed", "failed", "skipped"
+    ));
     for f in &files {
-        let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let s = run_file(f);
         summary.push_str(&format!(
             "{:<28} {:>5} {:>6} {:>6} {:>7}\n",
@@ -548,7 +658,10 @@ fn promql_conformance() {
     }
     let report_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("promql_conformance_summary.txt");
     let _ = std::fs::write(&report_path, &report);
-    println!("{summary}\nfull report with failing evals: {}", report_path.display());
+    println!(
+        "{summary}\nfull report with failing evals: {}",
+        report_path.display()
+    );
 
     let ratchet_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(RATCHET_FILE);
     if std::env::var("SALTDB_PROMQL_RATCHET_UPDATE").is_ok_and(|v| v == "1") {
@@ -559,7 +672,16 @@ fn promql_conformance() {
     let regressions: Vec<String> = ratchet
         .iter()
         .filter(|(k, &min)| counts.get(*k).copied().unwrap_or(0) < min)
-        .map(|(k, min)| format!("{k}: {} passed, ratchet requires {min}", counts.get(k).copied().unwrap_or(0)))
+        .map(|(k, min)| {
+            format!(
+                "{k}: {} passed, ratchet requires {min}",
+                counts.get(k).copied().unwrap_or(0)
+            )
+        })
         .collect();
-    assert!(regressions.is_empty(), "PromQL conformance regressed:\n{}\n\n{report}", regressions.join("\n"));
+    assert!(
+        regressions.is_empty(),
+        "PromQL conformance regressed:\n{}\n\n{report}",
+        regressions.join("\n")
+    );
 }

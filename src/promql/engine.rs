@@ -35,7 +35,11 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        Self { lookback_ms: 300_000, max_samples: 50_000_000, timeout: Duration::from_secs(120) }
+        Self {
+            lookback_ms: 300_000,
+            max_samples: 50_000_000,
+            timeout: Duration::from_secs(120),
+        }
     }
 }
 
@@ -76,7 +80,10 @@ impl Engine {
         q.preload(src, &expr)?;
         let v = q.eval(&expr, time_ms)?;
         let value = instant_value(v, time_ms)?;
-        Ok(QueryResult { value, annotations: q.into_annotations() })
+        Ok(QueryResult {
+            value,
+            annotations: q.into_annotations(),
+        })
     }
 
     /// Evaluates `query` at every step from `start_ms` to `end_ms` (inclusive).
@@ -85,17 +92,22 @@ impl Engine {
     /// As [`Engine::instant`]; also `bad_data` for a non-positive step, an end before the start,
     /// more than [`MAX_POINTS_PER_SERIES`] steps, or an expression that is not a scalar or
     /// instant vector.
-    pub fn range(&self, src: &dyn Source, query: &str, start_ms: i64, end_ms: i64, step_ms: i64) -> Result<QueryResult> {
+    pub fn range(
+        &self,
+        src: &dyn Source,
+        query: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> Result<QueryResult> {
         check_range(start_ms, end_ms, step_ms)?;
         let expr = parse(query)?;
         match expr.value_type() {
             ValueType::Scalar | ValueType::Vector => {}
-            other => {
-                return Err(EvalError::bad(format!(
-                    "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
-                    type_word(other)
-                )))
-            }
+            other => return Err(EvalError::bad(format!(
+                "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
+                type_word(other)
+            ))),
         }
         let mut q = Query::new(&self.opts, start_ms, end_ms, step_ms);
         q.preload(src, &expr)?;
@@ -109,10 +121,15 @@ impl Engine {
             t += step_ms;
         }
         if contains_sort(&expr) {
-            q.warn("sort is ineffective for range queries since results are always ordered by labels");
+            q.warn(
+                "sort is ineffective for range queries since results are always ordered by labels",
+            );
         }
         let value = Value::Matrix(acc.finish()?);
-        Ok(QueryResult { value, annotations: q.into_annotations() })
+        Ok(QueryResult {
+            value,
+            annotations: q.into_annotations(),
+        })
     }
 }
 
@@ -130,7 +147,9 @@ fn check_range(start_ms: i64, end_ms: i64, step_ms: i64) -> Result<()> {
         return Err(EvalError::bad("zero or negative query resolution step widths are not accepted. Try a positive integer"));
     }
     if end_ms < start_ms {
-        return Err(EvalError::bad("end timestamp must not be before start time"));
+        return Err(EvalError::bad(
+            "end timestamp must not be before start time",
+        ));
     }
     if (end_ms - start_ms) / step_ms >= MAX_POINTS_PER_SERIES {
         return Err(EvalError::bad(
@@ -148,7 +167,9 @@ pub fn parse(query: &str) -> Result<Expr> {
     check_text_limits(query)?;
     let expr = promql_parser::parser::parse(query).map_err(EvalError::bad)?;
     if depth_exceeds(&expr, MAX_NESTING_DEPTH) {
-        return Err(EvalError::bad(format!("query is nested more than {MAX_NESTING_DEPTH} levels deep")));
+        return Err(EvalError::bad(format!(
+            "query is nested more than {MAX_NESTING_DEPTH} levels deep"
+        )));
     }
     Ok(expr)
 }
@@ -196,7 +217,9 @@ fn depth_exceeds(e: &Expr, limit: usize) -> bool {
     }
     let next = limit - 1;
     match e {
-        Expr::Aggregate(a) => depth_exceeds(&a.expr, next) || a.param.as_ref().is_some_and(|p| depth_exceeds(p, next)),
+        Expr::Aggregate(a) => {
+            depth_exceeds(&a.expr, next) || a.param.as_ref().is_some_and(|p| depth_exceeds(p, next))
+        }
         Expr::Unary(u) => depth_exceeds(&u.expr, next),
         Expr::Binary(b) => depth_exceeds(&b.lhs, next) || depth_exceeds(&b.rhs, next),
         Expr::Paren(p) => depth_exceeds(&p.expr, next),
@@ -214,7 +237,9 @@ fn contains_sort(e: &Expr) -> bool {
         Expr::Binary(b) => contains_sort(&b.lhs) || contains_sort(&b.rhs),
         Expr::Paren(p) => contains_sort(&p.expr),
         Expr::Subquery(s) => contains_sort(&s.expr),
-        Expr::Call(c) => c.func.name.starts_with("sort") || c.args.args.iter().any(|a| contains_sort(a)),
+        Expr::Call(c) => {
+            c.func.name.starts_with("sort") || c.args.args.iter().any(|a| contains_sort(a))
+        }
         _ => false,
     }
 }
@@ -222,14 +247,24 @@ fn contains_sort(e: &Expr) -> bool {
 /// Turns the root's value at the instant into the public result, applying delayed name removal.
 fn instant_value(v: StepValue, t: i64) -> Result<Value> {
     Ok(match v {
-        StepValue::Scalar(value) => Value::Scalar { timestamp_ms: t, value },
-        StepValue::String(value) => Value::String { timestamp_ms: t, value },
+        StepValue::Scalar(value) => Value::Scalar {
+            timestamp_ms: t,
+            value,
+        },
+        StepValue::String(value) => Value::String {
+            timestamp_ms: t,
+            value,
+        },
         StepValue::Vector(elems) => Value::Vector(finish_vector(elems, t)?),
         StepValue::Matrix(windows) => {
             let mut out: Vec<RangeSeries> = windows
                 .into_iter()
                 .map(|w| RangeSeries {
-                    labels: if w.drop_name { without_name(&w.labels) } else { w.labels },
+                    labels: if w.drop_name {
+                        without_name(&w.labels)
+                    } else {
+                        w.labels
+                    },
                     samples: w.samples,
                 })
                 .collect();
@@ -243,7 +278,11 @@ fn finish_vector(elems: Vec<Elem>, t: i64) -> Result<Vec<InstantSample>> {
     let out: Vec<InstantSample> = elems
         .into_iter()
         .map(|e| InstantSample {
-            labels: if e.drop_name { without_name(&e.labels) } else { e.labels },
+            labels: if e.drop_name {
+                without_name(&e.labels)
+            } else {
+                e.labels
+            },
             timestamp_ms: t,
             value: e.value,
         })
@@ -251,7 +290,9 @@ fn finish_vector(elems: Vec<Elem>, t: i64) -> Result<Vec<InstantSample>> {
     let mut seen = std::collections::HashSet::with_capacity(out.len());
     for s in &out {
         if !seen.insert(&s.labels) {
-            return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
+            return Err(EvalError::exec(
+                "vector cannot contain metrics with the same labelset",
+            ));
         }
     }
     Ok(out)
@@ -273,19 +314,19 @@ impl RangeAccumulator {
                 let mut seen = std::collections::HashSet::with_capacity(elems.len());
                 for e in &elems {
                     if !seen.insert(&e.labels) {
-                        return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
+                        return Err(EvalError::exec(
+                            "vector cannot contain metrics with the same labelset",
+                        ));
                     }
                 }
                 for e in elems {
                     self.add(e.labels, t, e.value, e.drop_name);
                 }
             }
-            other => {
-                return Err(EvalError::bad(format!(
-                    "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
-                    other.type_name()
-                )))
-            }
+            other => return Err(EvalError::bad(format!(
+                "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
+                other.type_name()
+            ))),
         }
         Ok(())
     }
@@ -319,13 +360,21 @@ impl RangeAccumulator {
                 Some(existing) => {
                     existing.extend(samples);
                     existing.sort_by_key(|s| s.timestamp_ms);
-                    if existing.windows(2).any(|w| matches!(w, [a, b] if a.timestamp_ms == b.timestamp_ms)) {
-                        return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
+                    if existing
+                        .windows(2)
+                        .any(|w| matches!(w, [a, b] if a.timestamp_ms == b.timestamp_ms))
+                    {
+                        return Err(EvalError::exec(
+                            "vector cannot contain metrics with the same labelset",
+                        ));
                     }
                 }
             }
         }
-        let mut out: Vec<RangeSeries> = merged.into_iter().map(|(labels, samples)| RangeSeries { labels, samples }).collect();
+        let mut out: Vec<RangeSeries> = merged
+            .into_iter()
+            .map(|(labels, samples)| RangeSeries { labels, samples })
+            .collect();
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         Ok(out)
     }
@@ -333,5 +382,7 @@ impl RangeAccumulator {
 
 /// Deadline bookkeeping shared by the evaluator.
 pub(crate) fn deadline_after(timeout: Duration) -> Instant {
-    Instant::now().checked_add(timeout).unwrap_or_else(Instant::now)
+    Instant::now()
+        .checked_add(timeout)
+        .unwrap_or_else(Instant::now)
 }

@@ -72,7 +72,11 @@ pub(crate) struct Elem {
 
 impl Elem {
     pub fn new(labels: Labels, value: f64, drop_name: bool) -> Self {
-        Self { labels, value, drop_name }
+        Self {
+            labels,
+            value,
+            drop_name,
+        }
     }
 }
 
@@ -109,7 +113,13 @@ pub(crate) fn without_name(labels: &Labels) -> Labels {
     if labels.get(METRIC_NAME).is_none() {
         return labels.clone();
     }
-    Labels::from_trusted(labels.iter().filter(|l| l.name != METRIC_NAME).cloned().collect())
+    Labels::from_trusted(
+        labels
+            .iter()
+            .filter(|l| l.name != METRIC_NAME)
+            .cloned()
+            .collect(),
+    )
 }
 
 /// `labels` with `name` set to `value` (removed when `value` is empty).
@@ -123,6 +133,10 @@ pub(crate) fn with_label(labels: &Labels, name: &str, value: &str) -> Labels {
 
 /// `labels` restricted to (`keep = true`) or stripped of (`keep = false`) `names`.
 pub(crate) fn project(labels: &Labels, names: &[String], keep: bool) -> Labels {
-    let v = labels.iter().filter(|l| names.iter().any(|n| *n == l.name) == keep).cloned().collect();
+    let v = labels
+        .iter()
+        .filter(|l| names.iter().any(|n| *n == l.name) == keep)
+        .cloned()
+        .collect();
     Labels::from_trusted(v)
 }

@@ -22,15 +22,29 @@ impl MemSource {
 }
 
 impl Source for MemSource {
-    fn select(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>, SourceError> {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<SeriesSamples>, SourceError> {
         let mut out = Vec::new();
         for (labels, pts) in &self.series {
-            if !matchers.iter().all(|m| m.matches(labels.get(&m.name).unwrap_or(""))) {
+            if !matchers
+                .iter()
+                .all(|m| m.matches(labels.get(&m.name).unwrap_or("")))
+            {
                 continue;
             }
-            let samples: Vec<Sample> = pts.range(start_ms..=end_ms).map(|(&t, &v)| Sample::new(t, v)).collect();
+            let samples: Vec<Sample> = pts
+                .range(start_ms..=end_ms)
+                .map(|(&t, &v)| Sample::new(t, v))
+                .collect();
             if !samples.is_empty() {
-                out.push(SeriesSamples { labels: labels.clone(), samples });
+                out.push(SeriesSamples {
+                    labels: labels.clone(),
+                    samples,
+                });
             }
         }
         Ok(out)

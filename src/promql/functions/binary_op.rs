@@ -89,15 +89,30 @@ pub(crate) fn apply(op: Op, l: f64, r: f64) -> Option<f64> {
 /// Evaluates a binary expression at `t`.
 pub(crate) fn eval(q: &Query, b: &BinaryExpr, t: i64) -> Result<StepValue> {
     let name = b.op.to_string();
-    let op = Op::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown operator {name}")))?;
+    let op =
+        Op::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown operator {name}")))?;
     let lhs = q.eval(&b.lhs, t)?;
     let rhs = q.eval(&b.rhs, t)?;
     let m = b.modifier.as_ref();
     let return_bool = m.is_some_and(|m| m.return_bool);
     match (lhs, rhs) {
-        (StepValue::Scalar(l), StepValue::Scalar(r)) => Ok(StepValue::Scalar(scalar_op(op, l, r, return_bool))),
-        (StepValue::Vector(v), StepValue::Scalar(s)) => Ok(StepValue::Vector(vector_scalar(op, v, s, false, return_bool))),
-        (StepValue::Scalar(s), StepValue::Vector(v)) => Ok(StepValue::Vector(vector_scalar(op, v, s, true, return_bool))),
+        (StepValue::Scalar(l), StepValue::Scalar(r)) => {
+            Ok(StepValue::Scalar(scalar_op(op, l, r, return_bool)))
+        }
+        (StepValue::Vector(v), StepValue::Scalar(s)) => Ok(StepValue::Vector(vector_scalar(
+            op,
+            v,
+            s,
+            false,
+            return_bool,
+        ))),
+        (StepValue::Scalar(s), StepValue::Vector(v)) => Ok(StepValue::Vector(vector_scalar(
+            op,
+            v,
+            s,
+            true,
+            return_bool,
+        ))),
         (StepValue::Vector(l), StepValue::Vector(r)) => {
             if op.is_set() {
                 Ok(StepValue::Vector(set_op(op, l, r, m)))
@@ -131,7 +146,11 @@ fn vector_scalar(op: Op, v: Vec<Elem>, s: f64, swap: bool, return_bool: bool) ->
         let res = apply(op, l, r);
         if op.is_comparison() {
             match (return_bool, res) {
-                (true, hit) => out.push(Elem::new(e.labels, if hit.is_some() { 1.0 } else { 0.0 }, true)),
+                (true, hit) => out.push(Elem::new(
+                    e.labels,
+                    if hit.is_some() { 1.0 } else { 0.0 },
+                    true,
+                )),
                 (false, Some(_)) => out.push(e),
                 (false, None) => {}
             }
@@ -151,9 +170,18 @@ struct Matching<'a> {
 impl<'a> Matching<'a> {
     fn of(m: Option<&'a BinModifier>) -> Self {
         match m.and_then(|m| m.matching.as_ref()) {
-            Some(LabelModifier::Include(l)) => Matching { on: true, names: &l.labels },
-            Some(LabelModifier::Exclude(l)) => Matching { on: false, names: &l.labels },
-            None => Matching { on: false, names: &[] },
+            Some(LabelModifier::Include(l)) => Matching {
+                on: true,
+                names: &l.labels,
+            },
+            Some(LabelModifier::Exclude(l)) => Matching {
+                on: false,
+                names: &l.labels,
+            },
+            None => Matching {
+                on: false,
+                names: &[],
+            },
         }
     }
 
@@ -176,22 +204,34 @@ fn set_op(op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>) -> Ve
     match op {
         Op::And => {
             let sigs: HashSet<Labels> = rhs.iter().map(|e| matching.signature(&e.labels)).collect();
-            lhs.into_iter().filter(|e| sigs.contains(&matching.signature(&e.labels))).collect()
+            lhs.into_iter()
+                .filter(|e| sigs.contains(&matching.signature(&e.labels)))
+                .collect()
         }
         Op::Unless => {
             let sigs: HashSet<Labels> = rhs.iter().map(|e| matching.signature(&e.labels)).collect();
-            lhs.into_iter().filter(|e| !sigs.contains(&matching.signature(&e.labels))).collect()
+            lhs.into_iter()
+                .filter(|e| !sigs.contains(&matching.signature(&e.labels)))
+                .collect()
         }
         _ => {
             let sigs: HashSet<Labels> = lhs.iter().map(|e| matching.signature(&e.labels)).collect();
             let mut out = lhs;
-            out.extend(rhs.into_iter().filter(|e| !sigs.contains(&matching.signature(&e.labels))));
+            out.extend(
+                rhs.into_iter()
+                    .filter(|e| !sigs.contains(&matching.signature(&e.labels))),
+            );
             out
         }
     }
 }
 
-fn vector_vector(op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>) -> Result<Vec<Elem>> {
+fn vector_vector(
+    op: Op,
+    lhs: Vec<Elem>,
+    rhs: Vec<Elem>,
+    m: Option<&BinModifier>,
+) -> Result<Vec<Elem>> {
     let matching = Matching::of(m);
     let return_bool = m.is_some_and(|m| m.return_bool);
     let empty = Vec::new();
@@ -203,7 +243,9 @@ fn vector_vector(op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>
     let one_to_one = include.is_none();
     let include = include.unwrap_or(&empty);
     let (many, one) = if one_to_many { (rhs, lhs) } else { (lhs, rhs) };
-    let fill = m.map(|m| (m.fill_values.lhs, m.fill_values.rhs)).unwrap_or((None, None));
+    let fill = m
+        .map(|m| (m.fill_values.lhs, m.fill_values.rhs))
+        .unwrap_or((None, None));
     let mut one_sigs: HashMap<Labels, usize> = HashMap::with_capacity(one.len());
     for (i, e) in one.iter().enumerate() {
         let sig = matching.signature(&e.labels);
@@ -221,9 +263,17 @@ fn vector_vector(op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>
     let mut out = Vec::new();
     for ls in &many {
         let sig = matching.signature(&ls.labels);
-        let Some(rs) = one_sigs.get(&sig).and_then(|&i| one.get(i)) else { continue };
-        let (vl, vr) = if one_to_many { (rs.value, ls.value) } else { (ls.value, rs.value) };
-        let Some(value) = combine(op, vl, vr, return_bool) else { continue };
+        let Some(rs) = one_sigs.get(&sig).and_then(|&i| one.get(i)) else {
+            continue;
+        };
+        let (vl, vr) = if one_to_many {
+            (rs.value, ls.value)
+        } else {
+            (ls.value, rs.value)
+        };
+        let Some(value) = combine(op, vl, vr, return_bool) else {
+            continue;
+        };
         let labels = result_labels(&ls.labels, &rs.labels, &matching, one_to_one, include);
         let entry = matched.entry(sig).or_default();
         if one_to_one && !entry.is_empty() {
@@ -232,13 +282,25 @@ fn vector_vector(op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>
             ));
         }
         if !entry.insert(labels.clone()) {
-            return Err(EvalError::exec("multiple matches for labels: grouping labels must ensure unique matches"));
+            return Err(EvalError::exec(
+                "multiple matches for labels: grouping labels must ensure unique matches",
+            ));
         }
         let drop = return_bool || !op.is_comparison() || ls.drop_name;
         out.push(Elem::new(labels, value, drop));
     }
     if fill.0.is_some() || fill.1.is_some() {
-        fill_unmatched(op, &many, &one, &matching, &matched, fill, one_to_many, return_bool, &mut out);
+        fill_unmatched(
+            op,
+            &many,
+            &one,
+            &matching,
+            &matched,
+            fill,
+            one_to_many,
+            return_bool,
+            &mut out,
+        );
     }
     Ok(out)
 }
@@ -252,7 +314,13 @@ fn combine(op: Op, vl: f64, vr: f64, return_bool: bool) -> Option<f64> {
     res
 }
 
-fn result_labels(l: &Labels, r: &Labels, matching: &Matching, one_to_one: bool, include: &[String]) -> Labels {
+fn result_labels(
+    l: &Labels,
+    r: &Labels,
+    matching: &Matching,
+    one_to_one: bool,
+    include: &[String],
+) -> Labels {
     let mut labels = if one_to_one {
         if matching.on {
             project(l, matching.names, true)
@@ -282,23 +350,55 @@ fn fill_unmatched(
     return_bool: bool,
     out: &mut Vec<Elem>,
 ) {
-    let (fill_many, fill_one) = if one_to_many { (fill.1, fill.0) } else { (fill.0, fill.1) };
+    let (fill_many, fill_one) = if one_to_many {
+        (fill.1, fill.0)
+    } else {
+        (fill.0, fill.1)
+    };
     let one_sigs: HashSet<Labels> = one.iter().map(|e| matching.signature(&e.labels)).collect();
     if let Some(fv) = fill_one {
-        for ls in many.iter().filter(|e| !one_sigs.contains(&matching.signature(&e.labels))) {
-            let (vl, vr) = if one_to_many { (fv, ls.value) } else { (ls.value, fv) };
+        for ls in many
+            .iter()
+            .filter(|e| !one_sigs.contains(&matching.signature(&e.labels)))
+        {
+            let (vl, vr) = if one_to_many {
+                (fv, ls.value)
+            } else {
+                (ls.value, fv)
+            };
             if let Some(v) = combine(op, vl, vr, return_bool) {
-                let labels = result_labels(&ls.labels, &Labels::empty(), matching, include_is_one_to_one(one_to_many, matched), &[]);
-                out.push(Elem::new(labels, v, return_bool || !op.is_comparison() || ls.drop_name));
+                let labels = result_labels(
+                    &ls.labels,
+                    &Labels::empty(),
+                    matching,
+                    include_is_one_to_one(one_to_many, matched),
+                    &[],
+                );
+                out.push(Elem::new(
+                    labels,
+                    v,
+                    return_bool || !op.is_comparison() || ls.drop_name,
+                ));
             }
         }
     }
     if let Some(fv) = fill_many {
-        for rs in one.iter().filter(|e| !matched.contains_key(&matching.signature(&e.labels))) {
-            let (vl, vr) = if one_to_many { (rs.value, fv) } else { (fv, rs.value) };
+        for rs in one
+            .iter()
+            .filter(|e| !matched.contains_key(&matching.signature(&e.labels)))
+        {
+            let (vl, vr) = if one_to_many {
+                (rs.value, fv)
+            } else {
+                (fv, rs.value)
+            };
             if let Some(v) = combine(op, vl, vr, return_bool) {
                 let labels = result_labels(&rs.labels, &Labels::empty(), matching, true, &[]);
-                out.push(Elem::new(labels, v, return_bool || !op.is_comparison() || rs.drop_name));
+                out.push(Elem::new(
+                    labels,
+                    v,
+                    return_bool || !op.is_comparison() || rs.drop_name,
+                ));
             }
         }
     }

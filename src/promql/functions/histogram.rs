@@ -28,7 +28,10 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
             let phi = scalar_arg(q, args, 0, t)?;
             let v = vector_arg(q, args, 1, t)?;
             if !(0.0..=1.0).contains(&phi) {
-                q.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
+                q.warn(format!(
+                    "quantile value should be between 0 and 1, got {}",
+                    format_float(phi)
+                ));
             }
             per_histogram(q, "histogram_quantile", v, |b, name| {
                 let (v, forced) = bucket_quantile(phi, b);
@@ -42,9 +45,12 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
             let lower = scalar_arg(q, args, 0, t)?;
             let upper = scalar_arg(q, args, 1, t)?;
             let v = vector_arg(q, args, 2, t)?;
-            per_histogram(q, "histogram_fraction", v, |b, _| bucket_fraction(lower, upper, b))
+            per_histogram(q, "histogram_fraction", v, |b, _| {
+                bucket_fraction(lower, upper, b)
+            })
         }
-        "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
+        "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev"
+        | "histogram_stdvar" => {
             vector_arg(q, args, 0, t)?;
             StepValue::Vector(Vec::new())
         }
@@ -56,7 +62,12 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
 
 /// Groups bucket series by their labels without `le` and the metric name, and computes `f`
 /// over each group's buckets.
-fn per_histogram(q: &Query, func: &str, v: Vec<Elem>, mut f: impl FnMut(&mut Vec<Bucket>, &str) -> f64) -> StepValue {
+fn per_histogram(
+    q: &Query,
+    func: &str,
+    v: Vec<Elem>,
+    mut f: impl FnMut(&mut Vec<Bucket>, &str) -> f64,
+) -> StepValue {
     let mut index: HashMap<Labels, usize> = HashMap::new();
     let mut groups: Vec<(Labels, String, Vec<Bucket>)> = Vec::new();
     for e in v {
@@ -69,14 +80,21 @@ fn per_histogram(q: &Query, func: &str, v: Vec<Elem>, mut f: impl FnMut(&mut Vec
             continue;
         };
         let key = Labels::from_trusted(
-            e.labels.iter().filter(|l| l.name != BUCKET_LABEL && l.name != METRIC_NAME).cloned().collect(),
+            e.labels
+                .iter()
+                .filter(|l| l.name != BUCKET_LABEL && l.name != METRIC_NAME)
+                .cloned()
+                .collect(),
         );
         let i = *index.entry(key.clone()).or_insert_with(|| {
             groups.push((key, name, Vec::new()));
             groups.len() - 1
         });
         if let Some(g) = groups.get_mut(i) {
-            g.2.push(Bucket { upper, count: e.value });
+            g.2.push(Bucket {
+                upper,
+                count: e.value,
+            });
         }
     }
     let _ = func;
@@ -95,13 +113,20 @@ fn parse_le(s: &str) -> Option<f64> {
     match s {
         "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
         "-Inf" | "-inf" => Some(f64::NEG_INFINITY),
-        _ => s.parse::<f64>().ok().filter(|v| !v.is_nan() || s.eq_ignore_ascii_case("nan")),
+        _ => s
+            .parse::<f64>()
+            .ok()
+            .filter(|v| !v.is_nan() || s.eq_ignore_ascii_case("nan")),
     }
 }
 
 /// Sorts by upper bound and merges buckets with equal bounds.
 fn prepare(buckets: &mut Vec<Bucket>) {
-    buckets.sort_by(|a, b| a.upper.partial_cmp(&b.upper).unwrap_or(std::cmp::Ordering::Equal));
+    buckets.sort_by(|a, b| {
+        a.upper
+            .partial_cmp(&b.upper)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     let mut out: Vec<Bucket> = Vec::with_capacity(buckets.len());
     for b in buckets.iter() {
         match out.last_mut() {
@@ -114,7 +139,9 @@ fn prepare(buckets: &mut Vec<Bucket>) {
 
 /// Makes counts non-decreasing: precision errors silently, real decreases reported.
 fn ensure_monotonic(buckets: &mut [Bucket]) -> bool {
-    let Some(mut prev) = buckets.first().map(|b| b.count) else { return false };
+    let Some(mut prev) = buckets.first().map(|b| b.count) else {
+        return false;
+    };
     for b in buckets.iter_mut().skip(1) {
         let delta = (b.count - prev).abs();
         if delta != 0.0 && delta / b.count <= 1e-12 {
@@ -157,13 +184,21 @@ fn bucket_quantile(q: f64, buckets: &mut Vec<Bucket>) -> (f64, bool) {
     if n < 2 {
         return (f64::NAN, false);
     }
-    let at = |i: usize| buckets.get(i).copied().unwrap_or(Bucket { upper: f64::NAN, count: f64::NAN });
+    let at = |i: usize| {
+        buckets.get(i).copied().unwrap_or(Bucket {
+            upper: f64::NAN,
+            count: f64::NAN,
+        })
+    };
     let observations = at(n - 1).count;
     if observations == 0.0 || observations.is_nan() {
         return (f64::NAN, false);
     }
     let mut rank = q * observations;
-    let b = buckets.get(..n - 1).map(|s| s.partition_point(|x| x.count < rank)).unwrap_or(0);
+    let b = buckets
+        .get(..n - 1)
+        .map(|s| s.partition_point(|x| x.count < rank))
+        .unwrap_or(0);
     if b == n - 1 {
         return (at(n - 2).upper, forced);
     }
@@ -198,7 +233,11 @@ fn bucket_fraction(lower: f64, upper: f64, buckets: &mut Vec<Bucket>) -> f64 {
     let (mut lower_set, mut upper_set) = (false, false);
     let mut prev_upper = f64::NEG_INFINITY;
     for (i, b) in buckets.iter().enumerate() {
-        let lo = if i == 0 && b.upper > 0.0 { 0.0 } else { prev_upper };
+        let lo = if i == 0 && b.upper > 0.0 {
+            0.0
+        } else {
+            prev_upper
+        };
         let count = b.count - rank;
         let interp = |v: f64| {
             if lo.is_infinite() || b.upper.is_infinite() {
@@ -256,6 +295,9 @@ mod tests {
     #[test]
     fn fraction_of_everything_is_one() {
         let mut v = vec![b(1.0, 10.0), b(2.0, 20.0), b(f64::INFINITY, 20.0)];
-        assert_eq!(bucket_fraction(f64::NEG_INFINITY, f64::INFINITY, &mut v), 1.0);
+        assert_eq!(
+            bucket_fraction(f64::NEG_INFINITY, f64::INFINITY, &mut v),
+            1.0
+        );
     }
 }

@@ -69,7 +69,8 @@ pub(crate) fn mean(values: impl IntoIterator<Item = f64>) -> f64 {
 
 /// Population variance (Welford with compensated accumulators).
 pub(crate) fn variance(values: impl IntoIterator<Item = f64>) -> f64 {
-    let (mut count, mut mean, mut c_mean, mut aux, mut c_aux) = (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    let (mut count, mut mean, mut c_mean, mut aux, mut c_aux) =
+        (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for f in values {
         count += 1.0;
         let delta = f - (mean + c_mean);
@@ -114,7 +115,9 @@ pub(crate) fn quantile(q: f64, mut values: Vec<f64>) -> f64 {
 /// Least-squares fit of the samples, x in seconds relative to `intercept_ms`.
 /// Returns (slope, intercept).
 pub(crate) fn linear_regression(samples: &[Sample], intercept_ms: i64) -> (f64, f64) {
-    let Some(first) = samples.first() else { return (f64::NAN, f64::NAN) };
+    let Some(first) = samples.first() else {
+        return (f64::NAN, f64::NAN);
+    };
     let init_y = first.value;
     let mut const_y = true;
     let (mut n, mut sx, mut cx, mut sy, mut cy, mut sxy, mut cxy, mut sx2, mut cx2) =
@@ -184,7 +187,11 @@ pub(crate) fn format_float(f: f64) -> String {
     if f.is_nan() {
         "NaN".into()
     } else if f.is_infinite() {
-        if f > 0.0 { "+Inf".into() } else { "-Inf".into() }
+        if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
     } else {
         format!("{f}")
     }
