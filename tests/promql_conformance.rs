@@ -39,6 +39,10 @@ const AT_UNSAFE: &[&str] = &[
     "predict_linear",
     "time",
     "timestamp",
+    "start",
+    "end",
+    "range",
+    "step",
 ];
 
 #[derive(Default, Debug, Clone)]

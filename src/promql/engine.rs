@@ -104,10 +104,12 @@ impl Engine {
         let expr = parse(query)?;
         match expr.value_type() {
             ValueType::Scalar | ValueType::Vector => {}
-            other => return Err(EvalError::bad(format!(
+            other => {
+                return Err(EvalError::bad(format!(
                 "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
                 type_word(other)
-            ))),
+            )))
+            }
         }
         let mut q = Query::new(&self.opts, start_ms, end_ms, step_ms);
         q.preload(src, &expr)?;
@@ -323,10 +325,12 @@ impl RangeAccumulator {
                     self.add(e.labels, t, e.value, e.drop_name);
                 }
             }
-            other => return Err(EvalError::bad(format!(
+            other => {
+                return Err(EvalError::bad(format!(
                 "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
                 other.type_name()
-            ))),
+            )))
+            }
         }
         Ok(())
     }

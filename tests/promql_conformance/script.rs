@@ -127,7 +127,16 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
     Ok(total)
 }
 
+/// A number in a series description (no hex: `0x59` there means "0 repeated 59 times").
 fn parse_number(s: &str) -> Option<f64> {
+    if s.len() > 1 && s.trim_start_matches(['-', '+']).starts_with("0x") {
+        return None;
+    }
+    parse_scalar(s)
+}
+
+/// A bare number on an expected-result line (Go's `ParseInt(s, 0, 64)` then `ParseFloat`).
+fn parse_scalar(s: &str) -> Option<f64> {
     let (neg, body) = match s.strip_prefix('-') {
         Some(b) => (true, b),
         None => (false, s.strip_prefix('+').unwrap_or(s)),
@@ -428,7 +437,7 @@ fn parse_eval(lines: &[(usize, String)], i: &mut usize) -> Result<Eval, String> 
             ));
         } else if l.split(' ').next() == Some("expect") {
             parse_expect_line(&mut ev, l)?;
-        } else if let Some(v) = parse_number(l.trim()) {
+        } else if let Some(v) = parse_scalar(l.trim()) {
             ev.expected = Expected::Scalar(v);
         } else {
             series.push(parse_series(l)?);

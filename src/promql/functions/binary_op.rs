@@ -266,21 +266,23 @@ fn vector_vector(
         let Some(rs) = one_sigs.get(&sig).and_then(|&i| one.get(i)) else {
             continue;
         };
-        let (vl, vr) = if one_to_many {
-            (rs.value, ls.value)
-        } else {
-            (ls.value, rs.value)
-        };
-        let Some(value) = combine(op, vl, vr, return_bool) else {
-            continue;
-        };
-        let labels = result_labels(&ls.labels, &rs.labels, &matching, one_to_one, include);
+        // Cardinality is checked before comparisons filter anything out.
         let entry = matched.entry(sig).or_default();
         if one_to_one && !entry.is_empty() {
             return Err(EvalError::exec(
                 "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)",
             ));
         }
+        let (vl, vr) = if one_to_many {
+            (rs.value, ls.value)
+        } else {
+            (ls.value, rs.value)
+        };
+        let labels = result_labels(&ls.labels, &rs.labels, &matching, one_to_one, include);
+        let Some(value) = combine(op, vl, vr, return_bool) else {
+            entry.insert(labels);
+            continue;
+        };
         if !entry.insert(labels.clone()) {
             return Err(EvalError::exec(
                 "multiple matches for labels: grouping labels must ensure unique matches",

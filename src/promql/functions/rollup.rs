@@ -201,6 +201,9 @@ fn compute(f: Rollup, s: &[Sample], ctx: &Ctx) -> Option<f64> {
         Present => 1.0,
         Mad => {
             let vals: Vec<f64> = values(s).collect();
+            if vals.iter().any(|v| v.is_nan()) {
+                return Some(f64::NAN);
+            }
             let median = quantile(0.5, vals.clone());
             quantile(0.5, vals.iter().map(|v| (v - median).abs()).collect())
         }

@@ -38,6 +38,14 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
                 _ => f64::NAN,
             })
         }
+        "min_of" => StepValue::Scalar(go_min(
+            scalar_arg(q, args, 0, t)?,
+            scalar_arg(q, args, 1, t)?,
+        )),
+        "max_of" => StepValue::Scalar(go_max(
+            scalar_arg(q, args, 0, t)?,
+            scalar_arg(q, args, 1, t)?,
+        )),
         "round" => round(q, args, t)?,
         "clamp" => clamp(q, args, t)?,
         "clamp_min" => {
@@ -205,7 +213,7 @@ pub(crate) fn absent_labels(e: &Expr) -> Labels {
 }
 
 fn check_label_name(func: &str, name: &str) -> Result<()> {
-    if name.is_empty() || name.contains('\u{fffd}') {
+    if !crate::labels::is_valid_label_name(name) {
         return Err(EvalError::exec(format!(
             "invalid destination label name in {func}(): {name}"
         )));
