@@ -67,7 +67,7 @@ fn fixture() -> Mem {
             60_000,
             &[1.0, stale],
         ),
-        series(&[("__name__", "limit"), ("job", "a")], 60_000, &[100.0]),
+        series(&[("__name__", "limit"), ("job", "a")], 60_000, &[100.0; 6]),
     ])
 }
 
