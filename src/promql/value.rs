@@ -108,15 +108,20 @@ impl StepValue {
     }
 }
 
-/// `labels` without the metric name.
+/// Labels that describe the metric rather than the series, dropped together with the name
+/// (Prometheus' `__type__` and `__unit__` metadata labels).
+const METADATA_LABELS: [&str; 3] = [METRIC_NAME, "__type__", "__unit__"];
+
+/// `labels` without the metric name (and its type/unit metadata labels).
 pub(crate) fn without_name(labels: &Labels) -> Labels {
-    if labels.get(METRIC_NAME).is_none() {
+    let is_meta = |name: &str| METADATA_LABELS.contains(&name);
+    if !labels.iter().any(|l| is_meta(&l.name)) {
         return labels.clone();
     }
     Labels::from_trusted(
         labels
             .iter()
-            .filter(|l| l.name != METRIC_NAME)
+            .filter(|l| !is_meta(&l.name))
             .cloned()
             .collect(),
     )

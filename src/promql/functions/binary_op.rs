@@ -292,17 +292,15 @@ fn vector_vector(
         out.push(Elem::new(labels, value, drop));
     }
     if fill.0.is_some() || fill.1.is_some() {
-        fill_unmatched(
+        let f = Fill {
             op,
-            &many,
-            &one,
-            &matching,
-            &matched,
-            fill,
+            matching: &matching,
             one_to_many,
+            one_to_one,
+            include,
             return_bool,
-            &mut out,
-        );
+        };
+        f.apply(&many, &one, fill, &mut out);
     }
     Ok(out)
 }
@@ -338,74 +336,61 @@ fn result_labels(
     labels
 }
 
-/// `fill`, `fill_left`, `fill_right`: elements without a partner are combined with the fill
-/// value of the missing side.
-#[allow(clippy::too_many_arguments)]
-fn fill_unmatched(
+/// `fill`, `fill_left`, `fill_right`: elements without a partner are combined with a fill
+/// value. As in Prometheus, the left fill stands in for the "many" side and the right fill
+/// for the "one" side (so `group_right` swaps their roles).
+struct Fill<'a> {
     op: Op,
-    many: &[Elem],
-    one: &[Elem],
-    matching: &Matching,
-    matched: &HashMap<Labels, HashSet<Labels>>,
-    fill: (Option<f64>, Option<f64>),
+    matching: &'a Matching<'a>,
     one_to_many: bool,
+    one_to_one: bool,
+    include: &'a [String],
     return_bool: bool,
-    out: &mut Vec<Elem>,
-) {
-    let (fill_many, fill_one) = if one_to_many {
-        (fill.1, fill.0)
-    } else {
-        (fill.0, fill.1)
-    };
-    let one_sigs: HashSet<Labels> = one.iter().map(|e| matching.signature(&e.labels)).collect();
-    if let Some(fv) = fill_one {
-        for ls in many
-            .iter()
-            .filter(|e| !one_sigs.contains(&matching.signature(&e.labels)))
-        {
-            let (vl, vr) = if one_to_many {
-                (fv, ls.value)
-            } else {
-                (ls.value, fv)
-            };
-            if let Some(v) = combine(op, vl, vr, return_bool) {
-                let labels = result_labels(
-                    &ls.labels,
-                    &Labels::empty(),
-                    matching,
-                    include_is_one_to_one(one_to_many, matched),
-                    &[],
-                );
-                out.push(Elem::new(
-                    labels,
-                    v,
-                    return_bool || !op.is_comparison() || ls.drop_name,
-                ));
-            }
-        }
-    }
-    if let Some(fv) = fill_many {
-        for rs in one
-            .iter()
-            .filter(|e| !matched.contains_key(&matching.signature(&e.labels)))
-        {
-            let (vl, vr) = if one_to_many {
-                (rs.value, fv)
-            } else {
-                (fv, rs.value)
-            };
-            if let Some(v) = combine(op, vl, vr, return_bool) {
-                let labels = result_labels(&rs.labels, &Labels::empty(), matching, true, &[]);
-                out.push(Elem::new(
-                    labels,
-                    v,
-                    return_bool || !op.is_comparison() || rs.drop_name,
-                ));
-            }
-        }
-    }
 }
 
-fn include_is_one_to_one(_one_to_many: bool, _matched: &HashMap<Labels, HashSet<Labels>>) -> bool {
-    true
+impl Fill<'_> {
+    fn apply(
+        &self,
+        many: &[Elem],
+        one: &[Elem],
+        fill: (Option<f64>, Option<f64>),
+        out: &mut Vec<Elem>,
+    ) {
+        let sig = |e: &Elem| self.matching.signature(&e.labels);
+        let one_sigs: HashSet<Labels> = one.iter().map(sig).collect();
+        let many_sigs: HashSet<Labels> = many.iter().map(sig).collect();
+        let cmp = self.op.is_comparison();
+        if let Some(fv) = fill.1 {
+            for ls in many.iter().filter(|e| !one_sigs.contains(&sig(e))) {
+                let (vl, vr) = if self.one_to_many {
+                    (fv, ls.value)
+                } else {
+                    (ls.value, fv)
+                };
+                if let Some(v) = combine(self.op, vl, vr, self.return_bool) {
+                    let labels = result_labels(
+                        &ls.labels,
+                        &Labels::empty(),
+                        self.matching,
+                        self.one_to_one,
+                        self.include,
+                    );
+                    let keeps_name = cmp && !self.return_bool && !self.one_to_many;
+                    out.push(Elem::new(labels, v, !keeps_name || ls.drop_name));
+                }
+            }
+        }
+        if let Some(fv) = fill.0 {
+            for rs in one.iter().filter(|e| !many_sigs.contains(&sig(e))) {
+                let (vl, vr) = if self.one_to_many {
+                    (rs.value, fv)
+                } else {
+                    (fv, rs.value)
+                };
+                if let Some(v) = combine(self.op, vl, vr, self.return_bool) {
+                    out.push(Elem::new(sig(rs), v, true));
+                }
+            }
+        }
+    }
 }

@@ -54,10 +54,68 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
             vector_arg(q, args, 0, t)?;
             StepValue::Vector(Vec::new())
         }
-        "histogram_quantiles" => StepValue::Vector(Vec::new()),
+        "histogram_quantiles" => histogram_quantiles(q, args, t)?,
         _ => return Ok(None),
     };
     Ok(Some(out))
+}
+
+/// `histogram_quantiles(v, "label", q1, q2, ...)`: one output series per quantile, told
+/// apart by `label`.
+fn histogram_quantiles(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
+    let v = vector_arg(q, args, 0, t)?;
+    let label = match args.get(1) {
+        Some(a) => q.eval_string(a, t)?,
+        None => {
+            return Err(crate::promql::error::EvalError::bad(
+                "histogram_quantiles needs a label name",
+            ))
+        }
+    };
+    if !crate::labels::is_valid_label_name(&label) {
+        return Err(crate::promql::error::EvalError::exec(format!(
+            "invalid label name {label:?}"
+        )));
+    }
+    let mut out = Vec::new();
+    for i in 2..args.len() {
+        let phi = scalar_arg(q, args, i, t)?;
+        if !(0.0..=1.0).contains(&phi) {
+            q.warn(format!(
+                "quantile value should be between 0 and 1, got {}",
+                format_float(phi)
+            ));
+        }
+        let StepValue::Vector(res) = per_histogram(q, "histogram_quantiles", v.clone(), |b, _| {
+            bucket_quantile(phi, b).0
+        }) else {
+            continue;
+        };
+        let tag = quantile_label(phi);
+        for e in res {
+            if e.labels.get(&label).is_some() {
+                return Err(crate::promql::error::EvalError::exec(
+                    "vector cannot contain metrics with the same labelset",
+                ));
+            }
+            out.push(Elem::new(
+                crate::promql::value::with_label(&e.labels, &label, &tag),
+                e.value,
+                e.drop_name,
+            ));
+        }
+    }
+    Ok(StepValue::Vector(out))
+}
+
+/// A quantile as a label value: integral values keep one decimal (`1.0`).
+fn quantile_label(phi: f64) -> String {
+    let s = format_float(phi);
+    if phi.is_finite() && !s.contains(['.', 'e']) {
+        format!("{s}.0")
+    } else {
+        s
+    }
 }
 
 /// Groups bucket series by their labels without `le` and the metric name, and computes `f`
@@ -241,7 +299,7 @@ fn bucket_fraction(lower: f64, upper: f64, buckets: &mut Vec<Bucket>) -> f64 {
         let count = b.count - rank;
         let interp = |v: f64| {
             if lo.is_infinite() || b.upper.is_infinite() {
-                rank + count
+                rank // no interpolation inside a bucket of infinite width
             } else {
                 rank + count * (v - lo) / (b.upper - lo)
             }
