@@ -151,7 +151,8 @@ impl Runner {
         else {
             return Ok(());
         };
-        check_annotations(ev, &r.annotations)?;
+        check_annotations(ev, &r.annotations)
+            .map_err(|e| format!("{e} (query {expr:?} at {t})"))?;
         let range = ev.range_vector.unwrap_or((0, 0, 0));
         compare(ev, &r.value, range).map_err(|e| format!("{e} (query {expr:?} at {t})"))?;
         if ev.exclude_from_range || uses_query_context(expr) {

@@ -8,7 +8,7 @@ use promql_parser::parser::Expr;
 
 use super::stats::format_float;
 use super::transform::{scalar_arg, vector_arg};
-use crate::labels::{Labels, METRIC_NAME};
+use crate::labels::Labels;
 use crate::promql::error::Result;
 use crate::promql::eval::Query;
 use crate::promql::value::{Elem, StepValue};
@@ -34,11 +34,7 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
                 ));
             }
             per_histogram(q, "histogram_quantile", v, |b, name| {
-                let (v, forced) = bucket_quantile(phi, b);
-                if forced {
-                    q.info(format!("input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name {name:?}"));
-                }
-                v
+                quantile_noting(q, phi, b, name)
             })
         }
         "histogram_fraction" => {
@@ -86,9 +82,11 @@ fn histogram_quantiles(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValu
                 format_float(phi)
             ));
         }
-        let StepValue::Vector(res) = per_histogram(q, "histogram_quantiles", v.clone(), |b, _| {
-            bucket_quantile(phi, b).0
-        }) else {
+        let StepValue::Vector(res) =
+            per_histogram(q, "histogram_quantiles", v.clone(), |b, name| {
+                quantile_noting(q, phi, b, name)
+            })
+        else {
             continue;
         };
         let tag = quantile_label(phi);
@@ -106,6 +104,17 @@ fn histogram_quantiles(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValu
         }
     }
     Ok(StepValue::Vector(out))
+}
+
+/// [`bucket_quantile`], raising an info when the buckets had to be made monotonic.
+fn quantile_noting(q: &Query, phi: f64, b: &mut Vec<Bucket>, name: &str) -> f64 {
+    let (v, forced) = bucket_quantile(phi, b);
+    if forced {
+        q.info(format!(
+            "input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name {name:?}"
+        ));
+    }
+    v
 }
 
 /// A quantile as a label value: integral values keep one decimal (`1.0`).
@@ -140,7 +149,7 @@ fn per_histogram(
         let key = Labels::from_trusted(
             e.labels
                 .iter()
-                .filter(|l| l.name != BUCKET_LABEL && l.name != METRIC_NAME)
+                .filter(|l| l.name != BUCKET_LABEL)
                 .cloned()
                 .collect(),
         );
@@ -297,9 +306,13 @@ fn bucket_fraction(lower: f64, upper: f64, buckets: &mut Vec<Bucket>) -> f64 {
             prev_upper
         };
         let count = b.count - rank;
+        // No interpolation inside a bucket of infinite width: its observations count as
+        // sitting at the infinite end.
         let interp = |v: f64| {
-            if lo.is_infinite() || b.upper.is_infinite() {
-                rank // no interpolation inside a bucket of infinite width
+            if lo.is_infinite() {
+                rank + count
+            } else if b.upper.is_infinite() {
+                rank
             } else {
                 rank + count * (v - lo) / (b.upper - lo)
             }
