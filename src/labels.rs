@@ -26,10 +26,7 @@ pub struct Label {
 impl Label {
     /// Builds a label pair (no validation; see [`Labels::from_pairs`]).
     pub fn new(name: impl Into<String>, value: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            value: value.into(),
-        }
+        Self { name: name.into(), value: value.into() }
     }
 }
 
@@ -153,21 +150,14 @@ impl Labels {
     /// [`LabelError::TooManyLabels`] or [`LabelError::TooLong`].
     pub fn check_limits(&self, max_labels: usize, max_len: usize) -> Result<(), LabelError> {
         if self.0.len() > max_labels {
-            return Err(LabelError::TooManyLabels {
-                count: self.0.len(),
-                limit: max_labels,
-            });
+            return Err(LabelError::TooManyLabels { count: self.0.len(), limit: max_labels });
         }
         for l in &self.0 {
             let len = l.name.len().max(l.value.len());
             if len > max_len {
                 let mut name = l.name.clone();
                 name.truncate(64);
-                return Err(LabelError::TooLong {
-                    name,
-                    len,
-                    limit: max_len,
-                });
+                return Err(LabelError::TooLong { name, len, limit: max_len });
             }
         }
         Ok(())
@@ -295,18 +285,9 @@ mod tests {
     fn sorts_drops_empty_and_rejects_duplicates() {
         let l = Labels::from_pairs([("b", "2"), ("__name__", "m"), ("a", ""), ("c", "3")]).unwrap();
         assert_eq!(l.to_string(), r#"m{b="2", c="3"}"#);
-        assert_eq!(
-            Labels::from_pairs([("a", "1"), ("a", "2")]),
-            Err(LabelError::DuplicateName("a".into()))
-        );
-        assert_eq!(
-            Labels::from_pairs([("1a", "1")]),
-            Err(LabelError::InvalidName("1a".into()))
-        );
-        assert_eq!(
-            Labels::from_pairs([("a", "x\0y")]),
-            Err(LabelError::NulInValue("a".into()))
-        );
+        assert_eq!(Labels::from_pairs([("a", "1"), ("a", "2")]), Err(LabelError::DuplicateName("a".into())));
+        assert_eq!(Labels::from_pairs([("1a", "1")]), Err(LabelError::InvalidName("1a".into())));
+        assert_eq!(Labels::from_pairs([("a", "x\0y")]), Err(LabelError::NulInValue("a".into())));
     }
 
     #[test]

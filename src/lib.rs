@@ -8,7 +8,12 @@
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod config;
+pub mod duration;
+pub mod http;
 pub mod labels;
 pub mod matcher;
 pub mod promql;
 pub mod sample;
+pub mod server;
+pub mod storage;

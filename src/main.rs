@@ -1,1 +1,72 @@
-fn main() {}
+//! The `saltdb` binary.
+
+use clap::Parser;
+use saltdb::config::{Cli, Command};
+use saltdb::server::Server;
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("saltdb-http").build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("saltdb: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Command::Serve(args) => runtime.block_on(serve(args)),
+    }
+}
+
+async fn serve(args: saltdb::config::ServeArgs) -> std::process::ExitCode {
+    let config = args.server_config();
+    let server = match Server::start(config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("saltdb: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    // Install the signal handlers before announcing the address, so a SIGTERM sent right after
+    // the announcement still shuts down cleanly.
+    let signal = shutdown_signal();
+    tracing::info!(addr = %server.addr(), data_dir = %args.data_dir.display(), "saltdb listening");
+    // Tests and scripts read the bound address from this line (port 0 picks a free port).
+    println!("saltdb listening on {}", server.addr());
+    signal.await;
+    tracing::info!("shutting down");
+    match server.shutdown().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("saltdb: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Registers SIGINT/SIGTERM handlers now; the returned future completes on either signal.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+}

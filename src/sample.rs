@@ -28,10 +28,7 @@ pub struct Sample {
 impl Sample {
     /// Builds a sample.
     pub fn new(timestamp_ms: i64, value: f64) -> Self {
-        Self {
-            timestamp_ms,
-            value,
-        }
+        Self { timestamp_ms, value }
     }
 }
 

@@ -1,0 +1,143 @@
+//! The command line (clap).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::http::import::SeriesLimits;
+use crate::http::Limits;
+use crate::server::ServerConfig;
+use crate::storage::{BucketScheme, FsyncMode, StorageConfig};
+
+/// saltdb: a time-series database for Prometheus remote-write and the Prometheus query API.
+#[derive(Debug, Parser)]
+#[command(name = "saltdb", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server.
+    Serve(ServeArgs),
+}
+
+/// `saltdb serve` flags.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (HTTP).
+    #[arg(long, default_value = "127.0.0.1:9201")]
+    pub listen: SocketAddr,
+    /// Data directory; created if missing.
+    #[arg(long, default_value = "./saltdb-data")]
+    pub data_dir: PathBuf,
+    /// Number of buckets (1..=4096) the row keys are spread over. Fixed when the data directory
+    /// is created; opening it with another value fails.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub buckets: u16,
+    /// How a series is mapped to its bucket: `hash` (md5 prefix of the series id) or `modulo`
+    /// (series id modulo buckets). Fixed when the data directory is created.
+    #[arg(long, value_enum, default_value_t = BucketScheme::Hash)]
+    pub bucket_scheme: BucketScheme,
+    /// Length of a time window (one keyspace each), e.g. 2h or 1d. Fixed when the data directory
+    /// is created. Units: ms s m h d w.
+    #[arg(long, default_value = "1d", value_parser = parse_window)]
+    pub window: i64,
+    /// How long samples are kept; whole windows older than this are dropped. `0` keeps forever.
+    #[arg(long, default_value = "30d", value_parser = parse_duration)]
+    pub retention: i64,
+    /// What a 2xx on a write promises beyond surviving `kill -9` (which every mode does):
+    /// `always` fsyncs before answering (survives power loss; slowest), `batch` fsyncs every
+    /// second in the background (a power loss loses at most ~1 s), `never` leaves it to the OS.
+    #[arg(long, value_enum, default_value_t = FsyncMode::Batch)]
+    pub fsync: FsyncMode,
+    /// Largest request body accepted, also after gzip/snappy decompression (e.g. 64MiB).
+    #[arg(long, default_value = "64MiB", value_parser = parse_bytes)]
+    pub max_request_bytes: usize,
+    /// Most labels one series may carry.
+    #[arg(long, default_value_t = 128)]
+    pub max_labels_per_series: usize,
+    /// Longest label name or value, in bytes.
+    #[arg(long, default_value_t = 16 * 1024)]
+    pub max_label_bytes: usize,
+    /// Entries in the in-memory cache from label set to series id.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub series_cache_size: usize,
+    /// Block cache size for reads (e.g. 256MiB).
+    #[arg(long, default_value = "256MiB", value_parser = parse_bytes)]
+    pub block_cache: usize,
+}
+
+fn parse_duration(s: &str) -> Result<i64, String> {
+    crate::duration::parse_ms(s).map_err(|e| e.to_string())
+}
+
+fn parse_window(s: &str) -> Result<i64, String> {
+    let ms = parse_duration(s)?;
+    if ms < 60_000 {
+        return Err("window must be at least 1m".into());
+    }
+    Ok(ms)
+}
+
+/// Parses `65536`, `64KiB`, `64MiB`, `1GiB` (also KB/MB/GB as powers of 1000).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let (num, unit) = s.split_at(digits);
+    let n: usize = num.parse().map_err(|_| format!("invalid size {s:?}: use e.g. 65536, 64KiB, 64MiB, 1GiB"))?;
+    let factor: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "K" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        _ => return Err(format!("invalid size unit in {s:?}: use B, KiB, MiB or GiB")),
+    };
+    n.checked_mul(factor).ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+impl ServeArgs {
+    /// The server configuration these flags describe.
+    pub fn server_config(&self) -> ServerConfig {
+        let mut storage = StorageConfig::new(self.data_dir.clone());
+        storage.buckets = self.buckets;
+        storage.bucket_scheme = self.bucket_scheme;
+        storage.window_ms = self.window;
+        storage.retention_ms = (self.retention > 0).then_some(self.retention);
+        storage.fsync = self.fsync;
+        storage.series_cache_size = self.series_cache_size;
+        storage.block_cache_bytes = self.block_cache as u64;
+        ServerConfig {
+            listen: self.listen,
+            storage,
+            limits: Limits {
+                max_request_bytes: self.max_request_bytes,
+                series: SeriesLimits { max_labels: self.max_labels_per_series, max_label_bytes: self.max_label_bytes },
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_bytes("100"), Ok(100));
+        assert!(parse_bytes("12XB").is_err());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,88 @@
+//! Durations as operators write them: `15s`, `5m`, `2h`, `1d`, `4w`, `1h30m`, `250ms`.
+
+/// A duration string that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid duration {0:?}: use a number with a unit, e.g. 15s, 5m, 2h, 1d, 4w or 1h30m")]
+pub struct DurationError(pub String);
+
+/// Parses a duration into milliseconds. `0` (without unit) is accepted and means zero.
+///
+/// # Errors
+/// [`DurationError`] naming the input.
+pub fn parse_ms(s: &str) -> Result<i64, DurationError> {
+    let err = || DurationError(s.to_owned());
+    if s == "0" {
+        return Ok(0);
+    }
+    let mut total: i64 = 0;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(err());
+    }
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(err());
+        }
+        let (num, tail) = rest.split_at(digits);
+        let n: i64 = num.parse().map_err(|_| err())?;
+        let unit_len = tail.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let (unit, tail) = tail.split_at(unit_len);
+        let factor = match unit {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "w" => 7 * 86_400_000,
+            "y" => 365 * 86_400_000,
+            _ => return Err(err()),
+        };
+        total = n.checked_mul(factor).and_then(|v| total.checked_add(v)).ok_or_else(err)?;
+        rest = tail;
+    }
+    Ok(total)
+}
+
+/// Formats milliseconds in the largest exact unit (`86400000` -> `1d`).
+pub fn format_ms(ms: i64) -> String {
+    const UNITS: [(i64, &str); 6] =
+        [(7 * 86_400_000, "w"), (86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s"), (1, "ms")];
+    if ms == 0 {
+        return "0".into();
+    }
+    for (factor, unit) in UNITS {
+        if ms % factor == 0 {
+            return format!("{}{unit}", ms / factor);
+        }
+    }
+    format!("{ms}ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_compounds() {
+        assert_eq!(parse_ms("15s"), Ok(15_000));
+        assert_eq!(parse_ms("5m"), Ok(300_000));
+        assert_eq!(parse_ms("2h"), Ok(7_200_000));
+        assert_eq!(parse_ms("1d"), Ok(86_400_000));
+        assert_eq!(parse_ms("4w"), Ok(4 * 7 * 86_400_000));
+        assert_eq!(parse_ms("1h30m"), Ok(5_400_000));
+        assert_eq!(parse_ms("0"), Ok(0));
+        assert!(parse_ms("").is_err());
+        assert!(parse_ms("5").is_err());
+        assert!(parse_ms("5x").is_err());
+        assert!(parse_ms("-5m").is_err());
+        assert!(parse_ms("99999999999999999w").is_err());
+    }
+
+    #[test]
+    fn formats_in_largest_unit() {
+        assert_eq!(format_ms(86_400_000), "1d");
+        assert_eq!(format_ms(90 * 60_000), "90m");
+        assert_eq!(format_ms(1_500), "1500ms");
+    }
+}

@@ -1,0 +1,88 @@
+//! Reading request bodies under a size limit, with `Content-Encoding: gzip` support.
+
+use std::io::Read;
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap};
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+
+use super::error::ApiError;
+
+/// Reads the whole body, failing with 413 as soon as it exceeds `limit` bytes (checked against
+/// `Content-Length` first, then while streaming).
+///
+/// # Errors
+/// [`ApiError::TooLarge`], or [`ApiError::BadData`] if the client aborts mid-body.
+pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::TooLarge { limit });
+    }
+    let mut body = body;
+    let mut buf = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::BadData(format!("reading request body: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limit {
+                return Err(ApiError::TooLarge { limit });
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}
+
+/// The body's content coding, limited to the ones saltdb decodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coding {
+    /// No coding.
+    Identity,
+    /// gzip.
+    Gzip,
+}
+
+/// Reads `Content-Encoding`.
+///
+/// # Errors
+/// [`ApiError::UnsupportedMedia`] for a coding other than identity or gzip.
+pub fn coding(headers: &HeaderMap) -> Result<Coding, ApiError> {
+    match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().map(str::trim)) {
+        None => Ok(Coding::Identity),
+        Some(Ok(v)) if v.is_empty() || v.eq_ignore_ascii_case("identity") => Ok(Coding::Identity),
+        Some(Ok(v)) if v.eq_ignore_ascii_case("gzip") || v.eq_ignore_ascii_case("x-gzip") => Ok(Coding::Gzip),
+        Some(other) => Err(ApiError::UnsupportedMedia(format!(
+            "unsupported Content-Encoding {:?}: use gzip or none",
+            other.unwrap_or("<not text>")
+        ))),
+    }
+}
+
+/// Decompresses a gzip body, failing with 413 when the output would exceed `limit` (so a small
+/// gzip bomb cannot expand without bound).
+///
+/// # Errors
+/// [`ApiError::TooLarge`] or [`ApiError::BadData`] for a corrupt stream.
+pub fn gunzip_limited(compressed: &[u8], limit: usize) -> Result<Bytes, ApiError> {
+    let mut out = Vec::new();
+    let mut decoder = flate2::read::MultiGzDecoder::new(compressed).take(limit as u64 + 1);
+    decoder.read_to_end(&mut out).map_err(|e| ApiError::BadData(format!("invalid gzip body: {e}")))?;
+    if out.len() > limit {
+        return Err(ApiError::TooLarge { limit });
+    }
+    Ok(Bytes::from(out))
+}
+
+/// Reads a body under `limit`, decoding gzip when the request says so.
+///
+/// # Errors
+/// As [`read_limited`], [`coding`] and [`gunzip_limited`].
+pub async fn read_decoded(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let coding = coding(headers)?;
+    let raw = read_limited(headers, body, limit).await?;
+    match coding {
+        Coding::Identity => Ok(raw),
+        Coding::Gzip => gunzip_limited(&raw, limit),
+    }
+}

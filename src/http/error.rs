@@ -1,0 +1,81 @@
+//! The one place errors become HTTP responses: Prometheus' error envelope
+//! `{"status":"error","errorType":"...","error":"..."}` with a matching status code.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::storage::StorageError;
+
+/// An error answered to a client.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed or invalid (400, `bad_data`).
+    #[error("{0}")]
+    BadData(String),
+    /// The body is larger than the configured limit (413).
+    #[error("request body is larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Unsupported `Content-Type` or `Content-Encoding` (415).
+    #[error("{0}")]
+    UnsupportedMedia(String),
+    /// Valid request that could not be executed (422, `execution`).
+    #[error("{0}")]
+    Execution(String),
+    /// Too much load right now; retry later (429 with `Retry-After`).
+    #[error("{0}")]
+    Overloaded(String),
+    /// Query ran out of time (503, `timeout`).
+    #[error("{0}")]
+    Timeout(String),
+    /// No such route or resource (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// Storage failed (500/503, `internal`/`unavailable`).
+    #[error("{0}")]
+    Storage(#[from] StorageError),
+    /// A background task died (500).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// Status code and Prometheus `errorType`.
+    pub fn status_and_type(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::BadData(_) => (StatusCode::BAD_REQUEST, "bad_data"),
+            Self::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "bad_data"),
+            Self::UnsupportedMedia(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "bad_data"),
+            Self::Execution(_) => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),
+            Self::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "unavailable"),
+            Self::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::Storage(e) => match e {
+                StorageError::TooOld { .. } => (StatusCode::BAD_REQUEST, "bad_data"),
+                StorageError::TooManySamples { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),
+                StorageError::Poisoned(_) | StorageError::ShuttingDown => {
+                    (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+                }
+                _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            },
+            Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, error_type) = self.status_and_type();
+        if status.is_server_error() {
+            tracing::error!(error = %self, "request failed");
+        }
+        let body = serde_json::json!({"status": "error", "errorType": error_type, "error": self.to_string()});
+        let mut resp = (status, axum::Json(body)).into_response();
+        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        resp
+    }
+}

@@ -1,0 +1,103 @@
+//! `GET|POST /api/v1/export?match[]=SELECTOR&start=&end=`: streams matching series as JSON
+//! lines in the import format, one series in memory at a time.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderMap, Method};
+use axum::response::Response;
+use serde_json::{Map, Number, Value};
+
+use super::body::read_limited;
+use super::error::ApiError;
+use super::params::Params;
+use super::router::AppState;
+use crate::sample::{is_stale_marker, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+
+/// Lines buffered between the storage reader and the socket.
+const STREAM_BUFFER: usize = 16;
+
+/// JSON form of a value: numbers as numbers, the rest as the strings import accepts.
+fn json_value(v: f64) -> Value {
+    if is_stale_marker(v) {
+        Value::from("stale")
+    } else if v.is_nan() {
+        Value::from("NaN")
+    } else if v.is_infinite() {
+        Value::from(if v > 0.0 { "+Inf" } else { "-Inf" })
+    } else {
+        Number::from_f64(v).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// One series as a JSON line (with the trailing newline).
+pub fn encode_line(s: &SeriesSamples) -> Vec<u8> {
+    let metric: Map<String, Value> = s.labels.iter().map(|l| (l.name.clone(), Value::from(l.value.clone()))).collect();
+    let line = serde_json::json!({
+        "metric": metric,
+        "values": s.samples.iter().map(|p| json_value(p.value)).collect::<Vec<_>>(),
+        "timestamps": s.samples.iter().map(|p| p.timestamp_ms).collect::<Vec<_>>(),
+    });
+    let mut out = serde_json::to_vec(&line).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// The handler.
+///
+/// # Errors
+/// 400 for a missing or invalid selector or time; errors after the stream started end it early
+/// (and are logged), as the status is already sent.
+pub async fn export(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let form = if method == Method::POST {
+        Some(read_limited(&headers, body, state.limits.max_request_bytes).await?)
+    } else {
+        None
+    };
+    let params = Params::parse(query.as_deref(), form.as_deref());
+    params.reject_unknown(&["match[]", "start", "end"])?;
+    let selectors = params.selectors("match[]")?;
+    if selectors.is_empty() {
+        return Err(ApiError::BadData("missing parameter \"match[]\": give at least one series selector".into()));
+    }
+    let start = params.time_ms("start", MIN_TIMESTAMP_MS)?;
+    let end = params.time_ms("end", MAX_TIMESTAMP_MS)?;
+    if end < start {
+        return Err(ApiError::BadData("end timestamp must not be before start time".into()));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(STREAM_BUFFER);
+    let storage = state.storage.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        let dedupe = selectors.len() > 1;
+        for matchers in &selectors {
+            let result = storage.for_each_series(matchers, start, end, |s| {
+                if dedupe && !seen.insert(s.labels.to_bytes()) {
+                    return true;
+                }
+                tx.blocking_send(Bytes::from(encode_line(&s))).is_ok()
+            });
+            if let Err(e) = result {
+                tracing::error!(error = %e, "export stopped early");
+                return;
+            }
+        }
+    });
+    let stream =
+        futures_util::stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx)) },
+        );
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/stream+json")
+        .body(Body::from_stream(stream))
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}

@@ -1,0 +1,226 @@
+//! `POST /api/v1/import`: JSON lines in the VictoriaMetrics format, one series per line:
+//! `{"metric":{"__name__":"cpu","host":"a"},"values":[1.5,2],"timestamps":[1700000000000,1700000015000]}`.
+//!
+//! Values are JSON numbers, or the strings `"NaN"`, `"+Inf"`, `"-Inf"` and `"stale"` (the
+//! Prometheus staleness marker). Timestamps are integer milliseconds. The whole body is validated
+//! before anything is written: one bad line rejects the request with its line number.
+
+use std::fmt;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+
+use super::error::ApiError;
+use super::params::Params;
+use super::router::AppState;
+use super::{blocking, body};
+use crate::labels::Labels;
+use crate::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
+
+/// Limits applied to every ingested series, whatever the protocol.
+#[derive(Clone, Copy, Debug)]
+pub struct SeriesLimits {
+    /// Most labels one series may carry (`__name__` included).
+    pub max_labels: usize,
+    /// Longest label name or value in bytes.
+    pub max_label_bytes: usize,
+}
+
+impl Default for SeriesLimits {
+    fn default() -> Self {
+        Self { max_labels: 128, max_label_bytes: 16 * 1024 }
+    }
+}
+
+/// A rejected line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {reason}")]
+pub struct LineError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// The label object of a line, duplicates kept so they can be rejected.
+struct Pairs(Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for Pairs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Pairs;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of label names to string values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pairs, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, String>()? {
+                    out.push((k, v));
+                }
+                Ok(Pairs(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A sample value: a number or one of the special strings.
+struct Value(f64);
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Value;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a number or one of "NaN", "+Inf", "-Inf", "stale""#)
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+                Ok(Value(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+                Ok(Value(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+                Ok(Value(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+                parse_special(v).map(Value).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `"NaN"`, `"+Inf"`/`"Inf"`, `"-Inf"`, `"stale"` -> value.
+fn parse_special(s: &str) -> Option<f64> {
+    match s {
+        "NaN" => Some(f64::NAN),
+        "+Inf" | "Inf" => Some(f64::INFINITY),
+        "-Inf" => Some(f64::NEG_INFINITY),
+        "stale" => Some(f64::from_bits(STALE_NAN_BITS)),
+        _ => None,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    metric: Pairs,
+    values: Vec<Value>,
+    timestamps: Vec<i64>,
+}
+
+/// Decodes and validates a whole JSON-lines body. Blank lines are skipped.
+///
+/// # Errors
+/// The first bad line, with its 1-based number and the problem.
+pub fn decode_lines(body: &[u8], limits: SeriesLimits) -> Result<WriteBatch, LineError> {
+    let mut batch = WriteBatch::default();
+    for (i, raw) in body.split(|&b| b == b'\n').enumerate() {
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let err = |reason: String| LineError { line: i + 1, reason };
+        let line: Line = serde_json::from_slice(raw).map_err(|e| err(format!("invalid JSON: {e}")))?;
+        batch.series.push(validate(line, limits).map_err(err)?);
+    }
+    Ok(batch)
+}
+
+fn validate(line: Line, limits: SeriesLimits) -> Result<SeriesSamples, String> {
+    let labels = Labels::from_pairs(line.metric.0).map_err(|e| e.to_string())?;
+    labels.require_metric_name().map_err(|e| e.to_string())?;
+    labels.check_limits(limits.max_labels, limits.max_label_bytes).map_err(|e| e.to_string())?;
+    if line.values.len() != line.timestamps.len() {
+        return Err(format!(
+            "\"values\" has {} entries but \"timestamps\" has {}; they must be the same length",
+            line.values.len(),
+            line.timestamps.len()
+        ));
+    }
+    let samples = line
+        .timestamps
+        .into_iter()
+        .zip(line.values)
+        .map(|(ts, Value(v))| check_timestamp(ts).map(|()| Sample::new(ts, v)).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SeriesSamples { labels, samples })
+}
+
+/// The handler. Answers 204 once the whole body is durable.
+///
+/// # Errors
+/// 400 naming the bad line, 413 over the size limit, 415 for an unknown encoding, 5xx when
+/// storage fails.
+pub async fn import(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<StatusCode, ApiError> {
+    Params::parse(query.as_deref(), None).reject_unknown(&[])?;
+    let bytes = body::read_decoded(&headers, body, state.limits.max_request_bytes).await?;
+    let storage = state.storage.clone();
+    let limits = state.limits.series;
+    blocking::run(move || {
+        let batch = decode_lines(&bytes, limits).map_err(|e| ApiError::BadData(e.to_string()))?;
+        storage.write(batch)?;
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(s: &str) -> Result<WriteBatch, LineError> {
+        decode_lines(s.as_bytes(), SeriesLimits::default())
+    }
+
+    #[test]
+    fn decodes_lines_and_special_values() {
+        let b = decode(concat!(
+            r#"{"metric":{"__name__":"cpu","host":"a"},"values":[1.5,2],"timestamps":[1000,2000]}"#,
+            "\n\n",
+            r#"{"metric":{"__name__":"x"},"values":["NaN","+Inf","-Inf","stale"],"timestamps":[1,2,3,4]}"#,
+            "\r\n"
+        ))
+        .unwrap();
+        assert_eq!(b.series.len(), 2);
+        assert_eq!(b.series[0].samples, vec![Sample::new(1000, 1.5), Sample::new(2000, 2.0)]);
+        let v: Vec<f64> = b.series[1].samples.iter().map(|s| s.value).collect();
+        assert!(v[0].is_nan() && v[1] == f64::INFINITY && v[2] == f64::NEG_INFINITY);
+        assert_eq!(v[3].to_bits(), STALE_NAN_BITS);
+    }
+
+    #[test]
+    fn rejects_with_line_numbers() {
+        let ok = r#"{"metric":{"__name__":"a"},"values":[1],"timestamps":[1]}"#;
+        let cases = [
+            ("not json", "invalid JSON"),
+            (r#"{"metric":{"a":"b"},"values":[1],"timestamps":[1]}"#, "missing metric name"),
+            (r#"{"metric":{"__name__":"a"},"values":[1,2],"timestamps":[1]}"#, "same length"),
+            (r#"{"metric":{"__name__":"a","1x":"b"},"values":[1],"timestamps":[1]}"#, "invalid label name"),
+            (r#"{"metric":{"__name__":"a","b":"x\u0000y"},"values":[1],"timestamps":[1]}"#, "0x00"),
+            (r#"{"metric":{"__name__":"a"},"values":[1],"timestamps":[-1]}"#, "outside the supported range"),
+            (r#"{"metric":{"__name__":"a"},"values":[1],"timestamps":[9223372036855]}"#, "outside the supported range"),
+            (r#"{"metric":{"__name__":"a","b":"1","b":"2"},"values":[1],"timestamps":[1]}"#, "duplicate label"),
+            (r#"{"metric":{"__name__":"a"},"values":["x"],"timestamps":[1]}"#, "invalid JSON"),
+            (r#"{"metric":{"__name__":"a"},"values":[1],"timestamps":[1.5]}"#, "invalid JSON"),
+        ];
+        for (bad, why) in cases {
+            let err = decode(&format!("{ok}\n{bad}\n{ok}")).unwrap_err();
+            assert_eq!(err.line, 2, "{bad}");
+            assert!(err.reason.contains(why), "{bad}: {}", err.reason);
+        }
+    }
+}

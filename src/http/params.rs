@@ -1,0 +1,166 @@
+//! Request parameters as Prometheus takes them: from the query string and, for POST, from an
+//! `application/x-www-form-urlencoded` body; repeated keys (`match[]`) allowed. Times as RFC3339
+//! or Unix seconds (float); selectors parsed by `promql-parser`.
+
+use super::error::ApiError;
+use crate::matcher::Matcher;
+use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+
+/// Decoded parameters in request order.
+#[derive(Debug, Default, Clone)]
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    /// Parses a query string and an optional form body.
+    pub fn parse(query: Option<&str>, form: Option<&[u8]>) -> Self {
+        let mut pairs: Vec<(String, String)> =
+            query.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default();
+        if let Some(body) = form {
+            pairs.extend(form_urlencoded::parse(body).into_owned());
+        }
+        Self(pairs)
+    }
+
+    /// The last value of `name`, if given and non-empty.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, v)| k == name && !v.is_empty()).map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `name`, in order.
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.0.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect()
+    }
+
+    /// Fails on a parameter the endpoint does not know, naming it and the known ones.
+    ///
+    /// # Errors
+    /// [`ApiError::BadData`].
+    pub fn reject_unknown(&self, known: &[&str]) -> Result<(), ApiError> {
+        match self.0.iter().find(|(k, _)| !known.contains(&k.as_str())) {
+            None => Ok(()),
+            Some((k, _)) => {
+                Err(ApiError::BadData(format!("unknown parameter {k:?}; this endpoint accepts {}", known.join(", "))))
+            }
+        }
+    }
+
+    /// A time parameter in ms, or `default` when absent.
+    ///
+    /// # Errors
+    /// [`ApiError::BadData`] naming the parameter.
+    pub fn time_ms(&self, name: &str, default: i64) -> Result<i64, ApiError> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => parse_time_ms(v).map_err(|why| ApiError::BadData(format!("invalid parameter {name:?}: {why}"))),
+        }
+    }
+
+    /// Every `match[]` selector, parsed.
+    ///
+    /// # Errors
+    /// [`ApiError::BadData`] naming the selector.
+    pub fn selectors(&self, name: &str) -> Result<Vec<Vec<Matcher>>, ApiError> {
+        let mut out = Vec::new();
+        for s in self.all(name) {
+            out.extend(
+                parse_selector(s).map_err(|why| ApiError::BadData(format!("invalid parameter {name:?}: {why}")))?,
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// Parses a Prometheus time: RFC3339 or Unix seconds with optional fraction. Clamps to the
+/// supported range like Prometheus does for its min/max time sentinels.
+///
+/// # Errors
+/// A message saying what was expected.
+pub fn parse_time_ms(s: &str) -> Result<i64, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if !secs.is_finite() {
+            return Err(format!("cannot parse {s:?} to a valid timestamp"));
+        }
+        let ms = (secs * 1000.0).round();
+        return Ok(ms.clamp(MIN_TIMESTAMP_MS as f64 - 1e15, MAX_TIMESTAMP_MS as f64) as i64);
+    }
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.timestamp_millis())
+        .map_err(|_| format!("cannot parse {s:?} to a valid timestamp (use RFC3339 or Unix seconds)"))
+}
+
+/// Parses a Prometheus duration: `5m`, `1h30m` or float seconds; returns ms.
+///
+/// # Errors
+/// A message saying what was expected.
+pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if !secs.is_finite() || secs < 0.0 || secs * 1000.0 > i64::MAX as f64 {
+            return Err(format!("cannot parse {s:?} to a valid duration"));
+        }
+        return Ok((secs * 1000.0).round() as i64);
+    }
+    crate::duration::parse_ms(s).map_err(|e| e.to_string())
+}
+
+/// Parses a series selector (`up`, `{job="x"}`, `up{a=~"b.*"}`, `{a="1" or b="2"}`) into one
+/// matcher list per alternative.
+///
+/// # Errors
+/// A message from the parser, or one saying the text is not a plain selector.
+pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, String> {
+    use promql_parser::parser::Expr;
+    let expr = promql_parser::parser::parse(s).map_err(|e| format!("{s:?}: {e}"))?;
+    let Expr::VectorSelector(vs) = expr else {
+        return Err(format!("{s:?} is not a series selector"));
+    };
+    let convert = |ms: &[promql_parser::label::Matcher]| -> Result<Vec<Matcher>, String> {
+        let mut out: Vec<Matcher> =
+            ms.iter().map(Matcher::from_parsed).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+        if let Some(name) = &vs.name {
+            if !out.iter().any(|m| m.name == crate::labels::METRIC_NAME) {
+                out.push(Matcher::equal(crate::labels::METRIC_NAME, name.clone()));
+            }
+        }
+        Ok(out)
+    };
+    if vs.matchers.or_matchers.is_empty() {
+        Ok(vec![convert(&vs.matchers.matchers)?])
+    } else {
+        vs.matchers.or_matchers.iter().map(|ms| convert(ms)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matcher::MatchOp;
+
+    #[test]
+    fn times() {
+        assert_eq!(parse_time_ms("1700000000"), Ok(1_700_000_000_000));
+        assert_eq!(parse_time_ms("1700000000.123"), Ok(1_700_000_000_123));
+        assert_eq!(parse_time_ms("2023-11-14T22:13:20Z"), Ok(1_700_000_000_000));
+        assert_eq!(parse_time_ms("2023-11-14T23:13:20.5+01:00"), Ok(1_700_000_000_500));
+        assert!(parse_time_ms("yesterday").is_err());
+        assert!(parse_time_ms("NaN").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ms("15"), Ok(15_000));
+        assert_eq!(parse_duration_ms("0.5"), Ok(500));
+        assert_eq!(parse_duration_ms("1h30m"), Ok(5_400_000));
+        assert!(parse_duration_ms("-1").is_err());
+    }
+
+    #[test]
+    fn selectors() {
+        let s = parse_selector(r#"up{job=~"a.*",x!="y"}"#).unwrap();
+        assert_eq!(s.len(), 1);
+        let ms = &s[0];
+        assert!(ms.iter().any(|m| m.name == "__name__" && m.value == "up" && m.op == MatchOp::Equal));
+        assert!(ms.iter().any(|m| m.name == "job" && m.op == MatchOp::RegexMatch));
+        assert!(parse_selector("rate(up[5m])").is_err());
+        assert!(parse_selector("{").is_err());
+    }
+}

@@ -1,0 +1,384 @@
+//! [`Storage`]: opens fjall, recovers, owns the writer thread and the background fsync.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::error::{Result, StorageError};
+use super::keys::{BucketScheme, Bucketing};
+use super::manifest::{self, Manifest};
+use super::select;
+use super::shared::Shared;
+use super::window::Windows;
+use super::write::{Command, WriteOutcome, Writer};
+use crate::labels::Labels;
+use crate::matcher::Matcher;
+use crate::promql::source::{Source, SourceError};
+use crate::sample::{Sample, SeriesSamples, WriteBatch};
+
+/// What a successful write promises beyond surviving `kill -9` of the server (every mode hands
+/// the journal to the OS before acknowledging).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FsyncMode {
+    /// fsync the journal before acknowledging: acknowledged writes survive power loss.
+    Always,
+    /// fsync the journal in the background every second: a power loss loses at most ~1 s.
+    Batch,
+    /// Never fsync explicitly; the OS writes back when it likes.
+    Never,
+}
+
+/// How to open a database.
+#[derive(Clone, Debug)]
+pub struct StorageConfig {
+    /// Data directory (created if missing).
+    pub data_dir: PathBuf,
+    /// Bucket scheme for a new database (must match an existing one).
+    pub bucket_scheme: BucketScheme,
+    /// Bucket count for a new database (must match an existing one).
+    pub buckets: u16,
+    /// Window length in ms for a new database (must match an existing one).
+    pub window_ms: i64,
+    /// Samples older than this are rejected and their windows dropped; `None` keeps forever.
+    pub retention_ms: Option<i64>,
+    /// Durability of acknowledged writes.
+    pub fsync: FsyncMode,
+    /// Entries in the label-set -> id cache.
+    pub series_cache_size: usize,
+    /// fjall block cache in bytes.
+    pub block_cache_bytes: u64,
+}
+
+impl StorageConfig {
+    /// Defaults: hash scheme, 16 buckets, 1-day windows, 30-day retention, background fsync.
+    pub fn new(data_dir: PathBuf) -> Self {
+        Self {
+            data_dir,
+            bucket_scheme: BucketScheme::Hash,
+            buckets: 16,
+            window_ms: 86_400_000,
+            retention_ms: Some(30 * 86_400_000),
+            fsync: FsyncMode::Batch,
+            series_cache_size: 1_000_000,
+            block_cache_bytes: 256 << 20,
+        }
+    }
+}
+
+/// Per-window figures for status pages and benchmarks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowStats {
+    /// First millisecond of the window.
+    pub start_ms: i64,
+    /// One past the last millisecond.
+    pub end_ms: i64,
+    /// Bytes on disk (flushed tables only).
+    pub disk_bytes: u64,
+}
+
+/// Whole-database figures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StorageStats {
+    /// Bytes on disk of the whole database, journal included.
+    pub disk_bytes: u64,
+    /// Bytes per table (`meta`, `series`, `series_by_labels`, `postings`, `points`).
+    pub table_bytes: Vec<(&'static str, u64)>,
+    /// Windows on disk.
+    pub windows: Vec<WindowStats>,
+    /// Samples written per bucket since start.
+    pub samples_per_bucket: Vec<u64>,
+    /// Series created since start.
+    pub series_created: u64,
+    /// Highest series id allocated (total series ever created).
+    pub series_total: u64,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    config: StorageConfig,
+    tx: Mutex<Option<SyncSender<Command>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    syncer: Mutex<Option<(SyncSender<()>, JoinHandle<()>)>>,
+}
+
+/// The database. Cheap to clone; the last clone dropped stops the writer and persists.
+#[derive(Clone)]
+pub struct Storage {
+    inner: Arc<Inner>,
+}
+
+impl Storage {
+    /// Opens or creates the database in `config.data_dir`, replaying the journal.
+    ///
+    /// # Errors
+    /// [`StorageError::ManifestMismatch`] when the directory was created with other bucket or
+    /// window settings; engine errors (I/O, corruption, a directory locked by another process).
+    pub fn open(config: StorageConfig) -> Result<Self> {
+        let bucketing = Bucketing::new(config.bucket_scheme, config.buckets).ok_or_else(|| {
+            StorageError::Manifest(format!(
+                "bucket count {} must be between 1 and {}",
+                config.buckets,
+                super::keys::MAX_BUCKETS
+            ))
+        })?;
+        if config.window_ms <= 0 {
+            return Err(StorageError::Manifest("window must be positive".into()));
+        }
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| StorageError::Engine(Arc::new(e.into())))?;
+        let db = fjall::Database::builder(&config.data_dir)
+            .cache_size(config.block_cache_bytes)
+            .manual_journal_persist(true)
+            .open()?;
+        let ks = |name: &str| db.keyspace(name, fjall::KeyspaceCreateOptions::default);
+        let meta = ks("meta")?;
+        let manifest = Manifest::load_or_create(&db, &meta, Manifest { bucketing, window_ms: config.window_ms })?;
+        let next_id = manifest::next_series_id(&meta)?;
+        let tables = [meta, ks("series")?, ks("series_by_labels")?, ks("postings")?];
+        let windows = Windows::load(&db, manifest.window_ms)?;
+        let shared = Arc::new(Shared::new(db, tables, windows, manifest.bucketing, next_id));
+
+        let durability = match config.fsync {
+            FsyncMode::Always => fjall::PersistMode::SyncData,
+            FsyncMode::Batch | FsyncMode::Never => fjall::PersistMode::Buffer,
+        };
+        let (tx, rx) = mpsc::sync_channel(1024);
+        let writer = Writer::new(Arc::clone(&shared), next_id, config.series_cache_size, Some(durability));
+        let writer = std::thread::Builder::new()
+            .name("saltdb-writer".into())
+            .spawn(move || writer.run(&rx))
+            .map_err(|e| StorageError::Engine(Arc::new(e.into())))?;
+        let syncer = (config.fsync == FsyncMode::Batch).then(|| spawn_syncer(Arc::clone(&shared))).transpose()?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                shared,
+                config,
+                tx: Mutex::new(Some(tx)),
+                writer: Mutex::new(Some(writer)),
+                syncer: Mutex::new(syncer),
+            }),
+        })
+    }
+
+    fn send(&self, cmd: Command) -> Result<()> {
+        let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        tx.ok_or(StorageError::ShuttingDown)?.send(cmd).map_err(|_| StorageError::ShuttingDown)
+    }
+
+    /// The oldest timestamp retention still keeps, at wall-clock `now_ms`.
+    pub fn retention_cutoff(&self, now_ms: i64) -> Option<i64> {
+        let retention = self.inner.config.retention_ms.filter(|&r| r > 0)?;
+        let cutoff = now_ms.saturating_sub(retention);
+        // Whole windows are dropped, so a window is kept while any part of it is in retention.
+        Some(self.inner.shared.windows.start_of(cutoff))
+    }
+
+    /// Commits a validated batch atomically and returns once it is durable per the fsync mode.
+    /// Blocks (call it off the async executor).
+    ///
+    /// # Errors
+    /// [`StorageError::TooOld`] when a sample is outside retention (nothing is written);
+    /// [`StorageError::Poisoned`] after an earlier failed commit; engine errors.
+    pub fn write(&self, batch: WriteBatch) -> Result<WriteOutcome> {
+        if let Some(cutoff_ms) = self.retention_cutoff(now_ms()) {
+            let oldest = batch.series.iter().flat_map(|s| s.samples.iter()).map(|s| s.timestamp_ms).min();
+            if let Some(ts_ms) = oldest.filter(|&ts| ts < cutoff_ms) {
+                return Err(StorageError::TooOld { ts_ms, cutoff_ms });
+            }
+        }
+        if batch.series.is_empty() {
+            return Ok(WriteOutcome::default());
+        }
+        let (reply, rx) = mpsc::sync_channel(1);
+        self.send(Command::Write(batch, reply))?;
+        rx.recv().map_err(|_| StorageError::ShuttingDown)?
+    }
+
+    /// Drops every window that lies entirely before the retention cutoff at `now_ms`; returns
+    /// the start of each dropped window.
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn enforce_retention(&self, now_ms: i64) -> Result<Vec<i64>> {
+        let Some(cutoff) = self.retention_cutoff(now_ms) else { return Ok(Vec::new()) };
+        let (reply, rx) = mpsc::sync_channel(1);
+        self.send(Command::DropExpired(cutoff, reply))?;
+        rx.recv().map_err(|_| StorageError::ShuttingDown)?
+    }
+
+    /// See [`Source::select`]; fails past `max_samples` loaded samples.
+    ///
+    /// # Errors
+    /// Engine errors, corrupt rows, [`StorageError::TooManySamples`].
+    pub fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        max_samples: usize,
+    ) -> Result<Vec<SeriesSamples>> {
+        select::select(&self.inner.shared, matchers, start_ms, end_ms, max_samples)
+    }
+
+    /// Streams matching series one at a time, in bucket order; stop by returning false.
+    ///
+    /// # Errors
+    /// Engine errors and corrupt rows.
+    pub fn for_each_series(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        f: impl FnMut(SeriesSamples) -> bool,
+    ) -> Result<()> {
+        select::for_each_series(&self.inner.shared, matchers, start_ms, end_ms, f)
+    }
+
+    /// Newest sample at or before `at_ms` per matching series (one seek per window).
+    ///
+    /// # Errors
+    /// Engine errors and corrupt rows.
+    pub fn latest(&self, matchers: &[Matcher], at_ms: i64) -> Result<Vec<(Labels, Sample)>> {
+        select::latest(&self.inner.shared, matchers, at_ms)
+    }
+
+    /// Label sets of matching series present in `[start, end]`.
+    ///
+    /// # Errors
+    /// Engine errors and corrupt rows.
+    pub fn series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Labels>> {
+        select::series_labels(&self.inner.shared, matchers, start_ms, end_ms)
+    }
+
+    /// Label names of matching series present in `[start, end]`.
+    ///
+    /// # Errors
+    /// Engine errors and corrupt rows.
+    pub fn label_names(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
+        select::label_names(&self.inner.shared, matchers, start_ms, end_ms)
+    }
+
+    /// Values of label `name` among matching series present in `[start, end]`.
+    ///
+    /// # Errors
+    /// Engine errors and corrupt rows.
+    pub fn label_values(&self, name: &str, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
+        select::label_values(&self.inner.shared, name, matchers, start_ms, end_ms)
+    }
+
+    /// Flushes every memtable to disk tables and fsyncs the journal (for benchmarks and
+    /// orderly shutdown).
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn flush(&self) -> Result<()> {
+        let sh = &self.inner.shared;
+        for ks in [&sh.meta, &sh.series, &sh.series_by_labels, &sh.postings] {
+            ks.rotate_memtable_and_wait()?;
+        }
+        for w in sh.windows.all() {
+            w.points.rotate_memtable_and_wait()?;
+        }
+        sh.db.persist(fjall::PersistMode::SyncAll)?;
+        Ok(())
+    }
+
+    /// Sizes and counters.
+    ///
+    /// # Errors
+    /// Engine errors while measuring the journal.
+    pub fn stats(&self) -> Result<StorageStats> {
+        let sh = &self.inner.shared;
+        let window_ms = sh.windows.window_ms();
+        let windows: Vec<WindowStats> = sh
+            .windows
+            .all()
+            .into_iter()
+            .map(|w| WindowStats {
+                start_ms: w.start_ms,
+                end_ms: w.start_ms + window_ms,
+                disk_bytes: w.points.disk_space(),
+            })
+            .collect();
+        let table_bytes = vec![
+            ("meta", sh.meta.disk_space()),
+            ("series", sh.series.disk_space()),
+            ("series_by_labels", sh.series_by_labels.disk_space()),
+            ("postings", sh.postings.disk_space()),
+            ("points", windows.iter().map(|w| w.disk_bytes).sum()),
+        ];
+        Ok(StorageStats {
+            disk_bytes: sh.db.disk_space()?,
+            table_bytes,
+            windows,
+            samples_per_bucket: sh.samples_per_bucket(),
+            series_created: sh.series_created(),
+            series_total: sh.next_id_committed().saturating_sub(1),
+        })
+    }
+
+    /// The bucket scheme and count in use.
+    pub fn bucketing(&self) -> Bucketing {
+        self.inner.shared.bucketing
+    }
+
+    /// The reason writes are refused, if a commit has failed.
+    pub fn poisoned(&self) -> Option<String> {
+        self.inner.shared.poisoned()
+    }
+}
+
+impl Source for Storage {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> std::result::Result<Vec<SeriesSamples>, SourceError> {
+        Storage::select(self, matchers, start_ms, end_ms, usize::MAX).map_err(|e| match e {
+            StorageError::TooManySamples { limit } => SourceError::TooManySamples { limit },
+            other => SourceError::Storage(other.to_string()),
+        })
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            drop(tx);
+        }
+        if let Some(writer) = self.writer.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            let _ = writer.join();
+        }
+        if let Some((stop, handle)) = self.syncer.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            drop(stop);
+            let _ = handle.join();
+        }
+        if let Err(e) = self.shared.db.persist(fjall::PersistMode::SyncAll) {
+            tracing::error!(error = %e, "final journal sync failed");
+        }
+    }
+}
+
+/// Background fsync for [`FsyncMode::Batch`]: every second until the stop sender is dropped.
+fn spawn_syncer(shared: Arc<Shared>) -> Result<(SyncSender<()>, JoinHandle<()>)> {
+    let (stop, stopped) = mpsc::sync_channel::<()>(0);
+    let handle = std::thread::Builder::new()
+        .name("saltdb-fsync".into())
+        .spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(Duration::from_secs(1)) {
+                if let Err(e) = shared.db.persist(fjall::PersistMode::SyncData) {
+                    shared.poison(&e.to_string());
+                    tracing::error!(error = %e, "background fsync failed; refusing further writes");
+                }
+            }
+        })
+        .map_err(|e| StorageError::Engine(Arc::new(e.into())))?;
+    Ok((stop, handle))
+}
+
+/// Wall-clock milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}

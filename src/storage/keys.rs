@@ -1,0 +1,300 @@
+//! Every key saltdb writes, and its byte encoding. Pure: no I/O.
+//!
+//! All integers are fixed-width big-endian, so byte order equals numeric order; there are no
+//! separator characters between integer fields.
+//!
+//! | keyspace            | key                                                        | value                       |
+//! |---------------------|------------------------------------------------------------|-----------------------------|
+//! | `meta`              | setting name (ASCII)                                       | setting bytes (manifest)    |
+//! | `series`            | `series_id u64`                                            | canonical label set         |
+//! | `series_by_labels`  | `md5(canonical label set) [16]` `series_id u64`            | canonical label set         |
+//! | `postings`          | `name 0x00 value 0x00 series_id u64`                       | empty                       |
+//! | `points_<start_ms>` | `bucket u16` `series_id u64` `u64::MAX - ts_ms`             | `f64` bits, big-endian      |
+//! | `points_<start_ms>` | `0xFFFF` `series_id u64` (window index: series has data)   | empty                       |
+//!
+//! Invariants:
+//! - a bucket is always `< MAX_BUCKETS`, so the window-index prefix `0xFFFF` never collides
+//!   with point rows;
+//! - for one series, point keys sort by strictly descending timestamp (newest first);
+//! - point keys of two series never interleave: the `bucket, series_id` prefix groups them.
+
+use md5::{Digest, Md5};
+
+/// Largest bucket count a database may be created with.
+pub const MAX_BUCKETS: u16 = 4096;
+/// Bucket value reserved for the per-window index of series present in the window.
+pub const WINDOW_INDEX_BUCKET: u16 = 0xFFFF;
+/// Length of a point key.
+pub const POINT_KEY_LEN: usize = 18;
+/// Length of the `bucket, series_id` prefix shared by a series' point keys.
+pub const SERIES_PREFIX_LEN: usize = 10;
+
+/// How a series id is mapped to its bucket. Fixed at database creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BucketScheme {
+    /// First two bytes of `md5(series_id as 8 BE bytes)`, modulo the bucket count.
+    Hash,
+    /// `series_id % buckets`.
+    Modulo,
+}
+
+impl BucketScheme {
+    /// The manifest spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hash => "hash",
+            Self::Modulo => "modulo",
+        }
+    }
+
+    /// Parses the manifest spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "hash" => Some(Self::Hash),
+            "modulo" => Some(Self::Modulo),
+            _ => None,
+        }
+    }
+}
+
+/// A bucket scheme with its bucket count. Invariant: `1 <= count <= MAX_BUCKETS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bucketing {
+    scheme: BucketScheme,
+    count: u16,
+}
+
+impl Bucketing {
+    /// Returns `None` when `count` is 0 or above [`MAX_BUCKETS`].
+    pub fn new(scheme: BucketScheme, count: u16) -> Option<Self> {
+        (1..=MAX_BUCKETS).contains(&count).then_some(Self { scheme, count })
+    }
+
+    /// The scheme.
+    pub fn scheme(&self) -> BucketScheme {
+        self.scheme
+    }
+
+    /// The bucket count.
+    pub fn count(&self) -> u16 {
+        self.count
+    }
+
+    /// The bucket of a series; always `< count`.
+    pub fn bucket(&self, series_id: u64) -> u16 {
+        match self.scheme {
+            BucketScheme::Hash => {
+                let digest = Md5::digest(series_id.to_be_bytes());
+                let prefix = u16::from_be_bytes([digest[0], digest[1]]);
+                prefix % self.count
+            }
+            // The remainder is < count <= u16::MAX, so the cast cannot truncate.
+            BucketScheme::Modulo => (series_id % u64::from(self.count)) as u16,
+        }
+    }
+}
+
+/// Maps a timestamp (must be >= 0) to its reversed, order-inverting form.
+fn reverse_ts(ts_ms: i64) -> u64 {
+    u64::MAX - ts_ms.max(0).unsigned_abs()
+}
+
+/// Encodes a point key. `ts_ms` must be non-negative (validated at ingest).
+pub fn point_key(bucket: u16, series_id: u64, ts_ms: i64) -> [u8; POINT_KEY_LEN] {
+    let mut k = [0u8; POINT_KEY_LEN];
+    k[..2].copy_from_slice(&bucket.to_be_bytes());
+    k[2..10].copy_from_slice(&series_id.to_be_bytes());
+    k[10..].copy_from_slice(&reverse_ts(ts_ms).to_be_bytes());
+    k
+}
+
+/// Decodes a point key into `(bucket, series_id, ts_ms)`; `None` when it is not one.
+pub fn decode_point_key(key: &[u8]) -> Option<(u16, u64, i64)> {
+    let key: &[u8; POINT_KEY_LEN] = key.try_into().ok()?;
+    let (b, rest) = key.split_at(2);
+    let (sid, rev) = rest.split_at(8);
+    let bucket = u16::from_be_bytes(b.try_into().ok()?);
+    let series_id = u64::from_be_bytes(sid.try_into().ok()?);
+    let ts = u64::MAX - u64::from_be_bytes(rev.try_into().ok()?);
+    Some((bucket, series_id, i64::try_from(ts).ok()?))
+}
+
+/// The prefix shared by all point keys of a series (and, with [`WINDOW_INDEX_BUCKET`],
+/// the window-index key of a series).
+pub fn series_prefix(bucket: u16, series_id: u64) -> [u8; SERIES_PREFIX_LEN] {
+    let mut k = [0u8; SERIES_PREFIX_LEN];
+    k[..2].copy_from_slice(&bucket.to_be_bytes());
+    k[2..].copy_from_slice(&series_id.to_be_bytes());
+    k
+}
+
+/// The window-index key recording that `series_id` has samples in a window.
+pub fn window_index_key(series_id: u64) -> [u8; SERIES_PREFIX_LEN] {
+    series_prefix(WINDOW_INDEX_BUCKET, series_id)
+}
+
+/// The prefix of every window-index key.
+pub const WINDOW_INDEX_PREFIX: [u8; 2] = WINDOW_INDEX_BUCKET.to_be_bytes();
+
+/// Series id out of a window-index key.
+pub fn decode_window_index_key(key: &[u8]) -> Option<u64> {
+    let rest = key.strip_prefix(&WINDOW_INDEX_PREFIX)?;
+    Some(u64::from_be_bytes(rest.try_into().ok()?))
+}
+
+/// Encodes a sample value: the f64's bits, big-endian (every NaN payload survives).
+pub fn encode_value(v: f64) -> [u8; 8] {
+    v.to_bits().to_be_bytes()
+}
+
+/// Decodes a sample value; `None` when the slice is not 8 bytes.
+pub fn decode_value(v: &[u8]) -> Option<f64> {
+    Some(f64::from_bits(u64::from_be_bytes(v.try_into().ok()?)))
+}
+
+/// md5 of a canonical label set: the `series_by_labels` key prefix and the id-cache key.
+pub fn labels_hash(canonical: &[u8]) -> [u8; 16] {
+    Md5::digest(canonical).into()
+}
+
+/// A `series_by_labels` key.
+pub fn series_by_labels_key(hash: &[u8; 16], series_id: u64) -> [u8; 24] {
+    let mut k = [0u8; 24];
+    k[..16].copy_from_slice(hash);
+    k[16..].copy_from_slice(&series_id.to_be_bytes());
+    k
+}
+
+/// Series id out of a `series_by_labels` key.
+pub fn decode_series_by_labels_key(key: &[u8]) -> Option<u64> {
+    let sid = key.get(16..24)?;
+    Some(u64::from_be_bytes(sid.try_into().ok()?))
+}
+
+/// Prefix of every postings key of a label name: `name 0x00`.
+pub fn postings_name_prefix(name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(name.len() + 1);
+    k.extend_from_slice(name.as_bytes());
+    k.push(0);
+    k
+}
+
+/// Prefix of the postings of one label pair: `name 0x00 value 0x00`.
+pub fn postings_pair_prefix(name: &str, value: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(name.len() + value.len() + 10);
+    k.extend_from_slice(name.as_bytes());
+    k.push(0);
+    k.extend_from_slice(value.as_bytes());
+    k.push(0);
+    k
+}
+
+/// A full postings key.
+pub fn postings_key(name: &str, value: &str, series_id: u64) -> Vec<u8> {
+    let mut k = postings_pair_prefix(name, value);
+    k.extend_from_slice(&series_id.to_be_bytes());
+    k
+}
+
+/// Decodes a postings key into `(name, value, series_id)`.
+pub fn decode_postings_key(key: &[u8]) -> Option<(&str, &str, u64)> {
+    let (head, sid) = key.split_at_checked(key.len().checked_sub(8)?)?;
+    let head = head.strip_suffix(&[0])?;
+    let sep = head.iter().position(|&b| b == 0)?;
+    let (name, value) = head.split_at(sep);
+    let value = value.get(1..)?;
+    Some((std::str::from_utf8(name).ok()?, std::str::from_utf8(value).ok()?, u64::from_be_bytes(sid.try_into().ok()?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MAX_TS: i64 = crate::sample::MAX_TIMESTAMP_MS;
+
+    proptest! {
+        #[test]
+        fn point_key_round_trips(b in 0u16..MAX_BUCKETS, sid: u64, ts in 0..=MAX_TS) {
+            prop_assert_eq!(decode_point_key(&point_key(b, sid, ts)), Some((b, sid, ts)));
+        }
+
+        #[test]
+        fn one_series_sorts_newest_first(b in 0u16..MAX_BUCKETS, sid: u64, t1 in 0..=MAX_TS, t2 in 0..=MAX_TS) {
+            prop_assume!(t1 != t2);
+            let (k1, k2) = (point_key(b, sid, t1), point_key(b, sid, t2));
+            prop_assert_eq!(t1 < t2, k1 > k2);
+        }
+
+        #[test]
+        fn two_series_never_interleave(
+            b1 in 0u16..MAX_BUCKETS, s1: u64, b2 in 0u16..MAX_BUCKETS, s2: u64,
+            t1 in 0..=MAX_TS, t2 in 0..=MAX_TS, t3 in 0..=MAX_TS,
+        ) {
+            prop_assume!((b1, s1) != (b2, s2));
+            // Any key of series 2 is on the same side of every key of series 1.
+            let a = point_key(b1, s1, t1);
+            let c = point_key(b1, s1, t3);
+            let x = point_key(b2, s2, t2);
+            prop_assert_eq!(x < a, x < c);
+            prop_assert!(x[..SERIES_PREFIX_LEN] != a[..SERIES_PREFIX_LEN]);
+        }
+
+        #[test]
+        fn bucket_is_stable_and_in_range(sid: u64, count in 1u16..=MAX_BUCKETS, hash: bool) {
+            let scheme = if hash { BucketScheme::Hash } else { BucketScheme::Modulo };
+            let b = Bucketing::new(scheme, count).unwrap();
+            let bucket = b.bucket(sid);
+            prop_assert!(bucket < count);
+            prop_assert_eq!(bucket, b.bucket(sid));
+        }
+
+        #[test]
+        fn postings_key_round_trips(name in "[a-zA-Z_][a-zA-Z0-9_]{0,10}", value in "[^\u{0}]{0,16}", sid: u64) {
+            let k = postings_key(&name, &value, sid);
+            prop_assert_eq!(decode_postings_key(&k), Some((name.as_str(), value.as_str(), sid)));
+            prop_assert!(k.starts_with(&postings_pair_prefix(&name, &value)));
+        }
+
+        #[test]
+        fn value_bits_survive(bits: u64) {
+            let v = f64::from_bits(bits);
+            prop_assert_eq!(decode_value(&encode_value(v)).map(f64::to_bits), Some(bits));
+        }
+
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = decode_point_key(&bytes);
+            let _ = decode_postings_key(&bytes);
+            let _ = decode_window_index_key(&bytes);
+            let _ = decode_series_by_labels_key(&bytes);
+        }
+    }
+
+    #[test]
+    fn hash_scheme_spreads_sequential_ids_evenly() {
+        let b = Bucketing::new(BucketScheme::Hash, 16).unwrap();
+        let mut counts = [0u32; 16];
+        for sid in 0..100_000u64 {
+            counts[usize::from(b.bucket(sid))] += 1;
+        }
+        let mean = 100_000.0 / 16.0;
+        for (i, &c) in counts.iter().enumerate() {
+            let dev = (f64::from(c) - mean).abs() / mean;
+            assert!(dev <= 0.10, "bucket {i} has {c} series, {:.1}% off the mean", dev * 100.0);
+        }
+    }
+
+    #[test]
+    fn window_index_prefix_is_outside_bucket_range() {
+        assert!(WINDOW_INDEX_BUCKET >= MAX_BUCKETS);
+        assert_eq!(decode_window_index_key(&window_index_key(42)), Some(42));
+        assert_eq!(decode_point_key(&window_index_key(42)), None);
+    }
+
+    #[test]
+    fn bucket_count_bounds() {
+        assert!(Bucketing::new(BucketScheme::Hash, 0).is_none());
+        assert!(Bucketing::new(BucketScheme::Hash, MAX_BUCKETS + 1).is_none());
+    }
+}

@@ -1,0 +1,111 @@
+//! The manifest: settings fixed when a data directory is created, kept in the `meta` keyspace.
+//!
+//! | key               | value                         |
+//! |-------------------|-------------------------------|
+//! | `format_version`  | `u32` BE, currently 1         |
+//! | `bucket_scheme`   | `hash` or `modulo`            |
+//! | `buckets`         | `u16` BE                      |
+//! | `window_ms`       | `i64` BE                      |
+//! | `next_series_id`  | `u64` BE, next id to allocate |
+
+use super::error::{Result, StorageError};
+use super::keys::{BucketScheme, Bucketing};
+
+/// The on-disk format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Manifest key of the series-id counter.
+pub const NEXT_SERIES_ID: &str = "next_series_id";
+
+/// The settings a database is created with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Manifest {
+    /// Bucket scheme and count.
+    pub bucketing: Bucketing,
+    /// Length of a time window in milliseconds.
+    pub window_ms: i64,
+}
+
+fn read_fixed<const N: usize>(meta: &fjall::Keyspace, key: &str) -> Result<Option<[u8; N]>> {
+    match meta.get(key)? {
+        None => Ok(None),
+        Some(v) => v
+            .as_ref()
+            .try_into()
+            .map(Some)
+            .map_err(|_| StorageError::Manifest(format!("{key} has {} bytes, expected {N}", v.len()))),
+    }
+}
+
+impl Manifest {
+    /// Loads the manifest, or writes `requested` if the database is new. Fails when an existing
+    /// manifest disagrees with `requested`, naming both values.
+    ///
+    /// # Errors
+    /// [`StorageError::ManifestMismatch`], [`StorageError::Manifest`] or an engine error.
+    pub fn load_or_create(db: &fjall::Database, meta: &fjall::Keyspace, requested: Manifest) -> Result<Manifest> {
+        let Some(version) = read_fixed::<4>(meta, "format_version")? else {
+            let mut batch = db.batch().durability(Some(fjall::PersistMode::SyncAll));
+            batch.insert(meta, "format_version", FORMAT_VERSION.to_be_bytes().to_vec());
+            batch.insert(meta, "bucket_scheme", requested.bucketing.scheme().as_str());
+            batch.insert(meta, "buckets", requested.bucketing.count().to_be_bytes().to_vec());
+            batch.insert(meta, "window_ms", requested.window_ms.to_be_bytes().to_vec());
+            batch.insert(meta, NEXT_SERIES_ID, 1u64.to_be_bytes().to_vec());
+            batch.commit()?;
+            return Ok(requested);
+        };
+        let version = u32::from_be_bytes(version);
+        if version != FORMAT_VERSION {
+            return Err(StorageError::Manifest(format!(
+                "format version {version} is not supported by this build (supports {FORMAT_VERSION})"
+            )));
+        }
+        let scheme_bytes = meta.get("bucket_scheme")?.ok_or_else(|| missing("bucket_scheme"))?;
+        let scheme = std::str::from_utf8(&scheme_bytes)
+            .ok()
+            .and_then(BucketScheme::parse)
+            .ok_or_else(|| StorageError::Manifest("unknown bucket_scheme".into()))?;
+        let count = u16::from_be_bytes(read_fixed(meta, "buckets")?.ok_or_else(|| missing("buckets"))?);
+        let window_ms = i64::from_be_bytes(read_fixed(meta, "window_ms")?.ok_or_else(|| missing("window_ms"))?);
+        let bucketing = Bucketing::new(scheme, count)
+            .ok_or_else(|| StorageError::Manifest(format!("bucket count {count} out of range")))?;
+        let stored = Manifest { bucketing, window_ms };
+        stored.check_matches(&requested)?;
+        Ok(stored)
+    }
+
+    fn check_matches(&self, requested: &Manifest) -> Result<()> {
+        let mismatch = |setting, stored: String, requested: String| {
+            Err(StorageError::ManifestMismatch { setting, stored, requested })
+        };
+        if self.bucketing.scheme() != requested.bucketing.scheme() {
+            return mismatch(
+                "bucket-scheme",
+                self.bucketing.scheme().as_str().into(),
+                requested.bucketing.scheme().as_str().into(),
+            );
+        }
+        if self.bucketing.count() != requested.bucketing.count() {
+            return mismatch("buckets", self.bucketing.count().to_string(), requested.bucketing.count().to_string());
+        }
+        if self.window_ms != requested.window_ms {
+            return mismatch(
+                "window",
+                crate::duration::format_ms(self.window_ms),
+                crate::duration::format_ms(requested.window_ms),
+            );
+        }
+        Ok(())
+    }
+}
+
+fn missing(key: &str) -> StorageError {
+    StorageError::Manifest(format!("{key} is missing"))
+}
+
+/// Reads the persistent series-id counter.
+///
+/// # Errors
+/// A corrupt counter or an engine error.
+pub fn next_series_id(meta: &fjall::Keyspace) -> Result<u64> {
+    Ok(read_fixed::<8>(meta, NEXT_SERIES_ID)?.map_or(1, u64::from_be_bytes))
+}

@@ -1,0 +1,273 @@
+//! The read path: matchers + time range -> series ids -> per-bucket scans in parallel ->
+//! series with ascending samples.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use super::error::{Result, StorageError};
+use super::keys;
+use super::matchers;
+use super::postings;
+use super::series::{self, SeriesId};
+use super::shared::Shared;
+use super::window::Window;
+use crate::labels::Labels;
+use crate::matcher::Matcher;
+use crate::sample::{Sample, SeriesSamples};
+
+/// Series present (per the window index) in any of `windows`.
+///
+/// # Errors
+/// Engine errors and corrupt keys.
+pub fn universe(windows: &[Window]) -> Result<HashSet<SeriesId>> {
+    let mut ids = HashSet::new();
+    for w in windows {
+        for guard in w.points.prefix(keys::WINDOW_INDEX_PREFIX) {
+            let key = guard.key()?;
+            ids.insert(keys::decode_window_index_key(&key).ok_or(StorageError::Corrupt { what: "window index key" })?);
+        }
+    }
+    Ok(ids)
+}
+
+/// The windows overlapping `[start, end]` and the ids of the series in them matching `matchers`.
+///
+/// # Errors
+/// Engine errors and corrupt keys.
+pub fn matching_ids(
+    sh: &Shared,
+    matchers: &[Matcher],
+    start_ms: i64,
+    end_ms: i64,
+) -> Result<(Vec<Window>, Vec<SeriesId>)> {
+    let windows = sh.windows.overlapping(start_ms, end_ms);
+    if windows.is_empty() || start_ms > end_ms {
+        return Ok((windows, Vec::new()));
+    }
+    let universe = universe(&windows)?;
+    let ids = matchers::resolve(&sh.postings, matchers, &universe)?;
+    Ok((windows, ids))
+}
+
+/// Appends the samples of one series in `[start, end]` to `out`, ascending. Each window is one
+/// range scan over the series' newest-first keys, flipped once.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn read_series(
+    windows: &[Window],
+    bucket: u16,
+    id: SeriesId,
+    start_ms: i64,
+    end_ms: i64,
+    out: &mut Vec<Sample>,
+) -> Result<()> {
+    let lo = keys::point_key(bucket, id, end_ms.max(0));
+    let hi = keys::point_key(bucket, id, start_ms.max(0));
+    for w in windows {
+        let from = out.len();
+        for guard in w.points.range(lo..=hi) {
+            let (key, value) = guard.into_inner()?;
+            let (_, _, ts) = keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "point key" })?;
+            let value = keys::decode_value(&value).ok_or(StorageError::Corrupt { what: "point value" })?;
+            out.push(Sample::new(ts, value));
+        }
+        if let Some(added) = out.get_mut(from..) {
+            added.reverse();
+        }
+    }
+    Ok(())
+}
+
+/// Groups ids by bucket, in bucket order.
+fn by_bucket(sh: &Shared, ids: &[SeriesId]) -> Vec<(u16, Vec<SeriesId>)> {
+    let mut groups: BTreeMap<u16, Vec<SeriesId>> = BTreeMap::new();
+    for &id in ids {
+        groups.entry(sh.bucketing.bucket(id)).or_default().push(id);
+    }
+    groups.into_iter().collect()
+}
+
+/// Shared budget of loaded samples across the parallel bucket scans.
+struct Budget {
+    limit: usize,
+    used: AtomicUsize,
+    exceeded: AtomicBool,
+}
+
+impl Budget {
+    fn take(&self, n: usize) -> Result<()> {
+        let used = self.used.fetch_add(n, Ordering::Relaxed) + n;
+        if used > self.limit || self.exceeded.load(Ordering::Relaxed) {
+            self.exceeded.store(true, Ordering::Relaxed);
+            return Err(StorageError::TooManySamples { limit: self.limit });
+        }
+        Ok(())
+    }
+}
+
+fn scan_bucket(
+    sh: &Shared,
+    windows: &[Window],
+    (bucket, ids): &(u16, Vec<SeriesId>),
+    start_ms: i64,
+    end_ms: i64,
+    budget: &Budget,
+) -> Result<Vec<SeriesSamples>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for &id in ids {
+        let mut samples = Vec::new();
+        read_series(windows, *bucket, id, start_ms, end_ms, &mut samples)?;
+        if samples.is_empty() {
+            continue;
+        }
+        budget.take(samples.len())?;
+        out.push(SeriesSamples { labels: series::labels_of(&sh.series, id)?, samples });
+    }
+    Ok(out)
+}
+
+/// Every series matching `matchers` with samples in `[start, end]`, samples ascending. Buckets
+/// are scanned in parallel (one thread per core at most) and the results merged.
+///
+/// # Errors
+/// Engine errors, corrupt rows, or [`StorageError::TooManySamples`] past `max_samples`.
+pub fn select(
+    sh: &Shared,
+    matchers: &[Matcher],
+    start_ms: i64,
+    end_ms: i64,
+    max_samples: usize,
+) -> Result<Vec<SeriesSamples>> {
+    let (windows, ids) = matching_ids(sh, matchers, start_ms, end_ms)?;
+    let groups = by_bucket(sh, &ids);
+    let budget = Budget { limit: max_samples, used: AtomicUsize::new(0), exceeded: AtomicBool::new(false) };
+    let workers = std::thread::available_parallelism().map_or(1, usize::from).min(groups.len());
+    if workers <= 1 {
+        let mut out = Vec::new();
+        for g in &groups {
+            out.extend(scan_bucket(sh, &windows, g, start_ms, end_ms, &budget)?);
+        }
+        return Ok(out);
+    }
+    let next = AtomicUsize::new(0);
+    let results: Vec<Result<Vec<SeriesSamples>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    while let Some(g) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        out.extend(scan_bucket(sh, &windows, g, start_ms, end_ms, &budget)?);
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(StorageError::Corrupt { what: "bucket scan (worker panicked)" })))
+            .collect()
+    });
+    let mut out = Vec::with_capacity(ids.len());
+    for r in results {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+/// Calls `f` for each matching series in bucket order, one series in memory at a time (for
+/// streaming export). Stops early when `f` returns false.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn for_each_series(
+    sh: &Shared,
+    matchers: &[Matcher],
+    start_ms: i64,
+    end_ms: i64,
+    mut f: impl FnMut(SeriesSamples) -> bool,
+) -> Result<()> {
+    let (windows, ids) = matching_ids(sh, matchers, start_ms, end_ms)?;
+    for (bucket, ids) in by_bucket(sh, &ids) {
+        for id in ids {
+            let mut samples = Vec::new();
+            read_series(&windows, bucket, id, start_ms, end_ms, &mut samples)?;
+            if samples.is_empty() {
+                continue;
+            }
+            if !f(SeriesSamples { labels: series::labels_of(&sh.series, id)?, samples }) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The newest sample at or before `at_ms` of each matching series: one seek per window,
+/// newest window first, stopping at the first hit.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn latest(sh: &Shared, matchers: &[Matcher], at_ms: i64) -> Result<Vec<(Labels, Sample)>> {
+    let (mut windows, ids) = matching_ids(sh, matchers, 0, at_ms)?;
+    windows.reverse();
+    let mut out = Vec::new();
+    for id in ids {
+        let bucket = sh.bucketing.bucket(id);
+        let from = keys::point_key(bucket, id, at_ms.max(0));
+        let prefix = keys::series_prefix(bucket, id);
+        for w in &windows {
+            let Some(guard) = w.points.range(from..).next() else { continue };
+            let (key, value) = guard.into_inner()?;
+            if !key.starts_with(&prefix) {
+                continue;
+            }
+            let (_, _, ts) = keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "point key" })?;
+            let v = keys::decode_value(&value).ok_or(StorageError::Corrupt { what: "point value" })?;
+            out.push((series::labels_of(&sh.series, id)?, Sample::new(ts, v)));
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Label sets of the matching series present in `[start, end]`.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn series_labels(sh: &Shared, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Labels>> {
+    let (_, ids) = matching_ids(sh, matchers, start_ms, end_ms)?;
+    ids.into_iter().map(|id| series::labels_of(&sh.series, id)).collect()
+}
+
+/// Label names of the matching series present in `[start, end]`, sorted.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn label_names(sh: &Shared, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
+    let mut names = BTreeSet::new();
+    for labels in series_labels(sh, matchers, start_ms, end_ms)? {
+        for l in labels.iter() {
+            if !names.contains(&l.name) {
+                names.insert(l.name.clone());
+            }
+        }
+    }
+    Ok(names.into_iter().collect())
+}
+
+/// Values of label `name` among the matching series present in `[start, end]`, sorted.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn label_values(sh: &Shared, name: &str, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
+    let (_, ids) = matching_ids(sh, matchers, start_ms, end_ms)?;
+    let ids: HashSet<SeriesId> = ids.into_iter().collect();
+    let mut values: Vec<String> = Vec::new();
+    postings::scan_name(&sh.postings, name, |value, id| {
+        if ids.contains(&id) && values.last().map(String::as_str) != Some(value) {
+            values.push(value.to_owned());
+        }
+    })?;
+    Ok(values)
+}

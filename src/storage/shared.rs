@@ -1,0 +1,97 @@
+//! State shared by the writer thread and readers: the open database, its keyspaces, the window
+//! registry, the poison flag and write counters.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::keys::Bucketing;
+use super::window::Windows;
+
+/// Open keyspaces and shared counters. Read-only for readers except the counters.
+pub struct Shared {
+    /// The fjall database.
+    pub db: fjall::Database,
+    /// Manifest settings and the series-id counter.
+    pub meta: fjall::Keyspace,
+    /// `series_id -> canonical labels`.
+    pub series: fjall::Keyspace,
+    /// `md5(labels) series_id -> canonical labels`.
+    pub series_by_labels: fjall::Keyspace,
+    /// Label postings.
+    pub postings: fjall::Keyspace,
+    /// Time windows.
+    pub windows: Windows,
+    /// Bucket scheme and count.
+    pub bucketing: Bucketing,
+    poison: Mutex<Option<String>>,
+    next_id_committed: AtomicU64,
+    samples_per_bucket: Vec<AtomicU64>,
+    series_created: AtomicU64,
+}
+
+impl Shared {
+    /// Bundles the opened parts.
+    pub fn new(
+        db: fjall::Database,
+        [meta, series, series_by_labels, postings]: [fjall::Keyspace; 4],
+        windows: Windows,
+        bucketing: Bucketing,
+        next_id: u64,
+    ) -> Self {
+        Self {
+            db,
+            meta,
+            series,
+            series_by_labels,
+            postings,
+            windows,
+            bucketing,
+            poison: Mutex::new(None),
+            next_id_committed: AtomicU64::new(next_id),
+            samples_per_bucket: (0..bucketing.count()).map(|_| AtomicU64::new(0)).collect(),
+            series_created: AtomicU64::new(0),
+        }
+    }
+
+    /// The reason writes are refused, once a commit has failed.
+    pub fn poisoned(&self) -> Option<String> {
+        self.poison.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Refuses all further writes.
+    pub fn poison(&self, reason: &str) {
+        let mut p = self.poison.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        p.get_or_insert_with(|| reason.to_owned());
+    }
+
+    /// The id counter as last committed.
+    pub fn next_id_committed(&self) -> u64 {
+        self.next_id_committed.load(Ordering::Acquire)
+    }
+
+    /// Records a committed counter value.
+    pub fn set_next_id_committed(&self, next: u64) {
+        self.next_id_committed.store(next, Ordering::Release);
+    }
+
+    /// Counts a committed group.
+    pub fn record_written(&self, per_bucket: &HashMap<u16, u64>, created: usize) {
+        for (&b, &n) in per_bucket {
+            if let Some(c) = self.samples_per_bucket.get(usize::from(b)) {
+                c.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        self.series_created.fetch_add(created as u64, Ordering::Relaxed);
+    }
+
+    /// Samples written per bucket since start.
+    pub fn samples_per_bucket(&self) -> Vec<u64> {
+        self.samples_per_bucket.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Series created since start.
+    pub fn series_created(&self) -> u64 {
+        self.series_created.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,280 @@
+//! The single writer thread: group commit of write batches, series-id allocation, window
+//! creation and window drops. Owning all mutations on one thread means ids are allocated without
+//! locks and a window is never dropped while a commit writes into it.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
+
+use super::error::{Result, StorageError};
+use super::keys;
+use super::manifest::NEXT_SERIES_ID;
+use super::postings;
+use super::series::{self, SeriesCache, SeriesId};
+use super::shared::Shared;
+use crate::sample::WriteBatch;
+
+/// Samples gathered into one group commit before it is written (bounds the batch's memory).
+const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
+/// Windows whose series-presence sets are kept in memory (the newest ones written to).
+const PRESENCE_WINDOWS: usize = 4;
+
+/// What one write did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// Samples written.
+    pub samples: usize,
+    /// Series created by this write.
+    pub series_created: usize,
+}
+
+/// A request to the writer thread.
+pub enum Command {
+    /// Commit a batch; reply once it is durable per the fsync mode.
+    Write(WriteBatch, SyncSender<Result<WriteOutcome>>),
+    /// Drop every window ending at or before the cutoff; reply with the dropped window starts.
+    DropExpired(i64, SyncSender<Result<Vec<i64>>>),
+}
+
+/// Which series are known to have a window-index row, for the few most recent windows.
+struct Presence {
+    windows: VecDeque<(i64, HashSet<SeriesId>)>,
+}
+
+impl Presence {
+    /// Loads (by a prefix scan of the window index) or returns the set of a window.
+    fn set(&mut self, start_ms: i64, points: &fjall::Keyspace) -> Result<&mut HashSet<SeriesId>> {
+        if let Some(pos) = self.windows.iter().position(|(s, _)| *s == start_ms) {
+            let entry = self.windows.remove(pos).ok_or(StorageError::ShuttingDown)?;
+            self.windows.push_front(entry);
+        } else {
+            let mut ids = HashSet::new();
+            for guard in points.prefix(keys::WINDOW_INDEX_PREFIX) {
+                let key = guard.key()?;
+                ids.insert(
+                    keys::decode_window_index_key(&key).ok_or(StorageError::Corrupt { what: "window index key" })?,
+                );
+            }
+            self.windows.push_front((start_ms, ids));
+            self.windows.truncate(PRESENCE_WINDOWS);
+        }
+        match self.windows.front_mut() {
+            Some((_, set)) => Ok(set),
+            None => Err(StorageError::ShuttingDown),
+        }
+    }
+
+    fn forget(&mut self, start_ms: i64) {
+        self.windows.retain(|(s, _)| *s != start_ms);
+    }
+}
+
+/// State owned by the writer thread.
+pub struct Writer {
+    shared: Arc<Shared>,
+    cache: SeriesCache,
+    next_id: SeriesId,
+    presence: Presence,
+    durability: Option<fjall::PersistMode>,
+}
+
+/// What a group adds on top of committed state; applied to the caches only after commit.
+#[derive(Default)]
+struct Pending {
+    ids: HashMap<[u8; 16], SeriesId>,
+    created: usize,
+    marks: Vec<(i64, SeriesId)>,
+    per_bucket: HashMap<u16, u64>,
+}
+
+impl Writer {
+    /// A writer continuing from the persistent id counter.
+    pub fn new(
+        shared: Arc<Shared>,
+        next_id: SeriesId,
+        cache_capacity: usize,
+        durability: Option<fjall::PersistMode>,
+    ) -> Self {
+        Self {
+            shared,
+            cache: SeriesCache::new(cache_capacity),
+            next_id,
+            presence: Presence { windows: VecDeque::new() },
+            durability,
+        }
+    }
+
+    /// Runs until every sender is dropped.
+    pub fn run(mut self, rx: &Receiver<Command>) {
+        let mut queued: Option<Command> = None;
+        loop {
+            let first = match queued.take() {
+                Some(c) => c,
+                None => match rx.recv() {
+                    Ok(c) => c,
+                    Err(_) => return,
+                },
+            };
+            match first {
+                Command::DropExpired(cutoff, reply) => {
+                    let _ = reply.send(self.drop_expired(cutoff));
+                }
+                Command::Write(batch, reply) => {
+                    let mut group = vec![(batch, reply)];
+                    let mut samples = group.iter().map(|(b, _)| b.sample_count()).sum::<usize>();
+                    while samples < GROUP_SAMPLE_BUDGET {
+                        match rx.try_recv() {
+                            Ok(Command::Write(b, r)) => {
+                                samples += b.sample_count();
+                                group.push((b, r));
+                            }
+                            Ok(other) => {
+                                queued = Some(other);
+                                break;
+                            }
+                            Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                        }
+                    }
+                    self.commit_group(group);
+                }
+            }
+        }
+    }
+
+    fn commit_group(&mut self, group: Vec<(WriteBatch, SyncSender<Result<WriteOutcome>>)>) {
+        if let Some(reason) = self.shared.poisoned() {
+            for (_, reply) in group {
+                let _ = reply.send(Err(StorageError::Poisoned(reason.clone())));
+            }
+            return;
+        }
+        let first_id = self.next_id;
+        let result = self.build_and_commit(group.iter().map(|(b, _)| b));
+        match result {
+            Ok(outcomes) => {
+                for ((_, reply), outcome) in group.into_iter().zip(outcomes) {
+                    let _ = reply.send(Ok(outcome));
+                }
+            }
+            Err(e) => {
+                self.next_id = first_id;
+                if matches!(e, StorageError::Engine(_)) {
+                    self.shared.poison(&e.to_string());
+                    tracing::error!(error = %e, "write failed; refusing further writes");
+                }
+                for (_, reply) in group {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    fn build_and_commit<'a>(&mut self, batches: impl Iterator<Item = &'a WriteBatch>) -> Result<Vec<WriteOutcome>> {
+        let sh = Arc::clone(&self.shared);
+        let mut fb = sh.db.batch().durability(self.durability);
+        let mut pending = Pending::default();
+        let committed = self
+            .fill(&mut fb, &mut pending, batches)
+            .and_then(|outcomes| fb.commit().map(|()| outcomes).map_err(StorageError::from));
+        let outcomes = match committed {
+            Ok(outcomes) => outcomes,
+            Err(e) => {
+                // Presence sets were updated optimistically; forget the touched windows so
+                // they are reloaded from disk.
+                for (start, _) in &pending.marks {
+                    self.presence.forget(*start);
+                }
+                return Err(e);
+            }
+        };
+        sh.set_next_id_committed(self.next_id);
+        for (hash, id) in pending.ids {
+            self.cache.insert(hash, id);
+        }
+        sh.record_written(&pending.per_bucket, pending.created);
+        Ok(outcomes)
+    }
+
+    /// Adds every row of the group to `fb`.
+    fn fill<'a>(
+        &mut self,
+        fb: &mut fjall::OwnedWriteBatch,
+        pending: &mut Pending,
+        batches: impl Iterator<Item = &'a WriteBatch>,
+    ) -> Result<Vec<WriteOutcome>> {
+        let sh = Arc::clone(&self.shared);
+        let mut outcomes = Vec::new();
+        for batch in batches {
+            let created_before = pending.created;
+            for s in &batch.series {
+                let id = self.resolve(fb, pending, &s.labels)?;
+                let bucket = sh.bucketing.bucket(id);
+                let mut window: Option<(i64, fjall::Keyspace)> = None;
+                for sample in &s.samples {
+                    let start = sh.windows.start_of(sample.timestamp_ms);
+                    let ks = match &window {
+                        Some((w, ks)) if *w == start => ks.clone(),
+                        _ => {
+                            let ks = sh.windows.get_or_create(&sh.db, start)?;
+                            if self.presence.set(start, &ks)?.insert(id) {
+                                fb.insert(&ks, keys::window_index_key(id), Vec::new());
+                                pending.marks.push((start, id));
+                            }
+                            window = Some((start, ks.clone()));
+                            ks
+                        }
+                    };
+                    let key = keys::point_key(bucket, id, sample.timestamp_ms);
+                    fb.insert(&ks, key, keys::encode_value(sample.value));
+                }
+                *pending.per_bucket.entry(bucket).or_default() += s.samples.len() as u64;
+            }
+            outcomes
+                .push(WriteOutcome { samples: batch.sample_count(), series_created: pending.created - created_before });
+        }
+        if self.next_id != sh.next_id_committed() {
+            fb.insert(&sh.meta, NEXT_SERIES_ID, self.next_id.to_be_bytes());
+        }
+        Ok(outcomes)
+    }
+
+    /// Finds or allocates the id of a label set; a new series' rows join the batch.
+    fn resolve(
+        &mut self,
+        fb: &mut fjall::OwnedWriteBatch,
+        pending: &mut Pending,
+        labels: &crate::labels::Labels,
+    ) -> Result<SeriesId> {
+        let canonical = labels.to_bytes();
+        let hash = keys::labels_hash(&canonical);
+        if let Some(id) = self.cache.get(&hash).or_else(|| pending.ids.get(&hash).copied()) {
+            return Ok(id);
+        }
+        let sh = &self.shared;
+        let id = match series::lookup(&sh.series_by_labels, &hash, &canonical)? {
+            Some(id) => id,
+            None => {
+                let id = self.next_id;
+                self.next_id += 1;
+                fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.clone());
+                fb.insert(&sh.series_by_labels, keys::series_by_labels_key(&hash, id).to_vec(), canonical);
+                postings::insert_series(fb, &sh.postings, id, labels);
+                pending.created += 1;
+                id
+            }
+        };
+        pending.ids.insert(hash, id);
+        Ok(id)
+    }
+
+    fn drop_expired(&mut self, cutoff_ms: i64) -> Result<Vec<i64>> {
+        let expired = self.shared.windows.take_expired(cutoff_ms);
+        let mut dropped = Vec::with_capacity(expired.len());
+        for w in expired {
+            self.presence.forget(w.start_ms);
+            self.shared.db.delete_keyspace(w.points)?;
+            dropped.push(w.start_ms);
+        }
+        Ok(dropped)
+    }
+}

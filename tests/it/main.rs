@@ -1,0 +1,11 @@
+//! Integration tests, compiled into one binary: each module is one behaviour, driven the way a
+//! user drives saltdb (real server on 127.0.0.1:0, real HTTP, real data directory).
+
+mod common;
+
+mod bad_input;
+mod crash;
+mod import_export;
+mod manifest;
+mod retention;
+mod storage_api;
