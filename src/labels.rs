@@ -111,10 +111,7 @@ impl Labels {
             labels.push(Label { name, value });
         }
         labels.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Some(w) = labels
-            .windows(2)
-            .find(|w| matches!(w, [a, b] if a.name == b.name))
-        {
+        if let Some(w) = labels.windows(2).find(|w| matches!(w, [a, b] if a.name == b.name)) {
             let name = w.first().map(|l| l.name.clone()).unwrap_or_default();
             return Err(LabelError::DuplicateName(name));
         }
@@ -214,12 +211,7 @@ impl Labels {
 
     /// The canonical encoding as a new vector.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(
-            self.0
-                .iter()
-                .map(|l| l.name.len() + l.value.len() + 2)
-                .sum(),
-        );
+        let mut v = Vec::with_capacity(self.0.iter().map(|l| l.name.len() + l.value.len() + 2).sum());
         self.encode(&mut v);
         v
     }
@@ -230,28 +222,17 @@ impl Labels {
     /// [`LabelError::Corrupt`] when the bytes are not a canonical encoding.
     pub fn decode(src: &[u8]) -> Result<Self, LabelError> {
         let Some(body) = src.strip_suffix(&[0]) else {
-            return if src.is_empty() {
-                Ok(Self::empty())
-            } else {
-                Err(LabelError::Corrupt)
-            };
+            return if src.is_empty() { Ok(Self::empty()) } else { Err(LabelError::Corrupt) };
         };
         let fields: Vec<&[u8]> = body.split(|&b| b == 0).collect();
         if fields.len() % 2 != 0 {
             return Err(LabelError::Corrupt);
         }
-        let text = |b: &[u8]| {
-            std::str::from_utf8(b)
-                .map(str::to_owned)
-                .map_err(|_| LabelError::Corrupt)
-        };
+        let text = |b: &[u8]| std::str::from_utf8(b).map(str::to_owned).map_err(|_| LabelError::Corrupt);
         let labels = fields
             .chunks_exact(2)
             .map(|pair| match pair {
-                [name, value] => Ok(Label {
-                    name: text(name)?,
-                    value: text(value)?,
-                }),
+                [name, value] => Ok(Label { name: text(name)?, value: text(value)? }),
                 _ => Err(LabelError::Corrupt),
             })
             .collect::<Result<Vec<_>, _>>()?;

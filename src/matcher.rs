@@ -56,32 +56,18 @@ impl Matcher {
     ///
     /// # Errors
     /// [`MatcherError`] when the pattern does not compile or is too large.
-    pub fn new(
-        op: MatchOp,
-        name: impl Into<String>,
-        value: impl Into<String>,
-    ) -> Result<Self, MatcherError> {
+    pub fn new(op: MatchOp, name: impl Into<String>, value: impl Into<String>) -> Result<Self, MatcherError> {
         let (name, value) = (name.into(), value.into());
         let regex = match op {
             MatchOp::Equal | MatchOp::NotEqual => None,
             MatchOp::RegexMatch | MatchOp::RegexNoMatch => Some(compile(&name, &value)?),
         };
-        Ok(Self {
-            name,
-            op,
-            value,
-            regex,
-        })
+        Ok(Self { name, op, value, regex })
     }
 
     /// Shorthand for an `=` matcher (cannot fail).
     pub fn equal(name: impl Into<String>, value: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            op: MatchOp::Equal,
-            value: value.into(),
-            regex: None,
-        }
+        Self { name: name.into(), op: MatchOp::Equal, value: value.into(), regex: None }
     }
 
     /// Does a label value (`""` for an absent label) satisfy the matcher?
@@ -131,11 +117,7 @@ impl std::fmt::Display for Matcher {
 }
 
 fn compile(name: &str, pattern: &str) -> Result<Regex, MatcherError> {
-    let err = |reason: String| MatcherError {
-        name: name.to_owned(),
-        pattern: pattern.to_owned(),
-        reason,
-    };
+    let err = |reason: String| MatcherError { name: name.to_owned(), pattern: pattern.to_owned(), reason };
     let build = |p: &str| {
         regex::RegexBuilder::new(&format!("^(?s:{p})$"))
             .size_limit(REGEX_SIZE_LIMIT)

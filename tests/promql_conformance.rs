@@ -2,13 +2,14 @@
 //! saltdb's evaluator, the way Prometheus' own runner (`promqltest/test.go`) does: instant
 //! evals are also run with `@`-pinned variants and re-run as range queries.
 //!
+//! Data goes through saltdb's real storage: every `load` is a `WriteBatch` written to a
+//! `Storage` in a temporary directory, and `clear` opens a fresh one.
+//!
 //! Directory: env `SALTDB_PROMQL_TESTS` (default `../shared/promql-tests/promql`). Evals that
 //! load or expect native histograms are counted as skipped. The test fails when any file's
 //! or the total pass count drops below `tests/promql_ratchet.txt`;
 //! `SALTDB_PROMQL_RATCHET_UPDATE=1` rewrites that file.
 
-#[path = "promql_conformance/mem.rs"]
-mod mem;
 #[path = "promql_conformance/script.rs"]
 mod script;
 
@@ -20,7 +21,8 @@ use promql_parser::parser::{AtModifier, Expr};
 use saltdb::labels::{Label, Labels};
 use saltdb::matcher::Matcher as LabelMatcher;
 use saltdb::promql::{Annotations, Engine, EngineOptions, InstantSample, Value};
-use saltdb::sample::is_stale_marker;
+use saltdb::sample::{is_stale_marker, Sample, SeriesSamples, WriteBatch};
+use saltdb::storage::{FsyncMode, Storage, StorageConfig};
 use script::{Command, Eval, Expected, Load, Matcher, SeqValue, SeriesDesc};
 
 const RATCHET_FILE: &str = "tests/promql_ratchet.txt";
@@ -55,30 +57,61 @@ struct FileStats {
 
 struct Runner {
     engine: Engine,
-    store: mem::MemSource,
+    /// A database opened in the background for the next `clear` (opening takes ~0.3 s).
+    spare: Option<std::thread::JoinHandle<(Storage, tempfile::TempDir)>>,
+    /// Databases being closed and deleted in the background.
+    closing: Vec<std::thread::JoinHandle<()>>,
+    /// Declared before `dir` so the database closes before its directory is removed.
+    store: Storage,
+    dir: tempfile::TempDir,
     /// Native histogram series currently loaded (never written to saltdb).
     histograms: Vec<Labels>,
 }
 
+fn open_storage() -> (Storage, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("create temp dir");
+    let mut config = StorageConfig::new(dir.path().to_path_buf());
+    config.retention_ms = None; // test data lives at 1970
+    config.fsync = FsyncMode::Never;
+    let store = Storage::open(config).expect("open storage");
+    (store, dir)
+}
+
 impl Runner {
     fn new() -> Self {
-        let opts = EngineOptions {
-            timeout: Duration::from_secs(100),
-            ..EngineOptions::default()
-        };
-        Self {
-            engine: Engine::new(opts),
-            store: mem::MemSource::default(),
-            histograms: Vec::new(),
-        }
+        let opts = EngineOptions { timeout: Duration::from_secs(100), ..EngineOptions::default() };
+        let (store, dir) = open_storage();
+        let spare = Some(std::thread::spawn(open_storage));
+        Self { engine: Engine::new(opts), spare, closing: Vec::new(), store, dir, histograms: Vec::new() }
     }
 
+    /// Switches to a fresh, empty database.
     fn clear(&mut self) {
-        self.store = mem::MemSource::default();
+        let fresh = match self.spare.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(s)) => s,
+            _ => open_storage(),
+        };
+        self.spare = Some(std::thread::spawn(open_storage));
+        let old_store = std::mem::replace(&mut self.store, fresh.0);
+        let old_dir = std::mem::replace(&mut self.dir, fresh.1);
+        self.closing.push(std::thread::spawn(move || {
+            drop(old_store);
+            drop(old_dir);
+        }));
         self.histograms.clear();
     }
 
-    fn load(&mut self, load: &Load) {
+    /// Waits for background opens and closes so no temporary directory outlives the run.
+    fn finish(mut self) {
+        if let Some(h) = self.spare.take() {
+            let _ = h.join();
+        }
+        for h in self.closing.drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    fn load(&mut self, load: &Load) -> Result<(), String> {
         for s in &load.series {
             if s.histogram {
                 self.histograms.push(s.labels.clone());
@@ -88,9 +121,15 @@ impl Runner {
                 }
             }
         }
-        for (labels, points) in script::load_points(load) {
-            self.store.add(labels, &points);
-        }
+        let series = script::load_points(load)
+            .into_iter()
+            .map(|(labels, points)| SeriesSamples {
+                labels,
+                samples: points.into_iter().map(|(t, v)| Sample::new(t, v)).collect(),
+            })
+            .filter(|s| !s.samples.is_empty())
+            .collect();
+        self.store.write(WriteBatch { series }).map(|_| ()).map_err(|e| format!("load failed: {e}"))
     }
 
     /// True when the eval touches native histograms (loaded or expected).
@@ -107,11 +146,7 @@ impl Runner {
                 return;
             };
             for g in &groups {
-                if self
-                    .histograms
-                    .iter()
-                    .any(|h| g.iter().all(|m| m.matches(h.get(&m.name).unwrap_or(""))))
-                {
+                if self.histograms.iter().any(|h| g.iter().all(|m| m.matches(h.get(&m.name).unwrap_or("")))) {
                     hit = true;
                 }
             }
@@ -135,9 +170,7 @@ impl Runner {
     }
 
     fn run_range(&self, ev: &Eval) -> Result<(), String> {
-        let res = self
-            .engine
-            .range(&self.store, &ev.expr, ev.start_ms, ev.end_ms, ev.step_ms);
+        let res = self.engine.range(&self.store, &ev.expr, ev.start_ms, ev.end_ms, ev.step_ms);
         let Some(r) = check_failure(ev, res)? else {
             return Ok(());
         };
@@ -147,12 +180,10 @@ impl Runner {
 
     fn run_instant(&self, ev: &Eval, expr: &str, t: i64) -> Result<(), String> {
         let res = self.engine.instant(&self.store, expr, t);
-        let Some(r) = check_failure(ev, res).map_err(|e| format!("{e} (query {expr:?} at {t})"))?
-        else {
+        let Some(r) = check_failure(ev, res).map_err(|e| format!("{e} (query {expr:?} at {t})"))? else {
             return Ok(());
         };
-        check_annotations(ev, &r.annotations)
-            .map_err(|e| format!("{e} (query {expr:?} at {t})"))?;
+        check_annotations(ev, &r.annotations).map_err(|e| format!("{e} (query {expr:?} at {t})"))?;
         let range = ev.range_vector.unwrap_or((0, 0, 0));
         compare(ev, &r.value, range).map_err(|e| format!("{e} (query {expr:?} at {t})"))?;
         if ev.exclude_from_range || uses_query_context(expr) {
@@ -171,22 +202,16 @@ impl Runner {
         let vec: Vec<InstantSample> = m
             .iter()
             .filter_map(|s| {
-                s.samples
-                    .iter()
-                    .find(|p| p.timestamp_ms == t)
-                    .map(|p| InstantSample {
-                        labels: s.labels.clone(),
-                        timestamp_ms: t,
-                        value: p.value,
-                    })
+                s.samples.iter().find(|p| p.timestamp_ms == t).map(|p| InstantSample {
+                    labels: s.labels.clone(),
+                    timestamp_ms: t,
+                    value: p.value,
+                })
             })
             .collect();
         let v = match r.value {
             Value::Scalar { .. } => match vec.first() {
-                Some(s) => Value::Scalar {
-                    timestamp_ms: t,
-                    value: s.value,
-                },
+                Some(s) => Value::Scalar { timestamp_ms: t, value: s.value },
                 None => return Err("range mode returned no point for a scalar".into()),
             },
             _ => Value::Vector(vec),
@@ -196,40 +221,26 @@ impl Runner {
 }
 
 fn uses_query_context(expr: &str) -> bool {
-    ["start()", "end()", "range()", "step()"]
-        .iter()
-        .any(|f| expr.contains(f))
+    ["start()", "end()", "range()", "step()"].iter().any(|f| expr.contains(f))
 }
 
 /// The labels of the native histogram with custom buckets that `load_with_nhcb` derives
 /// from a classic `_bucket`/`_count`/`_sum` series.
 fn nhcb_labels(l: &Labels) -> Option<Labels> {
     let name = l.metric_name()?;
-    let base = ["_bucket", "_count", "_sum"]
-        .iter()
-        .find_map(|s| name.strip_suffix(s))?;
+    let base = ["_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s))?;
     let v: Vec<Label> = l
         .iter()
         .filter(|x| x.name != "le")
-        .map(|x| {
-            if x.name == "__name__" {
-                Label::new("__name__", base)
-            } else {
-                x.clone()
-            }
-        })
+        .map(|x| if x.name == "__name__" { Label::new("__name__", base) } else { x.clone() })
         .collect();
     Some(Labels::from_trusted(v))
 }
 
-fn selector_matchers(
-    vs: &promql_parser::parser::VectorSelector,
-) -> Result<Vec<Vec<LabelMatcher>>, String> {
+fn selector_matchers(vs: &promql_parser::parser::VectorSelector) -> Result<Vec<Vec<LabelMatcher>>, String> {
     let conv = |ms: &[promql_parser::label::Matcher]| -> Result<Vec<LabelMatcher>, String> {
-        let mut out: Vec<LabelMatcher> = ms
-            .iter()
-            .map(|m| LabelMatcher::from_parsed(m).map_err(|e| e.to_string()))
-            .collect::<Result<_, _>>()?;
+        let mut out: Vec<LabelMatcher> =
+            ms.iter().map(|m| LabelMatcher::from_parsed(m).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
         if let Some(n) = &vs.name {
             out.push(LabelMatcher::equal("__name__", n.clone()));
         }
@@ -278,11 +289,7 @@ fn at_variants(expr: &str, t: i64) -> Vec<(String, i64)> {
         return Vec::new();
     }
     let text = e.to_string();
-    let times: Vec<i64> = if t == 0 {
-        vec![-1000, 0, 1000]
-    } else {
-        vec![-10 * t, 0, t / 5, t, 10 * t]
-    };
+    let times: Vec<i64> = if t == 0 { vec![-1000, 0, 1000] } else { vec![-10 * t, 0, t / 5, t, 10 * t] };
     times.into_iter().map(|et| (text.clone(), et)).collect()
 }
 
@@ -314,10 +321,7 @@ fn pin_at(e: &mut Expr, at: &AtModifier, unsafe_fn: &mut bool) {
             if AT_UNSAFE.contains(&c.func.name) {
                 *unsafe_fn = true;
             }
-            c.args
-                .args
-                .iter_mut()
-                .for_each(|a| pin_at(a, at, unsafe_fn));
+            c.args.args.iter_mut().for_each(|a| pin_at(a, at, unsafe_fn));
         }
         _ => {}
     }
@@ -361,11 +365,7 @@ fn check_annotations(ev: &Eval, a: &Annotations) -> Result<(), String> {
     Ok(())
 }
 
-fn check_annotation_kind(
-    kind: &str,
-    expected: &[Matcher],
-    actual: &[String],
-) -> Result<(), String> {
+fn check_annotation_kind(kind: &str, expected: &[Matcher], actual: &[String]) -> Result<(), String> {
     if expected.is_empty() {
         return Ok(());
     }
@@ -374,9 +374,7 @@ fn check_annotation_kind(
     }
     for e in expected {
         if !actual.iter().any(|a| e.matches(a)) {
-            return Err(format!(
-                "expected {kind} annotation {e:?}, found {actual:?}"
-            ));
+            return Err(format!("expected {kind} annotation {e:?}, found {actual:?}"));
         }
     }
     for a in actual {
@@ -431,8 +429,7 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
             }
             let mut seen = vec![false; exp.len()];
             for s in m {
-                let i = find(&s.labels)
-                    .ok_or_else(|| format!("unexpected series {} in result", s.labels))?;
+                let i = find(&s.labels).ok_or_else(|| format!("unexpected series {} in result", s.labels))?;
                 seen[i] = true;
                 let (start, end, step) = range;
                 let mut want = Vec::new();
@@ -449,21 +446,10 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
                         want.push((ts, *f));
                     }
                 }
-                let got: Vec<(i64, f64)> = s
-                    .samples
-                    .iter()
-                    .map(|p| (p.timestamp_ms, p.value))
-                    .collect();
-                if want.len() != got.len()
-                    || want
-                        .iter()
-                        .zip(&got)
-                        .any(|(w, g)| w.0 != g.0 || !almost_equal(g.1, w.1))
+                let got: Vec<(i64, f64)> = s.samples.iter().map(|p| (p.timestamp_ms, p.value)).collect();
+                if want.len() != got.len() || want.iter().zip(&got).any(|(w, g)| w.0 != g.0 || !almost_equal(g.1, w.1))
                 {
-                    return Err(format!(
-                        "series {}: expected {want:?}, got {got:?}",
-                        s.labels
-                    ));
+                    return Err(format!("series {}: expected {want:?}, got {got:?}", s.labels));
                 }
             }
             if let Some(i) = seen.iter().position(|s| !s) {
@@ -477,29 +463,17 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
             }
             let mut seen = vec![false; exp.len()];
             for (pos, s) in vec.iter().enumerate() {
-                let i = find(&s.labels).ok_or_else(|| {
-                    format!(
-                        "unexpected metric {} in result, value {}",
-                        s.labels, s.value
-                    )
-                })?;
+                let i = find(&s.labels)
+                    .ok_or_else(|| format!("unexpected metric {} in result, value {}", s.labels, s.value))?;
                 if ev.expect.ordered && i != pos {
-                    return Err(format!(
-                        "expected {} at position {}, was at {}",
-                        s.labels,
-                        i + 1,
-                        pos + 1
-                    ));
+                    return Err(format!("expected {} at position {}, was at {}", s.labels, i + 1, pos + 1));
                 }
                 let want = match exp[i].values.first() {
                     Some(SeqValue::Float(f)) => *f,
                     _ => return Err(format!("no expected value for {}", s.labels)),
                 };
                 if !almost_equal(want, s.value) {
-                    return Err(format!(
-                        "expected {want} for {} but got {}",
-                        s.labels, s.value
-                    ));
+                    return Err(format!("expected {want} for {} but got {}", s.labels, s.value));
                 }
                 seen[i] = true;
             }
@@ -511,9 +485,7 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
         Value::Scalar { value, .. } => match ev.expected {
             Expected::Scalar(want) if almost_equal(want, *value) => Ok(()),
             Expected::Scalar(want) => Err(format!("expected scalar {want} but got {value}")),
-            _ => Err(format!(
-                "expected vector or matrix result, but got scalar {value}"
-            )),
+            _ => Err(format!("expected vector or matrix result, but got scalar {value}")),
         },
         Value::String { value, .. } => match &ev.expected {
             Expected::String(s) if s == value => Ok(()),
@@ -544,33 +516,35 @@ fn run_file(path: &Path) -> FileStats {
     for cmd in &cmds {
         match cmd {
             Command::Clear => runner.clear(),
-            Command::Load(l) => runner.load(l),
+            Command::Load(l) => {
+                if let Err(e) = runner.load(l) {
+                    stats.failures.push(e);
+                }
+            }
             Command::Eval(ev) => {
                 if runner.skips(ev) {
                     stats.skipped += 1;
                     continue;
                 }
-                let outcome =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run_eval(ev)))
-                        .unwrap_or_else(|p| {
-                            let msg = p
-                                .downcast_ref::<String>()
-                                .cloned()
-                                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
-                            Err(format!("PANIC: {}", msg.unwrap_or_default()))
-                        });
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run_eval(ev)))
+                    .unwrap_or_else(|p| {
+                        let msg = p
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+                        Err(format!("PANIC: {}", msg.unwrap_or_default()))
+                    });
                 match outcome {
                     Ok(()) => stats.passed += 1,
                     Err(reason) => {
                         stats.failed += 1;
-                        stats
-                            .failures
-                            .push(format!("line {}: {}\n    {}", ev.line, ev.expr, reason));
+                        stats.failures.push(format!("line {}: {}\n    {}", ev.line, ev.expr, reason));
                     }
                 }
             }
         }
     }
+    runner.finish();
     stats
 }
 
@@ -607,12 +581,7 @@ fn write_ratchet(path: &Path, counts: &BTreeMap<String, usize>) {
 fn promql_conformance() {
     let dir = tests_dir();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot read {}: {e} (set SALTDB_PROMQL_TESTS)",
-                dir.display()
-            )
-        })
+        .unwrap_or_else(|e| panic!("cannot read {}: {e} (set SALTDB_PROMQL_TESTS)", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "test"))
         .collect();
@@ -620,16 +589,12 @@ fn promql_conformance() {
     let mut summary = String::new();
     let mut counts = BTreeMap::new();
     let mut total = FileStats::default();
-    summary.push_str(&format!(
-        "{:<28} {:>5} {:>6} {:>6} {:>7}\n",
-        "file", "run", "passed", "failed", "skipped"
-    ));
+    summary.push_str(&format!("{:<28} {:>5} {:>6} {:>6} {:>7}\n", "file", "run", "passed", "failed", "skipped"));
     for f in &files {
-        let name = f
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let started = std::time::Instant::now();
         let s = run_file(f);
+        eprintln!("{name}: {:.1}s", started.elapsed().as_secs_f64());
         summary.push_str(&format!(
             "{:<28} {:>5} {:>6} {:>6} {:>7}\n",
             name,
@@ -663,10 +628,7 @@ fn promql_conformance() {
     }
     let report_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("promql_conformance_summary.txt");
     let _ = std::fs::write(&report_path, &report);
-    println!(
-        "{summary}\nfull report with failing evals: {}",
-        report_path.display()
-    );
+    println!("{summary}\nfull report with failing evals: {}", report_path.display());
 
     let ratchet_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(RATCHET_FILE);
     if std::env::var("SALTDB_PROMQL_RATCHET_UPDATE").is_ok_and(|v| v == "1") {
@@ -677,16 +639,7 @@ fn promql_conformance() {
     let regressions: Vec<String> = ratchet
         .iter()
         .filter(|(k, &min)| counts.get(*k).copied().unwrap_or(0) < min)
-        .map(|(k, min)| {
-            format!(
-                "{k}: {} passed, ratchet requires {min}",
-                counts.get(k).copied().unwrap_or(0)
-            )
-        })
+        .map(|(k, min)| format!("{k}: {} passed, ratchet requires {min}", counts.get(k).copied().unwrap_or(0)))
         .collect();
-    assert!(
-        regressions.is_empty(),
-        "PromQL conformance regressed:\n{}\n\n{report}",
-        regressions.join("\n")
-    );
+    assert!(regressions.is_empty(), "PromQL conformance regressed:\n{}\n\n{report}", regressions.join("\n"));
 }

@@ -71,11 +71,7 @@ impl Annotations {
     }
 
     fn of(&self, severity: Severity) -> Vec<String> {
-        self.0
-            .iter()
-            .filter(|a| a.severity == severity)
-            .map(ToString::to_string)
-            .collect()
+        self.0.iter().filter(|a| a.severity == severity).map(ToString::to_string).collect()
     }
 
     /// True when there is nothing to report.

@@ -35,11 +35,7 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        Self {
-            lookback_ms: 300_000,
-            max_samples: 50_000_000,
-            timeout: Duration::from_secs(120),
-        }
+        Self { lookback_ms: 300_000, max_samples: 50_000_000, timeout: Duration::from_secs(120) }
     }
 }
 
@@ -80,10 +76,7 @@ impl Engine {
         q.preload(src, &expr)?;
         let v = q.eval(&expr, time_ms)?;
         let value = instant_value(v, time_ms)?;
-        Ok(QueryResult {
-            value,
-            annotations: q.into_annotations(),
-        })
+        Ok(QueryResult { value, annotations: q.into_annotations() })
     }
 
     /// Evaluates `query` at every step from `start_ms` to `end_ms` (inclusive).
@@ -106,9 +99,9 @@ impl Engine {
             ValueType::Scalar | ValueType::Vector => {}
             other => {
                 return Err(EvalError::bad(format!(
-                "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
-                type_word(other)
-            )))
+                    "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
+                    type_word(other)
+                )))
             }
         }
         let mut q = Query::new(&self.opts, start_ms, end_ms, step_ms);
@@ -123,15 +116,10 @@ impl Engine {
             t += step_ms;
         }
         if contains_sort(&expr) {
-            q.warn(
-                "sort is ineffective for range queries since results are always ordered by labels",
-            );
+            q.warn("sort is ineffective for range queries since results are always ordered by labels");
         }
         let value = Value::Matrix(acc.finish()?);
-        Ok(QueryResult {
-            value,
-            annotations: q.into_annotations(),
-        })
+        Ok(QueryResult { value, annotations: q.into_annotations() })
     }
 }
 
@@ -146,12 +134,12 @@ fn type_word(t: ValueType) -> &'static str {
 
 fn check_range(start_ms: i64, end_ms: i64, step_ms: i64) -> Result<()> {
     if step_ms <= 0 {
-        return Err(EvalError::bad("zero or negative query resolution step widths are not accepted. Try a positive integer"));
+        return Err(EvalError::bad(
+            "zero or negative query resolution step widths are not accepted. Try a positive integer",
+        ));
     }
     if end_ms < start_ms {
-        return Err(EvalError::bad(
-            "end timestamp must not be before start time",
-        ));
+        return Err(EvalError::bad("end timestamp must not be before start time"));
     }
     if (end_ms - start_ms) / step_ms >= MAX_POINTS_PER_SERIES {
         return Err(EvalError::bad(
@@ -169,9 +157,7 @@ pub fn parse(query: &str) -> Result<Expr> {
     check_text_limits(query)?;
     let expr = promql_parser::parser::parse(query).map_err(EvalError::bad)?;
     if depth_exceeds(&expr, MAX_NESTING_DEPTH) {
-        return Err(EvalError::bad(format!(
-            "query is nested more than {MAX_NESTING_DEPTH} levels deep"
-        )));
+        return Err(EvalError::bad(format!("query is nested more than {MAX_NESTING_DEPTH} levels deep")));
     }
     Ok(expr)
 }
@@ -219,9 +205,7 @@ fn depth_exceeds(e: &Expr, limit: usize) -> bool {
     }
     let next = limit - 1;
     match e {
-        Expr::Aggregate(a) => {
-            depth_exceeds(&a.expr, next) || a.param.as_ref().is_some_and(|p| depth_exceeds(p, next))
-        }
+        Expr::Aggregate(a) => depth_exceeds(&a.expr, next) || a.param.as_ref().is_some_and(|p| depth_exceeds(p, next)),
         Expr::Unary(u) => depth_exceeds(&u.expr, next),
         Expr::Binary(b) => depth_exceeds(&b.lhs, next) || depth_exceeds(&b.rhs, next),
         Expr::Paren(p) => depth_exceeds(&p.expr, next),
@@ -239,9 +223,7 @@ fn contains_sort(e: &Expr) -> bool {
         Expr::Binary(b) => contains_sort(&b.lhs) || contains_sort(&b.rhs),
         Expr::Paren(p) => contains_sort(&p.expr),
         Expr::Subquery(s) => contains_sort(&s.expr),
-        Expr::Call(c) => {
-            c.func.name.starts_with("sort") || c.args.args.iter().any(|a| contains_sort(a))
-        }
+        Expr::Call(c) => c.func.name.starts_with("sort") || c.args.args.iter().any(|a| contains_sort(a)),
         _ => false,
     }
 }
@@ -249,24 +231,14 @@ fn contains_sort(e: &Expr) -> bool {
 /// Turns the root's value at the instant into the public result, applying delayed name removal.
 fn instant_value(v: StepValue, t: i64) -> Result<Value> {
     Ok(match v {
-        StepValue::Scalar(value) => Value::Scalar {
-            timestamp_ms: t,
-            value,
-        },
-        StepValue::String(value) => Value::String {
-            timestamp_ms: t,
-            value,
-        },
+        StepValue::Scalar(value) => Value::Scalar { timestamp_ms: t, value },
+        StepValue::String(value) => Value::String { timestamp_ms: t, value },
         StepValue::Vector(elems) => Value::Vector(finish_vector(elems, t)?),
         StepValue::Matrix(windows) => {
             let mut out: Vec<RangeSeries> = windows
                 .into_iter()
                 .map(|w| RangeSeries {
-                    labels: if w.drop_name {
-                        without_name(&w.labels)
-                    } else {
-                        w.labels
-                    },
+                    labels: if w.drop_name { without_name(&w.labels) } else { w.labels },
                     samples: w.samples,
                 })
                 .collect();
@@ -280,11 +252,7 @@ fn finish_vector(elems: Vec<Elem>, t: i64) -> Result<Vec<InstantSample>> {
     let out: Vec<InstantSample> = elems
         .into_iter()
         .map(|e| InstantSample {
-            labels: if e.drop_name {
-                without_name(&e.labels)
-            } else {
-                e.labels
-            },
+            labels: if e.drop_name { without_name(&e.labels) } else { e.labels },
             timestamp_ms: t,
             value: e.value,
         })
@@ -292,9 +260,7 @@ fn finish_vector(elems: Vec<Elem>, t: i64) -> Result<Vec<InstantSample>> {
     let mut seen = std::collections::HashSet::with_capacity(out.len());
     for s in &out {
         if !seen.insert(&s.labels) {
-            return Err(EvalError::exec(
-                "vector cannot contain metrics with the same labelset",
-            ));
+            return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
         }
     }
     Ok(out)
@@ -316,9 +282,7 @@ impl RangeAccumulator {
                 let mut seen = std::collections::HashSet::with_capacity(elems.len());
                 for e in &elems {
                     if !seen.insert(&e.labels) {
-                        return Err(EvalError::exec(
-                            "vector cannot contain metrics with the same labelset",
-                        ));
+                        return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
                     }
                 }
                 for e in elems {
@@ -327,9 +291,9 @@ impl RangeAccumulator {
             }
             other => {
                 return Err(EvalError::bad(format!(
-                "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
-                other.type_name()
-            )))
+                    "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
+                    other.type_name()
+                )))
             }
         }
         Ok(())
@@ -364,21 +328,14 @@ impl RangeAccumulator {
                 Some(existing) => {
                     existing.extend(samples);
                     existing.sort_by_key(|s| s.timestamp_ms);
-                    if existing
-                        .windows(2)
-                        .any(|w| matches!(w, [a, b] if a.timestamp_ms == b.timestamp_ms))
-                    {
-                        return Err(EvalError::exec(
-                            "vector cannot contain metrics with the same labelset",
-                        ));
+                    if existing.windows(2).any(|w| matches!(w, [a, b] if a.timestamp_ms == b.timestamp_ms)) {
+                        return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
                     }
                 }
             }
         }
-        let mut out: Vec<RangeSeries> = merged
-            .into_iter()
-            .map(|(labels, samples)| RangeSeries { labels, samples })
-            .collect();
+        let mut out: Vec<RangeSeries> =
+            merged.into_iter().map(|(labels, samples)| RangeSeries { labels, samples }).collect();
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         Ok(out)
     }
@@ -386,7 +343,5 @@ impl RangeAccumulator {
 
 /// Deadline bookkeeping shared by the evaluator.
 pub(crate) fn deadline_after(timeout: Duration) -> Instant {
-    Instant::now()
-        .checked_add(timeout)
-        .unwrap_or_else(Instant::now)
+    Instant::now().checked_add(timeout).unwrap_or_else(Instant::now)
 }

@@ -6,9 +6,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use promql_parser::parser::{
-    AtModifier, Expr, MatrixSelector, Offset, SubqueryExpr, UnaryExpr, VectorSelector,
-};
+use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryExpr, UnaryExpr, VectorSelector};
 
 use super::annotations::Annotations;
 use super::engine::{deadline_after, EngineOptions};
@@ -105,11 +103,7 @@ impl<'o> Query<'o> {
 
     /// Fails when loaded samples plus `extra` intermediate points exceed the limit.
     pub fn check_samples(&self, extra: usize) -> Result<()> {
-        let total = self
-            .loaded
-            .get()
-            .saturating_add(extra)
-            .saturating_add(self.cached_points.get());
+        let total = self.loaded.get().saturating_add(extra).saturating_add(self.cached_points.get());
         if total > self.opts.max_samples {
             return Err(EvalError::TooManySamples("query execution"));
         }
@@ -155,13 +149,7 @@ impl<'o> Query<'o> {
 
     /// Collects (node, selector, first ms, last ms) for every selector under `e`, evaluated
     /// at times in `[lo, hi]`.
-    fn plan<'e>(
-        &self,
-        e: &'e Expr,
-        lo: i64,
-        hi: i64,
-        out: &mut Vec<(usize, &'e VectorSelector, i64, i64)>,
-    ) {
+    fn plan<'e>(&self, e: &'e Expr, lo: i64, hi: i64, out: &mut Vec<(usize, &'e VectorSelector, i64, i64)>) {
         match e {
             Expr::VectorSelector(vs) => {
                 let (a, b) = self.shifted(&vs.at, &vs.offset, lo, hi);
@@ -192,13 +180,7 @@ impl<'o> Query<'o> {
         }
     }
 
-    fn shifted(
-        &self,
-        at: &Option<AtModifier>,
-        off: &Option<Offset>,
-        lo: i64,
-        hi: i64,
-    ) -> (i64, i64) {
+    fn shifted(&self, at: &Option<AtModifier>, off: &Option<Offset>, lo: i64, hi: i64) -> (i64, i64) {
         let o = offset_ms(off);
         match self.at_ms(at) {
             Some(t) => (t - o, t - o),
@@ -217,12 +199,9 @@ impl<'o> Query<'o> {
             Expr::StringLiteral(s) => Ok(StepValue::String(s.val.clone())),
             Expr::Paren(p) => self.eval(&p.expr, t),
             Expr::Unary(u) => self.eval_unary(u, t),
-            Expr::VectorSelector(vs) => Ok(StepValue::Vector(
-                self.select_instant(vs, t)
-                    .into_iter()
-                    .map(|(e, _)| e)
-                    .collect(),
-            )),
+            Expr::VectorSelector(vs) => {
+                Ok(StepValue::Vector(self.select_instant(vs, t).into_iter().map(|(e, _)| e).collect()))
+            }
             Expr::MatrixSelector(ms) => Ok(StepValue::Matrix(self.select_range(ms, t).0)),
             Expr::Subquery(sq) => Ok(StepValue::Matrix(self.eval_subquery(sq, t)?.0)),
             Expr::Binary(b) => super::functions::binary_op::eval(self, b, t),
@@ -236,10 +215,7 @@ impl<'o> Query<'o> {
     pub fn eval_vector(&self, e: &Expr, t: i64) -> Result<Vec<Elem>> {
         match self.eval(e, t)? {
             StepValue::Vector(v) => Ok(v),
-            other => Err(EvalError::bad(format!(
-                "expected instant vector, got {}",
-                other.type_name()
-            ))),
+            other => Err(EvalError::bad(format!("expected instant vector, got {}", other.type_name()))),
         }
     }
 
@@ -247,10 +223,7 @@ impl<'o> Query<'o> {
     pub fn eval_scalar(&self, e: &Expr, t: i64) -> Result<f64> {
         match self.eval(e, t)? {
             StepValue::Scalar(v) => Ok(v),
-            other => Err(EvalError::bad(format!(
-                "expected scalar, got {}",
-                other.type_name()
-            ))),
+            other => Err(EvalError::bad(format!("expected scalar, got {}", other.type_name()))),
         }
     }
 
@@ -258,25 +231,17 @@ impl<'o> Query<'o> {
     pub fn eval_string(&self, e: &Expr, t: i64) -> Result<String> {
         match self.eval(e, t)? {
             StepValue::String(v) => Ok(v),
-            other => Err(EvalError::bad(format!(
-                "expected string, got {}",
-                other.type_name()
-            ))),
+            other => Err(EvalError::bad(format!("expected string, got {}", other.type_name()))),
         }
     }
 
     fn eval_unary(&self, u: &UnaryExpr, t: i64) -> Result<StepValue> {
         match self.eval(&u.expr, t)? {
             StepValue::Scalar(v) => Ok(StepValue::Scalar(-v)),
-            StepValue::Vector(v) => Ok(StepValue::Vector(
-                v.into_iter()
-                    .map(|e| Elem::new(e.labels, -e.value, true))
-                    .collect(),
-            )),
-            other => Err(EvalError::bad(format!(
-                "unary minus is not defined on {}",
-                other.type_name()
-            ))),
+            StepValue::Vector(v) => {
+                Ok(StepValue::Vector(v.into_iter().map(|e| Elem::new(e.labels, -e.value, true)).collect()))
+            }
+            other => Err(EvalError::bad(format!("unary minus is not defined on {}", other.type_name()))),
         }
     }
 
@@ -294,10 +259,7 @@ impl<'o> Query<'o> {
             if last.timestamp_ms <= lo || is_stale_marker(last.value) {
                 continue;
             }
-            out.push((
-                Elem::new(s.labels.clone(), last.value, false),
-                last.timestamp_ms,
-            ));
+            out.push((Elem::new(s.labels.clone(), last.value, false), last.timestamp_ms));
         }
         out
     }
@@ -311,20 +273,10 @@ impl<'o> Query<'o> {
         for s in self.series_of(&ms.vs) {
             let a = s.samples.partition_point(|p| p.timestamp_ms <= lo);
             let b = s.samples.partition_point(|p| p.timestamp_ms <= te);
-            let samples: Vec<Sample> = s
-                .samples
-                .get(a..b)
-                .unwrap_or(&[])
-                .iter()
-                .filter(|p| !is_stale_marker(p.value))
-                .copied()
-                .collect();
+            let samples: Vec<Sample> =
+                s.samples.get(a..b).unwrap_or(&[]).iter().filter(|p| !is_stale_marker(p.value)).copied().collect();
             if !samples.is_empty() {
-                out.push(Window {
-                    labels: s.labels.clone(),
-                    samples,
-                    drop_name: false,
-                });
+                out.push(Window { labels: s.labels.clone(), samples, drop_name: false });
             }
         }
         (out, lo, te)
@@ -337,10 +289,7 @@ impl<'o> Query<'o> {
             Expr::MatrixSelector(ms) => Ok(self.select_range(ms, t)),
             Expr::Subquery(sq) => self.eval_subquery(sq, t),
             Expr::Paren(p) => self.eval_range_arg(&p.expr, t),
-            other => Err(EvalError::bad(format!(
-                "expected range vector, got {}",
-                self.eval(other, t)?.type_name()
-            ))),
+            other => Err(EvalError::bad(format!("expected range vector, got {}", self.eval(other, t)?.type_name()))),
         }
     }
 
@@ -377,8 +326,7 @@ impl<'o> Query<'o> {
         }
         let v = self.eval(&sq.expr, ts)?;
         if let StepValue::Vector(elems) = &v {
-            self.cached_points
-                .set(self.cached_points.get().saturating_add(elems.len()));
+            self.cached_points.set(self.cached_points.get().saturating_add(elems.len()));
         }
         self.check_samples(0)?;
         self.subquery_cache.borrow_mut().insert(k, v.clone());
@@ -386,12 +334,7 @@ impl<'o> Query<'o> {
     }
 }
 
-fn gather_step(
-    index: &mut HashMap<Labels, usize>,
-    windows: &mut Vec<Window>,
-    v: StepValue,
-    ts: i64,
-) -> Result<()> {
+fn gather_step(index: &mut HashMap<Labels, usize>, windows: &mut Vec<Window>, v: StepValue, ts: i64) -> Result<()> {
     let elems = match v {
         StepValue::Scalar(x) => vec![Elem::new(Labels::empty(), x, false)],
         StepValue::Vector(v) => v,
@@ -406,20 +349,14 @@ fn gather_step(
         let i = match index.get(&e.labels) {
             Some(&i) => i,
             None => {
-                windows.push(Window {
-                    labels: e.labels.clone(),
-                    samples: Vec::new(),
-                    drop_name: false,
-                });
+                windows.push(Window { labels: e.labels.clone(), samples: Vec::new(), drop_name: false });
                 index.insert(e.labels.clone(), windows.len() - 1);
                 windows.len() - 1
             }
         };
         if let Some(w) = windows.get_mut(i) {
             if w.samples.last().is_some_and(|s| s.timestamp_ms == ts) {
-                return Err(EvalError::exec(
-                    "vector cannot contain metrics with the same labelset",
-                ));
+                return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
             }
             w.samples.push(Sample::new(ts, e.value));
             w.drop_name |= e.drop_name;
@@ -447,12 +384,7 @@ fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
     vs.matchers.or_matchers.iter().map(|g| conv(g)).collect()
 }
 
-fn select_series(
-    src: &dyn Source,
-    vs: &VectorSelector,
-    lo: i64,
-    hi: i64,
-) -> Result<Vec<SeriesSamples>> {
+fn select_series(src: &dyn Source, vs: &VectorSelector, lo: i64, hi: i64) -> Result<Vec<SeriesSamples>> {
     // Windows are left-open: a sample at exactly `lo` is never used.
     let start = lo.saturating_add(1).max(MIN_TIMESTAMP_MS);
     let end = hi.min(MAX_TIMESTAMP_MS);

@@ -25,10 +25,5 @@ pub trait Source: Send + Sync {
     ///
     /// # Errors
     /// [`SourceError`] when storage fails or a limit is exceeded.
-    fn select(
-        &self,
-        matchers: &[Matcher],
-        start_ms: i64,
-        end_ms: i64,
-    ) -> Result<Vec<SeriesSamples>, SourceError>;
+    fn select(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>, SourceError>;
 }

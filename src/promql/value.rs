@@ -72,11 +72,7 @@ pub(crate) struct Elem {
 
 impl Elem {
     pub fn new(labels: Labels, value: f64, drop_name: bool) -> Self {
-        Self {
-            labels,
-            value,
-            drop_name,
-        }
+        Self { labels, value, drop_name }
     }
 }
 
@@ -118,13 +114,7 @@ pub(crate) fn without_name(labels: &Labels) -> Labels {
     if !labels.iter().any(|l| is_meta(&l.name)) {
         return labels.clone();
     }
-    Labels::from_trusted(
-        labels
-            .iter()
-            .filter(|l| !is_meta(&l.name))
-            .cloned()
-            .collect(),
-    )
+    Labels::from_trusted(labels.iter().filter(|l| !is_meta(&l.name)).cloned().collect())
 }
 
 /// `labels` with `name` set to `value` (removed when `value` is empty).
@@ -138,10 +128,6 @@ pub(crate) fn with_label(labels: &Labels, name: &str, value: &str) -> Labels {
 
 /// `labels` restricted to (`keep = true`) or stripped of (`keep = false`) `names`.
 pub(crate) fn project(labels: &Labels, names: &[String], keep: bool) -> Labels {
-    let v = labels
-        .iter()
-        .filter(|l| names.iter().any(|n| *n == l.name) == keep)
-        .cloned()
-        .collect();
+    let v = labels.iter().filter(|l| names.iter().any(|n| *n == l.name) == keep).cloned().collect();
     Labels::from_trusted(v)
 }

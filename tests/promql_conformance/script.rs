@@ -146,11 +146,7 @@ fn parse_scalar(s: &str) -> Option<f64> {
         "nan" => f64::NAN,
         b if b.starts_with("0x") => i64::from_str_radix(&b[2..], 16).ok()? as f64,
         _ => {
-            if !body
-                .bytes()
-                .next()
-                .is_some_and(|c| c.is_ascii_digit() || c == b'.')
-            {
+            if !body.bytes().next().is_some_and(|c| c.is_ascii_digit() || c == b'.') {
                 return None;
             }
             body.parse::<f64>().ok()?
@@ -179,12 +175,8 @@ fn expand(tok: &str, out: &mut Vec<SeqValue>) -> Result<(), String> {
         return Ok(());
     }
     // a+bxN, a-bxN, axN
-    let (body, times) = tok
-        .rsplit_once('x')
-        .ok_or_else(|| format!("bad value {tok:?}"))?;
-    let times: usize = times
-        .parse()
-        .map_err(|_| format!("bad repeat in {tok:?}"))?;
+    let (body, times) = tok.rsplit_once('x').ok_or_else(|| format!("bad value {tok:?}"))?;
+    let times: usize = times.parse().map_err(|_| format!("bad repeat in {tok:?}"))?;
     if let Some(v) = parse_number(body) {
         out.extend(std::iter::repeat_n(SeqValue::Float(v), times + 1));
         return Ok(());
@@ -259,21 +251,13 @@ pub fn parse_series(line: &str) -> Result<SeriesDesc, String> {
     let (metric, values) = split_series_line(line);
     let labels = parse_metric(metric)?;
     if values.contains("{{") {
-        return Ok(SeriesDesc {
-            labels,
-            values: Vec::new(),
-            histogram: true,
-        });
+        return Ok(SeriesDesc { labels, values: Vec::new(), histogram: true });
     }
     let mut out = Vec::new();
     for tok in values.split_whitespace() {
         expand(tok, &mut out)?;
     }
-    Ok(SeriesDesc {
-        labels,
-        values: out,
-        histogram: false,
-    })
+    Ok(SeriesDesc { labels, values: out, histogram: false })
 }
 
 fn parse_expect_matcher(rest: &str) -> Result<Matcher, String> {
@@ -285,9 +269,7 @@ fn parse_expect_matcher(rest: &str) -> Result<Matcher, String> {
         return Ok(Matcher::Exact(m.trim().to_string()));
     }
     if let Some(r) = rest.strip_prefix("regex:") {
-        return regex::Regex::new(r.trim())
-            .map(Matcher::Regex)
-            .map_err(|e| e.to_string());
+        return regex::Regex::new(r.trim()).map(Matcher::Regex).map_err(|e| e.to_string());
     }
     Err(format!("bad expect suffix {rest:?}"))
 }
@@ -303,19 +285,11 @@ fn parse_expect_line(ev: &mut Eval, line: &str) -> Result<(), String> {
         "no_info" => ev.expect.no_info = true,
         "ordered" => ev.expect.ordered = true,
         "range" => {
-            let r = rest
-                .trim()
-                .strip_prefix("vector")
-                .ok_or("bad expect range")?
-                .trim();
+            let r = rest.trim().strip_prefix("vector").ok_or("bad expect range")?.trim();
             let r = r.strip_prefix("from").ok_or("bad expect range")?.trim();
             let (from, r) = r.split_once(" to ").ok_or("bad expect range")?;
             let (to, step) = r.split_once(" step ").ok_or("bad expect range")?;
-            let (f, t, s) = (
-                parse_duration(from)?,
-                parse_duration(to)?,
-                parse_duration(step)?,
-            );
+            let (f, t, s) = (parse_duration(from)?, parse_duration(to)?, parse_duration(step)?);
             ev.range_vector = Some((f, t, s));
             ev.exclude_from_range = true;
         }
@@ -324,11 +298,7 @@ fn parse_expect_line(ev: &mut Eval, line: &str) -> Result<(), String> {
             let value = if let Some(raw) = lit.strip_prefix('`').and_then(|l| l.strip_suffix('`')) {
                 raw.to_string()
             } else {
-                unescape(
-                    lit.strip_prefix('"')
-                        .and_then(|l| l.strip_suffix('"'))
-                        .ok_or("bad expect string")?,
-                )
+                unescape(lit.strip_prefix('"').and_then(|l| l.strip_suffix('"')).ok_or("bad expect string")?)
             };
             ev.expected = Expected::String(value);
             ev.exclude_from_range = true;
@@ -358,10 +328,7 @@ fn unescape(s: &str) -> String {
 
 fn parse_eval_header(line: &str, lineno: usize) -> Result<Eval, String> {
     let (head, rest) = line.split_once(char::is_whitespace).ok_or("bad eval")?;
-    let modifier = head
-        .strip_prefix("eval")
-        .ok_or("bad eval")?
-        .trim_start_matches('_');
+    let modifier = head.strip_prefix("eval").ok_or("bad eval")?.trim_start_matches('_');
     let rest = rest.trim();
     let mut ev = Eval {
         line: lineno,
@@ -377,29 +344,16 @@ fn parse_eval_header(line: &str, lineno: usize) -> Result<Eval, String> {
         exclude_from_range: false,
     };
     if let Some(r) = rest.strip_prefix("instant") {
-        let r = r
-            .trim()
-            .strip_prefix("at")
-            .ok_or("eval instant without at")?
-            .trim();
-        let (at, expr) = r
-            .split_once(char::is_whitespace)
-            .ok_or("bad eval instant")?;
+        let r = r.trim().strip_prefix("at").ok_or("eval instant without at")?.trim();
+        let (at, expr) = r.split_once(char::is_whitespace).ok_or("bad eval instant")?;
         ev.start_ms = parse_duration(at)?;
         ev.end_ms = ev.start_ms;
         ev.expr = expr.trim().to_string();
     } else if let Some(r) = rest.strip_prefix("range") {
-        let r = r
-            .trim()
-            .strip_prefix("from")
-            .ok_or("bad eval range")?
-            .trim();
+        let r = r.trim().strip_prefix("from").ok_or("bad eval range")?.trim();
         let (from, r) = r.split_once(" to ").ok_or("bad eval range")?;
         let (to, r) = r.trim().split_once(" step ").ok_or("bad eval range")?;
-        let (step, expr) = r
-            .trim()
-            .split_once(char::is_whitespace)
-            .ok_or("bad eval range")?;
+        let (step, expr) = r.trim().split_once(char::is_whitespace).ok_or("bad eval range")?;
         ev.start_ms = parse_duration(from)?;
         ev.end_ms = parse_duration(to)?;
         ev.step_ms = parse_duration(step)?;
@@ -432,9 +386,7 @@ fn parse_eval(lines: &[(usize, String)], i: &mut usize) -> Result<Eval, String> 
         if let Some(m) = l.strip_prefix("expected_fail_message") {
             ev.expect.fail = Some(Matcher::Exact(m.trim().to_string()));
         } else if let Some(r) = l.strip_prefix("expected_fail_regexp") {
-            ev.expect.fail = Some(Matcher::Regex(
-                regex::Regex::new(r.trim()).map_err(|e| e.to_string())?,
-            ));
+            ev.expect.fail = Some(Matcher::Regex(regex::Regex::new(r.trim()).map_err(|e| e.to_string())?));
         } else if l.split(' ').next() == Some("expect") {
             parse_expect_line(&mut ev, l)?;
         } else if let Some(v) = parse_scalar(l.trim()) {
@@ -454,11 +406,7 @@ fn parse_load(lines: &[(usize, String)], i: &mut usize) -> Result<Load, String> 
     let mut parts = header.split_whitespace();
     let cmd = parts.next().unwrap_or("");
     let step = parts.next().ok_or("load without step")?;
-    let mut load = Load {
-        step_ms: parse_duration(step)?,
-        with_nhcb: cmd == "load_with_nhcb",
-        series: Vec::new(),
-    };
+    let mut load = Load { step_ms: parse_duration(step)?, with_nhcb: cmd == "load_with_nhcb", series: Vec::new() };
     while *i + 1 < lines.len() && !lines[*i + 1].1.is_empty() {
         *i += 1;
         let l = lines[*i].1.as_str();
@@ -478,14 +426,7 @@ pub fn parse_script(text: &str) -> Result<Vec<Command>, String> {
         .enumerate()
         .map(|(i, l)| {
             let t = l.trim();
-            (
-                i + 1,
-                if t.starts_with('#') {
-                    String::new()
-                } else {
-                    t.to_string()
-                },
-            )
+            (i + 1, if t.starts_with('#') { String::new() } else { t.to_string() })
         })
         .collect();
     let mut cmds = Vec::new();
@@ -496,21 +437,13 @@ pub fn parse_script(text: &str) -> Result<Vec<Command>, String> {
             i += 1;
             continue;
         }
-        let first = l
-            .split_whitespace()
-            .next()
-            .unwrap_or("")
-            .to_ascii_lowercase();
+        let first = l.split_whitespace().next().unwrap_or("").to_ascii_lowercase();
         let cmd = if first == "clear" {
             Command::Clear
         } else if first.starts_with("load") {
-            Command::Load(
-                parse_load(&lines, &mut i).map_err(|e| format!("line {}: {e}", lines[i].0))?,
-            )
+            Command::Load(parse_load(&lines, &mut i).map_err(|e| format!("line {}: {e}", lines[i].0))?)
         } else if first.starts_with("eval") {
-            Command::Eval(Box::new(
-                parse_eval(&lines, &mut i).map_err(|e| format!("line {}: {e}", lines[i].0))?,
-            ))
+            Command::Eval(Box::new(parse_eval(&lines, &mut i).map_err(|e| format!("line {}: {e}", lines[i].0))?))
         } else {
             return Err(format!("line {}: unknown command {l:?}", lines[i].0));
         };

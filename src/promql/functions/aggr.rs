@@ -77,28 +77,15 @@ impl Grouping<'_> {
 /// Evaluates an aggregation at `t`.
 pub(crate) fn eval(q: &Query, a: &AggregateExpr, t: i64) -> Result<StepValue> {
     let name = a.op.to_string();
-    let op = Aggr::from_name(&name)
-        .ok_or_else(|| EvalError::bad(format!("unknown aggregation {name}")))?;
+    let op = Aggr::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown aggregation {name}")))?;
     let empty: Vec<String> = Vec::new();
     let grouping = match &a.modifier {
-        None => Grouping {
-            without: false,
-            names: &empty,
-        },
-        Some(LabelModifier::Include(l)) => Grouping {
-            without: false,
-            names: &l.labels,
-        },
-        Some(LabelModifier::Exclude(l)) => Grouping {
-            without: true,
-            names: &l.labels,
-        },
+        None => Grouping { without: false, names: &empty },
+        Some(LabelModifier::Include(l)) => Grouping { without: false, names: &l.labels },
+        Some(LabelModifier::Exclude(l)) => Grouping { without: true, names: &l.labels },
     };
     if op == Aggr::CountValues {
-        let p = a
-            .param
-            .as_ref()
-            .ok_or_else(|| EvalError::bad("count_values needs a label name"))?;
+        let p = a.param.as_ref().ok_or_else(|| EvalError::bad("count_values needs a label name"))?;
         let label = q.eval_string(p, t)?;
         let input = q.eval_vector(&a.expr, t)?;
         return count_values(input, &grouping, &label);
@@ -109,9 +96,7 @@ pub(crate) fn eval(q: &Query, a: &AggregateExpr, t: i64) -> Result<StepValue> {
     };
     let input = q.eval_vector(&a.expr, t)?;
     match op {
-        Aggr::Topk | Aggr::Bottomk | Aggr::Limitk => {
-            select_k(q, op, input, &grouping, param.unwrap_or(f64::NAN))
-        }
+        Aggr::Topk | Aggr::Bottomk | Aggr::Limitk => select_k(q, op, input, &grouping, param.unwrap_or(f64::NAN)),
         Aggr::LimitRatio => limit_ratio(q, input, &grouping, param.unwrap_or(f64::NAN)),
         _ => Ok(StepValue::Vector(reduce(q, op, input, &grouping, param)?)),
     }
@@ -138,20 +123,11 @@ fn group(input: Vec<Elem>, grouping: &Grouping) -> Vec<(Labels, Vec<Elem>)> {
     groups
 }
 
-fn reduce(
-    q: &Query,
-    op: Aggr,
-    input: Vec<Elem>,
-    grouping: &Grouping,
-    param: Option<f64>,
-) -> Result<Vec<Elem>> {
+fn reduce(q: &Query, op: Aggr, input: Vec<Elem>, grouping: &Grouping, param: Option<f64>) -> Result<Vec<Elem>> {
     if op == Aggr::Quantile {
         let p = param.unwrap_or(f64::NAN);
         if !(0.0..=1.0).contains(&p) {
-            q.warn(format!(
-                "quantile value should be between 0 and 1, got {}",
-                format_float(p)
-            ));
+            q.warn(format!("quantile value should be between 0 and 1, got {}", format_float(p)));
         }
     }
     let mut out = Vec::new();
@@ -184,11 +160,7 @@ fn k_param(k: f64) -> Result<usize> {
     if k < 1.0 {
         return Ok(0);
     }
-    Ok(if k >= usize::MAX as f64 {
-        usize::MAX
-    } else {
-        k as usize
-    })
+    Ok(if k >= usize::MAX as f64 { usize::MAX } else { k as usize })
 }
 
 /// Orders for topk (descending) / bottomk (ascending), NaN always last.
@@ -208,13 +180,7 @@ fn k_order(a: f64, b: f64, top: bool) -> Ordering {
     }
 }
 
-fn select_k(
-    q: &Query,
-    op: Aggr,
-    input: Vec<Elem>,
-    grouping: &Grouping,
-    k: f64,
-) -> Result<StepValue> {
+fn select_k(q: &Query, op: Aggr, input: Vec<Elem>, grouping: &Grouping, k: f64) -> Result<StepValue> {
     let _ = q;
     let k = k_param(k)?;
     if k == 0 {
@@ -236,16 +202,10 @@ fn limit_ratio(q: &Query, input: Vec<Elem>, grouping: &Grouping, r: f64) -> Resu
         return Err(EvalError::exec("Ratio value is NaN"));
     }
     let r = if r > 1.0 {
-        q.warn(format!(
-            "ratio value should be between -1 and 1, got {}, capping to 1",
-            format_float(r)
-        ));
+        q.warn(format!("ratio value should be between -1 and 1, got {}, capping to 1", format_float(r)));
         1.0
     } else if r < -1.0 {
-        q.warn(format!(
-            "ratio value should be between -1 and 1, got {}, capping to -1",
-            format_float(r)
-        ));
+        q.warn(format!("ratio value should be between -1 and 1, got {}, capping to -1", format_float(r)));
         -1.0
     } else {
         r

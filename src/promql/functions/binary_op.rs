@@ -89,30 +89,19 @@ pub(crate) fn apply(op: Op, l: f64, r: f64) -> Option<f64> {
 /// Evaluates a binary expression at `t`.
 pub(crate) fn eval(q: &Query, b: &BinaryExpr, t: i64) -> Result<StepValue> {
     let name = b.op.to_string();
-    let op =
-        Op::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown operator {name}")))?;
+    let op = Op::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown operator {name}")))?;
     let lhs = q.eval(&b.lhs, t)?;
     let rhs = q.eval(&b.rhs, t)?;
     let m = b.modifier.as_ref();
     let return_bool = m.is_some_and(|m| m.return_bool);
     match (lhs, rhs) {
-        (StepValue::Scalar(l), StepValue::Scalar(r)) => {
-            Ok(StepValue::Scalar(scalar_op(op, l, r, return_bool)))
+        (StepValue::Scalar(l), StepValue::Scalar(r)) => Ok(StepValue::Scalar(scalar_op(op, l, r, return_bool))),
+        (StepValue::Vector(v), StepValue::Scalar(s)) => {
+            Ok(StepValue::Vector(vector_scalar(op, v, s, false, return_bool)))
         }
-        (StepValue::Vector(v), StepValue::Scalar(s)) => Ok(StepValue::Vector(vector_scalar(
-            op,
-            v,
-            s,
-            false,
-            return_bool,
-        ))),
-        (StepValue::Scalar(s), StepValue::Vector(v)) => Ok(StepValue::Vector(vector_scalar(
-            op,
-            v,
-            s,
-            true,
-            return_bool,
-        ))),
+        (StepValue::Scalar(s), StepValue::Vector(v)) => {
+            Ok(StepValue::Vector(vector_scalar(op, v, s, true, return_bool)))
+        }
         (StepValue::Vector(l), StepValue::Vector(r)) => {
             if op.is_set() {
                 Ok(StepValue::Vector(set_op(op, l, r, m)))
@@ -146,11 +135,7 @@ fn vector_scalar(op: Op, v: Vec<Elem>, s: f64, swap: bool, return_bool: bool) ->
         let res = apply(op, l, r);
         if op.is_comparison() {
             match (return_bool, res) {
-                (true, hit) => out.push(Elem::new(
-                    e.labels,
-                    if hit.is_some() { 1.0 } else { 0.0 },
-                    true,
-                )),
+                (true, hit) => out.push(Elem::new(e.labels, if hit.is_some() { 1.0 } else { 0.0 }, true)),
                 (false, Some(_)) => out.push(e),
                 (false, None) => {}
             }
@@ -170,18 +155,9 @@ struct Matching<'a> {
 impl<'a> Matching<'a> {
     fn of(m: Option<&'a BinModifier>) -> Self {
         match m.and_then(|m| m.matching.as_ref()) {
-            Some(LabelModifier::Include(l)) => Matching {
-                on: true,
-                names: &l.labels,
-            },
-            Some(LabelModifier::Exclude(l)) => Matching {
-                on: false,
-                names: &l.labels,
-            },
-            None => Matching {
-                on: false,
-                names: &[],
-            },
+            Some(LabelModifier::Include(l)) => Matching { on: true, names: &l.labels },
+            Some(LabelModifier::Exclude(l)) => Matching { on: false, names: &l.labels },
+            None => Matching { on: false, names: &[] },
         }
     }
 
@@ -204,34 +180,22 @@ fn set_op(op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>) -> Ve
     match op {
         Op::And => {
             let sigs: HashSet<Labels> = rhs.iter().map(|e| matching.signature(&e.labels)).collect();
-            lhs.into_iter()
-                .filter(|e| sigs.contains(&matching.signature(&e.labels)))
-                .collect()
+            lhs.into_iter().filter(|e| sigs.contains(&matching.signature(&e.labels))).collect()
         }
         Op::Unless => {
             let sigs: HashSet<Labels> = rhs.iter().map(|e| matching.signature(&e.labels)).collect();
-            lhs.into_iter()
-                .filter(|e| !sigs.contains(&matching.signature(&e.labels)))
-                .collect()
+            lhs.into_iter().filter(|e| !sigs.contains(&matching.signature(&e.labels))).collect()
         }
         _ => {
             let sigs: HashSet<Labels> = lhs.iter().map(|e| matching.signature(&e.labels)).collect();
             let mut out = lhs;
-            out.extend(
-                rhs.into_iter()
-                    .filter(|e| !sigs.contains(&matching.signature(&e.labels))),
-            );
+            out.extend(rhs.into_iter().filter(|e| !sigs.contains(&matching.signature(&e.labels))));
             out
         }
     }
 }
 
-fn vector_vector(
-    op: Op,
-    lhs: Vec<Elem>,
-    rhs: Vec<Elem>,
-    m: Option<&BinModifier>,
-) -> Result<Vec<Elem>> {
+fn vector_vector(op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>) -> Result<Vec<Elem>> {
     let matching = Matching::of(m);
     let return_bool = m.is_some_and(|m| m.return_bool);
     let empty = Vec::new();
@@ -243,9 +207,7 @@ fn vector_vector(
     let one_to_one = include.is_none();
     let include = include.unwrap_or(&empty);
     let (many, one) = if one_to_many { (rhs, lhs) } else { (lhs, rhs) };
-    let fill = m
-        .map(|m| (m.fill_values.lhs, m.fill_values.rhs))
-        .unwrap_or((None, None));
+    let fill = m.map(|m| (m.fill_values.lhs, m.fill_values.rhs)).unwrap_or((None, None));
     let mut one_sigs: HashMap<Labels, usize> = HashMap::with_capacity(one.len());
     for (i, e) in one.iter().enumerate() {
         let sig = matching.signature(&e.labels);
@@ -273,33 +235,20 @@ fn vector_vector(
                 "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)",
             ));
         }
-        let (vl, vr) = if one_to_many {
-            (rs.value, ls.value)
-        } else {
-            (ls.value, rs.value)
-        };
+        let (vl, vr) = if one_to_many { (rs.value, ls.value) } else { (ls.value, rs.value) };
         let labels = result_labels(&ls.labels, &rs.labels, &matching, one_to_one, include);
         let Some(value) = combine(op, vl, vr, return_bool) else {
             entry.insert(labels);
             continue;
         };
         if !entry.insert(labels.clone()) {
-            return Err(EvalError::exec(
-                "multiple matches for labels: grouping labels must ensure unique matches",
-            ));
+            return Err(EvalError::exec("multiple matches for labels: grouping labels must ensure unique matches"));
         }
         let drop = return_bool || !op.is_comparison() || ls.drop_name;
         out.push(Elem::new(labels, value, drop));
     }
     if fill.0.is_some() || fill.1.is_some() {
-        let f = Fill {
-            op,
-            matching: &matching,
-            one_to_many,
-            one_to_one,
-            include,
-            return_bool,
-        };
+        let f = Fill { op, matching: &matching, one_to_many, one_to_one, include, return_bool };
         f.apply(&many, &one, fill, &mut out);
     }
     Ok(out)
@@ -314,13 +263,7 @@ fn combine(op: Op, vl: f64, vr: f64, return_bool: bool) -> Option<f64> {
     res
 }
 
-fn result_labels(
-    l: &Labels,
-    r: &Labels,
-    matching: &Matching,
-    one_to_one: bool,
-    include: &[String],
-) -> Labels {
+fn result_labels(l: &Labels, r: &Labels, matching: &Matching, one_to_one: bool, include: &[String]) -> Labels {
     let mut labels = if one_to_one {
         if matching.on {
             project(l, matching.names, true)
@@ -349,32 +292,17 @@ struct Fill<'a> {
 }
 
 impl Fill<'_> {
-    fn apply(
-        &self,
-        many: &[Elem],
-        one: &[Elem],
-        fill: (Option<f64>, Option<f64>),
-        out: &mut Vec<Elem>,
-    ) {
+    fn apply(&self, many: &[Elem], one: &[Elem], fill: (Option<f64>, Option<f64>), out: &mut Vec<Elem>) {
         let sig = |e: &Elem| self.matching.signature(&e.labels);
         let one_sigs: HashSet<Labels> = one.iter().map(sig).collect();
         let many_sigs: HashSet<Labels> = many.iter().map(sig).collect();
         let cmp = self.op.is_comparison();
         if let Some(fv) = fill.1 {
             for ls in many.iter().filter(|e| !one_sigs.contains(&sig(e))) {
-                let (vl, vr) = if self.one_to_many {
-                    (fv, ls.value)
-                } else {
-                    (ls.value, fv)
-                };
+                let (vl, vr) = if self.one_to_many { (fv, ls.value) } else { (ls.value, fv) };
                 if let Some(v) = combine(self.op, vl, vr, self.return_bool) {
-                    let labels = result_labels(
-                        &ls.labels,
-                        &Labels::empty(),
-                        self.matching,
-                        self.one_to_one,
-                        self.include,
-                    );
+                    let labels =
+                        result_labels(&ls.labels, &Labels::empty(), self.matching, self.one_to_one, self.include);
                     let keeps_name = cmp && !self.return_bool && !self.one_to_many;
                     out.push(Elem::new(labels, v, !keeps_name || ls.drop_name));
                 }
@@ -382,11 +310,7 @@ impl Fill<'_> {
         }
         if let Some(fv) = fill.0 {
             for rs in one.iter().filter(|e| !many_sigs.contains(&sig(e))) {
-                let (vl, vr) = if self.one_to_many {
-                    (rs.value, fv)
-                } else {
-                    (fv, rs.value)
-                };
+                let (vl, vr) = if self.one_to_many { (rs.value, fv) } else { (fv, rs.value) };
                 if let Some(v) = combine(self.op, vl, vr, self.return_bool) {
                     out.push(Elem::new(sig(rs), v, true));
                 }

@@ -28,25 +28,17 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
             let phi = scalar_arg(q, args, 0, t)?;
             let v = vector_arg(q, args, 1, t)?;
             if !(0.0..=1.0).contains(&phi) {
-                q.warn(format!(
-                    "quantile value should be between 0 and 1, got {}",
-                    format_float(phi)
-                ));
+                q.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
             }
-            per_histogram(q, "histogram_quantile", v, |b, name| {
-                quantile_noting(q, phi, b, name)
-            })
+            per_histogram(q, "histogram_quantile", v, |b, name| quantile_noting(q, phi, b, name))
         }
         "histogram_fraction" => {
             let lower = scalar_arg(q, args, 0, t)?;
             let upper = scalar_arg(q, args, 1, t)?;
             let v = vector_arg(q, args, 2, t)?;
-            per_histogram(q, "histogram_fraction", v, |b, _| {
-                bucket_fraction(lower, upper, b)
-            })
+            per_histogram(q, "histogram_fraction", v, |b, _| bucket_fraction(lower, upper, b))
         }
-        "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev"
-        | "histogram_stdvar" => {
+        "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
             vector_arg(q, args, 0, t)?;
             StepValue::Vector(Vec::new())
         }
@@ -62,30 +54,19 @@ fn histogram_quantiles(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValu
     let v = vector_arg(q, args, 0, t)?;
     let label = match args.get(1) {
         Some(a) => q.eval_string(a, t)?,
-        None => {
-            return Err(crate::promql::error::EvalError::bad(
-                "histogram_quantiles needs a label name",
-            ))
-        }
+        None => return Err(crate::promql::error::EvalError::bad("histogram_quantiles needs a label name")),
     };
     if !crate::labels::is_valid_label_name(&label) {
-        return Err(crate::promql::error::EvalError::exec(format!(
-            "invalid label name {label:?}"
-        )));
+        return Err(crate::promql::error::EvalError::exec(format!("invalid label name {label:?}")));
     }
     let mut out = Vec::new();
     for i in 2..args.len() {
         let phi = scalar_arg(q, args, i, t)?;
         if !(0.0..=1.0).contains(&phi) {
-            q.warn(format!(
-                "quantile value should be between 0 and 1, got {}",
-                format_float(phi)
-            ));
+            q.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
         }
         let StepValue::Vector(res) =
-            per_histogram(q, "histogram_quantiles", v.clone(), |b, name| {
-                quantile_noting(q, phi, b, name)
-            })
+            per_histogram(q, "histogram_quantiles", v.clone(), |b, name| quantile_noting(q, phi, b, name))
         else {
             continue;
         };
@@ -96,11 +77,7 @@ fn histogram_quantiles(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValu
                     "vector cannot contain metrics with the same labelset",
                 ));
             }
-            out.push(Elem::new(
-                crate::promql::value::with_label(&e.labels, &label, &tag),
-                e.value,
-                e.drop_name,
-            ));
+            out.push(Elem::new(crate::promql::value::with_label(&e.labels, &label, &tag), e.value, e.drop_name));
         }
     }
     Ok(StepValue::Vector(out))
@@ -129,12 +106,7 @@ fn quantile_label(phi: f64) -> String {
 
 /// Groups bucket series by their labels without `le` and the metric name, and computes `f`
 /// over each group's buckets.
-fn per_histogram(
-    q: &Query,
-    func: &str,
-    v: Vec<Elem>,
-    mut f: impl FnMut(&mut Vec<Bucket>, &str) -> f64,
-) -> StepValue {
+fn per_histogram(q: &Query, func: &str, v: Vec<Elem>, mut f: impl FnMut(&mut Vec<Bucket>, &str) -> f64) -> StepValue {
     let mut index: HashMap<Labels, usize> = HashMap::new();
     let mut groups: Vec<(Labels, String, Vec<Bucket>)> = Vec::new();
     for e in v {
@@ -146,22 +118,13 @@ fn per_histogram(
             ));
             continue;
         };
-        let key = Labels::from_trusted(
-            e.labels
-                .iter()
-                .filter(|l| l.name != BUCKET_LABEL)
-                .cloned()
-                .collect(),
-        );
+        let key = Labels::from_trusted(e.labels.iter().filter(|l| l.name != BUCKET_LABEL).cloned().collect());
         let i = *index.entry(key.clone()).or_insert_with(|| {
             groups.push((key, name, Vec::new()));
             groups.len() - 1
         });
         if let Some(g) = groups.get_mut(i) {
-            g.2.push(Bucket {
-                upper,
-                count: e.value,
-            });
+            g.2.push(Bucket { upper, count: e.value });
         }
     }
     let _ = func;
@@ -180,20 +143,13 @@ fn parse_le(s: &str) -> Option<f64> {
     match s {
         "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
         "-Inf" | "-inf" => Some(f64::NEG_INFINITY),
-        _ => s
-            .parse::<f64>()
-            .ok()
-            .filter(|v| !v.is_nan() || s.eq_ignore_ascii_case("nan")),
+        _ => s.parse::<f64>().ok().filter(|v| !v.is_nan() || s.eq_ignore_ascii_case("nan")),
     }
 }
 
 /// Sorts by upper bound and merges buckets with equal bounds.
 fn prepare(buckets: &mut Vec<Bucket>) {
-    buckets.sort_by(|a, b| {
-        a.upper
-            .partial_cmp(&b.upper)
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
+    buckets.sort_by(|a, b| a.upper.partial_cmp(&b.upper).unwrap_or(std::cmp::Ordering::Equal));
     let mut out: Vec<Bucket> = Vec::with_capacity(buckets.len());
     for b in buckets.iter() {
         match out.last_mut() {
@@ -251,21 +207,13 @@ fn bucket_quantile(q: f64, buckets: &mut Vec<Bucket>) -> (f64, bool) {
     if n < 2 {
         return (f64::NAN, false);
     }
-    let at = |i: usize| {
-        buckets.get(i).copied().unwrap_or(Bucket {
-            upper: f64::NAN,
-            count: f64::NAN,
-        })
-    };
+    let at = |i: usize| buckets.get(i).copied().unwrap_or(Bucket { upper: f64::NAN, count: f64::NAN });
     let observations = at(n - 1).count;
     if observations == 0.0 || observations.is_nan() {
         return (f64::NAN, false);
     }
     let mut rank = q * observations;
-    let b = buckets
-        .get(..n - 1)
-        .map(|s| s.partition_point(|x| x.count < rank))
-        .unwrap_or(0);
+    let b = buckets.get(..n - 1).map(|s| s.partition_point(|x| x.count < rank)).unwrap_or(0);
     if b == n - 1 {
         return (at(n - 2).upper, forced);
     }
@@ -300,11 +248,7 @@ fn bucket_fraction(lower: f64, upper: f64, buckets: &mut Vec<Bucket>) -> f64 {
     let (mut lower_set, mut upper_set) = (false, false);
     let mut prev_upper = f64::NEG_INFINITY;
     for (i, b) in buckets.iter().enumerate() {
-        let lo = if i == 0 && b.upper > 0.0 {
-            0.0
-        } else {
-            prev_upper
-        };
+        let lo = if i == 0 && b.upper > 0.0 { 0.0 } else { prev_upper };
         let count = b.count - rank;
         // No interpolation inside a bucket of infinite width: its observations count as
         // sitting at the infinite end.
@@ -366,9 +310,6 @@ mod tests {
     #[test]
     fn fraction_of_everything_is_one() {
         let mut v = vec![b(1.0, 10.0), b(2.0, 20.0), b(f64::INFINITY, 20.0)];
-        assert_eq!(
-            bucket_fraction(f64::NEG_INFINITY, f64::INFINITY, &mut v),
-            1.0
-        );
+        assert_eq!(bucket_fraction(f64::NEG_INFINITY, f64::INFINITY, &mut v), 1.0);
     }
 }

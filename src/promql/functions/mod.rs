@@ -28,7 +28,5 @@ pub(crate) fn call(q: &Query, c: &Call, t: i64) -> Result<StepValue> {
     if let Some(v) = histogram::call(q, name, args, t)? {
         return Ok(v);
     }
-    Err(EvalError::bad(format!(
-        "function {name:?} is not supported"
-    )))
+    Err(EvalError::bad(format!("function {name:?} is not supported")))
 }

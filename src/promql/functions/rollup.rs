@@ -89,9 +89,7 @@ struct Ctx {
 /// Evaluates rollup `f` over `args` at `t`.
 pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
     let matrix_pos = if f == Rollup::Quantile { 1 } else { 0 };
-    let arg = args
-        .get(matrix_pos)
-        .ok_or_else(|| EvalError::bad("missing range vector argument"))?;
+    let arg = args.get(matrix_pos).ok_or_else(|| EvalError::bad("missing range vector argument"))?;
     let mut params = Vec::new();
     for (i, a) in args.iter().enumerate() {
         if i != matrix_pos {
@@ -108,12 +106,7 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
         return Ok(StepValue::Vector(out));
     }
     check_params(q, f, &params)?;
-    let ctx = Ctx {
-        start,
-        end,
-        t,
-        params,
-    };
+    let ctx = Ctx { start, end, t, params };
     let keeps_name = matches!(f, Rollup::Last | Rollup::First);
     let mut out = Vec::with_capacity(windows.len());
     for w in windows {
@@ -130,24 +123,17 @@ fn check_params(q: &Query, f: Rollup, params: &[f64]) -> Result<()> {
         Rollup::Quantile => {
             let p = params.first().copied().unwrap_or(f64::NAN);
             if !(0.0..=1.0).contains(&p) {
-                q.warn(format!(
-                    "quantile value should be between 0 and 1, got {}",
-                    super::stats::format_float(p)
-                ));
+                q.warn(format!("quantile value should be between 0 and 1, got {}", super::stats::format_float(p)));
             }
         }
         Rollup::DoubleExpSmoothing => {
             let sf = params.first().copied().unwrap_or(f64::NAN);
             let tf = params.get(1).copied().unwrap_or(f64::NAN);
             if !(sf > 0.0 && sf < 1.0) {
-                return Err(EvalError::exec(format!(
-                    "invalid smoothing factor. Expected: 0 < sf < 1, got: {sf}"
-                )));
+                return Err(EvalError::exec(format!("invalid smoothing factor. Expected: 0 < sf < 1, got: {sf}")));
             }
             if !(tf > 0.0 && tf < 1.0) {
-                return Err(EvalError::exec(format!(
-                    "invalid trend factor. Expected: 0 < tf < 1, got: {tf}"
-                )));
+                return Err(EvalError::exec(format!("invalid trend factor. Expected: 0 < tf < 1, got: {tf}")));
             }
         }
         _ => {}
@@ -276,11 +262,7 @@ fn instant_value(s: &[Sample], is_rate: bool) -> Option<f64> {
         return None;
     }
     let (prev, last) = (s.get(n - 2)?, s.get(n - 1)?);
-    let mut v = if is_rate && last.value < prev.value {
-        last.value
-    } else {
-        last.value - prev.value
-    };
+    let mut v = if is_rate && last.value < prev.value { last.value } else { last.value - prev.value };
     let interval = last.timestamp_ms - prev.timestamp_ms;
     if interval == 0 {
         return None;

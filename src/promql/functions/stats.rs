@@ -69,8 +69,7 @@ pub(crate) fn mean(values: impl IntoIterator<Item = f64>) -> f64 {
 
 /// Population variance (Welford with compensated accumulators).
 pub(crate) fn variance(values: impl IntoIterator<Item = f64>) -> f64 {
-    let (mut count, mut mean, mut c_mean, mut aux, mut c_aux) =
-        (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    let (mut count, mut mean, mut c_mean, mut aux, mut c_aux) = (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for f in values {
         count += 1.0;
         let delta = f - (mean + c_mean);

@@ -26,11 +26,7 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
         "end" => StepValue::Scalar(q.end_ms() as f64 / 1e3),
         "range" => StepValue::Scalar((q.end_ms() - q.start_ms()) as f64 / 1e3),
         "step" => StepValue::Scalar(q.interval_ms() as f64 / 1e3),
-        "vector" => StepValue::Vector(vec![Elem::new(
-            Labels::empty(),
-            scalar_arg(q, args, 0, t)?,
-            false,
-        )]),
+        "vector" => StepValue::Vector(vec![Elem::new(Labels::empty(), scalar_arg(q, args, 0, t)?, false)]),
         "scalar" => {
             let v = vector_arg(q, args, 0, t)?;
             StepValue::Scalar(match v.as_slice() {
@@ -38,14 +34,8 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
                 _ => f64::NAN,
             })
         }
-        "min_of" => StepValue::Scalar(go_min(
-            scalar_arg(q, args, 0, t)?,
-            scalar_arg(q, args, 1, t)?,
-        )),
-        "max_of" => StepValue::Scalar(go_max(
-            scalar_arg(q, args, 0, t)?,
-            scalar_arg(q, args, 1, t)?,
-        )),
+        "min_of" => StepValue::Scalar(go_min(scalar_arg(q, args, 0, t)?, scalar_arg(q, args, 1, t)?)),
+        "max_of" => StepValue::Scalar(go_max(scalar_arg(q, args, 0, t)?, scalar_arg(q, args, 1, t)?)),
         "round" => round(q, args, t)?,
         "clamp" => clamp(q, args, t)?,
         "clamp_min" => {
@@ -68,11 +58,10 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
         "label_replace" => label_replace(q, args, t)?,
         "label_join" => label_join(q, args, t)?,
         "sort" | "sort_desc" => sort_by_value(vector_arg(q, args, 0, t)?, name == "sort_desc"),
-        "sort_by_label" | "sort_by_label_desc" => {
-            sort_by_label(q, args, t, name == "sort_by_label_desc")?
+        "sort_by_label" | "sort_by_label_desc" => sort_by_label(q, args, t, name == "sort_by_label_desc")?,
+        "minute" | "hour" | "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month" | "month" | "year" => {
+            date_fn(q, name, args, t)?
         }
-        "minute" | "hour" | "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month"
-        | "month" | "year" => date_fn(q, name, args, t)?,
         "info" => StepValue::Vector(vector_arg(q, args, 0, t)?),
         _ => return Ok(None),
     };
@@ -117,42 +106,28 @@ fn math_fn(name: &str) -> Option<fn(f64) -> f64> {
 }
 
 pub(crate) fn vector_arg(q: &Query, args: &[Box<Expr>], i: usize, t: i64) -> Result<Vec<Elem>> {
-    let a = args
-        .get(i)
-        .ok_or_else(|| EvalError::bad(format!("missing argument {}", i + 1)))?;
+    let a = args.get(i).ok_or_else(|| EvalError::bad(format!("missing argument {}", i + 1)))?;
     q.eval_vector(a, t)
 }
 
 pub(crate) fn scalar_arg(q: &Query, args: &[Box<Expr>], i: usize, t: i64) -> Result<f64> {
-    let a = args
-        .get(i)
-        .ok_or_else(|| EvalError::bad(format!("missing argument {}", i + 1)))?;
+    let a = args.get(i).ok_or_else(|| EvalError::bad(format!("missing argument {}", i + 1)))?;
     q.eval_scalar(a, t)
 }
 
 fn string_arg(q: &Query, args: &[Box<Expr>], i: usize, t: i64) -> Result<String> {
-    let a = args
-        .get(i)
-        .ok_or_else(|| EvalError::bad(format!("missing argument {}", i + 1)))?;
+    let a = args.get(i).ok_or_else(|| EvalError::bad(format!("missing argument {}", i + 1)))?;
     q.eval_string(a, t)
 }
 
 /// Applies `f` to every value; the result loses its metric name.
 fn map_values(v: Vec<Elem>, f: impl Fn(f64) -> f64) -> StepValue {
-    StepValue::Vector(
-        v.into_iter()
-            .map(|e| Elem::new(e.labels, f(e.value), true))
-            .collect(),
-    )
+    StepValue::Vector(v.into_iter().map(|e| Elem::new(e.labels, f(e.value), true)).collect())
 }
 
 fn round(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
     let v = vector_arg(q, args, 0, t)?;
-    let to = if args.len() > 1 {
-        scalar_arg(q, args, 1, t)?
-    } else {
-        1.0
-    };
+    let to = if args.len() > 1 { scalar_arg(q, args, 1, t)? } else { 1.0 };
     let inv = 1.0 / to;
     Ok(map_values(v, move |x| (x * inv + 0.5).floor() / inv))
 }
@@ -168,18 +143,12 @@ fn clamp(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
 
 /// `timestamp(v)`: the sample timestamps for a plain selector, otherwise the evaluation time.
 fn timestamp(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
-    let mut arg = args
-        .first()
-        .map(|a| a.as_ref())
-        .ok_or_else(|| EvalError::bad("missing argument"))?;
+    let mut arg = args.first().map(|a| a.as_ref()).ok_or_else(|| EvalError::bad("missing argument"))?;
     while let Expr::Paren(p) = arg {
         arg = &p.expr;
     }
     if let Expr::VectorSelector(vs) = arg {
-        let out = q
-            .select_instant(vs, t)
-            .into_iter()
-            .map(|(e, ts)| Elem::new(e.labels, ts as f64 / 1e3, true));
+        let out = q.select_instant(vs, t).into_iter().map(|(e, ts)| Elem::new(e.labels, ts as f64 / 1e3, true));
         return Ok(StepValue::Vector(out.collect()));
     }
     let v = q.eval_vector(arg, t)?;
@@ -214,9 +183,7 @@ pub(crate) fn absent_labels(e: &Expr) -> Labels {
 
 fn check_label_name(func: &str, name: &str) -> Result<()> {
     if !crate::labels::is_valid_label_name(name) {
-        return Err(EvalError::exec(format!(
-            "invalid destination label name in {func}(): {name}"
-        )));
+        return Err(EvalError::exec(format!("invalid destination label name in {func}(): {name}")));
     }
     Ok(())
 }
@@ -225,9 +192,7 @@ fn unique(v: Vec<Elem>) -> Result<StepValue> {
     let mut seen = std::collections::HashSet::with_capacity(v.len());
     for e in &v {
         if !seen.insert(&e.labels) {
-            return Err(EvalError::exec(
-                "vector cannot contain metrics with the same labelset",
-            ));
+            return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
         }
     }
     Ok(StepValue::Vector(v))
@@ -239,11 +204,8 @@ fn label_replace(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
     let repl = string_arg(q, args, 2, t)?;
     let src = string_arg(q, args, 3, t)?;
     let pattern = string_arg(q, args, 4, t)?;
-    let re = regex::Regex::new(&format!("^(?s:{pattern})$")).map_err(|e| {
-        EvalError::exec(format!(
-            "invalid regular expression in label_replace(): {pattern}: {e}"
-        ))
-    })?;
+    let re = regex::Regex::new(&format!("^(?s:{pattern})$"))
+        .map_err(|e| EvalError::exec(format!("invalid regular expression in label_replace(): {pattern}: {e}")))?;
     check_label_name("label_replace", &dst)?;
     let mut out = Vec::with_capacity(v.len());
     for mut e in v {
@@ -398,11 +360,7 @@ fn date_fn(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<StepValu
 }
 
 fn days_in_month(year: i32, month: u32) -> u32 {
-    let (ny, nm) = if month == 12 {
-        (year + 1, 1)
-    } else {
-        (year, month + 1)
-    };
+    let (ny, nm) = if month == 12 { (year + 1, 1) } else { (year, month + 1) };
     let first_next = chrono::NaiveDate::from_ymd_opt(ny, nm, 1);
     let first = chrono::NaiveDate::from_ymd_opt(year, month, 1);
     match (first, first_next) {
