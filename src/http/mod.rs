@@ -11,4 +11,4 @@ pub mod import;
 pub mod params;
 pub mod router;
 
-pub use router::{router, AppState, Limits};
+pub use router::{router, AppState, Limits, QueryConfig};

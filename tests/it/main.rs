@@ -8,5 +8,6 @@ mod crash;
 mod import_export;
 mod manifest;
 mod metadata_api;
+mod query_api;
 mod retention;
 mod storage_api;
