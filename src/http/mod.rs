@@ -14,4 +14,4 @@ pub mod remote_read;
 pub mod remote_write;
 pub mod router;
 
-pub use router::{router, AppState, Limits};
+pub use router::{router, AppState, Limits, QueryConfig};

@@ -1,3 +1,21 @@
 //! PromQL evaluation. Pure: no I/O; storage is reached only through [`source::Source`].
+//!
+//! Entry points: [`Engine::instant`] and [`Engine::range`]. Values are [`Value`]s, failures
+//! [`EvalError`]s (with a Prometheus `errorType`), and warnings travel beside results as
+//! [`Annotations`].
 
+pub mod annotations;
+pub mod engine;
+pub mod error;
+mod eval;
+mod functions;
 pub mod source;
+pub mod value;
+
+pub use annotations::{Annotation, Annotations, Severity};
+pub use engine::{parse, Engine, EngineOptions, QueryResult};
+pub use error::EvalError;
+pub use value::{InstantSample, RangeSeries, Value};
+
+#[cfg(test)]
+mod tests;

@@ -7,6 +7,8 @@ mod bad_input;
 mod crash;
 mod import_export;
 mod manifest;
+mod metadata_api;
+mod query_api;
 mod real_prometheus;
 mod remote_write;
 mod retention;

@@ -289,7 +289,12 @@ fn every_bad_remote_write_gets_its_status_and_reason_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let limits = Limits { max_request_bytes: 1 << 20, ..Limits::default() };
-    let config = ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), storage: storage_config(dir.path()), limits };
+    let config = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        storage: storage_config(dir.path()),
+        limits,
+        query: Default::default(),
+    };
     let server = InProcess::start_with(runtime, config);
     let base = server.url("");
     let url = format!("{base}/api/v1/write");
@@ -492,7 +497,7 @@ fn overload_answers_429_with_retry_after() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let storage = saltdb::storage::Storage::open(storage_config(dir.path())).unwrap();
     let busy = RemoteState { write_slots: tokio::sync::Semaphore::new(0), ..RemoteState::default() };
-    let state = Arc::new(AppState { remote: busy, ..AppState::new(storage, Limits::default()) });
+    let state = Arc::new(AppState { remote: busy, ..AppState::new(storage, Limits::default(), Default::default()) });
     let mut headers = axum::http::HeaderMap::new();
     headers.insert("content-type", "application/x-protobuf".parse().unwrap());
     headers.insert("content-encoding", "snappy".parse().unwrap());

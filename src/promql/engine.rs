@@ -1,0 +1,347 @@
+//! The public entry points: [`Engine::instant`] and [`Engine::range`], the limits they enforce,
+//! and the assembly of per-step values into a [`QueryResult`].
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use promql_parser::parser::value::ValueType;
+use promql_parser::parser::Expr;
+
+use super::annotations::Annotations;
+use super::error::{EvalError, Result};
+use super::eval::Query;
+use super::source::Source;
+use super::value::{without_name, Elem, InstantSample, RangeSeries, StepValue, Value};
+use crate::labels::Labels;
+use crate::sample::Sample;
+
+/// Prometheus' limit on points per series in a range query.
+pub const MAX_POINTS_PER_SERIES: i64 = 11_000;
+/// Deepest accepted expression nesting; deeper queries are rejected as `bad_data`.
+pub const MAX_NESTING_DEPTH: usize = 200;
+/// Most operators/brackets accepted in one query text (bounds the AST size before parsing).
+const MAX_QUERY_TOKENS: usize = 20_000;
+
+/// Limits and defaults of the evaluator.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// How far back an instant selector looks for the latest sample (Prometheus: 5m).
+    pub lookback_ms: i64,
+    /// Most samples a query may load or hold at once.
+    pub max_samples: usize,
+    /// Longest a query may run.
+    pub timeout: Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self { lookback_ms: 300_000, max_samples: 50_000_000, timeout: Duration::from_secs(120) }
+    }
+}
+
+/// A query's value together with the warnings and infos raised while computing it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryResult {
+    /// The value.
+    pub value: Value,
+    /// Warnings and infos (never errors).
+    pub annotations: Annotations,
+}
+
+/// The PromQL evaluator. Cheap to share; holds no per-query state.
+#[derive(Clone, Debug, Default)]
+pub struct Engine {
+    opts: EngineOptions,
+}
+
+impl Engine {
+    /// Builds an engine with the given limits.
+    pub fn new(opts: EngineOptions) -> Self {
+        Self { opts }
+    }
+
+    /// The engine's limits.
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
+    /// Evaluates `query` at `time_ms`.
+    ///
+    /// # Errors
+    /// [`EvalError`]: `bad_data` for unparsable or invalid queries, `execution` for evaluation
+    /// failures and exceeded sample limits, `timeout` when the timeout passes.
+    pub fn instant(&self, src: &dyn Source, query: &str, time_ms: i64) -> Result<QueryResult> {
+        let expr = parse(query)?;
+        let mut q = Query::new(&self.opts, time_ms, time_ms, 0);
+        q.preload(src, &expr)?;
+        let v = q.eval(&expr, time_ms)?;
+        let value = instant_value(v, time_ms)?;
+        Ok(QueryResult { value, annotations: q.into_annotations() })
+    }
+
+    /// Evaluates `query` at every step from `start_ms` to `end_ms` (inclusive).
+    ///
+    /// # Errors
+    /// As [`Engine::instant`]; also `bad_data` for a non-positive step, an end before the start,
+    /// more than [`MAX_POINTS_PER_SERIES`] steps, or an expression that is not a scalar or
+    /// instant vector.
+    pub fn range(
+        &self,
+        src: &dyn Source,
+        query: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> Result<QueryResult> {
+        check_range(start_ms, end_ms, step_ms)?;
+        let expr = parse(query)?;
+        match expr.value_type() {
+            ValueType::Scalar | ValueType::Vector => {}
+            other => {
+                return Err(EvalError::bad(format!(
+                    "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
+                    type_word(other)
+                )))
+            }
+        }
+        let mut q = Query::new(&self.opts, start_ms, end_ms, step_ms);
+        q.preload(src, &expr)?;
+        let mut acc = RangeAccumulator::default();
+        let mut t = start_ms;
+        while t <= end_ms {
+            q.check_deadline()?;
+            let v = q.eval(&expr, t)?;
+            acc.push(t, v)?;
+            q.check_samples(acc.points)?;
+            t += step_ms;
+        }
+        if contains_sort(&expr) {
+            q.warn("sort is ineffective for range queries since results are always ordered by labels");
+        }
+        let value = Value::Matrix(acc.finish()?);
+        Ok(QueryResult { value, annotations: q.into_annotations() })
+    }
+}
+
+fn type_word(t: ValueType) -> &'static str {
+    match t {
+        ValueType::Vector => "instant vector",
+        ValueType::Scalar => "scalar",
+        ValueType::Matrix => "range vector",
+        ValueType::String => "string",
+    }
+}
+
+fn check_range(start_ms: i64, end_ms: i64, step_ms: i64) -> Result<()> {
+    if step_ms <= 0 {
+        return Err(EvalError::bad(
+            "zero or negative query resolution step widths are not accepted. Try a positive integer",
+        ));
+    }
+    if end_ms < start_ms {
+        return Err(EvalError::bad("end timestamp must not be before start time"));
+    }
+    if (end_ms - start_ms) / step_ms >= MAX_POINTS_PER_SERIES {
+        return Err(EvalError::bad(
+            "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)",
+        ));
+    }
+    Ok(())
+}
+
+/// Parses a query, rejecting absurdly large or deep ones before they can exhaust the stack.
+///
+/// # Errors
+/// `bad_data` with the parser's message, or when a nesting/size limit is exceeded.
+pub fn parse(query: &str) -> Result<Expr> {
+    check_text_limits(query)?;
+    let expr = promql_parser::parser::parse(query).map_err(EvalError::bad)?;
+    if depth_exceeds(&expr, MAX_NESTING_DEPTH) {
+        return Err(EvalError::bad(format!("query is nested more than {MAX_NESTING_DEPTH} levels deep")));
+    }
+    Ok(expr)
+}
+
+/// Counts bracket nesting and operator characters outside string literals.
+fn check_text_limits(query: &str) -> Result<()> {
+    let (mut depth, mut max_depth, mut tokens) = (0usize, 0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in query.chars() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' && q != '`' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' | '`' => quote = Some(c),
+            '(' | '[' | '{' => {
+                depth += 1;
+                max_depth = max_depth.max(depth);
+                tokens += 1;
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            '+' | '-' | '*' | '/' | '%' | '^' | '=' | '<' | '>' | '!' | ',' => tokens += 1,
+            _ => {}
+        }
+    }
+    if max_depth > MAX_NESTING_DEPTH || tokens > MAX_QUERY_TOKENS {
+        return Err(EvalError::bad(format!(
+            "query is too complex: more than {MAX_NESTING_DEPTH} nested brackets or {MAX_QUERY_TOKENS} operators"
+        )));
+    }
+    Ok(())
+}
+
+/// True when the AST is deeper than `limit` (the walk itself stops at the limit).
+fn depth_exceeds(e: &Expr, limit: usize) -> bool {
+    if limit == 0 {
+        return true;
+    }
+    let next = limit - 1;
+    match e {
+        Expr::Aggregate(a) => depth_exceeds(&a.expr, next) || a.param.as_ref().is_some_and(|p| depth_exceeds(p, next)),
+        Expr::Unary(u) => depth_exceeds(&u.expr, next),
+        Expr::Binary(b) => depth_exceeds(&b.lhs, next) || depth_exceeds(&b.rhs, next),
+        Expr::Paren(p) => depth_exceeds(&p.expr, next),
+        Expr::Subquery(s) => depth_exceeds(&s.expr, next),
+        Expr::Call(c) => c.args.args.iter().any(|a| depth_exceeds(a, next)),
+        _ => false,
+    }
+}
+
+/// True when a `sort*` function appears anywhere in the expression.
+fn contains_sort(e: &Expr) -> bool {
+    match e {
+        Expr::Aggregate(a) => contains_sort(&a.expr),
+        Expr::Unary(u) => contains_sort(&u.expr),
+        Expr::Binary(b) => contains_sort(&b.lhs) || contains_sort(&b.rhs),
+        Expr::Paren(p) => contains_sort(&p.expr),
+        Expr::Subquery(s) => contains_sort(&s.expr),
+        Expr::Call(c) => c.func.name.starts_with("sort") || c.args.args.iter().any(|a| contains_sort(a)),
+        _ => false,
+    }
+}
+
+/// Turns the root's value at the instant into the public result, applying delayed name removal.
+fn instant_value(v: StepValue, t: i64) -> Result<Value> {
+    Ok(match v {
+        StepValue::Scalar(value) => Value::Scalar { timestamp_ms: t, value },
+        StepValue::String(value) => Value::String { timestamp_ms: t, value },
+        StepValue::Vector(elems) => Value::Vector(finish_vector(elems, t)?),
+        StepValue::Matrix(windows) => {
+            let mut out: Vec<RangeSeries> = windows
+                .into_iter()
+                .map(|w| RangeSeries {
+                    labels: if w.drop_name { without_name(&w.labels) } else { w.labels },
+                    samples: w.samples,
+                })
+                .collect();
+            out.sort_by(|a, b| a.labels.cmp(&b.labels));
+            Value::Matrix(out)
+        }
+    })
+}
+
+fn finish_vector(elems: Vec<Elem>, t: i64) -> Result<Vec<InstantSample>> {
+    let out: Vec<InstantSample> = elems
+        .into_iter()
+        .map(|e| InstantSample {
+            labels: if e.drop_name { without_name(&e.labels) } else { e.labels },
+            timestamp_ms: t,
+            value: e.value,
+        })
+        .collect();
+    let mut seen = std::collections::HashSet::with_capacity(out.len());
+    for s in &out {
+        if !seen.insert(&s.labels) {
+            return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
+        }
+    }
+    Ok(out)
+}
+
+/// Collects per-step values of a range query into series keyed by their labels.
+#[derive(Default)]
+struct RangeAccumulator {
+    index: HashMap<Labels, usize>,
+    series: Vec<(Labels, Vec<Sample>, bool)>,
+    points: usize,
+}
+
+impl RangeAccumulator {
+    fn push(&mut self, t: i64, v: StepValue) -> Result<()> {
+        match v {
+            StepValue::Scalar(x) => self.add(Labels::empty(), t, x, false),
+            StepValue::Vector(elems) => {
+                let mut seen = std::collections::HashSet::with_capacity(elems.len());
+                for e in &elems {
+                    if !seen.insert(&e.labels) {
+                        return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
+                    }
+                }
+                for e in elems {
+                    self.add(e.labels, t, e.value, e.drop_name);
+                }
+            }
+            other => {
+                return Err(EvalError::bad(format!(
+                    "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
+                    other.type_name()
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, labels: Labels, t: i64, value: f64, drop_name: bool) {
+        self.points += 1;
+        let i = match self.index.get(&labels) {
+            Some(&i) => i,
+            None => {
+                self.series.push((labels.clone(), Vec::new(), false));
+                self.index.insert(labels, self.series.len() - 1);
+                self.series.len() - 1
+            }
+        };
+        if let Some(s) = self.series.get_mut(i) {
+            s.1.push(Sample::new(t, value));
+            s.2 |= drop_name;
+        }
+    }
+
+    /// Drops names where flagged, merges series that became equal (an error when they
+    /// overlap in time), and sorts by labels.
+    fn finish(self) -> Result<Vec<RangeSeries>> {
+        let mut merged: HashMap<Labels, Vec<Sample>> = HashMap::with_capacity(self.series.len());
+        for (labels, samples, drop) in self.series {
+            let labels = if drop { without_name(&labels) } else { labels };
+            match merged.get_mut(&labels) {
+                None => {
+                    merged.insert(labels, samples);
+                }
+                Some(existing) => {
+                    existing.extend(samples);
+                    existing.sort_by_key(|s| s.timestamp_ms);
+                    if existing.windows(2).any(|w| matches!(w, [a, b] if a.timestamp_ms == b.timestamp_ms)) {
+                        return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
+                    }
+                }
+            }
+        }
+        let mut out: Vec<RangeSeries> =
+            merged.into_iter().map(|(labels, samples)| RangeSeries { labels, samples }).collect();
+        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        Ok(out)
+    }
+}
+
+/// Deadline bookkeeping shared by the evaluator.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    Instant::now().checked_add(timeout).unwrap_or_else(Instant::now)
+}

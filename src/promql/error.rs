@@ -1,0 +1,60 @@
+//! Typed evaluation errors. The HTTP edge maps them once through [`EvalError::error_type`].
+
+use super::source::SourceError;
+
+/// Why a query could not be answered.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalError {
+    /// The query text does not parse, or is semantically invalid before evaluation
+    /// (wrong argument types, too deep nesting, too many points per series).
+    #[error("{0}")]
+    BadData(String),
+    /// Evaluation failed (duplicate label sets, invalid function parameters, ...).
+    #[error("{0}")]
+    Execution(String),
+    /// The query ran longer than the configured timeout.
+    #[error("query timed out in {0}")]
+    Timeout(&'static str),
+    /// The query loaded or produced more samples than allowed.
+    #[error("query processing would load too many samples into memory in {0}")]
+    TooManySamples(&'static str),
+    /// The storage behind the source failed.
+    #[error("{0}")]
+    Source(#[from] SourceError),
+}
+
+impl EvalError {
+    /// The Prometheus API `errorType` for this error: `bad_data`, `execution` or `timeout`.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            Self::BadData(_) => "bad_data",
+            Self::Timeout(_) => "timeout",
+            Self::Execution(_) | Self::TooManySamples(_) | Self::Source(_) => "execution",
+        }
+    }
+
+    pub(crate) fn exec(msg: impl Into<String>) -> Self {
+        Self::Execution(msg.into())
+    }
+
+    pub(crate) fn bad(msg: impl Into<String>) -> Self {
+        Self::BadData(msg.into())
+    }
+}
+
+/// Shorthand for evaluation results.
+pub type Result<T> = std::result::Result<T, EvalError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_types_map_to_prometheus_names() {
+        assert_eq!(EvalError::bad("x").error_type(), "bad_data");
+        assert_eq!(EvalError::exec("x").error_type(), "execution");
+        assert_eq!(EvalError::Timeout("eval").error_type(), "timeout");
+        assert_eq!(EvalError::TooManySamples("eval").error_type(), "execution");
+    }
+}

@@ -1,0 +1,412 @@
+//! Step evaluation: one [`Query`] holds the series preloaded for every selector and evaluates
+//! expression nodes at one timestamp at a time. Range queries call [`Query::eval`] per step;
+//! subqueries call it per inner step.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryExpr, UnaryExpr, VectorSelector};
+
+use super::annotations::Annotations;
+use super::engine::{deadline_after, EngineOptions};
+use super::error::{EvalError, Result};
+use super::functions;
+use super::source::Source;
+use super::value::{Elem, StepValue, Window};
+use crate::labels::{Labels, METRIC_NAME};
+use crate::matcher::Matcher;
+use crate::sample::{is_stale_marker, Sample, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+
+/// Step of a subquery written without one (`[5m:]`), as Prometheus' default evaluation interval.
+pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
+
+/// Inner steps of one subquery evaluation, cached by (node, timestamp) because consecutive
+/// outer steps share most of their (absolutely aligned) inner steps.
+type SubqueryCache = HashMap<(usize, i64), StepValue>;
+
+/// The state of one query evaluation.
+pub(crate) struct Query<'o> {
+    opts: &'o EngineOptions,
+    /// Query start and end (equal for instant queries); `@ start()` / `@ end()` refer to them.
+    start: i64,
+    end: i64,
+    /// Range query step (0 for instant queries).
+    interval: i64,
+    /// Series loaded per selector node (keyed by the node's address, stable during the query).
+    data: HashMap<usize, Vec<SeriesSamples>>,
+    deadline: Instant,
+    loaded: Cell<usize>,
+    annotations: RefCell<Annotations>,
+    subquery_cache: RefCell<SubqueryCache>,
+    cached_points: Cell<usize>,
+}
+
+fn key<T>(node: &T) -> usize {
+    node as *const T as usize
+}
+
+/// Milliseconds of a parser duration (saturating).
+pub(crate) fn dur_ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn offset_ms(o: &Option<Offset>) -> i64 {
+    match o {
+        None => 0,
+        Some(Offset::Pos(d)) => dur_ms(*d),
+        Some(Offset::Neg(d)) => -dur_ms(*d),
+    }
+}
+
+fn system_time_ms(t: &SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => dur_ms(d),
+        Err(e) => -dur_ms(e.duration()),
+    }
+}
+
+impl<'o> Query<'o> {
+    pub fn new(opts: &'o EngineOptions, start: i64, end: i64, interval: i64) -> Self {
+        Self {
+            opts,
+            start,
+            end,
+            interval,
+            data: HashMap::new(),
+            deadline: deadline_after(opts.timeout),
+            loaded: Cell::new(0),
+            annotations: RefCell::new(Annotations::new()),
+            subquery_cache: RefCell::new(HashMap::new()),
+            cached_points: Cell::new(0),
+        }
+    }
+
+    pub fn into_annotations(self) -> Annotations {
+        self.annotations.into_inner()
+    }
+
+    pub fn warn(&self, msg: impl Into<String>) {
+        self.annotations.borrow_mut().warn(msg);
+    }
+
+    pub fn info(&self, msg: impl Into<String>) {
+        self.annotations.borrow_mut().info(msg);
+    }
+
+    pub fn check_deadline(&self) -> Result<()> {
+        if Instant::now() > self.deadline {
+            return Err(EvalError::Timeout("query evaluation"));
+        }
+        Ok(())
+    }
+
+    /// Fails when loaded samples plus `extra` intermediate points exceed the limit.
+    pub fn check_samples(&self, extra: usize) -> Result<()> {
+        let total = self.loaded.get().saturating_add(extra).saturating_add(self.cached_points.get());
+        if total > self.opts.max_samples {
+            return Err(EvalError::TooManySamples("query execution"));
+        }
+        Ok(())
+    }
+
+    pub fn start_ms(&self) -> i64 {
+        self.start
+    }
+
+    pub fn end_ms(&self) -> i64 {
+        self.end
+    }
+
+    pub fn interval_ms(&self) -> i64 {
+        self.interval
+    }
+
+    /// The time an `@` modifier pins to, if any.
+    pub fn at_ms(&self, at: &Option<AtModifier>) -> Option<i64> {
+        match at {
+            None => None,
+            Some(AtModifier::Start) => Some(self.start),
+            Some(AtModifier::End) => Some(self.end),
+            Some(AtModifier::At(t)) => Some(system_time_ms(t)),
+        }
+    }
+
+    /// Loads, once, the series every selector of `expr` needs over the whole query.
+    pub fn preload(&mut self, src: &dyn Source, expr: &Expr) -> Result<()> {
+        let mut plan = Vec::new();
+        self.plan(expr, self.start, self.end, &mut plan);
+        for (k, vs, lo, hi) in plan {
+            self.check_deadline()?;
+            let series = select_series(src, vs, lo, hi)?;
+            let n: usize = series.iter().map(|s| s.samples.len()).sum();
+            self.loaded.set(self.loaded.get().saturating_add(n));
+            self.check_samples(0)?;
+            self.data.insert(k, series);
+        }
+        Ok(())
+    }
+
+    /// Collects (node, selector, first ms, last ms) for every selector under `e`, evaluated
+    /// at times in `[lo, hi]`.
+    fn plan<'e>(&self, e: &'e Expr, lo: i64, hi: i64, out: &mut Vec<(usize, &'e VectorSelector, i64, i64)>) {
+        match e {
+            Expr::VectorSelector(vs) => {
+                let (a, b) = self.shifted(&vs.at, &vs.offset, lo, hi);
+                out.push((key(vs), vs, a.saturating_sub(self.opts.lookback_ms), b));
+            }
+            Expr::MatrixSelector(ms) => {
+                let (a, b) = self.shifted(&ms.vs.at, &ms.vs.offset, lo, hi);
+                out.push((key(&ms.vs), &ms.vs, a.saturating_sub(dur_ms(ms.range)), b));
+            }
+            Expr::Subquery(sq) => {
+                let (a, b) = self.shifted(&sq.at, &sq.offset, lo, hi);
+                self.plan(&sq.expr, a.saturating_sub(dur_ms(sq.range)), b, out);
+            }
+            Expr::Aggregate(a) => {
+                self.plan(&a.expr, lo, hi, out);
+                if let Some(p) = &a.param {
+                    self.plan(p, lo, hi, out);
+                }
+            }
+            Expr::Unary(u) => self.plan(&u.expr, lo, hi, out),
+            Expr::Binary(b) => {
+                self.plan(&b.lhs, lo, hi, out);
+                self.plan(&b.rhs, lo, hi, out);
+            }
+            Expr::Paren(p) => self.plan(&p.expr, lo, hi, out),
+            Expr::Call(c) => c.args.args.iter().for_each(|a| self.plan(a, lo, hi, out)),
+            _ => {}
+        }
+    }
+
+    fn shifted(&self, at: &Option<AtModifier>, off: &Option<Offset>, lo: i64, hi: i64) -> (i64, i64) {
+        let o = offset_ms(off);
+        match self.at_ms(at) {
+            Some(t) => (t - o, t - o),
+            None => (lo - o, hi - o),
+        }
+    }
+
+    fn series_of(&self, vs: &VectorSelector) -> &[SeriesSamples] {
+        self.data.get(&key(vs)).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Evaluates `e` at `t`.
+    pub fn eval(&self, e: &Expr, t: i64) -> Result<StepValue> {
+        match e {
+            Expr::NumberLiteral(n) => Ok(StepValue::Scalar(n.val)),
+            Expr::StringLiteral(s) => Ok(StepValue::String(s.val.clone())),
+            Expr::Paren(p) => self.eval(&p.expr, t),
+            Expr::Unary(u) => self.eval_unary(u, t),
+            Expr::VectorSelector(vs) => {
+                Ok(StepValue::Vector(self.select_instant(vs, t).into_iter().map(|(e, _)| e).collect()))
+            }
+            Expr::MatrixSelector(ms) => Ok(StepValue::Matrix(self.select_range(ms, t).0)),
+            Expr::Subquery(sq) => Ok(StepValue::Matrix(self.eval_subquery(sq, t)?.0)),
+            Expr::Binary(b) => super::functions::binary_op::eval(self, b, t),
+            Expr::Aggregate(a) => super::functions::aggr::eval(self, a, t),
+            Expr::Call(c) => functions::call(self, c, t),
+            Expr::Extension(_) => Err(EvalError::bad("unsupported expression extension")),
+        }
+    }
+
+    /// Evaluates `e`, which must be an instant vector.
+    pub fn eval_vector(&self, e: &Expr, t: i64) -> Result<Vec<Elem>> {
+        match self.eval(e, t)? {
+            StepValue::Vector(v) => Ok(v),
+            other => Err(EvalError::bad(format!("expected instant vector, got {}", other.type_name()))),
+        }
+    }
+
+    /// Evaluates `e`, which must be a scalar.
+    pub fn eval_scalar(&self, e: &Expr, t: i64) -> Result<f64> {
+        match self.eval(e, t)? {
+            StepValue::Scalar(v) => Ok(v),
+            other => Err(EvalError::bad(format!("expected scalar, got {}", other.type_name()))),
+        }
+    }
+
+    /// Evaluates `e`, which must be a string.
+    pub fn eval_string(&self, e: &Expr, t: i64) -> Result<String> {
+        match self.eval(e, t)? {
+            StepValue::String(v) => Ok(v),
+            other => Err(EvalError::bad(format!("expected string, got {}", other.type_name()))),
+        }
+    }
+
+    fn eval_unary(&self, u: &UnaryExpr, t: i64) -> Result<StepValue> {
+        match self.eval(&u.expr, t)? {
+            StepValue::Scalar(v) => Ok(StepValue::Scalar(-v)),
+            StepValue::Vector(v) => {
+                Ok(StepValue::Vector(v.into_iter().map(|e| Elem::new(e.labels, -e.value, true)).collect()))
+            }
+            other => Err(EvalError::bad(format!("unary minus is not defined on {}", other.type_name()))),
+        }
+    }
+
+    /// The latest sample of every selected series in the lookback window `(te - lookback, te]`,
+    /// with the sample's own timestamp. A staleness marker as latest sample hides the series.
+    pub fn select_instant(&self, vs: &VectorSelector, t: i64) -> Vec<(Elem, i64)> {
+        let te = self.at_ms(&vs.at).unwrap_or(t) - offset_ms(&vs.offset);
+        let lo = te - self.opts.lookback_ms;
+        let mut out = Vec::new();
+        for s in self.series_of(vs) {
+            let idx = s.samples.partition_point(|p| p.timestamp_ms <= te);
+            let Some(last) = idx.checked_sub(1).and_then(|i| s.samples.get(i)) else {
+                continue;
+            };
+            if last.timestamp_ms <= lo || is_stale_marker(last.value) {
+                continue;
+            }
+            out.push((Elem::new(s.labels.clone(), last.value, false), last.timestamp_ms));
+        }
+        out
+    }
+
+    /// The samples of every selected series in `(te - range, te]` (staleness markers removed),
+    /// with the window bounds.
+    pub fn select_range(&self, ms: &MatrixSelector, t: i64) -> (Vec<Window>, i64, i64) {
+        let te = self.at_ms(&ms.vs.at).unwrap_or(t) - offset_ms(&ms.vs.offset);
+        let lo = te - dur_ms(ms.range);
+        let mut out = Vec::new();
+        for s in self.series_of(&ms.vs) {
+            let a = s.samples.partition_point(|p| p.timestamp_ms <= lo);
+            let b = s.samples.partition_point(|p| p.timestamp_ms <= te);
+            let samples: Vec<Sample> =
+                s.samples.get(a..b).unwrap_or(&[]).iter().filter(|p| !is_stale_marker(p.value)).copied().collect();
+            if !samples.is_empty() {
+                out.push(Window { labels: s.labels.clone(), samples, drop_name: false });
+            }
+        }
+        (out, lo, te)
+    }
+
+    /// Evaluates a range-vector argument (selector or subquery, possibly in parentheses) at `t`,
+    /// returning the windows and their bounds `(start, end]`.
+    pub fn eval_range_arg(&self, e: &Expr, t: i64) -> Result<(Vec<Window>, i64, i64)> {
+        match e {
+            Expr::MatrixSelector(ms) => Ok(self.select_range(ms, t)),
+            Expr::Subquery(sq) => self.eval_subquery(sq, t),
+            Expr::Paren(p) => self.eval_range_arg(&p.expr, t),
+            other => Err(EvalError::bad(format!("expected range vector, got {}", self.eval(other, t)?.type_name()))),
+        }
+    }
+
+    /// Evaluates the inner expression at every multiple of the subquery step in
+    /// `(te - range, te]` and gathers the results into windows.
+    pub fn eval_subquery(&self, sq: &SubqueryExpr, t: i64) -> Result<(Vec<Window>, i64, i64)> {
+        let te = self.at_ms(&sq.at).unwrap_or(t) - offset_ms(&sq.offset);
+        let lo = te - dur_ms(sq.range);
+        let step = sq.step.map(dur_ms).unwrap_or(DEFAULT_SUBQUERY_STEP_MS);
+        if step <= 0 {
+            return Err(EvalError::bad("subquery step must be positive"));
+        }
+        let mut ts = lo.div_euclid(step) * step;
+        if ts <= lo {
+            ts += step;
+        }
+        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut windows: Vec<Window> = Vec::new();
+        while ts <= te {
+            self.check_deadline()?;
+            let v = self.eval_cached(sq, ts)?;
+            gather_step(&mut index, &mut windows, v, ts)?;
+            ts += step;
+        }
+        let points: usize = windows.iter().map(|w| w.samples.len()).sum();
+        self.check_samples(points)?;
+        Ok((windows, lo, te))
+    }
+
+    fn eval_cached(&self, sq: &SubqueryExpr, ts: i64) -> Result<StepValue> {
+        let k = (key(sq), ts);
+        if let Some(v) = self.subquery_cache.borrow().get(&k) {
+            return Ok(v.clone());
+        }
+        let v = self.eval(&sq.expr, ts)?;
+        if let StepValue::Vector(elems) = &v {
+            self.cached_points.set(self.cached_points.get().saturating_add(elems.len()));
+        }
+        self.check_samples(0)?;
+        self.subquery_cache.borrow_mut().insert(k, v.clone());
+        Ok(v)
+    }
+}
+
+fn gather_step(index: &mut HashMap<Labels, usize>, windows: &mut Vec<Window>, v: StepValue, ts: i64) -> Result<()> {
+    let elems = match v {
+        StepValue::Scalar(x) => vec![Elem::new(Labels::empty(), x, false)],
+        StepValue::Vector(v) => v,
+        other => {
+            return Err(EvalError::bad(format!(
+                "subquery is only allowed on instant vector, got {} instead",
+                other.type_name()
+            )))
+        }
+    };
+    for e in elems {
+        let i = match index.get(&e.labels) {
+            Some(&i) => i,
+            None => {
+                windows.push(Window { labels: e.labels.clone(), samples: Vec::new(), drop_name: false });
+                index.insert(e.labels.clone(), windows.len() - 1);
+                windows.len() - 1
+            }
+        };
+        if let Some(w) = windows.get_mut(i) {
+            if w.samples.last().is_some_and(|s| s.timestamp_ms == ts) {
+                return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
+            }
+            w.samples.push(Sample::new(ts, e.value));
+            w.drop_name |= e.drop_name;
+        }
+    }
+    Ok(())
+}
+
+/// Matchers of a selector: its own plus the metric name written before the braces. With
+/// `or` groups (`{a="1" or b="2"}`), one matcher list per group.
+fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
+    let conv = |ms: &[promql_parser::label::Matcher]| -> Result<Vec<Matcher>> {
+        let mut out = ms
+            .iter()
+            .map(|m| Matcher::from_parsed(m).map_err(|e| EvalError::bad(e.to_string())))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(name) = &vs.name {
+            out.push(Matcher::equal(METRIC_NAME, name.clone()));
+        }
+        Ok(out)
+    };
+    if vs.matchers.or_matchers.is_empty() {
+        return Ok(vec![conv(&vs.matchers.matchers)?]);
+    }
+    vs.matchers.or_matchers.iter().map(|g| conv(g)).collect()
+}
+
+fn select_series(src: &dyn Source, vs: &VectorSelector, lo: i64, hi: i64) -> Result<Vec<SeriesSamples>> {
+    // Windows are left-open: a sample at exactly `lo` is never used.
+    let start = lo.saturating_add(1).max(MIN_TIMESTAMP_MS);
+    let end = hi.min(MAX_TIMESTAMP_MS);
+    if end < start {
+        return Ok(Vec::new());
+    }
+    let groups = matcher_groups(vs)?;
+    if groups.len() == 1 {
+        let ms = groups.first().map(Vec::as_slice).unwrap_or(&[]);
+        let mut out = src.select(ms, start, end)?;
+        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        return Ok(out);
+    }
+    let mut seen: HashMap<Labels, ()> = HashMap::new();
+    let mut out = Vec::new();
+    for g in &groups {
+        for s in src.select(g, start, end)? {
+            if seen.insert(s.labels.clone(), ()).is_none() {
+                out.push(s);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.labels.cmp(&b.labels));
+    Ok(out)
+}

@@ -1,0 +1,256 @@
+//! Aggregation operators (`sum`, `avg`, `topk`, `count_values`, ...) with `by`/`without`.
+//! Registry: [`Aggr::from_name`].
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use promql_parser::parser::{AggregateExpr, LabelModifier};
+
+use super::stats::{format_float, kahan_sum, mean, quantile, variance};
+use crate::labels::{Labels, METRIC_NAME};
+use crate::promql::error::{EvalError, Result};
+use crate::promql::eval::Query;
+use crate::promql::value::{project, with_label, Elem, StepValue};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Aggr {
+    Sum,
+    Avg,
+    Count,
+    Min,
+    Max,
+    Group,
+    Stddev,
+    Stdvar,
+    Quantile,
+    Topk,
+    Bottomk,
+    Limitk,
+    LimitRatio,
+    CountValues,
+}
+
+impl Aggr {
+    fn from_name(name: &str) -> Option<Self> {
+        use Aggr::*;
+        Some(match name {
+            "sum" => Sum,
+            "avg" => Avg,
+            "count" => Count,
+            "min" => Min,
+            "max" => Max,
+            "group" => Group,
+            "stddev" => Stddev,
+            "stdvar" => Stdvar,
+            "quantile" => Quantile,
+            "topk" => Topk,
+            "bottomk" => Bottomk,
+            "limitk" => Limitk,
+            "limit_ratio" => LimitRatio,
+            "count_values" => CountValues,
+            _ => return None,
+        })
+    }
+}
+
+/// How series are grouped.
+struct Grouping<'a> {
+    without: bool,
+    names: &'a [String],
+}
+
+impl Grouping<'_> {
+    fn key(&self, labels: &Labels) -> Labels {
+        if self.without {
+            let v = labels
+                .iter()
+                .filter(|l| l.name != METRIC_NAME && !self.names.iter().any(|n| *n == l.name))
+                .cloned()
+                .collect();
+            Labels::from_trusted(v)
+        } else {
+            project(labels, self.names, true)
+        }
+    }
+}
+
+/// Evaluates an aggregation at `t`.
+pub(crate) fn eval(q: &Query, a: &AggregateExpr, t: i64) -> Result<StepValue> {
+    let name = a.op.to_string();
+    let op = Aggr::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown aggregation {name}")))?;
+    let empty: Vec<String> = Vec::new();
+    let grouping = match &a.modifier {
+        None => Grouping { without: false, names: &empty },
+        Some(LabelModifier::Include(l)) => Grouping { without: false, names: &l.labels },
+        Some(LabelModifier::Exclude(l)) => Grouping { without: true, names: &l.labels },
+    };
+    if op == Aggr::CountValues {
+        let p = a.param.as_ref().ok_or_else(|| EvalError::bad("count_values needs a label name"))?;
+        let label = q.eval_string(p, t)?;
+        let input = q.eval_vector(&a.expr, t)?;
+        return count_values(input, &grouping, &label);
+    }
+    let param = match &a.param {
+        Some(p) => Some(q.eval_scalar(p, t)?),
+        None => None,
+    };
+    let input = q.eval_vector(&a.expr, t)?;
+    match op {
+        Aggr::Topk | Aggr::Bottomk | Aggr::Limitk => select_k(q, op, input, &grouping, param.unwrap_or(f64::NAN)),
+        Aggr::LimitRatio => limit_ratio(q, input, &grouping, param.unwrap_or(f64::NAN)),
+        _ => Ok(StepValue::Vector(reduce(q, op, input, &grouping, param)?)),
+    }
+}
+
+/// Groups `input` by key, in order of first appearance.
+fn group(input: Vec<Elem>, grouping: &Grouping) -> Vec<(Labels, Vec<Elem>)> {
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut groups: Vec<(Labels, Vec<Elem>)> = Vec::new();
+    for e in input {
+        let k = grouping.key(&e.labels);
+        match index.get(&k) {
+            Some(&i) => {
+                if let Some(g) = groups.get_mut(i) {
+                    g.1.push(e);
+                }
+            }
+            None => {
+                index.insert(k.clone(), groups.len());
+                groups.push((k, vec![e]));
+            }
+        }
+    }
+    groups
+}
+
+fn reduce(q: &Query, op: Aggr, input: Vec<Elem>, grouping: &Grouping, param: Option<f64>) -> Result<Vec<Elem>> {
+    if op == Aggr::Quantile {
+        let p = param.unwrap_or(f64::NAN);
+        if !(0.0..=1.0).contains(&p) {
+            q.warn(format!("quantile value should be between 0 and 1, got {}", format_float(p)));
+        }
+    }
+    let mut out = Vec::new();
+    for (labels, elems) in group(input, grouping) {
+        let drop = elems.iter().any(|e| e.drop_name);
+        let vals = || elems.iter().map(|e| e.value);
+        let first = elems.first().map(|e| e.value).unwrap_or(f64::NAN);
+        let v = match op {
+            Aggr::Sum => kahan_sum(vals()),
+            Aggr::Avg => mean(vals()),
+            Aggr::Count => elems.len() as f64,
+            Aggr::Group => 1.0,
+            Aggr::Min => vals().fold(first, |m, v| if m > v || m.is_nan() { v } else { m }),
+            Aggr::Max => vals().fold(first, |m, v| if m < v || m.is_nan() { v } else { m }),
+            Aggr::Stddev => variance(vals()).sqrt(),
+            Aggr::Stdvar => variance(vals()),
+            Aggr::Quantile => quantile(param.unwrap_or(f64::NAN), vals().collect()),
+            _ => return Err(EvalError::bad("BUG: not a reducing aggregation")),
+        };
+        out.push(Elem::new(labels, v, drop));
+    }
+    Ok(out)
+}
+
+/// The k parameter as a count: NaN is an error, below 1 selects nothing.
+fn k_param(k: f64) -> Result<usize> {
+    if k.is_nan() {
+        return Err(EvalError::exec("Parameter value is NaN"));
+    }
+    if k < 1.0 {
+        return Ok(0);
+    }
+    Ok(if k >= usize::MAX as f64 { usize::MAX } else { k as usize })
+}
+
+/// Orders for topk (descending) / bottomk (ascending), NaN always last.
+fn k_order(a: f64, b: f64, top: bool) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => {
+            let o = a.partial_cmp(&b).unwrap_or(Ordering::Equal);
+            if top {
+                o.reverse()
+            } else {
+                o
+            }
+        }
+    }
+}
+
+fn select_k(q: &Query, op: Aggr, input: Vec<Elem>, grouping: &Grouping, k: f64) -> Result<StepValue> {
+    let _ = q;
+    let k = k_param(k)?;
+    if k == 0 {
+        return Ok(StepValue::Vector(Vec::new()));
+    }
+    let mut out = Vec::new();
+    for (_, mut elems) in group(input, grouping) {
+        if op != Aggr::Limitk {
+            let top = op == Aggr::Topk;
+            elems.sort_by(|a, b| k_order(a.value, b.value, top));
+        }
+        out.extend(elems.into_iter().take(k));
+    }
+    Ok(StepValue::Vector(out))
+}
+
+fn limit_ratio(q: &Query, input: Vec<Elem>, grouping: &Grouping, r: f64) -> Result<StepValue> {
+    if r.is_nan() {
+        return Err(EvalError::exec("Ratio value is NaN"));
+    }
+    let r = if r > 1.0 {
+        q.warn(format!("ratio value should be between -1 and 1, got {}, capping to 1", format_float(r)));
+        1.0
+    } else if r < -1.0 {
+        q.warn(format!("ratio value should be between -1 and 1, got {}, capping to -1", format_float(r)));
+        -1.0
+    } else {
+        r
+    };
+    let mut out = Vec::new();
+    for (_, elems) in group(input, grouping) {
+        for e in elems {
+            let offset = sample_offset(&e.labels);
+            if (r >= 0.0 && offset < r) || (r < 0.0 && offset >= 1.0 + r) {
+                out.push(e);
+            }
+        }
+    }
+    Ok(StepValue::Vector(out))
+}
+
+/// A stable position in `[0, 1)` for a label set (FNV-1a over the canonical encoding).
+fn sample_offset(labels: &Labels) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in labels.to_bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as f64 / u64::MAX as f64
+}
+
+fn count_values(input: Vec<Elem>, grouping: &Grouping, label: &str) -> Result<StepValue> {
+    if label.is_empty() {
+        return Err(EvalError::exec(format!("invalid label name {label:?}")));
+    }
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut out: Vec<Elem> = Vec::new();
+    for e in input {
+        let k = with_label(&grouping.key(&e.labels), label, &format_float(e.value));
+        match index.get(&k) {
+            Some(&i) => {
+                if let Some(o) = out.get_mut(i) {
+                    o.value += 1.0;
+                }
+            }
+            None => {
+                index.insert(k.clone(), out.len());
+                out.push(Elem::new(k, 1.0, false));
+            }
+        }
+    }
+    Ok(StepValue::Vector(out))
+}

@@ -1,0 +1,32 @@
+//! Function families, one registry per file: [`rollup`] (range-vector functions),
+//! [`transform`] (instant-vector and scalar functions), [`aggr`] (aggregation operators),
+//! [`binary_op`] (operators), [`histogram`] (classic-bucket histogram functions).
+
+pub(crate) mod aggr;
+pub(crate) mod binary_op;
+pub(crate) mod histogram;
+pub(crate) mod rollup;
+pub(crate) mod stats;
+pub(crate) mod transform;
+
+use promql_parser::parser::Call;
+
+use super::error::{EvalError, Result};
+use super::eval::Query;
+use super::value::StepValue;
+
+/// Evaluates a function call at `t`.
+pub(crate) fn call(q: &Query, c: &Call, t: i64) -> Result<StepValue> {
+    let name = c.func.name;
+    let args = c.args.args.as_slice();
+    if let Some(f) = rollup::lookup(name) {
+        return rollup::eval(q, f, args, t);
+    }
+    if let Some(v) = transform::call(q, name, args, t)? {
+        return Ok(v);
+    }
+    if let Some(v) = histogram::call(q, name, args, t)? {
+        return Ok(v);
+    }
+    Err(EvalError::bad(format!("function {name:?} is not supported")))
+}

@@ -1,0 +1,293 @@
+//! Range-vector functions (`rate`, `*_over_time`, ...): one value per series window.
+//! Registry: [`lookup`] maps a function name to its [`Rollup`].
+
+use promql_parser::parser::Expr;
+
+use super::stats::{kahan_sum, linear_regression, mean, quantile, variance};
+use crate::promql::error::{EvalError, Result};
+use crate::promql::eval::Query;
+use crate::promql::value::{Elem, StepValue};
+use crate::sample::Sample;
+
+/// A range-vector function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rollup {
+    Rate,
+    Increase,
+    Delta,
+    Irate,
+    Idelta,
+    Deriv,
+    PredictLinear,
+    Resets,
+    Changes,
+    Avg,
+    Min,
+    Max,
+    Sum,
+    Count,
+    Quantile,
+    Stddev,
+    Stdvar,
+    Last,
+    First,
+    Present,
+    Mad,
+    TsOfMin,
+    TsOfMax,
+    TsOfLast,
+    TsOfFirst,
+    DoubleExpSmoothing,
+    AbsentOverTime,
+}
+
+/// The registry: function name -> rollup.
+pub(crate) fn lookup(name: &str) -> Option<Rollup> {
+    use Rollup::*;
+    Some(match name {
+        "rate" => Rate,
+        "increase" => Increase,
+        "delta" => Delta,
+        "irate" => Irate,
+        "idelta" => Idelta,
+        "deriv" => Deriv,
+        "predict_linear" => PredictLinear,
+        "resets" => Resets,
+        "changes" => Changes,
+        "avg_over_time" => Avg,
+        "min_over_time" => Min,
+        "max_over_time" => Max,
+        "sum_over_time" => Sum,
+        "count_over_time" => Count,
+        "quantile_over_time" => Quantile,
+        "stddev_over_time" => Stddev,
+        "stdvar_over_time" => Stdvar,
+        "last_over_time" => Last,
+        "first_over_time" => First,
+        "present_over_time" => Present,
+        "mad_over_time" => Mad,
+        "ts_of_min_over_time" => TsOfMin,
+        "ts_of_max_over_time" => TsOfMax,
+        "ts_of_last_over_time" => TsOfLast,
+        "ts_of_first_over_time" => TsOfFirst,
+        "double_exponential_smoothing" | "holt_winters" => DoubleExpSmoothing,
+        "absent_over_time" => AbsentOverTime,
+        _ => return None,
+    })
+}
+
+/// Scalar parameters and window bounds a rollup may need.
+struct Ctx {
+    /// Window `(start, end]` in ms.
+    start: i64,
+    end: i64,
+    /// Evaluation time in ms.
+    t: i64,
+    params: Vec<f64>,
+}
+
+/// Evaluates rollup `f` over `args` at `t`.
+pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
+    let matrix_pos = if f == Rollup::Quantile { 1 } else { 0 };
+    let arg = args.get(matrix_pos).ok_or_else(|| EvalError::bad("missing range vector argument"))?;
+    let mut params = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        if i != matrix_pos {
+            params.push(q.eval_scalar(a, t)?);
+        }
+    }
+    let (windows, start, end) = q.eval_range_arg(arg, t)?;
+    if f == Rollup::AbsentOverTime {
+        let out = if windows.is_empty() {
+            vec![Elem::new(super::transform::absent_labels(arg), 1.0, false)]
+        } else {
+            Vec::new()
+        };
+        return Ok(StepValue::Vector(out));
+    }
+    check_params(q, f, &params)?;
+    let ctx = Ctx { start, end, t, params };
+    let keeps_name = matches!(f, Rollup::Last | Rollup::First);
+    let mut out = Vec::with_capacity(windows.len());
+    for w in windows {
+        if let Some(v) = compute(f, &w.samples, &ctx) {
+            let drop = if keeps_name { w.drop_name } else { true };
+            out.push(Elem::new(w.labels, v, drop));
+        }
+    }
+    Ok(StepValue::Vector(out))
+}
+
+fn check_params(q: &Query, f: Rollup, params: &[f64]) -> Result<()> {
+    match f {
+        Rollup::Quantile => {
+            let p = params.first().copied().unwrap_or(f64::NAN);
+            if !(0.0..=1.0).contains(&p) {
+                q.warn(format!("quantile value should be between 0 and 1, got {}", super::stats::format_float(p)));
+            }
+        }
+        Rollup::DoubleExpSmoothing => {
+            let sf = params.first().copied().unwrap_or(f64::NAN);
+            let tf = params.get(1).copied().unwrap_or(f64::NAN);
+            if !(sf > 0.0 && sf < 1.0) {
+                return Err(EvalError::exec(format!("invalid smoothing factor. Expected: 0 < sf < 1, got: {sf}")));
+            }
+            if !(tf > 0.0 && tf < 1.0) {
+                return Err(EvalError::exec(format!("invalid trend factor. Expected: 0 < tf < 1, got: {tf}")));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn values(s: &[Sample]) -> impl Iterator<Item = f64> + '_ {
+    s.iter().map(|p| p.value)
+}
+
+fn compute(f: Rollup, s: &[Sample], ctx: &Ctx) -> Option<f64> {
+    use Rollup::*;
+    let first = s.first()?;
+    let last = s.last()?;
+    let p0 = ctx.params.first().copied().unwrap_or(f64::NAN);
+    Some(match f {
+        Rate => extrapolated_rate(s, ctx, true, true)?,
+        Increase => extrapolated_rate(s, ctx, true, false)?,
+        Delta => extrapolated_rate(s, ctx, false, false)?,
+        Irate => instant_value(s, true)?,
+        Idelta => instant_value(s, false)?,
+        Deriv => {
+            if s.len() < 2 {
+                return None;
+            }
+            linear_regression(s, first.timestamp_ms).0
+        }
+        PredictLinear => {
+            if s.len() < 2 {
+                return None;
+            }
+            let (slope, intercept) = linear_regression(s, ctx.t);
+            slope * p0 + intercept
+        }
+        Resets => s.windows(2).filter(|w| matches!(w, [a, b] if b.value < a.value)).count() as f64,
+        Changes => s
+            .windows(2)
+            .filter(|w| matches!(w, [a, b] if !(a.value == b.value || (a.value.is_nan() && b.value.is_nan()))))
+            .count() as f64,
+        Avg => mean(values(s)),
+        Min => values(s).fold(first.value, |m, v| if v < m || m.is_nan() { v } else { m }),
+        Max => values(s).fold(first.value, |m, v| if v > m || m.is_nan() { v } else { m }),
+        Sum => kahan_sum(values(s)),
+        Count => s.len() as f64,
+        Quantile => quantile(p0, values(s).collect()),
+        Stddev => variance(values(s)).sqrt(),
+        Stdvar => variance(values(s)),
+        Last => last.value,
+        First => first.value,
+        Present => 1.0,
+        Mad => {
+            let vals: Vec<f64> = values(s).collect();
+            if vals.iter().any(|v| v.is_nan()) {
+                return Some(f64::NAN);
+            }
+            let median = quantile(0.5, vals.clone());
+            quantile(0.5, vals.iter().map(|v| (v - median).abs()).collect())
+        }
+        TsOfMin => ts_of_extreme(s, |v, m| v <= m)?,
+        TsOfMax => ts_of_extreme(s, |v, m| v >= m)?,
+        TsOfLast => last.timestamp_ms as f64 / 1e3,
+        TsOfFirst => first.timestamp_ms as f64 / 1e3,
+        DoubleExpSmoothing => double_exp_smoothing(s, p0, ctx.params.get(1).copied().unwrap_or(f64::NAN))?,
+        AbsentOverTime => return None,
+    })
+}
+
+/// Timestamp (seconds) of the last sample that is extreme by `better(value, best)`, NaN
+/// values only chosen when there is nothing else.
+fn ts_of_extreme(s: &[Sample], better: impl Fn(f64, f64) -> bool) -> Option<f64> {
+    let mut best = s.first()?;
+    for p in s {
+        if best.value.is_nan() || (!p.value.is_nan() && better(p.value, best.value)) {
+            best = p;
+        }
+    }
+    Some(best.timestamp_ms as f64 / 1e3)
+}
+
+/// `rate`, `increase` and `delta`: the change over the window, extrapolated towards the
+/// window bounds (never beyond half an average sample interval, nor below zero for counters).
+fn extrapolated_rate(s: &[Sample], ctx: &Ctx, is_counter: bool, is_rate: bool) -> Option<f64> {
+    if s.len() < 2 {
+        return None;
+    }
+    let (first, last) = (s.first()?, s.last()?);
+    let mut result = last.value - first.value;
+    if is_counter {
+        let mut prev = 0.0;
+        for p in s {
+            if p.value < prev {
+                result += prev;
+            }
+            prev = p.value;
+        }
+    }
+    let mut to_start = (first.timestamp_ms - ctx.start) as f64 / 1e3;
+    let mut to_end = (ctx.end - last.timestamp_ms) as f64 / 1e3;
+    let sampled = (last.timestamp_ms - first.timestamp_ms) as f64 / 1e3;
+    let avg_step = sampled / (s.len() - 1) as f64;
+    let threshold = avg_step * 1.1;
+    if to_start >= threshold {
+        to_start = avg_step / 2.0;
+    }
+    if is_counter && result > 0.0 && first.value >= 0.0 {
+        let to_zero = sampled * (first.value / result);
+        if to_zero < to_start {
+            to_start = to_zero;
+        }
+    }
+    if to_end >= threshold {
+        to_end = avg_step / 2.0;
+    }
+    let mut factor = (sampled + to_start + to_end) / sampled;
+    if is_rate {
+        factor /= (ctx.end - ctx.start) as f64 / 1e3;
+    }
+    Some(result * factor)
+}
+
+/// `irate` and `idelta`: from the last two samples.
+fn instant_value(s: &[Sample], is_rate: bool) -> Option<f64> {
+    let n = s.len();
+    if n < 2 {
+        return None;
+    }
+    let (prev, last) = (s.get(n - 2)?, s.get(n - 1)?);
+    let mut v = if is_rate && last.value < prev.value { last.value } else { last.value - prev.value };
+    let interval = last.timestamp_ms - prev.timestamp_ms;
+    if interval == 0 {
+        return None;
+    }
+    if is_rate {
+        v /= interval as f64 / 1e3;
+    }
+    Some(v)
+}
+
+fn double_exp_smoothing(s: &[Sample], sf: f64, tf: f64) -> Option<f64> {
+    if s.len() < 2 {
+        return None;
+    }
+    let v = |i: usize| s.get(i).map(|p| p.value).unwrap_or(f64::NAN);
+    let (mut s0, mut s1) = (0.0, v(0));
+    let mut b = v(1) - v(0);
+    for i in 1..s.len() {
+        let x = sf * v(i);
+        if i > 1 {
+            b = tf * (s1 - s0) + (1.0 - tf) * b;
+        }
+        let y = (1.0 - sf) * (s1 + b);
+        s0 = s1;
+        s1 = x + y;
+    }
+    Some(s1)
+}

@@ -1,0 +1,219 @@
+//! Numerics shared by rollups and aggregations: compensated sums, means, quantiles and the
+//! least-squares fit, each following Prometheus' float behaviour (NaN and ±Inf included).
+
+use crate::sample::Sample;
+
+/// One step of Kahan-Neumaier summation: returns the new sum and compensation.
+pub(crate) fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
+    let t = sum + inc;
+    let c = if t.is_infinite() {
+        0.0
+    } else if sum.abs() >= inc.abs() {
+        c + ((sum - t) + inc)
+    } else {
+        c + ((inc - t) + sum)
+    };
+    (t, c)
+}
+
+/// Compensated sum of `values`.
+pub(crate) fn kahan_sum(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (mut sum, mut c) = (0.0, 0.0);
+    for v in values {
+        (sum, c) = kahan_inc(v, sum, c);
+    }
+    if sum.is_infinite() {
+        sum
+    } else {
+        sum + c
+    }
+}
+
+/// Arithmetic mean that survives overflow: a compensated sum while it stays finite, an
+/// incremental mean once it would overflow.
+pub(crate) fn mean(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (mut sum, mut c, mut count, mut mean) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    let mut incremental = false;
+    for f in values {
+        count += 1.0;
+        if !incremental {
+            let (ns, nc) = kahan_inc(f, sum, c);
+            if count == 1.0 || !ns.is_infinite() {
+                (sum, c) = (ns, nc);
+                continue;
+            }
+            incremental = true;
+            mean = sum / (count - 1.0);
+            c /= count - 1.0;
+        }
+        if mean.is_infinite() {
+            if f.is_infinite() && (mean > 0.0) == (f > 0.0) {
+                continue;
+            }
+            if !f.is_infinite() && !f.is_nan() {
+                continue;
+            }
+        }
+        let corrected = mean + c;
+        (mean, c) = kahan_inc(f / count - corrected / count, mean, c);
+    }
+    if count == 0.0 {
+        return f64::NAN;
+    }
+    if incremental {
+        mean + c
+    } else {
+        sum / count + c / count
+    }
+}
+
+/// Population variance (Welford with compensated accumulators).
+pub(crate) fn variance(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (mut count, mut mean, mut c_mean, mut aux, mut c_aux) = (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for f in values {
+        count += 1.0;
+        let delta = f - (mean + c_mean);
+        (mean, c_mean) = kahan_inc(delta / count, mean, c_mean);
+        (aux, c_aux) = kahan_inc(delta * (f - (mean + c_mean)), aux, c_aux);
+    }
+    (aux + c_aux) / count
+}
+
+/// Sorts ascending with NaN first (Prometheus' order for quantiles).
+pub(crate) fn sort_nan_first(v: &mut [f64]) {
+    v.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        _ => a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal),
+    });
+}
+
+/// The φ-quantile of `values` by linear interpolation between closest ranks
+/// (`-Inf` below 0, `+Inf` above 1, NaN for NaN or no values).
+pub(crate) fn quantile(q: f64, mut values: Vec<f64>) -> f64 {
+    if values.is_empty() || q.is_nan() {
+        return f64::NAN;
+    }
+    if q < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if q > 1.0 {
+        return f64::INFINITY;
+    }
+    sort_nan_first(&mut values);
+    let n = values.len() as f64;
+    let rank = q * (n - 1.0);
+    let lower = rank.floor().max(0.0);
+    let upper = (lower + 1.0).min(n - 1.0);
+    let weight = rank - rank.floor();
+    let at = |i: f64| values.get(i as usize).copied().unwrap_or(f64::NAN);
+    at(lower) * (1.0 - weight) + at(upper) * weight
+}
+
+/// Least-squares fit of the samples, x in seconds relative to `intercept_ms`.
+/// Returns (slope, intercept).
+pub(crate) fn linear_regression(samples: &[Sample], intercept_ms: i64) -> (f64, f64) {
+    let Some(first) = samples.first() else {
+        return (f64::NAN, f64::NAN);
+    };
+    let init_y = first.value;
+    let mut const_y = true;
+    let (mut n, mut sx, mut cx, mut sy, mut cy, mut sxy, mut cxy, mut sx2, mut cx2) =
+        (0.0f64, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    for (i, s) in samples.iter().enumerate() {
+        if const_y && i > 0 && s.value != init_y {
+            const_y = false;
+        }
+        n += 1.0;
+        let x = (s.timestamp_ms - intercept_ms) as f64 / 1e3;
+        (sx, cx) = kahan_inc(x, sx, cx);
+        (sy, cy) = kahan_inc(s.value, sy, cy);
+        (sxy, cxy) = kahan_inc(x * s.value, sxy, cxy);
+        (sx2, cx2) = kahan_inc(x * x, sx2, cx2);
+    }
+    if const_y {
+        if init_y.is_infinite() {
+            return (f64::NAN, f64::NAN);
+        }
+        return (0.0, init_y);
+    }
+    let (sx, sy, sxy, sx2) = (sx + cx, sy + cy, sxy + cxy, sx2 + cx2);
+    let cov = sxy - sx * sy / n;
+    let var = sx2 - sx * sx / n;
+    let slope = cov / var;
+    (slope, sy / n - slope * sx / n)
+}
+
+/// Go's `math.Max`: NaN wins, +0 beats -0.
+pub(crate) fn go_max(a: f64, b: f64) -> f64 {
+    if a.is_infinite() && a > 0.0 || b.is_infinite() && b > 0.0 {
+        return f64::INFINITY;
+    }
+    if a.is_nan() || b.is_nan() {
+        return f64::NAN;
+    }
+    if a == 0.0 && a == b {
+        return if a.is_sign_negative() { b } else { a };
+    }
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Go's `math.Min`: NaN wins, -0 beats +0.
+pub(crate) fn go_min(a: f64, b: f64) -> f64 {
+    if a.is_infinite() && a < 0.0 || b.is_infinite() && b < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if a.is_nan() || b.is_nan() {
+        return f64::NAN;
+    }
+    if a == 0.0 && a == b {
+        return if a.is_sign_negative() { a } else { b };
+    }
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Formats a float like Go's `strconv.FormatFloat(f, 'f', -1, 64)`.
+pub(crate) fn format_float(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
+    } else {
+        format!("{f}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kahan_sum_keeps_small_terms() {
+        assert_eq!(kahan_sum([1.0, 1e100, 1.0, -1e100]), 2.0);
+    }
+
+    #[test]
+    fn quantile_interpolates() {
+        assert_eq!(quantile(0.5, vec![1.0, 2.0, 3.0, 4.0]), 2.5);
+        assert_eq!(quantile(-1.0, vec![1.0]), f64::NEG_INFINITY);
+        assert!(quantile(0.5, vec![]).is_nan());
+    }
+
+    #[test]
+    fn mean_survives_overflow() {
+        assert_eq!(mean([f64::MAX, f64::MAX]), f64::MAX);
+    }
+}

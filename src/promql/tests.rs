@@ -1,0 +1,142 @@
+//! Table-driven tests of key evaluator semantics against an in-memory source.
+
+use super::source::{Source, SourceError};
+use super::{Engine, EngineOptions, Value};
+use crate::labels::Labels;
+use crate::matcher::Matcher;
+use crate::sample::{Sample, SeriesSamples, STALE_NAN_BITS};
+
+struct Mem(Vec<SeriesSamples>);
+
+impl Source for Mem {
+    fn select(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>, SourceError> {
+        Ok(self
+            .0
+            .iter()
+            .filter(|s| matchers.iter().all(|m| m.matches(s.labels.get(&m.name).unwrap_or(""))))
+            .map(|s| SeriesSamples {
+                labels: s.labels.clone(),
+                samples: s
+                    .samples
+                    .iter()
+                    .filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms <= end_ms)
+                    .copied()
+                    .collect(),
+            })
+            .filter(|s| !s.samples.is_empty())
+            .collect())
+    }
+}
+
+/// `name{k="v"}` sampled every `step` ms from 0 with `values`.
+fn series(pairs: &[(&str, &str)], step: i64, values: &[f64]) -> SeriesSamples {
+    SeriesSamples {
+        labels: Labels::from_pairs(pairs.iter().copied()).unwrap(),
+        samples: values.iter().enumerate().map(|(i, v)| Sample::new(i as i64 * step, *v)).collect(),
+    }
+}
+
+fn fixture() -> Mem {
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    Mem(vec![
+        series(&[("__name__", "req_total"), ("job", "a")], 60_000, &[0.0, 60.0, 120.0, 180.0, 240.0, 300.0]),
+        series(&[("__name__", "req_total"), ("job", "b")], 60_000, &[0.0, 120.0, 240.0, 360.0, 480.0, 600.0]),
+        series(&[("__name__", "gauge"), ("job", "a")], 60_000, &[1.0, stale]),
+        series(&[("__name__", "limit"), ("job", "a")], 60_000, &[100.0; 6]),
+    ])
+}
+
+/// Renders an instant result as sorted `labels value` lines, for comparison.
+fn render(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = match v {
+        Value::Scalar { value, .. } => vec![format!("{value}")],
+        Value::Vector(v) => v.iter().map(|s| format!("{} {}", s.labels, s.value)).collect(),
+        Value::Matrix(m) => m
+            .iter()
+            .map(|s| format!("{} {:?}", s.labels, s.samples.iter().map(|p| p.value).collect::<Vec<_>>()))
+            .collect(),
+        Value::String { value, .. } => vec![value.clone()],
+    };
+    out.sort();
+    out
+}
+
+#[test]
+fn instant_semantics() {
+    let cases: &[(&str, i64, &[&str])] = &[
+        ("req_total", 300_000, &[r#"req_total{job="a"} 300"#, r#"req_total{job="b"} 600"#]),
+        ("req_total offset 1m", 300_000, &[r#"req_total{job="a"} 240"#, r#"req_total{job="b"} 480"#]),
+        ("req_total @ 60", 300_000, &[r#"req_total{job="a"} 60"#, r#"req_total{job="b"} 120"#]),
+        // Staleness marker at 1m hides the series right away.
+        ("gauge", 30_000, &[r#"gauge{job="a"} 1"#]),
+        ("gauge", 90_000, &[]),
+        // Lookback: the last sample at 5m is still visible until 10m (exclusive).
+        ("req_total{job=\"a\"}", 599_999, &[r#"req_total{job="a"} 300"#]),
+        ("req_total{job=\"a\"}", 600_000, &[]),
+        ("rate(req_total[5m])", 300_000, &[r#"{job="a"} 1"#, r#"{job="b"} 2"#]),
+        ("sum(rate(req_total[5m]))", 300_000, &["{} 3"]),
+        ("sum by (job) (req_total) / on(job) group_left limit", 300_000, &[r#"{job="a"} 3"#]),
+        ("req_total > 400", 300_000, &[r#"req_total{job="b"} 600"#]),
+        ("req_total > bool 400", 300_000, &[r#"{job="a"} 0"#, r#"{job="b"} 1"#]),
+        ("topk(1, req_total)", 300_000, &[r#"req_total{job="b"} 600"#]),
+        ("max_over_time(req_total[5m:1m])", 300_000, &[r#"{job="a"} 300"#, r#"{job="b"} 600"#]),
+        ("last_over_time(req_total{job=\"a\"}[5m])", 300_000, &[r#"req_total{job="a"} 300"#]),
+        ("absent(nope{job=\"x\"})", 0, &[r#"{job="x"} 1"#]),
+        ("count_values(\"v\", limit)", 0, &[r#"{v="100"} 1"#]),
+        ("label_replace(limit, \"dst\", \"$1-x\", \"job\", \"(.*)\")", 0, &[r#"limit{dst="a-x", job="a"} 100"#]),
+        ("1 + 2 * 3", 0, &["7"]),
+        ("scalar(limit) > bool 50", 0, &["1"]),
+    ];
+    let engine = Engine::new(EngineOptions::default());
+    let src = fixture();
+    for (query, t, want) in cases {
+        let got = engine.instant(&src, query, *t).unwrap_or_else(|e| panic!("{query}: {e}"));
+        let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        assert_eq!(render(&got.value), want, "query {query} at {t}");
+    }
+}
+
+#[test]
+fn errors_have_prometheus_types() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = fixture();
+    let cases: &[(&str, &str)] = &[
+        ("sum(", "bad_data"),
+        ("label_replace(req_total, \"job\", \"x\", \"\", \"\")", "execution"),
+        ("req_total + on() req_total", "execution"),
+    ];
+    for (query, kind) in cases {
+        let err = engine.instant(&src, query, 300_000).expect_err(query);
+        assert_eq!(err.error_type(), *kind, "{query}: {err}");
+    }
+}
+
+#[test]
+fn range_limits_and_nesting_are_bad_data() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = fixture();
+    let err = engine.range(&src, "req_total", 0, 11_000 * 1000, 1000).unwrap_err();
+    assert_eq!(err.error_type(), "bad_data");
+    let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
+    assert_eq!(engine.instant(&src, &deep, 0).unwrap_err().error_type(), "bad_data");
+    let long = vec!["1"; 50_000].join("+");
+    assert_eq!(engine.instant(&src, &long, 0).unwrap_err().error_type(), "bad_data");
+}
+
+#[test]
+fn sample_limit_is_an_error() {
+    let engine = Engine::new(EngineOptions { max_samples: 3, ..EngineOptions::default() });
+    let err = engine.instant(&fixture(), "req_total[10m]", 300_000).unwrap_err();
+    assert!(matches!(err, super::EvalError::TooManySamples(_)), "{err}");
+}
+
+#[test]
+fn range_query_assembles_series_and_drops_names() {
+    let engine = Engine::new(EngineOptions::default());
+    let r = engine.range(&fixture(), "req_total{job=\"a\"} * 2", 0, 120_000, 60_000).unwrap();
+    let Value::Matrix(m) = r.value else { panic!("not a matrix") };
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].labels.to_string(), r#"{job="a"}"#);
+    assert_eq!(m[0].samples.iter().map(|s| s.value).collect::<Vec<_>>(), vec![0.0, 120.0, 240.0]);
+}

@@ -1,0 +1,133 @@
+//! Query results (public) and the values flowing between nodes during one evaluation step
+//! (crate-internal).
+
+use crate::labels::{Label, Labels, METRIC_NAME};
+use crate::sample::Sample;
+
+/// One element of an instant vector.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstantSample {
+    /// The series labels.
+    pub labels: Labels,
+    /// Evaluation timestamp (milliseconds).
+    pub timestamp_ms: i64,
+    /// The value.
+    pub value: f64,
+}
+
+/// One series of a range vector (matrix).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RangeSeries {
+    /// The series labels.
+    pub labels: Labels,
+    /// The points, ascending by timestamp.
+    pub samples: Vec<Sample>,
+}
+
+/// The result of a query, in the four PromQL value types.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A single number at the evaluation time.
+    Scalar {
+        /// Evaluation timestamp (milliseconds).
+        timestamp_ms: i64,
+        /// The value.
+        value: f64,
+    },
+    /// An instant vector. Order matters only after `sort*`/`topk`-like functions.
+    Vector(Vec<InstantSample>),
+    /// A range vector (every range query result, or an instant query of a range selector),
+    /// sorted by labels.
+    Matrix(Vec<RangeSeries>),
+    /// A string literal.
+    String {
+        /// Evaluation timestamp (milliseconds).
+        timestamp_ms: i64,
+        /// The string.
+        value: String,
+    },
+}
+
+impl Value {
+    /// The Prometheus API `resultType`: `scalar`, `vector`, `matrix` or `string`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Scalar { .. } => "scalar",
+            Self::Vector(_) => "vector",
+            Self::Matrix(_) => "matrix",
+            Self::String { .. } => "string",
+        }
+    }
+}
+
+/// One element of an instant vector during evaluation. `drop_name` implements Prometheus'
+/// delayed name removal: the metric name stays until the end of the query so that label
+/// functions can still read (and keep) it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Elem {
+    pub labels: Labels,
+    pub value: f64,
+    pub drop_name: bool,
+}
+
+impl Elem {
+    pub fn new(labels: Labels, value: f64, drop_name: bool) -> Self {
+        Self { labels, value, drop_name }
+    }
+}
+
+/// One series of a range vector during evaluation: the samples of one window.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Window {
+    pub labels: Labels,
+    pub samples: Vec<Sample>,
+    pub drop_name: bool,
+}
+
+/// The value of an expression at one evaluation step.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum StepValue {
+    Scalar(f64),
+    Vector(Vec<Elem>),
+    Matrix(Vec<Window>),
+    String(String),
+}
+
+impl StepValue {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Scalar(_) => "scalar",
+            Self::Vector(_) => "instant vector",
+            Self::Matrix(_) => "range vector",
+            Self::String(_) => "string",
+        }
+    }
+}
+
+/// Labels that describe the metric rather than the series, dropped together with the name
+/// (Prometheus' `__type__` and `__unit__` metadata labels).
+const METADATA_LABELS: [&str; 3] = [METRIC_NAME, "__type__", "__unit__"];
+
+/// `labels` without the metric name (and its type/unit metadata labels).
+pub(crate) fn without_name(labels: &Labels) -> Labels {
+    let is_meta = |name: &str| METADATA_LABELS.contains(&name);
+    if !labels.iter().any(|l| is_meta(&l.name)) {
+        return labels.clone();
+    }
+    Labels::from_trusted(labels.iter().filter(|l| !is_meta(&l.name)).cloned().collect())
+}
+
+/// `labels` with `name` set to `value` (removed when `value` is empty).
+pub(crate) fn with_label(labels: &Labels, name: &str, value: &str) -> Labels {
+    let mut v: Vec<Label> = labels.iter().filter(|l| l.name != name).cloned().collect();
+    if !value.is_empty() {
+        v.push(Label::new(name, value));
+    }
+    Labels::from_trusted(v)
+}
+
+/// `labels` restricted to (`keep = true`) or stripped of (`keep = false`) `names`.
+pub(crate) fn project(labels: &Labels, names: &[String], keep: bool) -> Labels {
+    let v = labels.iter().filter(|l| names.iter().any(|n| *n == l.name) == keep).cloned().collect();
+    Labels::from_trusted(v)
+}

@@ -1,0 +1,645 @@
+//! Runs Prometheus' PromQL conformance scripts (`promql/promqltest/testdata/*.test`) against
+//! saltdb's evaluator, the way Prometheus' own runner (`promqltest/test.go`) does: instant
+//! evals are also run with `@`-pinned variants and re-run as range queries.
+//!
+//! Data goes through saltdb's real storage: every `load` is a `WriteBatch` written to a
+//! `Storage` in a temporary directory, and `clear` opens a fresh one.
+//!
+//! Directory: env `SALTDB_PROMQL_TESTS` (default `../shared/promql-tests/promql`). Evals that
+//! load or expect native histograms are counted as skipped. The test fails when any file's
+//! or the total pass count drops below `tests/promql_ratchet.txt`;
+//! `SALTDB_PROMQL_RATCHET_UPDATE=1` rewrites that file.
+
+#[path = "promql_conformance/script.rs"]
+mod script;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use promql_parser::parser::{AtModifier, Expr};
+use saltdb::labels::{Label, Labels};
+use saltdb::matcher::Matcher as LabelMatcher;
+use saltdb::promql::{Annotations, Engine, EngineOptions, InstantSample, Value};
+use saltdb::sample::{is_stale_marker, Sample, SeriesSamples, WriteBatch};
+use saltdb::storage::{FsyncMode, Storage, StorageConfig};
+use script::{Command, Eval, Expected, Load, Matcher, SeqValue, SeriesDesc};
+
+const RATCHET_FILE: &str = "tests/promql_ratchet.txt";
+
+/// Functions whose result depends on the evaluation time even with `@` (Prometheus'
+/// `AtModifierUnsafeFunctions`).
+const AT_UNSAFE: &[&str] = &[
+    "days_in_month",
+    "day_of_month",
+    "day_of_week",
+    "day_of_year",
+    "hour",
+    "minute",
+    "month",
+    "year",
+    "predict_linear",
+    "time",
+    "timestamp",
+    "start",
+    "end",
+    "range",
+    "step",
+];
+
+#[derive(Default, Debug, Clone)]
+struct FileStats {
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    failures: Vec<String>,
+}
+
+struct Runner {
+    engine: Engine,
+    /// A database opened in the background for the next `clear` (opening takes ~0.3 s).
+    spare: Option<std::thread::JoinHandle<(Storage, tempfile::TempDir)>>,
+    /// Databases being closed and deleted in the background.
+    closing: Vec<std::thread::JoinHandle<()>>,
+    /// Declared before `dir` so the database closes before its directory is removed.
+    store: Storage,
+    dir: tempfile::TempDir,
+    /// Native histogram series currently loaded (never written to saltdb).
+    histograms: Vec<Labels>,
+}
+
+fn open_storage() -> (Storage, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("create temp dir");
+    let mut config = StorageConfig::new(dir.path().to_path_buf());
+    config.retention_ms = None; // test data lives at 1970
+    config.fsync = FsyncMode::Never;
+    let store = Storage::open(config).expect("open storage");
+    (store, dir)
+}
+
+impl Runner {
+    fn new() -> Self {
+        let opts = EngineOptions { timeout: Duration::from_secs(100), ..EngineOptions::default() };
+        let (store, dir) = open_storage();
+        let spare = Some(std::thread::spawn(open_storage));
+        Self { engine: Engine::new(opts), spare, closing: Vec::new(), store, dir, histograms: Vec::new() }
+    }
+
+    /// Switches to a fresh, empty database.
+    fn clear(&mut self) {
+        let fresh = match self.spare.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(s)) => s,
+            _ => open_storage(),
+        };
+        self.spare = Some(std::thread::spawn(open_storage));
+        let old_store = std::mem::replace(&mut self.store, fresh.0);
+        let old_dir = std::mem::replace(&mut self.dir, fresh.1);
+        self.closing.push(std::thread::spawn(move || {
+            drop(old_store);
+            drop(old_dir);
+        }));
+        self.histograms.clear();
+    }
+
+    /// Waits for background opens and closes so no temporary directory outlives the run.
+    fn finish(mut self) {
+        if let Some(h) = self.spare.take() {
+            let _ = h.join();
+        }
+        for h in self.closing.drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    fn load(&mut self, load: &Load) -> Result<(), String> {
+        for s in &load.series {
+            if s.histogram {
+                self.histograms.push(s.labels.clone());
+            } else if load.with_nhcb {
+                if let Some(l) = nhcb_labels(&s.labels) {
+                    self.histograms.push(l);
+                }
+            }
+        }
+        let series = script::load_points(load)
+            .into_iter()
+            .map(|(labels, points)| SeriesSamples {
+                labels,
+                samples: points.into_iter().map(|(t, v)| Sample::new(t, v)).collect(),
+            })
+            .filter(|s| !s.samples.is_empty())
+            .collect();
+        self.store.write(WriteBatch { series }).map(|_| ()).map_err(|e| format!("load failed: {e}"))
+    }
+
+    /// True when the eval touches native histograms (loaded or expected).
+    fn skips(&self, ev: &Eval) -> bool {
+        if ev.expects_histograms {
+            return true;
+        }
+        let Ok(expr) = promql_parser::parser::parse(&ev.expr) else {
+            return false;
+        };
+        let mut hit = false;
+        visit_selectors(&expr, &mut |vs| {
+            let Ok(groups) = selector_matchers(vs) else {
+                return;
+            };
+            for g in &groups {
+                if self.histograms.iter().any(|h| g.iter().all(|m| m.matches(h.get(&m.name).unwrap_or("")))) {
+                    hit = true;
+                }
+            }
+        });
+        hit
+    }
+
+    fn run_eval(&self, ev: &Eval) -> Result<(), String> {
+        if ev.is_range {
+            return self.run_range(ev);
+        }
+        let t = match ev.range_vector {
+            Some((_, end, _)) => end,
+            None => ev.start_ms,
+        };
+        self.run_instant(ev, &ev.expr, t)?;
+        for (expr, at) in at_variants(&ev.expr, t) {
+            self.run_instant(ev, &expr, at)?;
+        }
+        Ok(())
+    }
+
+    fn run_range(&self, ev: &Eval) -> Result<(), String> {
+        let res = self.engine.range(&self.store, &ev.expr, ev.start_ms, ev.end_ms, ev.step_ms);
+        let Some(r) = check_failure(ev, res)? else {
+            return Ok(());
+        };
+        check_annotations(ev, &r.annotations)?;
+        compare(ev, &r.value, (ev.start_ms, ev.end_ms, ev.step_ms))
+    }
+
+    fn run_instant(&self, ev: &Eval, expr: &str, t: i64) -> Result<(), String> {
+        let res = self.engine.instant(&self.store, expr, t);
+        let Some(r) = check_failure(ev, res).map_err(|e| format!("{e} (query {expr:?} at {t})"))? else {
+            return Ok(());
+        };
+        check_annotations(ev, &r.annotations).map_err(|e| format!("{e} (query {expr:?} at {t})"))?;
+        let range = ev.range_vector.unwrap_or((0, 0, 0));
+        compare(ev, &r.value, range).map_err(|e| format!("{e} (query {expr:?} at {t})"))?;
+        if ev.exclude_from_range || uses_query_context(expr) {
+            return Ok(());
+        }
+        let rr = self
+            .engine
+            .range(&self.store, expr, t - 60_000, t + 60_000, 60_000)
+            .map_err(|e| format!("range mode of {expr:?} at {t}: error {e}"))?;
+        if ev.expect.ordered {
+            return Ok(());
+        }
+        let Value::Matrix(m) = rr.value else {
+            return Err("range mode did not return a matrix".into());
+        };
+        let vec: Vec<InstantSample> = m
+            .iter()
+            .filter_map(|s| {
+                s.samples.iter().find(|p| p.timestamp_ms == t).map(|p| InstantSample {
+                    labels: s.labels.clone(),
+                    timestamp_ms: t,
+                    value: p.value,
+                })
+            })
+            .collect();
+        let v = match r.value {
+            Value::Scalar { .. } => match vec.first() {
+                Some(s) => Value::Scalar { timestamp_ms: t, value: s.value },
+                None => return Err("range mode returned no point for a scalar".into()),
+            },
+            _ => Value::Vector(vec),
+        };
+        compare(ev, &v, range).map_err(|e| format!("range mode of {expr:?} at {t}: {e}"))
+    }
+}
+
+fn uses_query_context(expr: &str) -> bool {
+    ["start()", "end()", "range()", "step()"].iter().any(|f| expr.contains(f))
+}
+
+/// The labels of the native histogram with custom buckets that `load_with_nhcb` derives
+/// from a classic `_bucket`/`_count`/`_sum` series.
+fn nhcb_labels(l: &Labels) -> Option<Labels> {
+    let name = l.metric_name()?;
+    let base = ["_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s))?;
+    let v: Vec<Label> = l
+        .iter()
+        .filter(|x| x.name != "le")
+        .map(|x| if x.name == "__name__" { Label::new("__name__", base) } else { x.clone() })
+        .collect();
+    Some(Labels::from_trusted(v))
+}
+
+fn selector_matchers(vs: &promql_parser::parser::VectorSelector) -> Result<Vec<Vec<LabelMatcher>>, String> {
+    let conv = |ms: &[promql_parser::label::Matcher]| -> Result<Vec<LabelMatcher>, String> {
+        let mut out: Vec<LabelMatcher> =
+            ms.iter().map(|m| LabelMatcher::from_parsed(m).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+        if let Some(n) = &vs.name {
+            out.push(LabelMatcher::equal("__name__", n.clone()));
+        }
+        Ok(out)
+    };
+    if vs.matchers.or_matchers.is_empty() {
+        Ok(vec![conv(&vs.matchers.matchers)?])
+    } else {
+        vs.matchers.or_matchers.iter().map(|g| conv(g)).collect()
+    }
+}
+
+fn visit_selectors(e: &Expr, f: &mut dyn FnMut(&promql_parser::parser::VectorSelector)) {
+    match e {
+        Expr::VectorSelector(vs) => f(vs),
+        Expr::MatrixSelector(ms) => f(&ms.vs),
+        Expr::Subquery(s) => visit_selectors(&s.expr, f),
+        Expr::Aggregate(a) => {
+            visit_selectors(&a.expr, f);
+            if let Some(p) = &a.param {
+                visit_selectors(p, f);
+            }
+        }
+        Expr::Unary(u) => visit_selectors(&u.expr, f),
+        Expr::Binary(b) => {
+            visit_selectors(&b.lhs, f);
+            visit_selectors(&b.rhs, f);
+        }
+        Expr::Paren(p) => visit_selectors(&p.expr, f),
+        Expr::Call(c) => c.args.args.iter().for_each(|a| visit_selectors(a, f)),
+        _ => {}
+    }
+}
+
+/// Pins every top-level selector and subquery to `@ t` and returns the variants to run,
+/// like Prometheus' `atModifierTestCases`. Returns nothing when a function depends on the
+/// evaluation time.
+fn at_variants(expr: &str, t: i64) -> Vec<(String, i64)> {
+    let Ok(mut e) = promql_parser::parser::parse(expr) else {
+        return Vec::new();
+    };
+    let at = AtModifier::At(SystemTime::UNIX_EPOCH + Duration::from_millis(t.max(0) as u64));
+    let mut unsafe_fn = false;
+    pin_at(&mut e, &at, &mut unsafe_fn);
+    if unsafe_fn {
+        return Vec::new();
+    }
+    let text = e.to_string();
+    let times: Vec<i64> = if t == 0 { vec![-1000, 0, 1000] } else { vec![-10 * t, 0, t / 5, t, 10 * t] };
+    times.into_iter().map(|et| (text.clone(), et)).collect()
+}
+
+fn pin_at(e: &mut Expr, at: &AtModifier, unsafe_fn: &mut bool) {
+    match e {
+        Expr::VectorSelector(vs) => {
+            vs.at.get_or_insert_with(|| at.clone());
+        }
+        Expr::MatrixSelector(ms) => {
+            ms.vs.at.get_or_insert_with(|| at.clone());
+        }
+        // Selectors inside a subquery keep their own times (the subquery gets the `@`).
+        Expr::Subquery(s) => {
+            s.at.get_or_insert_with(|| at.clone());
+        }
+        Expr::Aggregate(a) => {
+            pin_at(&mut a.expr, at, unsafe_fn);
+            if let Some(p) = a.param.as_mut() {
+                pin_at(p, at, unsafe_fn);
+            }
+        }
+        Expr::Unary(u) => pin_at(&mut u.expr, at, unsafe_fn),
+        Expr::Binary(b) => {
+            pin_at(&mut b.lhs, at, unsafe_fn);
+            pin_at(&mut b.rhs, at, unsafe_fn);
+        }
+        Expr::Paren(p) => pin_at(&mut p.expr, at, unsafe_fn),
+        Expr::Call(c) => {
+            if AT_UNSAFE.contains(&c.func.name) {
+                *unsafe_fn = true;
+            }
+            c.args.args.iter_mut().for_each(|a| pin_at(a, at, unsafe_fn));
+        }
+        _ => {}
+    }
+}
+
+/// Applies `expect fail`: `Ok(None)` when an expected failure happened.
+fn check_failure(
+    ev: &Eval,
+    res: Result<saltdb::promql::QueryResult, saltdb::promql::EvalError>,
+) -> Result<Option<saltdb::promql::QueryResult>, String> {
+    match (res, &ev.expect.fail) {
+        (Err(e), Some(m)) => {
+            if m.matches(&e.to_string()) {
+                Ok(None)
+            } else {
+                Err(format!("expected error matching {m:?}, got {e}"))
+            }
+        }
+        (Err(e), None) => Err(format!("error: {e}")),
+        (Ok(_), Some(_)) => Err("expected an error but got none".into()),
+        (Ok(r), None) => Ok(Some(r)),
+    }
+}
+
+fn check_annotations(ev: &Eval, a: &Annotations) -> Result<(), String> {
+    let (warnings, infos) = (a.warnings(), a.infos());
+    if ev.expect.any_warn && warnings.is_empty() {
+        return Err("expected warnings but got none".into());
+    }
+    if ev.expect.any_info && infos.is_empty() {
+        return Err("expected info annotations but got none".into());
+    }
+    check_annotation_kind("warn", &ev.expect.warn, &warnings)?;
+    check_annotation_kind("info", &ev.expect.info, &infos)?;
+    if ev.expect.no_warn && !warnings.is_empty() {
+        return Err(format!("unexpected warnings {warnings:?}"));
+    }
+    if ev.expect.no_info && !infos.is_empty() {
+        return Err(format!("unexpected infos {infos:?}"));
+    }
+    Ok(())
+}
+
+fn check_annotation_kind(kind: &str, expected: &[Matcher], actual: &[String]) -> Result<(), String> {
+    if expected.is_empty() {
+        return Ok(());
+    }
+    if actual.is_empty() {
+        return Err(format!("expected {kind} annotations but none were found"));
+    }
+    for e in expected {
+        if !actual.iter().any(|a| e.matches(a)) {
+            return Err(format!("expected {kind} annotation {e:?}, found {actual:?}"));
+        }
+    }
+    for a in actual {
+        if !expected.iter().any(|e| e.matches(a)) {
+            return Err(format!("unexpected {kind} annotation {a:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Prometheus' `almost.Equal` with epsilon 1e-6.
+fn almost_equal(a: f64, b: f64) -> bool {
+    const MIN_NORMAL: f64 = f64::MIN_POSITIVE;
+    const EPS: f64 = 1e-6;
+    if is_stale_marker(a) || is_stale_marker(b) {
+        return is_stale_marker(a) && is_stale_marker(b);
+    }
+    if a.is_nan() && b.is_nan() {
+        return true;
+    }
+    if a == b {
+        return true;
+    }
+    let abs_sum = a.abs() + b.abs();
+    let diff = (a - b).abs();
+    if a == 0.0 || b == 0.0 || abs_sum < MIN_NORMAL {
+        return diff < EPS * MIN_NORMAL;
+    }
+    diff / abs_sum.min(f64::MAX) < EPS
+}
+
+fn expected_series(ev: &Eval) -> &[SeriesDesc] {
+    match &ev.expected {
+        Expected::Series(s) => s,
+        _ => &[],
+    }
+}
+
+fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
+    let exp = expected_series(ev);
+    let find = |l: &Labels| exp.iter().position(|s| s.labels == *l);
+    match v {
+        Value::Matrix(m) => {
+            if ev.expect.ordered {
+                return Err("expected ordered result, but query returned a matrix".into());
+            }
+            if let Expected::Scalar(_) = ev.expected {
+                return Err("expected scalar, got matrix".into());
+            }
+            if m.windows(2).any(|w| w[0].labels > w[1].labels) {
+                return Err("matrix is not sorted by labels".into());
+            }
+            let mut seen = vec![false; exp.len()];
+            for s in m {
+                let i = find(&s.labels).ok_or_else(|| format!("unexpected series {} in result", s.labels))?;
+                seen[i] = true;
+                let (start, end, step) = range;
+                let mut want = Vec::new();
+                for (k, e) in exp[i].values.iter().enumerate() {
+                    let ts = start + k as i64 * step;
+                    if ts > end {
+                        return Err(format!(
+                            "expected {} points for {}, more than the range holds",
+                            exp[i].values.len(),
+                            s.labels
+                        ));
+                    }
+                    if let SeqValue::Float(f) = e {
+                        want.push((ts, *f));
+                    }
+                }
+                let got: Vec<(i64, f64)> = s.samples.iter().map(|p| (p.timestamp_ms, p.value)).collect();
+                if want.len() != got.len() || want.iter().zip(&got).any(|(w, g)| w.0 != g.0 || !almost_equal(g.1, w.1))
+                {
+                    return Err(format!("series {}: expected {want:?}, got {got:?}", s.labels));
+                }
+            }
+            if let Some(i) = seen.iter().position(|s| !s) {
+                return Err(format!("expected series {} not found", exp[i].labels));
+            }
+            Ok(())
+        }
+        Value::Vector(vec) => {
+            if let Expected::Scalar(_) = ev.expected {
+                return Err(format!("expected scalar, got vector {vec:?}"));
+            }
+            let mut seen = vec![false; exp.len()];
+            for (pos, s) in vec.iter().enumerate() {
+                let i = find(&s.labels)
+                    .ok_or_else(|| format!("unexpected metric {} in result, value {}", s.labels, s.value))?;
+                if ev.expect.ordered && i != pos {
+                    return Err(format!("expected {} at position {}, was at {}", s.labels, i + 1, pos + 1));
+                }
+                let want = match exp[i].values.first() {
+                    Some(SeqValue::Float(f)) => *f,
+                    _ => return Err(format!("no expected value for {}", s.labels)),
+                };
+                if !almost_equal(want, s.value) {
+                    return Err(format!("expected {want} for {} but got {}", s.labels, s.value));
+                }
+                seen[i] = true;
+            }
+            if let Some(i) = seen.iter().position(|s| !s) {
+                return Err(format!("expected metric {} not found", exp[i].labels));
+            }
+            Ok(())
+        }
+        Value::Scalar { value, .. } => match ev.expected {
+            Expected::Scalar(want) if almost_equal(want, *value) => Ok(()),
+            Expected::Scalar(want) => Err(format!("expected scalar {want} but got {value}")),
+            _ => Err(format!("expected vector or matrix result, but got scalar {value}")),
+        },
+        Value::String { value, .. } => match &ev.expected {
+            Expected::String(s) if s == value => Ok(()),
+            Expected::String(s) => Err(format!("expected string {s:?} but got {value:?}")),
+            Expected::Empty if value.is_empty() => Ok(()),
+            _ => Err(format!("unexpected string {value:?}")),
+        },
+    }
+}
+
+fn run_file(path: &Path) -> FileStats {
+    let mut stats = FileStats::default();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            stats.failures.push(format!("cannot read: {e}"));
+            return stats;
+        }
+    };
+    let cmds = match script::parse_script(&text) {
+        Ok(c) => c,
+        Err(e) => {
+            stats.failures.push(format!("cannot parse script: {e}"));
+            return stats;
+        }
+    };
+    let mut runner = Runner::new();
+    for cmd in &cmds {
+        match cmd {
+            Command::Clear => runner.clear(),
+            Command::Load(l) => {
+                if let Err(e) = runner.load(l) {
+                    stats.failures.push(e);
+                }
+            }
+            Command::Eval(ev) => {
+                if runner.skips(ev) {
+                    stats.skipped += 1;
+                    continue;
+                }
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run_eval(ev)))
+                    .unwrap_or_else(|p| {
+                        let msg = p
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+                        Err(format!("PANIC: {}", msg.unwrap_or_default()))
+                    });
+                match outcome {
+                    Ok(()) => stats.passed += 1,
+                    Err(reason) => {
+                        stats.failed += 1;
+                        stats.failures.push(format!("line {}: {}\n    {}", ev.line, ev.expr, reason));
+                    }
+                }
+            }
+        }
+    }
+    runner.finish();
+    stats
+}
+
+fn tests_dir() -> PathBuf {
+    match std::env::var_os("SALTDB_PROMQL_TESTS") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/promql-tests/promql"),
+    }
+}
+
+fn read_ratchet(path: &Path) -> BTreeMap<String, usize> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            let mut p = l.split_whitespace();
+            Some((p.next()?.to_string(), p.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn write_ratchet(path: &Path, counts: &BTreeMap<String, usize>) {
+    let mut text = String::from(
+        "# PromQL conformance ratchet: minimum passing evals per file and in total.\n\
+         # Regenerate with SALTDB_PROMQL_RATCHET_UPDATE=1 cargo test --test promql_conformance\n",
+    );
+    for (k, v) in counts {
+        text.push_str(&format!("{k} {v}\n"));
+    }
+    std::fs::write(path, text).expect("write ratchet file");
+}
+
+#[test]
+fn promql_conformance() {
+    let dir = tests_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e} (set SALTDB_PROMQL_TESTS)", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "test"))
+        .collect();
+    files.sort();
+    let mut summary = String::new();
+    let mut counts = BTreeMap::new();
+    let mut total = FileStats::default();
+    summary.push_str(&format!("{:<28} {:>5} {:>6} {:>6} {:>7}\n", "file", "run", "passed", "failed", "skipped"));
+    for f in &files {
+        let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let started = std::time::Instant::now();
+        let s = run_file(f);
+        eprintln!("{name}: {:.1}s", started.elapsed().as_secs_f64());
+        summary.push_str(&format!(
+            "{:<28} {:>5} {:>6} {:>6} {:>7}\n",
+            name,
+            s.passed + s.failed,
+            s.passed,
+            s.failed,
+            s.skipped
+        ));
+        total.passed += s.passed;
+        total.failed += s.failed;
+        total.skipped += s.skipped;
+        counts.insert(name.clone(), s.passed);
+        for fl in &s.failures {
+            total.failures.push(format!("{name}.test {fl}"));
+        }
+    }
+    summary.push_str(&format!(
+        "{:<28} {:>5} {:>6} {:>6} {:>7}\n",
+        "TOTAL",
+        total.passed + total.failed,
+        total.passed,
+        total.failed,
+        total.skipped
+    ));
+    counts.insert("TOTAL".into(), total.passed);
+    let mut report = summary.clone();
+    report.push_str("\nFailing evals:\n");
+    for f in &total.failures {
+        report.push_str(f);
+        report.push('\n');
+    }
+    let report_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("promql_conformance_summary.txt");
+    let _ = std::fs::write(&report_path, &report);
+    println!("{summary}\nfull report with failing evals: {}", report_path.display());
+
+    let ratchet_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(RATCHET_FILE);
+    if std::env::var("SALTDB_PROMQL_RATCHET_UPDATE").is_ok_and(|v| v == "1") {
+        write_ratchet(&ratchet_path, &counts);
+        return;
+    }
+    let ratchet = read_ratchet(&ratchet_path);
+    let regressions: Vec<String> = ratchet
+        .iter()
+        .filter(|(k, &min)| counts.get(*k).copied().unwrap_or(0) < min)
+        .map(|(k, min)| format!("{k}: {} passed, ratchet requires {min}", counts.get(k).copied().unwrap_or(0)))
+        .collect();
+    assert!(regressions.is_empty(), "PromQL conformance regressed:\n{}\n\n{report}", regressions.join("\n"));
+}

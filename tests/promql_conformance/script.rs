@@ -1,0 +1,468 @@
+//! Parser for Prometheus' PromQL test scripts (`promql/promqltest/testdata/*.test`).
+
+use std::collections::BTreeMap;
+
+use saltdb::labels::{Label, Labels};
+use saltdb::sample::STALE_NAN_BITS;
+
+/// One value in a series description: a float, or nothing at that step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SeqValue {
+    Omitted,
+    Float(f64),
+}
+
+/// A series line of a `load` block or an expected result.
+#[derive(Clone, Debug)]
+pub struct SeriesDesc {
+    pub labels: Labels,
+    pub values: Vec<SeqValue>,
+    /// The line holds native histogram values (`{{...}}`).
+    pub histogram: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Load {
+    pub step_ms: i64,
+    pub with_nhcb: bool,
+    pub series: Vec<SeriesDesc>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Expect {
+    /// `fail`, `warn`, `info`: message (exact) or regex patterns; `None` = any.
+    pub fail: Option<Matcher>,
+    pub warn: Vec<Matcher>,
+    pub info: Vec<Matcher>,
+    pub no_warn: bool,
+    pub no_info: bool,
+    pub ordered: bool,
+    pub any_warn: bool,
+    pub any_info: bool,
+}
+
+#[derive(Clone, Debug)]
+pub enum Matcher {
+    Any,
+    Exact(String),
+    Regex(regex::Regex),
+}
+
+impl Matcher {
+    pub fn matches(&self, s: &str) -> bool {
+        match self {
+            Matcher::Any => true,
+            Matcher::Exact(m) => m == s,
+            Matcher::Regex(r) => r.is_match(s),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Expected {
+    Empty,
+    Scalar(f64),
+    Series(Vec<SeriesDesc>),
+    String(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct Eval {
+    pub line: usize,
+    pub expr: String,
+    /// Instant: start == end, step 0.
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub step_ms: i64,
+    pub is_range: bool,
+    /// `expect range vector from .. to .. step ..` (an instant query returning a matrix).
+    pub range_vector: Option<(i64, i64, i64)>,
+    pub expect: Expect,
+    pub expected: Expected,
+    /// Expected lines mention native histograms.
+    pub expects_histograms: bool,
+    /// An instant eval that must not be re-run as a range query.
+    pub exclude_from_range: bool,
+}
+
+#[derive(Clone, Debug)]
+pub enum Command {
+    Load(Load),
+    Clear,
+    Eval(Box<Eval>),
+}
+
+/// Parses a Prometheus duration (`1m30s`, `100ms`, `0`).
+pub fn parse_duration(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(0);
+    }
+    let mut total: i64 = 0;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 {
+            return Err(format!("invalid duration {s:?}"));
+        }
+        let n: i64 = rest[..digits].parse().map_err(|e| format!("{e}"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(|b| b.is_ascii_alphabetic()).count();
+        let mult = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "w" => 604_800_000,
+            "y" => 31_536_000_000,
+            u => return Err(format!("invalid unit {u:?} in duration {s:?}")),
+        };
+        rest = &rest[unit_len..];
+        total += n * mult;
+    }
+    Ok(total)
+}
+
+/// A number in a series description (no hex: `0x59` there means "0 repeated 59 times").
+fn parse_number(s: &str) -> Option<f64> {
+    if s.len() > 1 && s.trim_start_matches(['-', '+']).starts_with("0x") {
+        return None;
+    }
+    parse_scalar(s)
+}
+
+/// A bare number on an expected-result line (Go's `ParseInt(s, 0, 64)` then `ParseFloat`).
+fn parse_scalar(s: &str) -> Option<f64> {
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let v = match body.to_ascii_lowercase().as_str() {
+        "inf" => f64::INFINITY,
+        "nan" => f64::NAN,
+        b if b.starts_with("0x") => i64::from_str_radix(&b[2..], 16).ok()? as f64,
+        _ => {
+            if !body.bytes().next().is_some_and(|c| c.is_ascii_digit() || c == b'.') {
+                return None;
+            }
+            body.parse::<f64>().ok()?
+        }
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// Expands one token of the series value notation.
+fn expand(tok: &str, out: &mut Vec<SeqValue>) -> Result<(), String> {
+    if tok == "_" {
+        out.push(SeqValue::Omitted);
+        return Ok(());
+    }
+    if tok == "stale" {
+        out.push(SeqValue::Float(f64::from_bits(STALE_NAN_BITS)));
+        return Ok(());
+    }
+    if let Some(n) = tok.strip_prefix("_x") {
+        let n: usize = n.parse().map_err(|_| format!("bad repeat {tok:?}"))?;
+        out.extend(std::iter::repeat_n(SeqValue::Omitted, n));
+        return Ok(());
+    }
+    if let Some(v) = parse_number(tok) {
+        out.push(SeqValue::Float(v));
+        return Ok(());
+    }
+    // a+bxN, a-bxN, axN
+    let (body, times) = tok.rsplit_once('x').ok_or_else(|| format!("bad value {tok:?}"))?;
+    let times: usize = times.parse().map_err(|_| format!("bad repeat in {tok:?}"))?;
+    if let Some(v) = parse_number(body) {
+        out.extend(std::iter::repeat_n(SeqValue::Float(v), times + 1));
+        return Ok(());
+    }
+    let split = body
+        .char_indices()
+        .skip(1)
+        .find(|&(i, c)| (c == '+' || c == '-') && !body[..i].ends_with(['e', 'E']))
+        .map(|(i, _)| i)
+        .ok_or_else(|| format!("bad value {tok:?}"))?;
+    let start = parse_number(&body[..split]).ok_or_else(|| format!("bad start in {tok:?}"))?;
+    let inc = parse_number(&body[split..]).ok_or_else(|| format!("bad increment in {tok:?}"))?;
+    let mut cur = start;
+    for _ in 0..=times {
+        out.push(SeqValue::Float(cur));
+        cur += inc;
+    }
+    Ok(())
+}
+
+/// Splits a series line into its metric part and value part.
+fn split_series_line(line: &str) -> (&str, &str) {
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    let mut in_str: Option<u8> = None;
+    let mut brace = false;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if let Some(q) = in_str {
+            if c == b'\\' {
+                i += 2;
+                continue;
+            }
+            if c == q {
+                in_str = None;
+            }
+        } else if c == b'"' || c == b'\'' || c == b'`' {
+            in_str = Some(c);
+        } else if c == b'{' {
+            brace = true;
+        } else if c == b'}' && brace {
+            return (&line[..=i], line[i + 1..].trim());
+        } else if (c == b' ' || c == b'\t') && !brace {
+            return (&line[..i], line[i..].trim());
+        }
+        i += 1;
+    }
+    (line, "")
+}
+
+/// Parses `metric{a="b"}` / `{a="b"}` / `{}` into labels, using the PromQL parser for quoting.
+pub fn parse_metric(s: &str) -> Result<Labels, String> {
+    let s = s.trim();
+    if s == "{}" {
+        return Ok(Labels::empty());
+    }
+    let expr = promql_parser::parser::parse(s).map_err(|e| format!("bad metric {s:?}: {e}"))?;
+    let promql_parser::parser::Expr::VectorSelector(vs) = expr else {
+        return Err(format!("bad metric {s:?}"));
+    };
+    let mut labels = Vec::new();
+    if let Some(n) = vs.name {
+        labels.push(Label::new("__name__", n));
+    }
+    for m in vs.matchers.matchers {
+        labels.push(Label::new(m.name, m.value));
+    }
+    Ok(Labels::from_trusted(labels))
+}
+
+pub fn parse_series(line: &str) -> Result<SeriesDesc, String> {
+    let (metric, values) = split_series_line(line);
+    let labels = parse_metric(metric)?;
+    if values.contains("{{") {
+        return Ok(SeriesDesc { labels, values: Vec::new(), histogram: true });
+    }
+    let mut out = Vec::new();
+    for tok in values.split_whitespace() {
+        expand(tok, &mut out)?;
+    }
+    Ok(SeriesDesc { labels, values: out, histogram: false })
+}
+
+fn parse_expect_matcher(rest: &str) -> Result<Matcher, String> {
+    let rest = rest.trim();
+    if rest.is_empty() {
+        return Ok(Matcher::Any);
+    }
+    if let Some(m) = rest.strip_prefix("msg:") {
+        return Ok(Matcher::Exact(m.trim().to_string()));
+    }
+    if let Some(r) = rest.strip_prefix("regex:") {
+        return regex::Regex::new(r.trim()).map(Matcher::Regex).map_err(|e| e.to_string());
+    }
+    Err(format!("bad expect suffix {rest:?}"))
+}
+
+fn parse_expect_line(ev: &mut Eval, line: &str) -> Result<(), String> {
+    let body = line.trim_start_matches("expect").trim();
+    let (kind, rest) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
+    match kind {
+        "fail" => ev.expect.fail = Some(parse_expect_matcher(rest)?),
+        "warn" => ev.expect.warn.push(parse_expect_matcher(rest)?),
+        "info" => ev.expect.info.push(parse_expect_matcher(rest)?),
+        "no_warn" => ev.expect.no_warn = true,
+        "no_info" => ev.expect.no_info = true,
+        "ordered" => ev.expect.ordered = true,
+        "range" => {
+            let r = rest.trim().strip_prefix("vector").ok_or("bad expect range")?.trim();
+            let r = r.strip_prefix("from").ok_or("bad expect range")?.trim();
+            let (from, r) = r.split_once(" to ").ok_or("bad expect range")?;
+            let (to, step) = r.split_once(" step ").ok_or("bad expect range")?;
+            let (f, t, s) = (parse_duration(from)?, parse_duration(to)?, parse_duration(step)?);
+            ev.range_vector = Some((f, t, s));
+            ev.exclude_from_range = true;
+        }
+        "string" => {
+            let lit = rest.trim();
+            let value = if let Some(raw) = lit.strip_prefix('`').and_then(|l| l.strip_suffix('`')) {
+                raw.to_string()
+            } else {
+                unescape(lit.strip_prefix('"').and_then(|l| l.strip_suffix('"')).ok_or("bad expect string")?)
+            };
+            ev.expected = Expected::String(value);
+            ev.exclude_from_range = true;
+        }
+        other => return Err(format!("unknown expect {other:?}")),
+    }
+    Ok(())
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some(o) => out.push(o),
+                None => {}
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn parse_eval_header(line: &str, lineno: usize) -> Result<Eval, String> {
+    let (head, rest) = line.split_once(char::is_whitespace).ok_or("bad eval")?;
+    let modifier = head.strip_prefix("eval").ok_or("bad eval")?.trim_start_matches('_');
+    let rest = rest.trim();
+    let mut ev = Eval {
+        line: lineno,
+        expr: String::new(),
+        start_ms: 0,
+        end_ms: 0,
+        step_ms: 0,
+        is_range: false,
+        range_vector: None,
+        expect: Expect::default(),
+        expected: Expected::Empty,
+        expects_histograms: false,
+        exclude_from_range: false,
+    };
+    if let Some(r) = rest.strip_prefix("instant") {
+        let r = r.trim().strip_prefix("at").ok_or("eval instant without at")?.trim();
+        let (at, expr) = r.split_once(char::is_whitespace).ok_or("bad eval instant")?;
+        ev.start_ms = parse_duration(at)?;
+        ev.end_ms = ev.start_ms;
+        ev.expr = expr.trim().to_string();
+    } else if let Some(r) = rest.strip_prefix("range") {
+        let r = r.trim().strip_prefix("from").ok_or("bad eval range")?.trim();
+        let (from, r) = r.split_once(" to ").ok_or("bad eval range")?;
+        let (to, r) = r.trim().split_once(" step ").ok_or("bad eval range")?;
+        let (step, expr) = r.trim().split_once(char::is_whitespace).ok_or("bad eval range")?;
+        ev.start_ms = parse_duration(from)?;
+        ev.end_ms = parse_duration(to)?;
+        ev.step_ms = parse_duration(step)?;
+        ev.is_range = true;
+        ev.expr = expr.trim().to_string();
+    } else {
+        return Err(format!("bad eval line {line:?}"));
+    }
+    match modifier {
+        "" => {}
+        "fail" => ev.expect.fail = Some(Matcher::Any),
+        "warn" => ev.expect.any_warn = true,
+        "info" => ev.expect.any_info = true,
+        "ordered" => ev.expect.ordered = true,
+        m => return Err(format!("unknown eval modifier {m:?}")),
+    }
+    Ok(ev)
+}
+
+fn parse_eval(lines: &[(usize, String)], i: &mut usize) -> Result<Eval, String> {
+    let (lineno, header) = &lines[*i];
+    let mut ev = parse_eval_header(header, *lineno)?;
+    let mut series = Vec::new();
+    while *i + 1 < lines.len() && !lines[*i + 1].1.is_empty() {
+        *i += 1;
+        let l = lines[*i].1.as_str();
+        if l.contains("{{") {
+            ev.expects_histograms = true;
+        }
+        if let Some(m) = l.strip_prefix("expected_fail_message") {
+            ev.expect.fail = Some(Matcher::Exact(m.trim().to_string()));
+        } else if let Some(r) = l.strip_prefix("expected_fail_regexp") {
+            ev.expect.fail = Some(Matcher::Regex(regex::Regex::new(r.trim()).map_err(|e| e.to_string())?));
+        } else if l.split(' ').next() == Some("expect") {
+            parse_expect_line(&mut ev, l)?;
+        } else if let Some(v) = parse_scalar(l.trim()) {
+            ev.expected = Expected::Scalar(v);
+        } else {
+            series.push(parse_series(l)?);
+        }
+    }
+    if !series.is_empty() {
+        ev.expected = Expected::Series(series);
+    }
+    Ok(ev)
+}
+
+fn parse_load(lines: &[(usize, String)], i: &mut usize) -> Result<Load, String> {
+    let header = &lines[*i].1;
+    let mut parts = header.split_whitespace();
+    let cmd = parts.next().unwrap_or("");
+    let step = parts.next().ok_or("load without step")?;
+    let mut load = Load { step_ms: parse_duration(step)?, with_nhcb: cmd == "load_with_nhcb", series: Vec::new() };
+    while *i + 1 < lines.len() && !lines[*i + 1].1.is_empty() {
+        *i += 1;
+        let l = lines[*i].1.as_str();
+        let first = l.split_whitespace().next().unwrap_or("");
+        if first.ends_with("@st") {
+            continue; // start timestamps: not modelled by saltdb
+        }
+        load.series.push(parse_series(l)?);
+    }
+    Ok(load)
+}
+
+/// Parses a whole script into commands.
+pub fn parse_script(text: &str) -> Result<Vec<Command>, String> {
+    let lines: Vec<(usize, String)> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let t = l.trim();
+            (i + 1, if t.starts_with('#') { String::new() } else { t.to_string() })
+        })
+        .collect();
+    let mut cmds = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = &lines[i].1;
+        if l.is_empty() {
+            i += 1;
+            continue;
+        }
+        let first = l.split_whitespace().next().unwrap_or("").to_ascii_lowercase();
+        let cmd = if first == "clear" {
+            Command::Clear
+        } else if first.starts_with("load") {
+            Command::Load(parse_load(&lines, &mut i).map_err(|e| format!("line {}: {e}", lines[i].0))?)
+        } else if first.starts_with("eval") {
+            Command::Eval(Box::new(parse_eval(&lines, &mut i).map_err(|e| format!("line {}: {e}", lines[i].0))?))
+        } else {
+            return Err(format!("line {}: unknown command {l:?}", lines[i].0));
+        };
+        cmds.push(cmd);
+        i += 1;
+    }
+    Ok(cmds)
+}
+
+/// Points of a load block: series labels -> samples at `i * step`.
+pub fn load_points(load: &Load) -> BTreeMap<Labels, Vec<(i64, f64)>> {
+    let mut out: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
+    for s in load.series.iter().filter(|s| !s.histogram) {
+        let pts = out.entry(s.labels.clone()).or_default();
+        for (i, v) in s.values.iter().enumerate() {
+            if let SeqValue::Float(f) = v {
+                pts.push((i as i64 * load.step_ms, *f));
+            }
+        }
+    }
+    out
+}
