@@ -8,6 +8,7 @@
 //! | `saltdb_write_requests_rejected_total` | counter | `protocol`, `reason` |
 //! | `saltdb_http_requests_total` | counter | `route`, `code` |
 //! | `saltdb_http_request_duration_seconds` | histogram | `route`, `code` |
+//! | `saltdb_storage_write_duration_seconds` (group commit wait, shows write stalls) | histogram | `protocol` |
 //! | `saltdb_series` (all series ever created) | gauge | |
 //! | `saltdb_active_series` (series with samples in the newest window) | gauge | |
 //! | `saltdb_series_created_total` | counter | |
@@ -77,6 +78,7 @@ pub struct Metrics {
     requests_rejected: IntCounterVec,
     http_requests: IntCounterVec,
     http_duration: HistogramVec,
+    write_duration: HistogramVec,
     series: IntGauge,
     active_series: IntGauge,
     series_created: IntCounter,
@@ -140,6 +142,15 @@ impl Metrics {
             &["route", "code"],
         )
         .unwrap_or_else(|e| panic!("BUG: histogram: {e}"));
+        let write_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "saltdb_storage_write_duration_seconds",
+                "Time from handing a decoded batch to storage until it is durable (fjall write stalls show here).",
+            )
+            .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+            &["protocol"],
+        )
+        .unwrap_or_else(|e| panic!("BUG: histogram: {e}"));
         #[cfg(target_os = "linux")]
         {
             let _ = r.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()));
@@ -170,6 +181,7 @@ impl Metrics {
                 &["route", "code"],
             ),
             http_duration: register(&r, duration),
+            write_duration: register(&r, write_duration),
             series: gauge(&r, "saltdb_series", "Series ever created (highest series id allocated)."),
             active_series: gauge(&r, "saltdb_active_series", "Series with samples in the newest time window."),
             series_created: register(
@@ -239,6 +251,11 @@ impl Metrics {
         if request {
             self.requests_rejected.with_label_values(&[protocol.label(), reason]).inc();
         }
+    }
+
+    /// Records how long one storage write took (successful or not).
+    pub fn observe_write(&self, protocol: Protocol, seconds: f64) {
+        self.write_duration.with_label_values(&[protocol.label()]).observe(seconds);
     }
 
     /// Records one HTTP request. `route` must be a route pattern, never a raw path.

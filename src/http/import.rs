@@ -177,7 +177,10 @@ pub async fn import(
             ApiError::BadData(e.to_string())
         })?;
         let samples = batch.sample_count();
-        if let Err(e) = storage.write(batch) {
+        let started = std::time::Instant::now();
+        let written = storage.write(batch);
+        st.metrics.observe_write(Protocol::Import, started.elapsed().as_secs_f64());
+        if let Err(e) = written {
             let reason = if e.is_client_error() { "storage_rejected" } else { "storage_failure" };
             st.metrics.rejected(Protocol::Import, reason, samples, e.is_client_error());
             return Err(e.into());

@@ -13,6 +13,7 @@ use super::error::ApiError;
 use super::router::AppState;
 use super::{blocking, body};
 use crate::matcher::Matcher;
+use crate::remote::decode::DecodeError;
 use crate::remote::proto::ResponseType;
 use crate::remote::read;
 
@@ -35,8 +36,10 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
         }
     }
     let raw = body::read_limited(&headers, body, state.limits.max_request_bytes).await?;
-    let req =
-        read::decode_request(&raw, state.limits.max_request_bytes).map_err(|e| ApiError::BadData(e.to_string()))?;
+    let req = read::decode_request(&raw, state.limits.max_request_bytes).map_err(|e| match e {
+        read::ReadError::Body(DecodeError::TooLarge { limit, .. }) => ApiError::TooLarge { limit },
+        other => ApiError::BadData(other.to_string()),
+    })?;
     let response_type = read::negotiate(&req.accepted_response_types).map_err(|e| ApiError::BadData(e.to_string()))?;
     let mut queries: Vec<(Vec<Matcher>, i64, i64)> = Vec::with_capacity(req.queries.len());
     for (i, q) in req.queries.iter().enumerate() {

@@ -173,7 +173,10 @@ fn store(state: &AppState, raw: &[u8], protocol: Protocol) -> Result<Written, Ap
     state.remote.metadata.record(decoded.metadata);
     let samples = decoded.batch.sample_count();
     if samples > 0 {
-        if let Err(e) = state.storage.write(decoded.batch) {
+        let started = std::time::Instant::now();
+        let written = state.storage.write(decoded.batch);
+        state.metrics.observe_write(mp, started.elapsed().as_secs_f64());
+        if let Err(e) = written {
             let reason = if e.is_client_error() { "storage_rejected" } else { "storage_failure" };
             state.metrics.rejected(mp, reason, samples, e.is_client_error());
             return Err(e.into());

@@ -169,7 +169,10 @@ fn v2_rejections() {
 
 use prost::Message;
 
-fn arb_series() -> impl Strategy<Value = Vec<(std::collections::BTreeMap<String, String>, Vec<(i64, u64)>)>> {
+/// Series as (labels without `__name__`, samples as (timestamp, value bits)).
+type ArbSeries = Vec<(std::collections::BTreeMap<String, String>, Vec<(i64, u64)>)>;
+
+fn arb_series() -> impl Strategy<Value = ArbSeries> {
     let labels = proptest::collection::btree_map("[a-z_][a-z0-9_]{0,6}", "[^\u{0}]{1,8}", 0..5);
     let samples = proptest::collection::vec((0i64..4_000_000_000_000, any::<u64>()), 0..5);
     proptest::collection::vec((labels, samples), 0..8)

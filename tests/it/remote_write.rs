@@ -222,6 +222,7 @@ fn remote_write_round_trips_through_remote_read_and_export() {
     assert!(metric_value(&text, "saltdb_windows") >= 1.0);
     assert!(metric_value(&text, "process_resident_memory_bytes") > 0.0, "{text}");
     assert!(text.contains("saltdb_fjall_journal_bytes"));
+    assert_eq!(metric_value(&text, r#"saltdb_storage_write_duration_seconds_count{protocol="remote_write_v1"}"#), 1.0);
     assert!(text.contains(r#"saltdb_table_disk_bytes{table="postings"}"#));
     server.stop();
 }
@@ -475,6 +476,7 @@ fn every_bad_remote_write_gets_its_status_and_reason_and_writes_nothing() {
             400,
             "response types",
         ),
+        ("announces a huge body", &read_headers[..], vec![0xff, 0xff, 0xff, 0xff, 0x0f], 413, "larger than the limit"),
         ("not snappy", &read_headers[..], b"garbage".to_vec(), 400, "snappy"),
         (
             "no encoding",
