@@ -62,6 +62,9 @@ struct Args {
     /// Runs per target; the median is reported.
     #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// Also time saltdb's decoder alone on the same bodies, one thread (the ceiling of the HTTP side).
+    #[arg(long)]
+    decode_only: bool,
     /// Target the others are compared with.
     #[arg(long, default_value = "victoria-metrics")]
     baseline: String,
@@ -154,6 +157,8 @@ async fn send_all(
     let authority = url.authority()?.to_string();
     let mut sender = None;
     let mut first_error = None;
+    let total: u64 = bodies.iter().map(|(_, n)| n).sum();
+    let mut sent = 0u64;
     for (body, n) in bodies {
         let mut tries = 0;
         loop {
@@ -165,8 +170,9 @@ async fn send_all(
                 first_error.get_or_insert_with(|| format!("cannot connect to {authority}"));
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 if tries > 50 {
-                    rejected.fetch_add(n, Ordering::Relaxed);
-                    break;
+                    // The target is gone: count everything left as rejected and stop.
+                    rejected.fetch_add(total - sent, Ordering::Relaxed);
+                    return first_error;
                 }
                 continue;
             };
@@ -177,7 +183,8 @@ async fn send_all(
                 .header("X-Prometheus-Remote-Write-Version", "0.1.0")
                 .body(Full::new(body.clone()));
             let Ok(req) = req else { break };
-            match s.send_request(req).await {
+            let outcome = s.send_request(req).await;
+            match outcome {
                 Ok(resp) => {
                     let status = resp.status();
                     let text = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
@@ -205,6 +212,7 @@ async fn send_all(
                 }
             }
         }
+        sent += n;
     }
     first_error
 }
@@ -385,6 +393,18 @@ fn main() -> Result<(), String> {
         args.series, args.samples, w.total_samples, requests, args.series_per_request, args.samples_per_request,
         bytes as f64 / requests.max(1) as f64 / 1024.0, args.concurrency, built.elapsed().as_secs_f64()
     );
+    if args.decode_only {
+        let limits = saltdb::remote::decode::DecodeLimits::default();
+        let t = Instant::now();
+        let mut n = 0usize;
+        for (body, _) in w.per_worker.iter().flatten() {
+            let d = saltdb::remote::decode::decode_write(body, saltdb::remote::decode::Protocol::V1, &limits)
+                .map_err(|e| e.to_string())?;
+            n += d.batch.sample_count();
+        }
+        let secs = t.elapsed().as_secs_f64();
+        println!("decode only (snappy + protobuf + validation, 1 thread): {:.0} samples/s", n as f64 / secs);
+    }
     let mut names: Vec<String> = args.spawn.clone();
     names.extend(args.target.iter().map(|t| t.split('=').next().unwrap_or(t).to_owned()));
     let mut results: Vec<Vec<RunResult>> = vec![Vec::new(); names.len()];
