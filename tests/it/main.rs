@@ -10,4 +10,5 @@ mod manifest;
 mod metadata_api;
 mod query_api;
 mod retention;
+mod seal;
 mod storage_api;
