@@ -19,6 +19,7 @@ use super::params::Params;
 use super::router::AppState;
 use super::{blocking, body};
 use crate::labels::Labels;
+use crate::metrics::Protocol;
 use crate::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
 
 /// Limits applied to every ingested series, whatever the protocol.
@@ -169,9 +170,22 @@ pub async fn import(
     let bytes = body::read_decoded(&headers, body, state.limits.max_request_bytes).await?;
     let storage = state.storage.clone();
     let limits = state.limits.series;
+    let st = state.clone();
     blocking::run(move || {
-        let batch = decode_lines(&bytes, limits).map_err(|e| ApiError::BadData(e.to_string()))?;
-        storage.write(batch)?;
+        let batch = decode_lines(&bytes, limits).map_err(|e| {
+            st.metrics.rejected(Protocol::Import, "invalid_line", 0, true);
+            ApiError::BadData(e.to_string())
+        })?;
+        let samples = batch.sample_count();
+        let started = std::time::Instant::now();
+        let written = storage.write(batch);
+        st.metrics.observe_write(Protocol::Import, started.elapsed().as_secs_f64());
+        if let Err(e) = written {
+            let reason = if e.is_client_error() { "storage_rejected" } else { "storage_failure" };
+            st.metrics.rejected(Protocol::Import, reason, samples, e.is_client_error());
+            return Err(e.into());
+        }
+        st.metrics.ingested(Protocol::Import, samples);
         Ok(())
     })
     .await?;

@@ -8,7 +8,10 @@ pub mod error;
 pub mod export;
 pub mod health;
 pub mod import;
+pub mod metrics;
 pub mod params;
+pub mod remote_read;
+pub mod remote_write;
 pub mod router;
 
 pub use router::{router, AppState, Limits, QueryConfig};

@@ -10,7 +10,9 @@ use tokio::sync::Semaphore;
 use super::api::{labels, query, series, status};
 use super::error::ApiError;
 use super::import::SeriesLimits;
-use super::{export, health, import};
+use super::remote_write::RemoteState;
+use super::{api, export, health, import, metrics, remote_read, remote_write};
+use crate::metrics::Metrics;
 use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
 
@@ -41,6 +43,10 @@ pub struct AppState {
     pub query_slots: Arc<Semaphore>,
     /// Number of query slots (for messages).
     pub query_max_concurrency: usize,
+    /// saltdb's own metrics.
+    pub metrics: Metrics,
+    /// Remote-write metadata and in-flight limits.
+    pub remote: RemoteState,
 }
 
 impl AppState {
@@ -53,6 +59,8 @@ impl AppState {
             engine: Engine::new(query.engine),
             query_slots: Arc::new(Semaphore::new(slots)),
             query_max_concurrency: slots,
+            metrics: Metrics::new(),
+            remote: RemoteState::default(),
         }
     }
 }
@@ -75,6 +83,10 @@ impl Default for QueryConfig {
 /// The whole HTTP surface.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
+        .route("/api/v1/write", post(remote_write::write))
+        .route("/api/v1/read", post(remote_read::read))
+        .route("/api/v1/metadata", get(api::metadata::metadata))
+        .route("/metrics", get(metrics::metrics))
         .route("/api/v1/import", post(import::import))
         .route("/api/v1/export", get(export::export).post(export::export))
         .route("/api/v1/query", get(query::instant).post(query::instant))
@@ -87,6 +99,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/-/healthy", get(health::healthy).head(health::healthy))
         .route("/-/ready", get(health::ready).head(health::ready))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .with_state(state)
 }
 

@@ -424,3 +424,59 @@ fn spawn_syncer(shared: Arc<Shared>) -> Result<(SyncSender<()>, JoinHandle<()>)>
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
+
+/// fjall engine figures for `/metrics` (what fjall exposes; it has no write-stall counter).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Bytes in active and sealed memtables.
+    pub write_buffer_bytes: u64,
+    /// Memtables waiting to be flushed.
+    pub outstanding_flushes: u64,
+    /// Compactions running now.
+    pub active_compactions: u64,
+    /// Compactions completed since open.
+    pub compactions_completed: u64,
+    /// Time spent compacting since open, in microseconds.
+    pub compaction_micros: u64,
+    /// Journal files on disk.
+    pub journal_files: u64,
+    /// Bytes of journal on disk.
+    pub journal_bytes: u64,
+}
+
+// Additive API for `/metrics` (remote branch): engine figures and the active-series count.
+impl Storage {
+    /// fjall's own counters and gauges.
+    ///
+    /// # Errors
+    /// Engine errors while measuring the journal.
+    pub fn engine_stats(&self) -> Result<EngineStats> {
+        let db = &self.inner.shared.db;
+        Ok(EngineStats {
+            write_buffer_bytes: db.write_buffer_size(),
+            outstanding_flushes: db.outstanding_flushes() as u64,
+            active_compactions: db.active_compactions() as u64,
+            compactions_completed: db.compactions_completed() as u64,
+            compaction_micros: u64::try_from(db.time_compacting().as_micros()).unwrap_or(u64::MAX),
+            journal_files: db.journal_count() as u64,
+            journal_bytes: db.journal_disk_space()?,
+        })
+    }
+
+    /// Series with at least one sample in the newest time window (counts that window's
+    /// per-window series index).
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn active_series(&self) -> Result<u64> {
+        let Some(newest) = self.inner.shared.windows.all().into_iter().max_by_key(|w| w.start_ms) else {
+            return Ok(0);
+        };
+        let mut n = 0u64;
+        for guard in newest.points.prefix(super::keys::WINDOW_INDEX_PREFIX) {
+            guard.key()?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}

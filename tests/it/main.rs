@@ -9,6 +9,8 @@ mod import_export;
 mod manifest;
 mod metadata_api;
 mod query_api;
+mod real_prometheus;
+mod remote_write;
 mod retention;
 mod seal;
 mod storage_api;

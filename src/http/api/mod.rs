@@ -1,6 +1,7 @@
 //! The Prometheus HTTP API: parameters and response shapes as Prometheus has them.
 
 pub mod labels;
+pub mod metadata;
 pub mod query;
 pub mod series;
 pub mod status;

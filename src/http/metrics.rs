@@ -1,0 +1,51 @@
+//! `GET /metrics` and the middleware that counts every request by route and status code.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::blocking;
+use super::error::ApiError;
+use super::router::AppState;
+use crate::metrics::{StorageFigures, TEXT_CONTENT_TYPE};
+
+/// Renders every metric, refreshing the storage figures first.
+///
+/// # Errors
+/// 5xx when storage cannot be measured.
+pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
+    let st = state.clone();
+    let text = blocking::run(move || {
+        let stats = st.storage.stats()?;
+        let engine = st.storage.engine_stats()?;
+        let figures = StorageFigures {
+            series_total: stats.series_total,
+            active_series: Some(st.storage.active_series()?),
+            series_created: stats.series_created,
+            samples_per_bucket: stats.samples_per_bucket,
+            windows: stats.windows.len() as u64,
+            disk_bytes: stats.disk_bytes,
+            table_bytes: stats.table_bytes,
+            engine: Some(engine),
+        };
+        st.metrics.set_storage(&figures, st.remote.metadata.len());
+        Ok(st.metrics.render())
+    })
+    .await?;
+    Ok(([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)], text).into_response())
+}
+
+/// Counts the request in `saltdb_http_requests_total` and times it in
+/// `saltdb_http_request_duration_seconds`, labelled with the route pattern (never the raw path,
+/// so label cardinality stays bounded).
+pub async fn track(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map_or_else(|| "other".to_owned(), |p| p.as_str().to_owned());
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    state.metrics.observe_http(&route, resp.status().as_u16(), started.elapsed().as_secs_f64());
+    resp
+}

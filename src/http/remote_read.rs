@@ -1,0 +1,82 @@
+//! `POST /api/v1/read`: Prometheus remote read. Answers `SAMPLES` (one snappy-compressed
+//! `ReadResponse`) or, when the client prefers it, `STREAMED_XOR_CHUNKS` (frames of XOR
+//! chunks); see [`crate::remote::read`] for both encodings.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::Response;
+
+use super::error::ApiError;
+use super::router::AppState;
+use super::{blocking, body};
+use crate::matcher::Matcher;
+use crate::remote::decode::DecodeError;
+use crate::remote::proto::ResponseType;
+use crate::remote::read;
+
+/// Most samples one remote-read request may load (across its queries).
+pub const MAX_READ_SAMPLES: usize = 20_000_000;
+
+/// The handler.
+///
+/// # Errors
+/// 400 for an undecodable request, a bad matcher, a query without a non-empty matcher or only
+/// unsupported response types; 415 for a body that is not snappy; 422 over the sample limit;
+/// 5xx when storage fails.
+pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().map(str::trim)) {
+        Some(Ok(v)) if v.eq_ignore_ascii_case("snappy") => {}
+        _ => {
+            return Err(ApiError::UnsupportedMedia(
+                "remote-read requests must be snappy block format with Content-Encoding: snappy".into(),
+            ))
+        }
+    }
+    let raw = body::read_limited(&headers, body, state.limits.max_request_bytes).await?;
+    let req = read::decode_request(&raw, state.limits.max_request_bytes).map_err(|e| match e {
+        read::ReadError::Body(DecodeError::TooLarge { limit, .. }) => ApiError::TooLarge { limit },
+        other => ApiError::BadData(other.to_string()),
+    })?;
+    let response_type = read::negotiate(&req.accepted_response_types).map_err(|e| ApiError::BadData(e.to_string()))?;
+    let mut queries: Vec<(Vec<Matcher>, i64, i64)> = Vec::with_capacity(req.queries.len());
+    for (i, q) in req.queries.iter().enumerate() {
+        let matchers = read::matchers(i, &q.matchers).map_err(|e| ApiError::BadData(e.to_string()))?;
+        if matchers.iter().all(Matcher::matches_empty) {
+            return Err(ApiError::BadData(format!(
+                "query #{i}: at least one label matcher must not match the empty string"
+            )));
+        }
+        queries.push((matchers, q.start_timestamp_ms, q.end_timestamp_ms));
+    }
+    let storage = state.storage.clone();
+    let results = blocking::run(move || {
+        let mut left = MAX_READ_SAMPLES;
+        let mut out = Vec::with_capacity(queries.len());
+        for (matchers, start, end) in &queries {
+            let series = storage.select(matchers, *start, *end, left)?;
+            left = left.saturating_sub(series.iter().map(|s| s.samples.len()).sum());
+            out.push(series);
+        }
+        Ok(out)
+    })
+    .await?;
+    let resp = match response_type {
+        ResponseType::Samples => Response::builder()
+            .header(header::CONTENT_TYPE, read::SAMPLES_CONTENT_TYPE)
+            .header(header::CONTENT_ENCODING, "snappy")
+            .body(Body::from(read::samples_response(&results))),
+        ResponseType::StreamedXorChunks => {
+            let mut buf = Vec::new();
+            for (i, series) in results.iter().enumerate() {
+                for s in series {
+                    read::write_frame(&mut buf, i, s);
+                }
+            }
+            Response::builder().header(header::CONTENT_TYPE, read::STREAMED_CONTENT_TYPE).body(Body::from(buf))
+        }
+    };
+    resp.map_err(|e| ApiError::Internal(format!("building response: {e}")))
+}

@@ -1,0 +1,228 @@
+//! `POST /api/v1/write`: Prometheus remote-write 1.0 and 2.0.
+//!
+//! | request | answer |
+//! |---|---|
+//! | valid, stored durably | 204, empty body (2.0: `X-Prometheus-Remote-Write-*-Written` headers) |
+//! | bad snappy/protobuf, bad labels, bad timestamps, only native histograms | 400, reason in the body |
+//! | body over `--max-request-bytes` (compressed, or as announced by the snappy header) | 413 |
+//! | `Content-Type`/`Content-Encoding` other than protobuf + snappy | 415 |
+//! | too many requests in flight | 429 with `Retry-After` (senders retry) |
+//! | storage failure | 500/503 (senders retry) |
+//!
+//! Every rejection is counted in `saltdb_write_requests_rejected_total{protocol,reason}` and its
+//! samples in `saltdb_samples_rejected_total`. Native histograms and exemplars in an otherwise
+//! valid request are dropped and counted (`reason="native_histogram"`/`"exemplar"`).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
+
+use super::error::ApiError;
+use super::router::AppState;
+use super::{blocking, body};
+use crate::metrics::Protocol as MetricsProtocol;
+use crate::remote::decode::{decode_write, DecodeError, DecodeLimits, Protocol};
+use crate::remote::metadata::MetadataStore;
+
+/// Remote-write requests decoded or committed at once; more get 429 so senders back off.
+pub const MAX_INFLIGHT_WRITES: usize = 64;
+
+/// State of the remote protocols, part of [`AppState`].
+#[derive(Debug)]
+pub struct RemoteState {
+    /// Metric metadata received through remote-write.
+    pub metadata: MetadataStore,
+    /// One permit per remote-write request in flight.
+    pub write_slots: Semaphore,
+}
+
+impl Default for RemoteState {
+    fn default() -> Self {
+        Self { metadata: MetadataStore::default(), write_slots: Semaphore::new(MAX_INFLIGHT_WRITES) }
+    }
+}
+
+/// Content type of remote-write 2.0 requests.
+pub const V2_CONTENT_TYPE: &str = "application/x-protobuf;proto=io.prometheus.write.v2.Request";
+
+fn metrics_protocol(p: Protocol) -> MetricsProtocol {
+    match p {
+        Protocol::V1 => MetricsProtocol::RemoteWriteV1,
+        Protocol::V2 => MetricsProtocol::RemoteWriteV2,
+    }
+}
+
+/// Reads the protocol from `Content-Type` and checks `Content-Encoding: snappy`.
+///
+/// A missing `Content-Type` means 1.0, as the 2.0 spec asks receivers to assume.
+///
+/// # Errors
+/// [`ApiError::UnsupportedMedia`] naming what was sent and what is accepted.
+pub fn protocol_of(headers: &HeaderMap) -> Result<Protocol, ApiError> {
+    match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().map(str::trim)) {
+        Some(Ok(v)) if v.eq_ignore_ascii_case("snappy") => {}
+        other => {
+            let sent = match other {
+                None => "none".to_owned(),
+                Some(v) => format!("{:?}", v.unwrap_or("<not text>")),
+            };
+            return Err(ApiError::UnsupportedMedia(format!(
+                "unsupported Content-Encoding {sent}: remote-write bodies must be snappy block format with Content-Encoding: snappy"
+            )));
+        }
+    }
+    let Some(ct) = headers.get(header::CONTENT_TYPE) else { return Ok(Protocol::V1) };
+    let ct = ct.to_str().unwrap_or("");
+    let mut parts = ct.split(';').map(str::trim);
+    let media = parts.next().unwrap_or("");
+    let proto = parts
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("proto"))
+        .map(|(_, v)| v.trim().trim_matches('"'));
+    if !media.eq_ignore_ascii_case("application/x-protobuf") {
+        return Err(ApiError::UnsupportedMedia(format!(
+            "unsupported Content-Type {ct:?}: use application/x-protobuf (remote-write 1.0) or {V2_CONTENT_TYPE}"
+        )));
+    }
+    match proto {
+        None | Some("prometheus.WriteRequest") => Ok(Protocol::V1),
+        Some("io.prometheus.write.v2.Request") => Ok(Protocol::V2),
+        Some(other) => Err(ApiError::UnsupportedMedia(format!(
+            "unsupported remote-write message {other:?}: use prometheus.WriteRequest or io.prometheus.write.v2.Request"
+        ))),
+    }
+}
+
+/// What a stored request held.
+#[derive(Clone, Copy, Debug, Default)]
+struct Written {
+    samples: usize,
+    histograms: usize,
+    exemplars: usize,
+}
+
+/// The handler.
+pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    let protocol = match protocol_of(&headers) {
+        Ok(p) => p,
+        Err(e) => {
+            state.metrics.rejected(MetricsProtocol::RemoteWriteV1, "unsupported_media_type", 0, true);
+            return e.into_response();
+        }
+    };
+    let mp = metrics_protocol(protocol);
+    let Ok(_permit) = state.remote.write_slots.try_acquire() else {
+        state.metrics.rejected(mp, "overloaded", 0, true);
+        return ApiError::Overloaded(format!(
+            "more than {MAX_INFLIGHT_WRITES} remote-write requests in flight; retry later"
+        ))
+        .into_response();
+    };
+    let raw = match body::read_limited(&headers, body, state.limits.max_request_bytes).await {
+        Ok(b) => b,
+        Err(e) => {
+            state.metrics.rejected(mp, "too_large", 0, true);
+            return e.into_response();
+        }
+    };
+    let st = state.clone();
+    let result = blocking::run(move || store(&st, &raw, protocol)).await;
+    match result {
+        Ok(w) => {
+            let mut resp = StatusCode::NO_CONTENT.into_response();
+            if protocol == Protocol::V2 {
+                let h = resp.headers_mut();
+                h.insert("X-Prometheus-Remote-Write-Samples-Written", HeaderValue::from(w.samples));
+                h.insert("X-Prometheus-Remote-Write-Histograms-Written", HeaderValue::from(0u32));
+                h.insert("X-Prometheus-Remote-Write-Exemplars-Written", HeaderValue::from(0u32));
+            }
+            let _ = (w.histograms, w.exemplars);
+            resp
+        }
+        Err(e) => {
+            let mut resp = e.into_response();
+            if protocol == Protocol::V2 && resp.status().is_client_error() {
+                resp.headers_mut().insert("X-Prometheus-Remote-Write-Samples-Written", HeaderValue::from(0u32));
+            }
+            resp
+        }
+    }
+}
+
+/// Decodes, counts and commits one request (runs on the blocking pool).
+fn store(state: &AppState, raw: &[u8], protocol: Protocol) -> Result<Written, ApiError> {
+    let mp = metrics_protocol(protocol);
+    let limits = DecodeLimits {
+        max_decoded_bytes: state.limits.max_request_bytes,
+        max_labels: state.limits.series.max_labels,
+        max_label_len: state.limits.series.max_label_bytes,
+    };
+    let decoded = decode_write(raw, protocol, &limits).map_err(|rej| {
+        state.metrics.rejected(mp, rej.error.reason(), rej.samples, true);
+        match rej.error {
+            DecodeError::TooLarge { limit, .. } => ApiError::TooLarge { limit },
+            _ => ApiError::BadData(rej.to_string()),
+        }
+    })?;
+    state.metrics.rejected(mp, "native_histogram", decoded.histograms, false);
+    state.metrics.rejected(mp, "exemplar", decoded.exemplars, false);
+    state.remote.metadata.record(decoded.metadata);
+    let samples = decoded.batch.sample_count();
+    if samples > 0 {
+        let started = std::time::Instant::now();
+        let written = state.storage.write(decoded.batch);
+        state.metrics.observe_write(mp, started.elapsed().as_secs_f64());
+        if let Err(e) = written {
+            let reason = if e.is_client_error() { "storage_rejected" } else { "storage_failure" };
+            state.metrics.rejected(mp, reason, samples, e.is_client_error());
+            return Err(e.into());
+        }
+    }
+    state.metrics.ingested(mp, samples);
+    Ok(Written { samples, histograms: decoded.histograms, exemplars: decoded.exemplars })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(ct: Option<&str>, ce: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(ct) = ct {
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_str(ct).unwrap());
+        }
+        if let Some(ce) = ce {
+            h.insert(header::CONTENT_ENCODING, HeaderValue::from_str(ce).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn content_negotiation() {
+        let ok = |ct, ce| protocol_of(&headers(ct, ce)).ok();
+        assert_eq!(ok(Some("application/x-protobuf"), Some("snappy")), Some(Protocol::V1));
+        assert_eq!(ok(None, Some("snappy")), Some(Protocol::V1));
+        assert_eq!(
+            ok(Some("application/x-protobuf;proto=prometheus.WriteRequest"), Some("snappy")),
+            Some(Protocol::V1)
+        );
+        assert_eq!(ok(Some(V2_CONTENT_TYPE), Some("SNAPPY")), Some(Protocol::V2));
+        assert_eq!(
+            ok(Some("application/x-protobuf; proto=\"io.prometheus.write.v2.Request\""), Some("snappy")),
+            Some(Protocol::V2)
+        );
+        for (ct, ce) in [
+            (Some("application/json"), Some("snappy")),
+            (Some("application/x-protobuf;proto=io.prometheus.write.v3.Request"), Some("snappy")),
+            (Some("application/x-protobuf"), Some("gzip")),
+            (Some("application/x-protobuf"), None),
+        ] {
+            let err = protocol_of(&headers(ct, ce)).unwrap_err();
+            assert_eq!(err.status_and_type().0, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct:?} {ce:?}");
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! saltdb's own metrics, served at `GET /metrics` in the Prometheus text format through the
+//! `prometheus` crate.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `saltdb_samples_ingested_total` | counter | `protocol` |
+//! | `saltdb_samples_rejected_total` | counter | `protocol`, `reason` |
+//! | `saltdb_write_requests_rejected_total` | counter | `protocol`, `reason` |
+//! | `saltdb_http_requests_total` | counter | `route`, `code` |
+//! | `saltdb_http_request_duration_seconds` | histogram | `route`, `code` |
+//! | `saltdb_storage_write_duration_seconds` (group commit wait, shows write stalls) | histogram | `protocol` |
+//! | `saltdb_series` (all series ever created) | gauge | |
+//! | `saltdb_active_series` (series with samples in the newest window) | gauge | |
+//! | `saltdb_series_created_total` | counter | |
+//! | `saltdb_samples_written_total` | counter | `bucket` |
+//! | `saltdb_windows` | gauge | |
+//! | `saltdb_disk_bytes`, `saltdb_table_disk_bytes` | gauge | `table` |
+//! | `saltdb_metadata_families` | gauge | |
+//! | `saltdb_fjall_write_buffer_bytes`, `saltdb_fjall_outstanding_flushes`, `saltdb_fjall_active_compactions`, `saltdb_fjall_journal_files`, `saltdb_fjall_journal_bytes` | gauge | |
+//! | `saltdb_fjall_compactions_completed_total`, `saltdb_fjall_compaction_seconds_total` | counter | |
+//! | `process_*` (RSS, CPU, open fds, threads, start time) | from the `prometheus` crate | |
+//!
+//! Protocol label values: [`Protocol::label`].
+
+use crate::storage::EngineStats;
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// The ingest protocols counted separately.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Prometheus remote-write 1.0.
+    RemoteWriteV1,
+    /// Prometheus remote-write 2.0.
+    RemoteWriteV2,
+    /// JSON-lines import.
+    Import,
+}
+
+impl Protocol {
+    /// Value of the `protocol` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::RemoteWriteV1 => "remote_write_v1",
+            Self::RemoteWriteV2 => "remote_write_v2",
+            Self::Import => "import",
+        }
+    }
+}
+
+/// Storage figures the metrics mirror, refreshed at each scrape.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageFigures {
+    /// Series ever created.
+    pub series_total: u64,
+    /// Series with samples in the newest window, when storage knows it.
+    pub active_series: Option<u64>,
+    /// Series created since start.
+    pub series_created: u64,
+    /// Samples written per bucket since start (index = bucket).
+    pub samples_per_bucket: Vec<u64>,
+    /// Windows on disk.
+    pub windows: u64,
+    /// Bytes on disk, journal included.
+    pub disk_bytes: u64,
+    /// Bytes per table.
+    pub table_bytes: Vec<(&'static str, u64)>,
+    /// fjall's own figures, when available.
+    pub engine: Option<EngineStats>,
+}
+
+/// Every metric of the process, registered in one registry.
+pub struct Metrics {
+    registry: Registry,
+    samples_ingested: IntCounterVec,
+    samples_rejected: IntCounterVec,
+    requests_rejected: IntCounterVec,
+    http_requests: IntCounterVec,
+    http_duration: HistogramVec,
+    write_duration: HistogramVec,
+    series: IntGauge,
+    active_series: IntGauge,
+    series_created: IntCounter,
+    samples_written: IntCounterVec,
+    windows: IntGauge,
+    disk_bytes: IntGauge,
+    table_bytes: IntGaugeVec,
+    metadata_families: IntGauge,
+    fjall_write_buffer: IntGauge,
+    fjall_outstanding_flushes: IntGauge,
+    fjall_active_compactions: IntGauge,
+    fjall_journal_files: IntGauge,
+    fjall_journal_bytes: IntGauge,
+    fjall_compactions: IntCounter,
+    fjall_compaction_seconds: prometheus::Counter,
+    /// Serialises scrapes so counters mirrored from storage move monotonically.
+    refresh: std::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| panic!("BUG: metric {name}: {e}"));
+    register(r, c)
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
+    register(r, IntGauge::new(name, help).unwrap_or_else(|e| panic!("BUG: metric {name}: {e}")))
+}
+
+fn register<C: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: C) -> C {
+    if let Err(e) = r.register(Box::new(c.clone())) {
+        panic!("BUG: registering a metric twice: {e}");
+    }
+    c
+}
+
+impl Metrics {
+    /// Builds and registers every metric, process metrics included (on Linux).
+    ///
+    /// # Panics
+    /// Only on a programming error (an invalid or duplicate metric name), never on input.
+    pub fn new() -> Self {
+        let r = Registry::new();
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "saltdb_http_request_duration_seconds",
+                "HTTP request latency by route and status code.",
+            )
+            .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+            &["route", "code"],
+        )
+        .unwrap_or_else(|e| panic!("BUG: histogram: {e}"));
+        let write_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "saltdb_storage_write_duration_seconds",
+                "Time from handing a decoded batch to storage until it is durable (fjall write stalls show here).",
+            )
+            .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+            &["protocol"],
+        )
+        .unwrap_or_else(|e| panic!("BUG: histogram: {e}"));
+        #[cfg(target_os = "linux")]
+        {
+            let _ = r.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()));
+        }
+        Self {
+            samples_ingested: counter_vec(
+                &r,
+                "saltdb_samples_ingested_total",
+                "Samples accepted and stored, by ingest protocol.",
+                &["protocol"],
+            ),
+            samples_rejected: counter_vec(
+                &r,
+                "saltdb_samples_rejected_total",
+                "Samples not stored, by ingest protocol and reason (native histograms included).",
+                &["protocol", "reason"],
+            ),
+            requests_rejected: counter_vec(
+                &r,
+                "saltdb_write_requests_rejected_total",
+                "Write requests answered with a 4xx, by protocol and reason.",
+                &["protocol", "reason"],
+            ),
+            http_requests: counter_vec(
+                &r,
+                "saltdb_http_requests_total",
+                "HTTP requests by route and status code.",
+                &["route", "code"],
+            ),
+            http_duration: register(&r, duration),
+            write_duration: register(&r, write_duration),
+            series: gauge(&r, "saltdb_series", "Series ever created (highest series id allocated)."),
+            active_series: gauge(&r, "saltdb_active_series", "Series with samples in the newest time window."),
+            series_created: register(
+                &r,
+                IntCounter::new("saltdb_series_created_total", "Series created since the process started.")
+                    .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            samples_written: counter_vec(
+                &r,
+                "saltdb_samples_written_total",
+                "Samples written to storage since start, by row-key bucket.",
+                &["bucket"],
+            ),
+            windows: gauge(&r, "saltdb_windows", "Time windows on disk."),
+            disk_bytes: gauge(&r, "saltdb_disk_bytes", "Bytes on disk of the whole database, journal included."),
+            table_bytes: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new("saltdb_table_disk_bytes", "Bytes on disk per table (flushed data)."),
+                    &["table"],
+                )
+                .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            metadata_families: gauge(
+                &r,
+                "saltdb_metadata_families",
+                "Metric families with metadata received through remote-write.",
+            ),
+            fjall_write_buffer: gauge(&r, "saltdb_fjall_write_buffer_bytes", "Bytes in fjall's memtables."),
+            fjall_outstanding_flushes: gauge(
+                &r,
+                "saltdb_fjall_outstanding_flushes",
+                "Memtables waiting to be flushed (a growing value precedes write stalls).",
+            ),
+            fjall_active_compactions: gauge(&r, "saltdb_fjall_active_compactions", "Compactions running now."),
+            fjall_journal_files: gauge(&r, "saltdb_fjall_journal_files", "Journal files on disk."),
+            fjall_journal_bytes: gauge(
+                &r,
+                "saltdb_fjall_journal_bytes",
+                "Bytes of journal on disk (replayed at start-up).",
+            ),
+            fjall_compactions: register(
+                &r,
+                IntCounter::new("saltdb_fjall_compactions_completed_total", "Compactions completed since start.")
+                    .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            fjall_compaction_seconds: register(
+                &r,
+                prometheus::Counter::new("saltdb_fjall_compaction_seconds_total", "Time spent compacting since start.")
+                    .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            refresh: std::sync::Mutex::new(()),
+            registry: r,
+        }
+    }
+
+    /// Counts stored samples.
+    pub fn ingested(&self, protocol: Protocol, samples: usize) {
+        self.samples_ingested.with_label_values(&[protocol.label()]).inc_by(samples as u64);
+    }
+
+    /// Counts samples that were not stored, and the request when `request` is true.
+    pub fn rejected(&self, protocol: Protocol, reason: &str, samples: usize, request: bool) {
+        if samples > 0 {
+            self.samples_rejected.with_label_values(&[protocol.label(), reason]).inc_by(samples as u64);
+        }
+        if request {
+            self.requests_rejected.with_label_values(&[protocol.label(), reason]).inc();
+        }
+    }
+
+    /// Records how long one storage write took (successful or not).
+    pub fn observe_write(&self, protocol: Protocol, seconds: f64) {
+        self.write_duration.with_label_values(&[protocol.label()]).observe(seconds);
+    }
+
+    /// Records one HTTP request. `route` must be a route pattern, never a raw path.
+    pub fn observe_http(&self, route: &str, code: u16, seconds: f64) {
+        let code = code.to_string();
+        self.http_requests.with_label_values(&[route, &code]).inc();
+        self.http_duration.with_label_values(&[route, &code]).observe(seconds);
+    }
+
+    /// Mirrors storage figures and the metadata count into the metrics.
+    pub fn set_storage(&self, s: &StorageFigures, metadata_families: usize) {
+        let _guard = self.refresh.lock().unwrap_or_else(|e| e.into_inner());
+        self.series.set(clamp(s.series_total));
+        self.active_series.set(clamp(s.active_series.unwrap_or(s.series_total)));
+        advance(&self.series_created, s.series_created);
+        for (bucket, &n) in s.samples_per_bucket.iter().enumerate() {
+            advance(&self.samples_written.with_label_values(&[&bucket.to_string()]), n);
+        }
+        self.windows.set(clamp(s.windows));
+        self.disk_bytes.set(clamp(s.disk_bytes));
+        for (table, bytes) in &s.table_bytes {
+            self.table_bytes.with_label_values(&[table]).set(clamp(*bytes));
+        }
+        if let Some(e) = &s.engine {
+            self.fjall_write_buffer.set(clamp(e.write_buffer_bytes));
+            self.fjall_outstanding_flushes.set(clamp(e.outstanding_flushes));
+            self.fjall_active_compactions.set(clamp(e.active_compactions));
+            self.fjall_journal_files.set(clamp(e.journal_files));
+            self.fjall_journal_bytes.set(clamp(e.journal_bytes));
+            advance(&self.fjall_compactions, e.compactions_completed);
+            let secs = e.compaction_micros as f64 / 1e6;
+            let cur = self.fjall_compaction_seconds.get();
+            if secs > cur {
+                self.fjall_compaction_seconds.inc_by(secs - cur);
+            }
+        }
+        self.metadata_families.set(clamp(metadata_families as u64));
+    }
+
+    /// Renders every metric in the Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
+            tracing::warn!(error = %e, "encoding metrics");
+        }
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+/// Content type of [`Metrics::render`]'s output.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+fn clamp(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Moves a counter up to an absolute value taken from elsewhere (never down).
+fn advance(c: &IntCounter, to: u64) {
+    let cur = c.get();
+    if to > cur {
+        c.inc_by(to - cur);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_mirrors_storage_monotonically() {
+        let m = Metrics::new();
+        m.ingested(Protocol::RemoteWriteV1, 5);
+        m.rejected(Protocol::RemoteWriteV1, "native_histogram", 2, false);
+        m.rejected(Protocol::Import, "invalid_json", 0, true);
+        m.observe_http("/api/v1/write", 204, 0.002);
+        let mut figures =
+            StorageFigures { series_created: 7, samples_per_bucket: vec![3, 4], windows: 1, ..Default::default() };
+        m.set_storage(&figures, 2);
+        figures.series_created = 5; // a lower figure never moves a counter back
+        m.set_storage(&figures, 2);
+        let text = m.render();
+        for needle in [
+            r#"saltdb_samples_ingested_total{protocol="remote_write_v1"} 5"#,
+            r#"saltdb_samples_rejected_total{protocol="remote_write_v1",reason="native_histogram"} 2"#,
+            r#"saltdb_write_requests_rejected_total{protocol="import",reason="invalid_json"} 1"#,
+            r#"saltdb_http_requests_total{code="204",route="/api/v1/write"} 1"#,
+            r#"saltdb_http_request_duration_seconds_bucket{code="204",route="/api/v1/write",le="0.0025"} 1"#,
+            "saltdb_series_created_total 7",
+            r#"saltdb_samples_written_total{bucket="1"} 4"#,
+            "saltdb_windows 1",
+            "saltdb_metadata_families 2",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+        #[cfg(target_os = "linux")]
+        assert!(text.contains("process_resident_memory_bytes"), "{text}");
+    }
+}

@@ -1,0 +1,385 @@
+//! Remote-write request bodies -> [`WriteBatch`]: snappy block decompression with a size limit
+//! checked before allocating, protobuf decoding (1.0 and 2.0), and the label and timestamp
+//! checks remote-write needs on top of [`Labels::from_pairs`].
+//!
+//! A request is accepted or rejected as a whole: one bad series rejects the request, so nothing
+//! is ever partially applied. Native histograms and exemplars are not stored; they are counted in
+//! [`Decoded`] so the caller can report them, and a request that carries nothing else is an error
+//! ([`DecodeError::OnlyNativeHistograms`]).
+
+use crate::labels::{is_valid_label_name, LabelError, Labels, METRIC_NAME};
+use crate::remote::metadata::MetricMetadata;
+use crate::remote::proto::{self, MetricType};
+use crate::sample::{check_timestamp, Sample, SeriesSamples, TimestampOutOfRange, WriteBatch};
+use prost::Message;
+
+/// Which remote-write protocol a body is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Remote-Write 1.0, `prometheus.WriteRequest`.
+    V1,
+    /// Remote-Write 2.0, `io.prometheus.write.v2.Request`.
+    V2,
+}
+
+/// Bounds applied while decoding untrusted bodies.
+#[derive(Clone, Copy, Debug)]
+pub struct DecodeLimits {
+    /// Largest accepted decompressed body, in bytes.
+    pub max_decoded_bytes: usize,
+    /// Most labels one series may carry.
+    pub max_labels: usize,
+    /// Longest accepted label name or value, in bytes.
+    pub max_label_len: usize,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        Self { max_decoded_bytes: 64 << 20, max_labels: 256, max_label_len: 32 << 10 }
+    }
+}
+
+/// A decoded, fully validated remote-write request.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decoded {
+    /// The float samples, ready for storage.
+    pub batch: WriteBatch,
+    /// Metric metadata carried by the request.
+    pub metadata: Vec<MetricMetadata>,
+    /// Native histogram samples in the request (not stored).
+    pub histograms: usize,
+    /// Exemplars in the request (not stored).
+    pub exemplars: usize,
+}
+
+/// Why a remote-write body was rejected. Every variant is the sender's fault (HTTP 400).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The snappy header announces more bytes than allowed.
+    #[error("snappy body decompresses to {len} bytes, more than the limit of {limit} bytes")]
+    TooLarge {
+        /// Decompressed length announced by the body.
+        len: usize,
+        /// Configured limit.
+        limit: usize,
+    },
+    /// Not a valid snappy block (remote-write uses the block format, not the framed one).
+    #[error("invalid snappy block format body: {0}")]
+    Snappy(#[source] snap::Error),
+    /// Not a valid protobuf message of the expected type.
+    #[error("invalid protobuf {message}: {source}")]
+    Protobuf {
+        /// The message type expected.
+        message: &'static str,
+        /// What prost reported (includes the field path, e.g. invalid UTF-8 in `Label.value`).
+        #[source]
+        source: prost::DecodeError,
+    },
+    /// A label problem in one series.
+    #[error("series #{index} {series}: {problem}")]
+    Series {
+        /// Position of the series in the request.
+        index: usize,
+        /// The series' labels as sent (truncated).
+        series: String,
+        /// What was wrong.
+        problem: SeriesProblem,
+    },
+    /// A sample with a timestamp out of range.
+    #[error("series #{index} {series}: {source}")]
+    Timestamp {
+        /// Position of the series in the request.
+        index: usize,
+        /// The series' labels (truncated).
+        series: String,
+        /// The offending timestamp.
+        #[source]
+        source: TimestampOutOfRange,
+    },
+    /// A remote-write 2.0 symbol reference problem.
+    #[error("remote-write 2.0 series #{index}: {problem}")]
+    Symbols {
+        /// Position of the series in the request.
+        index: usize,
+        /// What was wrong.
+        problem: String,
+    },
+    /// The request held native histograms and nothing saltdb can store.
+    #[error("native histograms are not supported yet: {count} histogram samples rejected and the request has no float samples or metadata")]
+    OnlyNativeHistograms {
+        /// Histogram samples in the request.
+        count: usize,
+    },
+}
+
+/// A rejected request: why, and how many samples it held (0 when the body did not decode), so the
+/// caller can count them.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Rejection {
+    /// What was wrong.
+    #[source]
+    pub error: DecodeError,
+    /// Samples in the request (float samples, or histogram samples for
+    /// [`DecodeError::OnlyNativeHistograms`]).
+    pub samples: usize,
+}
+
+impl From<DecodeError> for Rejection {
+    fn from(error: DecodeError) -> Self {
+        Self { error, samples: 0 }
+    }
+}
+
+/// A label-set problem of one series.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SeriesProblem {
+    /// Names must be sorted ascending, as the remote-write spec requires.
+    #[error("label names are not sorted: {before:?} comes before {after:?}")]
+    Unsorted {
+        /// The earlier name.
+        before: String,
+        /// The later, smaller name.
+        after: String,
+    },
+    /// A label with an empty name.
+    #[error("empty label name")]
+    EmptyName,
+    /// Rejected by the shared label validation.
+    #[error("{0}")]
+    Label(#[from] LabelError),
+}
+
+impl DecodeError {
+    /// Short machine-friendly reason, used as the `reason` label of rejection metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "too_large",
+            Self::Snappy(_) => "invalid_snappy",
+            Self::Protobuf { .. } => "invalid_protobuf",
+            Self::Series { problem, .. } => match problem {
+                SeriesProblem::Unsorted { .. } => "unsorted_labels",
+                SeriesProblem::EmptyName => "empty_label_name",
+                SeriesProblem::Label(LabelError::DuplicateName(_)) => "duplicate_label",
+                SeriesProblem::Label(LabelError::MissingMetricName) => "missing_metric_name",
+                SeriesProblem::Label(LabelError::TooManyLabels { .. } | LabelError::TooLong { .. }) => "label_limit",
+                SeriesProblem::Label(_) => "invalid_label",
+            },
+            Self::Timestamp { .. } => "timestamp_out_of_range",
+            Self::Symbols { .. } => "invalid_symbol_ref",
+            Self::OnlyNativeHistograms { .. } => "native_histogram",
+        }
+    }
+}
+
+/// Decompresses a snappy block, refusing bodies whose announced length exceeds `limit`
+/// before any allocation.
+///
+/// # Errors
+/// [`DecodeError::TooLarge`] or [`DecodeError::Snappy`].
+pub fn decompress(body: &[u8], limit: usize) -> Result<Vec<u8>, DecodeError> {
+    let len = snap::raw::decompress_len(body).map_err(DecodeError::Snappy)?;
+    if len > limit {
+        return Err(DecodeError::TooLarge { len, limit });
+    }
+    let mut out = vec![0u8; len];
+    let n = snap::raw::Decoder::new().decompress(body, &mut out).map_err(DecodeError::Snappy)?;
+    out.truncate(n);
+    Ok(out)
+}
+
+/// Decodes a snappy-compressed remote-write body of the given protocol.
+///
+/// # Errors
+/// A [`Rejection`] describing the first problem found.
+pub fn decode_write(body: &[u8], protocol: Protocol, limits: &DecodeLimits) -> Result<Decoded, Rejection> {
+    let raw = decompress(body, limits.max_decoded_bytes)?;
+    let decoded = match protocol {
+        Protocol::V1 => decode_v1(&raw, limits)?,
+        Protocol::V2 => decode_v2(&raw, limits)?,
+    };
+    if decoded.batch.series.is_empty() && decoded.metadata.is_empty() && decoded.histograms > 0 {
+        let count = decoded.histograms;
+        return Err(Rejection { error: DecodeError::OnlyNativeHistograms { count }, samples: count });
+    }
+    Ok(decoded)
+}
+
+/// Decodes an uncompressed `prometheus.WriteRequest`.
+///
+/// # Errors
+/// A [`Rejection`] describing the first problem found.
+pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection> {
+    let req = proto::WriteRequest::decode(raw)
+        .map_err(|source| DecodeError::Protobuf { message: "prometheus.WriteRequest", source })?;
+    let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
+    let reject = |error| Rejection { error, samples };
+    let mut out = Decoded::default();
+    out.batch.series.reserve(req.timeseries.len());
+    for (index, ts) in req.timeseries.into_iter().enumerate() {
+        out.histograms += ts.histograms.len();
+        out.exemplars += ts.exemplars.len();
+        let pairs: Vec<(String, String)> = ts.labels.into_iter().map(|l| (l.name, l.value)).collect();
+        push_series(&mut out.batch, index, pairs, &ts.samples, limits).map_err(reject)?;
+    }
+    out.metadata = req
+        .metadata
+        .into_iter()
+        .filter(|m| !m.metric_family_name.is_empty())
+        .map(|m| MetricMetadata {
+            metric: m.metric_family_name,
+            kind: MetricType::try_from(m.r#type).unwrap_or(MetricType::Unknown),
+            help: m.help,
+            unit: m.unit,
+        })
+        .collect();
+    Ok(out)
+}
+
+/// Decodes an uncompressed `io.prometheus.write.v2.Request`.
+///
+/// # Errors
+/// A [`Rejection`] describing the first problem found.
+pub fn decode_v2(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection> {
+    let req = proto::v2::Request::decode(raw)
+        .map_err(|source| DecodeError::Protobuf { message: "io.prometheus.write.v2.Request", source })?;
+    let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
+    decode_v2_series(&req, limits).map_err(|error| Rejection { error, samples })
+}
+
+fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<Decoded, DecodeError> {
+    if req.symbols.first().is_some_and(|s| !s.is_empty()) {
+        return Err(DecodeError::Symbols { index: 0, problem: "symbols[0] must be the empty string".into() });
+    }
+    let symbol = |index: usize, r: u32| -> Result<&String, DecodeError> {
+        req.symbols.get(r as usize).ok_or_else(|| DecodeError::Symbols {
+            index,
+            problem: format!("symbol reference {r} is out of range (the table has {} symbols)", req.symbols.len()),
+        })
+    };
+    let mut out = Decoded::default();
+    out.batch.series.reserve(req.timeseries.len());
+    for (index, ts) in req.timeseries.iter().enumerate() {
+        out.histograms += ts.histograms.len();
+        out.exemplars += ts.exemplars.len();
+        if ts.labels_refs.len() % 2 != 0 {
+            return Err(DecodeError::Symbols {
+                index,
+                problem: format!("labels_refs has odd length {}; it must hold name/value pairs", ts.labels_refs.len()),
+            });
+        }
+        let mut pairs = Vec::with_capacity(ts.labels_refs.len() / 2);
+        for pair in ts.labels_refs.chunks_exact(2) {
+            if let [n, v] = pair {
+                pairs.push((symbol(index, *n)?.clone(), symbol(index, *v)?.clone()));
+            }
+        }
+        let name = pairs.iter().find(|(n, _)| n == METRIC_NAME).map(|(_, v)| v.clone());
+        push_series(&mut out.batch, index, pairs, &ts.samples, limits)?;
+        if let (Some(md), Some(metric)) = (&ts.metadata, name) {
+            let kind = MetricType::try_from(md.r#type).unwrap_or(MetricType::Unknown);
+            let help = symbol(index, md.help_ref)?.clone();
+            let unit = symbol(index, md.unit_ref)?.clone();
+            if kind != MetricType::Unknown || !help.is_empty() || !unit.is_empty() {
+                out.metadata.push(MetricMetadata { metric, kind, help, unit });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Validates one series and appends it to the batch (series without float samples are skipped,
+/// after validation, so a bad label set is reported even on a histogram-only series).
+fn push_series(
+    batch: &mut WriteBatch,
+    index: usize,
+    pairs: Vec<(String, String)>,
+    samples: &[proto::Sample],
+    limits: &DecodeLimits,
+) -> Result<(), DecodeError> {
+    if let Err(problem) = validate_labels(&pairs, limits) {
+        return Err(DecodeError::Series { index, series: render(&pairs), problem });
+    }
+    // Everything `from_pairs` checks was checked above by reference, so the owned strings can
+    // move into the label set without copies.
+    let labels = Labels::from_pairs(pairs).map_err(|e| DecodeError::Series {
+        index,
+        series: String::from("{}"),
+        problem: e.into(),
+    })?;
+    if samples.is_empty() {
+        return Ok(());
+    }
+    let mut out = Vec::with_capacity(samples.len());
+    for s in samples {
+        if let Err(source) = check_timestamp(s.timestamp) {
+            return Err(DecodeError::Timestamp { index, series: labels.to_string(), source });
+        }
+        out.push(Sample::new(s.timestamp, s.value));
+    }
+    batch.series.push(SeriesSamples { labels, samples: out });
+    Ok(())
+}
+
+/// Every check a remote-write label set must pass, made on the pairs as sent: names non-empty,
+/// valid and strictly ascending (which rules out duplicates), values free of 0x00, the limits,
+/// and a non-empty `__name__`.
+fn validate_labels(pairs: &[(String, String)], limits: &DecodeLimits) -> Result<(), SeriesProblem> {
+    if pairs.len() > limits.max_labels {
+        return Err(LabelError::TooManyLabels { count: pairs.len(), limit: limits.max_labels }.into());
+    }
+    let mut prev: Option<&str> = None;
+    let mut has_name = false;
+    for (name, value) in pairs {
+        if name.is_empty() {
+            return Err(SeriesProblem::EmptyName);
+        }
+        match prev {
+            Some(p) if p == name => return Err(LabelError::DuplicateName(name.clone()).into()),
+            Some(p) if p > name.as_str() => {
+                return Err(SeriesProblem::Unsorted { before: p.to_owned(), after: name.clone() })
+            }
+            _ => {}
+        }
+        prev = Some(name);
+        if !is_valid_label_name(name) {
+            return Err(LabelError::InvalidName(name.clone()).into());
+        }
+        if value.as_bytes().contains(&0) {
+            return Err(LabelError::NulInValue(name.clone()).into());
+        }
+        let len = name.len().max(value.len());
+        if len > limits.max_label_len {
+            let name = name.chars().take(64).collect();
+            return Err(LabelError::TooLong { name, len, limit: limits.max_label_len }.into());
+        }
+        has_name |= name == METRIC_NAME && !value.is_empty();
+    }
+    if !has_name {
+        return Err(LabelError::MissingMetricName.into());
+    }
+    Ok(())
+}
+
+/// Renders raw pairs as `{a="b", c="d"}`, truncated to keep error bodies short.
+fn render(pairs: &[(String, String)]) -> String {
+    const MAX: usize = 256;
+    let mut s = String::from("{");
+    for (i, (n, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(&format!("{n}={v:?}"));
+        if s.len() > MAX {
+            let mut cut = MAX;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            s.truncate(cut);
+            s.push_str("...");
+            return s + "}";
+        }
+    }
+    s + "}"
+}
