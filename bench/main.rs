@@ -3,6 +3,8 @@
 //! per sample after a flush, and peak RSS. See `bench/README.md`.
 
 mod http_client;
+mod peers;
+mod query;
 mod workload;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +29,8 @@ enum Mode {
 enum Bench {
     /// Ingest a node-exporter-like workload in-process and over HTTP.
     Ingest(Args),
+    /// Time query_range against saltdb, Prometheus and VictoriaMetrics loaded with the same data.
+    Query(query::QueryArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -190,6 +194,11 @@ fn main() {
             let root = args.work_dir.clone().map_or(root, |d| d.join(format!("saltdb-bench-{}", std::process::id())));
             std::fs::create_dir_all(&root).expect("work dir");
             ingest(&args, &root);
+            let _ = std::fs::remove_dir_all(&root);
+        }
+        Bench::Query(args) => {
+            std::fs::create_dir_all(&root).expect("work dir");
+            query::run(&args, &root);
             let _ = std::fs::remove_dir_all(&root);
         }
     }

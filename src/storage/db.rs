@@ -472,11 +472,6 @@ impl Storage {
         let Some(newest) = self.inner.shared.windows.all().into_iter().max_by_key(|w| w.start_ms) else {
             return Ok(0);
         };
-        let mut n = 0u64;
-        for guard in newest.points.prefix(super::keys::WINDOW_INDEX_PREFIX) {
-            guard.key()?;
-            n += 1;
-        }
-        Ok(n)
+        Ok(select::universe(std::slice::from_ref(&newest))?.len() as u64)
     }
 }

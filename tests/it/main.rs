@@ -8,6 +8,8 @@ mod crash;
 mod import_export;
 mod manifest;
 mod metadata_api;
+mod peers;
+mod prometheus_diff;
 mod query_api;
 mod real_prometheus;
 mod remote_write;

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 /// True when `bin` is on PATH; otherwise prints why the caller is skipped (or panics in CI).
 pub fn available(bin: &str, test: &str) -> bool {
-    let found = Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success());
+    let found =
+        Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success());
     if !found {
         assert!(std::env::var_os("CI").is_none(), "{bin} is not installed, and CI is set: .ci/run must install it");
         eprintln!("SKIPPED {test}: {bin} is not installed (apt-get install prometheus prometheus-node-exporter)");
@@ -52,7 +53,11 @@ impl Prometheus {
             if client.get(format!("{}/-/ready", p.base)).send().is_ok_and(|r| r.status().is_success()) {
                 return p;
             }
-            assert!(Instant::now() < deadline, "prometheus did not become ready: {}", std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default());
+            assert!(
+                Instant::now() < deadline,
+                "prometheus did not become ready: {}",
+                std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
