@@ -5,6 +5,7 @@
 mod http_client;
 mod peers;
 mod query;
+mod size;
 mod workload;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +32,8 @@ enum Bench {
     Ingest(Args),
     /// Time query_range against saltdb, Prometheus and VictoriaMetrics loaded with the same data.
     Query(query::QueryArgs),
+    /// Bytes on disk per sample (saltdb sealed vs Prometheus vs VictoriaMetrics), hot vs sealed queries.
+    Size(size::SizeArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -194,6 +197,11 @@ fn main() {
             let root = args.work_dir.clone().map_or(root, |d| d.join(format!("saltdb-bench-{}", std::process::id())));
             std::fs::create_dir_all(&root).expect("work dir");
             ingest(&args, &root);
+            let _ = std::fs::remove_dir_all(&root);
+        }
+        Bench::Size(args) => {
+            std::fs::create_dir_all(&root).expect("work dir");
+            size::run(&args, &root);
             let _ = std::fs::remove_dir_all(&root);
         }
         Bench::Query(args) => {
