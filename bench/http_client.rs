@@ -86,3 +86,63 @@ impl Conn {
         status
     }
 }
+
+/// One GET on a fresh connection; the status code, or `None` when the server is unreachable.
+pub fn get_status(base: &str, path: &str) -> Option<u16> {
+    let addr: SocketAddr = base.strip_prefix("http://")?.parse().ok()?;
+    let mut s = TcpStream::connect(addr).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).ok()?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+impl Conn {
+    /// Sends a request with extra headers and returns status and body.
+    pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<u8>) {
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n", self.host, body.len());
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        self.writer.write_all(head.as_bytes()).expect("write");
+        self.writer.write_all(body).expect("write body");
+        let mut status_line = String::new();
+        self.reader.read_line(&mut status_line).expect("status");
+        let status = status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let (mut length, mut chunked) = (0usize, false);
+        loop {
+            let mut h = String::new();
+            self.reader.read_line(&mut h).expect("header");
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse().unwrap_or(0);
+                } else if k.eq_ignore_ascii_case("transfer-encoding") && v.to_ascii_lowercase().contains("chunked") {
+                    chunked = true;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        if chunked {
+            loop {
+                let mut size = String::new();
+                self.reader.read_line(&mut size).expect("chunk size");
+                let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+                let mut chunk = vec![0; n + 2];
+                self.reader.read_exact(&mut chunk).expect("chunk");
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&chunk[..n]);
+            }
+        } else {
+            out.resize(length, 0);
+            self.reader.read_exact(&mut out).expect("body");
+        }
+        (status, out)
+    }
+}

@@ -3,6 +3,9 @@
 //! per sample after a flush, and peak RSS. See `bench/README.md`.
 
 mod http_client;
+mod peers;
+mod query;
+mod size;
 mod workload;
 
 use std::path::{Path, PathBuf};
@@ -22,8 +25,19 @@ enum Mode {
     Both,
 }
 
-/// Ingest benchmark for saltdb.
+/// saltdb benchmarks: ingest throughput and bytes on disk, query latency against peers.
 #[derive(Debug, Parser)]
+enum Bench {
+    /// Ingest a node-exporter-like workload in-process and over HTTP.
+    Ingest(Args),
+    /// Time query_range against saltdb, Prometheus and VictoriaMetrics loaded with the same data.
+    Query(query::QueryArgs),
+    /// Bytes on disk per sample (saltdb sealed vs Prometheus vs VictoriaMetrics), hot vs sealed queries.
+    Size(size::SizeArgs),
+}
+
+/// Options of the ingest benchmark.
+#[derive(Debug, clap::Args)]
 struct Args {
     /// Hosts to simulate (about 500 series each).
     #[arg(long, default_value_t = 20)]
@@ -177,12 +191,30 @@ fn over_http(args: &Args, batches: &[WriteBatch], root: &Path) -> Row {
 }
 
 fn main() {
-    let args = Args::parse();
-    let root =
-        args.work_dir.clone().unwrap_or_else(std::env::temp_dir).join(format!("saltdb-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&root).expect("work dir");
+    let root = std::env::temp_dir().join(format!("saltdb-bench-{}", std::process::id()));
+    match Bench::parse() {
+        Bench::Ingest(args) => {
+            let root = args.work_dir.clone().map_or(root, |d| d.join(format!("saltdb-bench-{}", std::process::id())));
+            std::fs::create_dir_all(&root).expect("work dir");
+            ingest(&args, &root);
+            let _ = std::fs::remove_dir_all(&root);
+        }
+        Bench::Size(args) => {
+            std::fs::create_dir_all(&root).expect("work dir");
+            size::run(&args, &root);
+            let _ = std::fs::remove_dir_all(&root);
+        }
+        Bench::Query(args) => {
+            std::fs::create_dir_all(&root).expect("work dir");
+            query::run(&args, &root);
+            let _ = std::fs::remove_dir_all(&root);
+        }
+    }
+}
+
+fn ingest(args: &Args, root: &Path) {
     let gen = Instant::now();
-    let (batches, series) = build_batches(&args);
+    let (batches, series) = build_batches(args);
     let samples: usize = batches.iter().map(WriteBatch::sample_count).sum();
     println!(
         "workload: {} hosts, {series} series, {samples} samples ({} requests of {} series x {} samples), built in {:.1}s, concurrency {}",
@@ -197,11 +229,11 @@ fn main() {
     if args.mode != Mode::Http {
         for f in &args.fsync {
             let mode = FsyncMode::from_str(f, true).unwrap_or_else(|e| panic!("--fsync {f}: {e}"));
-            rows.push(in_process(&args, &batches, mode, &root));
+            rows.push(in_process(args, &batches, mode, &root));
         }
     }
     if args.mode != Mode::InProcess {
-        rows.push(over_http(&args, &batches, &root));
+        rows.push(over_http(args, &batches, &root));
     }
     println!(
         "{:<32} {:>10} {:>8} {:>12} {:>14} {:>12}",
@@ -220,5 +252,4 @@ fn main() {
         );
     }
     println!("(in-process disk = flushed tables after Storage::flush; http disk = data directory after shutdown, journal included; in-process RSS includes the pre-built workload)");
-    let _ = std::fs::remove_dir_all(&root);
 }

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use crate::http::import::SeriesLimits;
 use crate::http::{Limits, QueryConfig};
 use crate::promql::EngineOptions;
-use crate::server::ServerConfig;
+use crate::server::{Maintenance, ServerConfig};
 use crate::storage::{BucketScheme, FsyncMode, StorageConfig};
 
 /// saltdb: a time-series database for Prometheus remote-write and the Prometheus query API.
@@ -68,6 +68,14 @@ pub struct ServeArgs {
     /// Entries in the in-memory cache from label set to series id.
     #[arg(long, default_value_t = 1_000_000)]
     pub series_cache_size: usize,
+    /// How long after a window closes its hot rows are sealed into compressed chunks. Late
+    /// samples arriving after that still land and are merged by the next seal. `0` seals as soon
+    /// as a window closes.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub ooo_grace: i64,
+    /// How often retention and sealing run in the background.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub maintenance_interval: i64,
     /// Longest a query may run before it fails with a timeout (clients may ask for less).
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub query_timeout: i64,
@@ -140,6 +148,10 @@ impl ServeArgs {
                     timeout: std::time::Duration::from_millis(self.query_timeout.unsigned_abs()),
                 },
                 max_concurrency: self.query_max_concurrency,
+            },
+            maintenance: Maintenance {
+                interval: std::time::Duration::from_millis(self.maintenance_interval.max(1).unsigned_abs()),
+                ooo_grace_ms: Some(self.ooo_grace),
             },
         }
     }

@@ -10,6 +10,7 @@
 //! because neither names nor values contain 0x00, and equal label sets encode to equal bytes.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// The label that carries the metric name.
 pub const METRIC_NAME: &str = "__name__";
@@ -79,13 +80,16 @@ pub fn is_valid_label_name(name: &str) -> bool {
 }
 
 /// A validated, sorted label set. See the module docs for the invariants.
+///
+/// Shared behind an `Arc`: query evaluation hands the same label set to every step of every
+/// function, and a clone must not copy strings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Labels(Vec<Label>);
+pub struct Labels(Arc<Vec<Label>>);
 
 impl Labels {
     /// The empty label set.
     pub fn empty() -> Self {
-        Self(Vec::new())
+        Self::default()
     }
 
     /// Validates untrusted pairs: checks names and values, drops empty values, sorts,
@@ -116,7 +120,7 @@ impl Labels {
             return Err(LabelError::DuplicateName(name));
         }
         labels.retain(|l| !l.value.is_empty());
-        Ok(Self(labels))
+        Ok(Self(Arc::new(labels)))
     }
 
     /// Builds a label set from labels the caller already knows to be valid (for example the
@@ -127,7 +131,7 @@ impl Labels {
         labels.dedup_by(|a, b| a.name == b.name);
         labels.reverse();
         labels.retain(|l| !l.value.is_empty());
-        Self(labels)
+        Self(Arc::new(labels))
     }
 
     /// Fails unless the set has a non-empty `__name__`.
@@ -149,7 +153,7 @@ impl Labels {
         if self.0.len() > max_labels {
             return Err(LabelError::TooManyLabels { count: self.0.len(), limit: max_labels });
         }
-        for l in &self.0 {
+        for l in self.0.iter() {
             let len = l.name.len().max(l.value.len());
             if len > max_len {
                 let mut name = l.name.clone();
@@ -196,12 +200,12 @@ impl Labels {
 
     /// Consumes the set into its sorted labels.
     pub fn into_vec(self) -> Vec<Label> {
-        self.0
+        Arc::unwrap_or_clone(self.0)
     }
 
     /// Appends the canonical encoding (`name 0x00 value 0x00`, in name order) to `dst`.
     pub fn encode(&self, dst: &mut Vec<u8>) {
-        for l in &self.0 {
+        for l in self.0.iter() {
             dst.extend_from_slice(l.name.as_bytes());
             dst.push(0);
             dst.extend_from_slice(l.value.as_bytes());
@@ -236,7 +240,7 @@ impl Labels {
                 _ => Err(LabelError::Corrupt),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self(labels))
+        Ok(Self(Arc::new(labels)))
     }
 }
 

@@ -22,6 +22,37 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// Query limits.
     pub query: QueryConfig,
+    /// Background retention and sealing.
+    pub maintenance: Maintenance,
+}
+
+impl ServerConfig {
+    /// Defaults for everything but the address and storage.
+    pub fn new(listen: SocketAddr, storage: StorageConfig) -> Self {
+        Self {
+            listen,
+            storage,
+            limits: Limits::default(),
+            query: QueryConfig::default(),
+            maintenance: Maintenance::default(),
+        }
+    }
+}
+
+/// The background task that drops expired windows and seals closed ones.
+#[derive(Clone, Copy, Debug)]
+pub struct Maintenance {
+    /// How often it runs.
+    pub interval: Duration,
+    /// How long after a window closes its hot rows are sealed into chunks (late samples that
+    /// arrive later still land, in an overlay the next seal merges). `None` disables sealing.
+    pub ooo_grace_ms: Option<i64>,
+}
+
+impl Default for Maintenance {
+    fn default() -> Self {
+        Self { interval: Duration::from_secs(60), ooo_grace_ms: Some(3_600_000) }
+    }
 }
 
 /// Why the server could not start.
@@ -51,9 +82,6 @@ pub struct Server {
     task: JoinHandle<std::io::Result<()>>,
 }
 
-/// How often the retention task looks for expired windows.
-const RETENTION_INTERVAL: Duration = Duration::from_secs(60);
-
 impl Server {
     /// Opens storage (replaying the journal), drops expired windows, binds and starts serving.
     ///
@@ -77,7 +105,7 @@ impl Server {
         let addr = listener.local_addr()?;
         let state = Arc::new(AppState::new(storage.clone(), config.limits, config.query));
         let (stop, stopped) = watch::channel(false);
-        spawn_retention(storage.clone(), stopped.clone());
+        spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());
         let app = router(state);
         let task = tokio::spawn(async move {
             let mut stopped = stopped;
@@ -116,9 +144,9 @@ impl Server {
     }
 }
 
-fn spawn_retention(storage: Storage, mut stopped: watch::Receiver<bool>) {
+fn spawn_maintenance(storage: Storage, every: Maintenance, mut stopped: watch::Receiver<bool>) {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(RETENTION_INTERVAL);
+        let mut tick = tokio::time::interval(every.interval);
         tick.tick().await;
         loop {
             tokio::select! {
@@ -126,14 +154,29 @@ fn spawn_retention(storage: Storage, mut stopped: watch::Receiver<bool>) {
                 _ = stopped.wait_for(|&s| s) => return,
             }
             let s = storage.clone();
-            match tokio::task::spawn_blocking(move || s.enforce_retention(crate::storage::now_ms())).await {
-                Ok(Ok(dropped)) if !dropped.is_empty() => {
-                    tracing::info!(windows = dropped.len(), "dropped windows past retention")
-                }
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::error!(error = %e, "retention failed"),
-                Err(e) => tracing::error!(error = %e, "retention task failed"),
+            let work = tokio::task::spawn_blocking(move || maintain(&s, every.ooo_grace_ms));
+            if let Err(e) = work.await {
+                tracing::error!(error = %e, "maintenance task failed");
             }
         }
     });
+}
+
+/// One maintenance pass: retention first (never seal what is about to be dropped), then sealing.
+fn maintain(storage: &Storage, ooo_grace_ms: Option<i64>) {
+    let now = crate::storage::now_ms();
+    match storage.enforce_retention(now) {
+        Ok(dropped) if !dropped.is_empty() => tracing::info!(windows = dropped.len(), "dropped windows past retention"),
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "retention failed"),
+    }
+    let Some(grace) = ooo_grace_ms else { return };
+    match storage.seal_due(now, grace) {
+        Ok(sealed) => {
+            for s in sealed {
+                tracing::info!(window = s.start_ms, series = s.series, samples = s.samples, chunks = s.chunks, outcome = ?s.swap, "sealed window");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "sealing failed"),
+    }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::error::{Result, StorageError};
 use super::keys::{BucketScheme, Bucketing};
 use super::manifest::{self, Manifest};
+use super::seal::{self, SealOutcome};
 use super::select;
 use super::shared::Shared;
 use super::window::Windows;
@@ -74,8 +75,12 @@ pub struct WindowStats {
     pub start_ms: i64,
     /// One past the last millisecond.
     pub end_ms: i64,
-    /// Bytes on disk (flushed tables only).
-    pub disk_bytes: u64,
+    /// Bytes on disk of the hot rows (flushed tables only).
+    pub hot_bytes: u64,
+    /// Bytes on disk of the sealed chunks (flushed tables only).
+    pub chunk_bytes: u64,
+    /// True once the window has a visible chunks generation.
+    pub sealed: bool,
 }
 
 /// Whole-database figures.
@@ -135,8 +140,8 @@ impl Storage {
         let meta = ks("meta")?;
         let manifest = Manifest::load_or_create(&db, &meta, Manifest { bucketing, window_ms: config.window_ms })?;
         let next_id = manifest::next_series_id(&meta)?;
+        let windows = Windows::load(&db, &meta, manifest.window_ms)?;
         let tables = [meta, ks("series")?, ks("series_by_labels")?, ks("postings")?];
-        let windows = Windows::load(&db, manifest.window_ms)?;
         let shared = Arc::new(Shared::new(db, tables, windows, manifest.bucketing, next_id));
 
         let durability = match config.fsync {
@@ -205,6 +210,38 @@ impl Storage {
         let (reply, rx) = mpsc::sync_channel(1);
         self.send(Command::DropExpired(cutoff, reply))?;
         rx.recv().map_err(|_| StorageError::ShuttingDown)?
+    }
+
+    /// Seals the window starting at `start_ms` into compressed chunks (see `seal.rs`); `None`
+    /// when there is nothing to seal. Blocks for as long as the rewrite takes.
+    ///
+    /// # Errors
+    /// Engine errors and corrupt rows; the window stays readable as it was.
+    pub fn seal_window(&self, start_ms: i64) -> Result<Option<SealOutcome>> {
+        let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        seal::seal_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, start_ms)
+    }
+
+    /// Seals every window closed for longer than `grace_ms` at `now_ms` that still has hot rows.
+    ///
+    /// # Errors
+    /// The first failing seal's error.
+    pub fn seal_due(&self, now_ms: i64, grace_ms: i64) -> Result<Vec<SealOutcome>> {
+        let window_ms = self.inner.shared.windows.window_ms();
+        let due: Vec<i64> = self
+            .inner
+            .shared
+            .windows
+            .all()
+            .into_iter()
+            .filter(|w| w.points.is_some() && w.start_ms.saturating_add(window_ms).saturating_add(grace_ms) <= now_ms)
+            .map(|w| w.start_ms)
+            .collect();
+        let mut out = Vec::new();
+        for start in due {
+            out.extend(self.seal_window(start)?);
+        }
+        Ok(out)
     }
 
     /// See [`Source::select`]; fails past `max_samples` loaded samples.
@@ -278,7 +315,9 @@ impl Storage {
             ks.rotate_memtable_and_wait()?;
         }
         for w in sh.windows.all() {
-            w.points.rotate_memtable_and_wait()?;
+            for ks in w.points.iter().chain(w.chunks.as_ref().map(|(_, ks)| ks)) {
+                ks.rotate_memtable_and_wait()?;
+            }
         }
         sh.db.persist(fjall::PersistMode::SyncAll)?;
         Ok(())
@@ -298,7 +337,9 @@ impl Storage {
             .map(|w| WindowStats {
                 start_ms: w.start_ms,
                 end_ms: w.start_ms + window_ms,
-                disk_bytes: w.points.disk_space(),
+                hot_bytes: w.points.as_ref().map_or(0, fjall::Keyspace::disk_space),
+                chunk_bytes: w.chunks.as_ref().map_or(0, |(_, ks)| ks.disk_space()),
+                sealed: w.chunks.is_some(),
             })
             .collect();
         let table_bytes = vec![
@@ -306,7 +347,8 @@ impl Storage {
             ("series", sh.series.disk_space()),
             ("series_by_labels", sh.series_by_labels.disk_space()),
             ("postings", sh.postings.disk_space()),
-            ("points", windows.iter().map(|w| w.disk_bytes).sum()),
+            ("points", windows.iter().map(|w| w.hot_bytes).sum()),
+            ("chunks", windows.iter().map(|w| w.chunk_bytes).sum()),
         ];
         Ok(StorageStats {
             disk_bytes: sh.db.disk_space()?,
@@ -430,11 +472,6 @@ impl Storage {
         let Some(newest) = self.inner.shared.windows.all().into_iter().max_by_key(|w| w.start_ms) else {
             return Ok(0);
         };
-        let mut n = 0u64;
-        for guard in newest.points.prefix(super::keys::WINDOW_INDEX_PREFIX) {
-            guard.key()?;
-            n += 1;
-        }
-        Ok(n)
+        Ok(select::universe(std::slice::from_ref(&newest))?.len() as u64)
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use super::chunk;
 use super::error::{Result, StorageError};
 use super::keys;
 use super::matchers;
@@ -15,14 +16,19 @@ use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::sample::{Sample, SeriesSamples};
 
+/// The keyspaces of a window: the chunks first, then the hot rows.
+fn keyspaces(w: &Window) -> impl Iterator<Item = &fjall::Keyspace> {
+    w.chunks.as_ref().map(|(_, ks)| ks).into_iter().chain(w.points.as_ref())
+}
+
 /// Series present (per the window index) in any of `windows`.
 ///
 /// # Errors
 /// Engine errors and corrupt keys.
 pub fn universe(windows: &[Window]) -> Result<HashSet<SeriesId>> {
     let mut ids = HashSet::new();
-    for w in windows {
-        for guard in w.points.prefix(keys::WINDOW_INDEX_PREFIX) {
+    for ks in windows.iter().flat_map(keyspaces) {
+        for guard in ks.prefix(keys::WINDOW_INDEX_PREFIX) {
             let key = guard.key()?;
             ids.insert(keys::decode_window_index_key(&key).ok_or(StorageError::Corrupt { what: "window index key" })?);
         }
@@ -49,8 +55,10 @@ pub fn matching_ids(
     Ok((windows, ids))
 }
 
-/// Appends the samples of one series in `[start, end]` to `out`, ascending. Each window is one
-/// range scan over the series' newest-first keys, flipped once.
+/// Appends the samples of one series in `[start, end]` to `out`, ascending. Per window: the
+/// chunks overlapping the range are decoded (newest first, stopping at the one that starts at
+/// or before `start`), the hot rows are one range scan over newest-first keys, and the two are
+/// merged with the hot rows winning on equal timestamps.
 ///
 /// # Errors
 /// Engine errors and corrupt rows.
@@ -62,21 +70,81 @@ pub fn read_series(
     end_ms: i64,
     out: &mut Vec<Sample>,
 ) -> Result<()> {
-    let lo = keys::point_key(bucket, id, end_ms.max(0));
-    let hi = keys::point_key(bucket, id, start_ms.max(0));
     for w in windows {
-        let from = out.len();
-        for guard in w.points.range(lo..=hi) {
-            let (key, value) = guard.into_inner()?;
-            let (_, _, ts) = keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "point key" })?;
-            let value = keys::decode_value(&value).ok_or(StorageError::Corrupt { what: "point value" })?;
-            out.push(Sample::new(ts, value));
-        }
-        if let Some(added) = out.get_mut(from..) {
-            added.reverse();
-        }
+        let cold = match &w.chunks {
+            Some((_, ks)) => read_chunks(ks, bucket, id, start_ms, end_ms)?,
+            None => Vec::new(),
+        };
+        let hot = match &w.points {
+            Some(ks) => read_points(ks, bucket, id, start_ms, end_ms)?,
+            None => Vec::new(),
+        };
+        merge_into(out, cold, hot);
     }
     Ok(())
+}
+
+/// Hot rows of a series in `[start, end]`, ascending.
+fn read_points(ks: &fjall::Keyspace, bucket: u16, id: SeriesId, start_ms: i64, end_ms: i64) -> Result<Vec<Sample>> {
+    let lo = keys::point_key(bucket, id, end_ms.max(0));
+    let hi = keys::point_key(bucket, id, start_ms.max(0));
+    let mut out = Vec::new();
+    for guard in ks.range(lo..=hi) {
+        let (key, value) = guard.into_inner()?;
+        let (_, _, ts) = keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "point key" })?;
+        let value = keys::decode_value(&value).ok_or(StorageError::Corrupt { what: "point value" })?;
+        out.push(Sample::new(ts, value));
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// Samples of a series in `[start, end]` from its chunks, ascending. Chunk keys carry the
+/// chunk's first timestamp, reversed: scanning from `end` meets the newest relevant chunk first.
+fn read_chunks(ks: &fjall::Keyspace, bucket: u16, id: SeriesId, start_ms: i64, end_ms: i64) -> Result<Vec<Sample>> {
+    let from = keys::point_key(bucket, id, end_ms.max(0));
+    let prefix = keys::series_prefix(bucket, id);
+    let mut runs: Vec<Vec<Sample>> = Vec::new();
+    for guard in ks.range(from..) {
+        let (key, value) = guard.into_inner()?;
+        if !key.starts_with(&prefix) {
+            break;
+        }
+        let mut run = Vec::new();
+        chunk::decode(&value, &mut run).map_err(|_| StorageError::Corrupt { what: "chunk" })?;
+        let first = run.first().map_or(i64::MIN, |s| s.timestamp_ms);
+        run.retain(|s| (start_ms..=end_ms).contains(&s.timestamp_ms));
+        runs.push(run);
+        if first <= start_ms {
+            break;
+        }
+    }
+    Ok(runs.into_iter().rev().flatten().collect())
+}
+
+/// Appends the ascending merge of `cold` and `hot` to `out`; `hot` wins on equal timestamps.
+fn merge_into(out: &mut Vec<Sample>, cold: Vec<Sample>, hot: Vec<Sample>) {
+    if cold.is_empty() {
+        out.extend(hot);
+        return;
+    }
+    if hot.is_empty() {
+        out.extend(cold);
+        return;
+    }
+    let (mut c, mut h) = (cold.into_iter().peekable(), hot.into_iter().peekable());
+    loop {
+        match (c.peek(), h.peek()) {
+            (Some(a), Some(b)) if a.timestamp_ms < b.timestamp_ms => out.extend(c.next()),
+            (Some(a), Some(b)) if a.timestamp_ms == b.timestamp_ms => {
+                c.next();
+                out.extend(h.next());
+            }
+            (_, Some(_)) => out.extend(h.next()),
+            (Some(_), None) => out.extend(c.next()),
+            (None, None) => break,
+        }
+    }
 }
 
 /// Groups ids by bucket, in bucket order.
@@ -203,8 +271,9 @@ pub fn for_each_series(
     Ok(())
 }
 
-/// The newest sample at or before `at_ms` of each matching series: one seek per window,
-/// newest window first, stopping at the first hit.
+/// The newest sample at or before `at_ms` of each matching series: per window, newest window
+/// first, one seek into the hot rows and one into the chunks (decoding only the newest chunk
+/// that starts at or before `at_ms`); stops at the first window with a hit.
 ///
 /// # Errors
 /// Engine errors and corrupt rows.
@@ -217,15 +286,34 @@ pub fn latest(sh: &Shared, matchers: &[Matcher], at_ms: i64) -> Result<Vec<(Labe
         let from = keys::point_key(bucket, id, at_ms.max(0));
         let prefix = keys::series_prefix(bucket, id);
         for w in &windows {
-            let Some(guard) = w.points.range(from..).next() else { continue };
-            let (key, value) = guard.into_inner()?;
-            if !key.starts_with(&prefix) {
-                continue;
+            let mut best: Option<Sample> = None;
+            if let Some((_, ks)) = &w.chunks {
+                if let Some(guard) = ks.range(from..).next() {
+                    let (key, value) = guard.into_inner()?;
+                    if key.starts_with(&prefix) {
+                        let mut run = Vec::new();
+                        chunk::decode(&value, &mut run).map_err(|_| StorageError::Corrupt { what: "chunk" })?;
+                        best = run.into_iter().rev().find(|s| s.timestamp_ms <= at_ms);
+                    }
+                }
             }
-            let (_, _, ts) = keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "point key" })?;
-            let v = keys::decode_value(&value).ok_or(StorageError::Corrupt { what: "point value" })?;
-            out.push((series::labels_of(&sh.series, id)?, Sample::new(ts, v)));
-            break;
+            if let Some(ks) = &w.points {
+                if let Some(guard) = ks.range(from..).next() {
+                    let (key, value) = guard.into_inner()?;
+                    if key.starts_with(&prefix) {
+                        let (_, _, ts) =
+                            keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "point key" })?;
+                        let v = keys::decode_value(&value).ok_or(StorageError::Corrupt { what: "point value" })?;
+                        if best.is_none_or(|b| b.timestamp_ms <= ts) {
+                            best = Some(Sample::new(ts, v));
+                        }
+                    }
+                }
+            }
+            if let Some(sample) = best {
+                out.push((series::labels_of(&sh.series, id)?, sample));
+                break;
+            }
         }
     }
     Ok(out)

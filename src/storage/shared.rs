@@ -28,7 +28,14 @@ pub struct Shared {
     next_id_committed: AtomicU64,
     samples_per_bucket: Vec<AtomicU64>,
     series_created: AtomicU64,
+    /// Next keyspace generation; see [`Shared::allocate_generation`].
+    next_generation: Mutex<Option<u32>>,
+    /// Held for the whole of a seal: one seal at a time.
+    pub seal_lock: Mutex<()>,
 }
+
+/// Manifest key of the keyspace-generation counter.
+const NEXT_GENERATION: &str = "next_keyspace_generation";
 
 impl Shared {
     /// Bundles the opened parts.
@@ -51,7 +58,31 @@ impl Shared {
             next_id_committed: AtomicU64::new(next_id),
             samples_per_bucket: (0..bucketing.count()).map(|_| AtomicU64::new(0)).collect(),
             series_created: AtomicU64::new(0),
+            next_generation: Mutex::new(None),
+            seal_lock: Mutex::new(()),
         }
+    }
+
+    /// A generation number never handed out before in this database (persisted, fsynced, before
+    /// it is returned), so that no keyspace name is ever reused.
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn allocate_generation(&self) -> super::error::Result<u32> {
+        let mut next = self.next_generation.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let current = match *next {
+            Some(n) => n,
+            None => self
+                .meta
+                .get(NEXT_GENERATION)?
+                .and_then(|v| <[u8; 4]>::try_from(v.as_ref()).ok())
+                .map_or(1, u32::from_be_bytes),
+        };
+        let mut bump = self.db.batch().durability(Some(fjall::PersistMode::SyncAll));
+        bump.insert(&self.meta, NEXT_GENERATION, current.saturating_add(1).to_be_bytes());
+        bump.commit()?;
+        *next = Some(current.saturating_add(1));
+        Ok(current)
     }
 
     /// The reason writes are refused, once a commit has failed.

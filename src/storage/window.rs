@@ -1,8 +1,19 @@
-//! Time windows: one `points_<start_ms>` keyspace per window of `window_ms` milliseconds.
+//! Time windows: each window of `window_ms` milliseconds owns up to two keyspaces.
 //!
-//! A window holds the samples with `start <= ts < start + window_ms`, plus the window index
-//! (which series have samples in it). Dropping a window is dropping its keyspace, which is how
-//! retention deletes data without writing tombstones.
+//! - `points_<start_ms>_<generation>`: hot rows, one per sample. Before a window is sealed it holds all of the
+//!   window's samples; after, it is the overlay of late samples (absent when there are none).
+//! - `chunks_<start_ms>_<generation>`: the sealed window, Gorilla+zstd chunks (see
+//!   [`super::chunk`]). It is visible only once the manifest key `sealed/<start_ms>` names its
+//!   generation; a chunks keyspace without that mark is a seal that crashed halfway, and is
+//!   deleted when the database opens.
+//!
+//! Generations come from one persistent counter (see [`super::shared::Shared::allocate_generation`]),
+//! so no keyspace name is ever used twice: a keyspace created under the name of a deleted one
+//! lost its registration after a later restart (found by the kill -9 sealing test).
+//!
+//! Both keyspaces carry the window index (`0xFFFF series_id`). A reader merges chunks and
+//! overlay, the overlay winning on equal timestamps. Dropping a window is dropping its
+//! keyspaces, which is how retention deletes data without writing tombstones.
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
@@ -14,50 +25,105 @@ use super::error::Result;
 
 /// Keyspace-name prefix of hot windows.
 const POINTS_PREFIX: &str = "points_";
+/// Keyspace-name prefix of sealed windows.
+const CHUNKS_PREFIX: &str = "chunks_";
 
-/// Name of the keyspace of the window starting at `start_ms`.
-pub fn keyspace_name(start_ms: i64) -> String {
-    format!("{POINTS_PREFIX}{start_ms}")
+/// Name of generation `generation` of the hot keyspace of the window starting at `start_ms`.
+pub fn keyspace_name(start_ms: i64, generation: u32) -> String {
+    format!("{POINTS_PREFIX}{start_ms}_{generation}")
 }
 
-/// Start of a window, parsed back from its keyspace name.
-pub fn parse_keyspace_name(name: &str) -> Option<i64> {
-    name.strip_prefix(POINTS_PREFIX)?.parse().ok()
+/// Name of generation `generation` of the chunks keyspace of a window.
+pub fn chunks_keyspace_name(start_ms: i64, generation: u32) -> String {
+    format!("{CHUNKS_PREFIX}{start_ms}_{generation}")
 }
 
-/// Point rows compress well with LZ4 on every level (fjall's default leaves L0/L1 raw).
-fn points_options() -> KeyspaceCreateOptions {
+fn parse_generation_name(name: &str, prefix: &str) -> Option<(i64, u32)> {
+    let (start, generation) = name.strip_prefix(prefix)?.split_once('_')?;
+    Some((start.parse().ok()?, generation.parse().ok()?))
+}
+
+/// `(start, generation)` parsed back from a hot keyspace name.
+pub fn parse_keyspace_name(name: &str) -> Option<(i64, u32)> {
+    parse_generation_name(name, POINTS_PREFIX)
+}
+
+/// `(start, generation)` parsed back from a chunks keyspace name.
+pub fn parse_chunks_keyspace_name(name: &str) -> Option<(i64, u32)> {
+    parse_generation_name(name, CHUNKS_PREFIX)
+}
+
+/// Manifest key recording the visible chunks generation of a window.
+pub fn sealed_key(start_ms: i64) -> String {
+    format!("sealed/{start_ms}")
+}
+
+/// Point rows and chunks compress well with LZ4 on every level (fjall's default leaves L0/L1 raw).
+pub fn keyspace_options() -> KeyspaceCreateOptions {
     KeyspaceCreateOptions::default()
         .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
         .index_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
 }
 
-/// One open window.
+/// One window as readers see it.
 #[derive(Clone)]
 pub struct Window {
     /// First millisecond of the window.
     pub start_ms: i64,
-    /// Its keyspace.
-    pub points: fjall::Keyspace,
+    /// Hot rows (all samples of an unsealed window, the late overlay of a sealed one).
+    pub points: Option<fjall::Keyspace>,
+    /// The visible chunks generation and its keyspace, once sealed.
+    pub chunks: Option<(u32, fjall::Keyspace)>,
+}
+
+#[derive(Clone, Default)]
+struct Entry {
+    points: Option<fjall::Keyspace>,
+    chunks: Option<(u32, fjall::Keyspace)>,
+    /// Group commits that wrote into `points`; a seal drops the overlay only if this did not
+    /// move while it ran.
+    writes: u64,
 }
 
 /// The registry of windows on disk. Readers clone handles out of it; only the writer thread
-/// creates and drops windows, so a window is never dropped under a commit.
+/// creates and drops keyspaces or swaps a window's state, so nothing is dropped under a commit.
 pub struct Windows {
     window_ms: i64,
-    open: RwLock<BTreeMap<i64, fjall::Keyspace>>,
+    open: RwLock<BTreeMap<i64, Entry>>,
 }
 
 impl Windows {
-    /// Opens every window keyspace found in the database.
+    /// Opens every window keyspace in the database; deletes chunks keyspaces of seals that did
+    /// not finish (or were superseded).
     ///
     /// # Errors
     /// Engine errors.
-    pub fn load(db: &fjall::Database, window_ms: i64) -> Result<Self> {
-        let mut open = BTreeMap::new();
+    pub fn load(db: &fjall::Database, meta: &fjall::Keyspace, window_ms: i64) -> Result<Self> {
+        let mut open: BTreeMap<i64, Entry> = BTreeMap::new();
         for name in db.list_keyspace_names() {
-            if let Some(start) = parse_keyspace_name(&name) {
-                open.insert(start, db.keyspace(&name, points_options)?);
+            if let Some((start, _)) = parse_keyspace_name(&name) {
+                let ks = db.keyspace(&name, keyspace_options)?;
+                // At most one hot keyspace per window exists: a new one is created only after
+                // the previous one was deleted.
+                if let Some(other) = open.entry(start).or_default().points.replace(ks) {
+                    tracing::error!(
+                        window = start,
+                        "BUG: two hot keyspaces for one window; keeping both readable is not supported"
+                    );
+                    open.entry(start).or_default().points = Some(other);
+                }
+            } else if let Some((start, generation)) = parse_chunks_keyspace_name(&name) {
+                let visible = meta
+                    .get(sealed_key(start))?
+                    .and_then(|v| <[u8; 4]>::try_from(v.as_ref()).ok())
+                    .map(u32::from_be_bytes);
+                let ks = db.keyspace(&name, keyspace_options)?;
+                if visible == Some(generation) {
+                    open.entry(start).or_default().chunks = Some((generation, ks));
+                } else {
+                    tracing::info!(keyspace = %&*name, "deleting chunks of an unfinished seal");
+                    db.delete_keyspace(ks)?;
+                }
             }
         }
         Ok(Self { window_ms, open: RwLock::new(open) })
@@ -73,41 +139,83 @@ impl Windows {
         ts_ms - ts_ms.rem_euclid(self.window_ms)
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<i64, fjall::Keyspace>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<i64, Entry>> {
         self.open.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<i64, fjall::Keyspace>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<i64, Entry>> {
         self.open.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn view(start_ms: i64, e: &Entry) -> Window {
+        Window { start_ms, points: e.points.clone(), chunks: e.chunks.clone() }
     }
 
     /// Windows overlapping `[start_ms, end_ms]`, oldest first.
     pub fn overlapping(&self, start_ms: i64, end_ms: i64) -> Vec<Window> {
         let first = self.start_of(start_ms);
-        self.read().range(first..=end_ms).map(|(&start_ms, ks)| Window { start_ms, points: ks.clone() }).collect()
+        if end_ms < first {
+            return Vec::new();
+        }
+        self.read().range(first..=end_ms).map(|(&s, e)| Self::view(s, e)).collect()
     }
 
     /// Every window, oldest first.
     pub fn all(&self) -> Vec<Window> {
-        self.read().iter().map(|(&start_ms, ks)| Window { start_ms, points: ks.clone() }).collect()
+        self.read().iter().map(|(&s, e)| Self::view(s, e)).collect()
     }
 
     /// The window starting at `start_ms`, if it exists.
-    pub fn get(&self, start_ms: i64) -> Option<fjall::Keyspace> {
-        self.read().get(&start_ms).cloned()
+    pub fn get(&self, start_ms: i64) -> Option<Window> {
+        self.read().get(&start_ms).map(|e| Self::view(start_ms, e))
     }
 
-    /// The window starting at `start_ms`, created if needed. Writer thread only.
+    /// Group commits into the window's hot keyspace so far.
+    pub fn writes(&self, start_ms: i64) -> u64 {
+        self.read().get(&start_ms).map_or(0, |e| e.writes)
+    }
+
+    /// The hot keyspace of the window starting at `start_ms`, created (under a fresh generation
+    /// from `allocate`) if needed, and counts a write into it. Writer thread only.
     ///
     /// # Errors
     /// Engine errors.
-    pub fn get_or_create(&self, db: &fjall::Database, start_ms: i64) -> Result<fjall::Keyspace> {
-        if let Some(ks) = self.get(start_ms) {
+    pub fn points_for_write(
+        &self,
+        db: &fjall::Database,
+        start_ms: i64,
+        allocate: impl FnOnce() -> Result<u32>,
+    ) -> Result<fjall::Keyspace> {
+        if let Some(ks) = self.write().get_mut(&start_ms).and_then(|e| {
+            e.writes += 1;
+            e.points.clone()
+        }) {
             return Ok(ks);
         }
-        let ks = db.keyspace(&keyspace_name(start_ms), points_options)?;
-        self.write().insert(start_ms, ks.clone());
+        let ks = db.keyspace(&keyspace_name(start_ms, allocate()?), keyspace_options)?;
+        let mut open = self.write();
+        let entry = open.entry(start_ms).or_default();
+        entry.writes += 1;
+        entry.points = Some(ks.clone());
         Ok(ks)
+    }
+
+    /// Makes `chunks` the window's visible generation; returns the replaced generation's
+    /// keyspace, and the overlay when no write reached it since `writes_at_start` (both for the
+    /// caller to delete). `None` when the window is gone (retention dropped it meanwhile).
+    /// Writer thread only.
+    #[allow(clippy::type_complexity)]
+    pub fn install_chunks(
+        &self,
+        start_ms: i64,
+        chunks: (u32, fjall::Keyspace),
+        writes_at_start: u64,
+    ) -> Option<(Option<fjall::Keyspace>, Option<fjall::Keyspace>)> {
+        let mut open = self.write();
+        let entry = open.get_mut(&start_ms)?;
+        let old = entry.chunks.replace(chunks).map(|(_, ks)| ks);
+        let overlay = if entry.writes == writes_at_start { entry.points.take() } else { None };
+        Some((old, overlay))
     }
 
     /// Removes and returns the windows that end at or before `cutoff_ms`. Writer thread only.
@@ -115,10 +223,7 @@ impl Windows {
         let mut open = self.write();
         let expired: Vec<i64> =
             open.keys().copied().take_while(|&start| start.saturating_add(self.window_ms) <= cutoff_ms).collect();
-        expired
-            .into_iter()
-            .filter_map(|start_ms| open.remove(&start_ms).map(|points| Window { start_ms, points }))
-            .collect()
+        expired.into_iter().filter_map(|s| open.remove(&s).map(|e| Self::view(s, &e))).collect()
     }
 }
 
@@ -128,7 +233,9 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        assert_eq!(parse_keyspace_name(&keyspace_name(1_700_000_000_000)), Some(1_700_000_000_000));
+        assert_eq!(parse_keyspace_name(&keyspace_name(1_700_000_000_000, 4)), Some((1_700_000_000_000, 4)));
         assert_eq!(parse_keyspace_name("postings"), None);
+        assert_eq!(parse_chunks_keyspace_name(&chunks_keyspace_name(86_400_000, 3)), Some((86_400_000, 3)));
+        assert_eq!(parse_chunks_keyspace_name(&keyspace_name(5, 1)), None);
     }
 }

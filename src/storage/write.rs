@@ -12,6 +12,7 @@ use super::manifest::NEXT_SERIES_ID;
 use super::postings;
 use super::series::{self, SeriesCache, SeriesId};
 use super::shared::Shared;
+use super::window;
 use crate::sample::WriteBatch;
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
@@ -34,6 +35,32 @@ pub enum Command {
     Write(WriteBatch, SyncSender<Result<WriteOutcome>>),
     /// Drop every window ending at or before the cutoff; reply with the dropped window starts.
     DropExpired(i64, SyncSender<Result<Vec<i64>>>),
+    /// Make a fully written chunks keyspace the window's visible generation (see `seal.rs`).
+    FinishSeal(FinishSeal, SyncSender<Result<SealSwap>>),
+}
+
+/// The last step of sealing a window, run on the writer thread so that no commit is in flight.
+pub struct FinishSeal {
+    /// The window.
+    pub start_ms: i64,
+    /// Generation of the new chunks keyspace.
+    pub generation: u32,
+    /// The new chunks keyspace, completely written.
+    pub chunks: fjall::Keyspace,
+    /// The window's write counter when sealing started.
+    pub writes_at_start: u64,
+}
+
+/// What finishing a seal did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SealSwap {
+    /// The chunks are visible and the hot keyspace was dropped.
+    Sealed,
+    /// The chunks are visible; late writes arrived meanwhile, so the hot keyspace stays as the
+    /// overlay for the next seal to merge.
+    SealedWithOverlay,
+    /// Retention dropped the window meanwhile; the new chunks were deleted.
+    WindowGone,
 }
 
 /// Which series are known to have a window-index row, for the few most recent windows.
@@ -118,6 +145,9 @@ impl Writer {
             match first {
                 Command::DropExpired(cutoff, reply) => {
                     let _ = reply.send(self.drop_expired(cutoff));
+                }
+                Command::FinishSeal(finish, reply) => {
+                    let _ = reply.send(self.finish_seal(finish));
                 }
                 Command::Write(batch, reply) => {
                     let mut group = vec![(batch, reply)];
@@ -215,7 +245,7 @@ impl Writer {
                     let ks = match &window {
                         Some((w, ks)) if *w == start => ks.clone(),
                         _ => {
-                            let ks = sh.windows.get_or_create(&sh.db, start)?;
+                            let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
                             if self.presence.set(start, &ks)?.insert(id) {
                                 fb.insert(&ks, keys::window_index_key(id), Vec::new());
                                 pending.marks.push((start, id));
@@ -268,13 +298,56 @@ impl Writer {
     }
 
     fn drop_expired(&mut self, cutoff_ms: i64) -> Result<Vec<i64>> {
-        let expired = self.shared.windows.take_expired(cutoff_ms);
+        let sh = Arc::clone(&self.shared);
+        let expired = sh.windows.take_expired(cutoff_ms);
         let mut dropped = Vec::with_capacity(expired.len());
         for w in expired {
             self.presence.forget(w.start_ms);
-            self.shared.db.delete_keyspace(w.points)?;
+            for ks in w.points.into_iter().chain(w.chunks.map(|(_, ks)| ks)) {
+                sh.db.delete_keyspace(ks)?;
+            }
+            let mut batch = sh.db.batch().durability(self.durability);
+            batch.remove(&sh.meta, window::sealed_key(w.start_ms));
+            batch.commit()?;
             dropped.push(w.start_ms);
         }
         Ok(dropped)
+    }
+
+    /// Marks the new generation visible in the manifest (fsynced), swaps it in, and deletes
+    /// what it replaces. A crash before the mark leaves an unmarked chunks keyspace that the
+    /// next open deletes; a crash after it leaves at worst an overlay duplicating the chunks,
+    /// which readers merge and the next seal folds in.
+    fn finish_seal(&mut self, f: FinishSeal) -> Result<SealSwap> {
+        let sh = Arc::clone(&self.shared);
+        // Chunks and mark go to tables before anything is deleted: their durability must not
+        // rest on replaying a journal across keyspace deletions.
+        f.chunks.rotate_memtable_and_wait()?;
+        let mut mark = sh.db.batch().durability(Some(fjall::PersistMode::SyncAll));
+        mark.insert(&sh.meta, window::sealed_key(f.start_ms), f.generation.to_be_bytes());
+        mark.commit()?;
+        sh.meta.rotate_memtable_and_wait()?;
+        match sh.windows.install_chunks(f.start_ms, (f.generation, f.chunks.clone()), f.writes_at_start) {
+            None => {
+                sh.db.delete_keyspace(f.chunks)?;
+                let mut unmark = sh.db.batch().durability(self.durability);
+                unmark.remove(&sh.meta, window::sealed_key(f.start_ms));
+                unmark.commit()?;
+                Ok(SealSwap::WindowGone)
+            }
+            Some((old, overlay)) => {
+                if let Some(old) = old {
+                    sh.db.delete_keyspace(old)?;
+                }
+                match overlay {
+                    Some(points) => {
+                        self.presence.forget(f.start_ms);
+                        sh.db.delete_keyspace(points)?;
+                        Ok(SealSwap::Sealed)
+                    }
+                    None => Ok(SealSwap::SealedWithOverlay),
+                }
+            }
+        }
     }
 }

@@ -18,12 +18,8 @@ fn bad_imports_are_rejected_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let limits = Limits { max_request_bytes: 1 << 20, ..Limits::default() };
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        storage: storage_config(dir.path()),
-        limits,
-        query: Default::default(),
-    };
+    let config =
+        ServerConfig { limits, ..ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(dir.path())) };
     let server = InProcess::start_with(runtime, config);
     let base = server.url("");
     let good = r#"{"metric":{"__name__":"ok","a":"b"},"values":[1],"timestamps":[1700000000000]}"#;
@@ -68,7 +64,8 @@ fn bad_imports_are_rejected_and_write_nothing() {
     }
 
     // Oversized body, plain and as a gzip bomb that only expands past the limit.
-    let big = format!("{}\n", good).repeat((2 << 20) / good.len());
+    // Over the 1 MiB limit but under the 2 MiB drain cap, so the client always reads the 413.
+    let big = format!("{}\n", good).repeat((3 << 19) / (good.len() + 1));
     let (status, text) = import(&base, big.clone());
     assert_eq!(status, 413, "{text}");
     let resp = client()

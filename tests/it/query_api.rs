@@ -101,12 +101,8 @@ fn query_sample_limit_is_a_clear_422() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut query = QueryConfig::default();
     query.engine.max_samples = 50;
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        storage: storage_config(dir.path()),
-        limits: Default::default(),
-        query,
-    };
+    let config =
+        ServerConfig { query, ..ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(dir.path())) };
     let server = InProcess::start_with(runtime, config);
     let base = server.url("");
     load(&base);

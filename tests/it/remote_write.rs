@@ -290,12 +290,8 @@ fn every_bad_remote_write_gets_its_status_and_reason_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let limits = Limits { max_request_bytes: 1 << 20, ..Limits::default() };
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        storage: storage_config(dir.path()),
-        limits,
-        query: Default::default(),
-    };
+    let config =
+        ServerConfig { limits, ..ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(dir.path())) };
     let server = InProcess::start_with(runtime, config);
     let base = server.url("");
     let url = format!("{base}/api/v1/write");

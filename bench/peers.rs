@@ -1,0 +1,75 @@
+//! Peer databases for same-run comparisons: Prometheus 2.42 and VictoriaMetrics 1.79 from
+//! Debian, started on loopback in a work directory (flags from shared/PEERS.md).
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running peer, killed on drop.
+pub struct Peer {
+    pub name: &'static str,
+    pub base: String,
+    child: Child,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+}
+
+fn wait_ready(base: &str, path: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if crate::http_client::get_status(base, path) == Some(200) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
+impl Peer {
+    /// Prometheus as a remote-write receiver (no scrapes), or `None` when not installed.
+    pub fn prometheus(dir: &Path) -> Option<Self> {
+        let port = free_port();
+        std::fs::create_dir_all(dir).ok()?;
+        std::fs::write(dir.join("prometheus.yml"), "global:\n  scrape_interval: 1h\n").ok()?;
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .args(["--storage.tsdb.retention.time=15d", "--web.enable-remote-write-receiver", "--web.enable-admin-api"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let peer = Self { name: "prometheus", base: format!("http://127.0.0.1:{port}"), child };
+        wait_ready(&peer.base, "/-/ready").then_some(peer)
+    }
+
+    /// VictoriaMetrics, or `None` when not installed.
+    pub fn victoria_metrics(dir: &Path) -> Option<Self> {
+        let port = free_port();
+        let child = Command::new("victoria-metrics")
+            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+            .arg(format!("-storageDataPath={}", dir.display()))
+            .args(["-retentionPeriod=100y", "-search.disableCache", "-search.latencyOffset=0s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let peer = Self { name: "victoria-metrics", base: format!("http://127.0.0.1:{port}"), child };
+        wait_ready(&peer.base, "/health").then_some(peer)
+    }
+
+    /// Process id, for /proc.
+    pub fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,188 @@
+//! `saltdb-bench query`: loads one dataset (a counter over `instances x paths` series and a
+//! classic histogram over `instances x 10` buckets, 15 s interval) by remote-write into saltdb,
+//! Prometheus and VictoriaMetrics, then times `query_range` of the two dashboard-typical queries
+//! over the whole range at step 60 s, and prints median latencies and ratios.
+
+use std::path::Path;
+use std::time::Instant;
+
+use saltdb::remote::proto::{Label, Sample, TimeSeries, WriteRequest};
+
+use crate::http_client::{Conn, Server};
+use crate::peers::Peer;
+
+/// Options of the query benchmark.
+#[derive(Debug, clap::Args)]
+pub struct QueryArgs {
+    /// Instances (each has `--paths` counter series and 10 histogram buckets).
+    #[arg(long, default_value_t = 100)]
+    instances: usize,
+    /// Counter series per instance.
+    #[arg(long, default_value_t = 10)]
+    paths: usize,
+    /// Hours of data.
+    #[arg(long, default_value_t = 24.0)]
+    hours: f64,
+    /// Timed runs per query and target (after one warm-up).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+}
+
+const LES: [&str; 10] = ["0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "+Inf"];
+
+fn labels(pairs: &[(&str, String)]) -> Vec<Label> {
+    let mut l: Vec<Label> = pairs.iter().map(|(k, v)| Label { name: (*k).to_owned(), value: v.clone() }).collect();
+    l.sort_by(|a, b| a.name.cmp(&b.name));
+    l
+}
+
+/// Time-ordered remote-write bodies of 10 scrapes per series each; returns them and the range.
+fn build(args: &QueryArgs) -> (Vec<Vec<u8>>, usize, i64, i64) {
+    let scrapes = (args.hours * 240.0) as i64;
+    let now = chrono::Utc::now().timestamp_millis();
+    let t0 = now - now % 60_000 - scrapes * 15_000;
+    let mut series: Vec<(Vec<Label>, f64, f64)> = Vec::new();
+    for i in 0..args.instances {
+        for p in 0..args.paths {
+            let l = labels(&[
+                ("__name__", "bench_requests_total".into()),
+                ("instance", format!("host-{i}")),
+                ("path", format!("/p{p}")),
+            ]);
+            series.push((l, 0.0, 1.0 + (p as f64) * 0.5));
+        }
+        for (k, le) in LES.iter().enumerate() {
+            let l = labels(&[
+                ("__name__", "bench_latency_seconds_bucket".into()),
+                ("instance", format!("host-{i}")),
+                ("le", (*le).into()),
+            ]);
+            series.push((l, 0.0, 2.0 * (k + 1) as f64));
+        }
+    }
+    let mut bodies = Vec::new();
+    let mut samples = 0;
+    let mut k = 0;
+    while k < scrapes {
+        let n = 10.min(scrapes - k);
+        let mut req = WriteRequest::default();
+        for (j, (l, value, rate)) in series.iter_mut().enumerate() {
+            let mut pts = Vec::new();
+            for s in k..k + n {
+                let jitter = ((j as i64 * 7919 + s * 104_729) % 1000) as f64 / 1000.0;
+                *value += *rate * 15.0 * (0.5 + jitter);
+                pts.push(Sample { value: value.round(), timestamp: t0 + s * 15_000 + (jitter * 1000.0) as i64 });
+            }
+            samples += pts.len();
+            req.timeseries.push(TimeSeries { labels: l.clone(), samples: pts, ..Default::default() });
+        }
+        bodies.push(saltdb::remote::snappy_body(&req));
+        k += n;
+    }
+    (bodies, samples, t0, t0 + (scrapes - 1) * 15_000)
+}
+
+fn load(name: &str, base: &str, bodies: &[Vec<u8>]) -> f64 {
+    let addr = base.trim_start_matches("http://").parse().expect("addr");
+    let mut conn = Conn::connect(addr);
+    let headers = [
+        ("Content-Encoding", "snappy"),
+        ("Content-Type", "application/x-protobuf"),
+        ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+    ];
+    let start = Instant::now();
+    for b in bodies {
+        let (status, body) = conn.request("POST", "/api/v1/write", &headers, b);
+        assert!(status / 100 == 2, "{name}: remote write answered {status}: {}", String::from_utf8_lossy(&body));
+    }
+    start.elapsed().as_secs_f64()
+}
+
+/// Runs a range query; returns (seconds, series in the result).
+fn query(base: &str, q: &str, start: i64, end: i64) -> (f64, usize) {
+    let addr = base.trim_start_matches("http://").parse().expect("addr");
+    let mut conn = Conn::connect(addr);
+    let form: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("query", q)
+        .append_pair("start", &(start / 1000).to_string())
+        .append_pair("end", &(end / 1000).to_string())
+        .append_pair("step", "60")
+        .finish();
+    let t = Instant::now();
+    let (status, body) = conn.request(
+        "POST",
+        "/api/v1/query_range",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        form.as_bytes(),
+    );
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(status, 200, "{base} {q}: {}", String::from_utf8_lossy(&body));
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    (secs, v["data"]["result"].as_array().map_or(0, Vec::len))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Runs the benchmark in `root`.
+pub fn run(args: &QueryArgs, root: &Path) {
+    let (bodies, samples, start, end) = build(args);
+    println!(
+        "dataset: {} series, {samples} samples over {}h, {} remote-write requests",
+        args.instances * (args.paths + LES.len()),
+        args.hours,
+        bodies.len()
+    );
+    let salt = Server::spawn(&root.join("saltdb"), &["--retention", "0"]);
+    let mut targets: Vec<(String, String)> = vec![("saltdb".into(), format!("http://{}", salt.addr))];
+    let vm = Peer::victoria_metrics(&root.join("vm"));
+    let prom = Peer::prometheus(&root.join("prom"));
+    for p in [&vm, &prom].into_iter().flatten() {
+        targets.push((p.name.into(), p.base.clone()));
+    }
+    if vm.is_none() || prom.is_none() {
+        println!("(peers missing: apt-get install prometheus victoria-metrics)");
+    }
+    for (name, base) in &targets {
+        let secs = load(name, base, &bodies);
+        println!("loaded {name} in {secs:.1}s ({:.0} samples/s)", samples as f64 / secs);
+    }
+    if let Some(vm) = &vm {
+        let _ = crate::http_client::get_status(&vm.base, "/internal/force_flush");
+    }
+    let queries = [
+        "sum by (instance) (rate(bench_requests_total[5m]))",
+        "histogram_quantile(0.9, sum by (le) (rate(bench_latency_seconds_bucket[5m])))",
+    ];
+    println!(
+        "{:<80} {:<18} {:>10} {:>8} {:>14}",
+        "query (range 24h, step 60s)", "target", "median ms", "series", "vs VM"
+    );
+    for q in queries {
+        let mut vm_median = None;
+        let mut rows = Vec::new();
+        for (name, base) in &targets {
+            let _ = query(base, q, start, end);
+            let runs: Vec<(f64, usize)> = (0..args.runs).map(|_| query(base, q, start, end)).collect();
+            let m = median(runs.iter().map(|r| r.0).collect());
+            if name == "victoria-metrics" {
+                vm_median = Some(m);
+            }
+            rows.push((name.clone(), m, runs.first().map_or(0, |r| r.1)));
+        }
+        for (name, m, n) in rows {
+            let ratio = vm_median.map_or("-".to_owned(), |v| format!("{:.2}x", m / v));
+            println!("{q:<80} {name:<18} {:>10.1} {n:>8} {ratio:>14}", m * 1000.0);
+        }
+    }
+    let mut rss = vec![("saltdb".to_owned(), crate::peak_rss(&salt.pid()))];
+    for p in [&vm, &prom].into_iter().flatten() {
+        rss.push((p.name.to_owned(), crate::peak_rss(&p.pid())));
+    }
+    for (name, bytes) in rss {
+        println!("peak RSS {name}: {:.1} MiB", bytes as f64 / (1 << 20) as f64);
+    }
+    salt.stop();
+}

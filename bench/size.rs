@@ -1,0 +1,189 @@
+//! `saltdb-bench size`: bytes on disk per sample for one node-exporter-like dataset in saltdb
+//! (sealed, index included), Prometheus 2.42 (snapshot block) and VictoriaMetrics 1.79 (after a
+//! forced merge), and `query_range` latency over the same data hot and sealed in saltdb.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use saltdb::matcher::{MatchOp, Matcher};
+use saltdb::promql::{Engine, EngineOptions};
+use saltdb::sample::WriteBatch;
+use saltdb::storage::{Storage, StorageConfig};
+
+use crate::http_client::Conn;
+use crate::peers::Peer;
+use crate::workload::Workload;
+
+/// Options of the size benchmark.
+#[derive(Debug, clap::Args)]
+pub struct SizeArgs {
+    /// Hosts (about 500 series each).
+    #[arg(long, default_value_t = 5)]
+    hosts: usize,
+    /// Hours of data at a 15 s interval.
+    #[arg(long, default_value_t = 24.0)]
+    hours: f64,
+    /// Skip the peers (saltdb only).
+    #[arg(long)]
+    no_peers: bool,
+}
+
+fn batches(args: &SizeArgs) -> (Vec<WriteBatch>, usize, i64, i64) {
+    let mut w = Workload::new(args.hosts);
+    let series = w.series_count();
+    let scrapes = (args.hours * 240.0) as usize;
+    let now = chrono::Utc::now().timestamp_millis();
+    // End the data at the start of today (UTC) so every window is closed and can be sealed.
+    let end = now - now % 86_400_000;
+    let t0 = end - scrapes as i64 * 15_000;
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < scrapes {
+        let n = 10.min(scrapes - k);
+        out.push(w.batch(0..series, t0 + k as i64 * 15_000, n));
+        k += n;
+    }
+    let samples = out.iter().map(WriteBatch::sample_count).sum();
+    (out, samples, t0, end)
+}
+
+fn time_query(storage: &Storage, q: &str, start: i64, end: i64) -> f64 {
+    let engine = Engine::new(EngineOptions::default());
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        engine.range(storage, q, start, end, 60_000).expect("query");
+        runs.push(t.elapsed().as_secs_f64());
+    }
+    runs.sort_by(f64::total_cmp);
+    runs[runs.len() / 2]
+}
+
+fn saltdb(args: &SizeArgs, data: &[WriteBatch], samples: usize, start: i64, end: i64, root: &Path) {
+    let mut config = StorageConfig::new(root.join("saltdb"));
+    config.retention_ms = None;
+    let storage = Storage::open(config).expect("open");
+    for b in data {
+        storage.write(b.clone()).expect("write");
+    }
+    storage.flush().expect("flush");
+    let hot = storage.stats().expect("stats");
+    let q = "sum by (instance) (rate(node_cpu_seconds_total[5m]))";
+    let hot_q = time_query(&storage, q, start + 600_000, end - 1);
+    let t = Instant::now();
+    let sealed = storage.seal_due(end + 1, 0).expect("seal");
+    let seal_secs = t.elapsed().as_secs_f64();
+    storage.flush().expect("flush");
+    let cold = storage.stats().expect("stats");
+    let cold_q = time_query(&storage, q, start + 600_000, end - 1);
+    let check = storage
+        .select(&[Matcher::new(MatchOp::RegexMatch, "__name__", ".+").expect("matcher")], 0, end, usize::MAX)
+        .expect("select");
+    let read_back: usize = check.iter().map(|s| s.samples.len()).sum();
+    assert_eq!(read_back, samples, "sealed data reads back every sample");
+    let total = |s: &saltdb::storage::StorageStats| s.table_bytes.iter().map(|(_, b)| b).sum::<u64>();
+    let chunks = cold.table_bytes.iter().find(|(n, _)| *n == "chunks").map_or(0, |(_, b)| *b);
+    println!("saltdb: {} hosts, {samples} samples, {} windows sealed in {seal_secs:.1}s", args.hosts, sealed.len());
+    println!("  hot   : {:.2} B/sample (all tables)", total(&hot) as f64 / samples as f64);
+    println!(
+        "  sealed: {:.3} B/sample (all tables, index included); chunks alone {:.3}",
+        total(&cold) as f64 / samples as f64,
+        chunks as f64 / samples as f64
+    );
+    for (name, bytes) in &cold.table_bytes {
+        println!("    {name:<18} {bytes:>12} bytes");
+    }
+    println!(
+        "  query_range 24h step 60s `{q}`: hot {:.1} ms, sealed {:.1} ms (median of 5)",
+        hot_q * 1000.0,
+        cold_q * 1000.0
+    );
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    crate::dir_bytes(dir)
+}
+
+fn victoria_metrics(data: &[WriteBatch], samples: usize, root: &Path) -> Option<f64> {
+    let dir = root.join("vm");
+    let vm = Peer::victoria_metrics(&dir)?;
+    let addr = vm.base.trim_start_matches("http://").parse().ok()?;
+    let mut conn = Conn::connect(addr);
+    for b in data {
+        let body: Vec<u8> = b.series.iter().flat_map(saltdb::http::export::encode_line).collect();
+        let (status, _) = conn.request("POST", "/api/v1/import", &[], &body);
+        assert_eq!(status, 204, "vm import");
+    }
+    let _ = conn.request("GET", "/internal/force_flush", &[], &[]);
+    let _ = conn.request("GET", "/internal/force_merge", &[], &[]);
+    // The merge runs in the background: wait until the size stops changing.
+    let mut last = 0;
+    for _ in 0..60 {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = dir_bytes(&dir);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let bytes = dir_bytes(&dir);
+    println!(
+        "victoria-metrics: {:.3} B/sample ({bytes} bytes, data directory after force_merge)",
+        bytes as f64 / samples as f64
+    );
+    Some(bytes as f64 / samples as f64)
+}
+
+fn prometheus(data: &[WriteBatch], samples: usize, root: &Path) -> Option<f64> {
+    let dir = root.join("prom");
+    let prom = Peer::prometheus(&dir)?;
+    let addr = prom.base.trim_start_matches("http://").parse().ok()?;
+    let mut conn = Conn::connect(addr);
+    let headers = [
+        ("Content-Encoding", "snappy"),
+        ("Content-Type", "application/x-protobuf"),
+        ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+    ];
+    for b in data {
+        let req = saltdb::remote::proto::WriteRequest {
+            timeseries: b
+                .series
+                .iter()
+                .map(|s| saltdb::remote::proto::TimeSeries {
+                    labels: saltdb::remote::read::proto_labels(&s.labels),
+                    samples: s
+                        .samples
+                        .iter()
+                        .map(|p| saltdb::remote::proto::Sample { value: p.value, timestamp: p.timestamp_ms })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let (status, body) = conn.request("POST", "/api/v1/write", &headers, &saltdb::remote::snappy_body(&req));
+        assert!(status / 100 == 2, "prometheus write {status}: {}", String::from_utf8_lossy(&body));
+    }
+    let (status, body) = conn.request("POST", "/api/v1/admin/tsdb/snapshot", &[], &[]);
+    assert_eq!(status, 200, "snapshot: {}", String::from_utf8_lossy(&body));
+    let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    let name = v["data"]["name"].as_str()?;
+    let bytes = dir_bytes(&dir.join("data").join("snapshots").join(name));
+    println!("prometheus: {:.3} B/sample ({bytes} bytes, snapshot blocks)", bytes as f64 / samples as f64);
+    Some(bytes as f64 / samples as f64)
+}
+
+/// Runs the benchmark in `root`.
+pub fn run(args: &SizeArgs, root: &Path) {
+    let (data, samples, start, end) = batches(args);
+    println!(
+        "dataset: {} series, {samples} samples, {} h at 15 s",
+        data.first().map_or(0, |b| b.series.len()),
+        args.hours
+    );
+    saltdb(args, &data, samples, start, end, root);
+    if !args.no_peers {
+        victoria_metrics(&data, samples, root);
+        prometheus(&data, samples, root);
+    }
+}

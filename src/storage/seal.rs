@@ -1,0 +1,88 @@
+//! Sealing: rewriting a closed window's hot rows (and any earlier chunks) into a new generation
+//! of Gorilla+zstd chunks, one series at a time. Restartable and idempotent: the new generation
+//! is invisible until the writer thread marks it in the manifest (see `write.rs`), so a crash at
+//! any point loses nothing and duplicates nothing.
+
+use std::sync::mpsc::{self, SyncSender};
+
+use super::chunk;
+use super::error::{Result, StorageError};
+use super::keys;
+use super::select::{read_series, universe};
+use super::shared::Shared;
+use super::window;
+use super::write::{Command, FinishSeal, SealSwap};
+use crate::sample::MAX_TIMESTAMP_MS;
+
+/// Most samples in one chunk: a day of 15 s scrapes is 5,760 samples, so 720 (3 h) gives
+/// 8 chunks per series and window, enough for zstd to find the repetition in counters and
+/// gauges while a query over one hour decodes at most two chunks per series.
+pub const CHUNK_SAMPLES: usize = 720;
+/// zstd level of new chunks (recorded per chunk, so it may change later).
+pub const ZSTD_LEVEL: i32 = 9;
+/// Rows per write batch while sealing (bounds memory).
+const BATCH_ROWS: usize = 20_000;
+
+/// What one seal did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealOutcome {
+    /// The window.
+    pub start_ms: i64,
+    /// Series written.
+    pub series: usize,
+    /// Samples written.
+    pub samples: usize,
+    /// Chunks written.
+    pub chunks: usize,
+    /// How the swap ended.
+    pub swap: SealSwap,
+}
+
+/// Seals the window starting at `start_ms`. Returns `None` when there is nothing to seal (no
+/// such window, or already sealed without an overlay).
+///
+/// # Errors
+/// Engine errors and corrupt rows; the window stays as it was.
+pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> Result<Option<SealOutcome>> {
+    let _one_at_a_time = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(w) = sh.windows.get(start_ms) else { return Ok(None) };
+    if w.points.is_none() {
+        return Ok(None);
+    }
+    let writes_at_start = sh.windows.writes(start_ms);
+    let generation = sh.allocate_generation()?;
+    let chunks_ks = sh.db.keyspace(&window::chunks_keyspace_name(start_ms, generation), window::keyspace_options)?;
+    let mut ids: Vec<u64> = universe(std::slice::from_ref(&w))?.into_iter().collect();
+    ids.sort_unstable();
+    let mut outcome = SealOutcome { start_ms, series: 0, samples: 0, chunks: 0, swap: SealSwap::WindowGone };
+    let mut batch = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
+    let mut buf = Vec::new();
+    for id in ids {
+        let bucket = sh.bucketing.bucket(id);
+        let mut samples = Vec::new();
+        read_series(std::slice::from_ref(&w), bucket, id, 0, MAX_TIMESTAMP_MS, &mut samples)?;
+        if samples.is_empty() {
+            continue;
+        }
+        batch.insert(&chunks_ks, keys::window_index_key(id), Vec::new());
+        for run in samples.chunks(CHUNK_SAMPLES) {
+            let Some(head) = run.first() else { continue };
+            buf.clear();
+            chunk::encode(run, ZSTD_LEVEL, &mut buf)
+                .map_err(|_| StorageError::Corrupt { what: "unsorted samples while sealing" })?;
+            batch.insert(&chunks_ks, keys::point_key(bucket, id, head.timestamp_ms), buf.clone());
+            outcome.chunks += 1;
+        }
+        outcome.series += 1;
+        outcome.samples += samples.len();
+        if batch.len() >= BATCH_ROWS {
+            std::mem::replace(&mut batch, sh.db.batch().durability(Some(fjall::PersistMode::Buffer))).commit()?;
+        }
+    }
+    batch.commit()?;
+    let (reply, rx) = mpsc::sync_channel(1);
+    let finish = FinishSeal { start_ms, generation, chunks: chunks_ks, writes_at_start };
+    writer.send(Command::FinishSeal(finish, reply)).map_err(|_| StorageError::ShuttingDown)?;
+    outcome.swap = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
+    Ok(Some(outcome))
+}

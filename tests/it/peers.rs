@@ -1,0 +1,71 @@
+//! Real peers on loopback: Prometheus 2.42 from Debian, started by hand in a temp directory.
+//! Tests that need it are skipped with a visible message when the binary is absent, except in
+//! CI (`CI` set), where a missing peer is a failure: `.ci/run` installs it.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// True when `bin` is on PATH; otherwise prints why the caller is skipped (or panics in CI).
+pub fn available(bin: &str, test: &str) -> bool {
+    let found =
+        Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "{bin} is not installed, and CI is set: .ci/run must install it");
+        eprintln!("SKIPPED {test}: {bin} is not installed (apt-get install prometheus prometheus-node-exporter)");
+    }
+    found
+}
+
+/// A free loopback port (bound and released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A Prometheus process, killed on drop.
+pub struct Prometheus {
+    child: Child,
+    pub base: String,
+}
+
+impl Prometheus {
+    /// Starts Prometheus with `config` (YAML) as a remote-write receiver and waits until ready.
+    pub fn start(dir: &Path, config: &str) -> Self {
+        let port = free_port();
+        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .args(["--storage.tsdb.retention.time=15d", "--web.enable-remote-write-receiver", "--web.enable-lifecycle"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        let p = Self { child, base: format!("http://127.0.0.1:{port}") };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let client = reqwest::blocking::Client::new();
+        loop {
+            if client.get(format!("{}/-/ready", p.base)).send().is_ok_and(|r| r.status().is_success()) {
+                return p;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prometheus did not become ready: {}",
+                std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
