@@ -5,13 +5,26 @@
 use saltdb::labels::Labels;
 use saltdb::sample::{Sample, SeriesSamples, WriteBatch};
 
+/// `v` in steps of `unit`, the way an exporter's text output reads back (`12.34`, not
+/// `12.340000000000002`).
+fn quantize(v: f64, unit: f64) -> f64 {
+    if unit < 1.0 {
+        let k = (1.0 / unit).round();
+        (v * k).round() / k
+    } else {
+        (v / unit).round() * unit
+    }
+}
+
 /// One series' shape and state.
 #[derive(Clone)]
 enum Shape {
-    /// Monotonic counter with a jittered rate.
-    Counter { value: f64, rate: f64 },
-    /// Gauge wandering around a level, two-decimal noise.
-    Gauge { level: f64, noise: f64 },
+    /// Monotonic counter with a jittered rate, in steps of `unit` (0.01 for CPU seconds, 1 for
+    /// packets, 512 for disk bytes).
+    Counter { value: f64, rate: f64, unit: f64 },
+    /// Gauge wandering around a level, with noise, in steps of `unit` (0.01 for ratios and
+    /// loads, 4096 for memory and filesystem bytes).
+    Gauge { level: f64, noise: f64, unit: f64 },
     /// Never changes.
     Constant(f64),
 }
@@ -47,7 +60,7 @@ impl Workload {
                     add(
                         "node_cpu_seconds_total",
                         &[("cpu", cpu.to_string()), ("mode", (*mode).into())],
-                        Shape::Counter { value: 1e5, rate },
+                        Shape::Counter { value: 1e5, rate, unit: 0.01 },
                     );
                 }
             }
@@ -55,7 +68,7 @@ impl Workload {
                 add(
                     "node_memory_bytes",
                     &[("kind", format!("k{i}"))],
-                    Shape::Gauge { level: 1e9 + i as f64 * 1e7, noise: 1e6 },
+                    Shape::Gauge { level: 1e9 + i as f64 * 1e7, noise: 1e6, unit: 4096.0 },
                 );
             }
             for d in 0..8 {
@@ -70,7 +83,17 @@ impl Workload {
                     add(
                         &format!("node_disk_{m}"),
                         &[("device", dev.clone())],
-                        Shape::Counter { value: 1e6, rate: 2e4 },
+                        Shape::Counter {
+                            value: 1e6,
+                            rate: 2e4,
+                            unit: if m.contains("bytes") {
+                                512.0
+                            } else if m.contains("seconds") {
+                                0.001
+                            } else {
+                                1.0
+                            },
+                        },
                     );
                 }
             }
@@ -85,7 +108,7 @@ impl Workload {
                     add(
                         &format!("node_network_{m}"),
                         &[("device", format!("eth{n}"))],
-                        Shape::Counter { value: 1e7, rate: 1e5 },
+                        Shape::Counter { value: 1e7, rate: if m.contains("bytes") { 1e5 } else { 1e2 }, unit: 1.0 },
                     );
                 }
             }
@@ -93,12 +116,12 @@ impl Workload {
                 add(
                     "node_filesystem_avail_bytes",
                     &[("mountpoint", format!("/mnt/{f}"))],
-                    Shape::Gauge { level: 5e10, noise: 1e5 },
+                    Shape::Gauge { level: 5e10, noise: 1e6, unit: 4096.0 },
                 );
                 add("node_filesystem_size_bytes", &[("mountpoint", format!("/mnt/{f}"))], Shape::Constant(1e11));
             }
             for l in ["1", "5", "15"] {
-                add(&format!("node_load{l}"), &[], Shape::Gauge { level: 2.0, noise: 0.5 });
+                add(&format!("node_load{l}"), &[], Shape::Gauge { level: 2.0, noise: 0.5, unit: 0.01 });
             }
             for i in 0..81 {
                 add("node_info_like", &[("item", i.to_string())], Shape::Constant(1.0));
@@ -129,11 +152,11 @@ impl Workload {
                 let r = self.next_f64();
                 let Some((_, shape)) = self.series.get_mut(i) else { break };
                 let v = match shape {
-                    Shape::Counter { value, rate } => {
+                    Shape::Counter { value, rate, unit } => {
                         *value += *rate * 15.0 * (0.5 + r);
-                        (*value * 100.0).round() / 100.0
+                        quantize(*value, *unit)
                     }
-                    Shape::Gauge { level, noise } => ((*level + (r - 0.5) * *noise) * 100.0).round() / 100.0,
+                    Shape::Gauge { level, noise, unit } => quantize(*level + (r - 0.5) * *noise, *unit),
                     Shape::Constant(c) => *c,
                 };
                 // Scrape timestamps jitter by a few ms, like real scrapes.
