@@ -25,6 +25,12 @@ pub struct Cli {
 pub enum Command {
     /// Run the server.
     Serve(ServeArgs),
+    /// Print a running server's time windows (state, series, samples, bytes per sample).
+    Inspect {
+        /// The server's base URL.
+        #[arg(long, default_value = "http://127.0.0.1:9201")]
+        url: String,
+    },
 }
 
 /// `saltdb serve` flags.

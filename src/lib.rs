@@ -11,6 +11,7 @@
 pub mod config;
 pub mod duration;
 pub mod http;
+pub mod inspect;
 pub mod labels;
 pub mod matcher;
 pub mod metrics;

@@ -22,6 +22,16 @@ fn main() -> std::process::ExitCode {
     };
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Inspect { url } => match saltdb::inspect::inspect(&url) {
+            Ok(table) => {
+                print!("{table}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("saltdb: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
     }
 }
 

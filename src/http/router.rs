@@ -95,6 +95,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/labels", get(labels::names).post(labels::names))
         .route("/api/v1/label/{name}/values", get(labels::values))
         .route("/api/v1/status/buildinfo", get(status::buildinfo))
+        .route("/api/v1/status/windows", get(status::windows))
         .route("/api/v1/query_exemplars", get(status::query_exemplars).post(status::query_exemplars))
         .route("/-/healthy", get(health::healthy).head(health::healthy))
         .route("/-/ready", get(health::ready).head(health::ready))

@@ -83,6 +83,45 @@ pub struct WindowStats {
     pub sealed: bool,
 }
 
+/// Where a window is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowState {
+    /// Samples are rows in the hot keyspace.
+    Hot,
+    /// Being rewritten into chunks right now.
+    Sealing,
+    /// Chunks are visible (a hot overlay of late samples may exist too).
+    Sealed,
+}
+
+impl WindowState {
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hot => "hot",
+            Self::Sealing => "sealing",
+            Self::Sealed => "sealed",
+        }
+    }
+}
+
+/// One window as `/api/v1/status/windows` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowStatus {
+    /// First millisecond of the window.
+    pub start_ms: i64,
+    /// One past the last millisecond.
+    pub end_ms: i64,
+    /// Hot, sealing or sealed.
+    pub state: WindowState,
+    /// Series with samples in the window.
+    pub series: u64,
+    /// Samples in the window (exact for chunks, approximate for hot rows until flushed).
+    pub samples: u64,
+    /// Bytes on disk (flushed tables).
+    pub bytes: u64,
+}
+
 /// Whole-database figures.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StorageStats {
@@ -358,6 +397,59 @@ impl Storage {
             series_created: sh.series_created(),
             series_total: sh.next_id_committed().saturating_sub(1),
         })
+    }
+
+    /// Every window with its state, series, samples and bytes, oldest first. Scans each
+    /// window's series index.
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn window_status(&self) -> Result<Vec<WindowStatus>> {
+        let sh = &self.inner.shared;
+        let sealing = *sh.sealing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let window_ms = sh.windows.window_ms();
+        let mut out = Vec::new();
+        for w in sh.windows.all() {
+            let series = select::universe(std::slice::from_ref(&w))?.len() as u64;
+            let sealed_samples = match &w.chunks {
+                Some(_) => sh
+                    .meta
+                    .get(super::window::sealed_samples_key(w.start_ms))?
+                    .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+                    .map_or(0, u64::from_be_bytes),
+                None => 0,
+            };
+            let hot_samples = match &w.points {
+                Some(ks) => {
+                    let hot_series = select::universe(&[super::window::Window {
+                        start_ms: w.start_ms,
+                        points: Some(ks.clone()),
+                        chunks: None,
+                    }])?
+                    .len();
+                    (ks.approximate_len() as u64).saturating_sub(hot_series as u64)
+                }
+                None => 0,
+            };
+            let state = if sealing == Some(w.start_ms) {
+                WindowState::Sealing
+            } else if w.chunks.is_some() {
+                WindowState::Sealed
+            } else {
+                WindowState::Hot
+            };
+            let bytes = w.points.as_ref().map_or(0, fjall::Keyspace::disk_space)
+                + w.chunks.as_ref().map_or(0, |(_, ks)| ks.disk_space());
+            out.push(WindowStatus {
+                start_ms: w.start_ms,
+                end_ms: w.start_ms + window_ms,
+                state,
+                series,
+                samples: sealed_samples + hot_samples,
+                bytes,
+            });
+        }
+        Ok(out)
     }
 
     /// The bucket scheme and count in use.

@@ -17,7 +17,9 @@ mod shared;
 mod window;
 mod write;
 
-pub use db::{now_ms, EngineStats, FsyncMode, Storage, StorageConfig, StorageStats, WindowStats};
+pub use db::{
+    now_ms, EngineStats, FsyncMode, Storage, StorageConfig, StorageStats, WindowState, WindowStats, WindowStatus,
+};
 pub use error::{Result, StorageError};
 pub use keys::{BucketScheme, Bucketing};
 pub use seal::SealOutcome;

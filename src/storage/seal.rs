@@ -25,6 +25,22 @@ pub const ZSTD_LEVEL: i32 = 9;
 /// Rows per write batch while sealing (bounds memory).
 const BATCH_ROWS: usize = 20_000;
 
+/// Marks a window as being sealed for as long as it lives.
+struct SealingStatus<'a>(&'a Shared);
+
+impl<'a> SealingStatus<'a> {
+    fn set(sh: &'a Shared, start_ms: i64) -> Self {
+        *sh.sealing.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(start_ms);
+        Self(sh)
+    }
+}
+
+impl Drop for SealingStatus<'_> {
+    fn drop(&mut self) {
+        *self.0.sealing.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+}
+
 /// What one seal did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SealOutcome {
@@ -51,6 +67,7 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
     if w.points.is_none() {
         return Ok(None);
     }
+    let _status = SealingStatus::set(sh, start_ms);
     let writes_at_start = sh.windows.writes(start_ms);
     let generation = sh.allocate_generation()?;
     let chunks_ks = sh.db.keyspace(&window::chunks_keyspace_name(start_ms, generation), window::keyspace_options)?;
@@ -83,7 +100,8 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
     }
     batch.commit()?;
     let (reply, rx) = mpsc::sync_channel(1);
-    let finish = FinishSeal { start_ms, generation, chunks: chunks_ks, writes_at_start };
+    let finish =
+        FinishSeal { start_ms, generation, chunks: chunks_ks, writes_at_start, samples: outcome.samples as u64 };
     writer.send(Command::FinishSeal(finish, reply)).map_err(|_| StorageError::ShuttingDown)?;
     outcome.swap = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
     Ok(Some(outcome))

@@ -32,6 +32,8 @@ pub struct Shared {
     next_generation: Mutex<Option<u32>>,
     /// Held for the whole of a seal: one seal at a time.
     pub seal_lock: Mutex<()>,
+    /// The window being sealed right now, if any (for status pages).
+    pub sealing: Mutex<Option<i64>>,
 }
 
 /// Manifest key of the keyspace-generation counter.
@@ -60,6 +62,7 @@ impl Shared {
             series_created: AtomicU64::new(0),
             next_generation: Mutex::new(None),
             seal_lock: Mutex::new(()),
+            sealing: Mutex::new(None),
         }
     }
 

@@ -58,6 +58,11 @@ pub fn sealed_key(start_ms: i64) -> String {
     format!("sealed/{start_ms}")
 }
 
+/// Manifest key recording how many samples the visible chunks generation of a window holds.
+pub fn sealed_samples_key(start_ms: i64) -> String {
+    format!("sealed_samples/{start_ms}")
+}
+
 /// Point rows and chunks compress well with LZ4 on every level (fjall's default leaves L0/L1 raw).
 pub fn keyspace_options() -> KeyspaceCreateOptions {
     KeyspaceCreateOptions::default()

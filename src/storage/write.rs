@@ -49,6 +49,8 @@ pub struct FinishSeal {
     pub chunks: fjall::Keyspace,
     /// The window's write counter when sealing started.
     pub writes_at_start: u64,
+    /// Samples in the new chunks.
+    pub samples: u64,
 }
 
 /// What finishing a seal did.
@@ -308,6 +310,7 @@ impl Writer {
             }
             let mut batch = sh.db.batch().durability(self.durability);
             batch.remove(&sh.meta, window::sealed_key(w.start_ms));
+            batch.remove(&sh.meta, window::sealed_samples_key(w.start_ms));
             batch.commit()?;
             dropped.push(w.start_ms);
         }
@@ -325,6 +328,7 @@ impl Writer {
         f.chunks.rotate_memtable_and_wait()?;
         let mut mark = sh.db.batch().durability(Some(fjall::PersistMode::SyncAll));
         mark.insert(&sh.meta, window::sealed_key(f.start_ms), f.generation.to_be_bytes());
+        mark.insert(&sh.meta, window::sealed_samples_key(f.start_ms), f.samples.to_be_bytes());
         mark.commit()?;
         sh.meta.rotate_memtable_and_wait()?;
         match sh.windows.install_chunks(f.start_ms, (f.generation, f.chunks.clone()), f.writes_at_start) {

@@ -188,3 +188,53 @@ fn sealed_windows_survive_reopen() {
     assert_eq!(w.len(), 3, "{w:?}");
     assert_eq!(all(&s).len(), 3);
 }
+
+#[test]
+fn window_status_and_inspect_show_sealing() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let day0 = now - now % DAY - 2 * DAY;
+    let bin = Binary::spawn(dir.path(), &["--retention", "0", "--maintenance-interval", "1h"]);
+    let (body, _) = dataset(20, 100, day0, "status");
+    assert_eq!(import(&bin.url(""), body), (204, String::new()));
+    let status = |base: &str| -> serde_json::Value {
+        serde_json::from_str(&client().get(format!("{base}/api/v1/status/windows")).send().unwrap().text().unwrap())
+            .unwrap()
+    };
+    let v = status(&bin.url(""));
+    assert_eq!(v["status"], "success");
+    let w = &v["data"][0];
+    assert_eq!(
+        (w["start"].as_i64(), w["end"].as_i64(), w["state"].as_str()),
+        (Some(day0), Some(day0 + DAY), Some("hot"))
+    );
+    assert_eq!(w["series"], 20);
+    bin.terminate();
+
+    let bin = Binary::spawn(dir.path(), &["--retention", "0", "--ooo-grace", "0", "--maintenance-interval", "100ms"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let v = status(&bin.url(""));
+        if v["data"][0]["state"] == "sealed" {
+            assert_eq!(v["data"][0]["samples"], 2000);
+            assert_eq!(v["data"][0]["series"], 20);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "window never sealed: {v}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_saltdb"))
+        .args(["inspect", "--url", &bin.url("")])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(table.contains("sealed") && table.contains("B/sample") && table.contains("2000"), "{table}");
+    bin.terminate();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_saltdb"))
+        .args(["inspect", "--url", "http://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach"));
+}

@@ -27,3 +27,29 @@ pub async fn buildinfo() -> Response {
 pub async fn query_exemplars() -> Response {
     success(json!([]), Vec::new())
 }
+
+/// `GET /api/v1/status/windows`: every time window with its state, series, samples and bytes
+/// (`start`/`end` in milliseconds since the epoch).
+///
+/// # Errors
+/// 5xx when storage fails.
+pub async fn windows(
+    axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::http::router::AppState>>,
+) -> Result<Response, crate::http::error::ApiError> {
+    let storage = state.storage.clone();
+    let windows = crate::http::blocking::run(move || Ok(storage.window_status()?)).await?;
+    let data: Vec<serde_json::Value> = windows
+        .iter()
+        .map(|w| {
+            json!({
+                "start": w.start_ms,
+                "end": w.end_ms,
+                "state": w.state.as_str(),
+                "series": w.series,
+                "samples": w.samples,
+                "bytes": w.bytes,
+            })
+        })
+        .collect();
+    Ok(success(serde_json::Value::from(data), Vec::new()))
+}
