@@ -169,7 +169,7 @@ fn over_http(args: &Args, batches: &[WriteBatch], root: &Path) -> Row {
     let dir = root.join("http");
     let _ = std::fs::remove_dir_all(&dir);
     let bodies: Vec<Vec<u8>> =
-        batches.iter().map(|b| b.series.iter().flat_map(|s| saltdb::http::export::encode_line(s)).collect()).collect();
+        batches.iter().map(|b| b.series.iter().flat_map(saltdb::http::export::encode_line).collect()).collect();
     let samples: usize = batches.iter().map(WriteBatch::sample_count).sum();
     let server = http_client::Server::spawn(&dir, &["--retention", "0"]);
     let start = Instant::now();
@@ -229,11 +229,11 @@ fn ingest(args: &Args, root: &Path) {
     if args.mode != Mode::Http {
         for f in &args.fsync {
             let mode = FsyncMode::from_str(f, true).unwrap_or_else(|e| panic!("--fsync {f}: {e}"));
-            rows.push(in_process(args, &batches, mode, &root));
+            rows.push(in_process(args, &batches, mode, root));
         }
     }
     if args.mode != Mode::InProcess {
-        rows.push(over_http(args, &batches, &root));
+        rows.push(over_http(args, &batches, root));
     }
     println!(
         "{:<32} {:>10} {:>8} {:>12} {:>14} {:>12}",

@@ -229,7 +229,7 @@ impl Labels {
             return if src.is_empty() { Ok(Self::empty()) } else { Err(LabelError::Corrupt) };
         };
         let fields: Vec<&[u8]> = body.split(|&b| b == 0).collect();
-        if fields.len() % 2 != 0 {
+        if !fields.len().is_multiple_of(2) {
             return Err(LabelError::Corrupt);
         }
         let text = |b: &[u8]| std::str::from_utf8(b).map(str::to_owned).map_err(|_| LabelError::Corrupt);

@@ -24,6 +24,8 @@ use md5::{Digest, Md5};
 pub const MAX_BUCKETS: u16 = 4096;
 /// Bucket value reserved for the per-window index of series present in the window.
 pub const WINDOW_INDEX_BUCKET: u16 = 0xFFFF;
+// The window index must never collide with a real bucket.
+const _: () = assert!((MAX_BUCKETS as u32) < WINDOW_INDEX_BUCKET as u32);
 /// Length of a point key.
 pub const POINT_KEY_LEN: usize = 18;
 /// Length of the `bucket, series_id` prefix shared by a series' point keys.
@@ -287,7 +289,6 @@ mod tests {
 
     #[test]
     fn window_index_prefix_is_outside_bucket_range() {
-        assert!(WINDOW_INDEX_BUCKET >= MAX_BUCKETS);
         assert_eq!(decode_window_index_key(&window_index_key(42)), Some(42));
         assert_eq!(decode_point_key(&window_index_key(42)), None);
     }

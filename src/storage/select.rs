@@ -233,7 +233,7 @@ pub fn select(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(StorageError::Corrupt { what: "bucket scan (worker panicked)" })))
+            .map(|h| h.join().unwrap_or(Err(StorageError::Corrupt { what: "bucket scan (worker panicked)" })))
             .collect()
     });
     let mut out = Vec::with_capacity(ids.len());
