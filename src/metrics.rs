@@ -20,7 +20,9 @@
 //! | `saltdb_fjall_compactions_completed_total`, `saltdb_fjall_compaction_seconds_total` | counter | |
 //! | `process_*` (RSS, CPU, open fds, threads, start time) | from the `prometheus` crate | |
 //!
-//! Protocol label values: [`Protocol::label`].
+//! Protocol label values: [`Protocol::label`]. The ingest series of every protocol and the
+//! rejection reasons known in advance (`native_histogram`, `exemplar`, `storage_rejected`,
+//! `storage_failure`) exist from start, at 0.
 
 use crate::storage::EngineStats;
 use prometheus::{
@@ -155,7 +157,7 @@ impl Metrics {
         {
             let _ = r.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()));
         }
-        Self {
+        let m = Self {
             samples_ingested: counter_vec(
                 &r,
                 "saltdb_samples_ingested_total",
@@ -235,6 +237,24 @@ impl Metrics {
             ),
             refresh: std::sync::Mutex::new(()),
             registry: r,
+        };
+        m.initialise_known_series();
+        m
+    }
+
+    /// Creates, at 0, the ingest and rejection series known in advance (Prometheus'
+    /// "avoid missing metrics"): a dashboard shows "0 rejected" instead of "no data", and
+    /// `rate()` sees the first rejection instead of a series that appears already at 1.
+    fn initialise_known_series(&self) {
+        for protocol in [Protocol::RemoteWriteV1, Protocol::RemoteWriteV2, Protocol::Import] {
+            self.samples_ingested.with_label_values(&[protocol.label()]);
+            let dropped: &[&str] = match protocol {
+                Protocol::Import => &[],
+                _ => &["native_histogram", "exemplar"],
+            };
+            for reason in dropped.iter().chain(&["storage_rejected", "storage_failure"]) {
+                self.samples_rejected.with_label_values(&[protocol.label(), reason]);
+            }
         }
     }
 
@@ -347,6 +367,9 @@ mod tests {
             r#"saltdb_samples_written_total{bucket="1"} 4"#,
             "saltdb_windows 1",
             "saltdb_metadata_families 2",
+            r#"saltdb_samples_ingested_total{protocol="import"} 0"#,
+            r#"saltdb_samples_rejected_total{protocol="import",reason="storage_rejected"} 0"#,
+            r#"saltdb_samples_rejected_total{protocol="remote_write_v2",reason="exemplar"} 0"#,
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

@@ -66,10 +66,7 @@ pub async fn values(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let name = unescape_label_name(&name).ok_or_else(|| ApiError::BadData(format!("invalid label name: {name:?}")))?;
-    if !is_valid_label_name(&name) {
-        return Err(ApiError::BadData(format!("invalid label name: {name:?}")));
-    }
+    let name = label_name_from_path(&name)?;
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
     p.reject_unknown(&KNOWN)?;
     let selectors = selectors_or_all(&p)?;
@@ -86,6 +83,21 @@ pub async fn values(
     .await?;
     let warnings = apply_limit(&mut values, limit);
     Ok(success(Value::from(values), warnings))
+}
+
+/// The label name of a `label/<name>/values` path: a classic name, or a `U__`-escaped one that
+/// may hold any UTF-8 (Grafana escapes names such as `service.name` that way). saltdb stores only
+/// classic names, so an escaped UTF-8 name simply has no values, as in Prometheus 3.
+fn label_name_from_path(raw: &str) -> Result<String, ApiError> {
+    let invalid = || ApiError::BadData(format!("invalid label name: {raw:?}"));
+    let name = unescape_label_name(raw).ok_or_else(invalid)?;
+    let escaped = raw.starts_with("U__");
+    let valid = if escaped { !name.is_empty() && !name.contains('\0') } else { is_valid_label_name(&name) };
+    if valid {
+        Ok(name)
+    } else {
+        Err(invalid())
+    }
 }
 
 /// Undoes Prometheus' `U__` escaping of label names in URLs (`U__` prefix, `_` written as `__`,
@@ -120,5 +132,9 @@ mod tests {
         assert_eq!(unescape_label_name("U__my__label").as_deref(), Some("my_label"));
         assert_eq!(unescape_label_name("U__a_2e_b").as_deref(), Some("a.b"));
         assert_eq!(unescape_label_name("U__a_zz_"), None);
+        assert_eq!(label_name_from_path("U__service_2e_name").ok().as_deref(), Some("service.name"));
+        assert_eq!(label_name_from_path("job").ok().as_deref(), Some("job"));
+        assert!(label_name_from_path("service.name").is_err());
+        assert!(label_name_from_path("U__a_0_b").is_err());
     }
 }
