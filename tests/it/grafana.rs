@@ -248,11 +248,15 @@ struct Grafana {
     ds: DataSource,
 }
 
+/// `{{label}}` in a legend format.
+static LEGEND_PLACEHOLDER: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}").unwrap());
+
 /// Status and parsed body.
 fn answer(resp: reqwest::blocking::Response) -> (u16, Value) {
     let status = resp.status().as_u16();
     let text = resp.text().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text)))
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
 impl Grafana {
@@ -969,7 +973,7 @@ fn run_dashboard(g: &Grafana, name: &str, dashboard: &Value, now_ms: i64) -> (Ve
             // Every {{label}} of the legend exists on every series (or Grafana prints blanks),
             // and the legend tells the series of the target apart.
             let legend = t["legendFormat"].as_str().unwrap_or("");
-            let placeholder = regex::Regex::new(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}").unwrap();
+            let placeholder = &*LEGEND_PLACEHOLDER;
             let mut shown = BTreeSet::new();
             for r in &result {
                 let text = placeholder.replace_all(legend, |c: &regex::Captures| {
