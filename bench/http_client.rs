@@ -61,29 +61,7 @@ impl Conn {
 
     /// POSTs a body and returns the status code (the response body is read and dropped).
     pub fn post(&mut self, path: &str, body: &[u8]) -> u16 {
-        write!(self.writer, "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\r\n", self.host, body.len())
-            .expect("write");
-        self.writer.write_all(body).expect("write body");
-        let mut status_line = String::new();
-        self.reader.read_line(&mut status_line).expect("status");
-        let status = status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let mut length = 0usize;
-        loop {
-            let mut h = String::new();
-            self.reader.read_line(&mut h).expect("header");
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-        }
-        let mut sink = vec![0; length];
-        self.reader.read_exact(&mut sink).expect("body");
-        status
+        self.request("POST", path, &[], body).0
     }
 }
 
