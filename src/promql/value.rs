@@ -128,6 +128,6 @@ pub(crate) fn with_label(labels: &Labels, name: &str, value: &str) -> Labels {
 
 /// `labels` restricted to (`keep = true`) or stripped of (`keep = false`) `names`.
 pub(crate) fn project(labels: &Labels, names: &[String], keep: bool) -> Labels {
-    let v = labels.iter().filter(|l| names.iter().any(|n| *n == l.name) == keep).cloned().collect();
+    let v = labels.iter().filter(|l| names.contains(&l.name) == keep).cloned().collect();
     Labels::from_trusted(v)
 }

@@ -62,11 +62,7 @@ struct Grouping<'a> {
 impl Grouping<'_> {
     fn key(&self, labels: &Labels) -> Labels {
         if self.without {
-            let v = labels
-                .iter()
-                .filter(|l| l.name != METRIC_NAME && !self.names.iter().any(|n| *n == l.name))
-                .cloned()
-                .collect();
+            let v = labels.iter().filter(|l| l.name != METRIC_NAME && !self.names.contains(&l.name)).cloned().collect();
             Labels::from_trusted(v)
         } else {
             project(labels, self.names, true)

@@ -165,11 +165,7 @@ impl<'a> Matching<'a> {
         if self.on {
             project(labels, self.names, true)
         } else {
-            let v = labels
-                .iter()
-                .filter(|l| l.name != METRIC_NAME && !self.names.iter().any(|n| *n == l.name))
-                .cloned()
-                .collect();
+            let v = labels.iter().filter(|l| l.name != METRIC_NAME && !self.names.contains(&l.name)).cloned().collect();
             Labels::from_trusted(v)
         }
     }
