@@ -1,1 +1,224 @@
-fn main() {}
+//! `saltdb-bench`: measures saltdb ingest on a node-exporter-like workload, in-process and over
+//! HTTP (JSON-lines import against the real `saltdb` binary), and prints samples/s, bytes on disk
+//! per sample after a flush, and peak RSS. See `bench/README.md`.
+
+mod http_client;
+mod workload;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+use saltdb::sample::WriteBatch;
+use saltdb::storage::{FsyncMode, Storage, StorageConfig};
+
+use workload::Workload;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    InProcess,
+    Http,
+    Both,
+}
+
+/// Ingest benchmark for saltdb.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Hosts to simulate (about 500 series each).
+    #[arg(long, default_value_t = 20)]
+    hosts: usize,
+    /// Hours of data at a 15 s interval.
+    #[arg(long, default_value_t = 2.0)]
+    hours: f64,
+    /// Scrapes per series in one request (samples per series per request).
+    #[arg(long, default_value_t = 10)]
+    scrapes_per_request: usize,
+    /// Series per request.
+    #[arg(long, default_value_t = 1000)]
+    series_per_request: usize,
+    /// Concurrent writers (threads or HTTP connections).
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    /// Where to ingest.
+    #[arg(long, value_enum, default_value_t = Mode::Both)]
+    mode: Mode,
+    /// fsync modes to measure in-process (comma-separated: always,batch,never).
+    #[arg(long, value_delimiter = ',', default_value = "batch,always")]
+    fsync: Vec<String>,
+    /// Directory for the temporary data directories (default: system temp dir).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+}
+
+/// Pre-built requests in time order.
+fn build_batches(args: &Args) -> (Vec<WriteBatch>, usize) {
+    let mut w = Workload::new(args.hosts);
+    let series = w.series_count();
+    let scrapes = (args.hours * 240.0) as usize;
+    let t0 = chrono::Utc::now().timestamp_millis() - scrapes as i64 * 15_000;
+    let mut batches = Vec::new();
+    let mut k = 0;
+    while k < scrapes {
+        let n = args.scrapes_per_request.min(scrapes - k);
+        let mut start = 0;
+        while start < series {
+            let end = (start + args.series_per_request).min(series);
+            batches.push(w.batch(start..end, t0 + k as i64 * 15_000, n));
+            start = end;
+        }
+        k += n;
+    }
+    (batches, series)
+}
+
+/// Peak resident set size of a process in bytes (VmHWM).
+fn peak_rss(pid: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+/// Runs `work(i)` for every index from `concurrency` threads.
+fn parallel(n: usize, concurrency: usize, work: impl Fn(usize) + Sync) {
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..concurrency {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                work(i);
+            });
+        }
+    });
+}
+
+struct Row {
+    label: String,
+    samples: usize,
+    seconds: f64,
+    disk_bytes: Option<u64>,
+    rss: u64,
+}
+
+fn in_process(args: &Args, batches: &[WriteBatch], fsync: FsyncMode, root: &Path) -> Row {
+    let dir = root.join(format!("inproc-{fsync:?}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut config = StorageConfig::new(dir.clone());
+    config.retention_ms = None;
+    config.fsync = fsync;
+    let storage = Storage::open(config).expect("open storage");
+    let samples: usize = batches.iter().map(WriteBatch::sample_count).sum();
+    let start = Instant::now();
+    parallel(batches.len(), args.concurrency, |i| {
+        if let Some(b) = batches.get(i) {
+            storage.write(b.clone()).expect("write");
+        }
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    storage.flush().expect("flush");
+    let stats = storage.stats().expect("stats");
+    let tables: u64 = stats.table_bytes.iter().map(|(_, b)| b).sum();
+    drop(storage);
+    let _ = std::fs::remove_dir_all(&dir);
+    Row {
+        label: format!("in-process fsync={fsync:?}"),
+        samples,
+        seconds,
+        disk_bytes: Some(tables),
+        rss: peak_rss("self"),
+    }
+}
+
+fn over_http(args: &Args, batches: &[WriteBatch], root: &Path) -> Row {
+    let dir = root.join("http");
+    let _ = std::fs::remove_dir_all(&dir);
+    let bodies: Vec<Vec<u8>> =
+        batches.iter().map(|b| b.series.iter().flat_map(|s| saltdb::http::export::encode_line(s)).collect()).collect();
+    let samples: usize = batches.iter().map(WriteBatch::sample_count).sum();
+    let server = http_client::Server::spawn(&dir, &["--retention", "0"]);
+    let start = Instant::now();
+    parallel(bodies.len(), args.concurrency, |i| {
+        thread_local! { static CONN: std::cell::RefCell<Option<http_client::Conn>> = const { std::cell::RefCell::new(None) }; }
+        CONN.with(|c| {
+            let mut c = c.borrow_mut();
+            let conn = c.get_or_insert_with(|| http_client::Conn::connect(server.addr));
+            let status = conn.post("/api/v1/import", bodies.get(i).map_or(&[][..], Vec::as_slice));
+            assert_eq!(status, 204, "import failed");
+        });
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let rss = peak_rss(&server.pid());
+    server.stop();
+    let disk = dir_bytes(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    Row { label: "http import (saltdb binary)".into(), samples, seconds, disk_bytes: Some(disk), rss }
+}
+
+fn main() {
+    let args = Args::parse();
+    let root =
+        args.work_dir.clone().unwrap_or_else(std::env::temp_dir).join(format!("saltdb-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&root).expect("work dir");
+    let gen = Instant::now();
+    let (batches, series) = build_batches(&args);
+    let samples: usize = batches.iter().map(WriteBatch::sample_count).sum();
+    println!(
+        "workload: {} hosts, {series} series, {samples} samples ({} requests of {} series x {} samples), built in {:.1}s, concurrency {}",
+        args.hosts,
+        batches.len(),
+        args.series_per_request,
+        args.scrapes_per_request,
+        gen.elapsed().as_secs_f64(),
+        args.concurrency
+    );
+    let mut rows = Vec::new();
+    if args.mode != Mode::Http {
+        for f in &args.fsync {
+            let mode = FsyncMode::from_str(f, true).unwrap_or_else(|e| panic!("--fsync {f}: {e}"));
+            rows.push(in_process(&args, &batches, mode, &root));
+        }
+    }
+    if args.mode != Mode::InProcess {
+        rows.push(over_http(&args, &batches, &root));
+    }
+    println!(
+        "{:<32} {:>10} {:>8} {:>12} {:>14} {:>12}",
+        "run", "samples", "seconds", "samples/s", "disk B/sample", "peak RSS MiB"
+    );
+    for r in rows {
+        let per = r.disk_bytes.map_or("-".into(), |b| format!("{:.2}", b as f64 / r.samples as f64));
+        println!(
+            "{:<32} {:>10} {:>8.2} {:>12.0} {:>14} {:>12.1}",
+            r.label,
+            r.samples,
+            r.seconds,
+            r.samples as f64 / r.seconds,
+            per,
+            r.rss as f64 / (1 << 20) as f64
+        );
+    }
+    println!("(in-process disk = flushed tables after Storage::flush; http disk = data directory after shutdown, journal included; in-process RSS includes the pre-built workload)");
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::http::import::SeriesLimits;
-use crate::http::Limits;
+use crate::http::{Limits, QueryConfig};
+use crate::promql::EngineOptions;
 use crate::server::ServerConfig;
 use crate::storage::{BucketScheme, FsyncMode, StorageConfig};
 
@@ -67,6 +68,18 @@ pub struct ServeArgs {
     /// Entries in the in-memory cache from label set to series id.
     #[arg(long, default_value_t = 1_000_000)]
     pub series_cache_size: usize,
+    /// Longest a query may run before it fails with a timeout (clients may ask for less).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub query_timeout: i64,
+    /// Most samples one query may load or hold in memory; beyond it the query fails (422).
+    #[arg(long, default_value_t = 50_000_000)]
+    pub query_max_samples: usize,
+    /// Queries evaluated at once; further queries wait for a slot until their timeout (then 503).
+    #[arg(long, default_value_t = 20)]
+    pub query_max_concurrency: usize,
+    /// How far back an instant selector looks for the latest sample.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub query_lookback_delta: i64,
     /// Block cache size for reads (e.g. 256MiB).
     #[arg(long, default_value = "256MiB", value_parser = parse_bytes)]
     pub block_cache: usize,
@@ -119,6 +132,14 @@ impl ServeArgs {
             limits: Limits {
                 max_request_bytes: self.max_request_bytes,
                 series: SeriesLimits { max_labels: self.max_labels_per_series, max_label_bytes: self.max_label_bytes },
+            },
+            query: QueryConfig {
+                engine: EngineOptions {
+                    lookback_ms: self.query_lookback_delta,
+                    max_samples: self.query_max_samples,
+                    timeout: std::time::Duration::from_millis(self.query_timeout.unsigned_abs()),
+                },
+                max_concurrency: self.query_max_concurrency,
             },
         }
     }

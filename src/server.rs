@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::http::{router, AppState, Limits};
+use crate::http::{router, AppState, Limits, QueryConfig};
 use crate::storage::{Storage, StorageConfig, StorageError};
 
 /// Everything `saltdb serve` needs.
@@ -20,6 +20,8 @@ pub struct ServerConfig {
     pub storage: StorageConfig,
     /// Request limits.
     pub limits: Limits,
+    /// Query limits.
+    pub query: QueryConfig,
 }
 
 /// Why the server could not start.
@@ -73,7 +75,7 @@ impl Server {
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let addr = listener.local_addr()?;
-        let state = Arc::new(AppState { storage: storage.clone(), limits: config.limits });
+        let state = Arc::new(AppState::new(storage.clone(), config.limits, config.query));
         let (stop, stopped) = watch::channel(false);
         spawn_retention(storage.clone(), stopped.clone());
         let app = router(state);

@@ -9,27 +9,38 @@ use http_body_util::BodyExt;
 
 use super::error::ApiError;
 
-/// Reads the whole body, failing with 413 as soon as it exceeds `limit` bytes (checked against
-/// `Content-Length` first, then while streaming).
+/// Reads the whole body, failing with 413 when it exceeds `limit` bytes.
+///
+/// An oversized body is still drained (discarded) up to twice the limit before answering, so an
+/// HTTP/1.1 client that is busy sending gets the 413 instead of a connection reset; a body
+/// declared larger than that is refused at once.
 ///
 /// # Errors
 /// [`ApiError::TooLarge`], or [`ApiError::BadData`] if the client aborts mid-body.
 pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let drain_cap = limit.saturating_mul(2) as u64;
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
+    if declared.is_some_and(|n| n > drain_cap) {
         return Err(ApiError::TooLarge { limit });
     }
     let mut body = body;
     let mut buf = BytesMut::new();
+    let mut seen: u64 = 0;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ApiError::BadData(format!("reading request body: {e}")))?;
         if let Ok(data) = frame.into_data() {
-            if buf.len() + data.len() > limit {
-                return Err(ApiError::TooLarge { limit });
+            seen += data.len() as u64;
+            if seen > drain_cap {
+                break;
             }
-            buf.extend_from_slice(&data);
+            if seen <= limit as u64 {
+                buf.extend_from_slice(&data);
+            }
         }
+    }
+    if seen > limit as u64 {
+        return Err(ApiError::TooLarge { limit });
     }
     Ok(buf.freeze())
 }

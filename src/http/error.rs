@@ -65,6 +65,16 @@ impl ApiError {
     }
 }
 
+impl From<crate::promql::EvalError> for ApiError {
+    fn from(e: crate::promql::EvalError) -> Self {
+        match e.error_type() {
+            "bad_data" => Self::BadData(e.to_string()),
+            "timeout" => Self::Timeout(e.to_string()),
+            _ => Self::Execution(e.to_string()),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, error_type) = self.status_and_type();

@@ -5,9 +5,13 @@ use std::sync::Arc;
 use axum::routing::{get, post};
 use axum::Router;
 
+use tokio::sync::Semaphore;
+
+use super::api::{labels, query, series, status};
 use super::error::ApiError;
 use super::import::SeriesLimits;
 use super::{export, health, import};
+use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
 
 /// Request limits.
@@ -31,6 +35,41 @@ pub struct AppState {
     pub storage: Storage,
     /// Request limits.
     pub limits: Limits,
+    /// The PromQL evaluator with the server's query limits.
+    pub engine: Engine,
+    /// One permit per concurrently running query.
+    pub query_slots: Arc<Semaphore>,
+    /// Number of query slots (for messages).
+    pub query_max_concurrency: usize,
+}
+
+impl AppState {
+    /// State for a server over `storage`.
+    pub fn new(storage: Storage, limits: Limits, query: QueryConfig) -> Self {
+        let slots = query.max_concurrency.max(1);
+        Self {
+            storage,
+            limits,
+            engine: Engine::new(query.engine),
+            query_slots: Arc::new(Semaphore::new(slots)),
+            query_max_concurrency: slots,
+        }
+    }
+}
+
+/// Query limits.
+#[derive(Clone, Debug)]
+pub struct QueryConfig {
+    /// Evaluator limits: timeout, loaded samples, lookback.
+    pub engine: EngineOptions,
+    /// Queries evaluated at once; more wait for a slot until their timeout.
+    pub max_concurrency: usize,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        Self { engine: EngineOptions::default(), max_concurrency: 20 }
+    }
 }
 
 /// The whole HTTP surface.
@@ -38,6 +77,13 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/api/v1/import", post(import::import))
         .route("/api/v1/export", get(export::export).post(export::export))
+        .route("/api/v1/query", get(query::instant).post(query::instant))
+        .route("/api/v1/query_range", get(query::range).post(query::range))
+        .route("/api/v1/series", get(series::series).post(series::series))
+        .route("/api/v1/labels", get(labels::names).post(labels::names))
+        .route("/api/v1/label/{name}/values", get(labels::values))
+        .route("/api/v1/status/buildinfo", get(status::buildinfo))
+        .route("/api/v1/query_exemplars", get(status::query_exemplars).post(status::query_exemplars))
         .route("/-/healthy", get(health::healthy).head(health::healthy))
         .route("/-/ready", get(health::ready).head(health::ready))
         .fallback(not_found)

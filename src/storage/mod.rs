@@ -3,6 +3,7 @@
 //!
 //! Layout of the keys and tables: see [`keys`]. Manifest: see [`manifest`].
 
+pub mod chunk;
 mod db;
 mod error;
 pub mod keys;

@@ -18,7 +18,12 @@ fn bad_imports_are_rejected_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let limits = Limits { max_request_bytes: 1 << 20, ..Limits::default() };
-    let config = ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), storage: storage_config(dir.path()), limits };
+    let config = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        storage: storage_config(dir.path()),
+        limits,
+        query: Default::default(),
+    };
     let server = InProcess::start_with(runtime, config);
     let base = server.url("");
     let good = r#"{"metric":{"__name__":"ok","a":"b"},"values":[1],"timestamps":[1700000000000]}"#;

@@ -22,7 +22,12 @@ pub struct InProcess {
 impl InProcess {
     pub fn start(storage: StorageConfig) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let config = ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), storage, limits: Default::default() };
+        let config = ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            storage,
+            limits: Default::default(),
+            query: Default::default(),
+        };
         Self::start_with(runtime, config)
     }
 

@@ -7,5 +7,7 @@ mod bad_input;
 mod crash;
 mod import_export;
 mod manifest;
+mod metadata_api;
+mod query_api;
 mod retention;
 mod storage_api;

@@ -1,0 +1,124 @@
+//! `GET|POST /api/v1/labels` and `GET /api/v1/label/<name>/values`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, Method};
+use axum::response::Response;
+use serde_json::Value;
+
+use super::{apply_limit, limit, params, success, time_range};
+use crate::http::blocking;
+use crate::http::error::ApiError;
+use crate::http::params::Params;
+use crate::http::router::AppState;
+use crate::labels::is_valid_label_name;
+use crate::matcher::Matcher;
+
+const KNOWN: [&str; 4] = ["match[]", "start", "end", "limit"];
+
+/// Selectors from `match[]`, or one empty selector (all series) when none is given.
+fn selectors_or_all(p: &Params) -> Result<Vec<Vec<Matcher>>, ApiError> {
+    let s = p.selectors("match[]")?;
+    Ok(if s.is_empty() { vec![Vec::new()] } else { s })
+}
+
+/// Label names.
+///
+/// # Errors
+/// 400 for bad parameters; 5xx on storage failure.
+pub async fn names(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let p = params(&state, &method, q.as_deref(), &headers, body).await?;
+    p.reject_unknown(&KNOWN)?;
+    let selectors = selectors_or_all(&p)?;
+    let (start, end) = time_range(&p)?;
+    let limit = limit(&p)?;
+    let storage = state.storage.clone();
+    let mut names: Vec<String> = blocking::run(move || {
+        let mut all = BTreeSet::new();
+        for m in &selectors {
+            all.extend(storage.label_names(m, start, end)?);
+        }
+        Ok(all.into_iter().collect())
+    })
+    .await?;
+    let warnings = apply_limit(&mut names, limit);
+    Ok(success(Value::from(names), warnings))
+}
+
+/// Values of one label.
+///
+/// # Errors
+/// 400 for an invalid label name or bad parameters; 5xx on storage failure.
+pub async fn values(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    method: Method,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let name = unescape_label_name(&name).ok_or_else(|| ApiError::BadData(format!("invalid label name: {name:?}")))?;
+    if !is_valid_label_name(&name) {
+        return Err(ApiError::BadData(format!("invalid label name: {name:?}")));
+    }
+    let p = params(&state, &method, q.as_deref(), &headers, body).await?;
+    p.reject_unknown(&KNOWN)?;
+    let selectors = selectors_or_all(&p)?;
+    let (start, end) = time_range(&p)?;
+    let limit = limit(&p)?;
+    let storage = state.storage.clone();
+    let mut values: Vec<String> = blocking::run(move || {
+        let mut all = BTreeSet::new();
+        for m in &selectors {
+            all.extend(storage.label_values(&name, m, start, end)?);
+        }
+        Ok(all.into_iter().collect())
+    })
+    .await?;
+    let warnings = apply_limit(&mut values, limit);
+    Ok(success(Value::from(values), warnings))
+}
+
+/// Undoes Prometheus' `U__` escaping of label names in URLs (`U__` prefix, `_` written as `__`,
+/// other characters as `_<hex code point>_`). Names without the prefix are returned unchanged.
+pub fn unescape_label_name(s: &str) -> Option<String> {
+    let Some(rest) = s.strip_prefix("U__") else { return Some(s.to_owned()) };
+    let mut out = String::new();
+    let mut chars = rest.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '_' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'_') {
+            chars.next();
+            out.push('_');
+            continue;
+        }
+        let hex: String = chars.by_ref().take_while(|&c| c != '_').collect();
+        out.push(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32)?);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unescapes_utf8_label_names() {
+        assert_eq!(unescape_label_name("job").as_deref(), Some("job"));
+        assert_eq!(unescape_label_name("U__my__label").as_deref(), Some("my_label"));
+        assert_eq!(unescape_label_name("U__a_2e_b").as_deref(), Some("a.b"));
+        assert_eq!(unescape_label_name("U__a_zz_"), None);
+    }
+}

@@ -1,0 +1,93 @@
+//! The Prometheus HTTP API: parameters and response shapes as Prometheus has them.
+
+pub mod labels;
+pub mod query;
+pub mod series;
+pub mod status;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::body::read_limited;
+use super::error::ApiError;
+use super::params::Params;
+use super::router::AppState;
+use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+
+/// `{"status":"success","data":...}`, with `warnings` when there are any.
+pub fn success(data: Value, warnings: Vec<String>) -> Response {
+    let mut body = serde_json::json!({"status": "success", "data": data});
+    if !warnings.is_empty() {
+        body["warnings"] = Value::from(warnings);
+    }
+    axum::Json(body).into_response()
+}
+
+/// Query string plus, for POST, the form body (Prometheus accepts both).
+///
+/// # Errors
+/// 413 over the body limit; 415 for a POST body that is not a form.
+pub async fn params(
+    state: &Arc<AppState>,
+    method: &Method,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Params, ApiError> {
+    if method != Method::POST {
+        return Ok(Params::parse(query, None));
+    }
+    let ct = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let is_form =
+        ct.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"));
+    let form = read_limited(headers, body, state.limits.max_request_bytes).await?;
+    if !form.is_empty() && !is_form {
+        return Err(ApiError::UnsupportedMedia(format!(
+            "POST body must be application/x-www-form-urlencoded, got {ct:?}"
+        )));
+    }
+    Ok(Params::parse(query, Some(&form)))
+}
+
+/// The `start`/`end` pair with Prometheus' defaults (all time), checked for order.
+///
+/// # Errors
+/// 400 for unparsable times or `end < start`.
+pub fn time_range(p: &Params) -> Result<(i64, i64), ApiError> {
+    let start = p.time_ms("start", MIN_TIMESTAMP_MS)?;
+    let end = p.time_ms("end", MAX_TIMESTAMP_MS)?;
+    if end < start {
+        return Err(ApiError::BadData("invalid parameter \"end\": end timestamp must not be before start time".into()));
+    }
+    Ok((start, end))
+}
+
+/// The `limit` parameter: 0 or absent means no limit.
+///
+/// # Errors
+/// 400 for a negative or non-integer limit.
+pub fn limit(p: &Params) -> Result<Option<usize>, ApiError> {
+    match p.get("limit") {
+        None => Ok(None),
+        Some(v) => match v.parse::<i64>() {
+            Ok(0) => Ok(None),
+            Ok(n) if n > 0 => Ok(usize::try_from(n).ok()),
+            _ => Err(ApiError::BadData(format!("invalid parameter \"limit\": {v:?} is not a non-negative integer"))),
+        },
+    }
+}
+
+/// Truncates to `limit`, returning the warning Prometheus gives when it does.
+pub fn apply_limit<T>(items: &mut Vec<T>, limit: Option<usize>) -> Vec<String> {
+    match limit {
+        Some(n) if items.len() > n => {
+            items.truncate(n);
+            vec!["results truncated due to limit".into()]
+        }
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,280 @@
+//! `GET|POST /api/v1/query` and `/api/v1/query_range`: PromQL through [`crate::promql::Engine`],
+//! reading storage through a sample-limited [`Source`].
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderMap, Method};
+use axum::response::{IntoResponse, Response};
+
+use super::{limit, params};
+use crate::http::blocking;
+use crate::http::error::ApiError;
+use crate::http::params::{parse_duration_ms, Params};
+use crate::http::router::AppState;
+use crate::labels::Labels;
+use crate::matcher::Matcher;
+use crate::promql::source::{Source, SourceError};
+use crate::promql::{Annotations, QueryResult, Severity, Value};
+use crate::sample::SeriesSamples;
+use crate::storage::{Storage, StorageError};
+
+/// Storage as the evaluator sees it: every selection is capped at the query sample limit, so a
+/// huge selection fails before it is loaded rather than after.
+struct LimitedSource {
+    storage: Storage,
+    max_samples: usize,
+}
+
+impl Source for LimitedSource {
+    fn select(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>, SourceError> {
+        self.storage.select(matchers, start_ms, end_ms, self.max_samples).map_err(|e| match e {
+            StorageError::TooManySamples { limit } => SourceError::TooManySamples { limit },
+            other => SourceError::Storage(other.to_string()),
+        })
+    }
+}
+
+/// What to evaluate.
+enum Kind {
+    Instant { time_ms: i64 },
+    Range { start_ms: i64, end_ms: i64, step_ms: i64 },
+}
+
+/// Instant query.
+///
+/// # Errors
+/// 400 for bad parameters or an invalid query, 422 for evaluation errors, 503 on timeout or
+/// when no query slot frees up in time.
+pub async fn instant(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let p = params(&state, &method, q.as_deref(), &headers, body).await?;
+    p.reject_unknown(&["query", "time", "timeout", "limit", "stats", "lookback_delta"])?;
+    let time_ms = p.time_ms("time", crate::storage::now_ms())?;
+    run(state, &p, Kind::Instant { time_ms }).await
+}
+
+/// Range query.
+///
+/// # Errors
+/// As [`instant`]; also 400 for a missing or non-positive `step` or too many points.
+pub async fn range(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let p = params(&state, &method, q.as_deref(), &headers, body).await?;
+    p.reject_unknown(&["query", "start", "end", "step", "timeout", "limit", "stats", "lookback_delta"])?;
+    let required = |name: &str| p.get(name).ok_or_else(|| ApiError::BadData(format!("missing parameter {name:?}")));
+    required("start")?;
+    required("end")?;
+    let (start_ms, end_ms) = (p.time_ms("start", 0)?, p.time_ms("end", 0)?);
+    let step = required("step")?;
+    let step_ms =
+        parse_duration_ms(step).map_err(|why| ApiError::BadData(format!("invalid parameter \"step\": {why}")))?;
+    if step_ms <= 0 {
+        return Err(ApiError::BadData(
+            "zero or negative query resolution step widths are not accepted. Try a positive integer".into(),
+        ));
+    }
+    if end_ms < start_ms {
+        return Err(ApiError::BadData("invalid parameter \"end\": end timestamp must not be before start time".into()));
+    }
+    if (end_ms - start_ms) / step_ms > 11_000 {
+        return Err(ApiError::BadData(
+            "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)".into(),
+        ));
+    }
+    run(state, &p, Kind::Range { start_ms, end_ms, step_ms }).await
+}
+
+async fn run(state: Arc<AppState>, p: &Params, kind: Kind) -> Result<Response, ApiError> {
+    let query = p.get("query").ok_or_else(|| ApiError::BadData("missing parameter \"query\"".into()))?.to_owned();
+    let limit = limit(p)?;
+    let mut opts = state.engine.options().clone();
+    if let Some(t) = p.get("timeout") {
+        let ms =
+            parse_duration_ms(t).map_err(|why| ApiError::BadData(format!("invalid parameter \"timeout\": {why}")))?;
+        // A client may shorten the server's timeout, never extend it.
+        opts.timeout = opts.timeout.min(Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
+    }
+    if let Some(d) = p.get("lookback_delta") {
+        let ms = parse_duration_ms(d)
+            .map_err(|why| ApiError::BadData(format!("invalid parameter \"lookback_delta\": {why}")))?;
+        if ms > 0 {
+            opts.lookback_ms = ms;
+        }
+    }
+    let timeout = opts.timeout;
+    let engine = crate::promql::Engine::new(opts);
+    let slot = tokio::time::timeout(timeout, Arc::clone(&state.query_slots).acquire_owned())
+        .await
+        .map_err(|_| {
+            ApiError::Timeout(format!("query timed out waiting for one of {} query slots", state.query_max_concurrency))
+        })?
+        .map_err(|_| ApiError::Internal("query slots closed".into()))?;
+    let source = LimitedSource { storage: state.storage.clone(), max_samples: engine.options().max_samples };
+    let result = blocking::run(move || {
+        let _slot = slot;
+        let r = match kind {
+            Kind::Instant { time_ms } => engine.instant(&source, &query, time_ms),
+            Kind::Range { start_ms, end_ms, step_ms } => engine.range(&source, &query, start_ms, end_ms, step_ms),
+        };
+        r.map_err(ApiError::from)
+    })
+    .await?;
+    Ok(render(result, limit))
+}
+
+/// Prometheus' time format: seconds with up to millisecond decimals (`1700000000.5`).
+fn write_ts(out: &mut String, ms: i64) {
+    let (secs, frac) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+    if frac == 0 {
+        let _ = write!(out, "{secs}");
+    } else {
+        let digits = format!("{frac:03}");
+        let _ = write!(out, "{secs}.{}", digits.trim_end_matches('0'));
+    }
+}
+
+/// Prometheus' value format: a JSON string, `NaN`, `+Inf`, `-Inf` or the shortest decimal.
+fn write_value(out: &mut String, v: f64) {
+    out.push('"');
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v.is_infinite() {
+        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
+    } else {
+        let _ = write!(out, "{v}");
+    }
+    out.push('"');
+}
+
+fn write_labels(out: &mut String, labels: &Labels) {
+    out.push('{');
+    for (i, l) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ =
+            write!(out, "{}:{}", serde_json::Value::from(l.name.as_str()), serde_json::Value::from(l.value.as_str()));
+    }
+    out.push('}');
+}
+
+fn write_annotations(out: &mut String, annotations: &Annotations) {
+    for (key, severity) in [("warnings", Severity::Warning), ("infos", Severity::Info)] {
+        let items: Vec<String> =
+            annotations.iter().filter(|a| a.severity == severity).map(ToString::to_string).collect();
+        if !items.is_empty() {
+            let _ = write!(out, ",\"{key}\":{}", serde_json::Value::from(items));
+        }
+    }
+}
+
+/// The success envelope, written directly (results can be large).
+fn render(result: QueryResult, limit: Option<usize>) -> Response {
+    let mut annotations = result.annotations;
+    let mut out = String::with_capacity(256);
+    let _ =
+        write!(out, "{{\"status\":\"success\",\"data\":{{\"resultType\":\"{}\",\"result\":", result.value.type_name());
+    match result.value {
+        Value::Scalar { timestamp_ms, value } => {
+            out.push('[');
+            write_ts(&mut out, timestamp_ms);
+            out.push(',');
+            write_value(&mut out, value);
+            out.push(']');
+        }
+        Value::String { timestamp_ms, value } => {
+            out.push('[');
+            write_ts(&mut out, timestamp_ms);
+            let _ = write!(out, ",{}]", serde_json::Value::from(value));
+        }
+        Value::Vector(mut v) => {
+            truncate(&mut v, limit, &mut annotations);
+            out.push('[');
+            for (i, s) in v.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str("{\"metric\":");
+                write_labels(&mut out, &s.labels);
+                out.push_str(",\"value\":[");
+                write_ts(&mut out, s.timestamp_ms);
+                out.push(',');
+                write_value(&mut out, s.value);
+                out.push_str("]}");
+            }
+            out.push(']');
+        }
+        Value::Matrix(mut m) => {
+            truncate(&mut m, limit, &mut annotations);
+            out.push('[');
+            for (i, s) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str("{\"metric\":");
+                write_labels(&mut out, &s.labels);
+                out.push_str(",\"values\":[");
+                for (j, p) in s.samples.iter().enumerate() {
+                    if j > 0 {
+                        out.push(',');
+                    }
+                    out.push('[');
+                    write_ts(&mut out, p.timestamp_ms);
+                    out.push(',');
+                    write_value(&mut out, p.value);
+                    out.push(']');
+                }
+                out.push_str("]}");
+            }
+            out.push(']');
+        }
+    }
+    out.push('}');
+    write_annotations(&mut out, &annotations);
+    out.push('}');
+    ([(header::CONTENT_TYPE, "application/json")], out).into_response()
+}
+
+fn truncate<T>(items: &mut Vec<T>, limit: Option<usize>, annotations: &mut Annotations) {
+    if let Some(n) = limit {
+        if items.len() > n {
+            items.truncate(n);
+            annotations.warn("results truncated due to limit");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_like_prometheus() {
+        let mut s = String::new();
+        write_ts(&mut s, 1_700_000_000_500);
+        s.push(' ');
+        write_ts(&mut s, 1_700_000_000_000);
+        s.push(' ');
+        write_ts(&mut s, 1_700_000_000_120);
+        assert_eq!(s, "1700000000.5 1700000000 1700000000.12");
+        let mut v = String::new();
+        for x in [1.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e21, 0.1] {
+            write_value(&mut v, x);
+        }
+        assert_eq!(v, r#""1.5""NaN""+Inf""-Inf""1000000000000000000000""0.1""#);
+    }
+}

@@ -1,0 +1,396 @@
+//! The cold-chunk codec: a run of samples of one series encoded Gorilla-style (delta-of-delta
+//! timestamps, XOR-compressed float bits) and then compressed with zstd. Pure: no I/O.
+//!
+//! Byte layout of an encoded chunk (all multi-byte integers little-endian):
+//!
+//! | offset | size | field                                                        |
+//! |--------|------|--------------------------------------------------------------|
+//! | 0      | 1    | format version, currently 1                                  |
+//! | 1      | 1    | zstd level used (recorded so it can change later); 0 = the  |
+//! |        |      | bit stream is stored raw because zstd did not shrink it      |
+//! | 2      | 1    | dictionary id, 0 = none                                      |
+//! | 3      | 4    | number of samples `n` (>= 1)                                 |
+//! | 7      | 4    | length of the uncompressed bit stream in bytes               |
+//! | 11     | ..   | zstd frame of the bit stream                                 |
+//!
+//! Bit stream: first timestamp (64 bits) and first value bits (64 bits); then per sample a
+//! timestamp delta-of-delta in one of the classes `0` (0), `10`+7 bits, `110`+9 bits,
+//! `1110`+12 bits, `1111`+64 bits (two's complement), and the value XORed with the previous one:
+//! `0` (same bits), `10` + meaningful bits inside the previous leading/trailing-zero window, or
+//! `11` + 6 bits leading zeros + 6 bits (length - 1) + the meaningful bits.
+//!
+//! Invariants: samples must be sorted by strictly ascending timestamp; every f64 bit pattern
+//! (NaN payloads, staleness markers, -0.0) round-trips exactly.
+
+use crate::sample::Sample;
+
+/// Current chunk format version.
+pub const FORMAT_VERSION: u8 = 1;
+const HEADER_LEN: usize = 11;
+/// Largest sample count a chunk may claim (bounds allocation when decoding hostile bytes).
+pub const MAX_CHUNK_SAMPLES: u32 = 1 << 20;
+
+/// Why a chunk could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChunkError {
+    /// The bytes end before the header or bit stream does.
+    #[error("chunk is truncated")]
+    Truncated,
+    /// Unknown format version or dictionary.
+    #[error("unsupported chunk format version {version} / dictionary {dict}")]
+    Unsupported {
+        /// Version byte.
+        version: u8,
+        /// Dictionary id.
+        dict: u8,
+    },
+    /// The header claims an impossible size.
+    #[error("chunk header is invalid: {0}")]
+    BadHeader(&'static str),
+    /// zstd could not decompress the payload.
+    #[error("chunk payload does not decompress: {0}")]
+    Zstd(String),
+    /// Encoding was asked for an empty or unsorted run.
+    #[error("chunk samples must be non-empty and strictly ascending by timestamp")]
+    Unsorted,
+}
+
+struct BitWriter {
+    bytes: Vec<u8>,
+    used: u32,
+}
+
+impl BitWriter {
+    fn new() -> Self {
+        Self { bytes: Vec::new(), used: 8 }
+    }
+
+    /// Writes the low `n` bits of `v`, most significant first.
+    fn write(&mut self, v: u64, n: u32) {
+        for i in (0..n).rev() {
+            if self.used == 8 {
+                self.bytes.push(0);
+                self.used = 0;
+            }
+            if (v >> i) & 1 == 1 {
+                if let Some(last) = self.bytes.last_mut() {
+                    *last |= 1 << (7 - self.used);
+                }
+            }
+            self.used += 1;
+        }
+    }
+}
+
+struct BitReader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl BitReader<'_> {
+    fn bit(&mut self) -> Result<u64, ChunkError> {
+        let byte = self.bytes.get(self.pos / 8).ok_or(ChunkError::Truncated)?;
+        let b = (byte >> (7 - (self.pos % 8))) & 1;
+        self.pos += 1;
+        Ok(u64::from(b))
+    }
+
+    fn read(&mut self, n: u32) -> Result<u64, ChunkError> {
+        let mut v = 0u64;
+        for _ in 0..n {
+            v = (v << 1) | self.bit()?;
+        }
+        Ok(v)
+    }
+}
+
+/// Sign-extends the low `n` bits of `v`.
+fn sign_extend(v: u64, n: u32) -> i64 {
+    let shift = 64 - n;
+    ((v << shift) as i64) >> shift
+}
+
+fn fits(v: i64, bits: u32) -> bool {
+    let half = 1i64 << (bits - 1);
+    (-half..half).contains(&v)
+}
+
+fn write_dod(w: &mut BitWriter, dod: i64) {
+    if dod == 0 {
+        w.write(0, 1);
+    } else if fits(dod, 7) {
+        w.write(0b10, 2);
+        w.write(dod as u64, 7);
+    } else if fits(dod, 9) {
+        w.write(0b110, 3);
+        w.write(dod as u64, 9);
+    } else if fits(dod, 12) {
+        w.write(0b1110, 4);
+        w.write(dod as u64, 12);
+    } else {
+        w.write(0b1111, 4);
+        w.write(dod as u64, 64);
+    }
+}
+
+fn read_dod(r: &mut BitReader<'_>) -> Result<i64, ChunkError> {
+    let mut ones = 0;
+    while ones < 4 && r.bit()? == 1 {
+        ones += 1;
+    }
+    Ok(match ones {
+        0 => 0,
+        1 => sign_extend(r.read(7)?, 7),
+        2 => sign_extend(r.read(9)?, 9),
+        3 => sign_extend(r.read(12)?, 12),
+        _ => r.read(64)? as i64,
+    })
+}
+
+/// XOR state: the previous value's bits and the previous meaningful-bits window.
+struct Xor {
+    prev: u64,
+    leading: u32,
+    trailing: u32,
+}
+
+impl Xor {
+    fn write(&mut self, w: &mut BitWriter, bits: u64) {
+        let x = bits ^ self.prev;
+        self.prev = bits;
+        if x == 0 {
+            w.write(0, 1);
+            return;
+        }
+        let (leading, trailing) = (x.leading_zeros().min(63), x.trailing_zeros());
+        if self.leading != u32::MAX && leading >= self.leading && trailing >= self.trailing {
+            w.write(0b10, 2);
+            w.write(x >> self.trailing, 64 - self.leading - self.trailing);
+        } else {
+            let len = 64 - leading - trailing;
+            w.write(0b11, 2);
+            w.write(u64::from(leading), 6);
+            w.write(u64::from(len - 1), 6);
+            w.write(x >> trailing, len);
+            self.leading = leading;
+            self.trailing = trailing;
+        }
+    }
+
+    fn read(&mut self, r: &mut BitReader<'_>) -> Result<u64, ChunkError> {
+        if r.bit()? == 0 {
+            return Ok(self.prev);
+        }
+        if r.bit()? == 1 {
+            self.leading = r.read(6)? as u32;
+            let len = r.read(6)? as u32 + 1;
+            if self.leading + len > 64 {
+                return Err(ChunkError::BadHeader("xor window beyond 64 bits"));
+            }
+            self.trailing = 64 - self.leading - len;
+        } else if self.leading == u32::MAX {
+            return Err(ChunkError::BadHeader("xor window reused before being set"));
+        }
+        let len = 64 - self.leading - self.trailing;
+        let x = r.read(len)? << self.trailing;
+        self.prev ^= x;
+        Ok(self.prev)
+    }
+}
+
+/// Encodes a run of samples (non-empty, strictly ascending timestamps) at a zstd `level`.
+///
+/// # Errors
+/// [`ChunkError::Unsorted`] for an empty or unsorted run; [`ChunkError::Zstd`] if zstd fails.
+pub fn encode(samples: &[Sample], level: i32, dst: &mut Vec<u8>) -> Result<(), ChunkError> {
+    let Some(first) = samples.first() else { return Err(ChunkError::Unsorted) };
+    if samples.windows(2).any(|w| matches!(w, [a, b] if a.timestamp_ms >= b.timestamp_ms))
+        || samples.len() > MAX_CHUNK_SAMPLES as usize
+    {
+        return Err(ChunkError::Unsorted);
+    }
+    let mut w = BitWriter::new();
+    w.write(first.timestamp_ms as u64, 64);
+    w.write(first.value.to_bits(), 64);
+    let mut xor = Xor { prev: first.value.to_bits(), leading: u32::MAX, trailing: 0 };
+    let (mut prev_ts, mut prev_delta) = (first.timestamp_ms, 0i64);
+    for s in samples.iter().skip(1) {
+        let delta = s.timestamp_ms.wrapping_sub(prev_ts);
+        write_dod(&mut w, delta.wrapping_sub(prev_delta));
+        (prev_ts, prev_delta) = (s.timestamp_ms, delta);
+        xor.write(&mut w, s.value.to_bits());
+    }
+    let level = level.clamp(1, 22);
+    let compressed = zstd::bulk::compress(&w.bytes, level).map_err(|e| ChunkError::Zstd(e.to_string()))?;
+    let (level_byte, payload) =
+        if compressed.len() < w.bytes.len() { (level as u8, &compressed) } else { (0, &w.bytes) };
+    dst.push(FORMAT_VERSION);
+    dst.push(level_byte);
+    dst.push(0);
+    dst.extend_from_slice(&(samples.len() as u32).to_le_bytes());
+    dst.extend_from_slice(&(w.bytes.len() as u32).to_le_bytes());
+    dst.extend_from_slice(payload);
+    Ok(())
+}
+
+fn u32_at(src: &[u8], at: usize) -> Result<u32, ChunkError> {
+    let b = src.get(at..at + 4).ok_or(ChunkError::Truncated)?;
+    Ok(u32::from_le_bytes(b.try_into().map_err(|_| ChunkError::Truncated)?))
+}
+
+/// Decodes a chunk, appending its samples to `out` in ascending order. Never panics on
+/// arbitrary input.
+///
+/// # Errors
+/// [`ChunkError`] describing what is wrong with the bytes.
+pub fn decode(src: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+    if src.len() < HEADER_LEN {
+        return Err(ChunkError::Truncated);
+    }
+    let (version, dict) = (src.first().copied().unwrap_or(0), src.get(2).copied().unwrap_or(0));
+    if version != FORMAT_VERSION || dict != 0 {
+        return Err(ChunkError::Unsupported { version, dict });
+    }
+    let n = u32_at(src, 3)?;
+    let raw_len = u32_at(src, 7)? as usize;
+    if n == 0 || n > MAX_CHUNK_SAMPLES {
+        return Err(ChunkError::BadHeader("sample count out of range"));
+    }
+    // The bit stream needs at least 128 bits plus 2 per further sample and at most 212.
+    let min = 16 + (n as usize - 1) / 4;
+    let max = 16 + (n as usize - 1) * 27 + 1;
+    if raw_len < min || raw_len > max {
+        return Err(ChunkError::BadHeader("bit stream length does not fit the sample count"));
+    }
+    let payload = src.get(HEADER_LEN..).ok_or(ChunkError::Truncated)?;
+    let raw = if src.get(1) == Some(&0) {
+        if payload.len() != raw_len {
+            return Err(ChunkError::BadHeader("stored bit stream length differs from the header"));
+        }
+        payload.to_vec()
+    } else {
+        zstd::bulk::decompress(payload, raw_len).map_err(|e| ChunkError::Zstd(e.to_string()))?
+    };
+    let mut r = BitReader { bytes: &raw, pos: 0 };
+    let mut ts = r.read(64)? as i64;
+    let first = r.read(64)?;
+    out.reserve(n as usize);
+    out.push(Sample::new(ts, f64::from_bits(first)));
+    let mut xor = Xor { prev: first, leading: u32::MAX, trailing: 0 };
+    let mut delta = 0i64;
+    for _ in 1..n {
+        delta = delta.wrapping_add(read_dod(&mut r)?);
+        ts = ts.wrapping_add(delta);
+        let v = xor.read(&mut r)?;
+        out.push(Sample::new(ts, f64::from_bits(v)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(samples: &[Sample]) -> Vec<Sample> {
+        let mut buf = Vec::new();
+        encode(samples, 3, &mut buf).unwrap();
+        let mut out = Vec::new();
+        decode(&buf, &mut out).unwrap();
+        out
+    }
+
+    fn bits(s: &[Sample]) -> Vec<(i64, u64)> {
+        s.iter().map(|s| (s.timestamp_ms, s.value.to_bits())).collect()
+    }
+
+    #[test]
+    fn special_values_survive_bit_exact() {
+        let specials = [
+            1.0,
+            f64::from_bits(crate::sample::STALE_NAN_BITS),
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -0.0,
+            0.0,
+            1.0,
+            1.0,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+        ];
+        let s: Vec<Sample> =
+            specials.iter().enumerate().map(|(i, &v)| Sample::new(1_700_000_000_000 + i as i64 * 15_000, v)).collect();
+        assert_eq!(bits(&round_trip(&s)), bits(&s));
+    }
+
+    #[test]
+    fn regular_scrapes_compress_well() {
+        let s: Vec<Sample> = (0..120).map(|i| Sample::new(1_700_000_000_000 + i * 15_000, 42.0)).collect();
+        let mut buf = Vec::new();
+        encode(&s, 3, &mut buf).unwrap();
+        assert!(buf.len() < 60, "{} bytes for 120 samples of a constant regular series", buf.len());
+        // A tiny chunk is stored raw when zstd would only add its frame overhead.
+        let mut small = Vec::new();
+        encode(&s[..2], 3, &mut small).unwrap();
+        assert_eq!(small.get(1), Some(&0));
+        let mut out = Vec::new();
+        decode(&small, &mut out).unwrap();
+        assert_eq!(out, s[..2]);
+    }
+
+    #[test]
+    fn rejects_unsorted_and_empty() {
+        let mut buf = Vec::new();
+        assert_eq!(encode(&[], 3, &mut buf), Err(ChunkError::Unsorted));
+        let s = [Sample::new(2, 1.0), Sample::new(1, 1.0)];
+        assert_eq!(encode(&s, 3, &mut buf), Err(ChunkError::Unsorted));
+    }
+
+    fn arb_samples() -> impl Strategy<Value = Vec<Sample>> {
+        let value = prop_oneof![
+            any::<u64>().prop_map(f64::from_bits),
+            (-1000i32..1000).prop_map(|v| f64::from(v) / 100.0),
+            Just(f64::from_bits(crate::sample::STALE_NAN_BITS)),
+            Just(-0.0),
+        ];
+        let step = prop_oneof![Just(15_000i64), 1i64..100_000, 1i64..(1i64 << 40)];
+        (0i64..crate::sample::MAX_TIMESTAMP_MS / 2, proptest::collection::vec((step, value), 1..300)).prop_map(
+            |(t0, pts)| {
+                let mut t = t0;
+                pts.into_iter()
+                    .map(|(d, v)| {
+                        t = t.saturating_add(d).min(crate::sample::MAX_TIMESTAMP_MS);
+                        Sample::new(t, v)
+                    })
+                    .collect::<Vec<_>>()
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn decode_inverts_encode(mut s in arb_samples()) {
+            s.dedup_by_key(|p| p.timestamp_ms);
+            prop_assert_eq!(bits(&round_trip(&s)), bits(&s));
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut out = Vec::new();
+            let _ = decode(&bytes, &mut out);
+        }
+
+        #[test]
+        fn decode_never_panics_on_corrupted_chunks(s in arb_samples(), flip in any::<(usize, u8)>()) {
+            let mut s = s;
+            s.dedup_by_key(|p| p.timestamp_ms);
+            let mut buf = Vec::new();
+            encode(&s, 1, &mut buf).unwrap();
+            let i = flip.0 % buf.len();
+            if let Some(b) = buf.get_mut(i) { *b ^= flip.1 | 1; }
+            let mut out = Vec::new();
+            let _ = decode(&buf, &mut out);
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! `/api/v1/series`, `/api/v1/labels`, `/api/v1/label/<name>/values`, buildinfo: shapes,
+//! time ranges, limits and errors, sent the way Grafana and promtool send them.
+
+use serde_json::Value;
+
+use crate::common::*;
+
+fn json(resp: reqwest::blocking::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    (status, serde_json::from_str(&resp.text().unwrap()).unwrap())
+}
+
+#[test]
+fn series_and_label_endpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(storage_config(dir.path()));
+    let base = server.url("");
+    let t = 1_700_000_000_000i64;
+    let day = 86_400_000i64;
+    let body = [
+        serde_json::json!({"metric":{"__name__":"up","job":"api","instance":"a"},"values":[1],"timestamps":[t]}),
+        serde_json::json!({"metric":{"__name__":"up","job":"api","instance":"b"},"values":[1],"timestamps":[t]}),
+        serde_json::json!({"metric":{"__name__":"up","job":"db","my_label":"x"},"values":[1],"timestamps":[t + 2 * day]}),
+    ]
+    .iter()
+    .map(|l| l.to_string() + "\n")
+    .collect::<String>();
+    assert_eq!(import(&base, body), (204, String::new()));
+    let secs = |ms: i64| (ms as f64 / 1000.0).to_string();
+    let c = client();
+
+    // series, GET with a time range covering only the first day.
+    let (s, v) = json(
+        c.get(format!("{base}/api/v1/series"))
+            .query(&[("match[]", "up"), ("start", &secs(t - 1000)), ("end", &secs(t + 1000))])
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(s, 200);
+    assert_eq!(v["status"], "success");
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert_eq!(v["data"][0], serde_json::json!({"__name__":"up","instance":"a","job":"api"}));
+
+    // labels, POST form like Grafana.
+    let (s, v) = json(
+        c.post(format!("{base}/api/v1/labels"))
+            .form(&[("match[]", r#"{job="db"}"#), ("start", &secs(t)), ("end", &secs(t + 3 * day))])
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(s, 200);
+    assert_eq!(v["data"], serde_json::json!(["__name__", "job", "my_label"]));
+
+    // label values, time-restricted, with limit and its warning.
+    let (_, v) = json(
+        c.get(format!("{base}/api/v1/label/instance/values"))
+            .query(&[("start", &secs(t - day)), ("end", &secs(t + day))])
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(v["data"], serde_json::json!(["a", "b"]));
+    let (_, v) = json(
+        c.get(format!("{base}/api/v1/label/job/values"))
+            .query(&[("start", &secs(t + day)), ("end", &secs(t + 3 * day))])
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(v["data"], serde_json::json!(["db"]));
+    let (_, v) = json(c.get(format!("{base}/api/v1/label/instance/values?limit=1")).send().unwrap());
+    assert_eq!(v["data"], serde_json::json!(["a"]));
+    assert_eq!(v["warnings"][0], "results truncated due to limit");
+    // UTF-8-escaped label name, as Grafana sends it.
+    let (_, v) = json(c.get(format!("{base}/api/v1/label/U__my__label/values")).send().unwrap());
+    assert_eq!(v["data"], serde_json::json!(["x"]));
+
+    let (s, v) = json(c.get(format!("{base}/api/v1/status/buildinfo")).send().unwrap());
+    assert_eq!(s, 200);
+    assert!(v["data"]["version"].is_string() && v["data"]["features"].is_object());
+
+    // Errors: Prometheus' envelope with bad_data.
+    for (path, why) in [
+        ("/api/v1/series", "no match[]"),
+        ("/api/v1/series?match[]=up&limit=-1", "limit"),
+        ("/api/v1/series?match[]=up&start=5&end=1", "end timestamp"),
+        ("/api/v1/labels?bogus=1", "bogus"),
+        ("/api/v1/label/1bad/values", "invalid label name"),
+        ("/api/v1/series?match[]=sum(up)", "not a series selector"),
+    ] {
+        let (s, v) = json(c.get(format!("{base}{path}")).send().unwrap());
+        assert_eq!(s, 400, "{path}");
+        assert_eq!(v["errorType"], "bad_data", "{path}");
+        assert!(v["error"].as_str().unwrap().contains(why), "{path}: {v}");
+    }
+    let resp =
+        c.post(format!("{base}/api/v1/labels")).header("Content-Type", "application/json").body("{}").send().unwrap();
+    assert_eq!(resp.status().as_u16(), 415);
+    server.stop();
+}

@@ -1,0 +1,130 @@
+//! `/api/v1/query` and `/api/v1/query_range` over real HTTP: result shapes, Grafana's request
+//! pattern (form POST, float seconds), limits and errors.
+
+use serde_json::{json, Value};
+
+use saltdb::http::QueryConfig;
+use saltdb::server::ServerConfig;
+
+use crate::common::*;
+
+fn json_of(resp: reqwest::blocking::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    (status, serde_json::from_str(&resp.text().unwrap()).unwrap())
+}
+
+const T: i64 = 1_700_000_000_000;
+
+fn load(base: &str) {
+    // Two counters rising 1/s and 2/s, scraped every 15 s for 10 minutes.
+    let ts: Vec<i64> = (0..=40).map(|i| T + i * 15_000).collect();
+    let body = ["a", "b"]
+        .iter()
+        .enumerate()
+        .map(|(k, inst)| {
+            let values: Vec<f64> = (0..=40).map(|i| (i * 15 * (k as i64 + 1)) as f64).collect();
+            json!({"metric":{"__name__":"reqs_total","job":"api","instance":inst},"values":values,"timestamps":ts})
+                .to_string()
+                + "\n"
+        })
+        .collect::<String>();
+    assert_eq!(import(base, body), (204, String::new()));
+}
+
+#[test]
+fn instant_and_range_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(storage_config(dir.path()));
+    let base = server.url("");
+    load(&base);
+    let c = client();
+    let at = (T + 600_000) as f64 / 1000.0;
+
+    // Grafana's health check, as a form POST.
+    let (s, v) = json_of(
+        c.post(format!("{base}/api/v1/query")).form(&[("query", "1+1"), ("time", &at.to_string())]).send().unwrap(),
+    );
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"], json!({"resultType":"scalar","result":[1_700_000_600, "2"]}));
+
+    let (_, v) = json_of(
+        c.get(format!("{base}/api/v1/query"))
+            .query(&[("query", "sum by (job) (rate(reqs_total[1m]))"), ("time", &at.to_string())])
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(v["data"]["resultType"], "vector");
+    let r = &v["data"]["result"][0];
+    assert_eq!(r["metric"], json!({"job":"api"}));
+    let rate: f64 = r["value"][1].as_str().unwrap().parse().unwrap();
+    assert!((rate - 3.0).abs() < 1e-9, "rate {rate}");
+
+    // Range query the way Grafana sends it: form POST, float seconds, integer step.
+    let (s, v) = json_of(
+        c.post(format!("{base}/api/v1/query_range"))
+            .form(&[
+                ("query", r#"reqs_total{instance="a"}"#),
+                ("start", &((T as f64) / 1000.0 + 0.5).to_string()),
+                ("end", &at.to_string()),
+                ("step", "60"),
+            ])
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["resultType"], "matrix");
+    let values = v["data"]["result"][0]["values"].as_array().unwrap();
+    assert_eq!(values.len(), 10);
+    assert_eq!(values[0], json!([1_700_000_000.5, "0"]));
+    assert_eq!(values[1], json!([1_700_000_060.5, "60"]));
+
+    // Errors.
+    for (path, params, status, kind) in [
+        ("query", vec![("query", "sum(")], 400, "bad_data"),
+        ("query", vec![("time", "1")], 400, "bad_data"),
+        ("query_range", vec![("query", "up"), ("start", "1"), ("end", "2"), ("step", "0")], 400, "bad_data"),
+        ("query_range", vec![("query", "up"), ("start", "0"), ("end", "100000000"), ("step", "1")], 400, "bad_data"),
+        ("query_range", vec![("query", "up"), ("start", "10"), ("end", "1"), ("step", "1")], 400, "bad_data"),
+        ("query_range", vec![("query", "up"), ("end", "1"), ("step", "1")], 400, "bad_data"),
+        ("query", vec![("query", "up"), ("nonsense", "1")], 400, "bad_data"),
+    ] {
+        let (s, v) = json_of(c.get(format!("{base}/api/v1/{path}")).query(&params).send().unwrap());
+        assert_eq!((s, v["errorType"].as_str().unwrap()), (status, kind), "{path} {params:?}: {v}");
+        assert!(!v["error"].as_str().unwrap().is_empty());
+    }
+    server.stop();
+}
+
+#[test]
+fn query_sample_limit_is_a_clear_422() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut query = QueryConfig::default();
+    query.engine.max_samples = 50;
+    let config = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        storage: storage_config(dir.path()),
+        limits: Default::default(),
+        query,
+    };
+    let server = InProcess::start_with(runtime, config);
+    let base = server.url("");
+    load(&base);
+    let at = ((T + 600_000) / 1000).to_string();
+    let (s, v) = json_of(
+        client()
+            .get(format!("{base}/api/v1/query"))
+            .query(&[("query", "count_over_time(reqs_total[10m])"), ("time", &at)])
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(v["errorType"], "execution");
+    assert!(v["error"].as_str().unwrap().contains("samples"), "{v}");
+    // The server keeps serving small queries.
+    let (s, _) = json_of(
+        client().get(format!("{base}/api/v1/query")).query(&[("query", "reqs_total"), ("time", &at)]).send().unwrap(),
+    );
+    assert_eq!(s, 200);
+    server.stop();
+}
