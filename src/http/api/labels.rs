@@ -1,6 +1,5 @@
 //! `GET|POST /api/v1/labels` and `GET /api/v1/label/<name>/values`.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -9,8 +8,7 @@ use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use serde_json::Value;
 
-use super::{apply_limit, limit, params, success, time_range};
-use crate::http::blocking;
+use super::{limit, params, success, time_range, union_over_selectors};
 use crate::http::error::ApiError;
 use crate::http::params::Params;
 use crate::http::router::AppState;
@@ -39,18 +37,9 @@ pub async fn names(
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
     p.reject_unknown(&KNOWN)?;
     let selectors = selectors_or_all(&p)?;
-    let (start, end) = time_range(&p)?;
-    let limit = limit(&p)?;
-    let storage = state.storage.clone();
-    let mut names: Vec<String> = blocking::run(move || {
-        let mut all = BTreeSet::new();
-        for m in &selectors {
-            all.extend(storage.label_names(m, start, end)?);
-        }
-        Ok(all.into_iter().collect())
-    })
-    .await?;
-    let warnings = apply_limit(&mut names, limit);
+    let (names, warnings): (Vec<String>, _) =
+        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, |s, m, a, b| s.label_names(m, a, b))
+            .await?;
     Ok(success(Value::from(names), warnings))
 }
 
@@ -70,18 +59,11 @@ pub async fn values(
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
     p.reject_unknown(&KNOWN)?;
     let selectors = selectors_or_all(&p)?;
-    let (start, end) = time_range(&p)?;
-    let limit = limit(&p)?;
-    let storage = state.storage.clone();
-    let mut values: Vec<String> = blocking::run(move || {
-        let mut all = BTreeSet::new();
-        for m in &selectors {
-            all.extend(storage.label_values(&name, m, start, end)?);
-        }
-        Ok(all.into_iter().collect())
-    })
-    .await?;
-    let warnings = apply_limit(&mut values, limit);
+    let (values, warnings): (Vec<String>, _) =
+        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, move |s, m, a, b| {
+            s.label_values(&name, m, a, b)
+        })
+        .await?;
     Ok(success(Value::from(values), warnings))
 }
 

@@ -82,6 +82,37 @@ pub fn limit(p: &Params) -> Result<Option<usize>, ApiError> {
     }
 }
 
+/// Runs `lookup` for every selector on the blocking pool and returns the sorted, deduplicated
+/// union over `[start, end]`, truncated to `limit` with the warning Prometheus gives then.
+///
+/// # Errors
+/// The storage error of the first failing lookup.
+pub async fn union_over_selectors<T, F>(
+    state: &Arc<AppState>,
+    selectors: Vec<Vec<crate::matcher::Matcher>>,
+    (start, end): (i64, i64),
+    limit: Option<usize>,
+    lookup: F,
+) -> Result<(Vec<T>, Vec<String>), ApiError>
+where
+    T: Ord + Send + 'static,
+    F: Fn(&crate::storage::Storage, &[crate::matcher::Matcher], i64, i64) -> crate::storage::Result<Vec<T>>
+        + Send
+        + 'static,
+{
+    let storage = state.storage.clone();
+    let mut found: Vec<T> = super::blocking::run(move || {
+        let mut all = std::collections::BTreeSet::new();
+        for matchers in &selectors {
+            all.extend(lookup(&storage, matchers, start, end)?);
+        }
+        Ok(all.into_iter().collect())
+    })
+    .await?;
+    let warnings = apply_limit(&mut found, limit);
+    Ok((found, warnings))
+}
+
 /// Truncates to `limit`, returning the warning Prometheus gives when it does.
 pub fn apply_limit<T>(items: &mut Vec<T>, limit: Option<usize>) -> Vec<String> {
     match limit {

@@ -1,6 +1,5 @@
 //! `GET|POST /api/v1/series`.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -9,8 +8,7 @@ use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use super::{apply_limit, limit, params, success, time_range};
-use crate::http::blocking;
+use super::{limit, params, success, time_range, union_over_selectors};
 use crate::http::error::ApiError;
 use crate::http::router::AppState;
 use crate::labels::Labels;
@@ -32,18 +30,8 @@ pub async fn series(
     if selectors.is_empty() {
         return Err(ApiError::BadData("no match[] parameter provided".into()));
     }
-    let (start, end) = time_range(&p)?;
-    let limit = limit(&p)?;
-    let storage = state.storage.clone();
-    let mut found: Vec<Labels> = blocking::run(move || {
-        let mut all = BTreeSet::new();
-        for matchers in &selectors {
-            all.extend(storage.series(matchers, start, end)?);
-        }
-        Ok(all.into_iter().collect())
-    })
-    .await?;
-    let warnings = apply_limit(&mut found, limit);
+    let (found, warnings) =
+        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, |s, m, a, b| s.series(m, a, b)).await?;
     let data: Vec<Value> = found.iter().map(labels_json).collect();
     Ok(success(Value::from(data), warnings))
 }
