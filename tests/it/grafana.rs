@@ -1035,24 +1035,7 @@ fn every_dashboard_panel_returns_data() {
     let (status, v) = answer(client().get(saltdb.url("/api/v1/status/buildinfo")).send().unwrap());
     assert_eq!(success(status, &v, "buildinfo")["features"], serde_json::json!({}));
 
-    let config = format!(
-        r#"
-global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: node
-    static_configs: [{{targets: ["127.0.0.1:{ne_port}"]}}]
-  - job_name: saltdb
-    static_configs: [{{targets: ["{addr}"]}}]
-remote_write:
-  - url: {base}/api/v1/write
-    queue_config: {{batch_send_deadline: 500ms, max_samples_per_send: 2000}}
-    metadata_config: {{send_interval: 1s}}
-"#,
-        addr = saltdb.addr,
-        base = saltdb.url("")
-    );
+    let config = crate::peers::scrape_and_remote_write_config(ne_port, saltdb.addr);
     let _prometheus = Prometheus::start(dir.path(), &config);
     // Grafana evaluates range queries at step-aligned times, so the newest point a panel shows
     // is at the last step boundary, up to one step ago. Wait until, at that time, every series

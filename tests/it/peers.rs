@@ -25,6 +25,28 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Prometheus configuration that scrapes node_exporter (on `node_exporter_port`) and saltdb
+/// (at `saltdb_addr`, job `saltdb`) every second and remote-writes everything to saltdb with
+/// short batching deadlines, so tests see data within seconds.
+pub fn scrape_and_remote_write_config(node_exporter_port: u16, saltdb_addr: std::net::SocketAddr) -> String {
+    format!(
+        r#"
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: node
+    static_configs: [{{targets: ["127.0.0.1:{node_exporter_port}"]}}]
+  - job_name: saltdb
+    static_configs: [{{targets: ["{saltdb_addr}"]}}]
+remote_write:
+  - url: http://{saltdb_addr}/api/v1/write
+    queue_config: {{batch_send_deadline: 500ms, max_samples_per_send: 2000}}
+    metadata_config: {{send_interval: 1s}}
+"#
+    )
+}
+
 /// A Prometheus process, killed on drop.
 pub struct Prometheus {
     child: Child,

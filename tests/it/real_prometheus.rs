@@ -241,23 +241,7 @@ fn prometheus_remote_writes_to_saltdb_and_reads_back() {
     );
     node_exporter.wait_ready(&format!("http://127.0.0.1:{ne_port}/metrics"));
 
-    let config = format!(
-        r#"
-global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: node
-    static_configs: [{{targets: ["127.0.0.1:{ne_port}"]}}]
-  - job_name: saltdb
-    static_configs: [{{targets: ["{addr}"]}}]
-remote_write:
-  - url: {saltdb_base}/api/v1/write
-    queue_config: {{batch_send_deadline: 500ms, max_samples_per_send: 2000}}
-    metadata_config: {{send_interval: 1s}}
-"#,
-        addr = saltdb.addr
-    );
+    let config = crate::peers::scrape_and_remote_write_config(ne_port, saltdb.addr);
     let (writer, prom_base) = prometheus(dir.path(), "prometheus-writer", &config);
     // Prometheus applies new scrape targets up to 5 s after start: wait for the first scrapes.
     let deadline = Instant::now() + Duration::from_secs(60);
