@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::http::access::{AccessPolicy, Credentials, CredentialsError, Exposure, SecretString};
+use crate::http::admission::DECODED_FACTOR;
 use crate::http::import::SeriesLimits;
+use crate::http::tls::TlsFiles;
 use crate::http::{Limits, QueryConfig};
 use crate::promql::EngineOptions;
 use crate::server::{Maintenance, ServerConfig};
@@ -24,7 +27,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print a running server's time windows (state, series, samples, bytes per sample).
     Inspect {
         /// The server's base URL.
@@ -65,6 +68,16 @@ pub struct ServeArgs {
     /// Largest request body accepted, also after gzip/snappy decompression (e.g. 64MiB).
     #[arg(long, default_value = "64MiB", value_parser = parse_bytes)]
     pub max_request_bytes: usize,
+    /// Write requests (remote-write and import) handled at once; more are refused with 429
+    /// and `Retry-After` (Prometheus backs off and retries).
+    #[arg(long, default_value_t = crate::http::admission::DEFAULT_MAX_CONCURRENT_WRITES)]
+    pub max_concurrent_writes: usize,
+    /// Memory all write requests in flight may hold together: bodies as received, their
+    /// decompressed form and the decoded samples (estimated at 3x the decompressed size). A
+    /// request that does not fit gets 429 and `Retry-After`; one that could never fit gets 413.
+    /// Must be at least 4x --max-request-bytes.
+    #[arg(long, default_value = "512MiB", value_parser = parse_bytes)]
+    pub max_inflight_bytes: usize,
     /// Most labels one series may carry.
     #[arg(long, default_value_t = 128)]
     pub max_labels_per_series: usize,
@@ -97,6 +110,57 @@ pub struct ServeArgs {
     /// Block cache size for reads (e.g. 256MiB).
     #[arg(long, default_value = "256MiB", value_parser = parse_bytes)]
     pub block_cache: usize,
+    /// Bearer token required on the write paths (`/api/v1/write`, `/api/v1/import`, admin API).
+    /// Prefer the environment variable: command lines are visible to other users.
+    #[arg(long, env = "SALTDB_WRITE_TOKEN", hide_env_values = true)]
+    pub write_token: Option<SecretString>,
+    /// Bearer token required on the read paths (queries, series, labels, export, remote read,
+    /// status).
+    #[arg(long, env = "SALTDB_READ_TOKEN", hide_env_values = true)]
+    pub read_token: Option<SecretString>,
+    /// File of `user:password` lines accepted as basic auth on the write paths (alone or beside
+    /// --write-token).
+    #[arg(long)]
+    pub write_basic_auth_file: Option<PathBuf>,
+    /// File of `user:password` lines accepted as basic auth on the read paths.
+    #[arg(long)]
+    pub read_basic_auth_file: Option<PathBuf>,
+    /// Whether `/metrics` needs the read credentials (`read`) or is open (`public`).
+    #[arg(long, value_enum, default_value_t = Exposure::Public)]
+    pub metrics_auth: Exposure,
+    /// Whether `/-/healthy` and `/-/ready` need the read credentials (`read`) or are open.
+    #[arg(long, value_enum, default_value_t = Exposure::Public)]
+    pub health_auth: Exposure,
+    /// Enable `/api/v1/admin/tsdb/delete_series` and `/api/v1/admin/tsdb/snapshot` (behind the
+    /// write credentials when they are set).
+    #[arg(long)]
+    pub enable_admin_api: bool,
+    /// PEM certificate chain: serve HTTPS instead of HTTP (needs --tls-key).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// Flags that are individually valid but cannot work together, or files that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A basic-auth file is unusable.
+    #[error("{0}")]
+    Credentials(#[from] CredentialsError),
+    /// The write budget could never admit a request of the largest allowed size.
+    #[error(
+        "--max-inflight-bytes ({inflight} bytes) must be at least {factor}x --max-request-bytes ({request} bytes), or no request of the largest allowed size could ever be admitted"
+    )]
+    InflightTooSmall {
+        /// --max-inflight-bytes.
+        inflight: usize,
+        /// --max-request-bytes.
+        request: usize,
+        /// The factor.
+        factor: usize,
+    },
 }
 
 fn parse_duration(s: &str) -> Result<i64, String> {
@@ -131,7 +195,30 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
 
 impl ServeArgs {
     /// The server configuration these flags describe.
-    pub fn server_config(&self) -> ServerConfig {
+    ///
+    /// # Errors
+    /// [`ConfigError`] for contradictory limits or unreadable credential files.
+    pub fn server_config(&self) -> Result<ServerConfig, ConfigError> {
+        let factor = 1 + DECODED_FACTOR;
+        if self.max_inflight_bytes < self.max_request_bytes.saturating_mul(factor) {
+            return Err(ConfigError::InflightTooSmall {
+                inflight: self.max_inflight_bytes,
+                request: self.max_request_bytes,
+                factor,
+            });
+        }
+        let access = AccessPolicy {
+            write: Credentials::new(
+                self.write_token.as_ref().map(SecretString::expose),
+                self.write_basic_auth_file.as_deref(),
+            )?,
+            read: Credentials::new(
+                self.read_token.as_ref().map(SecretString::expose),
+                self.read_basic_auth_file.as_deref(),
+            )?,
+            metrics: self.metrics_auth,
+            health: self.health_auth,
+        };
         let mut storage = StorageConfig::new(self.data_dir.clone());
         storage.buckets = self.buckets;
         storage.bucket_scheme = self.bucket_scheme;
@@ -140,12 +227,14 @@ impl ServeArgs {
         storage.fsync = self.fsync;
         storage.series_cache_size = self.series_cache_size;
         storage.block_cache_bytes = self.block_cache as u64;
-        ServerConfig {
+        Ok(ServerConfig {
             listen: self.listen,
             storage,
             limits: Limits {
                 max_request_bytes: self.max_request_bytes,
                 series: SeriesLimits { max_labels: self.max_labels_per_series, max_label_bytes: self.max_label_bytes },
+                max_concurrent_writes: self.max_concurrent_writes,
+                max_inflight_bytes: self.max_inflight_bytes,
             },
             query: QueryConfig {
                 engine: EngineOptions {
@@ -159,7 +248,13 @@ impl ServeArgs {
                 interval: std::time::Duration::from_millis(self.maintenance_interval.max(1).unsigned_abs()),
                 ooo_grace_ms: Some(self.ooo_grace),
             },
-        }
+            access,
+            admin_api: self.enable_admin_api,
+            tls: match (&self.tls_cert, &self.tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles { cert: cert.clone(), key: key.clone() }),
+                _ => None,
+            },
+        })
     }
 }
 

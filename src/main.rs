@@ -21,7 +21,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     match cli.command {
-        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Serve(args) => runtime.block_on(serve(*args)),
         Command::Inspect { url } => match saltdb::inspect::inspect(&url) {
             Ok(table) => {
                 print!("{table}");
@@ -36,7 +36,13 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn serve(args: saltdb::config::ServeArgs) -> std::process::ExitCode {
-    let config = args.server_config();
+    let config = match args.server_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("saltdb: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     let server = match Server::start(config).await {
         Ok(s) => s,
         Err(e) => {

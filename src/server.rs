@@ -8,6 +8,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::http::access::AccessPolicy;
+use crate::http::tls::{self, TlsError, TlsFiles, TlsListener};
 use crate::http::{router, AppState, Limits, QueryConfig};
 use crate::storage::{Storage, StorageConfig, StorageError};
 
@@ -24,6 +26,12 @@ pub struct ServerConfig {
     pub query: QueryConfig,
     /// Background retention and sealing.
     pub maintenance: Maintenance,
+    /// Credentials for the read and write paths (open by default).
+    pub access: AccessPolicy,
+    /// Whether the admin API is enabled.
+    pub admin_api: bool,
+    /// Serve HTTPS with this certificate and key instead of plain HTTP.
+    pub tls: Option<TlsFiles>,
 }
 
 impl ServerConfig {
@@ -35,6 +43,9 @@ impl ServerConfig {
             limits: Limits::default(),
             query: QueryConfig::default(),
             maintenance: Maintenance::default(),
+            access: AccessPolicy::default(),
+            admin_api: false,
+            tls: None,
         }
     }
 }
@@ -69,6 +80,9 @@ pub enum ServeError {
         /// OS error.
         source: std::io::Error,
     },
+    /// The TLS certificate or key is unusable.
+    #[error("{0}")]
+    Tls(#[from] TlsError),
     /// The server task failed.
     #[error("server: {0}")]
     Io(#[from] std::io::Error),
@@ -88,6 +102,8 @@ impl Server {
     /// # Errors
     /// [`ServeError`] when storage cannot be opened or the address cannot be bound.
     pub async fn start(config: ServerConfig) -> Result<Self, ServeError> {
+        // Refuse a bad certificate before touching the data directory.
+        let acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
         let storage_config = config.storage.clone();
         let storage = tokio::task::spawn_blocking(move || -> Result<Storage, StorageError> {
             let storage = Storage::open(storage_config)?;
@@ -103,18 +119,23 @@ impl Server {
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let addr = listener.local_addr()?;
-        let state = Arc::new(AppState::new(storage.clone(), config.limits, config.query));
+        let mut state = AppState::new(storage.clone(), config.limits, config.query);
+        state.access = Arc::new(config.access);
+        state.admin_api = config.admin_api;
         let (stop, stopped) = watch::channel(false);
         spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());
-        let app = router(state);
-        let task = tokio::spawn(async move {
-            let mut stopped = stopped;
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.wait_for(|&s| s).await;
-                })
-                .await
-        });
+        let app = router(Arc::new(state));
+        let mut stopping = stopped;
+        let until_stopped = async move {
+            let _ = stopping.wait_for(|&s| s).await;
+        };
+        let task = match acceptor {
+            None => tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(until_stopped).await }),
+            Some(acceptor) => {
+                let listener = TlsListener::new(listener, acceptor)?;
+                tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(until_stopped).await })
+            }
+        };
         Ok(Self { addr, storage, stop, task })
     }
 

@@ -7,6 +7,7 @@ use axum::http::{header, HeaderMap};
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 
+use super::admission::Ticket;
 use super::error::ApiError;
 
 /// Reads the whole body, failing with 413 when it exceeds `limit` bytes.
@@ -18,11 +19,31 @@ use super::error::ApiError;
 /// # Errors
 /// [`ApiError::TooLarge`], or [`ApiError::BadData`] if the client aborts mid-body.
 pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    read_admitted(headers, body, limit, None).await
+}
+
+/// [`read_limited`] for a write request: the body's bytes are reserved in `ticket` before they
+/// are buffered (the declared `Content-Length` up front, a chunked body as it arrives).
+///
+/// # Errors
+/// As [`read_limited`], and [`ApiError::Overloaded`] when the write budget is exhausted.
+pub async fn read_admitted(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    mut ticket: Option<&mut Ticket>,
+) -> Result<Bytes, ApiError> {
     let drain_cap = limit.saturating_mul(2) as u64;
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > drain_cap) {
         return Err(ApiError::TooLarge { limit });
+    }
+    let mut reserved = 0usize;
+    if let (Some(t), Some(n)) = (ticket.as_deref_mut(), declared) {
+        // Never more than the limit: anything beyond it is drained, not buffered.
+        reserved = usize::try_from(n).unwrap_or(limit).min(limit);
+        t.reserve(reserved)?;
     }
     let mut body = body;
     let mut buf = BytesMut::new();
@@ -35,6 +56,15 @@ pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Resu
                 break;
             }
             if seen <= limit as u64 {
+                if let Some(t) = ticket.as_deref_mut() {
+                    let need = buf.len() + data.len();
+                    if need > reserved {
+                        // Grow in steps so a chunked body does not reserve per frame.
+                        let grow = (need - reserved).max(64 << 10).min(limit - reserved);
+                        t.reserve(grow)?;
+                        reserved += grow;
+                    }
+                }
                 buf.extend_from_slice(&data);
             }
         }
@@ -85,15 +115,27 @@ pub fn gunzip_limited(compressed: &[u8], limit: usize) -> Result<Bytes, ApiError
     Ok(Bytes::from(out))
 }
 
-/// Reads a body under `limit`, decoding gzip when the request says so.
+/// Reads a body under `limit`, decoding gzip when the request says so; with a `ticket`, the
+/// body and its decoded form are reserved in the write budget.
 ///
 /// # Errors
-/// As [`read_limited`], [`coding`] and [`gunzip_limited`].
-pub async fn read_decoded(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+/// As [`read_admitted`], [`coding`] and [`gunzip_limited`].
+pub async fn read_decoded(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    mut ticket: Option<&mut Ticket>,
+) -> Result<Bytes, ApiError> {
     let coding = coding(headers)?;
-    let raw = read_limited(headers, body, limit).await?;
+    let raw = read_admitted(headers, body, limit, ticket.as_deref_mut()).await?;
     match coding {
         Coding::Identity => Ok(raw),
-        Coding::Gzip => gunzip_limited(&raw, limit),
+        Coding::Gzip => {
+            let plain = gunzip_limited(&raw, limit)?;
+            if let Some(t) = ticket {
+                t.reserve(plain.len())?;
+            }
+            Ok(plain)
+        }
     }
 }

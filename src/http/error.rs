@@ -30,6 +30,9 @@ pub enum ApiError {
     /// Query ran out of time (503, `timeout`).
     #[error("{0}")]
     Timeout(String),
+    /// The endpoint is switched off by configuration (403, `unavailable`).
+    #[error("{0}")]
+    Forbidden(String),
     /// No such route or resource (404).
     #[error("{0}")]
     NotFound(String),
@@ -52,6 +55,7 @@ impl ApiError {
             Self::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "unavailable"),
             Self::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "unavailable"),
             Self::Storage(e) => match e {
                 StorageError::TooOld { .. } => (StatusCode::BAD_REQUEST, "bad_data"),
                 StorageError::TooManySamples { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),

@@ -167,7 +167,18 @@ pub async fn import(
     body: Body,
 ) -> Result<StatusCode, ApiError> {
     Params::parse(query.as_deref(), None).reject_unknown(&[])?;
-    let bytes = body::read_decoded(&headers, body, state.limits.max_request_bytes).await?;
+    let overloaded = |e: ApiError| {
+        if matches!(e, ApiError::Overloaded(_)) {
+            state.metrics.rejected(Protocol::Import, "overloaded", 0, true);
+        }
+        e
+    };
+    let mut ticket = state.admission.admit().map_err(overloaded)?;
+    let bytes = body::read_decoded(&headers, body, state.limits.max_request_bytes, Some(&mut ticket))
+        .await
+        .map_err(overloaded)?;
+    // The decoded batch is smaller than the JSON text it comes from.
+    ticket.reserve(bytes.len()).map_err(overloaded)?;
     let storage = state.storage.clone();
     let limits = state.limits.series;
     let st = state.clone();
@@ -189,6 +200,7 @@ pub async fn import(
         Ok(())
     })
     .await?;
+    drop(ticket);
     Ok(StatusCode::NO_CONTENT)
 }
 

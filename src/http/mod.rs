@@ -1,6 +1,9 @@
 //! The HTTP surface (async). Handlers decode and validate, then reach storage only through
 //! [`blocking`]; errors become responses only in [`error`].
 
+pub mod access;
+pub mod admin;
+pub mod admission;
 pub mod api;
 pub mod blocking;
 pub mod body;
@@ -13,5 +16,6 @@ pub mod params;
 pub mod remote_read;
 pub mod remote_write;
 pub mod router;
+pub mod tls;
 
 pub use router::{router, AppState, Limits, QueryConfig};

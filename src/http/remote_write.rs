@@ -6,7 +6,7 @@
 //! | bad snappy/protobuf, bad labels, bad timestamps, only native histograms | 400, reason in the body |
 //! | body over `--max-request-bytes` (compressed, or as announced by the snappy header) | 413 |
 //! | `Content-Type`/`Content-Encoding` other than protobuf + snappy | 415 |
-//! | too many requests in flight | 429 with `Retry-After` (senders retry) |
+//! | over `--max-concurrent-writes` or `--max-inflight-bytes` | 429 with `Retry-After` (senders retry) |
 //! | storage failure | 500/503 (senders retry) |
 //!
 //! Every rejection is counted in `saltdb_write_requests_rejected_total{protocol,reason}` and its
@@ -15,35 +15,23 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use tokio::sync::Semaphore;
-
+use super::admission::DECODED_FACTOR;
 use super::error::ApiError;
 use super::router::AppState;
 use super::{blocking, body};
 use crate::metrics::Protocol as MetricsProtocol;
 use crate::remote::decode::{decode_write, DecodeError, DecodeLimits, Protocol};
 use crate::remote::metadata::MetadataStore;
-
-/// Remote-write requests decoded or committed at once; more get 429 so senders back off.
-pub const MAX_INFLIGHT_WRITES: usize = 64;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 
 /// State of the remote protocols, part of [`AppState`].
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct RemoteState {
     /// Metric metadata received through remote-write.
     pub metadata: MetadataStore,
-    /// One permit per remote-write request in flight.
-    pub write_slots: Semaphore,
-}
-
-impl Default for RemoteState {
-    fn default() -> Self {
-        Self { metadata: MetadataStore::default(), write_slots: Semaphore::new(MAX_INFLIGHT_WRITES) }
-    }
 }
 
 /// Content type of remote-write 2.0 requests.
@@ -115,22 +103,32 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
         }
     };
     let mp = metrics_protocol(protocol);
-    let Ok(_permit) = state.remote.write_slots.try_acquire() else {
-        state.metrics.rejected(mp, "overloaded", 0, true);
-        return ApiError::Overloaded(format!(
-            "more than {MAX_INFLIGHT_WRITES} remote-write requests in flight; retry later"
-        ))
-        .into_response();
-    };
-    let raw = match body::read_limited(&headers, body, state.limits.max_request_bytes).await {
-        Ok(b) => b,
+    let mut ticket = match state.admission.admit() {
+        Ok(t) => t,
         Err(e) => {
-            state.metrics.rejected(mp, "too_large", 0, true);
+            state.metrics.rejected(mp, "overloaded", 0, true);
             return e.into_response();
         }
     };
+    let raw = match body::read_admitted(&headers, body, state.limits.max_request_bytes, Some(&mut ticket)).await {
+        Ok(b) => b,
+        Err(e) => {
+            let reason = if matches!(e, ApiError::Overloaded(_)) { "overloaded" } else { "too_large" };
+            state.metrics.rejected(mp, reason, 0, true);
+            return e.into_response();
+        }
+    };
+    // The decompressed size is in the snappy header: reserve it (and the decoded batch) before
+    // decompressing. An unreadable header is left for the decoder to report.
+    let decoded_len = snap::raw::decompress_len(&raw).unwrap_or(0).min(state.limits.max_request_bytes);
+    if let Err(e) = ticket.reserve(decoded_len.saturating_mul(DECODED_FACTOR)) {
+        let reason = if matches!(e, ApiError::Overloaded(_)) { "overloaded" } else { "too_large" };
+        state.metrics.rejected(mp, reason, 0, true);
+        return e.into_response();
+    }
     let st = state.clone();
     let result = blocking::run(move || store(&st, &raw, protocol)).await;
+    drop(ticket);
     match result {
         Ok(w) => {
             let mut resp = StatusCode::NO_CONTENT.into_response();

@@ -7,11 +7,13 @@ use axum::Router;
 
 use tokio::sync::Semaphore;
 
+use super::access::AccessPolicy;
+use super::admission::{Admission, DEFAULT_MAX_CONCURRENT_WRITES, DEFAULT_MAX_INFLIGHT_BYTES};
 use super::api::{labels, query, series, status};
 use super::error::ApiError;
 use super::import::SeriesLimits;
 use super::remote_write::RemoteState;
-use super::{api, export, health, import, metrics, remote_read, remote_write};
+use super::{access, admin, api, export, health, import, metrics, remote_read, remote_write};
 use crate::metrics::Metrics;
 use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
@@ -23,11 +25,21 @@ pub struct Limits {
     pub max_request_bytes: usize,
     /// Limits on each ingested series.
     pub series: SeriesLimits,
+    /// Write requests (remote-write and import) handled at once; more get 429.
+    pub max_concurrent_writes: usize,
+    /// Memory all write requests in flight may hold together (bodies, decompressed and
+    /// decoded forms); a request that does not fit gets 429.
+    pub max_inflight_bytes: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_request_bytes: 64 << 20, series: SeriesLimits::default() }
+        Self {
+            max_request_bytes: 64 << 20,
+            series: SeriesLimits::default(),
+            max_concurrent_writes: DEFAULT_MAX_CONCURRENT_WRITES,
+            max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
+        }
     }
 }
 
@@ -45,8 +57,14 @@ pub struct AppState {
     pub query_max_concurrency: usize,
     /// saltdb's own metrics.
     pub metrics: Metrics,
-    /// Remote-write metadata and in-flight limits.
+    /// Remote-write metadata.
     pub remote: RemoteState,
+    /// The write budget: concurrent write requests and their bytes.
+    pub admission: Admission,
+    /// Who may call what (open by default).
+    pub access: Arc<AccessPolicy>,
+    /// Whether `/api/v1/admin/*` is enabled (`--enable-admin-api`; off by default).
+    pub admin_api: bool,
 }
 
 impl AppState {
@@ -61,6 +79,9 @@ impl AppState {
             query_max_concurrency: slots,
             metrics: Metrics::new(),
             remote: RemoteState::default(),
+            admission: Admission::new(limits.max_concurrent_writes, limits.max_inflight_bytes),
+            access: Arc::new(AccessPolicy::default()),
+            admin_api: false,
         }
     }
 }
@@ -97,9 +118,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/status/buildinfo", get(status::buildinfo))
         .route("/api/v1/status/windows", get(status::windows))
         .route("/api/v1/query_exemplars", get(status::query_exemplars).post(status::query_exemplars))
+        .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
+        .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))
         .route("/-/healthy", get(health::healthy).head(health::healthy))
         .route("/-/ready", get(health::ready).head(health::ready))
         .fallback(not_found)
+        // Access is checked inside the metrics layer, so refused requests are counted too.
+        .layer(axum::middleware::from_fn_with_state(state.access.clone(), access::check))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .with_state(state)
 }

@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::delete::{DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
 use super::keys::{BucketScheme, Bucketing};
 use super::manifest::{self, Manifest};
 use super::seal::{self, SealOutcome};
 use super::select;
 use super::shared::Shared;
+use super::snapshot::{self, SnapshotOutcome};
 use super::window::Windows;
 use super::write::{Command, WriteOutcome, Writer};
 use crate::labels::Labels;
@@ -246,6 +248,8 @@ impl Storage {
     /// Engine errors.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<Vec<i64>> {
         let Some(cutoff) = self.retention_cutoff(now_ms) else { return Ok(Vec::new()) };
+        // Not while a seal, deletion or snapshot reads the keyspaces being dropped.
+        let _exclusive = self.inner.shared.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (reply, rx) = mpsc::sync_channel(1);
         self.send(Command::DropExpired(cutoff, reply))?;
         rx.recv().map_err(|_| StorageError::ShuttingDown)?
@@ -259,6 +263,42 @@ impl Storage {
     pub fn seal_window(&self, start_ms: i64) -> Result<Option<SealOutcome>> {
         let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         seal::seal_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, start_ms)
+    }
+
+    /// Deletes the samples in `[start_ms, end_ms]` of every series matching `matchers` (see
+    /// `delete.rs`). Waits for a running seal to finish; blocks writes while it runs.
+    ///
+    /// # Errors
+    /// Engine errors, corrupt rows, [`StorageError::Poisoned`].
+    pub fn delete_series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<DeleteOutcome> {
+        let sh = &self.inner.shared;
+        let _exclusive = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (_, ids) = select::matching_ids(sh, matchers, start_ms, end_ms)?;
+        if ids.is_empty() {
+            return Ok(DeleteOutcome::default());
+        }
+        let (reply, rx) = mpsc::sync_channel(1);
+        self.send(Command::Delete(DeleteRange { ids, start_ms, end_ms }, reply))?;
+        rx.recv().map_err(|_| StorageError::ShuttingDown)?
+    }
+
+    /// Copies the database as of now into `dir` (which must not exist), a directory `saltdb
+    /// serve --data-dir` opens; see `snapshot.rs`. Writes continue while it copies.
+    ///
+    /// # Errors
+    /// Engine and I/O errors (the partial copy is removed).
+    pub fn snapshot(&self, dir: &std::path::Path) -> Result<SnapshotOutcome> {
+        let sh = &self.inner.shared;
+        let _exclusive = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (reply, rx) = mpsc::sync_channel(1);
+        self.send(Command::Pin(reply))?;
+        let pinned = rx.recv().map_err(|_| StorageError::ShuttingDown)?;
+        snapshot::copy_to(sh, &pinned, dir)
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.inner.config.data_dir
     }
 
     /// Seals every window closed for longer than `grace_ms` at `now_ms` that still has hot rows.

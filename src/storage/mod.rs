@@ -5,6 +5,7 @@
 
 pub mod chunk;
 mod db;
+mod delete;
 mod error;
 pub mod keys;
 pub mod manifest;
@@ -14,13 +15,16 @@ pub mod seal;
 mod select;
 pub mod series;
 mod shared;
+mod snapshot;
 mod window;
 mod write;
 
 pub use db::{
     now_ms, EngineStats, FsyncMode, Storage, StorageConfig, StorageStats, WindowState, WindowStats, WindowStatus,
 };
+pub use delete::DeleteOutcome;
 pub use error::{Result, StorageError};
 pub use keys::{BucketScheme, Bucketing};
 pub use seal::SealOutcome;
+pub use snapshot::SnapshotOutcome;
 pub use write::{SealSwap, WriteOutcome};

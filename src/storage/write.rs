@@ -6,12 +6,14 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 
+use super::delete::{self, DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
 use super::keys;
 use super::manifest::NEXT_SERIES_ID;
 use super::postings;
 use super::series::{self, SeriesCache, SeriesId};
 use super::shared::Shared;
+use super::snapshot::Pinned;
 use super::window;
 use crate::sample::WriteBatch;
 
@@ -37,6 +39,10 @@ pub enum Command {
     DropExpired(i64, SyncSender<Result<Vec<i64>>>),
     /// Make a fully written chunks keyspace the window's visible generation (see `seal.rs`).
     FinishSeal(FinishSeal, SyncSender<Result<SealSwap>>),
+    /// Delete samples of some series in a time range (see `delete.rs`).
+    Delete(DeleteRange, SyncSender<Result<DeleteOutcome>>),
+    /// Pin a consistent instant for a snapshot (see `snapshot.rs`).
+    Pin(SyncSender<Pinned>),
 }
 
 /// The last step of sealing a window, run on the writer thread so that no commit is in flight.
@@ -150,6 +156,13 @@ impl Writer {
                 }
                 Command::FinishSeal(finish, reply) => {
                     let _ = reply.send(self.finish_seal(finish));
+                }
+                Command::Delete(range, reply) => {
+                    let _ = reply.send(self.delete(&range));
+                }
+                Command::Pin(reply) => {
+                    let windows = self.shared.windows.all();
+                    let _ = reply.send(Pinned { snapshot: self.shared.db.snapshot(), windows });
                 }
                 Command::Write(batch, reply) => {
                     let mut group = vec![(batch, reply)];
@@ -297,6 +310,24 @@ impl Writer {
         };
         pending.ids.insert(hash, id);
         Ok(id)
+    }
+
+    fn delete(&mut self, range: &DeleteRange) -> Result<DeleteOutcome> {
+        let sh = Arc::clone(&self.shared);
+        if let Some(reason) = sh.poisoned() {
+            return Err(StorageError::Poisoned(reason));
+        }
+        let mut total = DeleteOutcome::default();
+        for w in sh.windows.overlapping(range.start_ms, range.end_ms) {
+            let done = delete::delete_in_window(&sh, &w, range, self.durability);
+            // Whatever happened, the presence set may be stale now: reload it on the next write.
+            self.presence.forget(w.start_ms);
+            let done = done?;
+            total.samples += done.samples;
+            total.chunks += done.chunks;
+            total.emptied += done.emptied;
+        }
+        Ok(total)
     }
 
     fn drop_expired(&mut self, cutoff_ms: i64) -> Result<Vec<i64>> {

@@ -16,4 +16,5 @@ mod real_prometheus;
 mod remote_write;
 mod retention;
 mod seal;
+mod security;
 mod storage_api;

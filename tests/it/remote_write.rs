@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use prost::Message;
-use saltdb::http::remote_write::{self, RemoteState};
+use saltdb::http::remote_write;
 use saltdb::http::{AppState, Limits};
 use saltdb::remote::proto::{self, v2, MatcherType, MetricType, ResponseType};
 use saltdb::remote::{read, snappy_body, xor};
@@ -494,8 +494,9 @@ fn overload_answers_429_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let storage = saltdb::storage::Storage::open(storage_config(dir.path())).unwrap();
-    let busy = RemoteState { write_slots: tokio::sync::Semaphore::new(0), ..RemoteState::default() };
-    let state = Arc::new(AppState { remote: busy, ..AppState::new(storage, Limits::default(), Default::default()) });
+    let limits = Limits { max_concurrent_writes: 1, ..Limits::default() };
+    let state = Arc::new(AppState::new(storage, limits, Default::default()));
+    let _busy = state.admission.admit().unwrap();
     let mut headers = axum::http::HeaderMap::new();
     headers.insert("content-type", "application/x-protobuf".parse().unwrap());
     headers.insert("content-encoding", "snappy".parse().unwrap());

@@ -1,0 +1,116 @@
+//! The admin API, off unless `--enable-admin-api` (and behind the write credentials when they
+//! are set, see `access.rs`):
+//!
+//! | endpoint | does | answers |
+//! |---|---|---|
+//! | `POST/PUT /api/v1/admin/tsdb/delete_series?match[]=..&start=..&end=..` | deletes the samples of matching series in the range (default: all time) | 204 |
+//! | `POST/PUT /api/v1/admin/tsdb/snapshot` | copies the database into `<data-dir>/snapshots/<name>` | 200, `{"name": ...}` |
+//!
+//! With the API disabled both answer 403 naming the flag (Prometheus answers 503 "admin APIs
+//! disabled", which clients would retry).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::api::{params, success, time_range};
+use super::blocking;
+use super::error::ApiError;
+use super::router::AppState;
+
+fn enabled(state: &AppState) -> Result<(), ApiError> {
+    if state.admin_api {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden("admin APIs are disabled; start saltdb with --enable-admin-api to use them".into()))
+    }
+}
+
+/// `delete_series`: removes the samples of every series matching any `match[]` in
+/// `[start, end]`.
+///
+/// # Errors
+/// 403 when disabled; 400 without `match[]` or with bad times; 5xx on storage failure.
+pub async fn delete_series(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    enabled(&state)?;
+    let p = params(&state, &method, q.as_deref(), &headers, body).await?;
+    p.reject_unknown(&["match[]", "start", "end"])?;
+    let selectors = p.selectors("match[]")?;
+    if selectors.is_empty() {
+        return Err(ApiError::BadData("no match[] parameter provided".into()));
+    }
+    let (start, end) = time_range(&p)?;
+    let storage = state.storage.clone();
+    let outcome = blocking::run(move || {
+        let mut total = crate::storage::DeleteOutcome::default();
+        for matchers in &selectors {
+            let done = storage.delete_series(matchers, start, end)?;
+            total.samples += done.samples;
+            total.chunks += done.chunks;
+            total.emptied += done.emptied;
+        }
+        Ok(total)
+    })
+    .await?;
+    tracing::info!(samples = outcome.samples, chunks = outcome.chunks, start, end, "deleted series samples");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `snapshot`: copies the database into a new directory under `<data-dir>/snapshots`.
+///
+/// # Errors
+/// 403 when disabled; 400 for unknown parameters; 5xx on storage failure.
+pub async fn snapshot(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    enabled(&state)?;
+    let p = params(&state, &method, q.as_deref(), &headers, body).await?;
+    // `skip_head` is accepted for Prometheus compatibility; saltdb has no separate head block,
+    // so the snapshot always includes the most recent samples.
+    p.reject_unknown(&["skip_head"])?;
+    let name = snapshot_name(crate::storage::now_ms());
+    let dir = state.storage.data_dir().join("snapshots").join(&name);
+    let storage = state.storage.clone();
+    let outcome = blocking::run(move || Ok(storage.snapshot(&dir)?)).await?;
+    tracing::info!(name = %name, keyspaces = outcome.keyspaces, rows = outcome.rows, "snapshot written");
+    Ok(success(json!({ "name": name }), Vec::new()))
+}
+
+/// `YYYYMMDDTHHMMSSZ-<16 hex>`, like Prometheus' snapshot names; the suffix comes from the
+/// clock's nanoseconds and a process-wide counter, so two snapshots never share a name.
+fn snapshot_name(now_ms: i64) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let stamp = chrono::DateTime::from_timestamp_millis(now_ms)
+        .map_or_else(|| now_ms.to_string(), |t| t.format("%Y%m%dT%H%M%SZ").to_string());
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::from(d.subsec_nanos()));
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{stamp}-{:016x}", (nanos << 20) ^ n ^ (u64::from(std::process::id()) << 44))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn snapshot_names_are_unique_and_dated() {
+        let a = super::snapshot_name(1_700_000_000_000);
+        let b = super::snapshot_name(1_700_000_000_000);
+        assert!(a.starts_with("20231114T221320Z-"), "{a}");
+        assert_eq!(a.len(), "20231114T221320Z-".len() + 16);
+        assert_ne!(a, b);
+    }
+}
