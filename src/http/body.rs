@@ -23,7 +23,9 @@ pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Resu
 }
 
 /// [`read_limited`] for a write request: the body's bytes are reserved in `ticket` before they
-/// are buffered (the declared `Content-Length` up front, a chunked body as it arrives).
+/// are buffered (the declared `Content-Length` up front, a chunked body as it arrives). When
+/// the budget runs out, what was buffered is freed and the rest of the body is drained like an
+/// oversized one, so the client reads the 429 instead of a reset connection.
 ///
 /// # Errors
 /// As [`read_limited`], and [`ApiError::Overloaded`] when the write budget is exhausted.
@@ -39,40 +41,66 @@ pub async fn read_admitted(
     if declared.is_some_and(|n| n > drain_cap) {
         return Err(ApiError::TooLarge { limit });
     }
+    let mut refused: Option<ApiError> = None;
     let mut reserved = 0usize;
     if let (Some(t), Some(n)) = (ticket.as_deref_mut(), declared) {
         // Never more than the limit: anything beyond it is drained, not buffered.
-        reserved = usize::try_from(n).unwrap_or(limit).min(limit);
-        t.reserve(reserved)?;
+        let want = usize::try_from(n).unwrap_or(limit).min(limit);
+        match t.reserve(want) {
+            Ok(()) => reserved = want,
+            Err(e) => refused = Some(e),
+        }
     }
     let mut body = body;
     let mut buf = BytesMut::new();
     let mut seen: u64 = 0;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ApiError::BadData(format!("reading request body: {e}")))?;
-        if let Ok(data) = frame.into_data() {
-            seen += data.len() as u64;
-            if seen > drain_cap {
-                break;
-            }
-            if seen <= limit as u64 {
-                if let Some(t) = ticket.as_deref_mut() {
-                    let need = buf.len() + data.len();
-                    if need > reserved {
-                        // Grow in steps so a chunked body does not reserve per frame.
-                        let grow = (need - reserved).max(64 << 10).min(limit - reserved);
-                        t.reserve(grow)?;
-                        reserved += grow;
-                    }
+        let Ok(data) = frame.into_data() else { continue };
+        seen += data.len() as u64;
+        if seen > drain_cap {
+            break;
+        }
+        if seen > limit as u64 || refused.is_some() {
+            continue;
+        }
+        if let Some(t) = ticket.as_deref_mut() {
+            let need = buf.len() + data.len();
+            if need > reserved {
+                // Grow in steps so a chunked body does not reserve per frame.
+                let grow = (need - reserved).max(64 << 10).min(limit - reserved);
+                if let Err(e) = t.reserve(grow) {
+                    refused = Some(e);
+                    buf = BytesMut::new();
+                    continue;
                 }
-                buf.extend_from_slice(&data);
+                reserved += grow;
             }
         }
+        buf.extend_from_slice(&data);
     }
     if seen > limit as u64 {
         return Err(ApiError::TooLarge { limit });
     }
+    if let Some(e) = refused {
+        return Err(e);
+    }
     Ok(buf.freeze())
+}
+
+/// Reads and discards up to `cap` bytes of a body that will not be used (a request refused
+/// before it was read), so the client gets the answer rather than a reset connection.
+pub async fn discard(body: Body, cap: usize) {
+    let mut body = body;
+    let mut seen = 0usize;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Ok(data) = frame.into_data() {
+            seen += data.len();
+            if seen > cap {
+                return;
+            }
+        }
+    }
 }
 
 /// The body's content coding, limited to the ones saltdb decodes.

@@ -173,7 +173,13 @@ pub async fn import(
         }
         e
     };
-    let mut ticket = state.admission.admit().map_err(overloaded)?;
+    let mut ticket = match state.admission.admit() {
+        Ok(t) => t,
+        Err(e) => {
+            body::discard(body, state.limits.max_request_bytes.saturating_mul(2)).await;
+            return Err(overloaded(e));
+        }
+    };
     let bytes = body::read_decoded(&headers, body, state.limits.max_request_bytes, Some(&mut ticket))
         .await
         .map_err(overloaded)?;

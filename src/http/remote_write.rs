@@ -107,6 +107,7 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
         Ok(t) => t,
         Err(e) => {
             state.metrics.rejected(mp, "overloaded", 0, true);
+            body::discard(body, state.limits.max_request_bytes.saturating_mul(2)).await;
             return e.into_response();
         }
     };

@@ -5,10 +5,12 @@ mod common;
 
 mod bad_input;
 mod crash;
+mod disk_full;
 mod grafana;
 mod import_export;
 mod manifest;
 mod metadata_api;
+mod overload;
 mod peers;
 mod prometheus_diff;
 mod query_api;

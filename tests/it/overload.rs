@@ -1,0 +1,185 @@
+//! Overload: a flood of write requests beyond `--max-concurrent-writes`/`--max-inflight-bytes`
+//! gets 429 with `Retry-After`, the server's memory stays bounded, and it recovers; queries
+//! beyond their limits fail with 422/503.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use saltdb::http::{AppState, Limits, QueryConfig};
+
+use crate::common::*;
+
+/// A `/proc/<pid>/status` field in KiB.
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_write_flood_gets_429_with_bounded_memory_and_the_server_recovers() {
+    const INFLIGHT_MIB: u64 = 48;
+    let dir = tempfile::tempdir().unwrap();
+    let inflight = format!("{INFLIGHT_MIB}MiB");
+    let bin = Binary::spawn(
+        dir.path(),
+        &[
+            "--retention",
+            "0",
+            "--max-request-bytes",
+            "12MiB",
+            "--max-inflight-bytes",
+            &inflight,
+            "--max-concurrent-writes",
+            "4",
+        ],
+    );
+    let base = bin.url("");
+    let pid = bin.child.id();
+    // Warm up: one write and one read, so the baseline includes the runtime's steady state.
+    let (small, _) = dataset(100, 10, 1_600_000_000_000, "warm");
+    assert_eq!(import(&base, small).0, 204);
+    let baseline_kib = proc_status_kib(pid, "VmRSS:");
+
+    // ~8 MiB of JSON lines: 1,500 series x 150 samples.
+    let (body, _) = dataset(1_500, 150, 1_600_000_000_000, "flood");
+    let body = Arc::new(body);
+    assert!(body.len() > 6 << 20 && body.len() < 12 << 20, "{} bytes", body.len());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (accepted, refused, other) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let peak_kib = Arc::new(AtomicU64::new(0));
+    let monitor = {
+        let (stop, peak) = (stop.clone(), peak_kib.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                peak.fetch_max(proc_status_kib(pid, "VmRSS:"), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let senders: Vec<_> = (0..24)
+        .map(|_| {
+            let (body, base) = (body.clone(), base.clone());
+            let (accepted, refused, other) = (accepted.clone(), refused.clone(), other.clone());
+            std::thread::spawn(move || {
+                let c = client();
+                while Instant::now() < deadline {
+                    match c.post(format!("{base}/api/v1/import")).body(body.as_str().to_owned()).send() {
+                        Ok(resp) if resp.status().as_u16() == 204 => {
+                            accepted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(resp) if resp.status().as_u16() == 429 => {
+                            assert_eq!(resp.headers()["retry-after"], "1");
+                            let text = resp.text().unwrap();
+                            assert!(text.contains("--max-"), "{text}");
+                            refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(resp) => panic!("unexpected {}: {}", resp.status(), resp.text().unwrap_or_default()),
+                        Err(_) => {
+                            other.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    monitor.join().unwrap();
+    let peak_kib = peak_kib.load(Ordering::Relaxed).max(proc_status_kib(pid, "VmHWM:"));
+    let (accepted, refused, other) =
+        (accepted.load(Ordering::Relaxed), refused.load(Ordering::Relaxed), other.load(Ordering::Relaxed));
+    let growth_mib = peak_kib.saturating_sub(baseline_kib) / 1024;
+    println!(
+        "flood: {accepted} accepted, {refused} refused with 429, {other} transport errors; RSS baseline {} MiB, peak {} MiB (+{growth_mib} MiB, --max-inflight-bytes {INFLIGHT_MIB} MiB)",
+        baseline_kib / 1024,
+        peak_kib / 1024
+    );
+    assert!(accepted > 0, "some writes get through");
+    assert!(refused > accepted, "the flood is mostly refused");
+    assert_eq!(other, 0, "refused clients read a 429, not a reset connection");
+    // The write budget, plus what accepted data legitimately occupies (memtables, block cache,
+    // allocator slack). Without the budget, 24 x (8 MiB body + decoded batch) would be in flight.
+    assert!(growth_mib < INFLIGHT_MIB + 160, "RSS grew by {growth_mib} MiB");
+
+    // It recovers: a normal write and read right after the flood.
+    let (after, expected) = dataset(20, 5, 1_600_100_000_000, "after_flood");
+    assert_eq!(import(&base, after).0, 204);
+    assert_eq!(export(&base, r#"{__name__=~"after_flood_.*"}"#), expected);
+    let metrics = client().get(format!("{base}/metrics")).send().unwrap().text().unwrap();
+    let overloaded = metrics
+        .lines()
+        .find(|l| l.starts_with("saltdb_write_requests_rejected_total") && l.contains("reason=\"overloaded\""))
+        .expect("overload rejections counted");
+    assert!(overloaded.ends_with(&format!(" {refused}")), "{overloaded} vs {refused}");
+    bin.terminate();
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+#[test]
+fn a_query_past_its_timeout_is_503_and_a_full_query_pool_is_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let storage = saltdb::storage::Storage::open(storage_config(dir.path())).unwrap();
+    let mut query = QueryConfig { max_concurrency: 1, ..QueryConfig::default() };
+    query.engine.timeout = Duration::from_millis(300);
+    let state = Arc::new(AppState::new(storage, Limits::default(), query));
+    let ask = |q: &str| {
+        let resp = rt.block_on(saltdb::http::api::query::instant(
+            axum::extract::State(state.clone()),
+            axum::http::Method::GET,
+            axum::extract::RawQuery(Some(format!("query={q}&time=1700000000"))),
+            axum::http::HeaderMap::new(),
+            axum::body::Body::empty(),
+        ));
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => axum::response::IntoResponse::into_response(e),
+        };
+        let status = resp.status().as_u16();
+        let bytes = rt.block_on(http_body_util::BodyExt::collect(resp.into_body())).unwrap().to_bytes();
+        (status, serde_json::from_slice::<serde_json::Value>(&bytes).unwrap())
+    };
+    assert_eq!(ask("vector(1)").0, 200);
+
+    // Every slot taken: the next query waits for its timeout, then fails with 503.
+    let held = rt.block_on(state.query_slots.clone().acquire_owned()).unwrap();
+    let started = Instant::now();
+    let (status, v) = ask("vector(1)");
+    assert_eq!(status, 503, "{v}");
+    assert_eq!(v["errorType"], "timeout");
+    assert!(v["error"].as_str().unwrap().contains("query slots"), "{v}");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    drop(held);
+    assert_eq!(ask("vector(1)").0, 200);
+
+    // A query that runs past its timeout fails with 503 (a timeout too short for any query).
+    let storage = saltdb::storage::Storage::open(storage_config(&dir.path().join("b"))).unwrap();
+    let mut query = QueryConfig::default();
+    query.engine.timeout = Duration::from_nanos(1);
+    let state = Arc::new(AppState::new(storage, Limits::default(), query));
+    let resp = rt.block_on(saltdb::http::api::query::range(
+        axum::extract::State(state),
+        axum::http::Method::GET,
+        axum::extract::RawQuery(Some("query=vector(1)&start=1700000000&end=1700003600&step=15".into())),
+        axum::http::HeaderMap::new(),
+        axum::body::Body::empty(),
+    ));
+    let err = resp.expect_err("timed out");
+    let text = err.to_string();
+    let resp = axum::response::IntoResponse::into_response(err);
+    assert_eq!(resp.status().as_u16(), 503, "{text}");
+    assert!(text.contains("timed out"), "{text}");
+}
