@@ -15,7 +15,7 @@ use super::select;
 use super::shared::Shared;
 use super::snapshot::{self, SnapshotOutcome};
 use super::window::Windows;
-use super::write::{Command, WriteOutcome, Writer};
+use super::write::{Command, Prepared, WriteOutcome, Writer};
 use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::promql::source::{Source, SourceError};
@@ -236,9 +236,16 @@ impl Storage {
         if batch.series.is_empty() {
             return Ok(WriteOutcome::default());
         }
+        // Hash the label sets here, on the caller's thread: many callers run in parallel, the
+        // writer thread is the one serial step.
+        let prepared = Arc::new(Prepared::new(batch));
         let (reply, rx) = mpsc::sync_channel(1);
-        self.send(Command::Write(batch, reply))?;
-        rx.recv().map_err(|_| StorageError::ShuttingDown)?
+        self.send(Command::Write(Arc::clone(&prepared), reply))?;
+        let outcome = rx.recv().map_err(|_| StorageError::ShuttingDown)?;
+        // The writer let go of its handle before replying, so the decoded batch is freed here
+        // rather than on the writer thread.
+        drop(prepared);
+        outcome
     }
 
     /// Drops every window that lies entirely before the retention cutoff at `now_ms`; returns

@@ -5,6 +5,7 @@
 //! a canonical label set to its id; it is only a cache: `series_by_labels` is the truth.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::error::{Result, StorageError};
 use super::keys;
@@ -13,33 +14,62 @@ use crate::labels::Labels;
 /// A series id: allocated from 1 upwards, never reused.
 pub type SeriesId = u64;
 
-/// Two-generation cache from label-set hash to series id. When the current generation reaches
+/// Hashes an md5 digest by taking its first 8 bytes: the digest is already uniformly
+/// distributed, so hashing it again (SipHash) is wasted work on the writer thread.
+#[derive(Default)]
+pub struct DigestHasher(u64);
+
+impl Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut word = [0u8; 8];
+        let n = bytes.len().min(8);
+        word[..n].copy_from_slice(&bytes[..n]);
+        self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+    }
+
+    fn write_usize(&mut self, _: usize) {
+        // The length prefix of a fixed-size digest carries no information.
+    }
+}
+
+/// A map keyed by md5 digests.
+pub type DigestMap<V> = HashMap<[u8; 16], V, BuildHasherDefault<DigestHasher>>;
+
+/// Two-generation cache from label-set hash to series id and bucket. When the current generation reaches
 /// half the capacity it becomes the previous one and the old previous is dropped: memory stays
 /// bounded by `capacity` entries while hot series survive rotation (they are promoted on hit).
 pub struct SeriesCache {
-    current: HashMap<[u8; 16], SeriesId>,
-    previous: HashMap<[u8; 16], SeriesId>,
+    current: DigestMap<(SeriesId, u16)>,
+    previous: DigestMap<(SeriesId, u16)>,
     generation_capacity: usize,
 }
 
 impl SeriesCache {
     /// A cache holding at most about `capacity` entries (at least 2).
     pub fn new(capacity: usize) -> Self {
-        Self { current: HashMap::new(), previous: HashMap::new(), generation_capacity: (capacity / 2).max(1) }
-    }
-
-    /// Looks an id up, promoting an entry found in the previous generation.
-    pub fn get(&mut self, hash: &[u8; 16]) -> Option<SeriesId> {
-        if let Some(&id) = self.current.get(hash) {
-            return Some(id);
+        Self {
+            current: DigestMap::default(),
+            previous: DigestMap::default(),
+            generation_capacity: (capacity / 2).max(1),
         }
-        let id = *self.previous.get(hash)?;
-        self.insert(*hash, id);
-        Some(id)
     }
 
-    /// Records an id.
-    pub fn insert(&mut self, hash: [u8; 16], id: SeriesId) {
+    /// Looks an id and its bucket up, promoting an entry found in the previous generation.
+    pub fn get(&mut self, hash: &[u8; 16]) -> Option<(SeriesId, u16)> {
+        if let Some(&found) = self.current.get(hash) {
+            return Some(found);
+        }
+        let found = *self.previous.get(hash)?;
+        self.insert(*hash, found);
+        Some(found)
+    }
+
+    /// Records an id and its bucket.
+    pub fn insert(&mut self, hash: [u8; 16], id: (SeriesId, u16)) {
         if self.current.len() >= self.generation_capacity {
             self.previous = std::mem::take(&mut self.current);
         }
@@ -93,11 +123,11 @@ mod tests {
         for i in 0..100u64 {
             let mut h = [0u8; 16];
             h[..8].copy_from_slice(&i.to_be_bytes());
-            c.insert(h, i);
+            c.insert(h, (i, 0));
             assert!(c.len() <= 4);
         }
         let mut h99 = [0u8; 16];
         h99[..8].copy_from_slice(&99u64.to_be_bytes());
-        assert_eq!(c.get(&h99), Some(99));
+        assert_eq!(c.get(&h99), Some((99, 0)));
     }
 }

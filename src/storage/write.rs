@@ -31,10 +31,43 @@ pub struct WriteOutcome {
     pub series_created: usize,
 }
 
+/// A batch with what can be computed before the writer thread sees it: the canonical bytes and
+/// md5 of every series' label set, in the order of `batch.series`.
+pub struct Prepared {
+    /// The batch.
+    pub batch: WriteBatch,
+    /// One key per series of the batch.
+    pub keys: Vec<SeriesKey>,
+}
+
+/// A label set's identity in `series_by_labels`.
+pub struct SeriesKey {
+    /// md5 of `canonical`.
+    pub hash: [u8; 16],
+    /// The canonical label-set bytes.
+    pub canonical: Vec<u8>,
+}
+
+impl Prepared {
+    /// Hashes every series of `batch`.
+    pub fn new(batch: WriteBatch) -> Self {
+        let keys = batch
+            .series
+            .iter()
+            .map(|s| {
+                let canonical = s.labels.to_bytes();
+                SeriesKey { hash: keys::labels_hash(&canonical), canonical }
+            })
+            .collect();
+        Self { batch, keys }
+    }
+}
+
 /// A request to the writer thread.
 pub enum Command {
-    /// Commit a batch; reply once it is durable per the fsync mode.
-    Write(WriteBatch, SyncSender<Result<WriteOutcome>>),
+    /// Commit a batch; reply once it is durable per the fsync mode. The writer drops its handle
+    /// before replying, so the caller frees the batch.
+    Write(Arc<Prepared>, SyncSender<Result<WriteOutcome>>),
     /// Drop every window ending at or before the cutoff; reply with the dropped window starts.
     DropExpired(i64, SyncSender<Result<Vec<i64>>>),
     /// Make a fully written chunks keyspace the window's visible generation (see `seal.rs`).
@@ -116,7 +149,7 @@ pub struct Writer {
 /// What a group adds on top of committed state; applied to the caches only after commit.
 #[derive(Default)]
 struct Pending {
-    ids: HashMap<[u8; 16], SeriesId>,
+    ids: HashMap<[u8; 16], (SeriesId, u16)>,
     created: usize,
     marks: Vec<(i64, SeriesId)>,
     per_bucket: HashMap<u16, u64>,
@@ -166,11 +199,11 @@ impl Writer {
                 }
                 Command::Write(batch, reply) => {
                     let mut group = vec![(batch, reply)];
-                    let mut samples = group.iter().map(|(b, _)| b.sample_count()).sum::<usize>();
+                    let mut samples = group.iter().map(|(b, _)| b.batch.sample_count()).sum::<usize>();
                     while samples < GROUP_SAMPLE_BUDGET {
                         match rx.try_recv() {
                             Ok(Command::Write(b, r)) => {
-                                samples += b.sample_count();
+                                samples += b.batch.sample_count();
                                 group.push((b, r));
                             }
                             Ok(other) => {
@@ -186,7 +219,7 @@ impl Writer {
         }
     }
 
-    fn commit_group(&mut self, group: Vec<(WriteBatch, SyncSender<Result<WriteOutcome>>)>) {
+    fn commit_group(&mut self, group: Vec<(Arc<Prepared>, SyncSender<Result<WriteOutcome>>)>) {
         if let Some(reason) = self.shared.poisoned() {
             for (_, reply) in group {
                 let _ = reply.send(Err(StorageError::Poisoned(reason.clone())));
@@ -194,10 +227,11 @@ impl Writer {
             return;
         }
         let first_id = self.next_id;
-        let result = self.build_and_commit(group.iter().map(|(b, _)| b));
+        let result = self.build_and_commit(group.iter().map(|(b, _)| &**b));
         match result {
             Ok(outcomes) => {
-                for ((_, reply), outcome) in group.into_iter().zip(outcomes) {
+                for ((batch, reply), outcome) in group.into_iter().zip(outcomes) {
+                    drop(batch);
                     let _ = reply.send(Ok(outcome));
                 }
             }
@@ -207,14 +241,15 @@ impl Writer {
                     self.shared.poison(&e.to_string());
                     tracing::error!(error = %e, "write failed; refusing further writes");
                 }
-                for (_, reply) in group {
+                for (batch, reply) in group {
+                    drop(batch);
                     let _ = reply.send(Err(e.clone()));
                 }
             }
         }
     }
 
-    fn build_and_commit<'a>(&mut self, batches: impl Iterator<Item = &'a WriteBatch>) -> Result<Vec<WriteOutcome>> {
+    fn build_and_commit<'a>(&mut self, batches: impl Iterator<Item = &'a Prepared>) -> Result<Vec<WriteOutcome>> {
         let sh = Arc::clone(&self.shared);
         let mut fb = sh.db.batch().durability(self.durability);
         let mut pending = Pending::default();
@@ -245,15 +280,14 @@ impl Writer {
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
-        batches: impl Iterator<Item = &'a WriteBatch>,
+        batches: impl Iterator<Item = &'a Prepared>,
     ) -> Result<Vec<WriteOutcome>> {
         let sh = Arc::clone(&self.shared);
         let mut outcomes = Vec::new();
-        for batch in batches {
+        for Prepared { batch, keys } in batches {
             let created_before = pending.created;
-            for s in &batch.series {
-                let id = self.resolve(fb, pending, &s.labels)?;
-                let bucket = sh.bucketing.bucket(id);
+            for (s, key) in batch.series.iter().zip(keys) {
+                let (id, bucket) = self.resolve(fb, pending, &s.labels, key)?;
                 let mut window: Option<(i64, fjall::Keyspace)> = None;
                 for sample in &s.samples {
                     let start = sh.windows.start_of(sample.timestamp_ms);
@@ -283,33 +317,34 @@ impl Writer {
         Ok(outcomes)
     }
 
-    /// Finds or allocates the id of a label set; a new series' rows join the batch.
+    /// Finds or allocates the id (and bucket) of a label set; a new series' rows join the batch.
     fn resolve(
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
         labels: &crate::labels::Labels,
-    ) -> Result<SeriesId> {
-        let canonical = labels.to_bytes();
-        let hash = keys::labels_hash(&canonical);
-        if let Some(id) = self.cache.get(&hash).or_else(|| pending.ids.get(&hash).copied()) {
-            return Ok(id);
+        key: &SeriesKey,
+    ) -> Result<(SeriesId, u16)> {
+        let hash = key.hash;
+        if let Some(found) = self.cache.get(&hash).or_else(|| pending.ids.get(&hash).copied()) {
+            return Ok(found);
         }
         let sh = &self.shared;
-        let id = match series::lookup(&sh.series_by_labels, &hash, &canonical)? {
+        let id = match series::lookup(&sh.series_by_labels, &hash, &key.canonical)? {
             Some(id) => id,
             None => {
                 let id = self.next_id;
                 self.next_id += 1;
-                fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.clone());
-                fb.insert(&sh.series_by_labels, keys::series_by_labels_key(&hash, id).to_vec(), canonical);
+                fb.insert(&sh.series, id.to_be_bytes().to_vec(), key.canonical.clone());
+                fb.insert(&sh.series_by_labels, keys::series_by_labels_key(&hash, id).to_vec(), key.canonical.clone());
                 postings::insert_series(fb, &sh.postings, id, labels);
                 pending.created += 1;
                 id
             }
         };
-        pending.ids.insert(hash, id);
-        Ok(id)
+        let found = (id, sh.bucketing.bucket(id));
+        pending.ids.insert(hash, found);
+        Ok(found)
     }
 
     fn delete(&mut self, range: &DeleteRange) -> Result<DeleteOutcome> {
