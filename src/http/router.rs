@@ -100,10 +100,16 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/-/healthy", get(health::healthy).head(health::healthy))
         .route("/-/ready", get(health::ready).head(health::ready))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
         .with_state(state)
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::NotFound(format!("no endpoint at {}", uri.path()))
+}
+
+/// A known path with the wrong method: 405 in the error envelope (axum's default has no body).
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("method {method} is not allowed on {}", uri.path()))
 }

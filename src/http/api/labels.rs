@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method};
 use axum::response::Response;
@@ -49,12 +50,16 @@ pub async fn names(
 /// 400 for an invalid label name or bad parameters; 5xx on storage failure.
 pub async fn values(
     State(state): State<Arc<AppState>>,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
     method: Method,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // A path segment that is not UTF-8 once percent-decoded (`/label/%ff/values`) gets the error
+    // envelope like every other bad label name, not axum's plain-text rejection.
+    let Path(name) =
+        name.map_err(|e| ApiError::BadData(format!("invalid label name in the URL path: {}", e.body_text())))?;
     let name = label_name_from_path(&name)?;
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
     p.reject_unknown(&KNOWN)?;
