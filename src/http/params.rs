@@ -146,7 +146,7 @@ pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, String> {
 
 /// `s` quoted for an error message, cut after 200 characters so a megabyte-long parameter does
 /// not come back whole in the error body.
-fn truncated(s: &str) -> String {
+pub fn truncated(s: &str) -> String {
     const MAX: usize = 200;
     match s.char_indices().nth(MAX) {
         None => format!("{s:?}"),

@@ -106,7 +106,9 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::NotFound(format!("no endpoint at {}", uri.path()))
+    let path = uri.path();
+    let shown = path.get(..200).filter(|_| path.len() > 200).map_or(path.to_owned(), |p| format!("{p}..."));
+    ApiError::NotFound(format!("no endpoint at {shown}"))
 }
 
 /// A known path with the wrong method: 405 in the error envelope (axum's default has no body).

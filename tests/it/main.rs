@@ -6,6 +6,7 @@ mod common;
 mod bad_input;
 mod crash;
 mod grafana;
+mod hostile;
 mod import_export;
 mod manifest;
 mod metadata_api;

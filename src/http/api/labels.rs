@@ -76,7 +76,7 @@ pub async fn values(
 /// may hold any UTF-8 (Grafana escapes names such as `service.name` that way). saltdb stores only
 /// classic names, so an escaped UTF-8 name simply has no values, as in Prometheus 3.
 fn label_name_from_path(raw: &str) -> Result<String, ApiError> {
-    let invalid = || ApiError::BadData(format!("invalid label name: {raw:?}"));
+    let invalid = || ApiError::BadData(format!("invalid label name: {}", crate::http::params::truncated(raw)));
     let name = unescape_label_name(raw).ok_or_else(invalid)?;
     let escaped = raw.starts_with("U__");
     let valid = if escaped { !name.is_empty() && !name.contains('\0') } else { is_valid_label_name(&name) };
