@@ -409,3 +409,30 @@ impl RangeAccumulator {
 pub(crate) fn deadline_after(timeout: Duration) -> Instant {
     Instant::now().checked_add(timeout).unwrap_or_else(Instant::now)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_or_long_queries_are_refused_before_parsing() {
+        let complex = |q: String| parse(&q).unwrap_err().to_string();
+        assert!(complex(vec!["1"; 20_000].join("+")).contains("more than 2000 operators"));
+        assert!(complex(vec!["up"; 3_000].join(" OR ")).contains("more than 2000 operators"));
+        assert!(complex(format!("{}1{}", "(".repeat(300), ")".repeat(300))).contains("nested more than 200"));
+        // Matcher lists and strings do not count: they add no AST levels.
+        let matchers: Vec<String> = (0..3_000).map(|i| format!("l{i}!=\"a-b+c\"")).collect();
+        assert!(parse(&format!("up{{{}}}", matchers.join(","))).is_ok());
+        assert!(parse(&format!("label_replace(up, \"a\", \"{}\", \"b\", \"c\")", "-".repeat(5_000))).is_ok());
+        // Identifiers that merely contain a keyword are not operators.
+        assert!(parse(&vec!["order_total"; 150].join(" + ")).is_ok());
+    }
+
+    #[test]
+    fn parser_messages_are_shortened() {
+        let words: Vec<String> = (0..200_000).map(|i| format!("w{i}")).collect();
+        let huge = format!("{{a=~\"{}\"}}", words.join("|"));
+        let msg = parse(&huge).unwrap_err().to_string();
+        assert!(msg.len() < 600, "{} bytes", msg.len());
+    }
+}
