@@ -348,7 +348,10 @@ fn run(base: &str, case: &Case) -> (u16, String) {
     for (k, v) in &case.headers {
         req = req.header(*k, v);
     }
-    let resp = req.send().unwrap_or_else(|e| panic!("{}: request failed: {}", case.name, e.without_url()));
+    let resp = req.send().unwrap_or_else(|e| {
+        let alive = if healthy(base) { "still healthy" } else { "the server died" };
+        panic!("{}: no answer ({alive}): {}", case.name, e.without_url())
+    });
     let status = resp.status().as_u16();
     (status, resp.text().unwrap_or_default())
 }
