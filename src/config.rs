@@ -84,6 +84,10 @@ pub struct ServeArgs {
     /// Longest label name or value, in bytes.
     #[arg(long, default_value_t = 16 * 1024)]
     pub max_label_bytes: usize,
+    /// Most series one remote-write request or import may carry (import: one per line); more is
+    /// rejected with 400. The default never bothers Prometheus (it sends ~2,000 per request).
+    #[arg(long, default_value_t = crate::http::import::DEFAULT_MAX_SERIES_PER_REQUEST)]
+    pub max_series_per_request: usize,
     /// Entries in the in-memory cache from label set to series id.
     #[arg(long, default_value_t = 1_000_000)]
     pub series_cache_size: usize,
@@ -232,7 +236,11 @@ impl ServeArgs {
             storage,
             limits: Limits {
                 max_request_bytes: self.max_request_bytes,
-                series: SeriesLimits { max_labels: self.max_labels_per_series, max_label_bytes: self.max_label_bytes },
+                series: SeriesLimits {
+                    max_labels: self.max_labels_per_series,
+                    max_label_bytes: self.max_label_bytes,
+                    max_series: self.max_series_per_request,
+                },
                 max_concurrent_writes: self.max_concurrent_writes,
                 max_inflight_bytes: self.max_inflight_bytes,
             },

@@ -36,6 +36,9 @@ pub enum ApiError {
     /// No such route or resource (404).
     #[error("{0}")]
     NotFound(String),
+    /// The route exists but not for this method (405).
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// Storage failed (500/503, `internal`/`unavailable`).
     #[error("{0}")]
     Storage(#[from] StorageError),
@@ -56,6 +59,7 @@ impl ApiError {
             Self::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "unavailable"),
+            Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "bad_data"),
             Self::Storage(e) => match e {
                 StorageError::TooOld { .. } => (StatusCode::BAD_REQUEST, "bad_data"),
                 StorageError::TooManySamples { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),

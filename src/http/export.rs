@@ -10,7 +10,7 @@ use axum::http::{header, HeaderMap, Method};
 use axum::response::Response;
 use serde_json::{Map, Number, Value};
 
-use super::body::read_limited;
+use super::body::read_decoded;
 use super::error::ApiError;
 use super::params::Params;
 use super::router::AppState;
@@ -58,7 +58,7 @@ pub async fn export(
     body: Body,
 ) -> Result<Response, ApiError> {
     let form = if method == Method::POST {
-        Some(read_limited(&headers, body, state.limits.max_request_bytes).await?)
+        Some(read_decoded(&headers, body, state.limits.max_request_bytes, None).await?)
     } else {
         None
     };

@@ -29,13 +29,21 @@ pub struct SeriesLimits {
     pub max_labels: usize,
     /// Longest label name or value in bytes.
     pub max_label_bytes: usize,
+    /// Most series (import lines, remote-write time series) one request may carry.
+    pub max_series: usize,
 }
 
 impl Default for SeriesLimits {
     fn default() -> Self {
-        Self { max_labels: 128, max_label_bytes: 16 * 1024 }
+        Self { max_labels: 128, max_label_bytes: 16 * 1024, max_series: DEFAULT_MAX_SERIES_PER_REQUEST }
     }
 }
+
+/// Default of `--max-series-per-request`. Prometheus sends at most `max_samples_per_send`
+/// (2,000 by default) series per remote-write request, and a 64 MiB import of one-sample lines
+/// holds about a million, so a million never refuses a normal batch or a reasonable import while
+/// bounding the memory one request's decoded series may take (a few hundred bytes each).
+pub const DEFAULT_MAX_SERIES_PER_REQUEST: usize = 1_000_000;
 
 /// A rejected line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,6 +137,12 @@ pub fn decode_lines(body: &[u8], limits: SeriesLimits) -> Result<WriteBatch, Lin
             continue;
         }
         let err = |reason: String| LineError { line: i + 1, reason };
+        if batch.series.len() == limits.max_series {
+            return Err(err(format!(
+                "the request has more than {} series (lines), the limit set by --max-series-per-request",
+                limits.max_series
+            )));
+        }
         let line: Line = serde_json::from_slice(raw).map_err(|e| err(format!("invalid JSON: {e}")))?;
         batch.series.push(validate(line, limits).map_err(err)?);
     }

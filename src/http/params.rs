@@ -6,6 +6,11 @@ use super::error::ApiError;
 use crate::matcher::Matcher;
 use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 
+/// Most `match[]` selectors one request may carry. Each is parsed, its regexes compiled and
+/// looked up separately, so without a bound a 2 MB form of distinct regex selectors keeps a core
+/// busy for minutes; Grafana and Prometheus' own UI send one or a handful.
+pub const MAX_SELECTORS: usize = 1_000;
+
 /// Decoded parameters in request order.
 #[derive(Debug, Default, Clone)]
 pub struct Params(Vec<(String, String)>);
@@ -60,8 +65,15 @@ impl Params {
     /// # Errors
     /// [`ApiError::BadData`] naming the selector.
     pub fn selectors(&self, name: &str) -> Result<Vec<Vec<Matcher>>, ApiError> {
+        let given = self.all(name);
+        if given.len() > MAX_SELECTORS {
+            return Err(ApiError::BadData(format!(
+                "too many {name:?} parameters: {} given, at most {MAX_SELECTORS} are accepted per request",
+                given.len()
+            )));
+        }
         let mut out = Vec::new();
-        for s in self.all(name) {
+        for s in given {
             out.extend(
                 parse_selector(s).map_err(|why| ApiError::BadData(format!("invalid parameter {name:?}: {why}")))?,
             );
@@ -109,9 +121,11 @@ pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
 /// A message from the parser, or one saying the text is not a plain selector.
 pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, String> {
     use promql_parser::parser::Expr;
-    let expr = promql_parser::parser::parse(s).map_err(|e| format!("{s:?}: {e}"))?;
+    // The guarded parser: the raw promql-parser recurses once per bracket and would overflow the
+    // stack (aborting the whole server) on a selector of 100k nested parentheses.
+    let expr = crate::promql::parse(s).map_err(|e| format!("{}: {e}", truncated(s)))?;
     let Expr::VectorSelector(vs) = expr else {
-        return Err(format!("{s:?} is not a series selector"));
+        return Err(format!("{} is not a series selector", truncated(s)));
     };
     let convert = |ms: &[promql_parser::label::Matcher]| -> Result<Vec<Matcher>, String> {
         let mut out: Vec<Matcher> =
@@ -127,6 +141,16 @@ pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, String> {
         Ok(vec![convert(&vs.matchers.matchers)?])
     } else {
         vs.matchers.or_matchers.iter().map(|ms| convert(ms)).collect()
+    }
+}
+
+/// `s` quoted for an error message, cut after 200 characters so a megabyte-long parameter does
+/// not come back whole in the error body.
+pub fn truncated(s: &str) -> String {
+    const MAX: usize = 200;
+    match s.char_indices().nth(MAX) {
+        None => format!("{s:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes)", s.get(..cut).unwrap_or(""), s.len()),
     }
 }
 

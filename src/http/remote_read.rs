@@ -16,6 +16,7 @@ use crate::matcher::Matcher;
 use crate::remote::decode::DecodeError;
 use crate::remote::proto::ResponseType;
 use crate::remote::read;
+use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 
 /// Most samples one remote-read request may load (across its queries).
 pub const MAX_READ_SAMPLES: usize = 20_000_000;
@@ -49,7 +50,10 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
                 "query #{i}: at least one label matcher must not match the empty string"
             )));
         }
-        queries.push((matchers, q.start_timestamp_ms, q.end_timestamp_ms));
+        // Nothing is stored outside the supported range; clamping keeps i64::MIN..i64::MAX
+        // ranges (which some clients send for "everything") away from window arithmetic.
+        let clamp = |t: i64| t.clamp(MIN_TIMESTAMP_MS, MAX_TIMESTAMP_MS);
+        queries.push((matchers, clamp(q.start_timestamp_ms), clamp(q.end_timestamp_ms)));
     }
     let storage = state.storage.clone();
     let results = blocking::run(move || {

@@ -159,6 +159,7 @@ fn store(state: &AppState, raw: &[u8], protocol: Protocol) -> Result<Written, Ap
         max_decoded_bytes: state.limits.max_request_bytes,
         max_labels: state.limits.series.max_labels,
         max_label_len: state.limits.series.max_label_bytes,
+        max_series: state.limits.series.max_series,
     };
     let decoded = decode_write(raw, protocol, &limits).map_err(|rej| {
         state.metrics.rejected(mp, rej.error.reason(), rej.samples, true);

@@ -123,6 +123,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/-/healthy", get(health::healthy).head(health::healthy))
         .route("/-/ready", get(health::ready).head(health::ready))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         // Access is checked inside the metrics layer, so refused requests are counted too.
         .layer(axum::middleware::from_fn_with_state(state.access.clone(), access::check))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
@@ -130,5 +131,12 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::NotFound(format!("no endpoint at {}", uri.path()))
+    let path = uri.path();
+    let shown = path.get(..200).filter(|_| path.len() > 200).map_or(path.to_owned(), |p| format!("{p}..."));
+    ApiError::NotFound(format!("no endpoint at {shown}"))
+}
+
+/// A known path with the wrong method: 405 in the error envelope (axum's default has no body).
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("method {method} is not allowed on {}", uri.path()))
 }

@@ -21,6 +21,9 @@ pub const MAX_POINTS_PER_SERIES: i64 = 11_000;
 pub const MAX_NESTING_DEPTH: usize = 200;
 /// Most operators/brackets accepted in one query text (bounds the AST size before parsing).
 const MAX_QUERY_TOKENS: usize = 20_000;
+/// Most operators and brackets outside matcher lists in one query text: bounds the AST depth
+/// before parsing, far below what overflows the stack (see [`parse`]).
+const MAX_QUERY_OPERATORS: usize = 2_000;
 
 /// Limits and defaults of the evaluator.
 #[derive(Clone, Debug)]
@@ -155,18 +158,48 @@ fn check_range(start_ms: i64, end_ms: i64, step_ms: i64) -> Result<()> {
 /// `bad_data` with the parser's message, or when a nesting/size limit is exceeded.
 pub fn parse(query: &str) -> Result<Expr> {
     check_text_limits(query)?;
-    let expr = promql_parser::parser::parse(query).map_err(EvalError::bad)?;
+    let expr = promql_parser::parser::parse(query).map_err(|e| EvalError::bad(shorten(e)))?;
     if depth_exceeds(&expr, MAX_NESTING_DEPTH) {
         return Err(EvalError::bad(format!("query is nested more than {MAX_NESTING_DEPTH} levels deep")));
     }
     Ok(expr)
 }
 
-/// Counts bracket nesting and operator characters outside string literals.
+/// Cuts a parser message after 500 bytes: it may quote a megabyte-long regex whole.
+fn shorten(mut msg: String) -> String {
+    const MAX: usize = 500;
+    if msg.len() > MAX {
+        let mut cut = MAX;
+        while !msg.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let total = msg.len();
+        msg.truncate(cut);
+        msg.push_str(&format!("... ({total} bytes)"));
+    }
+    msg
+}
+
+/// Counts bracket nesting, operators and brackets outside string literals.
+///
+/// promql-parser recurses once per AST level while parsing, type-checking and dropping, so an
+/// expression must be bounded before it is parsed: 20,000 chained `+` overflow a 2 MiB thread
+/// stack and abort the whole process. Every AST level comes from a bracket, an operator
+/// character or a keyword operator (`and`, `or`, `unless`, `atan2`), so capping their count
+/// (outside `{...}` matcher lists, where `=`, `!` and `,` create no level) caps the depth.
 fn check_text_limits(query: &str) -> Result<()> {
-    let (mut depth, mut max_depth, mut tokens) = (0usize, 0usize, 0usize);
+    let (mut depth, mut max_depth, mut tokens, mut levels) = (0usize, 0usize, 0usize, 0usize);
+    let mut in_braces = 0usize;
     let mut quote: Option<char> = None;
     let mut escaped = false;
+    // The identifier being read, up to 7 characters (enough to recognise the keywords).
+    let mut word = String::new();
+    let end_word = |word: &mut String, levels: &mut usize| {
+        if ["and", "or", "unless", "atan2"].iter().any(|k| word.eq_ignore_ascii_case(k)) {
+            *levels += 1;
+        }
+        word.clear();
+    };
     for c in query.chars() {
         if let Some(q) = quote {
             if escaped {
@@ -178,21 +211,52 @@ fn check_text_limits(query: &str) -> Result<()> {
             }
             continue;
         }
+        if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+            // Longer identifiers are kept at 7 characters, none of them a keyword.
+            if word.len() < 7 {
+                word.push(c);
+            } else {
+                word.replace_range(.., "_______");
+            }
+            continue;
+        }
+        end_word(&mut word, &mut levels);
         match c {
             '"' | '\'' | '`' => quote = Some(c),
             '(' | '[' | '{' => {
                 depth += 1;
                 max_depth = max_depth.max(depth);
                 tokens += 1;
+                if c == '{' {
+                    in_braces += 1;
+                } else if in_braces == 0 {
+                    levels += 1;
+                }
             }
-            ')' | ']' | '}' => depth = depth.saturating_sub(1),
-            '+' | '-' | '*' | '/' | '%' | '^' | '=' | '<' | '>' | '!' | ',' => tokens += 1,
+            ')' | ']' | '}' => {
+                depth = depth.saturating_sub(1);
+                if c == '}' {
+                    in_braces = in_braces.saturating_sub(1);
+                }
+            }
+            '+' | '-' | '*' | '/' | '%' | '^' | '=' | '<' | '>' | '!' | ',' => {
+                tokens += 1;
+                if in_braces == 0 && c != ',' {
+                    levels += 1;
+                }
+            }
             _ => {}
         }
     }
-    if max_depth > MAX_NESTING_DEPTH || tokens > MAX_QUERY_TOKENS {
+    end_word(&mut word, &mut levels);
+    if max_depth > MAX_NESTING_DEPTH {
         return Err(EvalError::bad(format!(
-            "query is too complex: more than {MAX_NESTING_DEPTH} nested brackets or {MAX_QUERY_TOKENS} operators"
+            "query is too complex: brackets are nested more than {MAX_NESTING_DEPTH} levels deep"
+        )));
+    }
+    if levels > MAX_QUERY_OPERATORS || tokens > MAX_QUERY_TOKENS {
+        return Err(EvalError::bad(format!(
+            "query is too complex: more than {MAX_QUERY_OPERATORS} operators and brackets (or {MAX_QUERY_TOKENS} tokens)"
         )));
     }
     Ok(())
@@ -344,4 +408,31 @@ impl RangeAccumulator {
 /// Deadline bookkeeping shared by the evaluator.
 pub(crate) fn deadline_after(timeout: Duration) -> Instant {
     Instant::now().checked_add(timeout).unwrap_or_else(Instant::now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_or_long_queries_are_refused_before_parsing() {
+        let complex = |q: String| parse(&q).unwrap_err().to_string();
+        assert!(complex(vec!["1"; 20_000].join("+")).contains("more than 2000 operators"));
+        assert!(complex(vec!["up"; 3_000].join(" OR ")).contains("more than 2000 operators"));
+        assert!(complex(format!("{}1{}", "(".repeat(300), ")".repeat(300))).contains("nested more than 200"));
+        // Matcher lists and strings do not count: they add no AST levels.
+        let matchers: Vec<String> = (0..3_000).map(|i| format!("l{i}!=\"a-b+c\"")).collect();
+        assert!(parse(&format!("up{{{}}}", matchers.join(","))).is_ok());
+        assert!(parse(&format!("label_replace(up, \"a\", \"{}\", \"b\", \"c\")", "-".repeat(5_000))).is_ok());
+        // Identifiers that merely contain a keyword are not operators.
+        assert!(parse(&vec!["order_total"; 150].join(" + ")).is_ok());
+    }
+
+    #[test]
+    fn parser_messages_are_shortened() {
+        let words: Vec<String> = (0..200_000).map(|i| format!("w{i}")).collect();
+        let huge = format!("{{a=~\"{}\"}}", words.join("|"));
+        let msg = parse(&huge).unwrap_err().to_string();
+        assert!(msg.len() < 600, "{} bytes", msg.len());
+    }
 }

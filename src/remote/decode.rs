@@ -31,11 +31,13 @@ pub struct DecodeLimits {
     pub max_labels: usize,
     /// Longest accepted label name or value, in bytes.
     pub max_label_len: usize,
+    /// Most series one request may carry (`--max-series-per-request`).
+    pub max_series: usize,
 }
 
 impl Default for DecodeLimits {
     fn default() -> Self {
-        Self { max_decoded_bytes: 64 << 20, max_labels: 256, max_label_len: 32 << 10 }
+        Self { max_decoded_bytes: 64 << 20, max_labels: 256, max_label_len: 32 << 10, max_series: 1_000_000 }
     }
 }
 
@@ -105,6 +107,21 @@ pub enum DecodeError {
         /// What was wrong.
         problem: String,
     },
+    /// More series than `--max-series-per-request` allows.
+    #[error("request has {count} series, more than the limit of {limit} set by --max-series-per-request")]
+    TooManySeries {
+        /// Series in the request.
+        count: usize,
+        /// Configured limit.
+        limit: usize,
+    },
+    /// Remote-write 2.0 symbol references that expand to more label and metadata text than a
+    /// body may hold: a few bytes of references can each point at the same huge symbol.
+    #[error("remote-write 2.0 request: its symbol references expand to more than {limit} bytes of labels and metadata (the --max-request-bytes limit)")]
+    ExpandsTooMuch {
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// The request held native histograms and nothing saltdb can store.
     #[error("native histograms are not supported yet: {count} histogram samples rejected and the request has no float samples or metadata")]
     OnlyNativeHistograms {
@@ -168,6 +185,8 @@ impl DecodeError {
             },
             Self::Timestamp { .. } => "timestamp_out_of_range",
             Self::Symbols { .. } => "invalid_symbol_ref",
+            Self::TooManySeries { .. } => "too_many_series",
+            Self::ExpandsTooMuch { .. } => "expansion_too_large",
             Self::OnlyNativeHistograms { .. } => "native_histogram",
         }
     }
@@ -215,6 +234,7 @@ pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection
         .map_err(|source| DecodeError::Protobuf { message: "prometheus.WriteRequest", source })?;
     let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
     let reject = |error| Rejection { error, samples };
+    check_series_count(req.timeseries.len(), limits).map_err(reject)?;
     let mut out = Decoded::default();
     out.batch.series.reserve(req.timeseries.len());
     for (index, ts) in req.timeseries.into_iter().enumerate() {
@@ -249,6 +269,7 @@ pub fn decode_v2(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection
 }
 
 fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<Decoded, DecodeError> {
+    check_series_count(req.timeseries.len(), limits)?;
     if req.symbols.first().is_some_and(|s| !s.is_empty()) {
         return Err(DecodeError::Symbols { index: 0, problem: "symbols[0] must be the empty string".into() });
     }
@@ -258,6 +279,9 @@ fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<D
             problem: format!("symbol reference {r} is out of range (the table has {} symbols)", req.symbols.len()),
         })
     };
+    // Bytes of label and metadata text materialised from symbol references so far: bounded by
+    // the body limit, as the same request in 1.0 form would have to carry them.
+    let mut budget = Budget { left: limits.max_decoded_bytes, limit: limits.max_decoded_bytes };
     let mut out = Decoded::default();
     out.batch.series.reserve(req.timeseries.len());
     for (index, ts) in req.timeseries.iter().enumerate() {
@@ -269,24 +293,55 @@ fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<D
                 problem: format!("labels_refs has odd length {}; it must hold name/value pairs", ts.labels_refs.len()),
             });
         }
-        let mut pairs = Vec::with_capacity(ts.labels_refs.len() / 2);
+        // The count limit is checked before anything is copied, so a million references cost
+        // nothing but the check.
+        let count = ts.labels_refs.len() / 2;
+        if count > limits.max_labels {
+            let problem = LabelError::TooManyLabels { count, limit: limits.max_labels }.into();
+            return Err(DecodeError::Series { index, series: format!("{{{count} labels}}"), problem });
+        }
+        let mut pairs = Vec::with_capacity(count);
         for pair in ts.labels_refs.chunks_exact(2) {
             if let [n, v] = pair {
-                pairs.push((symbol(index, *n)?.clone(), symbol(index, *v)?.clone()));
+                let (n, v) = (symbol(index, *n)?, symbol(index, *v)?);
+                budget.take(n.len() + v.len())?;
+                pairs.push((n.clone(), v.clone()));
             }
         }
         let name = pairs.iter().find(|(n, _)| n == METRIC_NAME).map(|(_, v)| v.clone());
         push_series(&mut out.batch, index, pairs, &ts.samples, limits)?;
         if let (Some(md), Some(metric)) = (&ts.metadata, name) {
             let kind = MetricType::try_from(md.r#type).unwrap_or(MetricType::Unknown);
-            let help = symbol(index, md.help_ref)?.clone();
-            let unit = symbol(index, md.unit_ref)?.clone();
+            let (help, unit) = (symbol(index, md.help_ref)?, symbol(index, md.unit_ref)?);
+            budget.take(help.len() + unit.len())?;
+            let (help, unit) = (help.clone(), unit.clone());
             if kind != MetricType::Unknown || !help.is_empty() || !unit.is_empty() {
                 out.metadata.push(MetricMetadata { metric, kind, help, unit });
             }
         }
     }
     Ok(out)
+}
+
+/// Fails when a request has more series than allowed.
+fn check_series_count(count: usize, limits: &DecodeLimits) -> Result<(), DecodeError> {
+    if count > limits.max_series {
+        return Err(DecodeError::TooManySeries { count, limit: limits.max_series });
+    }
+    Ok(())
+}
+
+/// What is left of a remote-write 2.0 request's expansion budget.
+struct Budget {
+    left: usize,
+    limit: usize,
+}
+
+impl Budget {
+    fn take(&mut self, bytes: usize) -> Result<(), DecodeError> {
+        self.left = self.left.checked_sub(bytes).ok_or(DecodeError::ExpandsTooMuch { limit: self.limit })?;
+        Ok(())
+    }
 }
 
 /// Validates one series and appends it to the batch (series without float samples are skipped,

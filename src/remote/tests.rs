@@ -109,6 +109,51 @@ fn label_limits() {
     assert_eq!(decode_write(&body, Protocol::V1, &limits).unwrap_err().error.reason(), "label_limit");
 }
 
+#[test]
+fn series_limit_in_both_protocols() {
+    let limits = DecodeLimits { max_series: 2, ..DecodeLimits::default() };
+    let one = || series(&[("__name__", "up")], &[(T, 1.0)]);
+    assert!(decode_write(&v1(vec![one(), one()]), Protocol::V1, &limits).is_ok());
+    let err = decode_write(&v1(vec![one(), one(), one()]), Protocol::V1, &limits).unwrap_err();
+    assert_eq!((err.error.reason(), err.samples), ("too_many_series", 3));
+    assert!(err.to_string().contains("--max-series-per-request"), "{err}");
+    let ts = v2::TimeSeries {
+        labels_refs: vec![1, 2],
+        samples: vec![proto::Sample { value: 1.0, timestamp: T }],
+        ..Default::default()
+    };
+    let req = |n: usize| {
+        snappy_body(&v2::Request {
+            symbols: vec!["".into(), "__name__".into(), "up".into()],
+            timeseries: vec![ts.clone(); n],
+        })
+    };
+    assert!(decode_write(&req(2), Protocol::V2, &limits).is_ok());
+    let err = decode_write(&req(3), Protocol::V2, &limits).unwrap_err().error;
+    assert_eq!(err.reason(), "too_many_series");
+}
+
+#[test]
+fn v2_symbol_expansion_is_bounded_by_the_body_limit() {
+    // Each series references one 1 KiB symbol: 4 series expand to 4 KiB of label text from a
+    // body a fraction of that size.
+    let big = "x".repeat(1024);
+    let ts = v2::TimeSeries {
+        labels_refs: vec![1, 2, 3, 4],
+        samples: vec![proto::Sample { value: 1.0, timestamp: T }],
+        ..Default::default()
+    };
+    let body = snappy_body(&v2::Request {
+        symbols: vec!["".into(), "__name__".into(), "up".into(), "a".into(), big],
+        timeseries: vec![ts; 4],
+    });
+    let limits = DecodeLimits { max_decoded_bytes: 3 * 1024, ..DecodeLimits::default() };
+    let err = decode_write(&body, Protocol::V2, &limits).unwrap_err().error;
+    assert_eq!(err.reason(), "expansion_too_large", "{err}");
+    let limits = DecodeLimits { max_decoded_bytes: 8 * 1024, ..DecodeLimits::default() };
+    assert_eq!(decode_write(&body, Protocol::V2, &limits).unwrap().batch.series.len(), 4);
+}
+
 fn histogram() -> proto::Histogram {
     proto::Histogram { count_int: 3, sum: 1.5, schema: 3, timestamp: T, ..Default::default() }
 }

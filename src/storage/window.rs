@@ -141,7 +141,8 @@ impl Windows {
 
     /// Start of the window holding `ts_ms`.
     pub fn start_of(&self, ts_ms: i64) -> i64 {
-        ts_ms - ts_ms.rem_euclid(self.window_ms)
+        // Saturating: a remote-read range may start at i64::MIN.
+        ts_ms.saturating_sub(ts_ms.rem_euclid(self.window_ms))
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<i64, Entry>> {

@@ -7,6 +7,7 @@ mod bad_input;
 mod crash;
 mod disk_full;
 mod grafana;
+mod hostile;
 mod import_export;
 mod manifest;
 mod metadata_api;

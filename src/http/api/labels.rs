@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method};
 use axum::response::Response;
@@ -49,12 +50,16 @@ pub async fn names(
 /// 400 for an invalid label name or bad parameters; 5xx on storage failure.
 pub async fn values(
     State(state): State<Arc<AppState>>,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
     method: Method,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // A path segment that is not UTF-8 once percent-decoded (`/label/%ff/values`) gets the error
+    // envelope like every other bad label name, not axum's plain-text rejection.
+    let Path(name) =
+        name.map_err(|e| ApiError::BadData(format!("invalid label name in the URL path: {}", e.body_text())))?;
     let name = label_name_from_path(&name)?;
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
     p.reject_unknown(&KNOWN)?;
@@ -71,7 +76,7 @@ pub async fn values(
 /// may hold any UTF-8 (Grafana escapes names such as `service.name` that way). saltdb stores only
 /// classic names, so an escaped UTF-8 name simply has no values, as in Prometheus 3.
 fn label_name_from_path(raw: &str) -> Result<String, ApiError> {
-    let invalid = || ApiError::BadData(format!("invalid label name: {raw:?}"));
+    let invalid = || ApiError::BadData(format!("invalid label name: {}", crate::http::params::truncated(raw)));
     let name = unescape_label_name(raw).ok_or_else(invalid)?;
     let escaped = raw.starts_with("U__");
     let valid = if escaped { !name.is_empty() && !name.contains('\0') } else { is_valid_label_name(&name) };

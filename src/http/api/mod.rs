@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::body::read_limited;
+use super::body::read_decoded;
 use super::error::ApiError;
 use super::params::Params;
 use super::router::AppState;
@@ -31,7 +31,8 @@ pub fn success(data: Value, warnings: Vec<String>) -> Response {
 /// Query string plus, for POST, the form body (Prometheus accepts both).
 ///
 /// # Errors
-/// 413 over the body limit; 415 for a POST body that is not a form.
+/// 413 over the body limit (also after gzip); 415 for a POST body that is not a form or has a
+/// coding other than gzip.
 pub async fn params(
     state: &Arc<AppState>,
     method: &Method,
@@ -45,7 +46,9 @@ pub async fn params(
     let ct = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let is_form =
         ct.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"));
-    let form = read_limited(headers, body, state.limits.max_request_bytes).await?;
+    // gzip is decoded under the same limit (a bomb gets 413); another coding gets 415 instead of
+    // being parsed as a form.
+    let form = read_decoded(headers, body, state.limits.max_request_bytes, None).await?;
     if !form.is_empty() && !is_form {
         return Err(ApiError::UnsupportedMedia(format!(
             "POST body must be application/x-www-form-urlencoded, got {ct:?}"

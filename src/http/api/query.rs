@@ -80,8 +80,14 @@ pub async fn range(
     required("end")?;
     let (start_ms, end_ms) = (p.time_ms("start", 0)?, p.time_ms("end", 0)?);
     let step = required("step")?;
-    let step_ms =
-        parse_duration_ms(step).map_err(|why| ApiError::BadData(format!("invalid parameter \"step\": {why}")))?;
+    // A negative number is a valid duration to Prometheus, refused by the step check below with
+    // its message; parse_duration_ms refuses it earlier with a vaguer one.
+    let negative = step.parse::<f64>().is_ok_and(|v| v < 0.0);
+    let step_ms = if negative {
+        0
+    } else {
+        parse_duration_ms(step).map_err(|why| ApiError::BadData(format!("invalid parameter \"step\": {why}")))?
+    };
     if step_ms <= 0 {
         return Err(ApiError::BadData(
             "zero or negative query resolution step widths are not accepted. Try a positive integer".into(),
