@@ -2,6 +2,7 @@
 //! HTTP (JSON-lines import against the real `saltdb` binary), and prints samples/s, bytes on disk
 //! per sample after a flush, and peak RSS. See `bench/README.md`.
 
+mod flood;
 mod http_client;
 mod peers;
 mod query;
@@ -34,6 +35,8 @@ enum Bench {
     Query(query::QueryArgs),
     /// Bytes on disk per sample (saltdb sealed vs Prometheus vs VictoriaMetrics), hot vs sealed queries.
     Size(size::SizeArgs),
+    /// A flood of large imports, with and without the write budget: accepted, 429s, peak RSS.
+    Flood(flood::FloodArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -207,6 +210,11 @@ fn main() {
         Bench::Query(args) => {
             std::fs::create_dir_all(&root).expect("work dir");
             query::run(&args, &root);
+            let _ = std::fs::remove_dir_all(&root);
+        }
+        Bench::Flood(args) => {
+            std::fs::create_dir_all(&root).expect("work dir");
+            flood::flood(&args, &root);
             let _ = std::fs::remove_dir_all(&root);
         }
     }
