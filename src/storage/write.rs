@@ -304,6 +304,7 @@ impl Writer {
         let expired = sh.windows.take_expired(cutoff_ms);
         let mut dropped = Vec::with_capacity(expired.len());
         for w in expired {
+            tracing::debug!(window = w.start_ms, "dropping window past retention");
             self.presence.forget(w.start_ms);
             for ks in w.points.into_iter().chain(w.chunks.map(|(_, ks)| ks)) {
                 sh.db.delete_keyspace(ks)?;
