@@ -123,6 +123,7 @@ struct BatchRecord {
     id: u32,
     proto: Proto,
     life: u32,
+    sent_at: Instant,
     outcome: Outcome,
     detail: String,
     keys: Vec<(u32, i64)>,
@@ -137,6 +138,8 @@ struct Ledger {
     /// Per server life, the highest retention cutoff it may have applied: windows before it
     /// may have been dropped in that life.
     cutoffs: Vec<i64>,
+    /// When each life's server was killed.
+    kills: Vec<Instant>,
 }
 
 impl Ledger {
@@ -146,7 +149,7 @@ impl Ledger {
         *self.series.entry(key).or_insert(next)
     }
 
-    fn record(&mut self, batch: &Batch, life: u32, outcome: Outcome, detail: String) {
+    fn record(&mut self, batch: &Batch, life: u32, sent_at: Instant, outcome: Outcome, detail: String) {
         let mut keys = Vec::new();
         for (labels, samples) in &batch.series {
             let id = self.intern(labels);
@@ -156,7 +159,7 @@ impl Ledger {
                 keys.push((id, ts));
             }
         }
-        self.batches.push(BatchRecord { id: batch.id, proto: batch.proto, life, outcome, detail, keys });
+        self.batches.push(BatchRecord { id: batch.id, proto: batch.proto, life, sent_at, outcome, detail, keys });
     }
 
     /// Notes that the server of `life` has been running with `retention_ms` until now.
@@ -186,6 +189,15 @@ struct Target {
     base: String,
     life: u32,
     retention_ms: i64,
+}
+
+impl Target {
+    /// Closed windows (besides the retention boundary) get late samples in every other life
+    /// only, so that seals also find windows nobody writes to and drop their hot keyspace; the
+    /// next life writes there again, into a new one.
+    fn takes_late_samples(&self, window: i64) -> bool {
+        (window / WINDOW_MS) % 2 == i64::from(self.life % 2)
+    }
 }
 
 #[derive(Default)]
@@ -219,9 +231,12 @@ impl Client {
         for _ in 0..10 {
             let window = match self.rng.next() % 100 {
                 0..=29 => oldest,
-                30..=74 => oldest + self.rng.range(0, (current - oldest) / WINDOW_MS - 1) * WINDOW_MS,
+                30..=74 => oldest + self.rng.range(1, (current - oldest) / WINDOW_MS - 1) * WINDOW_MS,
                 _ => current,
             };
+            if window != oldest && window != current && !target.takes_late_samples(window) {
+                continue;
+            }
             let ts = self.rng.range(window, (window + WINDOW_MS - 1).min(now));
             if self.used.insert((series, ts)) {
                 return Some(ts);
@@ -363,8 +378,9 @@ fn run_client(id: usize, seed: u64, ctl: &Control, ledger: &Mutex<Ledger>) {
             continue;
         };
         let batch = client.batch(ctl.next_batch.fetch_add(1, Ordering::SeqCst), &target);
+        let sent_at = Instant::now();
         let (outcome, detail) = send(&http, &target.base, &batch);
-        ledger.lock().unwrap().record(&batch, target.life, outcome, detail);
+        ledger.lock().unwrap().record(&batch, target.life, sent_at, outcome, detail);
         ctl.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -456,6 +472,8 @@ fn check(base: &str, ledger: &mut Ledger, life: u32, retention_ms: i64) -> Check
 struct LifeLog {
     seals_started: usize,
     seals_finished: usize,
+    /// Seals that found no new write and deleted the window's hot keyspace.
+    hot_dropped: usize,
     windows_dropped: usize,
     unfinished_seals_cleaned: usize,
     last_drop: Option<chrono::DateTime<chrono::Utc>>,
@@ -471,6 +489,7 @@ impl LifeLog {
                 log.seals_started += 1;
             } else if line.contains("seal finished") {
                 log.seals_finished += 1;
+                log.hot_dropped += usize::from(line.contains("swap=Sealed") && !line.contains("swap=SealedWith"));
             } else if line.contains("dropping window past retention") {
                 log.windows_dropped += 1;
                 log.last_drop = line
@@ -497,6 +516,7 @@ impl LifeLog {
 #[derive(Default)]
 struct Totals {
     seals_finished: usize,
+    hot_dropped: usize,
     kills_while_sealing: usize,
     unfinished_seals_cleaned: usize,
     windows_dropped_at_startup: usize,
@@ -587,6 +607,7 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
 
         *ctl.target.write().unwrap() = Some(Target { base, life, retention_ms });
         std::thread::sleep(Duration::from_millis(rng.range(1_000, 3_500) as u64));
+        ledger.lock().unwrap().kills.push(Instant::now());
         bin.kill9();
         let killed_at = chrono::Utc::now();
         *ctl.target.write().unwrap() = None;
@@ -597,6 +618,7 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         let log = LifeLog::read(&log_path);
         let sealing = log.killed_while_sealing();
         totals.seals_finished += log.seals_finished;
+        totals.hot_dropped += log.hot_dropped;
         totals.kills_while_sealing += usize::from(sealing);
         let under_load = log.windows_dropped - startup.windows_dropped;
         totals.windows_dropped_under_load += under_load;
@@ -605,19 +627,22 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         problems.extend(log.errors.iter().map(|e| format!("server log of life {life}: {e}")));
         let l = ledger.lock().unwrap();
         let mine = l.batches.iter().filter(|b| b.life == life);
-        let (mut acked, mut cut, mut rejected) = (0, 0, 0);
+        let (mut acked, mut cut, mut after, mut rejected) = (0, 0, 0, 0);
         for b in mine {
             match b.outcome {
                 Outcome::Acked => acked += 1,
-                Outcome::Cut => cut += 1,
+                Outcome::Cut if b.sent_at < l.kills[life as usize] => cut += 1,
+                Outcome::Cut => after += 1,
                 Outcome::Rejected => rejected += 1,
             }
         }
         println!(
-            "  kill {}: {acked} batches acknowledged, {cut} cut, {rejected} rejected; {} seals finished, \
-             killed while sealing: {sealing}; {under_load} windows dropped under load",
+            "  kill {}: {acked} batches acknowledged, {cut} in flight, {rejected} rejected, {after} refused after \
+             the kill; {} seals finished ({} dropped the hot keyspace), killed while sealing: {sealing}; \
+             {under_load} windows dropped under load",
             life + 1,
-            log.seals_finished
+            log.seals_finished,
+            log.hot_dropped
         );
     }
     ctl.stop.store(true, Ordering::SeqCst);
@@ -627,7 +652,7 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
 
     let l = ledger.lock().unwrap();
     let mut by_proto: BTreeMap<Proto, (usize, usize)> = BTreeMap::new();
-    let (mut cut_batches, mut cut_whole, mut cut_none, mut cut_partial) = (0, 0, 0, 0);
+    let (mut cut_batches, mut cut_whole, mut cut_none, mut cut_partial, mut refused) = (0, 0, 0, 0, 0);
     for b in &l.batches {
         match b.outcome {
             Outcome::Acked => {
@@ -641,7 +666,11 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
                 }
             }
             Outcome::Cut => {
-                cut_batches += 1;
+                if b.sent_at < l.kills[b.life as usize] {
+                    cut_batches += 1;
+                } else {
+                    refused += 1;
+                }
                 let seen = |s: Seen| b.keys.iter().filter(|k| l.samples[k].seen == s).count();
                 match (seen(Seen::Present), seen(Seen::Absent)) {
                     (0, _) => cut_none += 1,
@@ -666,13 +695,14 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
     println!("  kills: {kills}");
     println!("  acknowledged: {acked_batches} batches, {acked_samples} samples ({by_proto:?} as (batches, samples))");
     println!(
-        "  in flight at a kill (unacknowledged): {cut_batches} batches: {cut_whole} fully stored, {cut_none} absent, \
-         {cut_partial} torn"
+        "  in flight at a kill (unacknowledged): {cut_batches} batches; of those and the {refused} refused between \
+         the kill and the pause: {cut_whole} fully stored, {cut_none} absent, {cut_partial} torn"
     );
     println!("  rejected as older than retention (boundary races): {rejected} batches");
     println!(
-        "  sealing: {} seals finished; kills during a seal: {} of {kills}; unfinished seals cleaned at start-up: {}",
-        totals.seals_finished, totals.kills_while_sealing, totals.unfinished_seals_cleaned
+        "  sealing: {} seals finished ({} of them dropped the hot keyspace); kills during a seal: {} of {kills}; \
+         unfinished seals cleaned at start-up: {}",
+        totals.seals_finished, totals.hot_dropped, totals.kills_while_sealing, totals.unfinished_seals_cleaned
     );
     println!(
         "  retention: {} windows dropped under load, {} at start-up; kills within 1 s after a drop: {}; \
