@@ -573,7 +573,7 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
             "--fsync",
             fsync,
         ];
-        let bin = Binary::spawn_logged(&data, &args, RUST_LOG, &log_path);
+        let mut bin = Binary::spawn_logged(&data, &args, RUST_LOG, &log_path);
         let base = bin.url("");
         let startup = LifeLog::read(&log_path);
         totals.unfinished_seals_cleaned += startup.unfinished_seals_cleaned;
@@ -606,11 +606,17 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         }
 
         *ctl.target.write().unwrap() = Some(Target { base, life, retention_ms });
-        std::thread::sleep(Duration::from_millis(rng.range(1_000, 3_500) as u64));
+        // A random moment; when a minute boundary is near, within 2 s after it, so that the
+        // kill lands around the maintenance pass that drops the window which just expired.
+        let to_boundary = WINDOW_MS - now_ms().rem_euclid(WINDOW_MS);
+        let delay = if to_boundary < 4_000 { to_boundary + rng.range(0, 2_000) } else { rng.range(1_000, 3_500) };
+        std::thread::sleep(Duration::from_millis(delay as u64));
         ledger.lock().unwrap().kills.push(Instant::now());
-        bin.kill9();
         let killed_at = chrono::Utc::now();
+        bin.child.kill().unwrap();
+        // Stop new requests at once; reaping a large process can take a while.
         *ctl.target.write().unwrap() = None;
+        bin.kill9();
         while ctl.in_flight.load(Ordering::SeqCst) > 0 {
             std::thread::sleep(Duration::from_millis(2));
         }
