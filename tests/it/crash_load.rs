@@ -208,10 +208,13 @@ struct Control {
     next_batch: AtomicU32,
 }
 
+/// Label pairs of one series and its samples.
+type SeriesData = (Vec<(String, String)>, Vec<(i64, f64)>);
+
 struct Batch {
     id: u32,
     proto: Proto,
-    series: Vec<(Vec<(String, String)>, Vec<(i64, f64)>)>,
+    series: Vec<SeriesData>,
 }
 
 /// One client's requests: long-lived series of its own, sometimes new series, timestamps spread
@@ -274,7 +277,7 @@ impl Client {
                 series.push((labels, samples));
             }
         }
-        if self.rng.next() % 4 == 0 {
+        if self.rng.next().is_multiple_of(4) {
             for k in 0..self.rng.range(1, 3) {
                 let labels = vec![
                     ("__name__".to_owned(), "crashload_new".to_owned()),
