@@ -609,11 +609,20 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         }
 
         *ctl.target.write().unwrap() = Some(Target { base, life, retention_ms });
-        // A random moment; when a minute boundary is near, within 2 s after it, so that the
-        // kill lands around the maintenance pass that drops the window which just expired.
+        // A random moment; when a minute boundary is near, just after the maintenance pass
+        // that follows it has dropped the window which expired there (and is sealing).
         let to_boundary = WINDOW_MS - now_ms().rem_euclid(WINDOW_MS);
-        let delay = if to_boundary < 4_000 { to_boundary + rng.range(0, 2_000) } else { rng.range(1_000, 3_500) };
-        std::thread::sleep(Duration::from_millis(delay as u64));
+        if to_boundary < 4_000 {
+            std::thread::sleep(Duration::from_millis(to_boundary as u64));
+            let dropped = LifeLog::read(&log_path).windows_dropped;
+            let deadline = Instant::now() + Duration::from_secs(8);
+            while LifeLog::read(&log_path).windows_dropped == dropped && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            std::thread::sleep(Duration::from_millis(rng.range(0, 300) as u64));
+        } else {
+            std::thread::sleep(Duration::from_millis(rng.range(1_000, 3_500) as u64));
+        }
         ledger.lock().unwrap().kills.push(Instant::now());
         let killed_at = chrono::Utc::now();
         bin.child.kill().unwrap();

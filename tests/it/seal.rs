@@ -258,7 +258,8 @@ fn a_write_racing_a_seal_is_not_dropped_with_the_overlay() {
             let b = batch(&late);
             std::thread::spawn(move || s.write(b))
         };
-        std::thread::sleep(std::time::Duration::from_millis(15));
+        // Start the seal while the writer thread fills the group (at various points of it).
+        std::thread::sleep(std::time::Duration::from_millis([15, 2, 8, 30][round as usize]));
         s.seal_window(W0).unwrap();
         writer.join().unwrap().unwrap();
         let stored: usize = all(&s).iter().map(|(_, pts)| pts.len()).sum();
