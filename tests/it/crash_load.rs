@@ -478,6 +478,8 @@ struct LifeLog {
     /// Seals that found no new write and deleted the window's hot keyspace.
     hot_dropped: usize,
     windows_dropped: usize,
+    /// The log ends inside a retention pass (a window drop started, the pass did not finish).
+    killed_while_dropping: bool,
     unfinished_seals_cleaned: usize,
     last_drop: Option<chrono::DateTime<chrono::Utc>>,
     errors: Vec<String>,
@@ -488,13 +490,18 @@ impl LifeLog {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let mut log = Self::default();
         for line in text.lines() {
+            if line.contains("dropped windows past retention") {
+                log.killed_while_dropping = false;
+            }
             if line.contains("sealing window") {
                 log.seals_started += 1;
+                log.killed_while_dropping = false;
             } else if line.contains("seal finished") {
                 log.seals_finished += 1;
                 log.hot_dropped += usize::from(line.contains("swap=Sealed") && !line.contains("swap=SealedWith"));
             } else if line.contains("dropping window past retention") {
                 log.windows_dropped += 1;
+                log.killed_while_dropping = true;
                 log.last_drop = line
                     .split_whitespace()
                     .next()
@@ -525,6 +532,7 @@ struct Totals {
     windows_dropped_at_startup: usize,
     windows_dropped_under_load: usize,
     kills_within_1s_of_a_drop: usize,
+    kills_while_dropping: usize,
     samples_verified: usize,
 }
 
@@ -642,6 +650,7 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         totals.windows_dropped_under_load += under_load;
         let near_drop = log.last_drop.is_some_and(|t| killed_at - t < chrono::TimeDelta::seconds(1)) && under_load > 0;
         totals.kills_within_1s_of_a_drop += usize::from(near_drop);
+        totals.kills_while_dropping += usize::from(log.killed_while_dropping);
         problems.extend(log.errors.iter().map(|e| format!("server log of life {life}: {e}")));
         let l = ledger.lock().unwrap();
         let mine = l.batches.iter().filter(|b| b.life == life);
@@ -657,10 +666,11 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         println!(
             "  kill {}: {acked} batches acknowledged, {cut} in flight, {rejected} rejected, {after} refused after \
              the kill; {} seals finished ({} dropped the hot keyspace), killed while sealing: {sealing}; \
-             {under_load} windows dropped under load",
+             {under_load} windows dropped under load, killed while dropping: {}",
             life + 1,
             log.seals_finished,
-            log.hot_dropped
+            log.hot_dropped,
+            log.killed_while_dropping
         );
     }
     ctl.stop.store(true, Ordering::SeqCst);
@@ -723,11 +733,13 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         totals.seals_finished, totals.hot_dropped, totals.kills_while_sealing, totals.unfinished_seals_cleaned
     );
     println!(
-        "  retention: {} windows dropped under load, {} at start-up; kills within 1 s after a drop: {}; \
+        "  retention: {} windows dropped under load, {} at start-up; kills within 1 s after a drop started: {} \
+         ({} of them before the drop finished); \
          acknowledged samples dropped by retention by the end: {}",
         totals.windows_dropped_under_load,
         totals.windows_dropped_at_startup,
         totals.kills_within_1s_of_a_drop,
+        totals.kills_while_dropping,
         last.acked_expired
     );
     println!(
