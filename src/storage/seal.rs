@@ -68,6 +68,7 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
         return Ok(None);
     }
     let _status = SealingStatus::set(sh, start_ms);
+    tracing::debug!(window = start_ms, "sealing window");
     let writes_at_start = sh.windows.writes(start_ms);
     let generation = sh.allocate_generation()?;
     let chunks_ks = sh.db.keyspace(&window::chunks_keyspace_name(start_ms, generation), window::keyspace_options)?;
@@ -104,5 +105,6 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
         FinishSeal { start_ms, generation, chunks: chunks_ks, writes_at_start, samples: outcome.samples as u64 };
     writer.send(Command::FinishSeal(finish, reply)).map_err(|_| StorageError::ShuttingDown)?;
     outcome.swap = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
+    tracing::debug!(window = start_ms, swap = ?outcome.swap, "seal finished");
     Ok(Some(outcome))
 }

@@ -16,6 +16,7 @@
 //! keyspaces, which is how retention deletes data without writing tombstones.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use fjall::config::CompressionPolicy;
@@ -85,8 +86,9 @@ pub struct Window {
 struct Entry {
     points: Option<fjall::Keyspace>,
     chunks: Option<(u32, fjall::Keyspace)>,
-    /// Group commits that wrote into `points`; a seal drops the overlay only if this did not
-    /// move while it ran.
+    /// Sequence number of the last group commit into `points`, set once that commit is applied;
+    /// a seal drops the overlay only if this did not move while it ran (see
+    /// [`Windows::committed`]).
     writes: u64,
 }
 
@@ -95,6 +97,9 @@ struct Entry {
 pub struct Windows {
     window_ms: i64,
     open: RwLock<BTreeMap<i64, Entry>>,
+    /// Group commits so far (process-wide, so a window dropped and created again never repeats
+    /// a value a seal of its earlier life read).
+    commits: AtomicU64,
 }
 
 impl Windows {
@@ -131,7 +136,7 @@ impl Windows {
                 }
             }
         }
-        Ok(Self { window_ms, open: RwLock::new(open) })
+        Ok(Self { window_ms, open: RwLock::new(open), commits: AtomicU64::new(0) })
     }
 
     /// Window length in milliseconds.
@@ -176,13 +181,15 @@ impl Windows {
         self.read().get(&start_ms).map(|e| Self::view(start_ms, e))
     }
 
-    /// Group commits into the window's hot keyspace so far.
+    /// Sequence number of the last group commit into the window's hot keyspace. A seal that
+    /// reads it before scanning sees every row of that commit and of every earlier one.
     pub fn writes(&self, start_ms: i64) -> u64 {
         self.read().get(&start_ms).map_or(0, |e| e.writes)
     }
 
     /// The hot keyspace of the window starting at `start_ms`, created (under a fresh generation
-    /// from `allocate`) if needed, and counts a write into it. Writer thread only.
+    /// from `allocate`) if needed. Writer thread only; once the group is committed, report the
+    /// windows it wrote to with [`Windows::committed`].
     ///
     /// # Errors
     /// Engine errors.
@@ -192,23 +199,31 @@ impl Windows {
         start_ms: i64,
         allocate: impl FnOnce() -> Result<u32>,
     ) -> Result<fjall::Keyspace> {
-        if let Some(ks) = self.write().get_mut(&start_ms).and_then(|e| {
-            e.writes += 1;
-            e.points.clone()
-        }) {
+        if let Some(ks) = self.read().get(&start_ms).and_then(|e| e.points.clone()) {
             return Ok(ks);
         }
         let ks = db.keyspace(&keyspace_name(start_ms, allocate()?), keyspace_options)?;
-        let mut open = self.write();
-        let entry = open.entry(start_ms).or_default();
-        entry.writes += 1;
-        entry.points = Some(ks.clone());
+        self.write().entry(start_ms).or_default().points = Some(ks.clone());
         Ok(ks)
     }
 
+    /// Records a group commit into the hot keyspaces of the windows starting at `starts`.
+    /// Called after the commit is applied, never before: a seal that started between filling a
+    /// group and committing it must see the count move, or it would drop the overlay holding
+    /// rows it never read. Writer thread only.
+    pub fn committed(&self, starts: impl IntoIterator<Item = i64>) {
+        let seq = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut open = self.write();
+        for start in starts {
+            if let Some(e) = open.get_mut(&start) {
+                e.writes = seq;
+            }
+        }
+    }
+
     /// Makes `chunks` the window's visible generation; returns the replaced generation's
-    /// keyspace, and the overlay when no write reached it since `writes_at_start` (both for the
-    /// caller to delete). `None` when the window is gone (retention dropped it meanwhile).
+    /// keyspace, and the overlay when no commit reached it since the seal read `writes_at_start`
+    /// (both for the caller to delete). `None` when the window is gone (retention dropped it meanwhile).
     /// Writer thread only.
     #[allow(clippy::type_complexity)]
     pub fn install_chunks(

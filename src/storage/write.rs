@@ -153,6 +153,8 @@ struct Pending {
     created: usize,
     marks: Vec<(i64, SeriesId)>,
     per_bucket: HashMap<u16, u64>,
+    /// Windows whose hot keyspace the group writes to.
+    windows: HashSet<i64>,
 }
 
 impl Writer {
@@ -267,6 +269,8 @@ impl Writer {
                 return Err(e);
             }
         };
+        // Only now, with the rows applied, may a seal see the windows' counters move.
+        sh.windows.committed(pending.windows.iter().copied());
         sh.set_next_id_committed(self.next_id);
         for (hash, id) in pending.ids {
             self.cache.insert(hash, id);
@@ -295,6 +299,7 @@ impl Writer {
                         Some((w, ks)) if *w == start => ks.clone(),
                         _ => {
                             let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
+                            pending.windows.insert(start);
                             if self.presence.set(start, &ks)?.insert(id) {
                                 fb.insert(&ks, keys::window_index_key(id), Vec::new());
                                 pending.marks.push((start, id));
@@ -370,6 +375,7 @@ impl Writer {
         let expired = sh.windows.take_expired(cutoff_ms);
         let mut dropped = Vec::with_capacity(expired.len());
         for w in expired {
+            tracing::debug!(window = w.start_ms, "dropping window past retention");
             self.presence.forget(w.start_ms);
             for ks in w.points.into_iter().chain(w.chunks.map(|(_, ks)| ks)) {
                 sh.db.delete_keyspace(ks)?;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use saltdb::remote::proto;
 use saltdb::server::{Server, ServerConfig};
 use saltdb::storage::StorageConfig;
 
@@ -63,13 +64,31 @@ impl Binary {
 
     /// Starts the binary; `Err(stderr)` if it exits before listening.
     pub fn try_spawn(data_dir: &Path, extra: &[&str]) -> Result<Self, String> {
+        Self::start(data_dir, extra, "warn", None)
+    }
+
+    /// Starts the binary with its log (`RUST_LOG=rust_log`, no colours) appended to `log`, which
+    /// nothing has to drain, so a chatty server never blocks on a full pipe.
+    pub fn spawn_logged(data_dir: &Path, extra: &[&str], rust_log: &str, log: &Path) -> Self {
+        Self::start(data_dir, extra, rust_log, Some(log))
+            .unwrap_or_else(|stderr| panic!("saltdb did not start: {stderr}"))
+    }
+
+    fn start(data_dir: &Path, extra: &[&str], rust_log: &str, log: Option<&Path>) -> Result<Self, String> {
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open the server log"),
+            ),
+            None => Stdio::piped(),
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_saltdb"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", rust_log)
+            .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("spawn saltdb");
         let stdout = child.stdout.take().expect("stdout");
@@ -79,7 +98,11 @@ impl Binary {
             Some(addr) => Ok(Self { addr: addr.parse().expect("address"), child }),
             None => {
                 let out = child.wait_with_output().expect("wait");
-                Err(format!("status {:?}, stderr: {}", out.status, String::from_utf8_lossy(&out.stderr)))
+                let stderr = match log {
+                    Some(path) => std::fs::read_to_string(path).unwrap_or_default(),
+                    None => String::from_utf8_lossy(&out.stderr).into_owned(),
+                };
+                Err(format!("status {:?}, stderr: {stderr}", out.status))
             }
         }
     }
@@ -112,6 +135,48 @@ impl Drop for Binary {
 
 pub fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
+}
+
+/// Headers of a remote-write 1.0 request.
+pub const V1_HEADERS: [(&str, &str); 3] = [
+    ("Content-Type", "application/x-protobuf"),
+    ("Content-Encoding", "snappy"),
+    ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+];
+
+/// Headers of a remote-write 2.0 request.
+pub const V2_HEADERS: [(&str, &str); 3] = [
+    ("Content-Type", "application/x-protobuf;proto=io.prometheus.write.v2.Request"),
+    ("Content-Encoding", "snappy"),
+    ("X-Prometheus-Remote-Write-Version", "2.0.0"),
+];
+
+/// A remote-write 1.0 series.
+pub fn series(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> proto::TimeSeries {
+    proto::TimeSeries {
+        labels: labels.iter().map(|(n, v)| proto::Label { name: (*n).into(), value: (*v).into() }).collect(),
+        samples: samples.iter().map(|&(t, v)| proto::Sample { value: v, timestamp: t }).collect(),
+        ..Default::default()
+    }
+}
+
+/// Posts a body with the given headers; returns status, headers and body text.
+pub fn post(url: &str, headers: &[(&str, &str)], body: Vec<u8>) -> (u16, reqwest::header::HeaderMap, String) {
+    try_post(&client(), url, headers, body).expect("request")
+}
+
+/// Like [`post`] on a given client, but a failed or cut request is an error, not a panic.
+pub fn try_post(
+    client: &reqwest::blocking::Client,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<reqwest::blocking::Body>,
+) -> reqwest::Result<(u16, reqwest::header::HeaderMap, String)> {
+    let req = headers.iter().fold(client.post(url).body(body), |r, (k, v)| r.header(*k, *v));
+    let resp = req.send()?;
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    Ok((status, headers, resp.text()?))
 }
 
 /// Posts JSON lines to `/api/v1/import`; returns status and body.

@@ -15,7 +15,7 @@ use saltdb::remote::proto::{self, v2, MatcherType, ResponseType};
 use saltdb::remote::{read, snappy_body};
 
 use crate::common::*;
-use crate::remote_write::{post, remote_read, series, V1_HEADERS};
+use crate::remote_write::remote_read;
 
 /// The body limit the server runs with (`--max-request-bytes`).
 const LIMIT: usize = 16 << 20;

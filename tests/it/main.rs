@@ -5,6 +5,7 @@ mod common;
 
 mod bad_input;
 mod crash;
+mod crash_load;
 mod disk_full;
 mod grafana;
 mod hostile;

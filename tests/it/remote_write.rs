@@ -15,34 +15,8 @@ use saltdb::server::ServerConfig;
 
 use crate::common::*;
 
-pub const V1_HEADERS: [(&str, &str); 3] = [
-    ("Content-Type", "application/x-protobuf"),
-    ("Content-Encoding", "snappy"),
-    ("X-Prometheus-Remote-Write-Version", "0.1.0"),
-];
-
-pub fn series(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> proto::TimeSeries {
-    proto::TimeSeries {
-        labels: labels.iter().map(|(n, v)| proto::Label { name: (*n).into(), value: (*v).into() }).collect(),
-        samples: samples.iter().map(|&(t, v)| proto::Sample { value: v, timestamp: t }).collect(),
-        ..Default::default()
-    }
-}
-
 fn v1(ts: Vec<proto::TimeSeries>) -> Vec<u8> {
     snappy_body(&proto::WriteRequest { timeseries: ts, metadata: vec![] })
-}
-
-/// Posts a body with the given headers; returns status, headers and body text.
-pub fn post(url: &str, headers: &[(&str, &str)], body: Vec<u8>) -> (u16, reqwest::header::HeaderMap, String) {
-    let mut req = client().post(url).body(body);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = req.send().expect("request");
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    (status, headers, resp.text().unwrap_or_default())
 }
 
 pub fn write_v1(base: &str, body: Vec<u8>) -> (u16, String) {
@@ -255,12 +229,7 @@ fn remote_write_2_0_with_symbols() {
             },
         ],
     };
-    let headers = [
-        ("Content-Type", "application/x-protobuf;proto=io.prometheus.write.v2.Request"),
-        ("Content-Encoding", "snappy"),
-        ("X-Prometheus-Remote-Write-Version", "2.0.0"),
-    ];
-    let (status, h, text) = post(&format!("{base}/api/v1/write"), &headers, snappy_body(&req));
+    let (status, h, text) = post(&format!("{base}/api/v1/write"), &V2_HEADERS, snappy_body(&req));
     assert_eq!((status, text.as_str()), (204, ""));
     assert_eq!(h["x-prometheus-remote-write-samples-written"], "3");
     assert_eq!(h["x-prometheus-remote-write-histograms-written"], "0");

@@ -238,3 +238,31 @@ fn window_status_and_inspect_show_sealing() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach"));
 }
+
+#[test]
+fn a_write_racing_a_seal_is_not_dropped_with_the_overlay() {
+    // A seal that starts while the writer thread is still filling a group into the window must
+    // keep the overlay: the group's rows are committed only after the seal has read the window.
+    let dir = tempfile::tempdir().unwrap();
+    let s = Storage::open(storage_config(dir.path())).unwrap();
+    s.write(batch(&[("base".into(), vec![(W0, 1.0), (W0 + 1, 2.0)])])).unwrap();
+    let mut expected = 2;
+    for round in 0..4i64 {
+        // One long series: the window's write counter moves when its first sample is filled,
+        // long before the group commits.
+        let pts = (0..200_000).map(|j| (W0 + 1_000 + round * 2_000_000 + j * 10, j as f64)).collect();
+        let late = vec![(format!("late{round}"), pts)];
+        expected += 200_000;
+        let writer = {
+            let s = s.clone();
+            let b = batch(&late);
+            std::thread::spawn(move || s.write(b))
+        };
+        // Start the seal while the writer thread fills the group (at various points of it).
+        std::thread::sleep(std::time::Duration::from_millis([15, 2, 8, 30][round as usize]));
+        s.seal_window(W0).unwrap();
+        writer.join().unwrap().unwrap();
+        let stored: usize = all(&s).iter().map(|(_, pts)| pts.len()).sum();
+        assert_eq!(stored, expected, "round {round}: an acknowledged write raced a seal and was lost");
+    }
+}
