@@ -34,6 +34,10 @@ pub struct QueryArgs {
     /// as is (no load), so a profiler can run the queries alone.
     #[arg(long)]
     data_dir: Option<std::path::PathBuf>,
+    /// Another `saltdb` binary (e.g. a build of the previous commit), loaded and queried in the
+    /// same run as target `saltdb-baseline`, for before/after figures on a noisy machine.
+    #[arg(long)]
+    baseline_saltdb: Option<std::path::PathBuf>,
 }
 
 const LES: [&str; 10] = ["0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "+Inf"];
@@ -209,6 +213,13 @@ pub fn run(args: &QueryArgs, root: &Path) {
     );
     let salt = Server::spawn(&root.join("saltdb"), &["--retention", "0"]);
     let mut targets: Vec<(String, String)> = vec![("saltdb".into(), format!("http://{}", salt.addr))];
+    let baseline = args
+        .baseline_saltdb
+        .as_ref()
+        .map(|bin| Server::spawn_bin(bin, &root.join("saltdb-baseline"), &["--retention", "0"]));
+    if let Some(b) = &baseline {
+        targets.push(("saltdb-baseline".into(), format!("http://{}", b.addr)));
+    }
     let vm = Peer::victoria_metrics(&root.join("vm"));
     let prom = Peer::prometheus(&root.join("prom"));
     for p in [&vm, &prom].into_iter().flatten() {
@@ -229,23 +240,30 @@ pub fn run(args: &QueryArgs, root: &Path) {
         "query (range 24h, step 60s)", "target", "median ms", "series", "vs VM"
     );
     for q in QUERIES {
-        let mut vm_median = None;
-        let mut rows = Vec::new();
-        for (name, base) in &targets {
+        // Runs interleave across targets so that background work (compactions, other builds on
+        // the machine) weighs on every target alike rather than on whichever runs first.
+        for (_, base) in &targets {
             let _ = query(base, q, start, end);
-            let runs: Vec<(f64, usize)> = (0..args.runs).map(|_| query(base, q, start, end)).collect();
-            let m = median(runs.iter().map(|r| r.0).collect());
-            if name == "victoria-metrics" {
-                vm_median = Some(m);
-            }
-            rows.push((name.clone(), m, runs.first().map_or(0, |r| r.1)));
         }
-        for (name, m, n) in rows {
+        let mut runs: Vec<Vec<(f64, usize)>> = vec![Vec::new(); targets.len()];
+        for _ in 0..args.runs {
+            for ((_, base), r) in targets.iter().zip(runs.iter_mut()) {
+                r.push(query(base, q, start, end));
+            }
+        }
+        let medians: Vec<f64> = runs.iter().map(|r| median(r.iter().map(|x| x.0).collect())).collect();
+        let vm_median = targets.iter().zip(&medians).find(|(t, _)| t.0 == "victoria-metrics").map(|(_, m)| *m);
+        for (((name, _), m), r) in targets.iter().zip(medians).zip(&runs) {
+            let n = r.first().map_or(0, |x| x.1);
             let ratio = vm_median.map_or("-".to_owned(), |v| format!("{:.2}x", m / v));
             println!("{q:<80} {name:<18} {:>10.1} {n:>8} {ratio:>14}", m * 1000.0);
         }
     }
     let mut rss = vec![("saltdb".to_owned(), crate::peak_rss(&salt.pid()))];
+    if let Some(b) = baseline {
+        rss.push(("saltdb-baseline".to_owned(), crate::peak_rss(&b.pid())));
+        b.stop();
+    }
     for p in [&vm, &prom].into_iter().flatten() {
         rss.push((p.name.to_owned(), crate::peak_rss(&p.pid())));
     }
