@@ -16,8 +16,12 @@ impl Server {
     /// Starts the `saltdb` binary that sits next to this benchmark binary.
     pub fn spawn(data_dir: &Path, extra: &[&str]) -> Self {
         let exe = std::env::current_exe().expect("current exe");
-        let bin = exe.with_file_name("saltdb");
-        let mut child = Command::new(&bin)
+        Self::spawn_bin(&exe.with_file_name("saltdb"), data_dir, extra)
+    }
+
+    /// Starts the `saltdb` binary at `bin` (as [`Server::spawn`]).
+    pub fn spawn_bin(bin: &Path, data_dir: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(bin)
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(extra)

@@ -26,6 +26,18 @@ pub struct QueryArgs {
     /// Timed runs per query and target (after one warm-up).
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Only saltdb, in-process (no HTTP, no peers): times storage selection and evaluation
+    /// separately. For profiling the evaluator.
+    #[arg(long)]
+    in_process: bool,
+    /// With `--in-process`: keep the data here; a directory that already holds data is reused
+    /// as is (no load), so a profiler can run the queries alone.
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
+    /// Another `saltdb` binary (e.g. a build of the previous commit), loaded and queried in the
+    /// same run as target `saltdb-baseline`, for before/after figures on a noisy machine.
+    #[arg(long)]
+    baseline_saltdb: Option<std::path::PathBuf>,
 }
 
 const LES: [&str; 10] = ["0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "+Inf"];
@@ -36,10 +48,11 @@ fn labels(pairs: &[(&str, String)]) -> Vec<Label> {
     l
 }
 
-/// Time-ordered remote-write bodies of 10 scrapes per series each; returns them and the range.
-fn build(args: &QueryArgs) -> (Vec<Vec<u8>>, usize, i64, i64) {
+/// Time-ordered remote-write requests of 10 scrapes per series each; returns them and the range.
+fn build(args: &QueryArgs) -> (Vec<WriteRequest>, usize, i64, i64) {
     let scrapes = (args.hours * 240.0) as i64;
-    let now = chrono::Utc::now().timestamp_millis();
+    // Fixed for a reused `--data-dir`; otherwise ending now.
+    let now = if args.data_dir.is_some() { 1_700_000_000_000 } else { chrono::Utc::now().timestamp_millis() };
     let t0 = now - now % 60_000 - scrapes * 15_000;
     let mut series: Vec<(Vec<Label>, f64, f64)> = Vec::new();
     for i in 0..args.instances {
@@ -76,7 +89,7 @@ fn build(args: &QueryArgs) -> (Vec<Vec<u8>>, usize, i64, i64) {
             samples += pts.len();
             req.timeseries.push(TimeSeries { labels: l.clone(), samples: pts, ..Default::default() });
         }
-        bodies.push(saltdb::remote::snappy_body(&req));
+        bodies.push(req);
         k += n;
     }
     (bodies, samples, t0, t0 + (scrapes - 1) * 15_000)
@@ -126,9 +139,72 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+const QUERIES: [&str; 2] = [
+    "sum by (instance) (rate(bench_requests_total[5m]))",
+    "histogram_quantile(0.9, sum by (le) (rate(bench_latency_seconds_bucket[5m])))",
+];
+
+/// `--in-process`: loads (or reuses) a saltdb data directory and times each query's storage
+/// selection and whole evaluation separately.
+fn in_process(args: &QueryArgs, root: &Path) {
+    use saltdb::matcher::Matcher;
+    use saltdb::promql::{Engine, EngineOptions};
+    use saltdb::storage::{Storage, StorageConfig};
+    let (requests, samples, start, end) = build(args);
+    let dir = args.data_dir.clone().unwrap_or_else(|| root.join("saltdb"));
+    let reuse = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some());
+    let mut config = StorageConfig::new(dir);
+    config.retention_ms = None;
+    let storage = Storage::open(config).expect("open");
+    if !reuse {
+        let t = Instant::now();
+        for req in &requests {
+            let series = req
+                .timeseries
+                .iter()
+                .map(|ts| saltdb::sample::SeriesSamples {
+                    labels: saltdb::labels::Labels::from_pairs(ts.labels.iter().map(|l| (&*l.name, &*l.value)))
+                        .expect("labels"),
+                    samples: ts.samples.iter().map(|p| saltdb::sample::Sample::new(p.timestamp, p.value)).collect(),
+                })
+                .collect();
+            storage.write(saltdb::sample::WriteBatch { series }).expect("write");
+        }
+        storage.flush().expect("flush");
+        println!("loaded {samples} samples in-process in {:.1}s", t.elapsed().as_secs_f64());
+    }
+    drop(requests);
+    let engine = Engine::new(EngineOptions::default());
+    for (q, metric) in QUERIES.iter().zip(["bench_requests_total", "bench_latency_seconds_bucket"]) {
+        let m = [Matcher::equal("__name__", metric)];
+        let mut sel = Vec::new();
+        let mut all = Vec::new();
+        for _ in 0..args.runs {
+            let t = Instant::now();
+            let n = storage.select(&m, start - 300_000, end, usize::MAX).expect("select").len();
+            sel.push(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            let r = engine.range(&storage, q, start, end, 60_000).expect("query");
+            all.push(t.elapsed().as_secs_f64());
+            assert!(n > 0 && matches!(r.value, saltdb::promql::Value::Matrix(ref v) if !v.is_empty()));
+        }
+        println!(
+            "{q:<80} select {:>8.1} ms  query {:>8.1} ms (median of {})",
+            median(sel) * 1000.0,
+            median(all) * 1000.0,
+            args.runs
+        );
+    }
+}
+
 /// Runs the benchmark in `root`.
 pub fn run(args: &QueryArgs, root: &Path) {
-    let (bodies, samples, start, end) = build(args);
+    if args.in_process {
+        return in_process(args, root);
+    }
+    let (requests, samples, start, end) = build(args);
+    let bodies: Vec<Vec<u8>> = requests.iter().map(saltdb::remote::snappy_body).collect();
+    drop(requests);
     println!(
         "dataset: {} series, {samples} samples over {}h, {} remote-write requests",
         args.instances * (args.paths + LES.len()),
@@ -137,6 +213,13 @@ pub fn run(args: &QueryArgs, root: &Path) {
     );
     let salt = Server::spawn(&root.join("saltdb"), &["--retention", "0"]);
     let mut targets: Vec<(String, String)> = vec![("saltdb".into(), format!("http://{}", salt.addr))];
+    let baseline = args
+        .baseline_saltdb
+        .as_ref()
+        .map(|bin| Server::spawn_bin(bin, &root.join("saltdb-baseline"), &["--retention", "0"]));
+    if let Some(b) = &baseline {
+        targets.push(("saltdb-baseline".into(), format!("http://{}", b.addr)));
+    }
     let vm = Peer::victoria_metrics(&root.join("vm"));
     let prom = Peer::prometheus(&root.join("prom"));
     for p in [&vm, &prom].into_iter().flatten() {
@@ -152,32 +235,35 @@ pub fn run(args: &QueryArgs, root: &Path) {
     if let Some(vm) = &vm {
         let _ = crate::http_client::get_status(&vm.base, "/internal/force_flush");
     }
-    let queries = [
-        "sum by (instance) (rate(bench_requests_total[5m]))",
-        "histogram_quantile(0.9, sum by (le) (rate(bench_latency_seconds_bucket[5m])))",
-    ];
     println!(
         "{:<80} {:<18} {:>10} {:>8} {:>14}",
         "query (range 24h, step 60s)", "target", "median ms", "series", "vs VM"
     );
-    for q in queries {
-        let mut vm_median = None;
-        let mut rows = Vec::new();
-        for (name, base) in &targets {
+    for q in QUERIES {
+        // Runs interleave across targets so that background work (compactions, other builds on
+        // the machine) weighs on every target alike rather than on whichever runs first.
+        for (_, base) in &targets {
             let _ = query(base, q, start, end);
-            let runs: Vec<(f64, usize)> = (0..args.runs).map(|_| query(base, q, start, end)).collect();
-            let m = median(runs.iter().map(|r| r.0).collect());
-            if name == "victoria-metrics" {
-                vm_median = Some(m);
-            }
-            rows.push((name.clone(), m, runs.first().map_or(0, |r| r.1)));
         }
-        for (name, m, n) in rows {
+        let mut runs: Vec<Vec<(f64, usize)>> = vec![Vec::new(); targets.len()];
+        for _ in 0..args.runs {
+            for ((_, base), r) in targets.iter().zip(runs.iter_mut()) {
+                r.push(query(base, q, start, end));
+            }
+        }
+        let medians: Vec<f64> = runs.iter().map(|r| median(r.iter().map(|x| x.0).collect())).collect();
+        let vm_median = targets.iter().zip(&medians).find(|(t, _)| t.0 == "victoria-metrics").map(|(_, m)| *m);
+        for (((name, _), m), r) in targets.iter().zip(medians).zip(&runs) {
+            let n = r.first().map_or(0, |x| x.1);
             let ratio = vm_median.map_or("-".to_owned(), |v| format!("{:.2}x", m / v));
             println!("{q:<80} {name:<18} {:>10.1} {n:>8} {ratio:>14}", m * 1000.0);
         }
     }
     let mut rss = vec![("saltdb".to_owned(), crate::peak_rss(&salt.pid()))];
+    if let Some(b) = baseline {
+        rss.push(("saltdb-baseline".to_owned(), crate::peak_rss(&b.pid())));
+        b.stop();
+    }
     for p in [&vm, &prom].into_iter().flatten() {
         rss.push((p.name.to_owned(), crate::peak_rss(&p.pid())));
     }

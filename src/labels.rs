@@ -198,6 +198,13 @@ impl Labels {
         &self.0
     }
 
+    /// The address of the shared allocation: two clones of one set have the same address, and
+    /// while a set is alive no other set has its address. Equal addresses imply equal labels
+    /// (not the converse), so it serves as a cheap cache key as long as the cache keeps a clone.
+    pub fn addr(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
     /// Consumes the set into its sorted labels.
     pub fn into_vec(self) -> Vec<Label> {
         Arc::unwrap_or_clone(self.0)

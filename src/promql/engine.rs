@@ -10,6 +10,7 @@ use promql_parser::parser::Expr;
 use super::annotations::Annotations;
 use super::error::{EvalError, Result};
 use super::eval::Query;
+use super::identity::IdentityCache;
 use super::source::Source;
 use super::value::{without_name, Elem, InstantSample, RangeSeries, StepValue, Value};
 use crate::labels::Labels;
@@ -330,9 +331,12 @@ fn finish_vector(elems: Vec<Elem>, t: i64) -> Result<Vec<InstantSample>> {
     Ok(out)
 }
 
-/// Collects per-step values of a range query into series keyed by their labels.
+/// Collects per-step values of a range query into series keyed by their labels. Label sets are
+/// looked up by identity first (most nodes return the same `Arc`s at every step), by value on
+/// a miss. Invariant: every index in `by_addr` and `index` points into `series`.
 #[derive(Default)]
 struct RangeAccumulator {
+    by_addr: IdentityCache<usize>,
     index: HashMap<Labels, usize>,
     series: Vec<(Labels, Vec<Sample>, bool)>,
     points: usize,
@@ -341,16 +345,10 @@ struct RangeAccumulator {
 impl RangeAccumulator {
     fn push(&mut self, t: i64, v: StepValue) -> Result<()> {
         match v {
-            StepValue::Scalar(x) => self.add(Labels::empty(), t, x, false),
+            StepValue::Scalar(x) => self.add(&Labels::empty(), t, x, false)?,
             StepValue::Vector(elems) => {
-                let mut seen = std::collections::HashSet::with_capacity(elems.len());
-                for e in &elems {
-                    if !seen.insert(&e.labels) {
-                        return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
-                    }
-                }
                 for e in elems {
-                    self.add(e.labels, t, e.value, e.drop_name);
+                    self.add(&e.labels, t, e.value, e.drop_name)?;
                 }
             }
             other => {
@@ -360,23 +358,29 @@ impl RangeAccumulator {
                 )))
             }
         }
+        self.by_addr.end_round();
         Ok(())
     }
 
-    fn add(&mut self, labels: Labels, t: i64, value: f64, drop_name: bool) {
+    /// Appends the point at `t`; a second point at the same `t` means the step's vector held
+    /// two elements with the same labels.
+    fn add(&mut self, labels: &Labels, t: i64, value: f64, drop_name: bool) -> Result<()> {
         self.points += 1;
-        let i = match self.index.get(&labels) {
-            Some(&i) => i,
-            None => {
-                self.series.push((labels.clone(), Vec::new(), false));
-                self.index.insert(labels, self.series.len() - 1);
-                self.series.len() - 1
+        let (index, series) = (&mut self.index, &mut self.series);
+        let i = *self.by_addr.get_or_insert_with(labels, |l| {
+            *index.entry(l.clone()).or_insert_with_key(|l| {
+                series.push((l.clone(), Vec::new(), false));
+                series.len() - 1
+            })
+        });
+        if let Some(s) = series.get_mut(i) {
+            if s.1.last().is_some_and(|p| p.timestamp_ms == t) {
+                return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
             }
-        };
-        if let Some(s) = self.series.get_mut(i) {
             s.1.push(Sample::new(t, value));
             s.2 |= drop_name;
         }
+        Ok(())
     }
 
     /// Drops names where flagged, merges series that became equal (an error when they

@@ -12,6 +12,8 @@ use super::annotations::Annotations;
 use super::engine::{deadline_after, EngineOptions};
 use super::error::{EvalError, Result};
 use super::functions;
+use super::functions::aggr::GroupCache;
+use super::identity::AddrMap;
 use super::source::Source;
 use super::value::{Elem, StepValue, Window};
 use crate::labels::{Labels, METRIC_NAME};
@@ -40,6 +42,11 @@ pub(crate) struct Query<'o> {
     annotations: RefCell<Annotations>,
     subquery_cache: RefCell<SubqueryCache>,
     cached_points: Cell<usize>,
+    /// Per matrix selector node: each series' window bounds `(a, b)` (indexes into its samples)
+    /// at the previous evaluation, where the next search starts.
+    cursors: RefCell<AddrMap<Vec<(usize, usize)>>>,
+    /// Per aggregation node: the group of each input label set.
+    groups: RefCell<AddrMap<GroupCache>>,
 }
 
 fn key<T>(node: &T) -> usize {
@@ -79,6 +86,8 @@ impl<'o> Query<'o> {
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
             cached_points: Cell::new(0),
+            cursors: RefCell::new(AddrMap::default()),
+            groups: RefCell::new(AddrMap::default()),
         }
     }
 
@@ -136,28 +145,36 @@ impl<'o> Query<'o> {
     pub fn preload(&mut self, src: &dyn Source, expr: &Expr) -> Result<()> {
         let mut plan = Vec::new();
         self.plan(expr, self.start, self.end, &mut plan);
-        for (k, vs, lo, hi) in plan {
+        for (k, vs, lo, hi, in_range) in plan {
             self.check_deadline()?;
-            let series = select_series(src, vs, lo, hi)?;
+            let mut series = select_series(src, vs, lo, hi)?;
             let n: usize = series.iter().map(|s| s.samples.len()).sum();
             self.loaded.set(self.loaded.get().saturating_add(n));
             self.check_samples(0)?;
+            if in_range {
+                // Range windows never contain staleness markers: drop them once here, so
+                // windows can be borrowed from the loaded samples.
+                for s in series.iter_mut().filter(|s| s.samples.iter().any(|p| is_stale_marker(p.value))) {
+                    s.samples.retain(|p| !is_stale_marker(p.value));
+                }
+                series.retain(|s| !s.samples.is_empty());
+            }
             self.data.insert(k, series);
         }
         Ok(())
     }
 
-    /// Collects (node, selector, first ms, last ms) for every selector under `e`, evaluated
-    /// at times in `[lo, hi]`.
-    fn plan<'e>(&self, e: &'e Expr, lo: i64, hi: i64, out: &mut Vec<(usize, &'e VectorSelector, i64, i64)>) {
+    /// Collects (node, selector, first ms, last ms, is a range selector) for every selector
+    /// under `e`, evaluated at times in `[lo, hi]`.
+    fn plan<'e>(&self, e: &'e Expr, lo: i64, hi: i64, out: &mut Vec<(usize, &'e VectorSelector, i64, i64, bool)>) {
         match e {
             Expr::VectorSelector(vs) => {
                 let (a, b) = self.shifted(&vs.at, &vs.offset, lo, hi);
-                out.push((key(vs), vs, a.saturating_sub(self.opts.lookback_ms), b));
+                out.push((key(vs), vs, a.saturating_sub(self.opts.lookback_ms), b, false));
             }
             Expr::MatrixSelector(ms) => {
                 let (a, b) = self.shifted(&ms.vs.at, &ms.vs.offset, lo, hi);
-                out.push((key(&ms.vs), &ms.vs, a.saturating_sub(dur_ms(ms.range)), b));
+                out.push((key(&ms.vs), &ms.vs, a.saturating_sub(dur_ms(ms.range)), b, true));
             }
             Expr::Subquery(sq) => {
                 let (a, b) = self.shifted(&sq.at, &sq.offset, lo, hi);
@@ -264,22 +281,47 @@ impl<'o> Query<'o> {
         out
     }
 
+    /// The window `(te - range, te]` of a range selector evaluated at `t`.
+    pub fn range_bounds(&self, ms: &MatrixSelector, t: i64) -> (i64, i64) {
+        let te = self.at_ms(&ms.vs.at).unwrap_or(t) - offset_ms(&ms.vs.offset);
+        (te - dur_ms(ms.range), te)
+    }
+
+    /// Calls `f` with the labels and the (non-empty) window samples of every series selected
+    /// by `ms` at `t`, in label order. Windows are borrowed from the loaded samples, which hold
+    /// no staleness markers; the search starts where the previous evaluation's windows ended,
+    /// so consecutive steps cost a few comparisons per series rather than a binary search.
+    pub fn for_each_window(&self, ms: &MatrixSelector, t: i64, mut f: impl FnMut(&Labels, &[Sample])) {
+        let (lo, te) = self.range_bounds(ms, t);
+        let series = self.series_of(&ms.vs);
+        let mut cursors = self.cursors.borrow_mut();
+        let hints = cursors.entry(key(&ms.vs)).or_default();
+        hints.resize(series.len(), (0, 0));
+        for (s, h) in series.iter().zip(hints.iter_mut()) {
+            let a = seek(&s.samples, h.0, lo);
+            let b = seek(&s.samples, h.1.max(a), te);
+            *h = (a, b);
+            match s.samples.get(a..b) {
+                Some(w) if !w.is_empty() => f(&s.labels, w),
+                _ => {}
+            }
+        }
+    }
+
     /// The samples of every selected series in `(te - range, te]` (staleness markers removed),
     /// with the window bounds.
     pub fn select_range(&self, ms: &MatrixSelector, t: i64) -> (Vec<Window>, i64, i64) {
-        let te = self.at_ms(&ms.vs.at).unwrap_or(t) - offset_ms(&ms.vs.offset);
-        let lo = te - dur_ms(ms.range);
+        let (lo, te) = self.range_bounds(ms, t);
         let mut out = Vec::new();
-        for s in self.series_of(&ms.vs) {
-            let a = s.samples.partition_point(|p| p.timestamp_ms <= lo);
-            let b = s.samples.partition_point(|p| p.timestamp_ms <= te);
-            let samples: Vec<Sample> =
-                s.samples.get(a..b).unwrap_or(&[]).iter().filter(|p| !is_stale_marker(p.value)).copied().collect();
-            if !samples.is_empty() {
-                out.push(Window { labels: s.labels.clone(), samples, drop_name: false });
-            }
-        }
+        self.for_each_window(ms, t, |labels, w| {
+            out.push(Window { labels: labels.clone(), samples: w.to_vec(), drop_name: false });
+        });
         (out, lo, te)
+    }
+
+    /// Runs `f` on the group cache of the aggregation node at address `node`.
+    pub fn with_groups<R>(&self, node: usize, f: impl FnOnce(&mut GroupCache) -> R) -> R {
+        f(self.groups.borrow_mut().entry(node).or_default())
     }
 
     /// Evaluates a range-vector argument (selector or subquery, possibly in parentheses) at `t`,
@@ -332,6 +374,24 @@ impl<'o> Query<'o> {
         self.subquery_cache.borrow_mut().insert(k, v.clone());
         Ok(v)
     }
+}
+
+/// The first index of `s` (ascending timestamps) whose timestamp is after `bound`, searching
+/// forward from `hint` when the answer lies there (a few samples further for the next step of a
+/// range query), else by binary search.
+fn seek(s: &[Sample], hint: usize, bound: i64) -> usize {
+    let hint_ok = hint <= s.len() && (hint == 0 || s.get(hint - 1).is_some_and(|p| p.timestamp_ms <= bound));
+    if !hint_ok {
+        return s.partition_point(|p| p.timestamp_ms <= bound);
+    }
+    const LINEAR: usize = 8;
+    for (i, p) in s.iter().enumerate().skip(hint).take(LINEAR) {
+        if p.timestamp_ms > bound {
+            return i;
+        }
+    }
+    let from = (hint + LINEAR).min(s.len());
+    from + s.get(from..).map_or(0, |rest| rest.partition_point(|p| p.timestamp_ms <= bound))
 }
 
 fn gather_step(index: &mut HashMap<Labels, usize>, windows: &mut Vec<Window>, v: StepValue, ts: i64) -> Result<()> {

@@ -75,28 +75,43 @@ pub fn read_series(
             Some((_, ks)) => read_chunks(ks, bucket, id, start_ms, end_ms)?,
             None => Vec::new(),
         };
-        let hot = match &w.points {
-            Some(ks) => read_points(ks, bucket, id, start_ms, end_ms)?,
-            None => Vec::new(),
-        };
-        merge_into(out, cold, hot);
+        match &w.points {
+            // The common case (an unsealed window): straight into `out`, no merge.
+            Some(ks) if cold.is_empty() => read_points(ks, bucket, id, start_ms, end_ms, out)?,
+            Some(ks) => {
+                let mut hot = Vec::new();
+                read_points(ks, bucket, id, start_ms, end_ms, &mut hot)?;
+                merge_into(out, cold, hot);
+            }
+            None => out.extend(cold),
+        }
     }
     Ok(())
 }
 
-/// Hot rows of a series in `[start, end]`, ascending.
-fn read_points(ks: &fjall::Keyspace, bucket: u16, id: SeriesId, start_ms: i64, end_ms: i64) -> Result<Vec<Sample>> {
+/// Appends the hot rows of a series in `[start, end]` to `out`, ascending.
+fn read_points(
+    ks: &fjall::Keyspace,
+    bucket: u16,
+    id: SeriesId,
+    start_ms: i64,
+    end_ms: i64,
+    out: &mut Vec<Sample>,
+) -> Result<()> {
     let lo = keys::point_key(bucket, id, end_ms.max(0));
     let hi = keys::point_key(bucket, id, start_ms.max(0));
-    let mut out = Vec::new();
+    let first = out.len();
     for guard in ks.range(lo..=hi) {
         let (key, value) = guard.into_inner()?;
         let (_, _, ts) = keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "point key" })?;
         let value = keys::decode_value(&value).ok_or(StorageError::Corrupt { what: "point value" })?;
         out.push(Sample::new(ts, value));
     }
-    out.reverse();
-    Ok(out)
+    // Keys run newest first.
+    if let Some(added) = out.get_mut(first..) {
+        added.reverse();
+    }
+    Ok(())
 }
 
 /// Samples of a series in `[start, end]` from its chunks, ascending. Chunk keys carry the
@@ -183,9 +198,12 @@ fn scan_bucket(
     budget: &Budget,
 ) -> Result<Vec<SeriesSamples>> {
     let mut out = Vec::with_capacity(ids.len());
+    // Series of one selection tend to have similar sample counts: size each buffer like the last.
+    let mut expect = 0;
     for &id in ids {
-        let mut samples = Vec::new();
+        let mut samples = Vec::with_capacity(expect);
         read_series(windows, *bucket, id, start_ms, end_ms, &mut samples)?;
+        expect = samples.len();
         if samples.is_empty() {
             continue;
         }

@@ -10,6 +10,7 @@ use super::stats::{format_float, kahan_sum, mean, quantile, variance};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::promql::error::{EvalError, Result};
 use crate::promql::eval::Query;
+use crate::promql::identity::IdentityCache;
 use crate::promql::value::{project, with_label, Elem, StepValue};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,35 +92,60 @@ pub(crate) fn eval(q: &Query, a: &AggregateExpr, t: i64) -> Result<StepValue> {
         None => None,
     };
     let input = q.eval_vector(&a.expr, t)?;
+    let node = a as *const AggregateExpr as usize;
+    let groups = group(q, node, input, &grouping);
     match op {
-        Aggr::Topk | Aggr::Bottomk | Aggr::Limitk => select_k(q, op, input, &grouping, param.unwrap_or(f64::NAN)),
-        Aggr::LimitRatio => limit_ratio(q, input, &grouping, param.unwrap_or(f64::NAN)),
-        _ => Ok(StepValue::Vector(reduce(q, op, input, &grouping, param)?)),
+        Aggr::Topk | Aggr::Bottomk | Aggr::Limitk => select_k(op, groups, param.unwrap_or(f64::NAN)),
+        Aggr::LimitRatio => limit_ratio(q, groups, param.unwrap_or(f64::NAN)),
+        _ => Ok(StepValue::Vector(reduce(q, op, groups, param)?)),
     }
 }
 
-/// Groups `input` by key, in order of first appearance.
-fn group(input: Vec<Elem>, grouping: &Grouping) -> Vec<(Labels, Vec<Elem>)> {
-    let mut index: HashMap<Labels, usize> = HashMap::new();
-    let mut groups: Vec<(Labels, Vec<Elem>)> = Vec::new();
-    for e in input {
-        let k = grouping.key(&e.labels);
-        match index.get(&k) {
-            Some(&i) => {
-                if let Some(g) = groups.get_mut(i) {
-                    g.1.push(e);
+/// The groups one aggregation node has seen during a query: each input label set's group id
+/// (found by identity, so once per series rather than once per step) and each group's key.
+/// Invariant: every id in `ids` and `by_key` indexes `keys`.
+#[derive(Default)]
+pub(crate) struct GroupCache {
+    ids: IdentityCache<usize>,
+    keys: Vec<Labels>,
+    by_key: HashMap<Labels, usize>,
+}
+
+/// Groups `input` by key, in order of first appearance. `node` identifies the aggregation, whose
+/// grouping never changes during a query.
+fn group(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<(Labels, Vec<Elem>)> {
+    q.with_groups(node, |cache| {
+        let GroupCache { ids, keys, by_key } = cache;
+        // Position in `groups` of each group id seen at this step.
+        let mut slot: Vec<usize> = Vec::new();
+        let mut groups: Vec<(Labels, Vec<Elem>)> = Vec::new();
+        for e in input {
+            let id = *ids.get_or_insert_with(&e.labels, |l| {
+                let k = grouping.key(l);
+                *by_key.entry(k).or_insert_with_key(|k| {
+                    keys.push(k.clone());
+                    keys.len() - 1
+                })
+            });
+            if slot.len() <= id {
+                slot.resize(keys.len().max(id + 1), usize::MAX);
+            }
+            match slot.get(id).and_then(|&i| groups.get_mut(i)) {
+                Some(g) => g.1.push(e),
+                None => {
+                    if let Some(s) = slot.get_mut(id) {
+                        *s = groups.len();
+                    }
+                    groups.push((keys.get(id).cloned().unwrap_or_default(), vec![e]));
                 }
             }
-            None => {
-                index.insert(k.clone(), groups.len());
-                groups.push((k, vec![e]));
-            }
         }
-    }
-    groups
+        ids.end_round();
+        groups
+    })
 }
 
-fn reduce(q: &Query, op: Aggr, input: Vec<Elem>, grouping: &Grouping, param: Option<f64>) -> Result<Vec<Elem>> {
+fn reduce(q: &Query, op: Aggr, groups: Vec<(Labels, Vec<Elem>)>, param: Option<f64>) -> Result<Vec<Elem>> {
     if op == Aggr::Quantile {
         let p = param.unwrap_or(f64::NAN);
         if !(0.0..=1.0).contains(&p) {
@@ -127,7 +153,7 @@ fn reduce(q: &Query, op: Aggr, input: Vec<Elem>, grouping: &Grouping, param: Opt
         }
     }
     let mut out = Vec::new();
-    for (labels, elems) in group(input, grouping) {
+    for (labels, elems) in groups {
         let drop = elems.iter().any(|e| e.drop_name);
         let vals = || elems.iter().map(|e| e.value);
         let first = elems.first().map(|e| e.value).unwrap_or(f64::NAN);
@@ -176,14 +202,13 @@ fn k_order(a: f64, b: f64, top: bool) -> Ordering {
     }
 }
 
-fn select_k(q: &Query, op: Aggr, input: Vec<Elem>, grouping: &Grouping, k: f64) -> Result<StepValue> {
-    let _ = q;
+fn select_k(op: Aggr, groups: Vec<(Labels, Vec<Elem>)>, k: f64) -> Result<StepValue> {
     let k = k_param(k)?;
     if k == 0 {
         return Ok(StepValue::Vector(Vec::new()));
     }
     let mut out = Vec::new();
-    for (_, mut elems) in group(input, grouping) {
+    for (_, mut elems) in groups {
         if op != Aggr::Limitk {
             let top = op == Aggr::Topk;
             elems.sort_by(|a, b| k_order(a.value, b.value, top));
@@ -193,7 +218,7 @@ fn select_k(q: &Query, op: Aggr, input: Vec<Elem>, grouping: &Grouping, k: f64) 
     Ok(StepValue::Vector(out))
 }
 
-fn limit_ratio(q: &Query, input: Vec<Elem>, grouping: &Grouping, r: f64) -> Result<StepValue> {
+fn limit_ratio(q: &Query, groups: Vec<(Labels, Vec<Elem>)>, r: f64) -> Result<StepValue> {
     if r.is_nan() {
         return Err(EvalError::exec("Ratio value is NaN"));
     }
@@ -207,7 +232,7 @@ fn limit_ratio(q: &Query, input: Vec<Elem>, grouping: &Grouping, r: f64) -> Resu
         r
     };
     let mut out = Vec::new();
-    for (_, elems) in group(input, grouping) {
+    for (_, elems) in groups {
         for e in elems {
             let offset = sample_offset(&e.labels);
             if (r >= 0.0 && offset < r) || (r < 0.0 && offset >= 1.0 + r) {

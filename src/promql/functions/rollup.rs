@@ -1,7 +1,7 @@
 //! Range-vector functions (`rate`, `*_over_time`, ...): one value per series window.
 //! Registry: [`lookup`] maps a function name to its [`Rollup`].
 
-use promql_parser::parser::Expr;
+use promql_parser::parser::{Expr, MatrixSelector};
 
 use super::stats::{kahan_sum, linear_regression, mean, quantile, variance};
 use crate::promql::error::{EvalError, Result};
@@ -96,6 +96,20 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
             params.push(q.eval_scalar(a, t)?);
         }
     }
+    if let Some(ms) = matrix_selector(arg).filter(|_| f != Rollup::AbsentOverTime) {
+        check_params(q, f, &params)?;
+        let (start, end) = q.range_bounds(ms, t);
+        let ctx = Ctx { start, end, t, params };
+        // Windows straight from a selector never carry a pending name drop.
+        let drop = !matches!(f, Rollup::Last | Rollup::First);
+        let mut out = Vec::new();
+        q.for_each_window(ms, t, |labels, s| {
+            if let Some(v) = compute(f, s, &ctx) {
+                out.push(Elem::new(labels.clone(), v, drop));
+            }
+        });
+        return Ok(StepValue::Vector(out));
+    }
     let (windows, start, end) = q.eval_range_arg(arg, t)?;
     if f == Rollup::AbsentOverTime {
         let out = if windows.is_empty() {
@@ -116,6 +130,15 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
         }
     }
     Ok(StepValue::Vector(out))
+}
+
+/// The range selector `e` is, through any parentheses.
+fn matrix_selector(e: &Expr) -> Option<&MatrixSelector> {
+    match e {
+        Expr::MatrixSelector(ms) => Some(ms),
+        Expr::Paren(p) => matrix_selector(&p.expr),
+        _ => None,
+    }
 }
 
 fn check_params(q: &Query, f: Rollup, params: &[f64]) -> Result<()> {
