@@ -48,8 +48,8 @@ pub fn encode_line(s: &SeriesSamples) -> Vec<u8> {
 /// The handler.
 ///
 /// # Errors
-/// 400 for a missing or invalid selector or time; errors after the stream started end it early
-/// (and are logged), as the status is already sent.
+/// 400 for a missing or invalid selector or time; a storage error before the first line is a
+/// 5xx; one after it aborts the transfer (and is logged), as the status is already sent.
 pub async fn export(
     State(state): State<Arc<AppState>>,
     method: Method,
@@ -73,7 +73,7 @@ pub async fn export(
     if end < start {
         return Err(ApiError::BadData("end timestamp must not be before start time".into()));
     }
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(STREAM_BUFFER);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, crate::storage::StorageError>>(STREAM_BUFFER);
     let storage = state.storage.clone();
     tokio::task::spawn_blocking(move || {
         let mut seen: HashSet<Vec<u8>> = HashSet::new();
@@ -83,19 +83,29 @@ pub async fn export(
                 if dedupe && !seen.insert(s.labels.to_bytes()) {
                     return true;
                 }
-                tx.blocking_send(Bytes::from(encode_line(&s))).is_ok()
+                tx.blocking_send(Ok(Bytes::from(encode_line(&s)))).is_ok()
             });
             if let Err(e) = result {
                 tracing::error!(error = %e, "export stopped early");
+                let _ = tx.blocking_send(Err(e));
                 return;
             }
         }
     });
-    let stream =
-        futures_util::stream::unfold(
-            rx,
-            |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx)) },
-        );
+    // A failure before the first line is still an ordinary error response.
+    let first = match rx.recv().await {
+        Some(Err(e)) => return Err(e.into()),
+        other => other,
+    };
+    // Later, the status is already sent: the stream fails, so the response ends without its
+    // final chunk and the client sees a truncated transfer instead of a short but clean one.
+    let stream = futures_util::stream::unfold((first, rx), |(pending, mut rx)| async move {
+        let item = match pending {
+            Some(item) => item,
+            None => rx.recv().await?,
+        };
+        Some((item.map_err(std::io::Error::other), (None, rx)))
+    });
     Response::builder()
         .header(header::CONTENT_TYPE, "application/stream+json")
         .body(Body::from_stream(stream))
