@@ -33,14 +33,41 @@ pub struct MetadataEntry {
 /// Bounded in-memory metadata store, safe to share between request handlers.
 #[derive(Debug)]
 pub struct MetadataStore {
-    /// Metric family -> distinct entries, oldest first. Must hold at most `max_metrics` keys and
-    /// at most [`MAX_ENTRIES_PER_METRIC`] entries per key.
-    families: RwLock<BTreeMap<String, Vec<MetadataEntry>>>,
+    /// Metric family -> distinct entries, oldest first. Must hold at most `max_metrics` keys, at
+    /// most [`MAX_ENTRIES_PER_METRIC`] entries per key and at most [`MAX_TEXT_BYTES`] bytes of
+    /// names and texts in all.
+    families: RwLock<Families>,
     max_metrics: usize,
+}
+
+#[derive(Debug, Default)]
+struct Families {
+    map: BTreeMap<String, Vec<MetadataEntry>>,
+    /// Bytes of family names, HELP and UNIT texts held.
+    bytes: usize,
 }
 
 /// Distinct entries kept per metric family (different targets may disagree on HELP).
 pub const MAX_ENTRIES_PER_METRIC: usize = 8;
+
+/// Longest HELP kept (longer texts are cut at a character boundary); UNIT and family names
+/// longer than this are ignored.
+pub const MAX_HELP_BYTES: usize = 1024;
+
+/// Bytes of names and texts the whole store may hold; new families and entries beyond it are
+/// ignored (existing entries are kept), so a sender cannot grow memory without bound.
+pub const MAX_TEXT_BYTES: usize = 32 << 20;
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
 
 impl Default for MetadataStore {
     fn default() -> Self {
@@ -52,7 +79,7 @@ impl MetadataStore {
     /// A store holding at most `max_metrics` metric families; new families beyond that are
     /// ignored (existing ones still update).
     pub fn new(max_metrics: usize) -> Self {
-        Self { families: RwLock::new(BTreeMap::new()), max_metrics }
+        Self { families: RwLock::new(Families::default()), max_metrics }
     }
 
     /// Records metadata, keeping entries distinct per family.
@@ -60,22 +87,31 @@ impl MetadataStore {
         if items.is_empty() {
             return;
         }
-        let mut families = self.families.write().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.families.write().unwrap_or_else(|e| e.into_inner());
+        let families = &mut *guard;
         for m in items {
-            let entry = MetadataEntry { kind: m.kind, help: m.help, unit: m.unit };
-            let full = families.len() >= self.max_metrics;
-            let entries = match families.get_mut(&m.metric) {
-                Some(e) => e,
-                None if full => continue,
-                None => families.entry(m.metric).or_default(),
-            };
+            if m.metric.len() > MAX_HELP_BYTES || m.unit.len() > MAX_HELP_BYTES {
+                continue;
+            }
+            let entry = MetadataEntry { kind: m.kind, help: truncate(m.help, MAX_HELP_BYTES), unit: m.unit };
+            let entry_bytes = entry.help.len() + entry.unit.len();
+            let full = families.map.len() >= self.max_metrics;
+            let new_family = !families.map.contains_key(&m.metric);
+            let needed = entry_bytes + if new_family { m.metric.len() } else { 0 };
+            if (new_family && full) || families.bytes + needed > MAX_TEXT_BYTES {
+                continue;
+            }
+            let entries = families.map.entry(m.metric).or_default();
             if entries.contains(&entry) {
                 continue;
             }
+            let mut freed = 0;
             if entries.len() >= MAX_ENTRIES_PER_METRIC {
-                entries.remove(0);
+                let old = entries.remove(0);
+                freed = old.help.len() + old.unit.len();
             }
             entries.push(entry);
+            families.bytes = families.bytes + needed - freed;
         }
     }
 
@@ -89,6 +125,7 @@ impl MetadataStore {
     ) -> BTreeMap<String, Vec<MetadataEntry>> {
         let families = self.families.read().unwrap_or_else(|e| e.into_inner());
         families
+            .map
             .iter()
             .filter(|(name, _)| metric.is_none_or(|m| m == name.as_str()))
             .take(limit.unwrap_or(usize::MAX))
@@ -101,7 +138,7 @@ impl MetadataStore {
 
     /// Number of metric families known.
     pub fn len(&self) -> usize {
-        self.families.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.families.read().unwrap_or_else(|e| e.into_inner()).map.len()
     }
 
     /// True when no metadata was received yet.
@@ -112,6 +149,30 @@ impl MetadataStore {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn texts_are_capped_and_the_store_has_a_byte_budget() {
+        use super::*;
+        let store = MetadataStore::new(usize::MAX);
+        let m = |name: String, help: String| MetricMetadata {
+            metric: name,
+            kind: MetricType::Gauge,
+            help,
+            unit: String::new(),
+        };
+        store.record(vec![m("long_help".into(), "é".repeat(MAX_HELP_BYTES))]);
+        let got = store.query(Some("long_help"), None, None);
+        let help = &got["long_help"][0].help;
+        assert!(help.len() <= MAX_HELP_BYTES && help.chars().all(|c| c == 'é'), "cut at a char boundary");
+        store.record(vec![m("n".repeat(MAX_HELP_BYTES + 1), "x".into())]);
+        assert_eq!(store.len(), 1, "over-long family names are ignored");
+        // Fill the budget: new families stop being added, nothing panics, memory stays bounded.
+        let batch: Vec<_> = (0..MAX_TEXT_BYTES / 990 + 100).map(|i| m(format!("f{i}"), "h".repeat(990))).collect();
+        store.record(batch);
+        let held = store.families.read().unwrap().bytes;
+        assert!(held <= MAX_TEXT_BYTES, "{held}");
+        assert!(store.len() < MAX_TEXT_BYTES / 990 + 100);
+    }
+
     use super::*;
 
     fn md(metric: &str, help: &str) -> MetricMetadata {
