@@ -8,7 +8,8 @@
 # (new files in fuzz/artifacts/<target>/). Exits non-zero when any target crashed.
 #
 # Environment: FUZZ_TOOLCHAIN (default nightly), FUZZ_TARGET_DIR (default fuzz/target),
-# FUZZ_ARGS (extra libFuzzer flags, e.g. "-jobs=2" or "-max_len=8192").
+# FUZZ_MAX_LEN (largest generated input, default 4096 bytes; the seeds hold a few larger ones),
+# FUZZ_ARGS (extra libFuzzer flags, e.g. "-jobs=2").
 set -euo pipefail
 
 secs=${1:-60}
@@ -64,7 +65,7 @@ for t in "${targets[@]}"; do
     # bounded decoder never needs anywhere near 2 GiB.
     # shellcheck disable=SC2086
     if cargo "+$toolchain" fuzz run -a --target-dir "$target_dir" "$t" "$corpus" -- \
-        -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+        -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -max_len="${FUZZ_MAX_LEN:-4096}" \
         "${dict[@]}" ${FUZZ_ARGS:-} >"$log" 2>&1; then
         status=ok
     else

@@ -33,6 +33,36 @@ pub struct MatcherError {
 /// the engine is linear-time, so only size needs a bound).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
+/// Largest accepted [`regex_cost`] of one regex, or of all string literals of one PromQL query.
+/// Compiling takes time in proportion to the cost: found by fuzzing, `\w{200}` (cost 154,000)
+/// took seconds to compile, and the PromQL parser compiles every matcher regex itself, without
+/// a size limit, before saltdb sees it. RE2 (Prometheus) accepts such patterns; nobody needs them.
+pub const MAX_REGEX_COST: u64 = 20_000;
+
+/// A rough estimate of a regex's compiled size: literals count their bytes, character classes
+/// their ranges (at least 8, the UTF-8 states of "any character"), counted repetitions multiply.
+/// `None` when `pattern` does not parse as a regex (compiling it then fails fast anyway).
+pub fn regex_cost(pattern: &str) -> Option<u64> {
+    let hir = regex_syntax::ParserBuilder::new().dot_matches_new_line(true).build().parse(pattern).ok()?;
+    Some(hir_cost(&hir))
+}
+
+fn hir_cost(h: &regex_syntax::hir::Hir) -> u64 {
+    use regex_syntax::hir::{Class, HirKind};
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => 1,
+        HirKind::Literal(l) => l.0.len() as u64,
+        HirKind::Class(Class::Unicode(c)) => (c.ranges().len() as u64).max(8),
+        HirKind::Class(Class::Bytes(c)) => (c.ranges().len() as u64).max(1),
+        HirKind::Repetition(r) => {
+            let copies = r.max.unwrap_or(r.min.saturating_add(1)).max(1);
+            hir_cost(&r.sub).saturating_mul(u64::from(copies))
+        }
+        HirKind::Capture(c) => hir_cost(&c.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().map(hir_cost).fold(0, u64::saturating_add),
+    }
+}
+
 /// One label matcher. Invariant: `regex` is `Some` exactly when `op` is a regex op.
 #[derive(Clone, Debug)]
 pub struct Matcher {
@@ -118,6 +148,9 @@ impl std::fmt::Display for Matcher {
 
 fn compile(name: &str, pattern: &str) -> Result<Regex, MatcherError> {
     let err = |reason: String| MatcherError { name: name.to_owned(), pattern: pattern.to_owned(), reason };
+    if let Some(cost) = regex_cost(pattern).filter(|&c| c > MAX_REGEX_COST) {
+        return Err(err(format!("regex is too complex (estimated size {cost}, limit {MAX_REGEX_COST})")));
+    }
     let build = |p: &str| {
         regex::RegexBuilder::new(&format!("^(?s:{p})$"))
             .size_limit(REGEX_SIZE_LIMIT)

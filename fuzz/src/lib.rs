@@ -213,7 +213,7 @@ pub fn samples_from_bytes(data: &[u8]) -> (i32, Vec<Sample>) {
                 0 => delta,
                 1 => 1 + i64::from(b.u8()),
                 2 => 1 + i64::from(b.u16()),
-                _ => (b.u64() >> 1) as i64 + 1,
+                _ => (b.u64() >> 2) as i64 + 1,
             };
             let Some(next) = t.checked_add(d) else { break };
             (t, delta) = (next, d);

@@ -13,6 +13,7 @@ use super::eval::Query;
 use super::source::Source;
 use super::value::{without_name, Elem, InstantSample, RangeSeries, StepValue, Value};
 use crate::labels::Labels;
+use crate::matcher::MAX_REGEX_COST;
 use crate::sample::Sample;
 
 /// Prometheus' limit on points per series in a range query.
@@ -171,14 +172,25 @@ fn check_text_limits(query: &str) -> Result<()> {
     let mut quote: Option<char> = None;
     let mut escaped = false;
     let mut in_word = false;
+    // Contents of the current string literal (backslash escapes kept, except `\\`) and the
+    // summed regex cost of all of them: the parser compiles matcher regexes while parsing.
+    let (mut literal, mut regex_cost) = (String::new(), 0u64);
     for c in query.chars() {
         if let Some(q) = quote {
             if escaped {
                 escaped = false;
+                if c != '\\' {
+                    literal.push('\\');
+                }
+                literal.push(c);
             } else if c == '\\' && q != '`' {
                 escaped = true;
             } else if c == q {
                 quote = None;
+                regex_cost = regex_cost.saturating_add(crate::matcher::regex_cost(&literal).unwrap_or(0));
+                literal.clear();
+            } else {
+                literal.push(c);
             }
             continue;
         }
@@ -201,6 +213,11 @@ fn check_text_limits(query: &str) -> Result<()> {
             '+' | '-' | '*' | '/' | '%' | '^' | '=' | '<' | '>' | '!' | ',' => tokens += 1,
             _ => {}
         }
+    }
+    if regex_cost > MAX_REGEX_COST {
+        return Err(EvalError::bad(format!(
+            "query regexes are too complex: estimated compiled size {regex_cost}, limit {MAX_REGEX_COST}"
+        )));
     }
     if max_depth > MAX_NESTING_DEPTH || tokens > MAX_QUERY_TOKENS {
         return Err(EvalError::bad(format!(

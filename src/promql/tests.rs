@@ -108,6 +108,43 @@ fn sample_limit_is_an_error() {
     assert!(matches!(err, super::EvalError::TooManySamples(_)), "{err}");
 }
 
+/// Found by fuzzing: parse time grows with the square of an operator chain's length, and `or`
+/// chains were not counted at all (only operator characters were), so a 60 KB query took a
+/// core for about a minute before evaluation (and its timeout) even started.
+#[test]
+fn long_operator_chains_are_rejected_before_parsing() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = fixture();
+    for joiner in [" or ", " and ", "+"] {
+        let long = vec!["limit"; super::engine::MAX_QUERY_TOKENS].join(joiner);
+        let started = std::time::Instant::now();
+        let err = engine.instant(&src, &long, 0).unwrap_err();
+        assert_eq!(err.error_type(), "bad_data", "{joiner}: {err}");
+        assert!(err.to_string().contains("too complex"), "{joiner}: {err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{joiner}");
+    }
+    // Names inside strings are not tokens; a long regex alternation stays accepted.
+    let alternation = (0..2_000).map(|i| format!("a{i}")).collect::<Vec<_>>().join("|");
+    engine.instant(&src, &format!("limit{{job=~\"{alternation}\"}}"), 0).unwrap();
+    let chain = vec!["limit"; 100].join(" or ");
+    engine.instant(&src, &chain, 0).unwrap();
+}
+
+/// Found by fuzzing: subquery steps whose value is an empty vector were cached without being
+/// counted, so `[100y:1ms]` over a missing series grew memory until the query timeout.
+#[test]
+fn long_subqueries_over_nothing_hit_the_sample_limit() {
+    let engine = Engine::new(EngineOptions {
+        max_samples: 10_000,
+        timeout: std::time::Duration::from_secs(60),
+        ..EngineOptions::default()
+    });
+    let started = std::time::Instant::now();
+    let err = engine.instant(&fixture(), "count_over_time(missing[100y:1ms])", 300_000).unwrap_err();
+    assert!(matches!(err, super::EvalError::TooManySamples(_)), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
 #[test]
 fn range_query_assembles_series_and_drops_names() {
     let engine = Engine::new(EngineOptions::default());
