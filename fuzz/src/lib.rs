@@ -15,7 +15,7 @@ use saltdb::http::import::{decode_lines, SeriesLimits};
 use saltdb::labels::Labels;
 use saltdb::promql::source::MemSource;
 use saltdb::promql::{parse, Engine, EngineOptions};
-use saltdb::remote::decode::{decode_v1, decode_v2, decode_write, decompress, Decoded, DecodeLimits, Protocol};
+use saltdb::remote::decode::{decode_v1, decode_v2, decode_write, decompress, DecodeLimits, Decoded, Protocol};
 use saltdb::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
 use saltdb::storage::chunk;
 
@@ -122,7 +122,10 @@ pub fn promql_fixture() -> MemSource {
     let stale = f64::from_bits(STALE_NAN_BITS);
     let specials = [1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, stale, f64::MAX, f64::MIN_POSITIVE, -1e300];
     let mut out = vec![
-        series(&[("__name__", "req_total"), ("job", "a"), ("instance", "1")], regular(0, 15_000, 61, |i| (i * 10) as f64)),
+        series(
+            &[("__name__", "req_total"), ("job", "a"), ("instance", "1")],
+            regular(0, 15_000, 61, |i| (i * 10) as f64),
+        ),
         series(
             &[("__name__", "req_total"), ("job", "b"), ("instance", "2")],
             regular(7_000, 15_000, 61, |i| ((i % 25) * 3) as f64),
@@ -163,7 +166,11 @@ pub fn chunk_decode(data: &[u8]) {
     let mut out = Vec::new();
     if chunk::decode(data, &mut out).is_ok() {
         let n = data.get(3..7).and_then(|b| <[u8; 4]>::try_from(b).ok()).map(u32::from_le_bytes);
-        assert_eq!(Some(out.len()), n.map(|n| n as usize), "decoded a different number of samples than the header says");
+        assert_eq!(
+            Some(out.len()),
+            n.map(|n| n as usize),
+            "decoded a different number of samples than the header says"
+        );
     }
 }
 
