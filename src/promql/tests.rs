@@ -130,6 +130,28 @@ fn long_operator_chains_are_rejected_before_parsing() {
     engine.instant(&src, &chain, 0).unwrap();
 }
 
+/// Found by fuzzing: the parser compiles matcher regexes without a size limit, and counted
+/// repetitions of big classes took seconds to compile (`.{7847,}` over 10 s).
+#[test]
+fn regex_bombs_are_rejected_before_compiling() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = fixture();
+    for bomb in [
+        r#"limit{job!~".{7847,}"}"#,
+        r#"limit{job=~"\\w{200}"}"#,
+        r#"label_replace(limit, "a", "$1", "job", "(\\pL{300})")"#,
+    ] {
+        let started = std::time::Instant::now();
+        let err = engine.instant(&src, bomb, 0).unwrap_err();
+        assert_eq!(err.error_type(), "bad_data", "{bomb}: {err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{bomb}");
+    }
+    let op = crate::matcher::MatchOp::RegexMatch;
+    assert!(crate::matcher::Matcher::new(op, "job", r"\w{200}").is_err());
+    assert!(crate::matcher::Matcher::new(op, "job", ".{1000}|a+|[a-z]{100}").is_ok());
+    engine.instant(&src, r#"limit{job=~"a.{100}|a"}"#, 0).unwrap();
+}
+
 /// Found by fuzzing: subquery steps whose value is an empty vector were cached without being
 /// counted, so `[100y:1ms]` over a missing series grew memory until the query timeout.
 #[test]
