@@ -17,21 +17,74 @@ pub enum MatchOp {
     RegexNoMatch,
 }
 
+/// At most 200 bytes of `pattern` (cut at a character boundary, with the full length noted), so
+/// an error about a megabyte-long regex does not echo it whole.
+fn quoted_prefix(pattern: &str) -> String {
+    const MAX: usize = 200;
+    if pattern.len() <= MAX {
+        return pattern.to_owned();
+    }
+    let mut cut = MAX;
+    while !pattern.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}... ({} bytes)", &pattern[..cut], pattern.len())
+}
+
 /// A matcher whose regex could not be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid regular expression {pattern:?} in matcher for label {name:?}: {reason}")]
 pub struct MatcherError {
     /// Label name of the matcher.
     pub name: String,
-    /// The pattern as written.
+    /// The pattern as written (its first 200 bytes when longer).
     pub pattern: String,
     /// What the regex engine said.
     pub reason: String,
 }
 
 /// Upper bound on the compiled size of one matcher regex (protects against regex bombs;
-/// the engine is linear-time, so only size needs a bound).
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// the engine is linear-time, so only size needs a bound). Grafana's "All" over 2,000
+/// instances, a 70 KB alternation, compiles to more than 1 MiB (it passes under this limit).
+const REGEX_SIZE_LIMIT: usize = 8 << 20;
+
+/// Largest accepted [`regex_cost`] of one regex, or of all string literals of one PromQL query.
+/// Compiling takes time in proportion to the cost: found by fuzzing, `\w{200}` (cost 154,000)
+/// took seconds to compile, and the PromQL parser compiles every matcher regex itself, without
+/// a size limit, before saltdb sees it. RE2 (Prometheus) accepts such patterns; nobody needs them.
+pub const MAX_REGEX_COST: u64 = 20_000;
+
+/// A rough estimate of a regex's compile cost. Inside a counted repetition, literals count their
+/// bytes and character classes their ranges (at least 8, the UTF-8 states of "any character"),
+/// multiplied by the repetition count: that is what explodes (`.{7847,}`, `\pL{300}`). Outside
+/// any repetition, literals and classes compile to a few states each, quickly, so they count a
+/// sixteenth: Grafana's "All" expands to an alternation of every value, easily tens of
+/// kilobytes, and must stay accepted.
+/// `None` when `pattern` does not parse as a regex (compiling it then fails fast anyway).
+pub fn regex_cost(pattern: &str) -> Option<u64> {
+    let hir = regex_syntax::ParserBuilder::new().dot_matches_new_line(true).build().parse(pattern).ok()?;
+    Some(hir_cost(&hir, false).div_ceil(16))
+}
+
+/// Cost in sixteenths outside repetitions (see [`regex_cost`]).
+fn hir_cost(h: &regex_syntax::hir::Hir, repeated: bool) -> u64 {
+    use regex_syntax::hir::{Class, HirKind};
+    let weight = if repeated { 16 } else { 1 };
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => weight,
+        HirKind::Literal(l) => weight * l.0.len() as u64,
+        HirKind::Class(Class::Unicode(c)) => weight * (c.ranges().len() as u64).max(8),
+        HirKind::Class(Class::Bytes(c)) => weight * (c.ranges().len() as u64).max(1),
+        HirKind::Repetition(r) => {
+            let copies = r.max.unwrap_or(r.min.saturating_add(1)).max(1);
+            hir_cost(&r.sub, true).saturating_mul(u64::from(copies))
+        }
+        HirKind::Capture(c) => hir_cost(&c.sub, repeated),
+        HirKind::Concat(v) | HirKind::Alternation(v) => {
+            v.iter().map(|h| hir_cost(h, repeated)).fold(0, u64::saturating_add)
+        }
+    }
+}
 
 /// One label matcher. Invariant: `regex` is `Some` exactly when `op` is a regex op.
 #[derive(Clone, Debug)]
@@ -117,7 +170,10 @@ impl std::fmt::Display for Matcher {
 }
 
 fn compile(name: &str, pattern: &str) -> Result<Regex, MatcherError> {
-    let err = |reason: String| MatcherError { name: name.to_owned(), pattern: pattern.to_owned(), reason };
+    let err = |reason: String| MatcherError { name: name.to_owned(), pattern: quoted_prefix(pattern), reason };
+    if let Some(cost) = regex_cost(pattern).filter(|&c| c > MAX_REGEX_COST) {
+        return Err(err(format!("regex is too complex (estimated size {cost}, limit {MAX_REGEX_COST})")));
+    }
     let build = |p: &str| {
         regex::RegexBuilder::new(&format!("^(?s:{p})$"))
             .size_limit(REGEX_SIZE_LIMIT)

@@ -14,14 +14,17 @@ use super::identity::IdentityCache;
 use super::source::Source;
 use super::value::{without_name, Elem, InstantSample, RangeSeries, StepValue, Value};
 use crate::labels::Labels;
+use crate::matcher::MAX_REGEX_COST;
 use crate::sample::Sample;
 
 /// Prometheus' limit on points per series in a range query.
 pub const MAX_POINTS_PER_SERIES: i64 = 11_000;
 /// Deepest accepted expression nesting; deeper queries are rejected as `bad_data`.
 pub const MAX_NESTING_DEPTH: usize = 200;
-/// Most operators/brackets accepted in one query text (bounds the AST size before parsing).
-const MAX_QUERY_TOKENS: usize = 20_000;
+/// Most tokens (names, numbers, operators, brackets; string contents excluded) accepted in one
+/// query text. The parser's time grows with the square of a binary-operator chain's length
+/// (found by fuzzing: 4,000 tokens took seconds), so this bounds parse time, not just AST size.
+pub const MAX_QUERY_TOKENS: usize = 3_000;
 /// Most operators and brackets outside matcher lists in one query text: bounds the AST depth
 /// before parsing, far below what overflows the stack (see [`parse`]).
 const MAX_QUERY_OPERATORS: usize = 2_000;
@@ -181,7 +184,9 @@ fn shorten(mut msg: String) -> String {
     msg
 }
 
-/// Counts bracket nesting, operators and brackets outside string literals.
+/// Counts bracket nesting, tokens (runs of name/number characters, operator characters,
+/// brackets), AST-level operators and the regex cost of string literals, outside string
+/// literals.
 ///
 /// promql-parser recurses once per AST level while parsing, type-checking and dropping, so an
 /// expression must be bounded before it is parsed: 20,000 chained `+` overflow a 2 MiB thread
@@ -195,23 +200,41 @@ fn check_text_limits(query: &str) -> Result<()> {
     let mut escaped = false;
     // The identifier being read, up to 7 characters (enough to recognise the keywords).
     let mut word = String::new();
+    let mut in_word = false;
     let end_word = |word: &mut String, levels: &mut usize| {
         if ["and", "or", "unless", "atan2"].iter().any(|k| word.eq_ignore_ascii_case(k)) {
             *levels += 1;
         }
         word.clear();
     };
+    // Contents of the current string literal (backslash escapes kept, except `\\`) and the
+    // summed regex cost of all of them: the parser compiles matcher regexes while parsing.
+    let (mut literal, mut regex_cost) = (String::new(), 0u64);
     for c in query.chars() {
         if let Some(q) = quote {
             if escaped {
                 escaped = false;
+                if c != '\\' {
+                    literal.push('\\');
+                }
+                literal.push(c);
             } else if c == '\\' && q != '`' {
                 escaped = true;
             } else if c == q {
                 quote = None;
+                regex_cost = regex_cost.saturating_add(crate::matcher::regex_cost(&literal).unwrap_or(0));
+                literal.clear();
+            } else {
+                literal.push(c);
             }
             continue;
         }
+        // Tokens inside a matcher list cost the parser linear time; only the rest counts.
+        let is_word = c.is_alphanumeric() || matches!(c, '_' | ':' | '.');
+        if is_word && !in_word && in_braces == 0 {
+            tokens += 1;
+        }
+        in_word = is_word;
         if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
             // Longer identifiers are kept at 7 characters, none of them a keyword.
             if word.len() < 7 {
@@ -223,7 +246,12 @@ fn check_text_limits(query: &str) -> Result<()> {
         }
         end_word(&mut word, &mut levels);
         match c {
-            '"' | '\'' | '`' => quote = Some(c),
+            '"' | '\'' | '`' => {
+                quote = Some(c);
+                if in_braces == 0 {
+                    tokens += 1;
+                }
+            }
             '(' | '[' | '{' => {
                 depth += 1;
                 max_depth = max_depth.max(depth);
@@ -240,9 +268,9 @@ fn check_text_limits(query: &str) -> Result<()> {
                     in_braces = in_braces.saturating_sub(1);
                 }
             }
-            '+' | '-' | '*' | '/' | '%' | '^' | '=' | '<' | '>' | '!' | ',' => {
+            '+' | '-' | '*' | '/' | '%' | '^' | '=' | '<' | '>' | '!' | ',' if in_braces == 0 => {
                 tokens += 1;
-                if in_braces == 0 && c != ',' {
+                if c != ',' {
                     levels += 1;
                 }
             }
@@ -250,15 +278,23 @@ fn check_text_limits(query: &str) -> Result<()> {
         }
     }
     end_word(&mut word, &mut levels);
+    if regex_cost > MAX_REGEX_COST {
+        return Err(EvalError::bad(format!(
+            "query regexes are too complex: estimated compiled size {regex_cost}, limit {MAX_REGEX_COST}"
+        )));
+    }
     if max_depth > MAX_NESTING_DEPTH {
         return Err(EvalError::bad(format!(
             "query is too complex: brackets are nested more than {MAX_NESTING_DEPTH} levels deep"
         )));
     }
-    if levels > MAX_QUERY_OPERATORS || tokens > MAX_QUERY_TOKENS {
+    if levels > MAX_QUERY_OPERATORS {
         return Err(EvalError::bad(format!(
-            "query is too complex: more than {MAX_QUERY_OPERATORS} operators and brackets (or {MAX_QUERY_TOKENS} tokens)"
+            "query is too complex: more than {MAX_QUERY_OPERATORS} operators and brackets"
         )));
+    }
+    if tokens > MAX_QUERY_TOKENS {
+        return Err(EvalError::bad(format!("query is too complex: more than {MAX_QUERY_TOKENS} tokens")));
     }
     Ok(())
 }

@@ -350,14 +350,16 @@ impl<'o> Query<'o> {
         }
         let mut index: HashMap<Labels, usize> = HashMap::new();
         let mut windows: Vec<Window> = Vec::new();
+        let mut points = 0usize;
         while ts <= te {
             self.check_deadline()?;
             let v = self.eval_cached(sq, ts)?;
-            gather_step(&mut index, &mut windows, v, ts)?;
+            points = points.saturating_add(gather_step(&mut index, &mut windows, v, ts)?);
+            // Checked per step: a long subquery of scalars or sparse vectors must hit the sample
+            // limit while it grows, not only once it has been fully built.
+            self.check_samples(points)?;
             ts += step;
         }
-        let points: usize = windows.iter().map(|w| w.samples.len()).sum();
-        self.check_samples(points)?;
         Ok((windows, lo, te))
     }
 
@@ -367,9 +369,13 @@ impl<'o> Query<'o> {
             return Ok(v.clone());
         }
         let v = self.eval(&sq.expr, ts)?;
-        if let StepValue::Vector(elems) = &v {
-            self.cached_points.set(self.cached_points.get().saturating_add(elems.len()));
-        }
+        // Every cached step costs memory, even a scalar or an empty vector, so each counts as at
+        // least one point; otherwise `[100y:1ms]` over nothing grows the cache until the timeout.
+        let points = match &v {
+            StepValue::Vector(elems) => elems.len().max(1),
+            _ => 1,
+        };
+        self.cached_points.set(self.cached_points.get().saturating_add(points));
         self.check_samples(0)?;
         self.subquery_cache.borrow_mut().insert(k, v.clone());
         Ok(v)
@@ -394,7 +400,8 @@ fn seek(s: &[Sample], hint: usize, bound: i64) -> usize {
     from + s.get(from..).map_or(0, |rest| rest.partition_point(|p| p.timestamp_ms <= bound))
 }
 
-fn gather_step(index: &mut HashMap<Labels, usize>, windows: &mut Vec<Window>, v: StepValue, ts: i64) -> Result<()> {
+/// Appends one inner step's value to the windows; returns how many points it added.
+fn gather_step(index: &mut HashMap<Labels, usize>, windows: &mut Vec<Window>, v: StepValue, ts: i64) -> Result<usize> {
     let elems = match v {
         StepValue::Scalar(x) => vec![Elem::new(Labels::empty(), x, false)],
         StepValue::Vector(v) => v,
@@ -405,6 +412,7 @@ fn gather_step(index: &mut HashMap<Labels, usize>, windows: &mut Vec<Window>, v:
             )))
         }
     };
+    let added = elems.len();
     for e in elems {
         let i = match index.get(&e.labels) {
             Some(&i) => i,
@@ -422,7 +430,7 @@ fn gather_step(index: &mut HashMap<Labels, usize>, windows: &mut Vec<Window>, v:
             w.drop_name |= e.drop_name;
         }
     }
-    Ok(())
+    Ok(added)
 }
 
 /// Matchers of a selector: its own plus the metric name written before the braces. With

@@ -27,3 +27,37 @@ pub trait Source: Send + Sync {
     /// [`SourceError`] when storage fails or a limit is exceeded.
     fn select(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>, SourceError>;
 }
+
+/// A fixed in-memory [`Source`]: answers every selection by filtering a list of series held in
+/// memory. Used by tests and the fuzz harness, which need an engine without storage.
+#[derive(Clone, Debug, Default)]
+pub struct MemSource {
+    series: Vec<SeriesSamples>,
+}
+
+impl MemSource {
+    /// Wraps `series`; each one's samples must be sorted by strictly ascending timestamp.
+    pub fn new(series: Vec<SeriesSamples>) -> Self {
+        Self { series }
+    }
+}
+
+impl Source for MemSource {
+    fn select(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>, SourceError> {
+        Ok(self
+            .series
+            .iter()
+            .filter(|s| matchers.iter().all(|m| m.matches(s.labels.get(&m.name).unwrap_or(""))))
+            .map(|s| SeriesSamples {
+                labels: s.labels.clone(),
+                samples: s
+                    .samples
+                    .iter()
+                    .filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms <= end_ms)
+                    .copied()
+                    .collect(),
+            })
+            .filter(|s| !s.samples.is_empty())
+            .collect())
+    }
+}

@@ -1,32 +1,9 @@
 //! Table-driven tests of key evaluator semantics against an in-memory source.
 
-use super::source::{Source, SourceError};
+use super::source::MemSource;
 use super::{Engine, EngineOptions, Value};
 use crate::labels::Labels;
-use crate::matcher::Matcher;
 use crate::sample::{Sample, SeriesSamples, STALE_NAN_BITS};
-
-struct Mem(Vec<SeriesSamples>);
-
-impl Source for Mem {
-    fn select(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>, SourceError> {
-        Ok(self
-            .0
-            .iter()
-            .filter(|s| matchers.iter().all(|m| m.matches(s.labels.get(&m.name).unwrap_or(""))))
-            .map(|s| SeriesSamples {
-                labels: s.labels.clone(),
-                samples: s
-                    .samples
-                    .iter()
-                    .filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms <= end_ms)
-                    .copied()
-                    .collect(),
-            })
-            .filter(|s| !s.samples.is_empty())
-            .collect())
-    }
-}
 
 /// `name{k="v"}` sampled every `step` ms from 0 with `values`.
 fn series(pairs: &[(&str, &str)], step: i64, values: &[f64]) -> SeriesSamples {
@@ -36,9 +13,9 @@ fn series(pairs: &[(&str, &str)], step: i64, values: &[f64]) -> SeriesSamples {
     }
 }
 
-fn fixture() -> Mem {
+fn fixture() -> MemSource {
     let stale = f64::from_bits(STALE_NAN_BITS);
-    Mem(vec![
+    MemSource::new(vec![
         series(&[("__name__", "req_total"), ("job", "a")], 60_000, &[0.0, 60.0, 120.0, 180.0, 240.0, 300.0]),
         series(&[("__name__", "req_total"), ("job", "b")], 60_000, &[0.0, 120.0, 240.0, 360.0, 480.0, 600.0]),
         series(&[("__name__", "gauge"), ("job", "a")], 60_000, &[1.0, stale]),
@@ -131,6 +108,69 @@ fn sample_limit_is_an_error() {
     assert!(matches!(err, super::EvalError::TooManySamples(_)), "{err}");
 }
 
+/// Found by fuzzing: parse time grows with the square of an operator chain's length, and `or`
+/// chains were not counted at all (only operator characters were), so a 60 KB query took a
+/// core for about a minute before evaluation (and its timeout) even started.
+#[test]
+fn long_operator_chains_are_rejected_before_parsing() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = fixture();
+    for joiner in [" or ", " and ", "+"] {
+        let long = vec!["limit"; super::engine::MAX_QUERY_TOKENS].join(joiner);
+        let started = std::time::Instant::now();
+        let err = engine.instant(&src, &long, 0).unwrap_err();
+        assert_eq!(err.error_type(), "bad_data", "{joiner}: {err}");
+        assert!(err.to_string().contains("too complex"), "{joiner}: {err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{joiner}");
+    }
+    // Names inside strings are not tokens; a long regex alternation stays accepted.
+    let alternation = (0..2_000).map(|i| format!("a{i}")).collect::<Vec<_>>().join("|");
+    engine.instant(&src, &format!("limit{{job=~\"{alternation}\"}}"), 0).unwrap();
+    // Grafana's "All" over 2,000 instances (it escapes regex characters): a 70 KB alternation.
+    let all = (0..2_000).map(|i| format!("node-{i:04}\\\\.dc1\\\\.example\\\\.com:9100")).collect::<Vec<_>>().join("|");
+    assert!(all.len() > 60_000);
+    engine.instant(&src, &format!("limit{{instance=~\"{all}\"}}"), 0).unwrap();
+    let chain = vec!["limit"; 100].join(" or ");
+    engine.instant(&src, &chain, 0).unwrap();
+}
+
+/// Found by fuzzing: the parser compiles matcher regexes without a size limit, and counted
+/// repetitions of big classes took seconds to compile (`.{7847,}` over 10 s).
+#[test]
+fn regex_bombs_are_rejected_before_compiling() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = fixture();
+    for bomb in [
+        r#"limit{job!~".{7847,}"}"#,
+        r#"limit{job=~"\\w{200}"}"#,
+        r#"label_replace(limit, "a", "$1", "job", "(\\pL{300})")"#,
+    ] {
+        let started = std::time::Instant::now();
+        let err = engine.instant(&src, bomb, 0).unwrap_err();
+        assert_eq!(err.error_type(), "bad_data", "{bomb}: {err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{bomb}");
+    }
+    let op = crate::matcher::MatchOp::RegexMatch;
+    assert!(crate::matcher::Matcher::new(op, "job", r"\w{200}").is_err());
+    assert!(crate::matcher::Matcher::new(op, "job", ".{1000}|a+|[a-z]{100}").is_ok());
+    engine.instant(&src, r#"limit{job=~"a.{100}|a"}"#, 0).unwrap();
+}
+
+/// Found by fuzzing: subquery steps whose value is an empty vector were cached without being
+/// counted, so `[100y:1ms]` over a missing series grew memory until the query timeout.
+#[test]
+fn long_subqueries_over_nothing_hit_the_sample_limit() {
+    let engine = Engine::new(EngineOptions {
+        max_samples: 10_000,
+        timeout: std::time::Duration::from_secs(60),
+        ..EngineOptions::default()
+    });
+    let started = std::time::Instant::now();
+    let err = engine.instant(&fixture(), "count_over_time(missing[100y:1ms])", 300_000).unwrap_err();
+    assert!(matches!(err, super::EvalError::TooManySamples(_)), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
 #[test]
 fn range_query_assembles_series_and_drops_names() {
     let engine = Engine::new(EngineOptions::default());
@@ -143,7 +183,7 @@ fn range_query_assembles_series_and_drops_names() {
 
 /// Counters scraped every 15 s with up to 2 s of jitter (never on a step grid); `job="late"`
 /// starts at 5m, so some windows see the start of a series.
-fn jittered_fixture() -> Mem {
+fn jittered_fixture() -> MemSource {
     let counter = |job: &str, from: i64, per_scrape: f64| {
         let mut samples = Vec::new();
         let mut value = 10.0;
@@ -153,7 +193,7 @@ fn jittered_fixture() -> Mem {
         }
         SeriesSamples { labels: Labels::from_pairs([("__name__", "req_total"), ("job", job)]).unwrap(), samples }
     };
-    Mem(vec![counter("a", 0, 30.0), counter("b", 0, 3.0), counter("late", 20, 12.0)])
+    MemSource::new(vec![counter("a", 0, 30.0), counter("b", 0, 3.0), counter("late", 20, 12.0)])
 }
 
 /// A range query must answer, at each of its steps, exactly what an instant query at that
@@ -211,7 +251,7 @@ fn range_steps_equal_instant_queries_for_subqueries() {
 fn rate_near_series_start_clamps_to_zero_point_after_half_interval() {
     let labels = Labels::from_pairs([("__name__", "c_total")]).unwrap();
     let samples = vec![Sample::new(137, 250.0), Sample::new(16_090, 543.03), Sample::new(30_433, 737.48)];
-    let src = Mem(vec![SeriesSamples { labels, samples }]);
+    let src = MemSource::new(vec![SeriesSamples { labels, samples }]);
     let got = Engine::new(EngineOptions::default()).instant(&src, "rate(c_total[5m])", 45_000).unwrap();
     let Value::Vector(v) = got.value else { panic!("not a vector") };
     let value = v.first().map(|s| s.value).unwrap_or(f64::NAN);

@@ -1,0 +1,259 @@
+//! The entry calls of saltdb's fuzz targets, one function per target.
+//!
+//! Every function takes arbitrary bytes, feeds them through the same calls the server makes on
+//! untrusted input, and panics only when saltdb misbehaves: a panic inside saltdb, or a broken
+//! invariant checked here (a decoded request that would not pass validation, a chunk that does
+//! not decode to what was encoded). Errors returned by saltdb are the expected outcome for most
+//! inputs and are ignored.
+//!
+//! `tests/fuzz_regressions.rs` in the main crate includes this file with `#[path]`, so saved
+//! crashing inputs are replayed on the stable toolchain through exactly these calls.
+
+use std::time::Duration;
+
+use saltdb::http::import::{decode_lines, SeriesLimits};
+use saltdb::labels::Labels;
+use saltdb::promql::source::MemSource;
+use saltdb::promql::{parse, Engine, EngineOptions};
+use saltdb::remote::decode::{decode_v1, decode_v2, decode_write, decompress, DecodeLimits, Decoded, Protocol};
+use saltdb::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
+use saltdb::storage::chunk;
+
+/// The names of all targets, as the `fuzz_targets/*.rs` binaries and the regression folders
+/// under `tests/fuzz_regressions/` are called.
+pub const TARGETS: [&str; 6] =
+    ["remote_write_v1", "remote_write_v2", "import_lines", "promql", "chunk_decode", "chunk_roundtrip"];
+
+/// Runs the target called `name` on `data`; false when there is no such target.
+pub fn run(name: &str, data: &[u8]) -> bool {
+    match name {
+        "remote_write_v1" => remote_write_v1(data),
+        "remote_write_v2" => remote_write_v2(data),
+        "import_lines" => import_lines(data),
+        "promql" => promql(data),
+        "chunk_decode" => chunk_decode(data),
+        "chunk_roundtrip" => chunk_roundtrip(data),
+        _ => return false,
+    }
+    true
+}
+
+/// Remote-Write 1.0: the HTTP handler's path (snappy, then protobuf) and the protobuf decoder
+/// alone on the raw bytes.
+pub fn remote_write_v1(data: &[u8]) {
+    remote_write(data, Protocol::V1);
+}
+
+/// Remote-Write 2.0: as [`remote_write_v1`].
+pub fn remote_write_v2(data: &[u8]) {
+    remote_write(data, Protocol::V2);
+}
+
+fn remote_write(data: &[u8], protocol: Protocol) {
+    let limits = DecodeLimits::default();
+    // What the handler does: `decode_write` is `decompress` followed by `decode_v1`/`decode_v2`.
+    if let Ok(raw) = decompress(data, limits.max_decoded_bytes) {
+        assert!(raw.len() <= limits.max_decoded_bytes, "decompressed past the limit");
+    }
+    if let Ok(decoded) = decode_write(data, protocol, &limits) {
+        check_decoded(&decoded, &limits);
+    }
+    // The raw bytes as an already decompressed body, so protobuf parsing is reached directly.
+    let direct = match protocol {
+        Protocol::V1 => decode_v1(data, &limits),
+        Protocol::V2 => decode_v2(data, &limits),
+    };
+    if let Ok(decoded) = direct {
+        check_decoded(&decoded, &limits);
+    }
+}
+
+/// What every accepted request must satisfy before it reaches storage.
+fn check_decoded(d: &Decoded, limits: &DecodeLimits) {
+    check_batch(&d.batch, limits.max_labels, limits.max_label_len);
+}
+
+fn check_batch(batch: &WriteBatch, max_labels: usize, max_len: usize) {
+    for s in &batch.series {
+        assert!(s.labels.require_metric_name().is_ok(), "accepted a series without a metric name: {}", s.labels);
+        assert!(s.labels.check_limits(max_labels, max_len).is_ok(), "accepted a series over the limits");
+        // The label set must survive the storage key encoding unchanged.
+        let decoded = Labels::decode(&s.labels.to_bytes());
+        assert!(decoded.as_ref().is_ok_and(|l| *l == s.labels), "labels do not round-trip: {}", s.labels);
+        for p in &s.samples {
+            assert!(check_timestamp(p.timestamp_ms).is_ok(), "accepted timestamp {}", p.timestamp_ms);
+        }
+    }
+}
+
+/// The JSON-lines import decoder.
+pub fn import_lines(data: &[u8]) {
+    let limits = SeriesLimits::default();
+    if let Ok(batch) = decode_lines(data, limits) {
+        check_batch(&batch, limits.max_labels, limits.max_label_bytes);
+    }
+}
+
+/// Engine limits small enough that an expensive query fails fast instead of timing out the
+/// fuzzer.
+fn engine() -> Engine {
+    Engine::new(EngineOptions { lookback_ms: 300_000, max_samples: 1_000_000, timeout: Duration::from_secs(1) })
+}
+
+/// Instant query time and range query bounds: 101 steps over the fixture.
+const EVAL_AT_MS: i64 = 600_000;
+const RANGE: (i64, i64, i64) = (0, 600_000, 6_000);
+
+fn series(pairs: &[(&str, &str)], samples: Vec<Sample>) -> SeriesSamples {
+    match Labels::from_pairs(pairs.iter().copied()) {
+        Ok(labels) => SeriesSamples { labels, samples },
+        Err(e) => panic!("fixture labels {pairs:?}: {e}"),
+    }
+}
+
+/// `n` samples every `step` ms from `from`, valued `f(i)`.
+fn regular(from: i64, step: i64, n: i64, f: impl Fn(i64) -> f64) -> Vec<Sample> {
+    (0..n).map(|i| Sample::new(from + i * step, f(i))).collect()
+}
+
+/// A handful of series covering counters (with a reset), gauges with special values, classic
+/// histogram buckets and a sparse series.
+pub fn promql_fixture() -> MemSource {
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    let specials = [1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, stale, f64::MAX, f64::MIN_POSITIVE, -1e300];
+    let mut out = vec![
+        series(
+            &[("__name__", "req_total"), ("job", "a"), ("instance", "1")],
+            regular(0, 15_000, 61, |i| (i * 10) as f64),
+        ),
+        series(
+            &[("__name__", "req_total"), ("job", "b"), ("instance", "2")],
+            regular(7_000, 15_000, 61, |i| ((i % 25) * 3) as f64),
+        ),
+        series(
+            &[("__name__", "gauge"), ("job", "a")],
+            regular(0, 30_000, 31, |i| specials.get(i as usize % specials.len()).copied().unwrap_or(0.0)),
+        ),
+        series(&[("__name__", "up"), ("job", "a")], regular(0, 60_000, 11, |_| 1.0)),
+        series(&[("__name__", "sparse"), ("job", "c")], vec![Sample::new(100_000, 5.0), Sample::new(590_000, -2.5)]),
+    ];
+    for (le, per) in [("0.1", 1.0), ("1", 3.0), ("10", 4.0), ("+Inf", 5.0)] {
+        out.push(series(
+            &[("__name__", "lat_bucket"), ("job", "a"), ("le", le)],
+            regular(0, 30_000, 21, |i| i as f64 * per),
+        ));
+    }
+    MemSource::new(out)
+}
+
+/// A PromQL query: parsed, then evaluated as an instant and a range query over
+/// [`promql_fixture`].
+pub fn promql(data: &[u8]) {
+    let Ok(query) = std::str::from_utf8(data) else { return };
+    if parse(query).is_err() {
+        return;
+    }
+    let src = promql_fixture();
+    let engine = engine();
+    let _ = engine.instant(&src, query, EVAL_AT_MS);
+    let (start, end, step) = RANGE;
+    let _ = engine.range(&src, query, start, end, step);
+}
+
+/// Chunk decoding of arbitrary bytes: never panics, and a successful decode yields exactly the
+/// sample count of the header.
+pub fn chunk_decode(data: &[u8]) {
+    let mut out = Vec::new();
+    if chunk::decode(data, &mut out).is_ok() {
+        let n = data.get(3..7).and_then(|b| <[u8; 4]>::try_from(b).ok()).map(u32::from_le_bytes);
+        assert_eq!(
+            Some(out.len()),
+            n.map(|n| n as usize),
+            "decoded a different number of samples than the header says"
+        );
+    }
+}
+
+/// Reads bytes off the front of the fuzz input; zeros once it runs out.
+struct Bytes<'a>(&'a [u8]);
+
+impl Bytes<'_> {
+    fn u8(&mut self) -> u8 {
+        let (&b, rest) = self.0.split_first().unwrap_or((&0, &[]));
+        self.0 = rest;
+        b
+    }
+
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+
+    fn u64(&mut self) -> u64 {
+        let mut b = [0u8; 8];
+        for x in &mut b {
+            *x = self.u8();
+        }
+        u64::from_le_bytes(b)
+    }
+}
+
+/// Builds a strictly ascending run of samples from the bytes. Layout: zstd level byte (1..=9), first
+/// timestamp (8 bytes), then per sample a tag byte: bits 0-1 pick the timestamp delta (repeat the
+/// previous delta, 1 + byte, 1 + u16, 1 + u64), bits 2-3 the value (repeat, short decimal i16 /
+/// 10^(bits 4-6), raw f64 bits, special value), followed by the bytes they need.
+pub fn samples_from_bytes(data: &[u8]) -> (i32, Vec<Sample>) {
+    let mut b = Bytes(data);
+    // Levels 1..=9: saltdb seals chunks at level 9 (`storage::seal::ZSTD_LEVEL`). Levels 16 and up
+    // (zstd's btopt/btultra search) trip an AddressSanitizer stack-use-after-scope report inside
+    // zstd-sys' C code that saltdb never reaches.
+    let level = i32::from(b.u8() % 9) + 1;
+    let mut t = b.u64() as i64;
+    let mut v = 0.0f64;
+    let mut delta = 15_000i64;
+    let mut out = Vec::new();
+    const SPECIALS: [f64; 10] =
+        [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0, f64::MAX, f64::MIN, f64::MIN_POSITIVE, 0.1, -1.0];
+    loop {
+        let tag = b.u8();
+        if !out.is_empty() {
+            let d = match tag & 3 {
+                0 => delta,
+                1 => 1 + i64::from(b.u8()),
+                2 => 1 + i64::from(b.u16()),
+                _ => (b.u64() >> 2) as i64 + 1,
+            };
+            let Some(next) = t.checked_add(d) else { break };
+            (t, delta) = (next, d);
+        }
+        v = match (tag >> 2) & 3 {
+            0 => v,
+            1 => f64::from(b.u16() as i16) / 10f64.powi(i32::from((tag >> 4) & 7)),
+            2 => f64::from_bits(b.u64()),
+            _ => match b.u8() {
+                0 => f64::from_bits(STALE_NAN_BITS),
+                x => SPECIALS.get(usize::from(x) % SPECIALS.len()).copied().unwrap_or(0.0),
+            },
+        };
+        out.push(Sample::new(t, v));
+        if b.0.is_empty() {
+            break;
+        }
+    }
+    (level, out)
+}
+
+/// Encode then decode a run of samples built from the bytes: the samples must come back exactly,
+/// timestamps and value bit patterns (NaN payloads, staleness markers, -0.0) alike.
+pub fn chunk_roundtrip(data: &[u8]) {
+    let (level, samples) = samples_from_bytes(data);
+    let mut buf = Vec::new();
+    if let Err(e) = chunk::encode(&samples, level, &mut buf) {
+        panic!("encoding {} sorted samples failed: {e}", samples.len());
+    }
+    let mut out = Vec::new();
+    if let Err(e) = chunk::decode(&buf, &mut out) {
+        panic!("decoding a freshly encoded chunk failed: {e}");
+    }
+    let bits = |s: &[Sample]| s.iter().map(|p| (p.timestamp_ms, p.value.to_bits())).collect::<Vec<_>>();
+    assert_eq!(bits(&out), bits(&samples), "chunk round trip changed the samples");
+}
