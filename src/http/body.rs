@@ -52,7 +52,8 @@ pub async fn read_admitted(
         }
     }
     let mut body = body;
-    let mut buf = BytesMut::new();
+    // Sized once from the reservation: growing by doubling would briefly hold twice the body.
+    let mut buf = BytesMut::with_capacity(if refused.is_none() { reserved } else { 0 });
     let mut seen: u64 = 0;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ApiError::BadData(format!("reading request body: {e}")))?;

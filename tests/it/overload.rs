@@ -45,10 +45,13 @@ fn a_write_flood_gets_429_with_bounded_memory_and_the_server_recovers() {
     assert_eq!(import(&base, small).0, 204);
     let baseline_kib = proc_status_kib(pid, "VmRSS:");
 
-    // ~8 MiB of JSON lines: 1,500 series x 150 samples.
-    let (body, _) = dataset(1_500, 150, 1_600_000_000_000, "flood");
+    // 8 MiB bodies that are mostly blank lines around 50 real series: the server must buffer
+    // each whole body, but what it accepts stays small, so RSS growth measures requests in
+    // flight rather than accepted data (which grows memtables at whatever speed the machine has).
+    let (lines, _) = dataset(50, 20, 1_600_000_000_000, "flood");
+    let mut body = lines;
+    body.push_str(&"\n".repeat((8 << 20) - body.len()));
     let body = Arc::new(body);
-    assert!(body.len() > 6 << 20 && body.len() < 12 << 20, "{} bytes", body.len());
 
     let stop = Arc::new(AtomicBool::new(false));
     let (accepted, refused, other) =
@@ -107,9 +110,9 @@ fn a_write_flood_gets_429_with_bounded_memory_and_the_server_recovers() {
     assert!(accepted > 0, "some writes get through");
     assert!(refused > accepted, "the flood is mostly refused");
     assert_eq!(other, 0, "refused clients read a 429, not a reset connection");
-    // The write budget, plus what accepted data legitimately occupies (memtables, block cache,
-    // allocator slack). Without the budget, 24 x (8 MiB body + decoded batch) would be in flight.
-    assert!(growth_mib < INFLIGHT_MIB + 160, "RSS grew by {growth_mib} MiB");
+    // The write budget plus allocator and runtime slack (measured: +78..88 MiB). Without the
+    // budget the same flood grows RSS by about 220 MiB: 24 x 8 MiB bodies at once.
+    assert!(growth_mib < INFLIGHT_MIB + 80, "RSS grew by {growth_mib} MiB");
 
     // It recovers: a normal write and read right after the flood.
     let (after, expected) = dataset(20, 5, 1_600_100_000_000, "after_flood");
