@@ -328,6 +328,12 @@ fn snapshot_is_a_consistent_copy_that_opens_as_a_database() {
     assert_eq!(call("POST", &server.url("/api/v1/admin/tsdb/snapshot?bogus=1"), None, None).0, 400);
     server.stop();
 
+    // The original directory, snapshot folder inside, still opens with everything.
+    let original = InProcess::start(storage_config(&data));
+    assert_eq!(export(&original.url(""), r#"{__name__=~"snap_.*"}"#), before);
+    assert!(!export(&original.url(""), r#"{__name__=~"later_.*"}"#).is_empty());
+    original.stop();
+
     let copy = InProcess::start(storage_config(&snap_dir));
     assert_eq!(export(&copy.url(""), r#"{__name__=~"snap_.*"}"#), before);
     assert!(export(&copy.url(""), r#"{__name__=~"later_.*"}"#).is_empty());
