@@ -15,6 +15,11 @@
 
 use std::sync::Arc;
 
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
 use super::admission::DECODED_FACTOR;
 use super::error::ApiError;
 use super::router::AppState;
@@ -22,10 +27,6 @@ use super::{blocking, body};
 use crate::metrics::Protocol as MetricsProtocol;
 use crate::remote::decode::{decode_write, DecodeError, DecodeLimits, Protocol};
 use crate::remote::metadata::MetadataStore;
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 
 /// State of the remote protocols, part of [`AppState`].
 #[derive(Debug, Default)]
