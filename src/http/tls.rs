@@ -88,7 +88,12 @@ impl TlsListener {
         let (tx, ready) = mpsc::channel(ACCEPT_QUEUE);
         tokio::spawn(async move {
             loop {
-                let (stream, peer) = match tcp.accept().await {
+                // Once the server drops the listener, stop accepting and release the port.
+                let accepted = tokio::select! {
+                    () = tx.closed() => return,
+                    accepted = tcp.accept() => accepted,
+                };
+                let (stream, peer) = match accepted {
                     Ok(c) => c,
                     Err(e) => {
                         // Usually out of file descriptors: back off instead of spinning.
@@ -97,9 +102,6 @@ impl TlsListener {
                         continue;
                     }
                 };
-                if tx.is_closed() {
-                    return;
-                }
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {
