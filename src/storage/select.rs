@@ -103,9 +103,13 @@ fn read_points(
     let first = out.len();
     for guard in ks.range(lo..=hi) {
         let (key, value) = guard.into_inner()?;
-        let (_, _, ts) = keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "point key" })?;
-        let value = keys::decode_value(&value).ok_or(StorageError::Corrupt { what: "point value" })?;
-        out.push(Sample::new(ts, value));
+        // A `match` rather than `ok_or`: this runs once per sample, and `ok_or` builds (and
+        // drops) the error value every time.
+        match (keys::decode_point_key(&key), keys::decode_value(&value)) {
+            (Some((_, _, ts)), Some(value)) => out.push(Sample::new(ts, value)),
+            (None, _) => return Err(StorageError::Corrupt { what: "point key" }),
+            (_, None) => return Err(StorageError::Corrupt { what: "point value" }),
+        }
     }
     // Keys run newest first.
     if let Some(added) = out.get_mut(first..) {
