@@ -13,6 +13,7 @@
 //! 6 bits significant-bit count (64 written as 0) + the significant bits. Bits are written most
 //! significant first.
 
+use crate::bits::{BitReader, BitWriter, EndOfBits};
 use crate::sample::Sample;
 
 /// Samples per chunk Prometheus cuts at; remote read uses the same size.
@@ -23,13 +24,19 @@ pub const SAMPLES_PER_CHUNK: usize = 120;
 #[error("corrupt XOR chunk: {0}")]
 pub struct XorError(&'static str);
 
+impl From<EndOfBits> for XorError {
+    fn from(_: EndOfBits) -> Self {
+        Self("unexpected end of data")
+    }
+}
+
 /// Encodes samples (ascending timestamps, at most `u16::MAX`) into one XOR chunk.
 pub fn encode(samples: &[Sample]) -> Vec<u8> {
     let samples = samples.get(..usize::from(u16::MAX)).unwrap_or(samples);
-    let mut w = BitWriter { buf: Vec::with_capacity(2 + samples.len() * 2), free: 0 };
+    let mut w = BitWriter::with_capacity(2 + samples.len() * 2);
     // `samples.len() <= u16::MAX` by the slice above.
     let n = u16::try_from(samples.len()).unwrap_or(u16::MAX);
-    w.write_bits(u64::from(n), 16);
+    w.write(u64::from(n), 16);
     let (mut t, mut t_delta, mut v) = (0i64, 0u64, 0u64);
     let (mut leading, mut trailing) = (0xffu8, 0u8);
     for (i, s) in samples.iter().enumerate() {
@@ -37,7 +44,7 @@ pub fn encode(samples: &[Sample]) -> Vec<u8> {
         match i {
             0 => {
                 write_varint(&mut w, s.timestamp_ms);
-                w.write_bits(bits, 64);
+                w.write(bits, 64);
             }
             1 => {
                 t_delta = s.timestamp_ms.wrapping_sub(t) as u64;
@@ -50,17 +57,17 @@ pub fn encode(samples: &[Sample]) -> Vec<u8> {
                 if dod == 0 {
                     w.write_bit(false);
                 } else if bit_range(dod, 14) {
-                    w.write_bits(0b10, 2);
-                    w.write_bits(dod as u64, 14);
+                    w.write(0b10, 2);
+                    w.write(dod as u64, 14);
                 } else if bit_range(dod, 17) {
-                    w.write_bits(0b110, 3);
-                    w.write_bits(dod as u64, 17);
+                    w.write(0b110, 3);
+                    w.write(dod as u64, 17);
                 } else if bit_range(dod, 20) {
-                    w.write_bits(0b1110, 4);
-                    w.write_bits(dod as u64, 20);
+                    w.write(0b1110, 4);
+                    w.write(dod as u64, 20);
                 } else {
-                    w.write_bits(0b1111, 4);
-                    w.write_bits(dod as u64, 64);
+                    w.write(0b1111, 4);
+                    w.write(dod as u64, 64);
                 }
                 t_delta = delta;
                 write_xor(&mut w, bits ^ v, &mut leading, &mut trailing);
@@ -69,7 +76,7 @@ pub fn encode(samples: &[Sample]) -> Vec<u8> {
         t = s.timestamp_ms;
         v = bits;
     }
-    w.buf
+    w.into_bytes()
 }
 
 /// Decodes one XOR chunk.
@@ -77,8 +84,8 @@ pub fn encode(samples: &[Sample]) -> Vec<u8> {
 /// # Errors
 /// [`XorError`] when the data ends early or holds impossible bit widths.
 pub fn decode(data: &[u8]) -> Result<Vec<Sample>, XorError> {
-    let mut r = BitReader { buf: data, pos: 0 };
-    let n = r.read_bits(16)? as usize;
+    let mut r = BitReader::new(data);
+    let n = r.read(16)? as usize;
     let mut out = Vec::with_capacity(n.min(data.len() * 8));
     let (mut t, mut t_delta, mut v) = (0i64, 0u64, 0u64);
     let (mut leading, mut trailing) = (0u8, 0u8);
@@ -86,7 +93,7 @@ pub fn decode(data: &[u8]) -> Result<Vec<Sample>, XorError> {
         match i {
             0 => {
                 t = read_varint(&mut r)?;
-                v = r.read_bits(64)?;
+                v = r.read(64)?;
             }
             1 => {
                 t_delta = read_uvarint(&mut r)?;
@@ -97,7 +104,7 @@ pub fn decode(data: &[u8]) -> Result<Vec<Sample>, XorError> {
                 let mut prefix = 0u8;
                 for _ in 0..4 {
                     prefix <<= 1;
-                    if !r.read_bit()? {
+                    if !r.bit()? {
                         break;
                     }
                     prefix |= 1;
@@ -107,7 +114,7 @@ pub fn decode(data: &[u8]) -> Result<Vec<Sample>, XorError> {
                     0b10 => read_signed(&mut r, 14)?,
                     0b110 => read_signed(&mut r, 17)?,
                     0b1110 => read_signed(&mut r, 20)?,
-                    _ => r.read_bits(64)? as i64,
+                    _ => r.read(64)? as i64,
                 };
                 t_delta = (t_delta as i64).wrapping_add(dod) as u64;
                 t = t.wrapping_add(t_delta as i64);
@@ -124,7 +131,7 @@ fn bit_range(x: i64, nbits: u32) -> bool {
 }
 
 fn read_signed(r: &mut BitReader<'_>, sz: u32) -> Result<i64, XorError> {
-    let mut bits = r.read_bits(sz)?;
+    let mut bits = r.read(sz)?;
     // Negative numbers come back as large unsigned ones (Prometheus' docs/bstream.md).
     if bits > 1 << (sz - 1) {
         bits = bits.wrapping_sub(1 << sz);
@@ -143,26 +150,26 @@ fn write_xor(w: &mut BitWriter, delta: u64, leading: &mut u8, trailing: &mut u8)
     let new_trailing = delta.trailing_zeros() as u8;
     if *leading != 0xff && new_leading >= *leading && new_trailing >= *trailing {
         w.write_bit(false);
-        w.write_bits(delta >> *trailing, 64 - u32::from(*leading) - u32::from(*trailing));
+        w.write(delta >> *trailing, 64 - u32::from(*leading) - u32::from(*trailing));
         return;
     }
     *leading = new_leading;
     *trailing = new_trailing;
     w.write_bit(true);
-    w.write_bits(u64::from(new_leading), 5);
+    w.write(u64::from(new_leading), 5);
     let sigbits = 64 - u32::from(new_leading) - u32::from(new_trailing);
     // 64 significant bits are written as 0 (6 bits cannot hold 64).
-    w.write_bits(u64::from(sigbits), 6);
-    w.write_bits(delta >> new_trailing, sigbits);
+    w.write(u64::from(sigbits), 6);
+    w.write(delta >> new_trailing, sigbits);
 }
 
 fn read_xor(r: &mut BitReader<'_>, v: u64, leading: &mut u8, trailing: &mut u8) -> Result<u64, XorError> {
-    if !r.read_bit()? {
+    if !r.bit()? {
         return Ok(v);
     }
-    if r.read_bit()? {
-        *leading = r.read_bits(5)? as u8;
-        let mut sig = r.read_bits(6)? as u8;
+    if r.bit()? {
+        *leading = r.read(5)? as u8;
+        let mut sig = r.read(6)? as u8;
         if sig == 0 {
             sig = 64;
         }
@@ -174,7 +181,7 @@ fn read_xor(r: &mut BitReader<'_>, v: u64, leading: &mut u8, trailing: &mut u8) 
     let sig = 64u32
         .checked_sub(u32::from(*leading) + u32::from(*trailing))
         .ok_or(XorError("leading + trailing bits exceed 64"))?;
-    let bits = r.read_bits(sig)?;
+    let bits = r.read(sig)?;
     Ok(v ^ bits.checked_shl(u32::from(*trailing)).unwrap_or(0))
 }
 
@@ -184,16 +191,16 @@ fn write_varint(w: &mut BitWriter, x: i64) {
 
 fn write_uvarint(w: &mut BitWriter, mut x: u64) {
     while x >= 0x80 {
-        w.write_bits((x & 0x7f) | 0x80, 8);
+        w.write((x & 0x7f) | 0x80, 8);
         x >>= 7;
     }
-    w.write_bits(x, 8);
+    w.write(x, 8);
 }
 
 fn read_uvarint(r: &mut BitReader<'_>) -> Result<u64, XorError> {
     let mut x = 0u64;
     for shift in (0..64).step_by(7) {
-        let b = r.read_bits(8)?;
+        let b = r.read(8)?;
         x |= (b & 0x7f) << shift;
         if b < 0x80 {
             return Ok(x);
@@ -205,65 +212,6 @@ fn read_uvarint(r: &mut BitReader<'_>) -> Result<u64, XorError> {
 fn read_varint(r: &mut BitReader<'_>) -> Result<i64, XorError> {
     let u = read_uvarint(r)?;
     Ok((u >> 1) as i64 ^ -((u & 1) as i64))
-}
-
-/// Appends bits most significant first.
-struct BitWriter {
-    buf: Vec<u8>,
-    /// Unused low bits in the last byte.
-    free: u32,
-}
-
-impl BitWriter {
-    fn write_bit(&mut self, bit: bool) {
-        self.write_bits(u64::from(bit), 1);
-    }
-
-    /// Writes the low `n` bits of `x` (`n <= 64`).
-    fn write_bits(&mut self, x: u64, n: u32) {
-        let mut n = n;
-        while n > 0 {
-            if self.free == 0 {
-                self.buf.push(0);
-                self.free = 8;
-            }
-            let take = n.min(self.free);
-            let chunk = ((x >> (n - take)) & ((1u64 << take) - 1)) as u8;
-            if let Some(last) = self.buf.last_mut() {
-                *last |= chunk << (self.free - take);
-            }
-            self.free -= take;
-            n -= take;
-        }
-    }
-}
-
-struct BitReader<'a> {
-    buf: &'a [u8],
-    /// Position in bits.
-    pos: usize,
-}
-
-impl BitReader<'_> {
-    fn read_bit(&mut self) -> Result<bool, XorError> {
-        Ok(self.read_bits(1)? == 1)
-    }
-
-    /// Reads `n <= 64` bits.
-    fn read_bits(&mut self, n: u32) -> Result<u64, XorError> {
-        let mut out = 0u64;
-        let mut n = n;
-        while n > 0 {
-            let byte = *self.buf.get(self.pos / 8).ok_or(XorError("unexpected end of data"))?;
-            let avail = 8 - (self.pos % 8) as u32;
-            let take = n.min(avail);
-            let chunk = (u64::from(byte) >> (avail - take)) & ((1u64 << take) - 1);
-            out = out.checked_shl(take).unwrap_or(0) | chunk;
-            self.pos += take as usize;
-            n -= take;
-        }
-        Ok(out)
-    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@
 //! (NaN payloads, staleness markers, -0.0) round-trips exactly (runs holding such values use
 //! version 1).
 
+use crate::bits::{BitReader, BitWriter, EndOfBits};
 use crate::sample::Sample;
 
 /// Gorilla bit-stream chunk format.
@@ -42,6 +43,12 @@ pub const FORMAT_VERSION_DECIMAL: u8 = 2;
 const HEADER_LEN: usize = 11;
 /// Largest sample count a chunk may claim (bounds allocation when decoding hostile bytes).
 pub const MAX_CHUNK_SAMPLES: u32 = 1 << 20;
+
+impl From<EndOfBits> for ChunkError {
+    fn from(_: EndOfBits) -> Self {
+        Self::Truncated
+    }
+}
 
 /// Why a chunk could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,55 +73,6 @@ pub enum ChunkError {
     /// Encoding was asked for an empty or unsorted run.
     #[error("chunk samples must be non-empty and strictly ascending by timestamp")]
     Unsorted,
-}
-
-struct BitWriter {
-    bytes: Vec<u8>,
-    used: u32,
-}
-
-impl BitWriter {
-    fn new() -> Self {
-        Self { bytes: Vec::new(), used: 8 }
-    }
-
-    /// Writes the low `n` bits of `v`, most significant first.
-    fn write(&mut self, v: u64, n: u32) {
-        for i in (0..n).rev() {
-            if self.used == 8 {
-                self.bytes.push(0);
-                self.used = 0;
-            }
-            if (v >> i) & 1 == 1 {
-                if let Some(last) = self.bytes.last_mut() {
-                    *last |= 1 << (7 - self.used);
-                }
-            }
-            self.used += 1;
-        }
-    }
-}
-
-struct BitReader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl BitReader<'_> {
-    fn bit(&mut self) -> Result<u64, ChunkError> {
-        let byte = self.bytes.get(self.pos / 8).ok_or(ChunkError::Truncated)?;
-        let b = (byte >> (7 - (self.pos % 8))) & 1;
-        self.pos += 1;
-        Ok(u64::from(b))
-    }
-
-    fn read(&mut self, n: u32) -> Result<u64, ChunkError> {
-        let mut v = 0u64;
-        for _ in 0..n {
-            v = (v << 1) | self.bit()?;
-        }
-        Ok(v)
-    }
 }
 
 /// Sign-extends the low `n` bits of `v`.
@@ -148,7 +106,7 @@ fn write_dod(w: &mut BitWriter, dod: i64) {
 
 fn read_dod(r: &mut BitReader<'_>) -> Result<i64, ChunkError> {
     let mut ones = 0;
-    while ones < 4 && r.bit()? == 1 {
+    while ones < 4 && r.bit()? {
         ones += 1;
     }
     Ok(match ones {
@@ -191,10 +149,10 @@ impl Xor {
     }
 
     fn read(&mut self, r: &mut BitReader<'_>) -> Result<u64, ChunkError> {
-        if r.bit()? == 0 {
+        if !r.bit()? {
             return Ok(self.prev);
         }
-        if r.bit()? == 1 {
+        if r.bit()? {
             self.leading = r.read(6)? as u32;
             let len = r.read(6)? as u32 + 1;
             if self.leading + len > 64 {
@@ -250,7 +208,7 @@ fn gorilla_body(first: &Sample, samples: &[Sample]) -> Vec<u8> {
         (prev_ts, prev_delta) = (s.timestamp_ms, delta);
         xor.write(&mut w, s.value.to_bits());
     }
-    w.bytes
+    w.into_bytes()
 }
 
 fn u32_at(src: &[u8], at: usize) -> Result<u32, ChunkError> {
@@ -299,7 +257,7 @@ pub fn decode(src: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkError> {
     if version == FORMAT_VERSION_DECIMAL {
         return decimal::decode(&raw, n as usize, out);
     }
-    let mut r = BitReader { bytes: &raw, pos: 0 };
+    let mut r = BitReader::new(&raw);
     let mut ts = r.read(64)? as i64;
     let first = r.read(64)?;
     out.push(Sample::new(ts, f64::from_bits(first)));
