@@ -142,6 +142,15 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind) -> Result<Response, A
     Ok(render(result, limit))
 }
 
+/// A sample as Prometheus writes it: `[<seconds>,"<value>"]`.
+fn write_point(out: &mut String, timestamp_ms: i64, value: f64) {
+    out.push('[');
+    write_ts(out, timestamp_ms);
+    out.push(',');
+    write_value(out, value);
+    out.push(']');
+}
+
 /// Prometheus' time format: seconds with up to millisecond decimals (`1700000000.5`).
 fn write_ts(out: &mut String, ms: i64) {
     let (secs, frac) = (ms.div_euclid(1000), ms.rem_euclid(1000));
@@ -195,13 +204,7 @@ fn render(result: QueryResult, limit: Option<usize>) -> Response {
     let _ =
         write!(out, "{{\"status\":\"success\",\"data\":{{\"resultType\":\"{}\",\"result\":", result.value.type_name());
     match result.value {
-        Value::Scalar { timestamp_ms, value } => {
-            out.push('[');
-            write_ts(&mut out, timestamp_ms);
-            out.push(',');
-            write_value(&mut out, value);
-            out.push(']');
-        }
+        Value::Scalar { timestamp_ms, value } => write_point(&mut out, timestamp_ms, value),
         Value::String { timestamp_ms, value } => {
             out.push('[');
             write_ts(&mut out, timestamp_ms);
@@ -216,11 +219,9 @@ fn render(result: QueryResult, limit: Option<usize>) -> Response {
                 }
                 out.push_str("{\"metric\":");
                 write_labels(&mut out, &s.labels);
-                out.push_str(",\"value\":[");
-                write_ts(&mut out, s.timestamp_ms);
-                out.push(',');
-                write_value(&mut out, s.value);
-                out.push_str("]}");
+                out.push_str(",\"value\":");
+                write_point(&mut out, s.timestamp_ms, s.value);
+                out.push('}');
             }
             out.push(']');
         }
@@ -238,11 +239,7 @@ fn render(result: QueryResult, limit: Option<usize>) -> Response {
                     if j > 0 {
                         out.push(',');
                     }
-                    out.push('[');
-                    write_ts(&mut out, p.timestamp_ms);
-                    out.push(',');
-                    write_value(&mut out, p.value);
-                    out.push(']');
+                    write_point(&mut out, p.timestamp_ms, p.value);
                 }
                 out.push_str("]}");
             }
