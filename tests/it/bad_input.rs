@@ -16,7 +16,7 @@ fn gzip(data: &[u8]) -> Vec<u8> {
 #[test]
 fn bad_imports_are_rejected_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = runtime();
     let limits = Limits { max_request_bytes: 1 << 20, ..Limits::default() };
     let config =
         ServerConfig { limits, ..ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(dir.path())) };

@@ -22,9 +22,8 @@ pub struct InProcess {
 
 impl InProcess {
     pub fn start(storage: StorageConfig) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage);
-        Self::start_with(runtime, config)
+        Self::start_with(runtime(), config)
     }
 
     pub fn start_with(runtime: tokio::runtime::Runtime, config: ServerConfig) -> Self {
@@ -42,6 +41,11 @@ impl InProcess {
             self.runtime.block_on(s.shutdown()).expect("clean shutdown");
         }
     }
+}
+
+/// The runtime a test server (or a handler called directly) runs on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
 /// Storage settings for tests: keep data forever (test data may be old), default buckets.
@@ -177,6 +181,11 @@ pub fn try_post(
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     Ok((status, headers, resp.text()?))
+}
+
+/// GETs `url` and parses the body as JSON.
+pub fn get_json(url: &str) -> serde_json::Value {
+    client().get(url).send().expect("request").text().expect("body").parse().expect("JSON body")
 }
 
 /// Posts JSON lines to `/api/v1/import`; returns status and body.

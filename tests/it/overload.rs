@@ -127,10 +127,6 @@ fn a_write_flood_gets_429_with_bounded_memory_and_the_server_recovers() {
     bin.terminate();
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-}
-
 #[test]
 fn a_query_past_its_timeout_is_503_and_a_full_query_pool_is_503() {
     let dir = tempfile::tempdir().unwrap();

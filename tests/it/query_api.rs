@@ -98,7 +98,7 @@ fn instant_and_range_queries() {
 #[test]
 fn query_sample_limit_is_a_clear_422() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = runtime();
     let mut query = QueryConfig::default();
     query.engine.max_samples = 50;
     let config =

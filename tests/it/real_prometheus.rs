@@ -282,14 +282,7 @@ fn prometheus_remote_writes_to_saltdb_and_reads_back() {
     assert!(theirs == ours, "streamed remote read differs:\n{}", diff(&theirs, &ours));
 
     // Metadata arrived through remote-write.
-    let md: serde_json::Value = client()
-        .get(format!("{saltdb_base}/api/v1/metadata?metric=node_cpu_seconds_total"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap()
-        .parse::<serde_json::Value>()
-        .unwrap();
+    let md: serde_json::Value = get_json(&format!("{saltdb_base}/api/v1/metadata?metric=node_cpu_seconds_total"));
     assert_eq!(md["data"]["node_cpu_seconds_total"][0]["type"], "counter", "{md}");
 
     // Nothing was rejected.

@@ -166,14 +166,7 @@ fn remote_write_round_trips_through_remote_read_and_export() {
     assert_eq!(got.keys().map(|k| k["host"].as_str()).collect::<Vec<_>>(), ["h9"]);
 
     // Metadata served like Prometheus does.
-    let md: serde_json::Value = client()
-        .get(format!("{base}/api/v1/metadata?metric=temp_celsius"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap()
-        .parse::<serde_json::Value>()
-        .unwrap();
+    let md: serde_json::Value = get_json(&format!("{base}/api/v1/metadata?metric=temp_celsius"));
     assert_eq!(
         md,
         serde_json::json!({"status": "success", "data": {"temp_celsius": [{"type": "gauge", "help": "Room temperature.", "unit": "celsius"}]}})
@@ -235,14 +228,7 @@ fn remote_write_2_0_with_symbols() {
     assert_eq!(h["x-prometheus-remote-write-histograms-written"], "0");
     let got = export(&base, "http_requests_total");
     assert_eq!(got.len(), 2);
-    let md: serde_json::Value = client()
-        .get(format!("{base}/api/v1/metadata"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap()
-        .parse::<serde_json::Value>()
-        .unwrap();
+    let md: serde_json::Value = get_json(&format!("{base}/api/v1/metadata"));
     assert_eq!(md["data"]["http_requests_total"][0]["type"], "counter");
     assert_eq!(md["data"]["http_requests_total"][0]["help"], "Requests served.");
     let text = metrics(&base);
@@ -257,7 +243,7 @@ fn remote_write_2_0_with_symbols() {
 #[test]
 fn every_bad_remote_write_gets_its_status_and_reason_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = runtime();
     let limits = Limits { max_request_bytes: 1 << 20, ..Limits::default() };
     let config =
         ServerConfig { limits, ..ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(dir.path())) };
@@ -461,7 +447,7 @@ fn every_bad_remote_write_gets_its_status_and_reason_and_writes_nothing() {
 #[test]
 fn overload_answers_429_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = runtime();
     let storage = saltdb::storage::Storage::open(storage_config(dir.path())).unwrap();
     let limits = Limits { max_concurrent_writes: 1, ..Limits::default() };
     let state = Arc::new(AppState::new(storage, limits, Default::default()));

@@ -11,10 +11,6 @@ use crate::common::*;
 
 const T0: i64 = 1_700_000_000_000;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-}
-
 fn start(dir: &std::path::Path, edit: impl FnOnce(&mut ServerConfig)) -> InProcess {
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(dir));
     edit(&mut config);
