@@ -54,10 +54,7 @@ pub async fn delete_series(
     let outcome = blocking::run(move || {
         let mut total = crate::storage::DeleteOutcome::default();
         for matchers in &selectors {
-            let done = storage.delete_series(matchers, start, end)?;
-            total.samples += done.samples;
-            total.chunks += done.chunks;
-            total.emptied += done.emptied;
+            total += storage.delete_series(matchers, start, end)?;
         }
         Ok(total)
     })

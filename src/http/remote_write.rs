@@ -104,29 +104,28 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
         }
     };
     let mp = metrics_protocol(protocol);
+    // Refused before decoding: counted by why (the write budget, or the size limits).
+    let refuse = |e: ApiError| {
+        let reason = if matches!(e, ApiError::Overloaded(_)) { "overloaded" } else { "too_large" };
+        state.metrics.rejected(mp, reason, 0, true);
+        e.into_response()
+    };
     let mut ticket = match state.admission.admit() {
         Ok(t) => t,
         Err(e) => {
-            state.metrics.rejected(mp, "overloaded", 0, true);
             body::discard(body, state.limits.max_request_bytes.saturating_mul(2)).await;
-            return e.into_response();
+            return refuse(e);
         }
     };
     let raw = match body::read_admitted(&headers, body, state.limits.max_request_bytes, Some(&mut ticket)).await {
         Ok(b) => b,
-        Err(e) => {
-            let reason = if matches!(e, ApiError::Overloaded(_)) { "overloaded" } else { "too_large" };
-            state.metrics.rejected(mp, reason, 0, true);
-            return e.into_response();
-        }
+        Err(e) => return refuse(e),
     };
     // The decompressed size is in the snappy header: reserve it (and the decoded batch) before
     // decompressing. An unreadable header is left for the decoder to report.
     let decoded_len = snap::raw::decompress_len(&raw).unwrap_or(0).min(state.limits.max_request_bytes);
     if let Err(e) = ticket.reserve(decoded_len.saturating_mul(DECODED_FACTOR)) {
-        let reason = if matches!(e, ApiError::Overloaded(_)) { "overloaded" } else { "too_large" };
-        state.metrics.rejected(mp, reason, 0, true);
-        return e.into_response();
+        return refuse(e);
     }
     let st = state.clone();
     let result = blocking::run(move || store(&st, &raw, protocol)).await;

@@ -44,6 +44,14 @@ pub struct DeleteOutcome {
     pub emptied: u64,
 }
 
+impl std::ops::AddAssign for DeleteOutcome {
+    fn add_assign(&mut self, other: Self) {
+        self.samples += other.samples;
+        self.chunks += other.chunks;
+        self.emptied += other.emptied;
+    }
+}
+
 /// Deletes `range` in window `w`; returns what was removed and whether any index row was
 /// removed (the writer then forgets its cached presence set for the window).
 ///

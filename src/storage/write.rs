@@ -362,10 +362,7 @@ impl Writer {
             let done = delete::delete_in_window(&sh, &w, range, self.durability);
             // Whatever happened, the presence set may be stale now: reload it on the next write.
             self.presence.forget(w.start_ms);
-            let done = done?;
-            total.samples += done.samples;
-            total.chunks += done.chunks;
-            total.emptied += done.emptied;
+            total += done?;
         }
         Ok(total)
     }
