@@ -34,6 +34,8 @@ pub struct Admission {
     bytes: Arc<Semaphore>,
     max_concurrent: usize,
     max_bytes: usize,
+    /// Permits `bytes` was created with (`max_bytes` in units).
+    units: usize,
 }
 
 /// What one admitted request holds; dropping it gives everything back.
@@ -55,6 +57,7 @@ impl Admission {
             bytes: Arc::new(Semaphore::new(units)),
             max_concurrent,
             max_bytes,
+            units,
         }
     }
 
@@ -74,8 +77,7 @@ impl Admission {
 
     /// Bytes currently reserved by requests in flight (rounded to the accounting unit).
     pub fn bytes_in_use(&self) -> usize {
-        let total = self.max_bytes.div_ceil(UNIT).clamp(1, Semaphore::MAX_PERMITS);
-        total.saturating_sub(self.bytes.available_permits()) * UNIT
+        self.units.saturating_sub(self.bytes.available_permits()) * UNIT
     }
 }
 
