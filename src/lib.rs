@@ -11,6 +11,7 @@
 pub mod bits;
 pub mod config;
 pub mod duration;
+pub mod excerpt;
 pub mod http;
 pub mod inspect;
 pub mod labels;

@@ -17,20 +17,6 @@ pub enum MatchOp {
     RegexNoMatch,
 }
 
-/// At most 200 bytes of `pattern` (cut at a character boundary, with the full length noted), so
-/// an error about a megabyte-long regex does not echo it whole.
-fn quoted_prefix(pattern: &str) -> String {
-    const MAX: usize = 200;
-    if pattern.len() <= MAX {
-        return pattern.to_owned();
-    }
-    let mut cut = MAX;
-    while !pattern.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}... ({} bytes)", &pattern[..cut], pattern.len())
-}
-
 /// A matcher whose regex could not be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid regular expression {pattern:?} in matcher for label {name:?}: {reason}")]
@@ -170,7 +156,8 @@ impl std::fmt::Display for Matcher {
 }
 
 fn compile(name: &str, pattern: &str) -> Result<Regex, MatcherError> {
-    let err = |reason: String| MatcherError { name: name.to_owned(), pattern: quoted_prefix(pattern), reason };
+    let err =
+        |reason: String| MatcherError { name: name.to_owned(), pattern: crate::excerpt::excerpt(pattern, 200), reason };
     if let Some(cost) = regex_cost(pattern).filter(|&c| c > MAX_REGEX_COST) {
         return Err(err(format!("regex is too complex (estimated size {cost}, limit {MAX_REGEX_COST})")));
     }

@@ -162,26 +162,11 @@ fn check_range(start_ms: i64, end_ms: i64, step_ms: i64) -> Result<()> {
 /// `bad_data` with the parser's message, or when a nesting/size limit is exceeded.
 pub fn parse(query: &str) -> Result<Expr> {
     check_text_limits(query)?;
-    let expr = promql_parser::parser::parse(query).map_err(|e| EvalError::bad(shorten(e)))?;
+    let expr = promql_parser::parser::parse(query).map_err(|e| EvalError::bad(crate::excerpt::excerpt(&e, 500)))?;
     if depth_exceeds(&expr, MAX_NESTING_DEPTH) {
         return Err(EvalError::bad(format!("query is nested more than {MAX_NESTING_DEPTH} levels deep")));
     }
     Ok(expr)
-}
-
-/// Cuts a parser message after 500 bytes: it may quote a megabyte-long regex whole.
-fn shorten(mut msg: String) -> String {
-    const MAX: usize = 500;
-    if msg.len() > MAX {
-        let mut cut = MAX;
-        while !msg.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let total = msg.len();
-        msg.truncate(cut);
-        msg.push_str(&format!("... ({total} bytes)"));
-    }
-    msg
 }
 
 /// Counts bracket nesting, tokens (runs of name/number characters, operator characters,

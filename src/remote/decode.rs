@@ -427,11 +427,7 @@ fn render(pairs: &[(String, String)]) -> String {
         }
         s.push_str(&format!("{n}={v:?}"));
         if s.len() > MAX {
-            let mut cut = MAX;
-            while !s.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            s.truncate(cut);
+            s.truncate(crate::excerpt::cut(&s, MAX).len());
             s.push_str("...");
             return s + "}";
         }

@@ -58,17 +58,6 @@ pub const MAX_HELP_BYTES: usize = 1024;
 /// ignored (existing entries are kept), so a sender cannot grow memory without bound.
 pub const MAX_TEXT_BYTES: usize = 32 << 20;
 
-fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-    }
-    s
-}
-
 impl Default for MetadataStore {
     fn default() -> Self {
         Self::new(100_000)
@@ -93,7 +82,9 @@ impl MetadataStore {
             if m.metric.len() > MAX_HELP_BYTES || m.unit.len() > MAX_HELP_BYTES {
                 continue;
             }
-            let entry = MetadataEntry { kind: m.kind, help: truncate(m.help, MAX_HELP_BYTES), unit: m.unit };
+            let mut help = m.help;
+            help.truncate(crate::excerpt::cut(&help, MAX_HELP_BYTES).len());
+            let entry = MetadataEntry { kind: m.kind, help, unit: m.unit };
             let entry_bytes = entry.help.len() + entry.unit.len();
             let full = families.map.len() >= self.max_metrics;
             let new_family = !families.map.contains_key(&m.metric);
