@@ -12,7 +12,7 @@ use crate::http::tls::TlsFiles;
 use crate::http::{Limits, QueryConfig};
 use crate::promql::EngineOptions;
 use crate::server::{Maintenance, ServerConfig};
-use crate::storage::{BucketScheme, FsyncMode, StorageConfig};
+use crate::storage::{BucketScheme, FsyncMode, HeadLimits, StorageConfig};
 
 /// saltdb: a time-series database for Prometheus remote-write and the Prometheus query API.
 #[derive(Debug, Parser)]
@@ -91,6 +91,15 @@ pub struct ServeArgs {
     /// Entries in the in-memory cache from label set to series id.
     #[arg(long, default_value_t = 1_000_000)]
     pub series_cache_size: usize,
+    /// Samples the in-memory head holds before it is flushed into the window keyspaces (about
+    /// 16 bytes each). Acknowledged samples in the head are in the write-ahead log, replayed at
+    /// the next start after a crash.
+    #[arg(long, default_value_t = 4_000_000)]
+    pub head_max_samples: usize,
+    /// Longest a sample stays in the head before a flush (bounds the log replayed after a
+    /// crash; longer gives longer runs on disk, which read faster).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub head_flush_interval: i64,
     /// How long after a window closes its hot rows are sealed into compressed chunks. Late
     /// samples arriving after that still land and are merged by the next seal. `0` seals as soon
     /// as a window closes.
@@ -231,6 +240,10 @@ impl ServeArgs {
         storage.fsync = self.fsync;
         storage.series_cache_size = self.series_cache_size;
         storage.block_cache_bytes = self.block_cache as u64;
+        storage.head = HeadLimits {
+            max_samples: self.head_max_samples.max(1),
+            max_age: std::time::Duration::from_millis(self.head_flush_interval.max(0).unsigned_abs()),
+        };
         Ok(ServerConfig {
             listen: self.listen,
             storage,

@@ -14,8 +14,9 @@ use super::seal::{self, SealOutcome};
 use super::select;
 use super::shared::Shared;
 use super::snapshot::{self, SnapshotOutcome};
+use super::wal;
 use super::window::Windows;
-use super::write::{Command, Prepared, WriteOutcome, Writer};
+use super::write::{Command, HeadLimits, Prepared, WalPosition, WriteOutcome, Writer};
 use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::promql::source::{Source, SourceError};
@@ -52,6 +53,8 @@ pub struct StorageConfig {
     pub series_cache_size: usize,
     /// fjall block cache in bytes.
     pub block_cache_bytes: u64,
+    /// When the in-memory head is flushed into window keyspaces.
+    pub head: HeadLimits,
 }
 
 impl StorageConfig {
@@ -66,6 +69,7 @@ impl StorageConfig {
             fsync: FsyncMode::Batch,
             series_cache_size: 1_000_000,
             block_cache_bytes: 256 << 20,
+            head: HeadLimits { max_samples: 4_000_000, max_age: Duration::from_secs(300) },
         }
     }
 }
@@ -182,15 +186,17 @@ impl Storage {
         let manifest = Manifest::load_or_create(&db, &meta, Manifest { bucketing, window_ms: config.window_ms })?;
         let next_id = manifest::next_series_id(&meta)?;
         let windows = Windows::load(&db, &meta, manifest.window_ms)?;
-        let tables = [meta, ks("series")?, ks("series_by_labels")?, ks("postings")?];
+        let tables = [meta, ks("series")?, ks("series_by_labels")?, ks("postings")?, ks("wal")?];
         let shared = Arc::new(Shared::new(db, tables, windows, manifest.bucketing, next_id));
+        let wal = replay_wal(&shared)?;
 
         let durability = match config.fsync {
             FsyncMode::Always => fjall::PersistMode::SyncData,
             FsyncMode::Batch | FsyncMode::Never => fjall::PersistMode::Buffer,
         };
         let (tx, rx) = mpsc::sync_channel(1024);
-        let writer = Writer::new(Arc::clone(&shared), next_id, config.series_cache_size, Some(durability));
+        let writer =
+            Writer::new(Arc::clone(&shared), next_id, config.series_cache_size, Some(durability), wal, config.head);
         let writer = std::thread::Builder::new()
             .name("saltdb-writer".into())
             .spawn(move || writer.run(&rx))
@@ -299,7 +305,7 @@ impl Storage {
         let _exclusive = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (reply, rx) = mpsc::sync_channel(1);
         self.send(Command::Pin(reply))?;
-        let pinned = rx.recv().map_err(|_| StorageError::ShuttingDown)?;
+        let pinned = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
         snapshot::copy_to(sh, &pinned, dir)
     }
 
@@ -390,14 +396,26 @@ impl Storage {
         select::label_values(&self.inner.shared, name, matchers, start_ms, end_ms)
     }
 
+    /// Flushes the in-memory head into runs of the window keyspaces (which the log replay
+    /// would otherwise rebuild at the next start).
+    ///
+    /// # Errors
+    /// Engine errors; [`StorageError::Poisoned`].
+    pub fn flush_head(&self) -> Result<()> {
+        let (reply, rx) = mpsc::sync_channel(1);
+        self.send(Command::Flush(reply))?;
+        rx.recv().map_err(|_| StorageError::ShuttingDown)?
+    }
+
     /// Flushes every memtable to disk tables and fsyncs the journal (for benchmarks and
     /// orderly shutdown).
     ///
     /// # Errors
     /// Engine errors.
     pub fn flush(&self) -> Result<()> {
+        self.flush_head()?;
         let sh = &self.inner.shared;
-        for ks in [&sh.meta, &sh.series, &sh.series_by_labels, &sh.postings] {
+        for ks in [&sh.meta, &sh.series, &sh.series_by_labels, &sh.postings, &sh.wal] {
             ks.rotate_memtable_and_wait()?;
         }
         for w in sh.windows.all() {
@@ -540,6 +558,29 @@ impl Drop for Inner {
             tracing::error!(error = %e, "final journal sync failed");
         }
     }
+}
+
+/// Replays the write-ahead log into the head, in sequence order; returns where the log stands.
+fn replay_wal(sh: &Shared) -> Result<WalPosition> {
+    let mut pos = WalPosition::default();
+    let mut rows = 0u64;
+    for guard in sh.wal.iter() {
+        let (key, value) = guard.into_inner()?;
+        let seq = wal::decode_key(&key).ok_or(StorageError::Corrupt { what: "write-ahead log key" })?;
+        if rows == 0 {
+            pos.first = seq;
+        }
+        pos.next = seq.saturating_add(1);
+        let mut entries: Vec<(u16, u64, Vec<Sample>)> = Vec::new();
+        wal::decode(&value, |id, samples| entries.push((sh.bucketing.bucket(id), id, samples.to_vec())))
+            .map_err(|_| StorageError::Corrupt { what: "write-ahead log row" })?;
+        sh.head.append(entries.iter().map(|(b, id, s)| (*b, *id, s.as_slice())));
+        rows += 1;
+    }
+    if rows > 0 {
+        tracing::info!(rows, samples = sh.head.len(), "replayed the write-ahead log into the head");
+    }
+    Ok(pos)
 }
 
 /// Background fsync for [`FsyncMode::Batch`]: every second until the stop sender is dropped.

@@ -2,9 +2,9 @@
 //!
 //! Runs on the writer thread (no commit in flight) while the caller holds the seal lock (no seal
 //! reads the rows being removed), so the deletion is one consistent step per window:
-//! - hot rows in the range are removed key by key;
-//! - a chunk holding samples in the range is rewritten without them (removed when nothing is
-//!   left); its key follows its new first timestamp;
+//! - a run (hot) or chunk (sealed) holding samples in the range is rewritten without them
+//!   (removed when nothing is left); its key follows its new first timestamp;
+//! - the head was flushed first (the writer does that before every deletion);
 //! - a series left without samples in a window loses its window-index row there, so series and
 //!   label queries stop listing it for that window.
 //!
@@ -13,6 +13,7 @@
 use super::chunk;
 use super::error::{Result, StorageError};
 use super::keys;
+use super::run;
 use super::seal::ZSTD_LEVEL;
 use super::series::SeriesId;
 use super::shared::Shared;
@@ -73,30 +74,33 @@ pub fn delete_in_window(
         let bucket = sh.bucketing.bucket(id);
         let prefix = keys::series_prefix(bucket, id);
         let mut present = false;
-        if let Some(ks) = &w.points {
-            for guard in ks.range(keys::point_key(bucket, id, end)..=keys::point_key(bucket, id, start)) {
-                batch.remove(ks, guard.key()?);
-                out.samples += 1;
-            }
-            present |= has_rows_outside(ks, &prefix, start, end)?;
-        }
-        if let Some((_, ks)) = &w.chunks {
+        let keyspaces = w.points.iter().map(|ks| (ks, true)).chain(w.chunks.as_ref().map(|(_, ks)| (ks, false)));
+        for (ks, hot) in keyspaces {
             let mut buf = Vec::new();
             for guard in ks.prefix(prefix) {
                 let (key, value) = guard.into_inner()?;
                 let mut samples: Vec<Sample> = Vec::new();
-                chunk::decode(&value, &mut samples).map_err(|_| StorageError::Corrupt { what: "chunk" })?;
+                run::decode_row(&key, &value, &mut samples)?;
                 let before = samples.len();
                 samples.retain(|s| !(start..=end).contains(&s.timestamp_ms));
                 if samples.len() < before {
                     out.samples += (before - samples.len()) as u64;
-                    out.chunks += 1;
-                    batch.remove(ks, key);
-                    if let Some(head) = samples.first() {
-                        buf.clear();
-                        chunk::encode(&samples, ZSTD_LEVEL, &mut buf)
-                            .map_err(|_| StorageError::Corrupt { what: "unsorted chunk" })?;
-                        batch.insert(ks, keys::point_key(bucket, id, head.timestamp_ms), buf.clone());
+                    out.chunks += u64::from(!hot);
+                    let new_key = samples.first().map(|s| keys::point_key(bucket, id, s.timestamp_ms));
+                    // Removing and inserting one key in one batch would give both the same
+                    // sequence number: remove only a key that is not rewritten.
+                    if new_key.is_none_or(|k| k.as_slice() != &*key) {
+                        batch.remove(ks, key);
+                    }
+                    if let Some(new_key) = new_key {
+                        if hot {
+                            run::encode_hot(&samples, &mut buf)?;
+                        } else {
+                            buf.clear();
+                            chunk::encode(&samples, ZSTD_LEVEL, &mut buf)
+                                .map_err(|_| StorageError::Corrupt { what: "unsorted chunk" })?;
+                        }
+                        batch.insert(ks, new_key, buf.clone());
                     }
                 }
                 present |= !samples.is_empty();
@@ -118,22 +122,4 @@ pub fn delete_in_window(
     }
     batch.commit()?;
     Ok(out)
-}
-
-/// Whether the series under `prefix` has hot rows outside `[start, end]`: its newest row is
-/// after `end` or its oldest before `start` (keys sort newest first).
-fn has_rows_outside(ks: &fjall::Keyspace, prefix: &[u8], start: i64, end: i64) -> Result<bool> {
-    let ts = |key: &[u8]| {
-        keys::decode_point_key(key).map(|(_, _, ts)| ts).ok_or(StorageError::Corrupt { what: "point key" })
-    };
-    let mut rows = ks.prefix(prefix);
-    let Some(newest) = rows.next() else { return Ok(false) };
-    let newest = ts(&newest.key()?)?;
-    if newest > end || newest < start {
-        return Ok(true);
-    }
-    match rows.next_back() {
-        Some(oldest) => Ok(ts(&oldest.key()?)? < start),
-        None => Ok(false),
-    }
 }

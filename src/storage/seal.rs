@@ -1,4 +1,4 @@
-//! Sealing: rewriting a closed window's hot rows (and any earlier chunks) into a new generation
+//! Sealing: rewriting a closed window's hot runs (and any earlier chunks) into a new generation
 //! of Gorilla+zstd chunks, one series at a time. Restartable and idempotent: the new generation
 //! is invisible until the writer thread marks it in the manifest (see `write.rs`), so a crash at
 //! any point loses nothing and duplicates nothing.
@@ -63,6 +63,11 @@ pub struct SealOutcome {
 /// Engine errors and corrupt rows; the window stays as it was.
 pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> Result<Option<SealOutcome>> {
     let _one_at_a_time = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The window's samples still in the head go to its hot keyspace first; any arriving later
+    // are flushed into it after this seal (moving its write counter, so the overlay stays).
+    let (reply, rx) = mpsc::sync_channel(1);
+    writer.send(Command::Flush(reply)).map_err(|_| StorageError::ShuttingDown)?;
+    rx.recv().map_err(|_| StorageError::ShuttingDown)??;
     let Some(w) = sh.windows.get(start_ms) else { return Ok(None) };
     if w.points.is_none() {
         return Ok(None);
@@ -70,9 +75,37 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
     let _status = SealingStatus::set(sh, start_ms);
     tracing::debug!(window = start_ms, "sealing window");
     let writes_at_start = sh.windows.writes(start_ms);
-    let generation = sh.allocate_generation()?;
-    let chunks_ks = sh.db.keyspace(&window::chunks_keyspace_name(start_ms, generation), window::keyspace_options)?;
-    let mut ids: Vec<u64> = universe(std::slice::from_ref(&w))?.into_iter().collect();
+    let (generation, chunks_ks) = match sh.windows.take_spare(start_ms) {
+        Some((generation, ks)) => {
+            ks.clear()?;
+            (generation, ks)
+        }
+        None => {
+            let generation = sh.allocate_generation()?;
+            (generation, sh.db.keyspace(&window::chunks_keyspace_name(start_ms, generation), window::keyspace_options)?)
+        }
+    };
+    let mut outcome = match write_chunks(sh, &w, &chunks_ks) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // Not deleted (see `Windows::put_spare`): the next seal of the window reuses it.
+            sh.windows.put_spare(start_ms, (generation, chunks_ks));
+            return Err(e);
+        }
+    };
+    let (reply, rx) = mpsc::sync_channel(1);
+    let finish =
+        FinishSeal { start_ms, generation, chunks: chunks_ks, writes_at_start, samples: outcome.samples as u64 };
+    writer.send(Command::FinishSeal(finish, reply)).map_err(|_| StorageError::ShuttingDown)?;
+    outcome.swap = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
+    tracing::debug!(window = start_ms, swap = ?outcome.swap, "seal finished");
+    Ok(Some(outcome))
+}
+
+/// Writes the window's series into `chunks_ks` (not yet visible).
+fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) -> Result<SealOutcome> {
+    let start_ms = w.start_ms;
+    let mut ids: Vec<u64> = universe(std::slice::from_ref(w))?.into_iter().collect();
     ids.sort_unstable();
     let mut outcome = SealOutcome { start_ms, series: 0, samples: 0, chunks: 0, swap: SealSwap::WindowGone };
     let mut batch = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
@@ -80,17 +113,17 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
     for id in ids {
         let bucket = sh.bucketing.bucket(id);
         let mut samples = Vec::new();
-        read_series(std::slice::from_ref(&w), bucket, id, 0, MAX_TIMESTAMP_MS, &mut samples)?;
+        read_series(std::slice::from_ref(w), None, bucket, id, 0, MAX_TIMESTAMP_MS, &mut samples)?;
         if samples.is_empty() {
             continue;
         }
-        batch.insert(&chunks_ks, keys::window_index_key(id), Vec::new());
+        batch.insert(chunks_ks, keys::window_index_key(id), Vec::new());
         for run in samples.chunks(CHUNK_SAMPLES) {
             let Some(head) = run.first() else { continue };
             buf.clear();
             chunk::encode(run, ZSTD_LEVEL, &mut buf)
                 .map_err(|_| StorageError::Corrupt { what: "unsorted samples while sealing" })?;
-            batch.insert(&chunks_ks, keys::point_key(bucket, id, head.timestamp_ms), buf.clone());
+            batch.insert(chunks_ks, keys::point_key(bucket, id, head.timestamp_ms), buf.clone());
             outcome.chunks += 1;
         }
         outcome.series += 1;
@@ -100,11 +133,5 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
         }
     }
     batch.commit()?;
-    let (reply, rx) = mpsc::sync_channel(1);
-    let finish =
-        FinishSeal { start_ms, generation, chunks: chunks_ks, writes_at_start, samples: outcome.samples as u64 };
-    writer.send(Command::FinishSeal(finish, reply)).map_err(|_| StorageError::ShuttingDown)?;
-    outcome.swap = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
-    tracing::debug!(window = start_ms, swap = ?outcome.swap, "seal finished");
-    Ok(Some(outcome))
+    Ok(outcome)
 }

@@ -4,11 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::chunk;
 use super::error::{Result, StorageError};
+use super::head::Head;
 use super::keys;
 use super::matchers;
 use super::postings;
+use super::run;
 use super::series::{self, SeriesId};
 use super::shared::Shared;
 use super::window::Window;
@@ -55,115 +56,48 @@ pub fn matching_ids(
     Ok((windows, ids))
 }
 
-/// Appends the samples of one series in `[start, end]` to `out`, ascending. Per window: the
-/// chunks overlapping the range are decoded (newest first, stopping at the one that starts at
-/// or before `start`), the hot rows are one range scan over newest-first keys, and the two are
-/// merged with the hot rows winning on equal timestamps.
+/// Appends the samples of one series in `[start, end]` to `out`, ascending. The head (when
+/// given) is read first, then per window the sealed chunks and the hot runs (see [`run`]); hot
+/// wins over sealed and the head over both on equal timestamps. Reading the head before the
+/// keyspaces is what makes a read racing a head flush see every sample (see `head.rs`).
 ///
 /// # Errors
 /// Engine errors and corrupt rows.
 pub fn read_series(
     windows: &[Window],
+    head: Option<&Head>,
     bucket: u16,
     id: SeriesId,
     start_ms: i64,
     end_ms: i64,
     out: &mut Vec<Sample>,
 ) -> Result<()> {
+    let mut recent = Vec::new();
+    if let Some(head) = head {
+        head.read(bucket, id, start_ms, end_ms, &mut recent);
+    }
+    let base = out.len();
     for w in windows {
-        let cold = match &w.chunks {
-            Some((_, ks)) => read_chunks(ks, bucket, id, start_ms, end_ms)?,
-            None => Vec::new(),
-        };
+        let mut cold = Vec::new();
+        if let Some((_, ks)) = &w.chunks {
+            run::read(ks, bucket, id, start_ms, end_ms, &mut cold)?;
+        }
         match &w.points {
             // The common case (an unsealed window): straight into `out`, no merge.
-            Some(ks) if cold.is_empty() => read_points(ks, bucket, id, start_ms, end_ms, out)?,
+            Some(ks) if cold.is_empty() => run::read(ks, bucket, id, start_ms, end_ms, out)?,
             Some(ks) => {
                 let mut hot = Vec::new();
-                read_points(ks, bucket, id, start_ms, end_ms, &mut hot)?;
-                merge_into(out, cold, hot);
+                run::read(ks, bucket, id, start_ms, end_ms, &mut hot)?;
+                run::merge_into(out, &cold, &hot);
             }
             None => out.extend(cold),
         }
     }
-    Ok(())
-}
-
-/// Appends the hot rows of a series in `[start, end]` to `out`, ascending.
-fn read_points(
-    ks: &fjall::Keyspace,
-    bucket: u16,
-    id: SeriesId,
-    start_ms: i64,
-    end_ms: i64,
-    out: &mut Vec<Sample>,
-) -> Result<()> {
-    let lo = keys::point_key(bucket, id, end_ms.max(0));
-    let hi = keys::point_key(bucket, id, start_ms.max(0));
-    let first = out.len();
-    for guard in ks.range(lo..=hi) {
-        let (key, value) = guard.into_inner()?;
-        // A `match` rather than `ok_or`: this runs once per sample, and `ok_or` builds (and
-        // drops) the error value every time.
-        match (keys::decode_point_key(&key), keys::decode_value(&value)) {
-            (Some((_, _, ts)), Some(value)) => out.push(Sample::new(ts, value)),
-            (None, _) => return Err(StorageError::Corrupt { what: "point key" }),
-            (_, None) => return Err(StorageError::Corrupt { what: "point value" }),
-        }
-    }
-    // Keys run newest first.
-    if let Some(added) = out.get_mut(first..) {
-        added.reverse();
+    if !recent.is_empty() {
+        let stored = out.split_off(base);
+        run::merge_into(out, &stored, &recent);
     }
     Ok(())
-}
-
-/// Samples of a series in `[start, end]` from its chunks, ascending. Chunk keys carry the
-/// chunk's first timestamp, reversed: scanning from `end` meets the newest relevant chunk first.
-fn read_chunks(ks: &fjall::Keyspace, bucket: u16, id: SeriesId, start_ms: i64, end_ms: i64) -> Result<Vec<Sample>> {
-    let from = keys::point_key(bucket, id, end_ms.max(0));
-    let prefix = keys::series_prefix(bucket, id);
-    let mut runs: Vec<Vec<Sample>> = Vec::new();
-    for guard in ks.range(from..) {
-        let (key, value) = guard.into_inner()?;
-        if !key.starts_with(&prefix) {
-            break;
-        }
-        let mut run = Vec::new();
-        chunk::decode(&value, &mut run).map_err(|_| StorageError::Corrupt { what: "chunk" })?;
-        let first = run.first().map_or(i64::MIN, |s| s.timestamp_ms);
-        run.retain(|s| (start_ms..=end_ms).contains(&s.timestamp_ms));
-        runs.push(run);
-        if first <= start_ms {
-            break;
-        }
-    }
-    Ok(runs.into_iter().rev().flatten().collect())
-}
-
-/// Appends the ascending merge of `cold` and `hot` to `out`; `hot` wins on equal timestamps.
-fn merge_into(out: &mut Vec<Sample>, cold: Vec<Sample>, hot: Vec<Sample>) {
-    if cold.is_empty() {
-        out.extend(hot);
-        return;
-    }
-    if hot.is_empty() {
-        out.extend(cold);
-        return;
-    }
-    let (mut c, mut h) = (cold.into_iter().peekable(), hot.into_iter().peekable());
-    loop {
-        match (c.peek(), h.peek()) {
-            (Some(a), Some(b)) if a.timestamp_ms < b.timestamp_ms => out.extend(c.next()),
-            (Some(a), Some(b)) if a.timestamp_ms == b.timestamp_ms => {
-                c.next();
-                out.extend(h.next());
-            }
-            (_, Some(_)) => out.extend(h.next()),
-            (Some(_), None) => out.extend(c.next()),
-            (None, None) => break,
-        }
-    }
 }
 
 /// Groups ids by bucket, in bucket order.
@@ -206,7 +140,7 @@ fn scan_bucket(
     let mut expect = 0;
     for &id in ids {
         let mut samples = Vec::with_capacity(expect);
-        read_series(windows, *bucket, id, start_ms, end_ms, &mut samples)?;
+        read_series(windows, Some(&sh.head), *bucket, id, start_ms, end_ms, &mut samples)?;
         expect = samples.len();
         if samples.is_empty() {
             continue;
@@ -281,7 +215,7 @@ pub fn for_each_series(
     for (bucket, ids) in by_bucket(sh, &ids) {
         for id in ids {
             let mut samples = Vec::new();
-            read_series(&windows, bucket, id, start_ms, end_ms, &mut samples)?;
+            read_series(&windows, Some(&sh.head), bucket, id, start_ms, end_ms, &mut samples)?;
             if samples.is_empty() {
                 continue;
             }
@@ -293,9 +227,9 @@ pub fn for_each_series(
     Ok(())
 }
 
-/// The newest sample at or before `at_ms` of each matching series: per window, newest window
-/// first, one seek into the hot rows and one into the chunks (decoding only the newest chunk
-/// that starts at or before `at_ms`); stops at the first window with a hit.
+/// The newest sample at or before `at_ms` of each matching series: the head first, then per
+/// window, newest window first, one seek into the hot runs and one into the chunks (decoding
+/// only the run that starts at or before `at_ms`); stops at the first window with a hit.
 ///
 /// # Errors
 /// Engine errors and corrupt rows.
@@ -305,37 +239,35 @@ pub fn latest(sh: &Shared, matchers: &[Matcher], at_ms: i64) -> Result<Vec<(Labe
     let mut out = Vec::new();
     for id in ids {
         let bucket = sh.bucketing.bucket(id);
-        let from = keys::point_key(bucket, id, at_ms.max(0));
-        let prefix = keys::series_prefix(bucket, id);
+        let recent = sh.head.latest(bucket, id, at_ms);
+        let mut stored: Option<Sample> = None;
         for w in &windows {
-            let mut best: Option<Sample> = None;
-            if let Some((_, ks)) = &w.chunks {
-                if let Some(guard) = ks.range(from..).next() {
-                    let (key, value) = guard.into_inner()?;
-                    if key.starts_with(&prefix) {
-                        let mut run = Vec::new();
-                        chunk::decode(&value, &mut run).map_err(|_| StorageError::Corrupt { what: "chunk" })?;
-                        best = run.into_iter().rev().find(|s| s.timestamp_ms <= at_ms);
-                    }
-                }
-            }
-            if let Some(ks) = &w.points {
-                if let Some(guard) = ks.range(from..).next() {
-                    let (key, value) = guard.into_inner()?;
-                    if key.starts_with(&prefix) {
-                        let (_, _, ts) =
-                            keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "point key" })?;
-                        let v = keys::decode_value(&value).ok_or(StorageError::Corrupt { what: "point value" })?;
-                        if best.is_none_or(|b| b.timestamp_ms <= ts) {
-                            best = Some(Sample::new(ts, v));
-                        }
-                    }
-                }
-            }
-            if let Some(sample) = best {
-                out.push((series::labels_of(&sh.series, id)?, sample));
+            // Stored samples cannot beat the head once the window ends before its sample.
+            if recent.is_some_and(|r| r.timestamp_ms >= w.start_ms.saturating_add(sh.windows.window_ms())) {
                 break;
             }
+            let cold = match &w.chunks {
+                Some((_, ks)) => run::latest(ks, bucket, id, at_ms)?,
+                None => None,
+            };
+            let hot = match &w.points {
+                Some(ks) => run::latest(ks, bucket, id, at_ms)?,
+                None => None,
+            };
+            stored = match (cold, hot) {
+                (Some(c), Some(h)) if c.timestamp_ms > h.timestamp_ms => Some(c),
+                (c, h) => h.or(c),
+            };
+            if stored.is_some() {
+                break;
+            }
+        }
+        let best = match (stored, recent) {
+            (Some(s), Some(r)) if s.timestamp_ms > r.timestamp_ms => Some(s),
+            (s, r) => r.or(s),
+        };
+        if let Some(sample) = best {
+            out.push((series::labels_of(&sh.series, id)?, sample));
         }
     }
     Ok(out)

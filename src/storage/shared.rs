@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use super::head::Head;
 use super::keys::Bucketing;
 use super::window::Windows;
 
@@ -20,6 +21,10 @@ pub struct Shared {
     pub series_by_labels: fjall::Keyspace,
     /// Label postings.
     pub postings: fjall::Keyspace,
+    /// The head's write-ahead log (see [`super::wal`]).
+    pub wal: fjall::Keyspace,
+    /// Acknowledged samples not yet flushed into window keyspaces.
+    pub head: Head,
     /// Time windows.
     pub windows: Windows,
     /// Bucket scheme and count.
@@ -43,7 +48,7 @@ impl Shared {
     /// Bundles the opened parts.
     pub fn new(
         db: fjall::Database,
-        [meta, series, series_by_labels, postings]: [fjall::Keyspace; 4],
+        [meta, series, series_by_labels, postings, wal]: [fjall::Keyspace; 5],
         windows: Windows,
         bucketing: Bucketing,
         next_id: u64,
@@ -54,6 +59,8 @@ impl Shared {
             series,
             series_by_labels,
             postings,
+            wal,
+            head: Head::new(bucketing.count()),
             windows,
             bucketing,
             poison: Mutex::new(None),

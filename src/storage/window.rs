@@ -97,6 +97,11 @@ struct Entry {
 pub struct Windows {
     window_ms: i64,
     open: RwLock<BTreeMap<i64, Entry>>,
+    /// Per window, the chunks keyspace of a seal that did not finish, kept (not deleted) for the
+    /// window's next seal to clear and reuse. Deleting it at start-up let fjall 3.1 hand its
+    /// internal keyspace id to the next keyspace created after a restart, and reusing an id
+    /// corrupted the registration of *another* keyspace (found by the kill -9 sealing test).
+    spare: std::sync::Mutex<BTreeMap<i64, (u32, fjall::Keyspace)>>,
     /// Group commits so far (process-wide, so a window dropped and created again never repeats
     /// a value a seal of its earlier life read).
     commits: AtomicU64,
@@ -110,7 +115,11 @@ impl Windows {
     /// Engine errors.
     pub fn load(db: &fjall::Database, meta: &fjall::Keyspace, window_ms: i64) -> Result<Self> {
         let mut open: BTreeMap<i64, Entry> = BTreeMap::new();
-        for name in db.list_keyspace_names() {
+        let mut spare: BTreeMap<i64, (u32, fjall::Keyspace)> = BTreeMap::new();
+        let mut names = db.list_keyspace_names();
+        // Oldest generation first, so a window's newest unfinished seal is the spare kept.
+        names.sort_by_key(|n| parse_chunks_keyspace_name(n).map(|(_, g)| g));
+        for name in names {
             if let Some((start, _)) = parse_keyspace_name(&name) {
                 let ks = db.keyspace(&name, keyspace_options)?;
                 // At most one hot keyspace per window exists: a new one is created only after
@@ -131,12 +140,29 @@ impl Windows {
                 if visible == Some(generation) {
                     open.entry(start).or_default().chunks = Some((generation, ks));
                 } else {
-                    tracing::info!(keyspace = %&*name, "deleting chunks of an unfinished seal");
-                    db.delete_keyspace(ks)?;
+                    tracing::info!(keyspace = %&*name, "keeping chunks of an unfinished seal for the next seal to reuse");
+                    if let Some((_, older)) = spare.insert(start, (generation, ks)) {
+                        db.delete_keyspace(older)?;
+                    }
                 }
             }
         }
-        Ok(Self { window_ms, open: RwLock::new(open), commits: AtomicU64::new(0) })
+        Ok(Self { window_ms, open: RwLock::new(open), spare: std::sync::Mutex::new(spare), commits: AtomicU64::new(0) })
+    }
+
+    fn spares(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, (u32, fjall::Keyspace)>> {
+        self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes the window's spare chunks keyspace (of an unfinished seal), if any. Its content is
+    /// unknown: clear it before use.
+    pub fn take_spare(&self, start_ms: i64) -> Option<(u32, fjall::Keyspace)> {
+        self.spares().remove(&start_ms)
+    }
+
+    /// Keeps a chunks keyspace a seal could not finish as the window's spare.
+    pub fn put_spare(&self, start_ms: i64, chunks: (u32, fjall::Keyspace)) {
+        self.spares().insert(start_ms, chunks);
     }
 
     /// Window length in milliseconds.
@@ -245,6 +271,14 @@ impl Windows {
         let expired: Vec<i64> =
             open.keys().copied().take_while(|&start| start.saturating_add(self.window_ms) <= cutoff_ms).collect();
         expired.into_iter().filter_map(|s| open.remove(&s).map(|e| Self::view(s, &e))).collect()
+    }
+
+    /// Removes and returns the spare keyspaces of windows that end at or before `cutoff_ms`.
+    pub fn take_expired_spares(&self, cutoff_ms: i64) -> Vec<fjall::Keyspace> {
+        let mut spares = self.spares();
+        let expired: Vec<i64> =
+            spares.keys().copied().take_while(|&start| start.saturating_add(self.window_ms) <= cutoff_ms).collect();
+        expired.into_iter().filter_map(|s| spares.remove(&s).map(|(_, ks)| ks)).collect()
     }
 }
 

@@ -3,24 +3,40 @@
 //! locks and a window is never dropped while a commit writes into it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::delete::{self, DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
+use super::head::IdMap;
 use super::keys;
 use super::manifest::NEXT_SERIES_ID;
 use super::postings;
+use super::run;
 use super::series::{self, SeriesCache, SeriesId};
 use super::shared::Shared;
 use super::snapshot::Pinned;
+use super::wal;
 use super::window;
-use crate::sample::WriteBatch;
+use crate::sample::{Sample, WriteBatch};
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
 const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
 /// Windows whose series-presence sets are kept in memory (the newest ones written to).
 const PRESENCE_WINDOWS: usize = 4;
+/// Rows per fjall batch while flushing the head (bounds the batch's memory; the log rows are
+/// removed only by the last batch, so a crash in between replays and merges idempotently).
+const FLUSH_BATCH_ROWS: usize = 50_000;
+
+/// When the head is flushed into window keyspaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadLimits {
+    /// Flush once the head holds this many samples (bounds its memory: ~16 bytes each).
+    pub max_samples: usize,
+    /// Flush once the oldest unflushed write is this old (bounds log replay and run shortness).
+    pub max_age: Duration,
+}
 
 /// What one write did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,8 +90,10 @@ pub enum Command {
     FinishSeal(FinishSeal, SyncSender<Result<SealSwap>>),
     /// Delete samples of some series in a time range (see `delete.rs`).
     Delete(DeleteRange, SyncSender<Result<DeleteOutcome>>),
-    /// Pin a consistent instant for a snapshot (see `snapshot.rs`).
-    Pin(SyncSender<Pinned>),
+    /// Pin a consistent instant for a snapshot (see `snapshot.rs`), after flushing the head.
+    Pin(SyncSender<Result<Pinned>>),
+    /// Flush the head into the window keyspaces; reply once committed.
+    Flush(SyncSender<Result<()>>),
 }
 
 /// The last step of sealing a window, run on the writer thread so that no commit is in flight.
@@ -137,6 +155,15 @@ impl Presence {
     }
 }
 
+/// Where the write-ahead log stands: rows `first..next` hold exactly what the head holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalPosition {
+    /// Oldest row not yet flushed.
+    pub first: u64,
+    /// Sequence number of the next row.
+    pub next: u64,
+}
+
 /// State owned by the writer thread.
 pub struct Writer {
     shared: Arc<Shared>,
@@ -144,6 +171,15 @@ pub struct Writer {
     next_id: SeriesId,
     presence: Presence,
     durability: Option<fjall::PersistMode>,
+    wal: WalPosition,
+    limits: HeadLimits,
+    /// When the head last went from empty to holding samples.
+    head_since: Option<Instant>,
+    /// Per series, the window last flushed into and an upper bound of the series' timestamps
+    /// stored in that window: a run starting after it cannot overlap a stored run (no read
+    /// needed). Deletions and seals only lower the true maximum, so the bound stays valid.
+    flushed_max: IdMap<(i64, i64)>,
+    log_buf: Vec<u8>,
 }
 
 /// What a group adds on top of committed state; applied to the caches only after commit.
@@ -153,51 +189,70 @@ struct Pending {
     created: usize,
     marks: Vec<(i64, SeriesId)>,
     per_bucket: HashMap<u16, u64>,
-    /// Windows whose hot keyspace the group writes to.
+    /// Windows whose hot keyspace the group writes index rows to.
     windows: HashSet<i64>,
+    /// `(bucket, id)` of every series of the group, in order.
+    resolved: Vec<(u16, SeriesId)>,
 }
 
 impl Writer {
-    /// A writer continuing from the persistent id counter.
+    /// A writer continuing from the persistent id counter and the replayed log.
     pub fn new(
         shared: Arc<Shared>,
         next_id: SeriesId,
         cache_capacity: usize,
         durability: Option<fjall::PersistMode>,
+        wal: WalPosition,
+        limits: HeadLimits,
     ) -> Self {
+        let head_since = (!shared.head.is_empty()).then(Instant::now);
         Self {
             shared,
             cache: SeriesCache::new(cache_capacity),
             next_id,
             presence: Presence { windows: VecDeque::new() },
             durability,
+            wal,
+            limits,
+            head_since,
+            flushed_max: IdMap::default(),
+            log_buf: Vec::new(),
         }
     }
 
-    /// Runs until every sender is dropped.
+    /// Runs until every sender is dropped, then flushes the head.
     pub fn run(mut self, rx: &Receiver<Command>) {
         let mut queued: Option<Command> = None;
         loop {
             let first = match queued.take() {
                 Some(c) => c,
-                None => match rx.recv() {
+                None => match rx.recv_timeout(Duration::from_secs(1)) {
                     Ok(c) => c,
-                    Err(_) => return,
+                    Err(RecvTimeoutError::Timeout) => {
+                        self.flush_if_due();
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
                 },
             };
             match first {
                 Command::DropExpired(cutoff, reply) => {
-                    let _ = reply.send(self.drop_expired(cutoff));
+                    let _ = reply.send(self.flush_head().and_then(|()| self.drop_expired(cutoff)));
                 }
                 Command::FinishSeal(finish, reply) => {
                     let _ = reply.send(self.finish_seal(finish));
                 }
                 Command::Delete(range, reply) => {
-                    let _ = reply.send(self.delete(&range));
+                    let _ = reply.send(self.flush_head().and_then(|()| self.delete(&range)));
                 }
                 Command::Pin(reply) => {
-                    let windows = self.shared.windows.all();
-                    let _ = reply.send(Pinned { snapshot: self.shared.db.snapshot(), windows });
+                    let pinned = self
+                        .flush_head()
+                        .map(|()| Pinned { snapshot: self.shared.db.snapshot(), windows: self.shared.windows.all() });
+                    let _ = reply.send(pinned);
+                }
+                Command::Flush(reply) => {
+                    let _ = reply.send(self.flush_head());
                 }
                 Command::Write(batch, reply) => {
                     let mut group = vec![(batch, reply)];
@@ -216,8 +271,21 @@ impl Writer {
                         }
                     }
                     self.commit_group(group);
+                    self.flush_if_due();
                 }
             }
+        }
+        if let Err(e) = self.flush_head() {
+            tracing::error!(error = %e, "flushing the head at shutdown failed; the log will be replayed");
+        }
+    }
+
+    fn flush_if_due(&mut self) {
+        let due = self.shared.head.len() >= self.limits.max_samples
+            || self.head_since.is_some_and(|t| t.elapsed() >= self.limits.max_age);
+        if due {
+            // A failure poisoned the database and was logged; the head stays readable.
+            let _ = self.flush_head();
         }
     }
 
@@ -229,7 +297,7 @@ impl Writer {
             return;
         }
         let first_id = self.next_id;
-        let result = self.build_and_commit(group.iter().map(|(b, _)| &**b));
+        let result = self.build_and_commit(&group);
         match result {
             Ok(outcomes) => {
                 for ((batch, reply), outcome) in group.into_iter().zip(outcomes) {
@@ -251,12 +319,15 @@ impl Writer {
         }
     }
 
-    fn build_and_commit<'a>(&mut self, batches: impl Iterator<Item = &'a Prepared>) -> Result<Vec<WriteOutcome>> {
+    fn build_and_commit(
+        &mut self,
+        group: &[(Arc<Prepared>, SyncSender<Result<WriteOutcome>>)],
+    ) -> Result<Vec<WriteOutcome>> {
         let sh = Arc::clone(&self.shared);
         let mut fb = sh.db.batch().durability(self.durability);
         let mut pending = Pending::default();
         let committed = self
-            .fill(&mut fb, &mut pending, batches)
+            .fill(&mut fb, &mut pending, group.iter().map(|(b, _)| &**b))
             .and_then(|outcomes| fb.commit().map(|()| outcomes).map_err(StorageError::from));
         let outcomes = match committed {
             Ok(outcomes) => outcomes,
@@ -269,8 +340,15 @@ impl Writer {
                 return Err(e);
             }
         };
+        self.wal.next += 1;
         // Only now, with the rows applied, may a seal see the windows' counters move.
         sh.windows.committed(pending.windows.iter().copied());
+        let series = group.iter().flat_map(|(b, _)| b.batch.series.iter());
+        sh.head
+            .append(pending.resolved.iter().zip(series).map(|(&(bucket, id), s)| (bucket, id, s.samples.as_slice())));
+        if self.head_since.is_none() && !sh.head.is_empty() {
+            self.head_since = Some(Instant::now());
+        }
         sh.set_next_id_committed(self.next_id);
         for (hash, id) in pending.ids {
             self.cache.insert(hash, id);
@@ -279,7 +357,7 @@ impl Writer {
         Ok(outcomes)
     }
 
-    /// Adds every row of the group to `fb`.
+    /// Adds the group's log row, new series and window-index rows to `fb`.
     fn fill<'a>(
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,
@@ -288,38 +366,195 @@ impl Writer {
     ) -> Result<Vec<WriteOutcome>> {
         let sh = Arc::clone(&self.shared);
         let mut outcomes = Vec::new();
+        let mut log = std::mem::take(&mut self.log_buf);
+        wal::begin(&mut log);
         for Prepared { batch, keys } in batches {
             let created_before = pending.created;
             for (s, key) in batch.series.iter().zip(keys) {
                 let (id, bucket) = self.resolve(fb, pending, &s.labels, key)?;
-                let mut window: Option<(i64, fjall::Keyspace)> = None;
+                pending.resolved.push((bucket, id));
+                wal::push(&mut log, id, &s.samples);
+                let mut window: Option<i64> = None;
                 for sample in &s.samples {
                     let start = sh.windows.start_of(sample.timestamp_ms);
-                    let ks = match &window {
-                        Some((w, ks)) if *w == start => ks.clone(),
-                        _ => {
-                            let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
-                            pending.windows.insert(start);
-                            if self.presence.set(start, &ks)?.insert(id) {
-                                fb.insert(&ks, keys::window_index_key(id), Vec::new());
-                                pending.marks.push((start, id));
-                            }
-                            window = Some((start, ks.clone()));
-                            ks
-                        }
-                    };
-                    let key = keys::point_key(bucket, id, sample.timestamp_ms);
-                    fb.insert(&ks, key, keys::encode_value(sample.value));
+                    if window == Some(start) {
+                        continue;
+                    }
+                    window = Some(start);
+                    self.mark_present(fb, pending, start, id)?;
                 }
                 *pending.per_bucket.entry(bucket).or_default() += s.samples.len() as u64;
             }
             outcomes
                 .push(WriteOutcome { samples: batch.sample_count(), series_created: pending.created - created_before });
         }
+        fb.insert(&sh.wal, wal::key(self.wal.next), log.clone());
+        self.log_buf = log;
         if self.next_id != sh.next_id_committed() {
             fb.insert(&sh.meta, NEXT_SERIES_ID, self.next_id.to_be_bytes());
         }
         Ok(outcomes)
+    }
+
+    /// Adds the window-index row of series `id` in window `start` to `fb` unless it is known to
+    /// exist; creates the window's hot keyspace if needed.
+    fn mark_present(
+        &mut self,
+        fb: &mut fjall::OwnedWriteBatch,
+        pending: &mut Pending,
+        start: i64,
+        id: SeriesId,
+    ) -> Result<()> {
+        let sh = Arc::clone(&self.shared);
+        let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
+        if self.presence.set(start, &ks)?.insert(id) {
+            fb.insert(&ks, keys::window_index_key(id), Vec::new());
+            pending.marks.push((start, id));
+            pending.windows.insert(start);
+        }
+        Ok(())
+    }
+
+    /// Writes everything in the head into runs of the window keyspaces and removes the log
+    /// rows it covered, then empties the head. On failure the database is poisoned and the head
+    /// and log stay as they were (the next start replays the log).
+    fn flush_head(&mut self) -> Result<()> {
+        if self.wal.first == self.wal.next {
+            return Ok(());
+        }
+        let sh = Arc::clone(&self.shared);
+        if let Some(reason) = sh.poisoned() {
+            return Err(StorageError::Poisoned(reason));
+        }
+        let mut pending = Pending::default();
+        let result = self.write_runs(&mut pending);
+        sh.windows.committed(pending.windows.iter().copied());
+        if let Err(e) = result {
+            for (start, _) in &pending.marks {
+                self.presence.forget(*start);
+            }
+            if matches!(e, StorageError::Engine(_)) {
+                sh.poison(&e.to_string());
+            }
+            tracing::error!(error = %e, "flushing the head failed; refusing further writes");
+            return Err(e);
+        }
+        sh.head.clear();
+        self.head_since = None;
+        self.wal.first = self.wal.next;
+        Ok(())
+    }
+
+    fn write_runs(&mut self, pending: &mut Pending) -> Result<()> {
+        let sh = Arc::clone(&self.shared);
+        let started = Instant::now();
+        let (mut runs, mut samples) = (0usize, 0usize);
+        let mut fb = sh.db.batch().durability(self.durability);
+        let mut buf = Vec::new();
+        for shard in 0..sh.head.shard_count() {
+            let Some(series) = sh.head.read_shard(shard) else { continue };
+            for (&id, all) in series.iter() {
+                let bucket = sh.bucketing.bucket(id);
+                // Split the series' samples at window boundaries.
+                let mut rest = all.as_slice();
+                while let Some(first) = rest.first() {
+                    let start = sh.windows.start_of(first.timestamp_ms);
+                    let end = start.saturating_add(sh.windows.window_ms());
+                    let cut = rest.partition_point(|s| s.timestamp_ms < end);
+                    let (piece, tail) = rest.split_at(cut);
+                    rest = tail;
+                    self.mark_present(&mut fb, pending, start, id)?;
+                    let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
+                    pending.windows.insert(start);
+                    runs += self.write_run(&mut fb, (start, &ks), bucket, id, piece, &mut buf)?;
+                    samples += piece.len();
+                }
+                if fb.len() >= FLUSH_BATCH_ROWS {
+                    std::mem::replace(&mut fb, sh.db.batch().durability(self.durability)).commit()?;
+                }
+            }
+        }
+        for seq in self.wal.first..self.wal.next {
+            fb.remove(&sh.wal, wal::key(seq));
+        }
+        fb.commit()?;
+        tracing::debug!(samples, runs, elapsed_ms = started.elapsed().as_millis() as u64, "flushed the head");
+        Ok(())
+    }
+
+    /// Adds the rows storing `piece` (ascending, one window) for series `id` to `fb`, merged
+    /// with any run of the keyspace it overlaps (`piece` wins on equal timestamps). Returns the
+    /// rows written.
+    fn write_run(
+        &mut self,
+        fb: &mut fjall::OwnedWriteBatch,
+        (window, ks): (i64, &fjall::Keyspace),
+        bucket: u16,
+        id: SeriesId,
+        piece: &[Sample],
+        buf: &mut Vec<u8>,
+    ) -> Result<usize> {
+        let (Some(first), Some(last)) = (piece.first(), piece.last()) else { return Ok(0) };
+        let (a, b) = (first.timestamp_ms, last.timestamp_ms);
+        let known = self.flushed_max.get(&id).filter(|(w, _)| *w == window).map(|&(_, m)| m);
+        let may_overlap = known.is_none_or(|m| a <= m);
+        let mut newest = match known {
+            Some(m) => m,
+            // First run of the series into this window since start: learn the newest timestamp
+            // already stored (runs written by an earlier life), from the series' newest run.
+            None => match ks.prefix(keys::series_prefix(bucket, id)).next() {
+                Some(guard) => {
+                    let (key, value) = guard.into_inner()?;
+                    let mut run = Vec::new();
+                    run::decode_row(&key, &value, &mut run)?;
+                    run.last().map_or(i64::MIN, |s| s.timestamp_ms)
+                }
+                None => i64::MIN,
+            },
+        };
+        newest = newest.max(b);
+        self.flushed_max.insert(id, (window, newest));
+        let mut old_keys: Vec<fjall::Slice> = Vec::new();
+        let mut old: Vec<Sample> = Vec::new();
+        if may_overlap {
+            // Runs starting at or before `b`, newest first; stop at the first ending before `a`.
+            let mut found: Vec<Vec<Sample>> = Vec::new();
+            for guard in ks.range(keys::point_key(bucket, id, b)..=keys::point_key(bucket, id, 0)) {
+                let (key, value) = guard.into_inner()?;
+                let mut run = Vec::new();
+                run::decode_row(&key, &value, &mut run)?;
+                if run.last().is_none_or(|s| s.timestamp_ms < a) {
+                    break;
+                }
+                old_keys.push(key);
+                found.push(run);
+            }
+            old = found.into_iter().rev().flatten().collect();
+        }
+        let merged;
+        let all = if old.is_empty() {
+            piece
+        } else {
+            let mut m = Vec::with_capacity(old.len() + piece.len());
+            run::merge_into(&mut m, &old, piece);
+            merged = m;
+            merged.as_slice()
+        };
+        let mut new_keys = Vec::new();
+        for part in all.chunks(run::MAX_RUN_SAMPLES) {
+            let Some(head) = part.first() else { continue };
+            run::encode_hot(part, buf)?;
+            let key = keys::point_key(bucket, id, head.timestamp_ms);
+            fb.insert(ks, key, buf.clone());
+            new_keys.push(key);
+        }
+        // A key rewritten in this batch must not also be removed in it.
+        for key in old_keys {
+            if !new_keys.iter().any(|k| k.as_slice() == &*key) {
+                fb.remove(ks, key);
+            }
+        }
+        Ok(new_keys.len())
     }
 
     /// Finds or allocates the id (and bucket) of a label set; a new series' rows join the batch.
@@ -369,6 +604,9 @@ impl Writer {
 
     fn drop_expired(&mut self, cutoff_ms: i64) -> Result<Vec<i64>> {
         let sh = Arc::clone(&self.shared);
+        for spare in sh.windows.take_expired_spares(cutoff_ms) {
+            sh.db.delete_keyspace(spare)?;
+        }
         let expired = sh.windows.take_expired(cutoff_ms);
         let mut dropped = Vec::with_capacity(expired.len());
         for w in expired {

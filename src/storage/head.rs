@@ -1,0 +1,223 @@
+//! The head: samples acknowledged but not yet flushed into window keyspaces, in memory, one
+//! sorted vector per series, sharded by bucket.
+//!
+//! The writer thread appends after each group commit (the samples are durable by then, in the
+//! write-ahead log, see [`super::wal`]) and periodically flushes the head into runs (see
+//! `write.rs`), which is what turns many small writes into few large rows.
+//!
+//! Invariants:
+//! - every series' vector is sorted by strictly ascending timestamp; a second write of a
+//!   timestamp replaces the value (last write wins);
+//! - a flush commits its rows to fjall *before* clearing the head, and readers read the head
+//!   *before* the keyspaces, so a sample is never missed by a read racing a flush (at worst it
+//!   is seen twice, with equal values, and merged).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use super::series::SeriesId;
+use crate::sample::Sample;
+
+/// Hashes series ids (dense integers) with one multiplication instead of SipHash.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by series id.
+pub type IdMap<V> = HashMap<SeriesId, V, BuildHasherDefault<IdHasher>>;
+
+/// One bucket's series in the head.
+pub type Shard = IdMap<Vec<Sample>>;
+
+/// The in-memory head.
+pub struct Head {
+    shards: Vec<RwLock<Shard>>,
+    samples: AtomicUsize,
+}
+
+impl Head {
+    /// An empty head with one shard per bucket.
+    pub fn new(buckets: u16) -> Self {
+        Self {
+            shards: (0..buckets.max(1)).map(|_| RwLock::new(Shard::default())).collect(),
+            samples: AtomicUsize::new(0),
+        }
+    }
+
+    /// Number of shards (the bucket count).
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    fn shard(&self, bucket: u16) -> Option<&RwLock<Shard>> {
+        self.shards.get(usize::from(bucket))
+    }
+
+    /// Read access to one shard (for flushing).
+    pub fn read_shard(&self, index: usize) -> Option<RwLockReadGuard<'_, Shard>> {
+        self.shards.get(index).map(|s| s.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    fn write_shard(&self, bucket: u16) -> Option<RwLockWriteGuard<'_, Shard>> {
+        self.shard(bucket).map(|s| s.write().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Samples held.
+    pub fn len(&self) -> usize {
+        self.samples.load(Ordering::Relaxed)
+    }
+
+    /// True when no sample is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds samples (any order) to series `id`. Writer thread only. `entries` should be grouped
+    /// by bucket for fewer lock acquisitions; any order is correct.
+    pub fn append<'a>(&self, entries: impl IntoIterator<Item = (u16, SeriesId, &'a [Sample])>) {
+        let mut current: Option<(u16, RwLockWriteGuard<'_, Shard>)> = None;
+        let mut added = 0usize;
+        for (bucket, id, samples) in entries {
+            if samples.is_empty() {
+                continue;
+            }
+            if current.as_ref().is_none_or(|(b, _)| *b != bucket) {
+                current = self.write_shard(bucket).map(|g| (bucket, g));
+            }
+            let Some((_, shard)) = current.as_mut() else { continue };
+            let series = shard.entry(id).or_default();
+            let before = series.len();
+            insert(series, samples);
+            added += series.len() - before;
+        }
+        self.samples.fetch_add(added, Ordering::Relaxed);
+    }
+
+    /// Appends the samples of series `id` in `[start, end]` to `out`, ascending.
+    pub fn read(&self, bucket: u16, id: SeriesId, start_ms: i64, end_ms: i64, out: &mut Vec<Sample>) {
+        let Some(shard) = self.shard(bucket) else { return };
+        let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(series) = shard.get(&id) {
+            let from = series.partition_point(|s| s.timestamp_ms < start_ms);
+            let to = series.partition_point(|s| s.timestamp_ms <= end_ms);
+            out.extend_from_slice(series.get(from..to).unwrap_or_default());
+        }
+    }
+
+    /// The newest sample of series `id` at or before `at_ms`.
+    pub fn latest(&self, bucket: u16, id: SeriesId, at_ms: i64) -> Option<Sample> {
+        let shard = self.shard(bucket)?.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let series = shard.get(&id)?;
+        let to = series.partition_point(|s| s.timestamp_ms <= at_ms);
+        to.checked_sub(1).and_then(|i| series.get(i)).copied()
+    }
+
+    /// Empties the head (after a flush committed everything in it). Writer thread only.
+    pub fn clear(&self) {
+        for shard in &self.shards {
+            let mut shard = shard.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Keep no capacity: the next flush period may hold other series.
+            *shard = Shard::default();
+        }
+        self.samples.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Merges `new` (any order; later entries win on equal timestamps) into the sorted `series`.
+fn insert(series: &mut Vec<Sample>, new: &[Sample]) {
+    let ascending = new.windows(2).all(|w| matches!(w, [a, b] if a.timestamp_ms < b.timestamp_ms));
+    let after_last = match (series.last(), new.first()) {
+        (Some(last), Some(first)) => last.timestamp_ms < first.timestamp_ms,
+        _ => true,
+    };
+    if ascending && after_last {
+        series.extend_from_slice(new);
+        return;
+    }
+    if new.len() <= 4 {
+        for &s in new {
+            match series.binary_search_by_key(&s.timestamp_ms, |x| x.timestamp_ms) {
+                Ok(i) => {
+                    if let Some(slot) = series.get_mut(i) {
+                        *slot = s;
+                    }
+                }
+                Err(i) => series.insert(i, s),
+            }
+        }
+        return;
+    }
+    // Bulk: stable sort keeps arrival order among equal timestamps; keep the last of each.
+    series.extend_from_slice(new);
+    series.sort_by_key(|s| s.timestamp_ms);
+    let mut kept: Vec<Sample> = Vec::with_capacity(series.len());
+    for &s in series.iter() {
+        match kept.last_mut() {
+            Some(last) if last.timestamp_ms == s.timestamp_ms => *last = s,
+            _ => kept.push(s),
+        }
+    }
+    *series = kept;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn reads_ranges_and_latest() {
+        let head = Head::new(4);
+        let samples: Vec<Sample> = (0..10).map(|i| Sample::new(i * 10, i as f64)).collect();
+        head.append([(2, 7, samples.as_slice())]);
+        assert_eq!(head.len(), 10);
+        let mut out = Vec::new();
+        head.read(2, 7, 15, 40, &mut out);
+        assert_eq!(out.iter().map(|s| s.timestamp_ms).collect::<Vec<_>>(), vec![20, 30, 40]);
+        assert_eq!(head.latest(2, 7, 45), Some(Sample::new(40, 4.0)));
+        assert_eq!(head.latest(2, 7, -1), None);
+        assert_eq!(head.latest(1, 7, 45), None);
+        head.clear();
+        assert!(head.is_empty());
+        assert_eq!(head.latest(2, 7, 45), None);
+    }
+
+    proptest! {
+        #[test]
+        fn appends_in_any_order_keep_the_last_write(
+            writes in proptest::collection::vec(proptest::collection::vec((0i64..60, -5i32..5), 0..12), 0..12)
+        ) {
+            let head = Head::new(1);
+            let mut expect = std::collections::BTreeMap::new();
+            for w in &writes {
+                let batch: Vec<Sample> = w.iter().map(|&(t, v)| Sample::new(t, f64::from(v))).collect();
+                head.append([(0, 1, batch.as_slice())]);
+                for &(t, v) in w {
+                    expect.insert(t, f64::from(v));
+                }
+            }
+            let mut out = Vec::new();
+            head.read(0, 1, i64::MIN, i64::MAX, &mut out);
+            let want: Vec<Sample> = expect.iter().map(|(&t, &v)| Sample::new(t, v)).collect();
+            prop_assert_eq!(&out, &want);
+            prop_assert_eq!(head.len(), want.len());
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Sample rows of a window keyspace, hot or sealed: each row holds a *run* of one series'
+//! samples, keyed by the run's first timestamp (`keys::point_key(bucket, id, first_ts)`).
+//!
+//! A row value is either
+//! - 8 bytes: a single sample, the value's bits big-endian (the format of saltdb's first hot
+//!   rows, still read; a flushed run of one sample is stored this way, without a chunk header); or
+//! - a chunk (see [`super::chunk`], at least its 11-byte header): uncompressed Gorilla for runs
+//!   flushed from the head, Gorilla or decimal + zstd for sealed windows.
+//!
+//! Invariant, per series and keyspace: runs never overlap in time. Runs sort newest first (keys
+//! hold reversed timestamps), so their last timestamps descend too, and a range read stops at
+//! the first run that starts at or before the range's start.
+
+use super::chunk;
+use super::error::{Result, StorageError};
+use super::keys;
+use super::series::SeriesId;
+use crate::sample::Sample;
+
+/// Most samples in one hot run; a longer merged run is split.
+pub const MAX_RUN_SAMPLES: usize = 4096;
+
+/// Encodes a run for a hot keyspace into `dst` (cleared first).
+///
+/// # Errors
+/// [`StorageError::Corrupt`] when `samples` is empty or not strictly ascending (a bug upstream).
+pub fn encode_hot(samples: &[Sample], dst: &mut Vec<u8>) -> Result<()> {
+    dst.clear();
+    match samples {
+        [one] => {
+            dst.extend_from_slice(&keys::encode_value(one.value));
+            Ok(())
+        }
+        _ => chunk::encode_uncompressed(samples, dst).map_err(|_| StorageError::Corrupt { what: "unsorted run" }),
+    }
+}
+
+/// Appends the samples of one row to `out`, ascending.
+///
+/// # Errors
+/// [`StorageError::Corrupt`] for a key or value that is not a run row.
+pub fn decode_row(key: &[u8], value: &[u8], out: &mut Vec<Sample>) -> Result<()> {
+    if value.len() == 8 {
+        return match (keys::decode_point_key(key), keys::decode_value(value)) {
+            (Some((_, _, ts)), Some(v)) => {
+                out.push(Sample::new(ts, v));
+                Ok(())
+            }
+            (None, _) => Err(StorageError::Corrupt { what: "point key" }),
+            (_, None) => Err(StorageError::Corrupt { what: "point value" }),
+        };
+    }
+    chunk::decode(value, out).map_err(|_| StorageError::Corrupt { what: "chunk" })
+}
+
+/// Samples of a series in `[start, end]` from the runs of one keyspace, appended to `out`
+/// ascending. Scans from the newest run starting at or before `end` back to the first run that
+/// starts at or before `start`.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn read(
+    ks: &fjall::Keyspace,
+    bucket: u16,
+    id: SeriesId,
+    start_ms: i64,
+    end_ms: i64,
+    out: &mut Vec<Sample>,
+) -> Result<()> {
+    if end_ms < 0 || start_ms > end_ms {
+        return Ok(());
+    }
+    let lo = keys::point_key(bucket, id, end_ms);
+    let hi = keys::point_key(bucket, id, 0);
+    let base = out.len();
+    // Runs are met newest first; each is decoded in place and the slices reversed at the end.
+    let mut bounds: Vec<(usize, usize)> = Vec::new();
+    for guard in ks.range(lo..=hi) {
+        let (key, value) = guard.into_inner()?;
+        let from = out.len();
+        decode_row(&key, &value, out)?;
+        let first = out.get(from).map_or(i64::MIN, |s| s.timestamp_ms);
+        // Keep only `[start, end]`: runs are sorted, so trim both ends.
+        let run = &out[from..];
+        let keep_from = run.partition_point(|s| s.timestamp_ms < start_ms);
+        let keep_to = run.partition_point(|s| s.timestamp_ms <= end_ms);
+        if keep_from > 0 || keep_to < run.len() {
+            let kept: Vec<Sample> = run.get(keep_from..keep_to).unwrap_or_default().to_vec();
+            out.truncate(from);
+            out.extend(kept);
+        }
+        bounds.push((from, out.len()));
+        if first <= start_ms {
+            break;
+        }
+    }
+    if bounds.len() > 1 {
+        // Runs were appended newest first; put them in ascending order.
+        let mut ordered = Vec::with_capacity(out.len() - base);
+        for &(a, b) in bounds.iter().rev() {
+            ordered.extend_from_slice(out.get(a..b).unwrap_or_default());
+        }
+        out.truncate(base);
+        out.extend(ordered);
+    }
+    Ok(())
+}
+
+/// The newest sample at or before `at_ms` of a series in one keyspace.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn latest(ks: &fjall::Keyspace, bucket: u16, id: SeriesId, at_ms: i64) -> Result<Option<Sample>> {
+    if at_ms < 0 {
+        return Ok(None);
+    }
+    let Some(guard) = ks.range(keys::point_key(bucket, id, at_ms)..=keys::point_key(bucket, id, 0)).next() else {
+        return Ok(None);
+    };
+    let (key, value) = guard.into_inner()?;
+    let mut run = Vec::new();
+    decode_row(&key, &value, &mut run)?;
+    Ok(run.into_iter().rev().find(|s| s.timestamp_ms <= at_ms))
+}
+
+/// Appends the ascending merge of `older` and `newer` to `out`; `newer` wins on equal timestamps.
+/// Both inputs must be ascending.
+pub fn merge_into(out: &mut Vec<Sample>, older: &[Sample], newer: &[Sample]) {
+    match (older.last(), newer.first()) {
+        (None, _) => return out.extend_from_slice(newer),
+        (_, None) => return out.extend_from_slice(older),
+        (Some(o), Some(n)) if o.timestamp_ms < n.timestamp_ms => {
+            out.extend_from_slice(older);
+            return out.extend_from_slice(newer);
+        }
+        _ => {}
+    }
+    out.reserve(older.len() + newer.len());
+    let (mut i, mut j) = (0, 0);
+    while let (Some(a), Some(b)) = (older.get(i), newer.get(j)) {
+        if a.timestamp_ms < b.timestamp_ms {
+            out.push(*a);
+            i += 1;
+        } else {
+            if a.timestamp_ms == b.timestamp_ms {
+                i += 1;
+            }
+            out.push(*b);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(older.get(i..).unwrap_or_default());
+    out.extend_from_slice(newer.get(j..).unwrap_or_default());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn s(ts: i64, v: f64) -> Sample {
+        Sample::new(ts, v)
+    }
+
+    #[test]
+    fn single_and_chunk_rows_round_trip() {
+        let mut buf = Vec::new();
+        for run in [vec![s(5, f64::from_bits(0x7ff0_0000_0000_0002))], vec![s(5, 1.0), s(20, -0.0), s(21, f64::NAN)]] {
+            encode_hot(&run, &mut buf).unwrap();
+            let mut out = Vec::new();
+            decode_row(&keys::point_key(3, 9, run[0].timestamp_ms), &buf, &mut out).unwrap();
+            assert_eq!(out.len(), run.len());
+            for (a, b) in out.iter().zip(&run) {
+                assert_eq!((a.timestamp_ms, a.value.to_bits()), (b.timestamp_ms, b.value.to_bits()));
+            }
+        }
+        assert!(encode_hot(&[], &mut buf).is_err());
+        assert!(encode_hot(&[s(2, 1.0), s(2, 1.0)], &mut buf).is_err());
+    }
+
+    #[test]
+    fn corrupt_rows_are_errors() {
+        let mut out = Vec::new();
+        assert!(decode_row(&[1, 2, 3], &[0; 8], &mut out).is_err());
+        assert!(decode_row(&keys::point_key(0, 1, 1), &[0; 9], &mut out).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn merge_is_sorted_unique_and_newer_wins(
+            older in proptest::collection::btree_map(0i64..200, 0u8..4, 0..40),
+            newer in proptest::collection::btree_map(0i64..200, 4u8..8, 0..40),
+        ) {
+            let o: Vec<Sample> = older.iter().map(|(&t, &v)| s(t, f64::from(v))).collect();
+            let n: Vec<Sample> = newer.iter().map(|(&t, &v)| s(t, f64::from(v))).collect();
+            let mut out = Vec::new();
+            merge_into(&mut out, &o, &n);
+            let mut expect = older.clone();
+            expect.extend(newer.iter().map(|(&t, &v)| (t, v)));
+            let expect: Vec<Sample> = expect.iter().map(|(&t, &v)| s(t, f64::from(v))).collect();
+            prop_assert_eq!(out, expect);
+        }
+    }
+}
