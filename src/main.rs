@@ -4,6 +4,12 @@ use clap::Parser;
 use saltdb::config::{Cli, Command};
 use saltdb::server::Server;
 
+/// mimalloc instead of glibc malloc: ingest allocates a few small strings per series per request
+/// on many threads at once, where glibc's arenas spent a quarter of the server's CPU (profile of
+/// `saltdb-rw-bench`, see bench/README.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
