@@ -2,6 +2,7 @@
 //! and the assembly of per-step values into a [`QueryResult`].
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use promql_parser::parser::value::ValueType;
@@ -19,6 +20,9 @@ use crate::sample::Sample;
 
 /// Prometheus' limit on points per series in a range query.
 pub const MAX_POINTS_PER_SERIES: i64 = 11_000;
+/// Fewest steps a range query part evaluated on its own thread gets (below, threads cost more
+/// than they save).
+const MIN_STEPS_PER_PART: i64 = 64;
 /// Deepest accepted expression nesting; deeper queries are rejected as `bad_data`.
 pub const MAX_NESTING_DEPTH: usize = 200;
 /// Most tokens (names, numbers, operators, brackets; string contents excluded) accepted in one
@@ -113,20 +117,72 @@ impl Engine {
         }
         let mut q = Query::new(&self.opts, start_ms, end_ms, step_ms);
         q.preload(src, &expr)?;
-        let mut acc = RangeAccumulator::default();
-        let mut t = start_ms;
-        while t <= end_ms {
-            q.check_deadline()?;
-            let v = q.eval(&expr, t)?;
-            acc.push(t, v)?;
-            q.check_samples(acc.points)?;
-            t += step_ms;
-        }
+        // Steps are independent: long ranges are cut into contiguous parts evaluated in parallel.
+        let steps = (end_ms - start_ms) / step_ms + 1;
+        let cores = std::thread::available_parallelism().map_or(1, usize::from) as i64;
+        let parts = cores.min(steps / MIN_STEPS_PER_PART).max(1);
+        let per_part = (steps + parts - 1) / parts;
+        let points = AtomicUsize::new(0);
+        let run = |q: &Query, first: i64, count: i64| -> Result<RangeAccumulator> {
+            let mut acc = RangeAccumulator::default();
+            let mut counted = 0;
+            for k in first..(first + count).min(steps) {
+                let t = start_ms + k * step_ms;
+                q.check_deadline()?;
+                let v = q.eval(&expr, t)?;
+                acc.push(t, v)?;
+                let total = points.fetch_add(acc.points - counted, Ordering::Relaxed) + acc.points - counted;
+                counted = acc.points;
+                q.check_samples(total)?;
+            }
+            Ok(acc)
+        };
+        let (mut acc, mut annotations) = if parts == 1 {
+            let acc = run(&q, 0, steps)?;
+            (acc, q.into_annotations())
+        } else {
+            let forks: Vec<Query> = (1..parts)
+                .map(|part| {
+                    let first = part * per_part;
+                    let count = per_part.min(steps - first).max(0);
+                    q.fork(start_ms + first * step_ms, usize::try_from(count).unwrap_or(0))
+                })
+                .collect();
+            q.set_part(start_ms, usize::try_from(per_part).unwrap_or(0));
+            let (first, rest) = std::thread::scope(|scope| {
+                let handles: Vec<_> = forks
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, fork)| {
+                        let part = i as i64 + 1;
+                        let run = &run;
+                        scope.spawn(move || {
+                            run(&fork, part * per_part, per_part).map(|acc| (acc, fork.into_annotations()))
+                        })
+                    })
+                    .collect();
+                let first = run(&q, 0, per_part);
+                let rest: Vec<Result<(RangeAccumulator, Annotations)>> = handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err(EvalError::exec("query worker panicked"))))
+                    .collect();
+                (first, rest)
+            });
+            let mut acc = first?;
+            let mut annotations = q.into_annotations();
+            for part in rest {
+                let (more, notes) = part?;
+                acc.absorb(more);
+                annotations.merge(notes);
+            }
+            (acc, annotations)
+        };
+        acc.points = points.load(Ordering::Relaxed);
         if contains_sort(&expr) {
-            q.warn("sort is ineffective for range queries since results are always ordered by labels");
+            annotations.warn("sort is ineffective for range queries since results are always ordered by labels");
         }
         let value = Value::Matrix(acc.finish()?);
-        Ok(QueryResult { value, annotations: q.into_annotations() })
+        Ok(QueryResult { value, annotations })
     }
 }
 
@@ -402,6 +458,26 @@ impl RangeAccumulator {
             s.2 |= drop_name;
         }
         Ok(())
+    }
+
+    /// Appends the points of `later` (steps after all of this one's) series by series, as if
+    /// both had been accumulated in one pass.
+    fn absorb(&mut self, later: RangeAccumulator) {
+        for (labels, samples, drop) in later.series {
+            match self.index.get(&labels) {
+                Some(&i) => {
+                    if let Some(s) = self.series.get_mut(i) {
+                        s.1.extend(samples);
+                        s.2 |= drop;
+                    }
+                }
+                None => {
+                    self.index.insert(labels.clone(), self.series.len());
+                    self.series.push((labels, samples, drop));
+                }
+            }
+        }
+        self.points += later.points;
     }
 
     /// Drops names where flagged, merges series that became equal (an error when they

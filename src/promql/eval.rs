@@ -4,6 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryExpr, UnaryExpr, VectorSelector};
@@ -27,6 +28,9 @@ pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
 /// outer steps share most of their (absolutely aligned) inner steps.
 type SubqueryCache = HashMap<(usize, i64), StepValue>;
 
+/// A rollup's output at every step of a query part (`None` once taken).
+pub(crate) type StepValues = Vec<Option<Vec<Elem>>>;
+
 /// The state of one query evaluation.
 pub(crate) struct Query<'o> {
     opts: &'o EngineOptions,
@@ -35,8 +39,9 @@ pub(crate) struct Query<'o> {
     end: i64,
     /// Range query step (0 for instant queries).
     interval: i64,
-    /// Series loaded per selector node (keyed by the node's address, stable during the query).
-    data: HashMap<usize, Vec<SeriesSamples>>,
+    /// Series loaded per selector node (keyed by the node's address, stable during the query);
+    /// shared by the forks that evaluate parts of a range query in parallel.
+    data: Arc<HashMap<usize, Vec<SeriesSamples>>>,
     deadline: Instant,
     loaded: Cell<usize>,
     annotations: RefCell<Annotations>,
@@ -47,6 +52,11 @@ pub(crate) struct Query<'o> {
     cursors: RefCell<AddrMap<Vec<(usize, usize)>>>,
     /// Per aggregation node: the group of each input label set.
     groups: RefCell<AddrMap<GroupCache>>,
+    /// The outer steps this query (or fork) evaluates: first, count (the step is `interval`).
+    part: (i64, usize),
+    /// Per (matrix selector node, rollup): the rollup's value at every step of `part`, computed
+    /// series by series on first use (see `functions::rollup`); each step's value is taken once.
+    rollups: RefCell<HashMap<(usize, usize), StepValues>>,
 }
 
 fn key<T>(node: &T) -> usize {
@@ -80,9 +90,32 @@ impl<'o> Query<'o> {
             start,
             end,
             interval,
-            data: HashMap::new(),
+            data: Arc::new(HashMap::new()),
             deadline: deadline_after(opts.timeout),
             loaded: Cell::new(0),
+            annotations: RefCell::new(Annotations::new()),
+            subquery_cache: RefCell::new(HashMap::new()),
+            cached_points: Cell::new(0),
+            cursors: RefCell::new(AddrMap::default()),
+            groups: RefCell::new(AddrMap::default()),
+            part: (start, if interval > 0 { usize::try_from((end - start) / interval + 1).unwrap_or(0) } else { 0 }),
+            rollups: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// A query over the same loaded data, with fresh caches, to evaluate other steps on another
+    /// thread (the caches are per thread; the results of a step do not depend on them).
+    pub fn fork(&self, first_step: i64, steps: usize) -> Self {
+        Self {
+            part: (first_step, steps),
+            rollups: RefCell::new(HashMap::new()),
+            opts: self.opts,
+            start: self.start,
+            end: self.end,
+            interval: self.interval,
+            data: Arc::clone(&self.data),
+            deadline: self.deadline,
+            loaded: Cell::new(self.loaded.get()),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
             cached_points: Cell::new(0),
@@ -159,7 +192,7 @@ impl<'o> Query<'o> {
                 }
                 series.retain(|s| !s.samples.is_empty());
             }
-            self.data.insert(k, series);
+            Arc::make_mut(&mut self.data).insert(k, series);
         }
         Ok(())
     }
@@ -205,7 +238,40 @@ impl<'o> Query<'o> {
         }
     }
 
-    fn series_of(&self, vs: &VectorSelector) -> &[SeriesSamples] {
+    /// Restricts this query to the first `steps` outer steps from `first` (the other parts go
+    /// to forks).
+    pub fn set_part(&mut self, first: i64, steps: usize) {
+        self.part = (first, steps);
+    }
+
+    /// The outer steps of this query part: `(first, step, count)`, for range queries only.
+    pub fn part_grid(&self) -> Option<(i64, i64, usize)> {
+        (self.interval > 0 && self.part.1 > 0).then_some((self.part.0, self.interval, self.part.1))
+    }
+
+    /// The per-step rollup values cached for `node`, computed by `fill` on first use.
+    pub fn rollup_cache<R>(
+        &self,
+        node: (usize, usize),
+        fill: impl FnOnce() -> Result<StepValues>,
+        take: impl FnOnce(&mut StepValues) -> R,
+    ) -> Result<R> {
+        let mut cache = self.rollups.borrow_mut();
+        let entry = match cache.entry(node) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let values = fill()?;
+                let points: usize = values.iter().flatten().map(Vec::len).sum();
+                self.cached_points.set(self.cached_points.get().saturating_add(points));
+                self.check_samples(0)?;
+                v.insert(values)
+            }
+        };
+        Ok(take(entry))
+    }
+
+    /// The series loaded for selector `vs`.
+    pub fn series_of(&self, vs: &VectorSelector) -> &[SeriesSamples] {
         self.data.get(&key(vs)).map(Vec::as_slice).unwrap_or(&[])
     }
 
@@ -385,7 +451,7 @@ impl<'o> Query<'o> {
 /// The first index of `s` (ascending timestamps) whose timestamp is after `bound`, searching
 /// forward from `hint` when the answer lies there (a few samples further for the next step of a
 /// range query), else by binary search.
-fn seek(s: &[Sample], hint: usize, bound: i64) -> usize {
+pub(crate) fn seek(s: &[Sample], hint: usize, bound: i64) -> usize {
     let hint_ok = hint <= s.len() && (hint == 0 || s.get(hint - 1).is_some_and(|p| p.timestamp_ms <= bound));
     if !hint_ok {
         return s.partition_point(|p| p.timestamp_ms <= bound);

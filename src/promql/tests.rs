@@ -212,13 +212,18 @@ fn range_steps_equal_instant_queries_for_subqueries() {
         "rate(sum by (job) (req_total)[10m:])",
         "max_over_time(avg_over_time(rate(req_total[2m])[3m:20s])[10m:1m] offset 30s)",
         "count_over_time(req_total[7m:1m] offset 1m)",
+        // Plain selectors and rollups too: long ranges are evaluated in parallel parts.
+        "req_total",
+        "rate(req_total[2m])",
+        "last_over_time(req_total[3m]) or rate(req_total[1m])",
     ];
     let engine = Engine::new(EngineOptions::default());
     let src = jittered_fixture();
     for query in queries {
         let mut compared = 0;
-        for (start, step) in [(600_500, 60_000), (601_234, 45_000), (0, 30_000)] {
-            let end = start + 30 * step;
+        // The last range has enough steps to be cut into parts evaluated on several threads.
+        for (start, step, steps) in [(600_500, 60_000, 30), (601_234, 45_000, 30), (0, 30_000, 30), (100, 7_000, 300)] {
+            let end = start + steps * step;
             let range = engine.range(&src, query, start, end, step).unwrap_or_else(|e| panic!("{query}: {e}"));
             let Value::Matrix(series) = range.value else { panic!("{query}: range result is not a matrix") };
             let mut t = start;

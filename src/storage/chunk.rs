@@ -196,28 +196,6 @@ pub fn encode(samples: &[Sample], level: i32, dst: &mut Vec<u8>) -> Result<(), C
     Ok(())
 }
 
-/// Encodes a run as a Gorilla bit stream stored without zstd (level byte 0): the hot-run format,
-/// cheap to write on every head flush and to decode on every query of recent data.
-///
-/// # Errors
-/// [`ChunkError::Unsorted`] for an empty or unsorted run.
-pub fn encode_uncompressed(samples: &[Sample], dst: &mut Vec<u8>) -> Result<(), ChunkError> {
-    let Some(first) = samples.first() else { return Err(ChunkError::Unsorted) };
-    if samples.windows(2).any(|w| matches!(w, [a, b] if a.timestamp_ms >= b.timestamp_ms))
-        || samples.len() > MAX_CHUNK_SAMPLES as usize
-    {
-        return Err(ChunkError::Unsorted);
-    }
-    let body = gorilla_body(first, samples);
-    dst.push(FORMAT_VERSION);
-    dst.push(0);
-    dst.push(0);
-    dst.extend_from_slice(&(samples.len() as u32).to_le_bytes());
-    dst.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    dst.extend_from_slice(&body);
-    Ok(())
-}
-
 fn gorilla_body(first: &Sample, samples: &[Sample]) -> Vec<u8> {
     let mut w = BitWriter::new();
     w.write(first.timestamp_ms as u64, 64);
