@@ -19,6 +19,10 @@ use saltdb::storage::{FsyncMode, Storage, StorageConfig};
 
 use workload::Workload;
 
+/// The server's allocator, so in-process figures match what `saltdb serve` does.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Mode {
     InProcess,

@@ -93,7 +93,14 @@ pub fn read_series(
             None => out.extend(cold),
         }
     }
-    if !recent.is_empty() {
+    // The head usually holds only samples newer than everything stored: append them.
+    let newer = match (out.get(base..).and_then(<[Sample]>::last), recent.first()) {
+        (Some(a), Some(b)) => a.timestamp_ms < b.timestamp_ms,
+        _ => true,
+    };
+    if newer {
+        out.extend_from_slice(&recent);
+    } else {
         let stored = out.split_off(base);
         run::merge_into(out, &stored, &recent);
     }

@@ -1,8 +1,10 @@
 //! Series identity: lookups in `series_by_labels`, the id cache, and label-set reads.
 //!
 //! Series ids come from the persistent counter in the manifest (`next_series_id`), bumped in the
-//! same write batch that creates the series, so an id is never reused. The cache maps the md5 of
-//! a canonical label set to its id; it is only a cache: `series_by_labels` is the truth.
+//! same write batch that creates the series, so an id is never reused. The cache maps the
+//! [`identity`] of a label set (xxh3-128, computed without building the canonical bytes) to its
+//! id; it is only a cache: `series_by_labels` (keyed by md5, checked against the stored
+//! canonical bytes) is the truth, and md5 is computed only when the cache misses.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -14,7 +16,21 @@ use crate::labels::Labels;
 /// A series id: allocated from 1 upwards, never reused.
 pub type SeriesId = u64;
 
-/// Hashes an md5 digest by taking its first 8 bytes: the digest is already uniformly
+/// The in-memory identity of a label set: xxh3-128 of its canonical encoding (`name 0x00
+/// value 0x00` in name order), streamed from the labels. Two label sets sharing an identity
+/// would share a cached id; at 128 bits the odds are below 1e-25 for a million series.
+pub fn identity(labels: &Labels) -> [u8; 16] {
+    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+    for l in labels.iter() {
+        h.update(l.name.as_bytes());
+        h.update(&[0]);
+        h.update(l.value.as_bytes());
+        h.update(&[0]);
+    }
+    h.digest128().to_le_bytes()
+}
+
+/// Hashes a 128-bit digest by taking its first 8 bytes: the digest is already uniformly
 /// distributed, so hashing it again (SipHash) is wasted work on the writer thread.
 #[derive(Default)]
 pub struct DigestHasher(u64);

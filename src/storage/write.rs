@@ -47,8 +47,8 @@ pub struct WriteOutcome {
     pub series_created: usize,
 }
 
-/// A batch with what can be computed before the writer thread sees it: the canonical bytes and
-/// md5 of every series' label set, in the order of `batch.series`.
+/// A batch with what can be computed before the writer thread sees it: the identity of every
+/// series' label set (see [`series::identity`]), in the order of `batch.series`.
 pub struct Prepared {
     /// The batch.
     pub batch: WriteBatch,
@@ -56,25 +56,16 @@ pub struct Prepared {
     pub keys: Vec<SeriesKey>,
 }
 
-/// A label set's identity in `series_by_labels`.
+/// A label set's in-memory identity (the id-cache key).
 pub struct SeriesKey {
-    /// md5 of `canonical`.
-    pub hash: [u8; 16],
-    /// The canonical label-set bytes.
-    pub canonical: Vec<u8>,
+    /// xxh3-128 of the canonical label-set bytes.
+    pub identity: [u8; 16],
 }
 
 impl Prepared {
     /// Hashes every series of `batch`.
     pub fn new(batch: WriteBatch) -> Self {
-        let keys = batch
-            .series
-            .iter()
-            .map(|s| {
-                let canonical = s.labels.to_bytes();
-                SeriesKey { hash: keys::labels_hash(&canonical), canonical }
-            })
-            .collect();
+        let keys = batch.series.iter().map(|s| SeriesKey { identity: series::identity(&s.labels) }).collect();
         Self { batch, keys }
     }
 }
@@ -565,25 +556,27 @@ impl Writer {
         labels: &crate::labels::Labels,
         key: &SeriesKey,
     ) -> Result<(SeriesId, u16)> {
-        let hash = key.hash;
-        if let Some(found) = self.cache.get(&hash).or_else(|| pending.ids.get(&hash).copied()) {
+        let identity = key.identity;
+        if let Some(found) = self.cache.get(&identity).or_else(|| pending.ids.get(&identity).copied()) {
             return Ok(found);
         }
         let sh = &self.shared;
-        let id = match series::lookup(&sh.series_by_labels, &hash, &key.canonical)? {
+        let canonical = labels.to_bytes();
+        let hash = keys::labels_hash(&canonical);
+        let id = match series::lookup(&sh.series_by_labels, &hash, &canonical)? {
             Some(id) => id,
             None => {
                 let id = self.next_id;
                 self.next_id += 1;
-                fb.insert(&sh.series, id.to_be_bytes().to_vec(), key.canonical.clone());
-                fb.insert(&sh.series_by_labels, keys::series_by_labels_key(&hash, id).to_vec(), key.canonical.clone());
+                fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.clone());
+                fb.insert(&sh.series_by_labels, keys::series_by_labels_key(&hash, id).to_vec(), canonical);
                 postings::insert_series(fb, &sh.postings, id, labels);
                 pending.created += 1;
                 id
             }
         };
         let found = (id, sh.bucketing.bucket(id));
-        pending.ids.insert(hash, found);
+        pending.ids.insert(identity, found);
         Ok(found)
     }
 
