@@ -122,7 +122,8 @@ pub struct WindowStatus {
     pub state: WindowState,
     /// Series with samples in the window.
     pub series: u64,
-    /// Samples in the window (exact for chunks, approximate for hot rows until flushed).
+    /// Samples in the window: exact for sealed chunks and the in-memory head; flushed hot runs
+    /// count one each (a lower bound until the window is sealed).
     pub samples: u64,
     /// Bytes on disk (flushed tables).
     pub bytes: u64,
@@ -492,10 +493,12 @@ impl Storage {
                         chunks: None,
                     }])?
                     .len();
+                    // Rows are runs: counting each as one sample gives a lower bound.
                     (ks.approximate_len() as u64).saturating_sub(hot_series as u64)
                 }
                 None => 0,
             };
+            let hot_samples = hot_samples + sh.head.count_in(w.start_ms, w.start_ms + window_ms) as u64;
             let state = if sealing == Some(w.start_ms) {
                 WindowState::Sealing
             } else if w.chunks.is_some() {

@@ -129,6 +129,19 @@ impl Head {
         to.checked_sub(1).and_then(|i| series.get(i)).copied()
     }
 
+    /// Samples held with timestamps in `[start, end)` (scans every series; for status pages).
+    pub fn count_in(&self, start_ms: i64, end_ms: i64) -> usize {
+        let mut n = 0;
+        for shard in &self.shards {
+            let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for series in shard.values() {
+                n += series.partition_point(|s| s.timestamp_ms < end_ms)
+                    - series.partition_point(|s| s.timestamp_ms < start_ms);
+            }
+        }
+        n
+    }
+
     /// Empties the head (after a flush committed everything in it). Writer thread only.
     pub fn clear(&self) {
         for shard in &self.shards {
@@ -194,6 +207,7 @@ mod tests {
         assert_eq!(head.latest(2, 7, 45), Some(Sample::new(40, 4.0)));
         assert_eq!(head.latest(2, 7, -1), None);
         assert_eq!(head.latest(1, 7, 45), None);
+        assert_eq!((head.count_in(20, 50), head.count_in(0, 1000), head.count_in(91, 95)), (3, 10, 0));
         head.clear();
         assert!(head.is_empty());
         assert_eq!(head.latest(2, 7, 45), None);

@@ -9,13 +9,14 @@
 //! | `series`            | `series_id u64`                                            | canonical label set         |
 //! | `series_by_labels`  | `md5(canonical label set) [16]` `series_id u64`            | canonical label set         |
 //! | `postings`          | `name 0x00 value 0x00 series_id u64`                       | empty                       |
-//! | `points_<start_ms>` | `bucket u16` `series_id u64` `u64::MAX - ts_ms`             | `f64` bits, big-endian      |
-//! | `points_<start_ms>` | `0xFFFF` `series_id u64` (window index: series has data)   | empty                       |
+//! | `wal`               | group-commit sequence number `u64`                         | the group's samples (`wal`) |
+//! | `points_`, `chunks_`| `bucket u16` `series_id u64` `u64::MAX - first ts_ms`      | a run of samples (`run`)    |
+//! | `points_`, `chunks_`| `0xFFFF` `series_id u64` (window index: series has data)   | empty                       |
 //!
 //! Invariants:
 //! - a bucket is always `< MAX_BUCKETS`, so the window-index prefix `0xFFFF` never collides
 //!   with point rows;
-//! - for one series, point keys sort by strictly descending timestamp (newest first);
+//! - for one series, run keys sort by strictly descending first timestamp (newest first);
 //! - point keys of two series never interleave: the `bucket, series_id` prefix groups them.
 
 use md5::{Digest, Md5};

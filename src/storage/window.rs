@@ -1,7 +1,8 @@
 //! Time windows: each window of `window_ms` milliseconds owns up to two keyspaces.
 //!
-//! - `points_<start_ms>_<generation>`: hot rows, one per sample. Before a window is sealed it holds all of the
-//!   window's samples; after, it is the overlay of late samples (absent when there are none).
+//! - `points_<start_ms>_<generation>`: hot runs flushed from the head (see [`super::run`]).
+//!   Before a window is sealed it holds the window's flushed samples; after, it is the overlay of
+//!   late samples (absent when there are none).
 //! - `chunks_<start_ms>_<generation>`: the sealed window, Gorilla+zstd chunks (see
 //!   [`super::chunk`]). It is visible only once the manifest key `sealed/<start_ms>` names its
 //!   generation; a chunks keyspace without that mark is a seal that crashed halfway, and is

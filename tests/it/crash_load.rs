@@ -507,7 +507,7 @@ impl LifeLog {
                     .next()
                     .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
                     .map(|t| t.with_timezone(&chrono::Utc));
-            } else if line.contains("deleting chunks of an unfinished seal") {
+            } else if line.contains("keeping chunks of an unfinished seal") {
                 log.unfinished_seals_cleaned += 1;
             }
             if matches!(line.split_whitespace().nth(1), Some("ERROR" | "WARN")) || line.contains("BUG:") {
@@ -595,7 +595,7 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         println!(
             "life {life}: retention {retention}, fsync {fsync}: export has {} samples; acknowledged: {} present, \
              {} dropped by retention; cut by kills: {} present, {} absent; {} windows dropped at start-up, \
-             {} unfinished seals cleaned",
+             {} unfinished seals kept for reuse",
             c.exported,
             c.acked_present,
             c.acked_expired,
@@ -729,7 +729,7 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
     println!("  rejected as older than retention (boundary races): {rejected} batches");
     println!(
         "  sealing: {} seals finished ({} of them dropped the hot keyspace); kills during a seal: {} of {kills}; \
-         unfinished seals cleaned at start-up: {}",
+         unfinished seals kept for reuse at start-up: {}",
         totals.seals_finished, totals.hot_dropped, totals.kills_while_sealing, totals.unfinished_seals_cleaned
     );
     println!(
