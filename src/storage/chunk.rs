@@ -38,8 +38,10 @@ use crate::sample::Sample;
 
 /// Gorilla bit-stream chunk format.
 pub const FORMAT_VERSION: u8 = 1;
-/// Decimal-mantissa chunk format.
+/// Decimal-mantissa chunk format (decoded only; new decimal runs use version 3).
 pub const FORMAT_VERSION_DECIMAL: u8 = 2;
+/// Columnar chunk format: grid timestamps and decimal mantissas in byte planes.
+pub const FORMAT_VERSION_COLUMNS: u8 = 3;
 const HEADER_LEN: usize = 11;
 /// Largest sample count a chunk may claim (bounds allocation when decoding hostile bytes).
 pub const MAX_CHUNK_SAMPLES: u32 = 1 << 20;
@@ -180,11 +182,11 @@ pub fn encode(samples: &[Sample], level: i32, dst: &mut Vec<u8>) -> Result<(), C
     {
         return Err(ChunkError::Unsorted);
     }
-    let (version, body) = match decimal::encode(samples) {
-        Some(body) => (FORMAT_VERSION_DECIMAL, body),
-        None => (FORMAT_VERSION, gorilla_body(first, samples)),
-    };
     let level = level.clamp(1, 22);
+    if let Some((e, m)) = decimal::mantissas(samples) {
+        return columns::encode(samples, e, &m, level, dst);
+    }
+    let (version, body) = (FORMAT_VERSION, gorilla_body(first, samples));
     let compressed = zstd::bulk::compress(&body, level).map_err(|e| ChunkError::Zstd(e.to_string()))?;
     let (level_byte, payload) = if compressed.len() < body.len() { (level as u8, &compressed) } else { (0, &body) };
     dst.push(version);
@@ -226,8 +228,13 @@ pub fn decode(src: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkError> {
         return Err(ChunkError::Truncated);
     }
     let (version, dict) = (src.first().copied().unwrap_or(0), src.get(2).copied().unwrap_or(0));
-    if !(version == FORMAT_VERSION || version == FORMAT_VERSION_DECIMAL) || dict != 0 {
+    if !(version == FORMAT_VERSION || version == FORMAT_VERSION_DECIMAL || version == FORMAT_VERSION_COLUMNS)
+        || dict != 0
+    {
         return Err(ChunkError::Unsupported { version, dict });
+    }
+    if version == FORMAT_VERSION_COLUMNS {
+        return columns::decode(src, out);
     }
     let n = u32_at(src, 3)?;
     let raw_len = u32_at(src, 7)? as usize;
@@ -278,10 +285,15 @@ mod decimal {
     use crate::sample::Sample;
 
     const POW10: [f64; 16] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+    /// The powers of ten a decimal exponent selects.
+    pub(super) fn mantissas_pow10() -> &'static [f64; 16] {
+        &POW10
+    }
+
     const MAX_MANTISSA: f64 = 9_007_199_254_740_992.0; // 2^53
 
     /// The smallest exponent `e` and the mantissas with `m / 10^e == v` bit for bit, if any.
-    fn mantissas(samples: &[Sample]) -> Option<(u8, Vec<i64>)> {
+    pub(super) fn mantissas(samples: &[Sample]) -> Option<(u8, Vec<i64>)> {
         'exp: for (e, &p) in POW10.iter().enumerate() {
             let mut out = Vec::with_capacity(samples.len());
             for s in samples {
@@ -301,6 +313,7 @@ mod decimal {
         None
     }
 
+    #[cfg(test)]
     fn zigzag(v: i64) -> u64 {
         ((v << 1) ^ (v >> 63)) as u64
     }
@@ -309,6 +322,7 @@ mod decimal {
         ((v >> 1) as i64) ^ -((v & 1) as i64)
     }
 
+    #[cfg(test)]
     fn put(dst: &mut Vec<u8>, v: i64) {
         let mut u = zigzag(v);
         while u >= 0x80 {
@@ -318,6 +332,7 @@ mod decimal {
         dst.push(u as u8);
     }
 
+    #[cfg(test)]
     fn varint_len(v: i64) -> usize {
         (64 - zigzag(v).leading_zeros() as usize).max(1).div_ceil(7)
     }
@@ -335,18 +350,21 @@ mod decimal {
         Err(ChunkError::BadHeader("varint longer than 10 bytes"))
     }
 
-    fn gcd(mut a: u64, mut b: u64) -> u64 {
+    pub(super) fn gcd(mut a: u64, mut b: u64) -> u64 {
         while b != 0 {
             (a, b) = (b, a % b);
         }
         a
     }
 
+    #[cfg(test)]
     fn deltas(v: &[i64]) -> Vec<i64> {
         v.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect()
     }
 
-    /// The version-2 body, or `None` when the values are not all short decimals.
+    /// The version-2 body, or `None` when the values are not all short decimals. New chunks use
+    /// version 3; this stays to test that version-2 chunks on disk still decode.
+    #[cfg(test)]
     pub fn encode(samples: &[Sample]) -> Option<Vec<u8>> {
         let (e, m) = mantissas(samples)?;
         let first = samples.first()?;
@@ -417,6 +435,335 @@ mod decimal {
             return Err(ChunkError::BadHeader("trailing bytes after the last value"));
         }
         Ok(())
+    }
+}
+
+/// Format version 3: timestamps as slots on a grid plus jitter, decimal mantissas, every column
+/// split into byte planes that are stored raw, constant or as their own zstd frame.
+mod columns {
+    use std::cell::RefCell;
+
+    use super::decimal::{gcd, mantissas_pow10};
+    use super::{u32_at, ChunkError, FORMAT_VERSION_COLUMNS, MAX_CHUNK_SAMPLES};
+    use crate::sample::Sample;
+
+    /// Version, level, dictionary, sample count, first timestamp.
+    const HEADER_LEN: usize = 15;
+    const PLANE_RAW: u64 = 0;
+    const PLANE_ZSTD: u64 = 1;
+    const PLANE_CONST: u64 = 2;
+    const TS_GRID: u8 = 0;
+    const TS_DOD: u8 = 1;
+    const VALUES_DELTA: u8 = 0;
+    const VALUES_DOD: u8 = 1;
+    const VALUES_RAW: u8 = 2;
+
+    thread_local! {
+        static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> = const { RefCell::new(None) };
+        static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    }
+
+    fn zigzag(v: i64) -> u64 {
+        ((v << 1) ^ (v >> 63)) as u64
+    }
+
+    fn unzigzag(v: u64) -> i64 {
+        ((v >> 1) as i64) ^ -((v & 1) as i64)
+    }
+
+    fn put_u(dst: &mut Vec<u8>, mut u: u64) {
+        while u >= 0x80 {
+            dst.push((u as u8) | 0x80);
+            u >>= 7;
+        }
+        dst.push(u as u8);
+    }
+
+    fn get_u(src: &[u8], pos: &mut usize) -> Result<u64, ChunkError> {
+        let mut u = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *src.get(*pos).ok_or(ChunkError::Truncated)?;
+            *pos += 1;
+            u |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(u);
+            }
+        }
+        Err(ChunkError::BadHeader("varint longer than 10 bytes"))
+    }
+
+    fn get_byte(src: &[u8], pos: &mut usize) -> Result<u8, ChunkError> {
+        let b = *src.get(*pos).ok_or(ChunkError::Truncated)?;
+        *pos += 1;
+        Ok(b)
+    }
+
+    /// Bytes needed for the largest value of a column.
+    fn width(vals: &[u64]) -> usize {
+        let all = vals.iter().fold(0, |a, &v| a | v);
+        (64 - all.leading_zeros() as usize).div_ceil(8)
+    }
+
+    /// Estimated encoded bits of a column: the order-0 entropy of each byte plane (what zstd's
+    /// Huffman literals get close to on scrape noise) plus a guess at each frame's overhead.
+    fn cost(vals: &[u64]) -> f64 {
+        let n = vals.len() as f64;
+        let mut bits = 8.0;
+        for p in 0..width(vals) {
+            let mut hist = [0u32; 256];
+            for &v in vals {
+                hist[(v >> (8 * p)) as u8 as usize] += 1;
+            }
+            let h: f64 = hist.iter().filter(|&&c| c > 0).map(|&c| f64::from(c) * (n / f64::from(c)).log2()).sum();
+            bits += if h == 0.0 { 16.0 } else { h + 160.0 };
+        }
+        bits
+    }
+
+    fn compress(plane: &[u8], level: i32) -> Result<Vec<u8>, ChunkError> {
+        COMPRESSOR.with(|c| {
+            let mut c = c.borrow_mut();
+            if !matches!(&*c, Some((l, _)) if *l == level) {
+                let fresh = zstd::bulk::Compressor::new(level).map_err(|e| ChunkError::Zstd(e.to_string()))?;
+                *c = Some((level, fresh));
+            }
+            let (_, comp) = c.as_mut().ok_or(ChunkError::Zstd("no compressor".into()))?;
+            comp.compress(plane).map_err(|e| ChunkError::Zstd(e.to_string()))
+        })
+    }
+
+    /// Appends a column as a width byte and that many byte planes, least significant first.
+    fn put_column(dst: &mut Vec<u8>, vals: &[u64], level: i32) -> Result<(), ChunkError> {
+        let w = width(vals);
+        dst.push(w as u8);
+        let mut plane = Vec::with_capacity(vals.len());
+        for p in 0..w {
+            plane.clear();
+            plane.extend(vals.iter().map(|&v| (v >> (8 * p)) as u8));
+            match plane.first() {
+                Some(&b) if plane.iter().all(|&x| x == b) => {
+                    put_u(dst, (1 << 2) | PLANE_CONST);
+                    dst.push(b);
+                }
+                _ => {
+                    let z = compress(&plane, level)?;
+                    let (kind, bytes) = if z.len() < plane.len() { (PLANE_ZSTD, &z) } else { (PLANE_RAW, &plane) };
+                    put_u(dst, ((bytes.len() as u64) << 2) | kind);
+                    dst.extend_from_slice(bytes);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a column of `len` values written by [`put_column`] into `out`.
+    fn get_column(src: &[u8], pos: &mut usize, len: usize, out: &mut Vec<u64>) -> Result<(), ChunkError> {
+        out.clear();
+        out.resize(len, 0);
+        let w = get_byte(src, pos)?;
+        if w > 8 {
+            return Err(ChunkError::BadHeader("column wider than 8 bytes"));
+        }
+        let mut buf = Vec::new();
+        for p in 0..u32::from(w) {
+            let head = get_u(src, pos)?;
+            let n = usize::try_from(head >> 2).map_err(|_| ChunkError::Truncated)?;
+            let end = pos.checked_add(n).ok_or(ChunkError::Truncated)?;
+            let bytes = src.get(*pos..end).ok_or(ChunkError::Truncated)?;
+            *pos = end;
+            let plane: &[u8] = match head & 3 {
+                PLANE_RAW => bytes,
+                PLANE_ZSTD => {
+                    buf.clear();
+                    buf.reserve(len);
+                    DECOMPRESSOR.with(|d| {
+                        let mut d = d.borrow_mut();
+                        if d.is_none() {
+                            *d = Some(zstd::bulk::Decompressor::new().map_err(|e| ChunkError::Zstd(e.to_string()))?);
+                        }
+                        let dec = d.as_mut().ok_or(ChunkError::Zstd("no decompressor".into()))?;
+                        dec.decompress_to_buffer(bytes, &mut buf).map_err(|e| ChunkError::Zstd(e.to_string()))
+                    })?;
+                    &buf
+                }
+                PLANE_CONST => {
+                    let &[b] = bytes else { return Err(ChunkError::BadHeader("constant plane of more than a byte")) };
+                    let b = u64::from(b) << (8 * p);
+                    out.iter_mut().for_each(|o| *o |= b);
+                    continue;
+                }
+                _ => return Err(ChunkError::BadHeader("unknown plane kind")),
+            };
+            if plane.len() != len {
+                return Err(ChunkError::BadHeader("plane length differs from the sample count"));
+            }
+            for (o, &b) in out.iter_mut().zip(plane) {
+                *o |= u64::from(b) << (8 * p);
+            }
+        }
+        Ok(())
+    }
+
+    /// Slot (multiple of `step` past the previous grid point, minus one) and jitter columns.
+    fn grid(ts: &[i64], step: i64) -> (Vec<u64>, Vec<u64>) {
+        let (mut slots, mut jitter) = (Vec::with_capacity(ts.len()), Vec::with_capacity(ts.len()));
+        let mut g = ts.first().copied().unwrap_or(0);
+        for &t in ts.iter().skip(1) {
+            let d = t.wrapping_sub(g);
+            let (q, r) = (d.div_euclid(step), d.rem_euclid(step));
+            let s = if r >= step - r { q.wrapping_add(1) } else { q };
+            g = g.wrapping_add(s.wrapping_mul(step));
+            slots.push(zigzag(s.wrapping_sub(1)));
+            jitter.push(zigzag(t.wrapping_sub(g)));
+        }
+        (slots, jitter)
+    }
+
+    /// `x` as `base + u * g` columns: `(base, g, u)`.
+    fn frame(x: &[i64]) -> (i64, u64, Vec<u64>) {
+        let base = x.iter().copied().min().unwrap_or(0);
+        let g = x.iter().fold(0u64, |g, &v| gcd(g, v.wrapping_sub(base) as u64)).max(1);
+        (base, g, x.iter().map(|&v| v.wrapping_sub(base) as u64 / g).collect())
+    }
+
+    /// Encodes a run whose values are the mantissas `m` over `10^e`.
+    pub fn encode(samples: &[Sample], e: u8, m: &[i64], level: i32, dst: &mut Vec<u8>) -> Result<(), ChunkError> {
+        let ts: Vec<i64> = samples.iter().map(|s| s.timestamp_ms).collect();
+        let t0 = ts.first().copied().unwrap_or(0);
+        dst.push(FORMAT_VERSION_COLUMNS);
+        dst.push(level as u8);
+        dst.push(0);
+        dst.extend_from_slice(&(samples.len() as u32).to_le_bytes());
+        dst.extend_from_slice(&t0.to_le_bytes());
+        // Timestamps: on a grid of the median interval (scrapes), or delta-of-deltas.
+        let mut deltas: Vec<i64> = ts.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+        let dod: Vec<u64> = std::iter::once(deltas.first().copied().unwrap_or(0))
+            .chain(deltas.windows(2).map(|w| w[1].wrapping_sub(w[0])))
+            .map(zigzag)
+            .take(deltas.len())
+            .collect();
+        deltas.sort_unstable();
+        let step = deltas.get(deltas.len() / 2).copied().unwrap_or(0);
+        let grid_cols = (step > 0).then(|| grid(&ts, step));
+        match grid_cols {
+            Some((slots, jitter)) if cost(&slots) + cost(&jitter) <= cost(&dod) => {
+                dst.push(TS_GRID);
+                put_u(dst, step as u64);
+                put_column(dst, &slots, level)?;
+                put_column(dst, &jitter, level)?;
+            }
+            _ => {
+                dst.push(TS_DOD);
+                put_column(dst, &dod, level)?;
+            }
+        }
+        // Values: mantissa deltas (counters), delta-of-deltas (steady counters) or the
+        // mantissas themselves (gauges), whichever is cheapest; each as a base, a common
+        // divisor and the quotients.
+        let d1: Vec<i64> = m.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+        let d2: Vec<i64> = std::iter::once(d1.first().copied().unwrap_or(0))
+            .chain(d1.windows(2).map(|w| w[1].wrapping_sub(w[0])))
+            .take(d1.len())
+            .collect();
+        let candidates = [(VALUES_DELTA, frame(&d1)), (VALUES_DOD, frame(&d2)), (VALUES_RAW, frame(m))];
+        let mut best = None;
+        for (mode, f) in candidates {
+            let c = cost(&f.2);
+            if best.as_ref().is_none_or(|(_, _, b)| c < *b) {
+                best = Some((mode, f, c));
+            }
+        }
+        let Some((mode, (base, g, u), _)) = best else { return Err(ChunkError::Unsorted) };
+        dst.push(e);
+        dst.push(mode);
+        if mode != VALUES_RAW {
+            put_u(dst, zigzag(m.first().copied().unwrap_or(0)));
+        }
+        put_u(dst, zigzag(base));
+        put_u(dst, g);
+        put_column(dst, &u, level)
+    }
+
+    /// Decodes a whole version-3 chunk (header included).
+    pub fn decode(src: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+        let n = u32_at(src, 3)?;
+        if n == 0 || n > MAX_CHUNK_SAMPLES {
+            return Err(ChunkError::BadHeader("sample count out of range"));
+        }
+        let n = n as usize;
+        let t0: [u8; 8] = src.get(7..HEADER_LEN).and_then(|b| b.try_into().ok()).ok_or(ChunkError::Truncated)?;
+        let mut pos = HEADER_LEN;
+        let mut ts = Vec::new();
+        let mut t = i64::from_le_bytes(t0);
+        let mut col = Vec::new();
+        match get_byte(src, &mut pos)? {
+            TS_GRID => {
+                let step = get_u(src, &mut pos)? as i64;
+                let mut jitter = Vec::new();
+                get_column(src, &mut pos, n - 1, &mut col)?;
+                get_column(src, &mut pos, n - 1, &mut jitter)?;
+                ts.reserve(n);
+                ts.push(t);
+                let mut g = t;
+                for (&s, &j) in col.iter().zip(&jitter) {
+                    g = g.wrapping_add(unzigzag(s).wrapping_add(1).wrapping_mul(step));
+                    ts.push(g.wrapping_add(unzigzag(j)));
+                }
+            }
+            TS_DOD => {
+                get_column(src, &mut pos, n - 1, &mut col)?;
+                ts.reserve(n);
+                ts.push(t);
+                let mut delta = 0i64;
+                for &d in &col {
+                    delta = delta.wrapping_add(unzigzag(d));
+                    t = t.wrapping_add(delta);
+                    ts.push(t);
+                }
+            }
+            _ => return Err(ChunkError::BadHeader("unknown timestamp mode")),
+        }
+        let p = *mantissas_pow10()
+            .get(usize::from(get_byte(src, &mut pos)?))
+            .ok_or(ChunkError::BadHeader("decimal exponent out of range"))?;
+        let mode = get_byte(src, &mut pos)?;
+        if mode > VALUES_RAW {
+            return Err(ChunkError::BadHeader("unknown value mode"));
+        }
+        let first = if mode == VALUES_RAW { 0 } else { unzigzag(get_u(src, &mut pos)?) };
+        let base = unzigzag(get_u(src, &mut pos)?);
+        let g = get_u(src, &mut pos)? as i64;
+        get_column(src, &mut pos, if mode == VALUES_RAW { n } else { n - 1 }, &mut col)?;
+        if pos != src.len() {
+            return Err(ChunkError::BadHeader("trailing bytes after the last column"));
+        }
+        out.reserve(n);
+        let x = col.iter().map(|&u| base.wrapping_add((u as i64).wrapping_mul(g)));
+        match mode {
+            VALUES_RAW => out.extend(ts.iter().zip(x).map(|(&t, m)| Sample::new(t, m as f64 / p))),
+            VALUES_DELTA => {
+                let mut m = first;
+                out.push(Sample::new(t0_of(&ts), m as f64 / p));
+                out.extend(ts.iter().skip(1).zip(x).map(|(&t, d)| {
+                    m = m.wrapping_add(d);
+                    Sample::new(t, m as f64 / p)
+                }));
+            }
+            _ => {
+                let (mut m, mut d) = (first, 0i64);
+                out.push(Sample::new(t0_of(&ts), m as f64 / p));
+                out.extend(ts.iter().skip(1).zip(x).map(|(&t, dd)| {
+                    d = d.wrapping_add(dd);
+                    m = m.wrapping_add(d);
+                    Sample::new(t, m as f64 / p)
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    fn t0_of(ts: &[i64]) -> i64 {
+        ts.first().copied().unwrap_or(0)
     }
 }
 
