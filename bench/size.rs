@@ -105,7 +105,11 @@ fn saltdb(args: &SizeArgs, data: &[WriteBatch], samples: usize, start: i64, end:
         cold_q * 1000.0
     );
     drop(storage);
-    println!("  whole data directory after close: {:.3} B/sample", dir_bytes(&root.join("saltdb")) as f64 / samples as f64);
+    let dir = root.join("saltdb");
+    println!("  whole data directory after close: {:.3} B/sample", dir_bytes(&dir) as f64 / samples as f64);
+    if std::env::var_os("SIZE_DU").is_some() {
+        let _ = std::process::Command::new("du").arg("-ab").arg("--max-depth=3").arg(&dir).status();
+    }
 }
 
 /// Bytes of the chunks `seal` would write for `samples`, and how many chunks.
@@ -129,6 +133,7 @@ fn breakdown(data: &[WriteBatch], samples: usize) {
     let mut per_name: std::collections::BTreeMap<String, [usize; 5]> = Default::default();
     let mut chunks = Vec::new();
     let mut scratch = Vec::new();
+    let mut encode_secs = 0.0;
     for i in 0..series {
         let s: Vec<Sample> = data.iter().filter_map(|b| b.series.get(i)).flat_map(|s| s.samples.clone()).collect();
         let name = data[0].series[i].labels.metric_name().unwrap_or("").to_owned();
@@ -139,7 +144,9 @@ fn breakdown(data: &[WriteBatch], samples: usize) {
         let floor: Vec<Sample> = (0..s.len()).map(|k| Sample::new(grid(k), 0.0)).collect();
         let e = per_name.entry(name).or_default();
         e[0] += s.len();
+        let t = Instant::now();
         e[1] += encoded(&s, &mut chunks);
+        encode_secs += t.elapsed().as_secs_f64();
         e[2] += encoded(&ts_only, &mut scratch);
         e[3] += encoded(&values_only, &mut scratch);
         e[4] += encoded(&floor, &mut scratch);
@@ -159,6 +166,7 @@ fn breakdown(data: &[WriteBatch], samples: usize) {
     let b = |x: usize| x as f64 / samples as f64;
     let (ts, values) = (sum[2].saturating_sub(sum[4]), sum[3].saturating_sub(sum[4]));
     println!("  {:<40} {:>9} {:>7.3} {:>7.3} {:>7.3} {:>7.3}", "all", sum[0], b(sum[1]), b(ts), b(values), b(sum[4]));
+    println!("  encode: {:.1} M samples/s ({encode_secs:.1} s for every chunk)", samples as f64 / encode_secs / 1e6);
     let mut out = Vec::with_capacity(CHUNK_SAMPLES);
     let mut runs = Vec::new();
     for _ in 0..5 {
