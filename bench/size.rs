@@ -153,7 +153,10 @@ fn breakdown(data: &[WriteBatch], samples: usize) {
         scratch.clear();
     }
     let mut sum = [0usize; 5];
-    println!("codec breakdown ({} chunks of up to {CHUNK_SAMPLES} samples, level {ZSTD_LEVEL}), B/sample:", chunks.len());
+    println!(
+        "codec breakdown ({} chunks of up to {CHUNK_SAMPLES} samples, level {ZSTD_LEVEL}), B/sample:",
+        chunks.len()
+    );
     println!("  {:<40} {:>9} {:>7} {:>7} {:>7} {:>7}", "metric", "samples", "total", "ts", "values", "frame");
     for (name, e) in &per_name {
         let b = |x: usize| x as f64 / e[0] as f64;

@@ -1,11 +1,12 @@
-//! The cold-chunk codec: a run of samples of one series encoded Gorilla-style (delta-of-delta
-//! timestamps, XOR-compressed float bits) and then compressed with zstd. Pure: no I/O.
+//! The cold-chunk codec: a run of samples of one series, either encoded Gorilla-style
+//! (delta-of-delta timestamps, XOR-compressed float bits) and compressed with zstd, or, when the
+//! values are short decimals, as columns of byte planes (version 3). Pure: no I/O.
 //!
 //! Byte layout of an encoded chunk (all multi-byte integers little-endian):
 //!
 //! | offset | size | field                                                        |
 //! |--------|------|--------------------------------------------------------------|
-//! | 0      | 1    | format version, currently 1                                  |
+//! | 0      | 1    | format version 1 or 2                                        |
 //! | 1      | 1    | zstd level used (recorded so it can change later); 0 = the  |
 //! |        |      | bit stream is stored raw because zstd did not shrink it      |
 //! | 2      | 1    | dictionary id, 0 = none                                      |
@@ -28,6 +29,36 @@
 //! delta (or delta-of-delta) divided by `g`.
 //! Columns keep similar numbers together for zstd. Scraped values are mostly short decimals, so
 //! this is far smaller than XOR of their binary mantissas (the VictoriaMetrics insight).
+//! Version 2 is no longer written; chunks on disk still decode.
+//!
+//! Format version 3 (columnar, written for every decimal run; version 1 stays the fallback):
+//!
+//! | offset | size | field                                                        |
+//! |--------|------|--------------------------------------------------------------|
+//! | 0      | 1    | format version 3                                             |
+//! | 1      | 1    | zstd level used for the planes (informational)               |
+//! | 2      | 1    | dictionary id, 0 = none                                      |
+//! | 3      | 4    | number of samples `n` (>= 1)                                 |
+//! | 7      | 8    | first timestamp                                              |
+//! | 15     | ..   | timestamp mode, its columns, then the value section          |
+//!
+//! Timestamp mode 0 (grid): varint `step` (the median interval), then two columns of `n - 1`
+//! zigzag values: slots `s - 1` and jitter `j`, where each timestamp is `g + j` and the grid
+//! point `g` advances by `s * step` from the previous one (starting at the first timestamp).
+//! Scrapes jittered by a few ms cost one small symbol each, and a missed scrape one slot.
+//! Mode 1: one column of zigzag delta-of-deltas. The encoder picks the cheaper by estimate.
+//! Value section: decimal exponent `e` (1 byte), mode (0 = deltas of the mantissas `m`,
+//! 1 = delta-of-deltas, 2 = the mantissas themselves, for gauges), the first `m` as a zigzag
+//! varint (modes 0 and 1 only), a zigzag varint `base`, a varint `g >= 1`, then a column of the
+//! `n - 1` (modes 0, 1) or `n` (mode 2) numbers `u` with `x = base + u * g`. The encoder picks
+//! the mode whose column has the smallest estimated entropy.
+//!
+//! A column is a width byte `w <= 8` (bytes of its largest number; 0 = all zero) and then `w`
+//! byte planes, least significant first, plane `p` holding byte `p` of every number. Each plane
+//! starts with a varint `len << 2 | kind`: kind 0 = `len` raw bytes, 1 = a zstd frame of `len`
+//! bytes, 2 = one byte repeated. Planes separate the random low bytes of scrape noise from the
+//! few-symbol high bytes, so zstd's Huffman literals get close to their entropy (VictoriaMetrics
+//! also groups by column, but zstd-compresses nearest-delta varints together).
 //!
 //! Invariants: samples must be sorted by strictly ascending timestamp; every f64 bit pattern
 //! (NaN payloads, staleness markers, -0.0) round-trips exactly (runs holding such values use
@@ -809,14 +840,50 @@ mod tests {
         let s: Vec<Sample> = (0..120).map(|i| Sample::new(1_700_000_000_000 + i * 15_000, 42.0)).collect();
         let mut buf = Vec::new();
         encode(&s, 3, &mut buf).unwrap();
-        assert!(buf.len() < 60, "{} bytes for 120 samples of a constant regular series", buf.len());
-        // A tiny chunk is stored raw when zstd would only add its frame overhead.
+        assert_eq!(buf.first(), Some(&FORMAT_VERSION_COLUMNS));
+        assert!(buf.len() < 40, "{} bytes for 120 samples of a constant regular series", buf.len());
         let mut small = Vec::new();
         encode(&s[..2], 3, &mut small).unwrap();
-        assert_eq!(small.get(1), Some(&0));
+        assert!(small.len() < 40, "{} bytes for 2 samples", small.len());
         let mut out = Vec::new();
         decode(&small, &mut out).unwrap();
         assert_eq!(out, s[..2]);
+    }
+
+    #[test]
+    fn jittered_scrapes_cost_under_half_a_byte_of_timestamp() {
+        // 15 s scrapes jittered by 0..5 ms and one missed scrape: the grid mode keeps jitter
+        // in one small byte plane and the gap in a slot column.
+        let mut rng = 7u64;
+        let mut next = || {
+            rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (rng >> 33) as i64
+        };
+        let s: Vec<Sample> = (0..5760i64)
+            .filter(|&k| k != 1000)
+            .map(|k| Sample::new(1_700_000_000_000 + k * 15_000 + next() % 5, 1.0))
+            .collect();
+        let mut buf = Vec::new();
+        encode(&s, 11, &mut buf).unwrap();
+        assert!(buf.len() < s.len() / 2, "{} bytes for {} samples", buf.len(), s.len());
+        let mut out = Vec::new();
+        decode(&buf, &mut out).unwrap();
+        assert_eq!(bits(&out), bits(&s));
+    }
+
+    #[test]
+    fn version_2_chunks_still_decode() {
+        let s: Vec<Sample> =
+            (0..500).map(|i| Sample::new(1_700_000_000_000 + i * 15_000 + i % 3, (i * i) as f64 / 100.0)).collect();
+        let body = decimal::encode(&s).unwrap();
+        let compressed = zstd::bulk::compress(&body, 3).unwrap();
+        let mut buf = vec![FORMAT_VERSION_DECIMAL, 3, 0];
+        buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&compressed);
+        let mut out = Vec::new();
+        decode(&buf, &mut out).unwrap();
+        assert_eq!(bits(&out), bits(&s));
     }
 
     #[test]
@@ -879,15 +946,101 @@ mod tests {
             })
     }
 
+    /// Runs for version 3: grids with jitter, gaps and arbitrary steps (down to 1 ms, up to
+    /// across the whole i64 range), decimals of every exponent and size up to 2^53, gauges,
+    /// counters and constants, and now and then a special float that forces version 1.
+    fn arb_columns_run() -> impl Strategy<Value = Vec<Sample>> {
+        let step = prop_oneof![Just(15_000i64), Just(1i64), 1i64..100_000, 1i64..(1i64 << 50)];
+        let jitter = prop_oneof![Just(0i64), 0i64..5, -1000i64..1000];
+        let shape = prop_oneof![
+            Just(0u8), // counter
+            Just(1u8), // gauge
+            Just(2u8), // constant
+        ];
+        let mantissa = prop_oneof![-1000i64..1000, -(1i64 << 53)..=(1i64 << 53)];
+        (
+            any::<i64>(),
+            step,
+            proptest::collection::vec((jitter, 0u8..20, mantissa), 1..600),
+            0usize..16,
+            shape,
+            prop_oneof![Just(None), Just(Some(f64::NAN)), Just(Some(-0.0)), Just(Some(f64::INFINITY))],
+        )
+            .prop_map(|(t0, step, pts, e, shape, special)| {
+                let p = 10f64.powi(e as i32);
+                let mut t = t0;
+                let mut m = 0i64;
+                let mut out: Vec<Sample> = Vec::new();
+                for (i, (j, gap, dm)) in pts.into_iter().enumerate() {
+                    let skip = if gap == 0 { 3 } else { 1 };
+                    t = t.saturating_add(step.saturating_mul(skip)).saturating_add(j);
+                    if out.last().is_some_and(|l| l.timestamp_ms >= t) {
+                        continue;
+                    }
+                    m = match shape {
+                        0 => m.saturating_add(dm.abs() / 7).min(1 << 53),
+                        1 => dm,
+                        _ => 12_345,
+                    };
+                    let v = match special {
+                        Some(x) if i == 3 => x,
+                        _ => m as f64 / p,
+                    };
+                    out.push(Sample::new(t, v));
+                }
+                out
+            })
+    }
+
     proptest! {
         #[test]
-        fn decimal_runs_use_version_2_and_round_trip(s in arb_decimal_run()) {
+        fn decimal_runs_use_version_3_and_round_trip(s in arb_decimal_run()) {
             let mut buf = Vec::new();
             encode(&s, 3, &mut buf).unwrap();
-            prop_assert_eq!(buf.first(), Some(&FORMAT_VERSION_DECIMAL));
+            prop_assert_eq!(buf.first(), Some(&FORMAT_VERSION_COLUMNS));
             let mut out = Vec::new();
             decode(&buf, &mut out).unwrap();
             prop_assert_eq!(bits(&out), bits(&s));
+        }
+
+        #[test]
+        fn version_2_decodes_what_its_encoder_wrote(s in arb_decimal_run()) {
+            let body = decimal::encode(&s).unwrap();
+            let mut buf = vec![FORMAT_VERSION_DECIMAL, 0, 0];
+            buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            buf.extend_from_slice(&body);
+            let mut out = Vec::new();
+            decode(&buf, &mut out).unwrap();
+            prop_assert_eq!(bits(&out), bits(&s));
+        }
+
+        #[test]
+        fn columns_round_trip_any_timestamps_and_decimals(s in arb_columns_run(), level in 1i32..12) {
+            let mut buf = Vec::new();
+            encode(&s, level, &mut buf).unwrap();
+            let mut out = Vec::new();
+            decode(&buf, &mut out).unwrap();
+            prop_assert_eq!(bits(&out), bits(&s));
+            let version = if decimal::mantissas(&s).is_some() { FORMAT_VERSION_COLUMNS } else { FORMAT_VERSION };
+            prop_assert_eq!(buf.first(), Some(&version));
+        }
+
+        #[test]
+        fn decode_never_panics_on_corrupted_column_chunks(
+            s in arb_columns_run(),
+            flips in proptest::collection::vec(any::<(usize, u8)>(), 1..4),
+            cut in any::<usize>(),
+        ) {
+            let mut buf = Vec::new();
+            encode(&s, 3, &mut buf).unwrap();
+            for (i, x) in flips {
+                let i = i % buf.len();
+                if let Some(b) = buf.get_mut(i) { *b ^= x | 1; }
+            }
+            let mut out = Vec::new();
+            let _ = decode(&buf, &mut out);
+            let _ = decode(&buf[..cut % buf.len()], &mut out);
         }
 
         #[test]
