@@ -764,6 +764,9 @@ mod columns {
         let first = if mode == VALUES_RAW { 0 } else { unzigzag(get_u(src, &mut pos)?) };
         let base = unzigzag(get_u(src, &mut pos)?);
         let g = get_u(src, &mut pos)? as i64;
+        if g == 0 {
+            return Err(ChunkError::BadHeader("value divisor must not be zero"));
+        }
         get_column(src, &mut pos, if mode == VALUES_RAW { n } else { n - 1 }, &mut col)?;
         if pos != src.len() {
             return Err(ChunkError::BadHeader("trailing bytes after the last column"));
