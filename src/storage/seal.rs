@@ -16,16 +16,18 @@ use crate::sample::MAX_TIMESTAMP_MS;
 
 /// Most samples in one chunk: 24 h of 15 s scrapes, so one chunk per series per day window.
 /// Measured with `saltdb-bench size` (2,500 node-exporter-like series, 24 h): Gorilla/decimal
-/// chunks took 2.47 B/sample at 720 samples and 2.32 at 2,880; the columnar format (version 3)
-/// took 1.222 at 2,880 and 1.211 at 5,760 (less framing per sample), while a 24 h query over
-/// sealed data stayed far faster than over hot rows.
+/// chunks took 2.47 B/sample at 720 samples and 2.32 at 2,880; the columnar format (version 3,
+/// zstd level 11) took 1.222 at 2,880 and 1.211 at 5,760 (less framing per sample), while a
+/// 24 h query over sealed data stayed far faster than over hot rows.
 pub const CHUNK_SAMPLES: usize = 5760;
 /// zstd level of new chunks (recorded per chunk, so it may change later). Version-3 byte planes
-/// are mostly short random-looking symbol streams: levels up to 10 (greedy/lazy matchers) take
-/// spurious short matches that cost more than zstd's Huffman literals (1.279 B/sample at 10),
-/// while 11 and up (optimal parsing for inputs this small) price them right: 1.211 at 11, the
-/// same at 19 for twice the encode time.
-pub const ZSTD_LEVEL: i32 = 11;
+/// are mostly short random-looking symbol streams, where zstd's matchers take spurious short
+/// matches that cost more than Huffman literals: level 9 gave 1.296 B/sample (2,880-sample
+/// chunks). The codec sets zstd's minimum match to 7 bytes, and then level 3 gives 1.224 at
+/// 5,760 samples, level 9 no better (1.242). Levels 11 and up (btopt on inputs this small) give
+/// 1.211 at 2-3x the encode time, but trip an AddressSanitizer report inside zstd-sys' C code
+/// when fuzzed (see `fuzz/src/lib.rs`).
+pub const ZSTD_LEVEL: i32 = 3;
 /// Rows per write batch while sealing (bounds memory).
 const BATCH_ROWS: usize = 20_000;
 
