@@ -107,9 +107,6 @@ fn saltdb(args: &SizeArgs, data: &[WriteBatch], samples: usize, start: i64, end:
     drop(storage);
     let dir = root.join("saltdb");
     println!("  whole data directory after close: {:.3} B/sample", dir_bytes(&dir) as f64 / samples as f64);
-    if std::env::var_os("SIZE_DU").is_some() {
-        let _ = std::process::Command::new("du").arg("-ab").arg("--max-depth=3").arg(&dir).status();
-    }
 }
 
 /// Bytes of the chunks `seal` would write for `samples`, and how many chunks.
