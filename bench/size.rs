@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use saltdb::matcher::{MatchOp, Matcher};
 use saltdb::promql::{Engine, EngineOptions};
-use saltdb::sample::WriteBatch;
+use saltdb::sample::{Sample, WriteBatch};
+use saltdb::storage::chunk;
+use saltdb::storage::seal::{CHUNK_SAMPLES, ZSTD_LEVEL};
 use saltdb::storage::{Storage, StorageConfig};
 
 use crate::http_client::Conn;
@@ -26,6 +28,10 @@ pub struct SizeArgs {
     /// Skip the peers (saltdb only).
     #[arg(long)]
     no_peers: bool,
+    /// Only the codec: where the chunk bytes go (timestamps, values, framing) per metric, and
+    /// decode throughput; no database, no peers.
+    #[arg(long)]
+    breakdown: bool,
 }
 
 fn batches(args: &SizeArgs) -> (Vec<WriteBatch>, usize, i64, i64) {
@@ -98,6 +104,97 @@ fn saltdb(args: &SizeArgs, data: &[WriteBatch], samples: usize, start: i64, end:
         hot_q * 1000.0,
         cold_q * 1000.0
     );
+    drop(storage);
+    let dir = root.join("saltdb");
+    // Every file but fjall's journal (a preallocated 64 MiB file whatever the data): the tables'
+    // SSTs as the stats count them plus what they leave out (keyspace metadata, table headers).
+    let journals: u64 = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jnl"))
+        .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+        .sum();
+    let all = dir_bytes(&dir);
+    println!(
+        "  data directory after close: {:.3} B/sample without the journal ({journals} bytes), {:.3} with it",
+        all.saturating_sub(journals) as f64 / samples as f64,
+        all as f64 / samples as f64
+    );
+}
+
+/// Bytes of the chunks `seal` would write for `samples`, and how many chunks.
+fn encoded(samples: &[Sample], out: &mut Vec<Vec<u8>>) -> usize {
+    let mut total = 0;
+    for run in samples.chunks(CHUNK_SAMPLES) {
+        let mut buf = Vec::new();
+        chunk::encode(run, ZSTD_LEVEL, &mut buf).expect("encode");
+        total += buf.len();
+        out.push(buf);
+    }
+    total
+}
+
+/// Where the chunk bytes go, estimated codec-agnostically: the timestamps' share is what a
+/// copy with every value replaced by 0 costs beyond a copy with exact 15 s timestamps and zeros
+/// (the framing floor); the values' share likewise with exact timestamps and the real values.
+/// Then decode throughput over every chunk.
+fn breakdown(data: &[WriteBatch], samples: usize) {
+    let series = data.first().map_or(0, |b| b.series.len());
+    let mut per_name: std::collections::BTreeMap<String, [usize; 5]> = Default::default();
+    let mut chunks = Vec::new();
+    let mut scratch = Vec::new();
+    let mut encode_secs = 0.0;
+    for i in 0..series {
+        let s: Vec<Sample> = data.iter().filter_map(|b| b.series.get(i)).flat_map(|s| s.samples.clone()).collect();
+        let name = data[0].series[i].labels.metric_name().unwrap_or("").to_owned();
+        let t0 = s.first().map_or(0, |p| p.timestamp_ms);
+        let grid = |k: usize| t0 + k as i64 * 15_000;
+        let ts_only: Vec<Sample> = s.iter().map(|p| Sample::new(p.timestamp_ms, 0.0)).collect();
+        let values_only: Vec<Sample> = s.iter().enumerate().map(|(k, p)| Sample::new(grid(k), p.value)).collect();
+        let floor: Vec<Sample> = (0..s.len()).map(|k| Sample::new(grid(k), 0.0)).collect();
+        let e = per_name.entry(name).or_default();
+        e[0] += s.len();
+        let t = Instant::now();
+        e[1] += encoded(&s, &mut chunks);
+        encode_secs += t.elapsed().as_secs_f64();
+        e[2] += encoded(&ts_only, &mut scratch);
+        e[3] += encoded(&values_only, &mut scratch);
+        e[4] += encoded(&floor, &mut scratch);
+        scratch.clear();
+    }
+    let mut sum = [0usize; 5];
+    println!(
+        "codec breakdown ({} chunks of up to {CHUNK_SAMPLES} samples, level {ZSTD_LEVEL}), B/sample:",
+        chunks.len()
+    );
+    println!("  {:<40} {:>9} {:>7} {:>7} {:>7} {:>7}", "metric", "samples", "total", "ts", "values", "frame");
+    for (name, e) in &per_name {
+        let b = |x: usize| x as f64 / e[0] as f64;
+        let (ts, values) = (e[2].saturating_sub(e[4]), e[3].saturating_sub(e[4]));
+        println!("  {name:<40} {:>9} {:>7.3} {:>7.3} {:>7.3} {:>7.3}", e[0], b(e[1]), b(ts), b(values), b(e[4]));
+        for (a, x) in sum.iter_mut().zip(e) {
+            *a += x;
+        }
+    }
+    let b = |x: usize| x as f64 / samples as f64;
+    let (ts, values) = (sum[2].saturating_sub(sum[4]), sum[3].saturating_sub(sum[4]));
+    println!("  {:<40} {:>9} {:>7.3} {:>7.3} {:>7.3} {:>7.3}", "all", sum[0], b(sum[1]), b(ts), b(values), b(sum[4]));
+    println!("  encode: {:.1} M samples/s ({encode_secs:.1} s for every chunk)", samples as f64 / encode_secs / 1e6);
+    let mut out = Vec::with_capacity(CHUNK_SAMPLES);
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let mut n = 0;
+        for c in &chunks {
+            out.clear();
+            chunk::decode(c, &mut out).expect("decode");
+            n += out.len();
+        }
+        runs.push(n as f64 / t.elapsed().as_secs_f64());
+    }
+    runs.sort_by(f64::total_cmp);
+    println!("  decode: {:.0} M samples/s (median of 5 passes over every chunk)", runs[2] / 1e6);
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
@@ -181,7 +278,12 @@ pub fn run(args: &SizeArgs, root: &Path) {
         data.first().map_or(0, |b| b.series.len()),
         args.hours
     );
+    if args.breakdown {
+        breakdown(&data, samples);
+        return;
+    }
     saltdb(args, &data, samples, start, end, root);
+    breakdown(&data, samples);
     if !args.no_peers {
         victoria_metrics(&data, samples, root);
         prometheus(&data, samples, root);

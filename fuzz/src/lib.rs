@@ -203,9 +203,10 @@ impl Bytes<'_> {
 /// 10^(bits 4-6), raw f64 bits, special value), followed by the bytes they need.
 pub fn samples_from_bytes(data: &[u8]) -> (i32, Vec<Sample>) {
     let mut b = Bytes(data);
-    // Levels 1..=9: saltdb seals chunks at level 9 (`storage::seal::ZSTD_LEVEL`). Levels 16 and up
-    // (zstd's btopt/btultra search) trip an AddressSanitizer stack-use-after-scope report inside
-    // zstd-sys' C code that saltdb never reaches.
+    // Levels 1..=9: saltdb seals chunks at level 3 (`storage::seal::ZSTD_LEVEL`, with the codec's
+    // minimum match of 7). Levels from 11 on inputs as small as chunk byte planes, and 16 and up on
+    // any input (zstd's btopt/btultra search) trip an AddressSanitizer stack-use-after-scope report
+    // inside zstd-sys' C code (`ZSTD_selectBtGetAllMatches`) that saltdb never reaches.
     let level = i32::from(b.u8() % 9) + 1;
     let mut t = b.u64() as i64;
     let mut v = 0.0f64;

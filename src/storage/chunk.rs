@@ -1,11 +1,12 @@
-//! The cold-chunk codec: a run of samples of one series encoded Gorilla-style (delta-of-delta
-//! timestamps, XOR-compressed float bits) and then compressed with zstd. Pure: no I/O.
+//! The cold-chunk codec: a run of samples of one series, either encoded Gorilla-style
+//! (delta-of-delta timestamps, XOR-compressed float bits) and compressed with zstd, or, when the
+//! values are short decimals, as columns of byte planes (version 3). Pure: no I/O.
 //!
 //! Byte layout of an encoded chunk (all multi-byte integers little-endian):
 //!
 //! | offset | size | field                                                        |
 //! |--------|------|--------------------------------------------------------------|
-//! | 0      | 1    | format version, currently 1                                  |
+//! | 0      | 1    | format version 1 or 2                                        |
 //! | 1      | 1    | zstd level used (recorded so it can change later); 0 = the  |
 //! |        |      | bit stream is stored raw because zstd did not shrink it      |
 //! | 2      | 1    | dictionary id, 0 = none                                      |
@@ -28,6 +29,36 @@
 //! delta (or delta-of-delta) divided by `g`.
 //! Columns keep similar numbers together for zstd. Scraped values are mostly short decimals, so
 //! this is far smaller than XOR of their binary mantissas (the VictoriaMetrics insight).
+//! Version 2 is no longer written; chunks on disk still decode.
+//!
+//! Format version 3 (columnar, written for every decimal run; version 1 stays the fallback):
+//!
+//! | offset | size | field                                                        |
+//! |--------|------|--------------------------------------------------------------|
+//! | 0      | 1    | format version 3                                             |
+//! | 1      | 1    | zstd level used for the planes (informational; min match 7)  |
+//! | 2      | 1    | dictionary id, 0 = none                                      |
+//! | 3      | 4    | number of samples `n` (>= 1)                                 |
+//! | 7      | 8    | first timestamp                                              |
+//! | 15     | ..   | timestamp mode, its columns, then the value section          |
+//!
+//! Timestamp mode 0 (grid): varint `step` (the median interval), then two columns of `n - 1`
+//! zigzag values: slots `s - 1` and jitter `j`, where each timestamp is `g + j` and the grid
+//! point `g` advances by `s * step` from the previous one (starting at the first timestamp).
+//! Scrapes jittered by a few ms cost one small symbol each, and a missed scrape one slot.
+//! Mode 1: one column of zigzag delta-of-deltas. The encoder picks the cheaper by estimate.
+//! Value section: decimal exponent `e` (1 byte), mode (0 = deltas of the mantissas `m`,
+//! 1 = delta-of-deltas, 2 = the mantissas themselves, for gauges), the first `m` as a zigzag
+//! varint (modes 0 and 1 only), a zigzag varint `base`, a varint `g >= 1`, then a column of the
+//! `n - 1` (modes 0, 1) or `n` (mode 2) numbers `u` with `x = base + u * g`. The encoder picks
+//! the mode whose column has the smallest estimated entropy.
+//!
+//! A column is a width byte `w <= 8` (bytes of its largest number; 0 = all zero) and then `w`
+//! byte planes, least significant first, plane `p` holding byte `p` of every number. Each plane
+//! starts with a varint `len << 2 | kind`: kind 0 = `len` raw bytes, 1 = a zstd frame of `len`
+//! bytes, 2 = one byte repeated. Planes separate the random low bytes of scrape noise from the
+//! few-symbol high bytes, so zstd's Huffman literals get close to their entropy (VictoriaMetrics
+//! also groups by column, but zstd-compresses nearest-delta varints together).
 //!
 //! Invariants: samples must be sorted by strictly ascending timestamp; every f64 bit pattern
 //! (NaN payloads, staleness markers, -0.0) round-trips exactly (runs holding such values use
@@ -38,8 +69,10 @@ use crate::sample::Sample;
 
 /// Gorilla bit-stream chunk format.
 pub const FORMAT_VERSION: u8 = 1;
-/// Decimal-mantissa chunk format.
+/// Decimal-mantissa chunk format (decoded only; new decimal runs use version 3).
 pub const FORMAT_VERSION_DECIMAL: u8 = 2;
+/// Columnar chunk format: grid timestamps and decimal mantissas in byte planes.
+pub const FORMAT_VERSION_COLUMNS: u8 = 3;
 const HEADER_LEN: usize = 11;
 /// Largest sample count a chunk may claim (bounds allocation when decoding hostile bytes).
 pub const MAX_CHUNK_SAMPLES: u32 = 1 << 20;
@@ -180,11 +213,11 @@ pub fn encode(samples: &[Sample], level: i32, dst: &mut Vec<u8>) -> Result<(), C
     {
         return Err(ChunkError::Unsorted);
     }
-    let (version, body) = match decimal::encode(samples) {
-        Some(body) => (FORMAT_VERSION_DECIMAL, body),
-        None => (FORMAT_VERSION, gorilla_body(first, samples)),
-    };
     let level = level.clamp(1, 22);
+    if let Some((e, m)) = decimal::mantissas(samples) {
+        return columns::encode(samples, e, &m, level, dst);
+    }
+    let (version, body) = (FORMAT_VERSION, gorilla_body(first, samples));
     let compressed = zstd::bulk::compress(&body, level).map_err(|e| ChunkError::Zstd(e.to_string()))?;
     let (level_byte, payload) = if compressed.len() < body.len() { (level as u8, &compressed) } else { (0, &body) };
     dst.push(version);
@@ -226,8 +259,13 @@ pub fn decode(src: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkError> {
         return Err(ChunkError::Truncated);
     }
     let (version, dict) = (src.first().copied().unwrap_or(0), src.get(2).copied().unwrap_or(0));
-    if !(version == FORMAT_VERSION || version == FORMAT_VERSION_DECIMAL) || dict != 0 {
+    if !(version == FORMAT_VERSION || version == FORMAT_VERSION_DECIMAL || version == FORMAT_VERSION_COLUMNS)
+        || dict != 0
+    {
         return Err(ChunkError::Unsupported { version, dict });
+    }
+    if version == FORMAT_VERSION_COLUMNS {
+        return columns::decode(src, out);
     }
     let n = u32_at(src, 3)?;
     let raw_len = u32_at(src, 7)? as usize;
@@ -278,10 +316,15 @@ mod decimal {
     use crate::sample::Sample;
 
     const POW10: [f64; 16] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+    /// The powers of ten a decimal exponent selects.
+    pub(super) fn mantissas_pow10() -> &'static [f64; 16] {
+        &POW10
+    }
+
     const MAX_MANTISSA: f64 = 9_007_199_254_740_992.0; // 2^53
 
     /// The smallest exponent `e` and the mantissas with `m / 10^e == v` bit for bit, if any.
-    fn mantissas(samples: &[Sample]) -> Option<(u8, Vec<i64>)> {
+    pub(super) fn mantissas(samples: &[Sample]) -> Option<(u8, Vec<i64>)> {
         'exp: for (e, &p) in POW10.iter().enumerate() {
             let mut out = Vec::with_capacity(samples.len());
             for s in samples {
@@ -301,6 +344,7 @@ mod decimal {
         None
     }
 
+    #[cfg(test)]
     fn zigzag(v: i64) -> u64 {
         ((v << 1) ^ (v >> 63)) as u64
     }
@@ -309,6 +353,7 @@ mod decimal {
         ((v >> 1) as i64) ^ -((v & 1) as i64)
     }
 
+    #[cfg(test)]
     fn put(dst: &mut Vec<u8>, v: i64) {
         let mut u = zigzag(v);
         while u >= 0x80 {
@@ -318,6 +363,7 @@ mod decimal {
         dst.push(u as u8);
     }
 
+    #[cfg(test)]
     fn varint_len(v: i64) -> usize {
         (64 - zigzag(v).leading_zeros() as usize).max(1).div_ceil(7)
     }
@@ -335,18 +381,21 @@ mod decimal {
         Err(ChunkError::BadHeader("varint longer than 10 bytes"))
     }
 
-    fn gcd(mut a: u64, mut b: u64) -> u64 {
+    pub(super) fn gcd(mut a: u64, mut b: u64) -> u64 {
         while b != 0 {
             (a, b) = (b, a % b);
         }
         a
     }
 
+    #[cfg(test)]
     fn deltas(v: &[i64]) -> Vec<i64> {
         v.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect()
     }
 
-    /// The version-2 body, or `None` when the values are not all short decimals.
+    /// The version-2 body, or `None` when the values are not all short decimals. New chunks use
+    /// version 3; this stays to test that version-2 chunks on disk still decode.
+    #[cfg(test)]
     pub fn encode(samples: &[Sample]) -> Option<Vec<u8>> {
         let (e, m) = mantissas(samples)?;
         let first = samples.first()?;
@@ -420,6 +469,352 @@ mod decimal {
     }
 }
 
+/// Format version 3: timestamps as slots on a grid plus jitter, decimal mantissas, every column
+/// split into byte planes that are stored raw, constant or as their own zstd frame.
+mod columns {
+    use std::cell::RefCell;
+
+    use super::decimal::{gcd, mantissas_pow10};
+    use super::{u32_at, ChunkError, FORMAT_VERSION_COLUMNS, MAX_CHUNK_SAMPLES};
+    use crate::sample::Sample;
+
+    /// Version, level, dictionary, sample count, first timestamp.
+    const HEADER_LEN: usize = 15;
+    const PLANE_RAW: u64 = 0;
+    const PLANE_ZSTD: u64 = 1;
+    const PLANE_CONST: u64 = 2;
+    const TS_GRID: u8 = 0;
+    const TS_DOD: u8 = 1;
+    const VALUES_DELTA: u8 = 0;
+    const VALUES_DOD: u8 = 1;
+    const VALUES_RAW: u8 = 2;
+
+    thread_local! {
+        static COMPRESSORS: RefCell<Vec<(i32, zstd::bulk::Compressor<'static>)>> = const { RefCell::new(Vec::new()) };
+        static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    }
+
+    fn zigzag(v: i64) -> u64 {
+        ((v << 1) ^ (v >> 63)) as u64
+    }
+
+    fn unzigzag(v: u64) -> i64 {
+        ((v >> 1) as i64) ^ -((v & 1) as i64)
+    }
+
+    fn put_u(dst: &mut Vec<u8>, mut u: u64) {
+        while u >= 0x80 {
+            dst.push((u as u8) | 0x80);
+            u >>= 7;
+        }
+        dst.push(u as u8);
+    }
+
+    fn get_u(src: &[u8], pos: &mut usize) -> Result<u64, ChunkError> {
+        let mut u = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *src.get(*pos).ok_or(ChunkError::Truncated)?;
+            *pos += 1;
+            u |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(u);
+            }
+        }
+        Err(ChunkError::BadHeader("varint longer than 10 bytes"))
+    }
+
+    fn get_byte(src: &[u8], pos: &mut usize) -> Result<u8, ChunkError> {
+        let b = *src.get(*pos).ok_or(ChunkError::Truncated)?;
+        *pos += 1;
+        Ok(b)
+    }
+
+    /// Bytes needed for the largest value of a column.
+    fn width(vals: &[u64]) -> usize {
+        let all = vals.iter().fold(0, |a, &v| a | v);
+        (64 - all.leading_zeros() as usize).div_ceil(8)
+    }
+
+    /// Estimated encoded bits of a column: the order-0 entropy of each byte plane (what zstd's
+    /// Huffman literals get close to on scrape noise) plus a guess at each frame's overhead.
+    fn cost(vals: &[u64]) -> f64 {
+        let mut bits = 8.0;
+        for p in 0..width(vals) {
+            let h = entropy_bits(vals.iter().map(|&v| (v >> (8 * p)) as u8), vals.len());
+            bits += if h == 0.0 { 16.0 } else { h + 160.0 };
+        }
+        bits
+    }
+
+    /// Order-0 entropy of `n` bytes, in bits.
+    fn entropy_bits(bytes: impl Iterator<Item = u8>, n: usize) -> f64 {
+        let mut hist = [0u32; 256];
+        for b in bytes {
+            hist[usize::from(b)] += 1;
+        }
+        let n = n as f64;
+        hist.iter().filter(|&&c| c > 0).map(|&c| f64::from(c) * (n / f64::from(c)).log2()).sum()
+    }
+
+    fn compress(plane: &[u8], level: i32) -> Result<Vec<u8>, ChunkError> {
+        COMPRESSORS.with(|c| {
+            let mut c = c.borrow_mut();
+            let i = match c.iter().position(|(l, _)| *l == level) {
+                Some(i) => i,
+                None => {
+                    let mut fresh = zstd::bulk::Compressor::new(level).map_err(|e| ChunkError::Zstd(e.to_string()))?;
+                    // Byte planes of scrape noise are short-alphabet random streams: shorter
+                    // matches than 7 bytes cost more as sequences than as Huffman literals.
+                    fresh
+                        .set_parameter(zstd::zstd_safe::CParameter::MinMatch(7))
+                        .map_err(|e| ChunkError::Zstd(e.to_string()))?;
+                    c.push((level, fresh));
+                    c.len() - 1
+                }
+            };
+            let (_, comp) = c.get_mut(i).ok_or(ChunkError::Zstd("no compressor".into()))?;
+            comp.compress(plane).map_err(|e| ChunkError::Zstd(e.to_string()))
+        })
+    }
+
+    /// Appends a column as a width byte and that many byte planes, least significant first.
+    fn put_column(dst: &mut Vec<u8>, vals: &[u64], level: i32) -> Result<(), ChunkError> {
+        let w = width(vals);
+        dst.push(w as u8);
+        let mut plane = Vec::with_capacity(vals.len());
+        for p in 0..w {
+            plane.clear();
+            plane.extend(vals.iter().map(|&v| (v >> (8 * p)) as u8));
+            match plane.first() {
+                Some(&b) if plane.iter().all(|&x| x == b) => {
+                    put_u(dst, (1 << 2) | PLANE_CONST);
+                    dst.push(b);
+                }
+                _ => {
+                    let z = compress(&plane, level)?;
+                    let (kind, bytes) = if z.len() < plane.len() { (PLANE_ZSTD, &z) } else { (PLANE_RAW, &plane) };
+                    put_u(dst, ((bytes.len() as u64) << 2) | kind);
+                    dst.extend_from_slice(bytes);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a column of `len` values written by [`put_column`] into `out`.
+    fn get_column(src: &[u8], pos: &mut usize, len: usize, out: &mut Vec<u64>) -> Result<(), ChunkError> {
+        out.clear();
+        out.resize(len, 0);
+        let w = get_byte(src, pos)?;
+        if w > 8 {
+            return Err(ChunkError::BadHeader("column wider than 8 bytes"));
+        }
+        let mut buf = Vec::new();
+        for p in 0..u32::from(w) {
+            let head = get_u(src, pos)?;
+            let n = usize::try_from(head >> 2).map_err(|_| ChunkError::Truncated)?;
+            let end = pos.checked_add(n).ok_or(ChunkError::Truncated)?;
+            let bytes = src.get(*pos..end).ok_or(ChunkError::Truncated)?;
+            *pos = end;
+            let plane: &[u8] = match head & 3 {
+                PLANE_RAW => bytes,
+                PLANE_ZSTD => {
+                    buf.clear();
+                    buf.reserve(len);
+                    DECOMPRESSOR.with(|d| {
+                        let mut d = d.borrow_mut();
+                        if d.is_none() {
+                            *d = Some(zstd::bulk::Decompressor::new().map_err(|e| ChunkError::Zstd(e.to_string()))?);
+                        }
+                        let dec = d.as_mut().ok_or(ChunkError::Zstd("no decompressor".into()))?;
+                        dec.decompress_to_buffer(bytes, &mut buf).map_err(|e| ChunkError::Zstd(e.to_string()))
+                    })?;
+                    &buf
+                }
+                PLANE_CONST => {
+                    let &[b] = bytes else { return Err(ChunkError::BadHeader("constant plane of more than a byte")) };
+                    let b = u64::from(b) << (8 * p);
+                    out.iter_mut().for_each(|o| *o |= b);
+                    continue;
+                }
+                _ => return Err(ChunkError::BadHeader("unknown plane kind")),
+            };
+            if plane.len() != len {
+                return Err(ChunkError::BadHeader("plane length differs from the sample count"));
+            }
+            for (o, &b) in out.iter_mut().zip(plane) {
+                *o |= u64::from(b) << (8 * p);
+            }
+        }
+        Ok(())
+    }
+
+    /// Slot (multiple of `step` past the previous grid point, minus one) and jitter columns.
+    fn grid(ts: &[i64], step: i64) -> (Vec<u64>, Vec<u64>) {
+        let (mut slots, mut jitter) = (Vec::with_capacity(ts.len()), Vec::with_capacity(ts.len()));
+        let mut g = ts.first().copied().unwrap_or(0);
+        for &t in ts.iter().skip(1) {
+            let d = t.wrapping_sub(g);
+            let (q, r) = (d.div_euclid(step), d.rem_euclid(step));
+            let s = if r >= step - r { q.wrapping_add(1) } else { q };
+            g = g.wrapping_add(s.wrapping_mul(step));
+            slots.push(zigzag(s.wrapping_sub(1)));
+            jitter.push(zigzag(t.wrapping_sub(g)));
+        }
+        (slots, jitter)
+    }
+
+    /// `x` as `base + u * g` columns: `(base, g, u)`.
+    fn frame(x: &[i64]) -> (i64, u64, Vec<u64>) {
+        let base = x.iter().copied().min().unwrap_or(0);
+        let g = x.iter().fold(0u64, |g, &v| gcd(g, v.wrapping_sub(base) as u64)).max(1);
+        (base, g, x.iter().map(|&v| v.wrapping_sub(base) as u64 / g).collect())
+    }
+
+    /// Encodes a run whose values are the mantissas `m` over `10^e`.
+    pub fn encode(samples: &[Sample], e: u8, m: &[i64], level: i32, dst: &mut Vec<u8>) -> Result<(), ChunkError> {
+        let ts: Vec<i64> = samples.iter().map(|s| s.timestamp_ms).collect();
+        let t0 = ts.first().copied().unwrap_or(0);
+        dst.push(FORMAT_VERSION_COLUMNS);
+        dst.push(level as u8);
+        dst.push(0);
+        dst.extend_from_slice(&(samples.len() as u32).to_le_bytes());
+        dst.extend_from_slice(&t0.to_le_bytes());
+        // Timestamps: on a grid of the median interval (scrapes), or delta-of-deltas.
+        let mut deltas: Vec<i64> = ts.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+        let dod: Vec<u64> = std::iter::once(deltas.first().copied().unwrap_or(0))
+            .chain(deltas.windows(2).map(|w| w[1].wrapping_sub(w[0])))
+            .map(zigzag)
+            .take(deltas.len())
+            .collect();
+        deltas.sort_unstable();
+        let step = deltas.get(deltas.len() / 2).copied().unwrap_or(0);
+        let grid_cols = (step > 0).then(|| grid(&ts, step));
+        match grid_cols {
+            Some((slots, jitter)) if cost(&slots) + cost(&jitter) <= cost(&dod) => {
+                dst.push(TS_GRID);
+                put_u(dst, step as u64);
+                put_column(dst, &slots, level)?;
+                put_column(dst, &jitter, level)?;
+            }
+            _ => {
+                dst.push(TS_DOD);
+                put_column(dst, &dod, level)?;
+            }
+        }
+        // Values: mantissa deltas (counters), delta-of-deltas (steady counters) or the
+        // mantissas themselves (gauges), whichever is cheapest; each as a base, a common
+        // divisor and the quotients.
+        let d1: Vec<i64> = m.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+        let d2: Vec<i64> = std::iter::once(d1.first().copied().unwrap_or(0))
+            .chain(d1.windows(2).map(|w| w[1].wrapping_sub(w[0])))
+            .take(d1.len())
+            .collect();
+        let candidates = [(VALUES_DELTA, frame(&d1)), (VALUES_DOD, frame(&d2)), (VALUES_RAW, frame(m))];
+        let mut best = None;
+        for (mode, f) in candidates {
+            let c = cost(&f.2);
+            if best.as_ref().is_none_or(|(_, _, b)| c < *b) {
+                best = Some((mode, f, c));
+            }
+        }
+        let Some((mode, (base, g, u), _)) = best else { return Err(ChunkError::Unsorted) };
+        dst.push(e);
+        dst.push(mode);
+        if mode != VALUES_RAW {
+            put_u(dst, zigzag(m.first().copied().unwrap_or(0)));
+        }
+        put_u(dst, zigzag(base));
+        put_u(dst, g);
+        put_column(dst, &u, level)
+    }
+
+    /// Decodes a whole version-3 chunk (header included).
+    pub fn decode(src: &[u8], out: &mut Vec<Sample>) -> Result<(), ChunkError> {
+        let n = u32_at(src, 3)?;
+        if n == 0 || n > MAX_CHUNK_SAMPLES {
+            return Err(ChunkError::BadHeader("sample count out of range"));
+        }
+        let n = n as usize;
+        let t0: [u8; 8] = src.get(7..HEADER_LEN).and_then(|b| b.try_into().ok()).ok_or(ChunkError::Truncated)?;
+        let mut pos = HEADER_LEN;
+        let mut ts = Vec::new();
+        let mut t = i64::from_le_bytes(t0);
+        let mut col = Vec::new();
+        match get_byte(src, &mut pos)? {
+            TS_GRID => {
+                let step = get_u(src, &mut pos)? as i64;
+                let mut jitter = Vec::new();
+                get_column(src, &mut pos, n - 1, &mut col)?;
+                get_column(src, &mut pos, n - 1, &mut jitter)?;
+                ts.reserve(n);
+                ts.push(t);
+                let mut g = t;
+                for (&s, &j) in col.iter().zip(&jitter) {
+                    g = g.wrapping_add(unzigzag(s).wrapping_add(1).wrapping_mul(step));
+                    ts.push(g.wrapping_add(unzigzag(j)));
+                }
+            }
+            TS_DOD => {
+                get_column(src, &mut pos, n - 1, &mut col)?;
+                ts.reserve(n);
+                ts.push(t);
+                let mut delta = 0i64;
+                for &d in &col {
+                    delta = delta.wrapping_add(unzigzag(d));
+                    t = t.wrapping_add(delta);
+                    ts.push(t);
+                }
+            }
+            _ => return Err(ChunkError::BadHeader("unknown timestamp mode")),
+        }
+        let p = *mantissas_pow10()
+            .get(usize::from(get_byte(src, &mut pos)?))
+            .ok_or(ChunkError::BadHeader("decimal exponent out of range"))?;
+        let mode = get_byte(src, &mut pos)?;
+        if mode > VALUES_RAW {
+            return Err(ChunkError::BadHeader("unknown value mode"));
+        }
+        let first = if mode == VALUES_RAW { 0 } else { unzigzag(get_u(src, &mut pos)?) };
+        let base = unzigzag(get_u(src, &mut pos)?);
+        let g = get_u(src, &mut pos)? as i64;
+        if g == 0 {
+            return Err(ChunkError::BadHeader("value divisor must not be zero"));
+        }
+        get_column(src, &mut pos, if mode == VALUES_RAW { n } else { n - 1 }, &mut col)?;
+        if pos != src.len() {
+            return Err(ChunkError::BadHeader("trailing bytes after the last column"));
+        }
+        out.reserve(n);
+        let x = col.iter().map(|&u| base.wrapping_add((u as i64).wrapping_mul(g)));
+        match mode {
+            VALUES_RAW => out.extend(ts.iter().zip(x).map(|(&t, m)| Sample::new(t, m as f64 / p))),
+            VALUES_DELTA => {
+                let mut m = first;
+                out.push(Sample::new(t0_of(&ts), m as f64 / p));
+                out.extend(ts.iter().skip(1).zip(x).map(|(&t, d)| {
+                    m = m.wrapping_add(d);
+                    Sample::new(t, m as f64 / p)
+                }));
+            }
+            _ => {
+                let (mut m, mut d) = (first, 0i64);
+                out.push(Sample::new(t0_of(&ts), m as f64 / p));
+                out.extend(ts.iter().skip(1).zip(x).map(|(&t, dd)| {
+                    d = d.wrapping_add(dd);
+                    m = m.wrapping_add(d);
+                    Sample::new(t, m as f64 / p)
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    fn t0_of(ts: &[i64]) -> i64 {
+        ts.first().copied().unwrap_or(0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,14 +857,50 @@ mod tests {
         let s: Vec<Sample> = (0..120).map(|i| Sample::new(1_700_000_000_000 + i * 15_000, 42.0)).collect();
         let mut buf = Vec::new();
         encode(&s, 3, &mut buf).unwrap();
-        assert!(buf.len() < 60, "{} bytes for 120 samples of a constant regular series", buf.len());
-        // A tiny chunk is stored raw when zstd would only add its frame overhead.
+        assert_eq!(buf.first(), Some(&FORMAT_VERSION_COLUMNS));
+        assert!(buf.len() < 40, "{} bytes for 120 samples of a constant regular series", buf.len());
         let mut small = Vec::new();
         encode(&s[..2], 3, &mut small).unwrap();
-        assert_eq!(small.get(1), Some(&0));
+        assert!(small.len() < 40, "{} bytes for 2 samples", small.len());
         let mut out = Vec::new();
         decode(&small, &mut out).unwrap();
         assert_eq!(out, s[..2]);
+    }
+
+    #[test]
+    fn jittered_scrapes_cost_under_half_a_byte_of_timestamp() {
+        // 15 s scrapes jittered by 0..5 ms and one missed scrape: the grid mode keeps jitter
+        // in one small byte plane and the gap in a slot column.
+        let mut rng = 7u64;
+        let mut next = || {
+            rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (rng >> 33) as i64
+        };
+        let s: Vec<Sample> = (0..5760i64)
+            .filter(|&k| k != 1000)
+            .map(|k| Sample::new(1_700_000_000_000 + k * 15_000 + next() % 5, 1.0))
+            .collect();
+        let mut buf = Vec::new();
+        encode(&s, 11, &mut buf).unwrap();
+        assert!(buf.len() < s.len() / 2, "{} bytes for {} samples", buf.len(), s.len());
+        let mut out = Vec::new();
+        decode(&buf, &mut out).unwrap();
+        assert_eq!(bits(&out), bits(&s));
+    }
+
+    #[test]
+    fn version_2_chunks_still_decode() {
+        let s: Vec<Sample> =
+            (0..500).map(|i| Sample::new(1_700_000_000_000 + i * 15_000 + i % 3, (i * i) as f64 / 100.0)).collect();
+        let body = decimal::encode(&s).unwrap();
+        let compressed = zstd::bulk::compress(&body, 3).unwrap();
+        let mut buf = vec![FORMAT_VERSION_DECIMAL, 3, 0];
+        buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&compressed);
+        let mut out = Vec::new();
+        decode(&buf, &mut out).unwrap();
+        assert_eq!(bits(&out), bits(&s));
     }
 
     #[test]
@@ -532,15 +963,101 @@ mod tests {
             })
     }
 
+    /// Runs for version 3: grids with jitter, gaps and arbitrary steps (down to 1 ms, up to
+    /// across the whole i64 range), decimals of every exponent and size up to 2^53, gauges,
+    /// counters and constants, and now and then a special float that forces version 1.
+    fn arb_columns_run() -> impl Strategy<Value = Vec<Sample>> {
+        let step = prop_oneof![Just(15_000i64), Just(1i64), 1i64..100_000, 1i64..(1i64 << 50)];
+        let jitter = prop_oneof![Just(0i64), 0i64..5, -1000i64..1000];
+        let shape = prop_oneof![
+            Just(0u8), // counter
+            Just(1u8), // gauge
+            Just(2u8), // constant
+        ];
+        let mantissa = prop_oneof![-1000i64..1000, -(1i64 << 53)..=(1i64 << 53)];
+        (
+            any::<i64>(),
+            step,
+            proptest::collection::vec((jitter, 0u8..20, mantissa), 1..600),
+            0usize..16,
+            shape,
+            prop_oneof![Just(None), Just(Some(f64::NAN)), Just(Some(-0.0)), Just(Some(f64::INFINITY))],
+        )
+            .prop_map(|(t0, step, pts, e, shape, special)| {
+                let p = 10f64.powi(e as i32);
+                let mut t = t0;
+                let mut m = 0i64;
+                let mut out: Vec<Sample> = Vec::new();
+                for (i, (j, gap, dm)) in pts.into_iter().enumerate() {
+                    let skip = if gap == 0 { 3 } else { 1 };
+                    t = t.saturating_add(step.saturating_mul(skip)).saturating_add(j);
+                    if out.last().is_some_and(|l| l.timestamp_ms >= t) {
+                        continue;
+                    }
+                    m = match shape {
+                        0 => m.saturating_add(dm.abs() / 7).min(1 << 53),
+                        1 => dm,
+                        _ => 12_345,
+                    };
+                    let v = match special {
+                        Some(x) if i == 3 => x,
+                        _ => m as f64 / p,
+                    };
+                    out.push(Sample::new(t, v));
+                }
+                out
+            })
+    }
+
     proptest! {
         #[test]
-        fn decimal_runs_use_version_2_and_round_trip(s in arb_decimal_run()) {
+        fn decimal_runs_use_version_3_and_round_trip(s in arb_decimal_run()) {
             let mut buf = Vec::new();
             encode(&s, 3, &mut buf).unwrap();
-            prop_assert_eq!(buf.first(), Some(&FORMAT_VERSION_DECIMAL));
+            prop_assert_eq!(buf.first(), Some(&FORMAT_VERSION_COLUMNS));
             let mut out = Vec::new();
             decode(&buf, &mut out).unwrap();
             prop_assert_eq!(bits(&out), bits(&s));
+        }
+
+        #[test]
+        fn version_2_decodes_what_its_encoder_wrote(s in arb_decimal_run()) {
+            let body = decimal::encode(&s).unwrap();
+            let mut buf = vec![FORMAT_VERSION_DECIMAL, 0, 0];
+            buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            buf.extend_from_slice(&body);
+            let mut out = Vec::new();
+            decode(&buf, &mut out).unwrap();
+            prop_assert_eq!(bits(&out), bits(&s));
+        }
+
+        #[test]
+        fn columns_round_trip_any_timestamps_and_decimals(s in arb_columns_run(), level in 1i32..10) {
+            let mut buf = Vec::new();
+            encode(&s, level, &mut buf).unwrap();
+            let mut out = Vec::new();
+            decode(&buf, &mut out).unwrap();
+            prop_assert_eq!(bits(&out), bits(&s));
+            let version = if decimal::mantissas(&s).is_some() { FORMAT_VERSION_COLUMNS } else { FORMAT_VERSION };
+            prop_assert_eq!(buf.first(), Some(&version));
+        }
+
+        #[test]
+        fn decode_never_panics_on_corrupted_column_chunks(
+            s in arb_columns_run(),
+            flips in proptest::collection::vec(any::<(usize, u8)>(), 1..4),
+            cut in any::<usize>(),
+        ) {
+            let mut buf = Vec::new();
+            encode(&s, 3, &mut buf).unwrap();
+            for (i, x) in flips {
+                let i = i % buf.len();
+                if let Some(b) = buf.get_mut(i) { *b ^= x | 1; }
+            }
+            let mut out = Vec::new();
+            let _ = decode(&buf, &mut out);
+            let _ = decode(&buf[..cut % buf.len()], &mut out);
         }
 
         #[test]

@@ -105,7 +105,12 @@ fn remote_write_round_trips_through_remote_read_and_export() {
     let dir = tempfile::tempdir().unwrap();
     let server = InProcess::start(storage_config(dir.path()));
     let base = server.url("");
-    let t0 = recent_ms();
+    // Yesterday noon: the 75 minutes of samples below stay inside one day window whatever the
+    // time of day the test runs (the active-series count reads the newest window).
+    let t0 = {
+        let now = recent_ms();
+        now - now.rem_euclid(86_400_000) - 43_200_000
+    };
     let stale = f64::from_bits(STALE_NAN_BITS);
     // 300 samples for one series so streamed chunks split at 120.
     let long: Vec<(i64, f64)> = (0..300).map(|i| (t0 + i * 15_000, i as f64 * 0.5)).collect();

@@ -89,23 +89,26 @@ proptest! {
 fn sealed_windows_answer_ranges_and_latest() {
     let dir = tempfile::tempdir().unwrap();
     let s = Storage::open(storage_config(dir.path())).unwrap();
-    let pts: Vec<(i64, f64)> = (0..5760).map(|i| (W0 + i * 15_000, i as f64)).collect();
+    // Two chunks' worth of samples spread over the day window, so a range can span a chunk
+    // boundary whatever `CHUNK_SAMPLES` is.
+    let per_chunk = saltdb::storage::seal::CHUNK_SAMPLES as i64;
+    let (n, step) = (2 * per_chunk, DAY / (2 * per_chunk));
+    let pts: Vec<(i64, f64)> = (0..n).map(|i| (W0 + i * step, i as f64)).collect();
     s.write(batch(&[("a".into(), pts)])).unwrap();
     let out = s.seal_window(W0).unwrap().unwrap();
-    assert_eq!((out.series, out.samples, out.swap), (1, 5760, SealSwap::Sealed));
-    let per_chunk = saltdb::storage::seal::CHUNK_SAMPLES as i64;
-    assert_eq!(out.chunks as i64, (5760 + per_chunk - 1) / per_chunk);
+    assert_eq!((out.series, out.samples as i64, out.swap), (1, n, SealSwap::Sealed));
+    assert_eq!(out.chunks, 2);
     let m = [Matcher::equal("s", "a")];
     // A range inside one chunk and one spanning a chunk boundary.
-    let got = s.select(&m, W0 + 15_000, W0 + 45_000, usize::MAX).unwrap();
+    let got = s.select(&m, W0 + step, W0 + 3 * step, usize::MAX).unwrap();
     assert_eq!(
         got[0].samples,
-        vec![Sample::new(W0 + 15_000, 1.0), Sample::new(W0 + 30_000, 2.0), Sample::new(W0 + 45_000, 3.0)]
+        vec![Sample::new(W0 + step, 1.0), Sample::new(W0 + 2 * step, 2.0), Sample::new(W0 + 3 * step, 3.0)]
     );
-    let got = s.select(&m, W0 + (per_chunk - 1) * 15_000, W0 + per_chunk * 15_000, usize::MAX).unwrap();
+    let got = s.select(&m, W0 + (per_chunk - 1) * step, W0 + per_chunk * step, usize::MAX).unwrap();
     assert_eq!(got[0].samples.len(), 2);
-    let latest = s.latest(&m, W0 + 100 * 15_000 + 7).unwrap();
-    assert_eq!(latest[0].1, Sample::new(W0 + 100 * 15_000, 100.0));
+    let latest = s.latest(&m, W0 + 100 * step + 7).unwrap();
+    assert_eq!(latest[0].1, Sample::new(W0 + 100 * step, 100.0));
     // Late write newer than every chunked sample shows in latest.
     s.write(batch(&[("a".into(), vec![(W0 + DAY - 1, -1.0)])])).unwrap();
     assert_eq!(s.latest(&m, W0 + 2 * DAY).unwrap()[0].1, Sample::new(W0 + DAY - 1, -1.0));
