@@ -191,6 +191,9 @@ fn maintain(storage: &Storage, ooo_grace_ms: Option<i64>) {
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "retention failed"),
     }
+    if let Err(e) = storage.compact_wal() {
+        tracing::error!(error = %e, "compacting the write-ahead log failed");
+    }
     let Some(grace) = ooo_grace_ms else { return };
     match storage.seal_due(now, grace) {
         Ok(sealed) => {

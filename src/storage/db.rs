@@ -74,6 +74,9 @@ impl StorageConfig {
     }
 }
 
+/// Size of the write-ahead log's tables above which maintenance compacts them away.
+pub const WAL_COMPACT_BYTES: u64 = 16 << 20;
+
 /// Per-window figures for status pages and benchmarks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WindowStats {
@@ -134,7 +137,8 @@ pub struct WindowStatus {
 pub struct StorageStats {
     /// Bytes on disk of the whole database, journal included.
     pub disk_bytes: u64,
-    /// Bytes per table (`meta`, `series`, `series_by_labels`, `postings`, `points`).
+    /// Bytes per table (`meta`, `series`, `series_by_labels`, `postings`, `wal`, `points`,
+    /// `chunks`).
     pub table_bytes: Vec<(&'static str, u64)>,
     /// Windows on disk.
     pub windows: Vec<WindowStats>,
@@ -408,6 +412,25 @@ impl Storage {
         rx.recv().map_err(|_| StorageError::ShuttingDown)?
     }
 
+    /// Compacts the write-ahead log's keyspace when its tables hold more than
+    /// [`WAL_COMPACT_BYTES`] and mostly dead rows (over 4x what the head holds, at ~12 bytes a
+    /// sample): its rows are deleted at every head flush, but the deleted rows and their
+    /// tombstones stay on disk until a compaction reaches them, which for a keyspace whose every
+    /// row dies young can take long. Blocks while it runs.
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn compact_wal(&self) -> Result<()> {
+        let sh = &self.inner.shared;
+        let on_disk = sh.wal.disk_space();
+        let live = sh.head.len() as u64 * 12;
+        if on_disk > WAL_COMPACT_BYTES && on_disk > live.saturating_mul(4) {
+            tracing::debug!(on_disk, live, "compacting the write-ahead log");
+            sh.wal.major_compact()?;
+        }
+        Ok(())
+    }
+
     /// Flushes every memtable to disk tables and fsyncs the journal (for benchmarks and
     /// orderly shutdown).
     ///
@@ -452,6 +475,7 @@ impl Storage {
             ("series", sh.series.disk_space()),
             ("series_by_labels", sh.series_by_labels.disk_space()),
             ("postings", sh.postings.disk_space()),
+            ("wal", sh.wal.disk_space()),
             ("points", windows.iter().map(|w| w.hot_bytes).sum()),
             ("chunks", windows.iter().map(|w| w.chunk_bytes).sum()),
         ];
