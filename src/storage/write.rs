@@ -1,6 +1,8 @@
-//! The single writer thread: group commit of write batches, series-id allocation, window
-//! creation and window drops. Owning all mutations on one thread means ids are allocated without
-//! locks and a window is never dropped while a commit writes into it.
+//! The single writer thread: group commit of write batches (new series, window-index rows and
+//! one write-ahead-log row per group; the samples then join the head), head flushes into runs,
+//! series-id allocation, window creation and window drops. Owning all mutations on one thread
+//! means ids are allocated without locks and a window is never dropped while a commit or a flush
+//! writes into it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
