@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use promql_parser::parser::{AggregateExpr, LabelModifier};
 
-use super::stats::{format_float, kahan_sum, mean, quantile, variance};
+use super::stats::{format_float, kahan_inc, kahan_sum, mean, quantile, variance};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::promql::error::{EvalError, Result};
 use crate::promql::eval::Query;
@@ -93,6 +93,9 @@ pub(crate) fn eval(q: &Query, a: &AggregateExpr, t: i64) -> Result<StepValue> {
     };
     let input = q.eval_vector(&a.expr, t)?;
     let node = a as *const AggregateExpr as usize;
+    if op == Aggr::Sum {
+        return Ok(StepValue::Vector(sum_streaming(q, node, input, &grouping)));
+    }
     let groups = group(q, node, input, &grouping);
     match op {
         Aggr::Topk | Aggr::Bottomk | Aggr::Limitk => select_k(op, groups, param.unwrap_or(f64::NAN)),
@@ -142,6 +145,50 @@ fn group(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<(
         }
         ids.end_round();
         groups
+    })
+}
+
+/// `sum`, without gathering each group's elements: the same compensated sum, in the same order,
+/// as [`group`] followed by [`reduce`], with groups in order of first appearance.
+fn sum_streaming(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<Elem> {
+    q.with_groups(node, |cache| {
+        let GroupCache { ids, keys, by_key } = cache;
+        // Position in `sums` of each group id seen at this step.
+        let mut slot: Vec<usize> = Vec::new();
+        // (group id, sum, compensation, drop name)
+        let mut sums: Vec<(usize, f64, f64, bool)> = Vec::new();
+        for e in input {
+            let id = *ids.get_or_insert_with(&e.labels, |l| {
+                let k = grouping.key(l);
+                *by_key.entry(k).or_insert_with_key(|k| {
+                    keys.push(k.clone());
+                    keys.len() - 1
+                })
+            });
+            if slot.len() <= id {
+                slot.resize(keys.len().max(id + 1), usize::MAX);
+            }
+            match slot.get(id).and_then(|&i| sums.get_mut(i)) {
+                Some(g) => {
+                    (g.1, g.2) = kahan_inc(e.value, g.1, g.2);
+                    g.3 |= e.drop_name;
+                }
+                None => {
+                    if let Some(s) = slot.get_mut(id) {
+                        *s = sums.len();
+                    }
+                    let (sum, c) = kahan_inc(e.value, 0.0, 0.0);
+                    sums.push((id, sum, c, e.drop_name));
+                }
+            }
+        }
+        ids.end_round();
+        sums.into_iter()
+            .map(|(id, sum, c, drop)| {
+                let v = if sum.is_infinite() { sum } else { sum + c };
+                Elem::new(keys.get(id).cloned().unwrap_or_default(), v, drop)
+            })
+            .collect()
     })
 }
 
