@@ -114,14 +114,21 @@ pub(crate) struct GroupCache {
     by_key: HashMap<Labels, usize>,
 }
 
-/// Groups `input` by key, in order of first appearance. `node` identifies the aggregation, whose
-/// grouping never changes during a query.
-fn group(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<(Labels, Vec<Elem>)> {
+/// Folds `input` into one state per group key, groups in order of first appearance: `add`
+/// takes each element into its group's state, which starts as `S::default()`. `node` identifies
+/// the aggregation, whose grouping never changes during a query.
+fn fold_groups<S: Default>(
+    q: &Query,
+    node: usize,
+    input: Vec<Elem>,
+    grouping: &Grouping,
+    mut add: impl FnMut(&mut S, Elem),
+) -> Vec<(Labels, S)> {
     q.with_groups(node, |cache| {
         let GroupCache { ids, keys, by_key } = cache;
         // Position in `groups` of each group id seen at this step.
         let mut slot: Vec<usize> = Vec::new();
-        let mut groups: Vec<(Labels, Vec<Elem>)> = Vec::new();
+        let mut groups: Vec<(Labels, S)> = Vec::new();
         for e in input {
             let id = *ids.get_or_insert_with(&e.labels, |l| {
                 let k = grouping.key(l);
@@ -133,14 +140,18 @@ fn group(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<(
             if slot.len() <= id {
                 slot.resize(keys.len().max(id + 1), usize::MAX);
             }
-            match slot.get(id).and_then(|&i| groups.get_mut(i)) {
-                Some(g) => g.1.push(e),
+            let at = match slot.get(id).copied().filter(|&i| i < groups.len()) {
+                Some(i) => i,
                 None => {
                     if let Some(s) = slot.get_mut(id) {
                         *s = groups.len();
                     }
-                    groups.push((keys.get(id).cloned().unwrap_or_default(), vec![e]));
+                    groups.push((keys.get(id).cloned().unwrap_or_default(), S::default()));
+                    groups.len() - 1
                 }
+            };
+            if let Some(g) = groups.get_mut(at) {
+                add(&mut g.1, e);
             }
         }
         ids.end_round();
@@ -148,48 +159,22 @@ fn group(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<(
     })
 }
 
+/// Groups `input` by key, in order of first appearance.
+fn group(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<(Labels, Vec<Elem>)> {
+    fold_groups(q, node, input, grouping, |elems: &mut Vec<Elem>, e| elems.push(e))
+}
+
 /// `sum`, without gathering each group's elements: the same compensated sum, in the same order,
-/// as [`group`] followed by [`reduce`], with groups in order of first appearance.
+/// as [`group`] followed by [`reduce`].
 fn sum_streaming(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<Elem> {
-    q.with_groups(node, |cache| {
-        let GroupCache { ids, keys, by_key } = cache;
-        // Position in `sums` of each group id seen at this step.
-        let mut slot: Vec<usize> = Vec::new();
-        // (group id, sum, compensation, drop name)
-        let mut sums: Vec<(usize, f64, f64, bool)> = Vec::new();
-        for e in input {
-            let id = *ids.get_or_insert_with(&e.labels, |l| {
-                let k = grouping.key(l);
-                *by_key.entry(k).or_insert_with_key(|k| {
-                    keys.push(k.clone());
-                    keys.len() - 1
-                })
-            });
-            if slot.len() <= id {
-                slot.resize(keys.len().max(id + 1), usize::MAX);
-            }
-            match slot.get(id).and_then(|&i| sums.get_mut(i)) {
-                Some(g) => {
-                    (g.1, g.2) = kahan_inc(e.value, g.1, g.2);
-                    g.3 |= e.drop_name;
-                }
-                None => {
-                    if let Some(s) = slot.get_mut(id) {
-                        *s = sums.len();
-                    }
-                    let (sum, c) = kahan_inc(e.value, 0.0, 0.0);
-                    sums.push((id, sum, c, e.drop_name));
-                }
-            }
-        }
-        ids.end_round();
-        sums.into_iter()
-            .map(|(id, sum, c, drop)| {
-                let v = if sum.is_infinite() { sum } else { sum + c };
-                Elem::new(keys.get(id).cloned().unwrap_or_default(), v, drop)
-            })
-            .collect()
-    })
+    // (sum, compensation, drop name)
+    let sums = fold_groups(q, node, input, grouping, |g: &mut (f64, f64, bool), e| {
+        (g.0, g.1) = kahan_inc(e.value, g.0, g.1);
+        g.2 |= e.drop_name;
+    });
+    sums.into_iter()
+        .map(|(labels, (sum, c, drop))| Elem::new(labels, if sum.is_infinite() { sum } else { sum + c }, drop))
+        .collect()
 }
 
 fn reduce(q: &Query, op: Aggr, groups: Vec<(Labels, Vec<Elem>)>, param: Option<f64>) -> Result<Vec<Elem>> {
