@@ -76,8 +76,8 @@ pub async fn snapshot(
 ) -> Result<Response, ApiError> {
     enabled(&state)?;
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
-    // `skip_head` is accepted for Prometheus compatibility; saltdb has no separate head block,
-    // so the snapshot always includes the most recent samples.
+    // `skip_head` is accepted for Prometheus compatibility and ignored: the writer flushes the
+    // in-memory head before pinning the snapshot, so it always includes the most recent samples.
     p.reject_unknown(&["skip_head"])?;
     let name = snapshot_name(crate::storage::now_ms());
     let dir = state.storage.data_dir().join("snapshots").join(&name);
