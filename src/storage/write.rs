@@ -390,14 +390,14 @@ impl Writer {
     }
 
     /// Adds the window-index row of series `id` in window `start` to `fb` unless it is known to
-    /// exist; creates the window's hot keyspace if needed.
+    /// exist; creates the window's hot keyspace if needed and returns it.
     fn mark_present(
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
         start: i64,
         id: SeriesId,
-    ) -> Result<()> {
+    ) -> Result<fjall::Keyspace> {
         let sh = Arc::clone(&self.shared);
         let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
         if self.presence.set(start, &ks)?.insert(id) {
@@ -405,7 +405,7 @@ impl Writer {
             pending.marks.push((start, id));
             pending.windows.insert(start);
         }
-        Ok(())
+        Ok(ks)
     }
 
     /// Writes everything in the head into runs of the window keyspaces and removes the log
@@ -456,8 +456,7 @@ impl Writer {
                     let cut = rest.partition_point(|s| s.timestamp_ms < end);
                     let (piece, tail) = rest.split_at(cut);
                     rest = tail;
-                    self.mark_present(&mut fb, pending, start, id)?;
-                    let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
+                    let ks = self.mark_present(&mut fb, pending, start, id)?;
                     pending.windows.insert(start);
                     runs += self.write_run(&mut fb, (start, &ks), bucket, id, piece, &mut buf)?;
                     samples += piece.len();
