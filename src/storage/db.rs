@@ -598,10 +598,8 @@ fn replay_wal(sh: &Shared) -> Result<WalPosition> {
             pos.first = seq;
         }
         pos.next = seq.saturating_add(1);
-        let mut entries: Vec<(u16, u64, Vec<Sample>)> = Vec::new();
-        wal::decode(&value, |id, samples| entries.push((sh.bucketing.bucket(id), id, samples.to_vec())))
+        wal::decode(&value, |id, samples| sh.head.append([(sh.bucketing.bucket(id), id, samples)]))
             .map_err(|_| StorageError::Corrupt { what: "write-ahead log row" })?;
-        sh.head.append(entries.iter().map(|(b, id, s)| (*b, *id, s.as_slice())));
         rows += 1;
     }
     if rows > 0 {
