@@ -892,15 +892,20 @@ mod tests {
     fn version_2_chunks_still_decode() {
         let s: Vec<Sample> =
             (0..500).map(|i| Sample::new(1_700_000_000_000 + i * 15_000 + i % 3, (i * i) as f64 / 100.0)).collect();
-        let body = decimal::encode(&s).unwrap();
-        let compressed = zstd::bulk::compress(&body, 3).unwrap();
-        let mut buf = vec![FORMAT_VERSION_DECIMAL, 3, 0];
+        let mut out = Vec::new();
+        decode(&version_2_chunk(&s, 3), &mut out).unwrap();
+        assert_eq!(bits(&out), bits(&s));
+    }
+
+    /// A chunk as the version-2 encoder wrote it, its body zstd-compressed at `level` (0 = raw).
+    fn version_2_chunk(s: &[Sample], level: u8) -> Vec<u8> {
+        let body = decimal::encode(s).unwrap();
+        let payload = if level == 0 { body.clone() } else { zstd::bulk::compress(&body, i32::from(level)).unwrap() };
+        let mut buf = vec![FORMAT_VERSION_DECIMAL, level, 0];
         buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
         buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&compressed);
-        let mut out = Vec::new();
-        decode(&buf, &mut out).unwrap();
-        assert_eq!(bits(&out), bits(&s));
+        buf.extend_from_slice(&payload);
+        buf
     }
 
     #[test]
@@ -1022,13 +1027,8 @@ mod tests {
 
         #[test]
         fn version_2_decodes_what_its_encoder_wrote(s in arb_decimal_run()) {
-            let body = decimal::encode(&s).unwrap();
-            let mut buf = vec![FORMAT_VERSION_DECIMAL, 0, 0];
-            buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
-            buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
-            buf.extend_from_slice(&body);
             let mut out = Vec::new();
-            decode(&buf, &mut out).unwrap();
+            decode(&version_2_chunk(&s, 0), &mut out).unwrap();
             prop_assert_eq!(bits(&out), bits(&s));
         }
 
