@@ -14,6 +14,7 @@ use super::engine::{deadline_after, EngineOptions};
 use super::error::{EvalError, Result};
 use super::functions;
 use super::functions::aggr::GroupCache;
+use super::grid::{self, PerSeries};
 use super::identity::AddrMap;
 use super::source::Source;
 use super::value::{Elem, StepValue, Window};
@@ -249,6 +250,17 @@ impl<'o> Query<'o> {
         (self.interval > 0 && self.part.1 > 0).then_some((self.part.0, self.interval, self.part.1))
     }
 
+    /// The index of `t` among this part's outer steps, with the part's grid, when `t` is one of
+    /// them (range queries only).
+    pub fn part_step(&self, t: i64) -> Option<(usize, (i64, i64, usize))> {
+        let (first, step, steps) = self.part_grid()?;
+        if t < first || (t - first) % step != 0 {
+            return None;
+        }
+        let k = usize::try_from((t - first) / step).ok()?;
+        (k < steps).then_some((k, (first, step, steps)))
+    }
+
     /// The per-step rollup values cached for `node`, computed by `fill` on first use.
     pub fn rollup_cache<R>(
         &self,
@@ -283,6 +295,9 @@ impl<'o> Query<'o> {
             Expr::Paren(p) => self.eval(&p.expr, t),
             Expr::Unary(u) => self.eval_unary(u, t),
             Expr::VectorSelector(vs) => {
+                if let Some(v) = grid::step_vector(self, PerSeries::Latest(vs), t)? {
+                    return Ok(StepValue::Vector(v));
+                }
                 Ok(StepValue::Vector(self.select_instant(vs, t).into_iter().map(|(e, _)| e).collect()))
             }
             Expr::MatrixSelector(ms) => Ok(StepValue::Matrix(self.select_range(ms, t).0)),
@@ -345,6 +360,11 @@ impl<'o> Query<'o> {
             out.push((Elem::new(s.labels.clone(), last.value, false), last.timestamp_ms));
         }
         out
+    }
+
+    /// The lookback window of instant selectors, in ms.
+    pub fn lookback_ms(&self) -> i64 {
+        self.opts.lookback_ms
     }
 
     /// The window `(te - range, te]` of a range selector evaluated at `t`.

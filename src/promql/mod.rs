@@ -9,6 +9,7 @@ pub mod engine;
 pub mod error;
 mod eval;
 mod functions;
+mod grid;
 mod identity;
 pub mod source;
 pub mod value;

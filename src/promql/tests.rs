@@ -182,7 +182,8 @@ fn range_query_assembles_series_and_drops_names() {
 }
 
 /// Counters scraped every 15 s with up to 2 s of jitter (never on a step grid); `job="late"`
-/// starts at 5m, so some windows see the start of a series.
+/// starts at 5m, so some windows see the start of a series; `job="reset"` starts below zero,
+/// resets every 37 scrapes and has a staleness marker at its 91st scrape.
 fn jittered_fixture() -> MemSource {
     let counter = |job: &str, from: i64, per_scrape: f64| {
         let mut samples = Vec::new();
@@ -193,7 +194,11 @@ fn jittered_fixture() -> MemSource {
         }
         SeriesSamples { labels: Labels::from_pairs([("__name__", "req_total"), ("job", job)]).unwrap(), samples }
     };
-    MemSource::new(vec![counter("a", 0, 30.0), counter("b", 0, 3.0), counter("late", 20, 12.0)])
+    let mut reset = counter("reset", 0, 5.0);
+    for (i, p) in reset.samples.iter_mut().enumerate() {
+        p.value = if i == 90 { f64::from_bits(STALE_NAN_BITS) } else { (i % 37) as f64 * 5.0 - 20.0 };
+    }
+    MemSource::new(vec![counter("a", 0, 30.0), counter("b", 0, 3.0), counter("late", 20, 12.0), reset])
 }
 
 /// A range query must answer, at each of its steps, exactly what an instant query at that
@@ -216,6 +221,22 @@ fn range_steps_equal_instant_queries_for_subqueries() {
         "req_total",
         "rate(req_total[2m])",
         "last_over_time(req_total[3m]) or rate(req_total[1m])",
+        // Aggregations of a rollup are computed for all steps at once, series by series.
+        "sum(rate(req_total[2m]))",
+        "sum by (job) (increase(req_total[5m] offset 1m))",
+        "avg without (job) (irate(req_total[1m]))",
+        "min(delta(req_total[3m] @ 1500))",
+        "max by (__name__) (deriv(req_total[4m]))",
+        "count(changes((req_total[2m])))",
+        "group by (job) (resets(req_total[2m]))",
+        "sum by (job) (last_over_time(req_total[3m]))",
+        "topk(2, sum by (job) (rate(req_total[2m])))",
+        "sum(rate(req_total[2m])) - avg(rate(req_total[2m]))",
+        "sum(req_total)",
+        "count by (job) (req_total offset 1m)",
+        "max((req_total @ 1500))",
+        "avg without (job) (req_total)",
+        "req_total offset 2m",
     ];
     let engine = Engine::new(EngineOptions::default());
     let src = jittered_fixture();

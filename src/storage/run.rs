@@ -145,36 +145,26 @@ pub fn read(
     }
     let lo = keys::point_key(bucket, id, end_ms);
     let hi = keys::point_key(bucket, id, 0);
-    let base = out.len();
-    // Runs are met newest first; each is decoded in place and the slices reversed at the end.
-    let mut bounds: Vec<(usize, usize)> = Vec::new();
+    // Runs are met newest first: collect the rows (cheap shared slices) down to the first run
+    // that starts at or before `start`, then decode them oldest first, straight into place.
+    let mut rows = Vec::new();
     for guard in ks.range(lo..=hi) {
         let (key, value) = guard.into_inner()?;
-        let from = out.len();
-        decode_row(&key, &value, out)?;
-        let first = out.get(from).map_or(i64::MIN, |s| s.timestamp_ms);
-        // Keep only `[start, end]`: runs are sorted, so trim both ends.
-        let run = &out[from..];
-        let keep_from = run.partition_point(|s| s.timestamp_ms < start_ms);
-        let keep_to = run.partition_point(|s| s.timestamp_ms <= end_ms);
-        if keep_from > 0 || keep_to < run.len() {
-            let kept: Vec<Sample> = run.get(keep_from..keep_to).unwrap_or_default().to_vec();
-            out.truncate(from);
-            out.extend(kept);
-        }
-        bounds.push((from, out.len()));
+        let first = keys::decode_point_key(&key).map_or(i64::MIN, |(_, _, ts)| ts);
+        rows.push((key, value));
         if first <= start_ms {
             break;
         }
     }
-    if bounds.len() > 1 {
-        // Runs were appended newest first; put them in ascending order.
-        let mut ordered = Vec::with_capacity(out.len() - base);
-        for &(a, b) in bounds.iter().rev() {
-            ordered.extend_from_slice(out.get(a..b).unwrap_or_default());
-        }
-        out.truncate(base);
-        out.extend(ordered);
+    for (key, value) in rows.iter().rev() {
+        let from = out.len();
+        decode_row(key, value, out)?;
+        // Keep only `[start, end]`: runs are sorted, so trim both ends.
+        let run = out.get(from..).unwrap_or_default();
+        let keep_from = run.partition_point(|s| s.timestamp_ms < start_ms);
+        let keep_to = run.partition_point(|s| s.timestamp_ms <= end_ms);
+        out.truncate(from + keep_to);
+        out.drain(from..from + keep_from);
     }
     Ok(())
 }

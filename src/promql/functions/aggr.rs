@@ -6,10 +6,11 @@ use std::collections::HashMap;
 
 use promql_parser::parser::{AggregateExpr, LabelModifier};
 
-use super::stats::{format_float, kahan_inc, kahan_sum, mean, quantile, variance};
+use super::stats::{format_float, kahan_sum, mean, quantile, variance, KahanSum, Mean};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::promql::error::{EvalError, Result};
-use crate::promql::eval::Query;
+use crate::promql::eval::{Query, StepValues};
+use crate::promql::grid::PerSeries;
 use crate::promql::identity::IdentityCache;
 use crate::promql::value::{project, with_label, Elem, StepValue};
 
@@ -91,6 +92,9 @@ pub(crate) fn eval(q: &Query, a: &AggregateExpr, t: i64) -> Result<StepValue> {
         Some(p) => Some(q.eval_scalar(p, t)?),
         None => None,
     };
+    if let Some(v) = over_series(q, op, a, &grouping, t)? {
+        return Ok(StepValue::Vector(v));
+    }
     let input = q.eval_vector(&a.expr, t)?;
     let node = a as *const AggregateExpr as usize;
     if op == Aggr::Sum {
@@ -167,14 +171,135 @@ fn group(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<(
 /// `sum`, without gathering each group's elements: the same compensated sum, in the same order,
 /// as [`group`] followed by [`reduce`].
 fn sum_streaming(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<Elem> {
-    // (sum, compensation, drop name)
-    let sums = fold_groups(q, node, input, grouping, |g: &mut (f64, f64, bool), e| {
-        (g.0, g.1) = kahan_inc(e.value, g.0, g.1);
-        g.2 |= e.drop_name;
+    let sums = fold_groups(q, node, input, grouping, |g: &mut (KahanSum, bool), e| {
+        g.0.add(e.value);
+        g.1 |= e.drop_name;
     });
-    sums.into_iter()
-        .map(|(labels, (sum, c, drop))| Elem::new(labels, if sum.is_infinite() { sum } else { sum + c }, drop))
-        .collect()
+    sums.into_iter().map(|(labels, (sum, drop))| Elem::new(labels, sum.value(), drop)).collect()
+}
+
+/// The running state of an aggregation that needs nothing but its inputs' values, taken one
+/// at a time in input order: the same arithmetic, in the same order, as [`reduce`].
+#[derive(Clone, Copy, Debug)]
+enum Running {
+    Sum(KahanSum),
+    Avg(Mean),
+    Count(f64),
+    Group,
+    Min(f64),
+    Max(f64),
+}
+
+impl Running {
+    /// The state after the first value, for the operators that have one.
+    fn start(op: Aggr, v: f64) -> Option<Self> {
+        let mut state = match op {
+            Aggr::Sum => Self::Sum(KahanSum::default()),
+            Aggr::Avg => Self::Avg(Mean::default()),
+            Aggr::Count => Self::Count(0.0),
+            Aggr::Group => Self::Group,
+            // `reduce` folds from the first value, so taking it again changes nothing.
+            Aggr::Min => Self::Min(v),
+            Aggr::Max => Self::Max(v),
+            _ => return None,
+        };
+        state.add(v);
+        Some(state)
+    }
+
+    fn add(&mut self, v: f64) {
+        match self {
+            Self::Sum(s) => s.add(v),
+            Self::Avg(m) => m.add(v),
+            Self::Count(n) => *n += 1.0,
+            Self::Group => {}
+            Self::Min(m) => {
+                if *m > v || m.is_nan() {
+                    *m = v;
+                }
+            }
+            Self::Max(m) => {
+                if *m < v || m.is_nan() {
+                    *m = v;
+                }
+            }
+        }
+    }
+
+    fn value(&self) -> f64 {
+        match self {
+            Self::Sum(s) => s.value(),
+            Self::Avg(m) => m.value(),
+            Self::Count(n) => *n,
+            Self::Group => 1.0,
+            Self::Min(m) | Self::Max(m) => *m,
+        }
+    }
+}
+
+/// `op by/without (...) (e)` at outer step `t` of a range query, for an expression `e` with one
+/// value per series per step ([`PerSeries`]: a selector, or a parameterless rollup such as
+/// `rate(x[5m])`) and an operator [`Running`] covers: computed for all of the query part's steps
+/// at once, series by series, each series' values folded straight into its group's running
+/// state at every step. No per-step vector of inputs is built, and each series' group is looked
+/// up once per query instead of once per step.
+///
+/// Same values, bit for bit, as evaluating `e` and then the aggregation at each step: a step's
+/// values reach each group in series order, the order of `e`'s vector; groups are listed in
+/// order of first appearance, as [`fold_groups`] lists them. `None` when the shape does not
+/// apply or the step was already taken; the caller then evaluates the step alone.
+fn over_series(q: &Query, op: Aggr, a: &AggregateExpr, grouping: &Grouping, t: i64) -> Result<Option<Vec<Elem>>> {
+    if a.param.is_some() || Running::start(op, 0.0).is_none() {
+        return Ok(None);
+    }
+    let Some(input) = PerSeries::of(&a.expr) else { return Ok(None) };
+    let Some((k, grid)) = q.part_step(t) else { return Ok(None) };
+    let steps = grid.2;
+    let node = (a as *const AggregateExpr as usize, usize::MAX);
+    let fill = || -> Result<StepValues> {
+        let mut by_key: HashMap<Labels, usize> = HashMap::new();
+        let mut keys: Vec<Labels> = Vec::new();
+        // states[group][step], and the groups of each step in order of first appearance.
+        let mut states: Vec<Vec<Option<Running>>> = Vec::new();
+        let mut order: Vec<Vec<usize>> = vec![Vec::new(); steps];
+        for series in q.series_of(input.selector()) {
+            q.check_deadline()?;
+            let key = grouping.key(&series.labels);
+            let g = match by_key.get(&key) {
+                Some(&g) => g,
+                None => {
+                    // Every group may hold a point per step: count them before allocating.
+                    q.check_samples(keys.len().saturating_add(1).saturating_mul(steps))?;
+                    by_key.insert(key.clone(), keys.len());
+                    keys.push(key);
+                    states.push(vec![None; steps]);
+                    keys.len() - 1
+                }
+            };
+            let Some(column) = states.get_mut(g) else { continue };
+            input.each_step(q, &series.samples, grid, |i, v| match column.get_mut(i) {
+                Some(Some(state)) => state.add(v),
+                Some(slot) => {
+                    *slot = Running::start(op, v);
+                    if let Some(groups) = order.get_mut(i) {
+                        groups.push(g);
+                    }
+                }
+                None => {}
+            });
+        }
+        let drop = input.drops_name();
+        let value = |g: usize, i: usize| -> Option<Elem> {
+            let state = states.get(g)?.get(i)?.as_ref()?;
+            Some(Elem::new(keys.get(g)?.clone(), state.value(), drop))
+        };
+        Ok(order
+            .iter()
+            .enumerate()
+            .map(|(i, groups)| Some(groups.iter().filter_map(|&g| value(g, i)).collect()))
+            .collect())
+    };
+    q.rollup_cache(node, fill, |values| values.get_mut(k).and_then(Option::take))
 }
 
 fn reduce(q: &Query, op: Aggr, groups: Vec<(Labels, Vec<Elem>)>, param: Option<f64>) -> Result<Vec<Elem>> {

@@ -5,7 +5,8 @@ use promql_parser::parser::{Expr, MatrixSelector};
 
 use super::stats::{kahan_sum, linear_regression, mean, quantile, variance};
 use crate::promql::error::{EvalError, Result};
-use crate::promql::eval::{seek, Query, StepValues};
+use crate::promql::eval::{seek, Query};
+use crate::promql::grid::{self, PerSeries};
 use crate::promql::value::{Elem, StepValue};
 use crate::sample::Sample;
 
@@ -84,6 +85,10 @@ struct Ctx {
     /// Evaluation time in ms.
     t: i64,
     params: Vec<f64>,
+    /// Set when no value of the window is below its predecessor or below zero, so the
+    /// counter-reset correction of `rate` and `increase` would add nothing and can be skipped.
+    /// `false` is always correct.
+    monotonic: bool,
 }
 
 /// Evaluates rollup `f` over `args` at `t`.
@@ -98,13 +103,15 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
     }
     if let Some(ms) = matrix_selector(arg).filter(|_| f != Rollup::AbsentOverTime) {
         check_params(q, f, &params)?;
-        if let Some(v) = precomputed(q, f, ms, t, &params)? {
-            return Ok(StepValue::Vector(v));
+        if params.is_empty() {
+            if let Some(v) = grid::step_vector(q, PerSeries::Rollup(f, ms), t)? {
+                return Ok(StepValue::Vector(v));
+            }
         }
         let (start, end) = q.range_bounds(ms, t);
-        let ctx = Ctx { start, end, t, params };
+        let ctx = Ctx { start, end, t, params, monotonic: false };
         // Windows straight from a selector never carry a pending name drop.
-        let drop = !matches!(f, Rollup::Last | Rollup::First);
+        let drop = drops_name(f);
         let mut out = Vec::new();
         q.for_each_window(ms, t, |labels, s| {
             if let Some(v) = compute(f, s, &ctx) {
@@ -123,7 +130,7 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
         return Ok(StepValue::Vector(out));
     }
     check_params(q, f, &params)?;
-    let ctx = Ctx { start, end, t, params };
+    let ctx = Ctx { start, end, t, params, monotonic: false };
     let keeps_name = matches!(f, Rollup::Last | Rollup::First);
     let mut out = Vec::with_capacity(windows.len());
     for w in windows {
@@ -135,42 +142,98 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
     Ok(StepValue::Vector(out))
 }
 
-/// The value of a parameterless rollup over a selector at outer step `t` of a range query,
-/// from values computed for all of the query part's steps at once, series by series: one pass
-/// through each series' samples instead of one visit per step to every series (which misses
-/// the CPU caches on every step). `None` when `t` is not an outer step or the rollup takes
-/// parameters; the caller then computes the step alone (same result).
-fn precomputed(q: &Query, f: Rollup, ms: &MatrixSelector, t: i64, params: &[f64]) -> Result<Option<Vec<Elem>>> {
-    let Some((first, step, steps)) = q.part_grid() else { return Ok(None) };
-    if !params.is_empty() || t < first || (t - first) % step != 0 {
-        return Ok(None);
+/// Calls `emit(i, value)` for every outer step `i` of `grid` (`(first, step, count)`, see
+/// [`Query::part_grid`]) at which rollup `f`, without parameters, over one series' `samples`
+/// selected by `ms` has a value; in step order.
+pub(crate) fn each_step(
+    q: &Query,
+    f: Rollup,
+    ms: &MatrixSelector,
+    samples: &[Sample],
+    grid: (i64, i64, usize),
+    emit: impl FnMut(usize, f64),
+) {
+    // The common rollups get a loop of their own, with the computation inlined.
+    match f {
+        Rollup::Rate => windows(q, ms, samples, grid, true, emit, |w, ctx| extrapolated_rate(w, ctx, true, true)),
+        Rollup::Increase => windows(q, ms, samples, grid, true, emit, |w, ctx| extrapolated_rate(w, ctx, true, false)),
+        _ => windows(q, ms, samples, grid, false, emit, |w, ctx| compute(f, w, ctx)),
     }
-    let Ok(k) = usize::try_from((t - first) / step) else { return Ok(None) };
-    if k >= steps {
-        return Ok(None);
+}
+
+/// The loop of [`each_step`]: `value` of every non-empty window; `counter` asks for
+/// [`Ctx::monotonic`] to be worked out.
+fn windows(
+    q: &Query,
+    ms: &MatrixSelector,
+    samples: &[Sample],
+    (first, step, steps): (i64, i64, usize),
+    counter: bool,
+    mut emit: impl FnMut(usize, f64),
+    value: impl Fn(&[Sample], &Ctx) -> Option<f64>,
+) {
+    // falls[k]: samples among the first k that are below their predecessor or below zero, so a
+    // window [a, b) holds none when falls[b] == falls[a] (a conservative test: a window's first
+    // sample is counted even when only its predecessor, outside the window, was larger).
+    let falls: Vec<u32> = if counter {
+        let mut falls = Vec::with_capacity(samples.len() + 1);
+        let (mut count, mut prev) = (0u32, f64::NEG_INFINITY);
+        falls.push(0);
+        for p in samples {
+            count += u32::from(p.value < prev || p.value < 0.0);
+            prev = p.value;
+            falls.push(count);
+        }
+        falls
+    } else {
+        Vec::new()
+    };
+    // The window moves with the step unless `@` pins it: `range_bounds` of step i, without
+    // recomputing the modifiers at every step.
+    let (start0, end0) = q.range_bounds(ms, first);
+    let moves = q.at_ms(&ms.vs.at).is_none();
+    let (mut a, mut b) = (0, 0);
+    for i in 0..steps {
+        let t = first + i as i64 * step;
+        let shift = if moves { i as i64 * step } else { 0 };
+        let (start, end) = (start0 + shift, end0 + shift);
+        a = seek(samples, a, start);
+        b = seek(samples, b.max(a), end);
+        let Some(window) = samples.get(a..b).filter(|w| !w.is_empty()) else { continue };
+        let monotonic = matches!((falls.get(a), falls.get(b)), (Some(x), Some(y)) if x == y);
+        let ctx = Ctx { start, end, t, params: Vec::new(), monotonic };
+        if let Some(v) = value(window, &ctx) {
+            emit(i, v);
+        }
     }
-    let node = (ms as *const MatrixSelector as usize, f as usize);
-    let fill = || -> Result<StepValues> {
-        let mut out: Vec<Vec<Elem>> = (0..steps).map(|_| Vec::new()).collect();
-        let drop = !matches!(f, Rollup::Last | Rollup::First);
-        for series in q.series_of(&ms.vs) {
-            q.check_deadline()?;
-            let (mut a, mut b) = (0, 0);
-            for (i, slot) in out.iter_mut().enumerate() {
-                let t = first + i as i64 * step;
-                let (start, end) = q.range_bounds(ms, t);
-                a = seek(&series.samples, a, start);
-                b = seek(&series.samples, b.max(a), end);
-                let Some(window) = series.samples.get(a..b).filter(|w| !w.is_empty()) else { continue };
-                let ctx = Ctx { start, end, t, params: Vec::new() };
-                if let Some(v) = compute(f, window, &ctx) {
-                    slot.push(Elem::new(series.labels.clone(), v, drop));
-                }
+}
+
+/// Whether the results of `f` drop the metric name (all but `last_over_time` and
+/// `first_over_time` do).
+pub(crate) fn drops_name(f: Rollup) -> bool {
+    !matches!(f, Rollup::Last | Rollup::First)
+}
+
+/// The rollup and range selector of `e` when it is a call of a rollup that takes no parameters
+/// on a range selector (through any parentheses), the shape [`each_step`] evaluates.
+pub(crate) fn parameterless(e: &Expr) -> Option<(Rollup, &MatrixSelector)> {
+    match e {
+        Expr::Paren(p) => parameterless(&p.expr),
+        Expr::Call(c) => {
+            let f = lookup(c.func.name)?;
+            if matches!(
+                f,
+                Rollup::AbsentOverTime | Rollup::Quantile | Rollup::PredictLinear | Rollup::DoubleExpSmoothing
+            ) {
+                return None;
+            }
+            match c.args.args.as_slice() {
+                [arg] => matrix_selector(arg).map(|ms| (f, ms)),
+                _ => None,
             }
         }
-        Ok(out.into_iter().map(Some).collect())
-    };
-    q.rollup_cache(node, fill, |values| values.get_mut(k).and_then(Option::take))
+        _ => None,
+    }
 }
 
 /// The range selector `e` is, through any parentheses.
@@ -286,7 +349,7 @@ fn extrapolated_rate(s: &[Sample], ctx: &Ctx, is_counter: bool, is_rate: bool) -
     }
     let (first, last) = (s.first()?, s.last()?);
     let mut result = last.value - first.value;
-    if is_counter {
+    if is_counter && !ctx.monotonic {
         let mut prev = 0.0;
         for p in s {
             if p.value < prev {

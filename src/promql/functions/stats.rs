@@ -16,55 +16,93 @@ pub(crate) fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
     (t, c)
 }
 
-/// Compensated sum of `values`.
-pub(crate) fn kahan_sum(values: impl IntoIterator<Item = f64>) -> f64 {
-    let (mut sum, mut c) = (0.0, 0.0);
-    for v in values {
-        (sum, c) = kahan_inc(v, sum, c);
+/// A running Kahan-Neumaier sum: [`KahanSum::add`] values one at a time, read the sum with
+/// [`KahanSum::value`] at any point. Same arithmetic, in the same order, as [`kahan_sum`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct KahanSum {
+    sum: f64,
+    c: f64,
+}
+
+impl KahanSum {
+    pub(crate) fn add(&mut self, v: f64) {
+        (self.sum, self.c) = kahan_inc(v, self.sum, self.c);
     }
-    if sum.is_infinite() {
-        sum
-    } else {
-        sum + c
+
+    pub(crate) fn value(&self) -> f64 {
+        if self.sum.is_infinite() {
+            self.sum
+        } else {
+            self.sum + self.c
+        }
     }
 }
 
-/// Arithmetic mean that survives overflow: a compensated sum while it stays finite, an
-/// incremental mean once it would overflow.
-pub(crate) fn mean(values: impl IntoIterator<Item = f64>) -> f64 {
-    let (mut sum, mut c, mut count, mut mean) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
-    let mut incremental = false;
-    for f in values {
-        count += 1.0;
-        if !incremental {
-            let (ns, nc) = kahan_inc(f, sum, c);
+/// Compensated sum of `values`.
+pub(crate) fn kahan_sum(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut sum = KahanSum::default();
+    for v in values {
+        sum.add(v);
+    }
+    sum.value()
+}
+
+/// A running arithmetic mean that survives overflow: a compensated sum while it stays finite,
+/// an incremental mean once it would overflow. [`Mean::value`] of no values is NaN.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Mean {
+    sum: f64,
+    c: f64,
+    count: f64,
+    mean: f64,
+    /// Set once the sum would overflow; `mean` holds the running mean from then on.
+    incremental: bool,
+}
+
+impl Mean {
+    pub(crate) fn add(&mut self, f: f64) {
+        self.count += 1.0;
+        let count = self.count;
+        if !self.incremental {
+            let (ns, nc) = kahan_inc(f, self.sum, self.c);
             if count == 1.0 || !ns.is_infinite() {
-                (sum, c) = (ns, nc);
-                continue;
+                (self.sum, self.c) = (ns, nc);
+                return;
             }
-            incremental = true;
-            mean = sum / (count - 1.0);
-            c /= count - 1.0;
+            self.incremental = true;
+            self.mean = self.sum / (count - 1.0);
+            self.c /= count - 1.0;
         }
-        if mean.is_infinite() {
-            if f.is_infinite() && (mean > 0.0) == (f > 0.0) {
-                continue;
+        if self.mean.is_infinite() {
+            if f.is_infinite() && (self.mean > 0.0) == (f > 0.0) {
+                return;
             }
             if !f.is_infinite() && !f.is_nan() {
-                continue;
+                return;
             }
         }
-        let corrected = mean + c;
-        (mean, c) = kahan_inc(f / count - corrected / count, mean, c);
+        let corrected = self.mean + self.c;
+        (self.mean, self.c) = kahan_inc(f / count - corrected / count, self.mean, self.c);
     }
-    if count == 0.0 {
-        return f64::NAN;
+
+    pub(crate) fn value(&self) -> f64 {
+        if self.count == 0.0 {
+            f64::NAN
+        } else if self.incremental {
+            self.mean + self.c
+        } else {
+            self.sum / self.count + self.c / self.count
+        }
     }
-    if incremental {
-        mean + c
-    } else {
-        sum / count + c / count
+}
+
+/// Arithmetic mean of `values` (see [`Mean`]).
+pub(crate) fn mean(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut mean = Mean::default();
+    for v in values {
+        mean.add(v);
     }
+    mean.value()
 }
 
 /// Population variance (Welford with compensated accumulators).
