@@ -172,22 +172,11 @@ fn windows(
     mut emit: impl FnMut(usize, f64),
     value: impl Fn(&[Sample], &Ctx) -> Option<f64>,
 ) {
-    // falls[k]: samples among the first k that are below their predecessor or below zero, so a
-    // window [a, b) holds none when falls[b] == falls[a] (a conservative test: a window's first
-    // sample is counted even when only its predecessor, outside the window, was larger).
-    let falls: Vec<u32> = if counter {
-        let mut falls = Vec::with_capacity(samples.len() + 1);
-        let (mut count, mut prev) = (0u32, f64::NEG_INFINITY);
-        falls.push(0);
-        for p in samples {
-            count += u32::from(p.value < prev || p.value < 0.0);
-            prev = p.value;
-            falls.push(count);
-        }
-        falls
-    } else {
-        Vec::new()
-    };
+    // The last "fall" among the samples before `scanned`: a sample below its predecessor or
+    // below zero. A window [a, b) with no fall at or after `a` is monotonic (a conservative
+    // test: a window's first sample counts even when only its predecessor, outside the window,
+    // was larger). Samples are scanned as windows reach them, while they are in cache.
+    let (mut scanned, mut last_fall) = (0usize, None::<usize>);
     // The window moves with the step unless `@` pins it: `range_bounds` of step i, without
     // recomputing the modifiers at every step.
     let (start0, end0) = q.range_bounds(ms, first);
@@ -200,7 +189,16 @@ fn windows(
         a = seek(samples, a, start);
         b = seek(samples, b.max(a), end);
         let Some(window) = samples.get(a..b).filter(|w| !w.is_empty()) else { continue };
-        let monotonic = matches!((falls.get(a), falls.get(b)), (Some(x), Some(y)) if x == y);
+        let monotonic = counter && {
+            while scanned < b {
+                let prev = scanned.checked_sub(1).and_then(|j| samples.get(j)).map_or(f64::NEG_INFINITY, |p| p.value);
+                if samples.get(scanned).is_some_and(|p| p.value < prev || p.value < 0.0) {
+                    last_fall = Some(scanned);
+                }
+                scanned += 1;
+            }
+            last_fall.is_none_or(|j| j < a)
+        };
         let ctx = Ctx { start, end, t, params: Vec::new(), monotonic };
         if let Some(v) = value(window, &ctx) {
             emit(i, v);
