@@ -786,28 +786,54 @@ mod columns {
             return Err(ChunkError::BadHeader("trailing bytes after the last column"));
         }
         out.reserve(n);
-        let x = col.iter().map(|&u| base.wrapping_add((u as i64).wrapping_mul(g)));
-        match mode {
-            VALUES_RAW => out.extend(ts.iter().zip(x).map(|(&t, m)| Sample::new(t, m as f64 / p))),
-            VALUES_DELTA => {
-                let mut m = first;
-                out.push(Sample::new(t0_of(&ts), m as f64 / p));
-                out.extend(ts.iter().skip(1).zip(x).map(|(&t, d)| {
-                    m = m.wrapping_add(d);
-                    Sample::new(t, m as f64 / p)
-                }));
-            }
-            _ => {
-                let (mut m, mut d) = (first, 0i64);
-                out.push(Sample::new(t0_of(&ts), m as f64 / p));
-                out.extend(ts.iter().skip(1).zip(x).map(|(&t, dd)| {
-                    d = d.wrapping_add(dd);
-                    m = m.wrapping_add(d);
-                    Sample::new(t, m as f64 / p)
-                }));
-            }
+        // Integer values (exponent 0, most counters) need no division: `x / 1.0 == x` exactly.
+        let column = Mantissas { mode, first, base, g };
+        if p == 1.0 {
+            column.append(&ts, &col, out, |m| m as f64);
+        } else {
+            column.append(&ts, &col, out, |m| m as f64 / p);
         }
         Ok(())
+    }
+
+    /// How the value column of a chunk encodes the mantissas: each quotient `u` stands for
+    /// `base + u * g`, taken as a delta (`mode` [`VALUES_DELTA`], from `first`), a delta of
+    /// deltas ([`VALUES_DOD`]) or the mantissa itself ([`VALUES_RAW`]).
+    struct Mantissas {
+        mode: u8,
+        first: i64,
+        base: i64,
+        g: i64,
+    }
+
+    impl Mantissas {
+        /// Appends the samples of timestamps `ts` and quotients `col`, each mantissa turned
+        /// into its value by `scale`.
+        #[inline(always)]
+        fn append(&self, ts: &[i64], col: &[u64], out: &mut Vec<Sample>, scale: impl Fn(i64) -> f64) {
+            let (base, g) = (self.base, self.g);
+            let x = col.iter().map(|&u| base.wrapping_add((u as i64).wrapping_mul(g)));
+            match self.mode {
+                VALUES_RAW => out.extend(ts.iter().zip(x).map(|(&t, m)| Sample::new(t, scale(m)))),
+                VALUES_DELTA => {
+                    let mut m = self.first;
+                    out.push(Sample::new(t0_of(ts), scale(m)));
+                    out.extend(ts.iter().skip(1).zip(x).map(|(&t, d)| {
+                        m = m.wrapping_add(d);
+                        Sample::new(t, scale(m))
+                    }));
+                }
+                _ => {
+                    let (mut m, mut d) = (self.first, 0i64);
+                    out.push(Sample::new(t0_of(ts), scale(m)));
+                    out.extend(ts.iter().skip(1).zip(x).map(|(&t, dd)| {
+                        d = d.wrapping_add(dd);
+                        m = m.wrapping_add(d);
+                        Sample::new(t, scale(m))
+                    }));
+                }
+            }
+        }
     }
 
     fn t0_of(ts: &[i64]) -> i64 {
