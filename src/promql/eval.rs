@@ -471,6 +471,7 @@ impl<'o> Query<'o> {
 /// The first index of `s` (ascending timestamps) whose timestamp is after `bound`, searching
 /// forward from `hint` when the answer lies there (a few samples further for the next step of a
 /// range query), else by binary search.
+#[inline]
 pub(crate) fn seek(s: &[Sample], hint: usize, bound: i64) -> usize {
     let hint_ok = hint <= s.len() && (hint == 0 || s.get(hint - 1).is_some_and(|p| p.timestamp_ms <= bound));
     if !hint_ok {

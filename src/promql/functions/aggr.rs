@@ -207,6 +207,7 @@ impl Running {
         Some(state)
     }
 
+    #[inline(always)]
     fn add(&mut self, v: f64) {
         match self {
             Self::Sum(s) => s.add(v),

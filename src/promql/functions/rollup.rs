@@ -176,7 +176,7 @@ fn windows(
     // below zero. A window [a, b) with no fall at or after `a` is monotonic (a conservative
     // test: a window's first sample counts even when only its predecessor, outside the window,
     // was larger). Samples are scanned as windows reach them, while they are in cache.
-    let (mut scanned, mut last_fall) = (0usize, None::<usize>);
+    let (mut scanned, mut last_fall, mut prev) = (0usize, None::<usize>, f64::NEG_INFINITY);
     // The window moves with the step unless `@` pins it: `range_bounds` of step i, without
     // recomputing the modifiers at every step.
     let (start0, end0) = q.range_bounds(ms, first);
@@ -190,13 +190,13 @@ fn windows(
         b = seek(samples, b.max(a), end);
         let Some(window) = samples.get(a..b).filter(|w| !w.is_empty()) else { continue };
         let monotonic = counter && {
-            while scanned < b {
-                let prev = scanned.checked_sub(1).and_then(|j| samples.get(j)).map_or(f64::NEG_INFINITY, |p| p.value);
-                if samples.get(scanned).is_some_and(|p| p.value < prev || p.value < 0.0) {
-                    last_fall = Some(scanned);
+            for (j, p) in samples.iter().enumerate().take(b).skip(scanned) {
+                if p.value < prev || p.value < 0.0 {
+                    last_fall = Some(j);
                 }
-                scanned += 1;
+                prev = p.value;
             }
+            scanned = scanned.max(b);
             last_fall.is_none_or(|j| j < a)
         };
         let ctx = Ctx { start, end, t, params: Vec::new(), monotonic };
@@ -341,6 +341,7 @@ fn ts_of_extreme(s: &[Sample], better: impl Fn(f64, f64) -> bool) -> Option<f64>
 
 /// `rate`, `increase` and `delta`: the change over the window, extrapolated towards the
 /// window bounds (never beyond half an average sample interval, nor below zero for counters).
+#[inline(always)]
 fn extrapolated_rate(s: &[Sample], ctx: &Ctx, is_counter: bool, is_rate: bool) -> Option<f64> {
     if s.len() < 2 {
         return None;
