@@ -94,6 +94,18 @@ fn build_batches(args: &Args) -> (Vec<WriteBatch>, usize) {
 }
 
 /// Peak resident set size of a process in bytes (VmHWM).
+/// CPU time (user + system) the process has used so far, in seconds (`/proc/<pid>/stat`, in
+/// clock ticks of 10 ms). On a shared machine a query's CPU time varies far less than its
+/// latency, which waits for whatever else is running.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces), from field 3 on.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    ticks as f64 / 100.0
+}
+
 fn peak_rss(pid: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status

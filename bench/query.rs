@@ -250,15 +250,18 @@ pub fn run(args: &QueryArgs, root: &Path) {
     let salt_flags = ["--retention", "0", "--maintenance-interval", "2s"];
     let salt = Server::spawn(&root.join("saltdb"), &salt_flags);
     let mut targets: Vec<(String, String)> = vec![("saltdb".into(), format!("http://{}", salt.addr))];
+    let mut pids = vec![salt.pid()];
     let baseline =
         args.baseline_saltdb.as_ref().map(|bin| Server::spawn_bin(bin, &root.join("saltdb-baseline"), &salt_flags));
     if let Some(b) = &baseline {
         targets.push(("saltdb-baseline".into(), format!("http://{}", b.addr)));
+        pids.push(b.pid());
     }
     let vm = Peer::victoria_metrics(&root.join("vm"));
     let prom = Peer::prometheus(&root.join("prom"));
     for p in [&vm, &prom].into_iter().flatten() {
         targets.push((p.name.into(), p.base.clone()));
+        pids.push(p.pid());
     }
     if vm.is_none() || prom.is_none() {
         println!("(peers missing: apt-get install prometheus victoria-metrics)");
@@ -274,8 +277,8 @@ pub fn run(args: &QueryArgs, root: &Path) {
         wait_until_sealed(name, base);
     }
     println!(
-        "{:<80} {:<18} {:>10} {:>8} {:>14}",
-        "query (range 24h, step 60s)", "target", "median ms", "series", "vs VM"
+        "{:<80} {:<18} {:>10} {:>8} {:>8} {:>12} {:>8}",
+        "query (range 24h, step 60s)", "target", "median ms", "series", "vs VM", "cpu ms/query", "vs VM"
     );
     for q in QUERIES {
         // Runs interleave across targets so that background work (compactions, other builds on
@@ -284,17 +287,32 @@ pub fn run(args: &QueryArgs, root: &Path) {
             let _ = query(base, q, start, end);
         }
         let mut runs: Vec<Vec<(f64, usize)>> = vec![Vec::new(); targets.len()];
+        // CPU seconds each server spent on the timed queries (it is idle in between).
+        let mut cpu = vec![0.0; targets.len()];
         for _ in 0..args.runs {
-            for ((_, base), r) in targets.iter().zip(runs.iter_mut()) {
+            for (((_, base), r), (pid, c)) in targets.iter().zip(runs.iter_mut()).zip(pids.iter().zip(cpu.iter_mut())) {
+                let before = crate::cpu_seconds(pid);
                 r.push(query(base, q, start, end));
+                *c += crate::cpu_seconds(pid) - before;
             }
         }
         let medians: Vec<f64> = runs.iter().map(|r| median(r.iter().map(|x| x.0).collect())).collect();
-        let vm_median = targets.iter().zip(&medians).find(|(t, _)| t.0 == "victoria-metrics").map(|(_, m)| *m);
-        for (((name, _), m), r) in targets.iter().zip(medians).zip(&runs) {
+        let vm_at = targets.iter().position(|t| t.0 == "victoria-metrics");
+        let vs_vm = |all: &[f64], v: f64| match vm_at.and_then(|i| all.get(i)) {
+            Some(&vm) if vm > 0.0 => format!("{:.2}x", v / vm),
+            _ => "-".to_owned(),
+        };
+        for (i, ((name, _), r)) in targets.iter().zip(&runs).enumerate() {
             let n = r.first().map_or(0, |x| x.1);
-            let ratio = vm_median.map_or("-".to_owned(), |v| format!("{:.2}x", m / v));
-            println!("{q:<80} {name:<18} {:>10.1} {n:>8} {ratio:>14}", m * 1000.0);
+            let (m, c) = (medians.get(i).copied().unwrap_or(0.0), cpu.get(i).copied().unwrap_or(0.0));
+            let per_query = c / args.runs.max(1) as f64;
+            println!(
+                "{q:<80} {name:<18} {:>10.1} {n:>8} {:>8} {:>12.0} {:>8}",
+                m * 1000.0,
+                vs_vm(&medians, m),
+                per_query * 1000.0,
+                vs_vm(&cpu, c)
+            );
         }
     }
     let mut rss = vec![("saltdb".to_owned(), crate::peak_rss(&salt.pid()))];

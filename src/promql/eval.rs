@@ -3,7 +3,8 @@
 //! subqueries call it per inner step.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -16,7 +17,7 @@ use super::functions;
 use super::functions::aggr::GroupCache;
 use super::grid::{self, PerSeries};
 use super::identity::AddrMap;
-use super::source::Source;
+use super::source::{SeriesMap, Source};
 use super::value::{Elem, StepValue, Window};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::matcher::Matcher;
@@ -58,6 +59,24 @@ pub(crate) struct Query<'o> {
     /// Per (matrix selector node, rollup): the rollup's value at every step of `part`, computed
     /// series by series on first use (see `functions::rollup`); each step's value is taken once.
     rollups: RefCell<HashMap<(usize, usize), StepValues>>,
+    /// Selector nodes whose loaded series hold, instead of samples, their expression's value at
+    /// every outer step of the query (stamped with the step's time); see [`Planned::reduce`].
+    stepped: Arc<HashSet<usize>>,
+}
+
+/// A selector the preload loads: its node, the selector, the time range, whether it is a range
+/// selector (its windows never hold staleness markers), and the per-series expression over it,
+/// when its series can be reduced to their values at the outer steps as they are read.
+struct Planned<'e> {
+    node: usize,
+    vs: &'e VectorSelector,
+    lo: i64,
+    hi: i64,
+    in_range: bool,
+    /// Set for a parameterless rollup of a range selector, or a selector under an aggregation
+    /// that streams its input ([`PerSeries`]), evaluated at the outer steps of a range query
+    /// only (not in a subquery): nothing else reads the selector's samples.
+    reduce: Option<PerSeries<'e>>,
 }
 
 fn key<T>(node: &T) -> usize {
@@ -101,6 +120,7 @@ impl<'o> Query<'o> {
             groups: RefCell::new(AddrMap::default()),
             part: (start, if interval > 0 { usize::try_from((end - start) / interval + 1).unwrap_or(0) } else { 0 }),
             rollups: RefCell::new(HashMap::new()),
+            stepped: Arc::new(HashSet::new()),
         }
     }
 
@@ -122,6 +142,7 @@ impl<'o> Query<'o> {
             cached_points: Cell::new(0),
             cursors: RefCell::new(AddrMap::default()),
             groups: RefCell::new(AddrMap::default()),
+            stepped: Arc::clone(&self.stepped),
         }
     }
 
@@ -178,55 +199,107 @@ impl<'o> Query<'o> {
     /// Loads, once, the series every selector of `expr` needs over the whole query.
     pub fn preload(&mut self, src: &dyn Source, expr: &Expr) -> Result<()> {
         let mut plan = Vec::new();
-        self.plan(expr, self.start, self.end, &mut plan);
-        for (k, vs, lo, hi, in_range) in plan {
+        self.plan(expr, self.start, self.end, self.interval > 0, &mut plan);
+        let steps = if self.interval > 0 {
+            usize::try_from((self.end - self.start) / self.interval + 1).unwrap_or(0)
+        } else {
+            0
+        };
+        let mut stepped = HashSet::new();
+        for Planned { node, vs, lo, hi, in_range, reduce } in plan {
             self.check_deadline()?;
-            let mut series = select_series(src, vs, lo, hi)?;
-            let n: usize = series.iter().map(|s| s.samples.len()).sum();
+            let (mut series, n) = match reduce {
+                Some(e) => {
+                    // Reduced where the samples are read, while they are in cache; the sample
+                    // limit counts the samples read.
+                    let stepper = e.stepper(self);
+                    let read = AtomicUsize::new(0);
+                    let map = |s: &mut SeriesSamples| {
+                        read.fetch_add(s.samples.len(), Ordering::Relaxed);
+                        stepper.reduce(s, (self.start, self.interval, steps), in_range);
+                    };
+                    let series = select_series(src, vs, lo, hi, Some(&map))?;
+                    stepped.insert(node);
+                    (series, read.into_inner())
+                }
+                None => {
+                    let series = select_series(src, vs, lo, hi, None)?;
+                    let n = series.iter().map(|s| s.samples.len()).sum();
+                    (series, n)
+                }
+            };
             self.loaded.set(self.loaded.get().saturating_add(n));
             self.check_samples(0)?;
-            if in_range {
+            if in_range && reduce.is_none() {
                 // Range windows never contain staleness markers: drop them once here, so
                 // windows can be borrowed from the loaded samples.
                 for s in series.iter_mut().filter(|s| s.samples.iter().any(|p| is_stale_marker(p.value))) {
                     s.samples.retain(|p| !is_stale_marker(p.value));
                 }
+            }
+            if in_range || reduce.is_some() {
                 series.retain(|s| !s.samples.is_empty());
             }
-            Arc::make_mut(&mut self.data).insert(k, series);
+            Arc::make_mut(&mut self.data).insert(node, series);
         }
+        self.stepped = Arc::new(stepped);
         Ok(())
     }
 
-    /// Collects (node, selector, first ms, last ms, is a range selector) for every selector
-    /// under `e`, evaluated at times in `[lo, hi]`.
-    fn plan<'e>(&self, e: &'e Expr, lo: i64, hi: i64, out: &mut Vec<(usize, &'e VectorSelector, i64, i64, bool)>) {
+    /// Whether the series loaded for `vs` hold step values (see [`Planned::reduce`]).
+    pub fn is_stepped(&self, vs: &VectorSelector) -> bool {
+        self.stepped.contains(&key(vs))
+    }
+
+    /// Collects every selector under `e`, evaluated at times in `[lo, hi]`; `outer` when those
+    /// are the outer steps of a range query (not inside a subquery).
+    fn plan<'e>(&self, e: &'e Expr, lo: i64, hi: i64, outer: bool, out: &mut Vec<Planned<'e>>) {
         match e {
             Expr::VectorSelector(vs) => {
                 let (a, b) = self.shifted(&vs.at, &vs.offset, lo, hi);
-                out.push((key(vs), vs, a.saturating_sub(self.opts.lookback_ms), b, false));
+                let lo = a.saturating_sub(self.opts.lookback_ms);
+                out.push(Planned { node: key(vs), vs, lo, hi: b, in_range: false, reduce: None });
             }
             Expr::MatrixSelector(ms) => {
                 let (a, b) = self.shifted(&ms.vs.at, &ms.vs.offset, lo, hi);
-                out.push((key(&ms.vs), &ms.vs, a.saturating_sub(dur_ms(ms.range)), b, true));
+                let lo = a.saturating_sub(dur_ms(ms.range));
+                out.push(Planned { node: key(&ms.vs), vs: &ms.vs, lo, hi: b, in_range: true, reduce: None });
             }
             Expr::Subquery(sq) => {
                 let (a, b) = self.shifted(&sq.at, &sq.offset, lo, hi);
-                self.plan(&sq.expr, a.saturating_sub(dur_ms(sq.range)), b, out);
+                self.plan(&sq.expr, a.saturating_sub(dur_ms(sq.range)), b, false, out);
             }
             Expr::Aggregate(a) => {
-                self.plan(&a.expr, lo, hi, out);
+                let streamed = PerSeries::of(&a.expr).filter(|_| outer && functions::aggr::streams_input(a));
+                let before = out.len();
+                self.plan(&a.expr, lo, hi, outer, out);
+                if let (Some(input @ PerSeries::Latest(_)), true) = (streamed, out.len() == before + 1) {
+                    if let Some(last) = out.last_mut() {
+                        last.reduce = Some(input);
+                    }
+                }
                 if let Some(p) = &a.param {
-                    self.plan(p, lo, hi, out);
+                    self.plan(p, lo, hi, outer, out);
                 }
             }
-            Expr::Unary(u) => self.plan(&u.expr, lo, hi, out),
+            Expr::Unary(u) => self.plan(&u.expr, lo, hi, outer, out),
             Expr::Binary(b) => {
-                self.plan(&b.lhs, lo, hi, out);
-                self.plan(&b.rhs, lo, hi, out);
+                self.plan(&b.lhs, lo, hi, outer, out);
+                self.plan(&b.rhs, lo, hi, outer, out);
             }
-            Expr::Paren(p) => self.plan(&p.expr, lo, hi, out),
-            Expr::Call(c) => c.args.args.iter().for_each(|a| self.plan(a, lo, hi, out)),
+            Expr::Paren(p) => self.plan(&p.expr, lo, hi, outer, out),
+            Expr::Call(c) => {
+                let before = out.len();
+                c.args.args.iter().for_each(|a| self.plan(a, lo, hi, outer, out));
+                if let Some(rollup @ PerSeries::Rollup(..)) = PerSeries::of(e).filter(|_| outer) {
+                    // The call's only selector is its range argument.
+                    if out.len() == before + 1 {
+                        if let Some(last) = out.last_mut() {
+                            last.reduce = Some(rollup);
+                        }
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -539,7 +612,17 @@ fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
     vs.matchers.or_matchers.iter().map(|g| conv(g)).collect()
 }
 
-fn select_series(src: &dyn Source, vs: &VectorSelector, lo: i64, hi: i64) -> Result<Vec<SeriesSamples>> {
+fn select_series(
+    src: &dyn Source,
+    vs: &VectorSelector,
+    lo: i64,
+    hi: i64,
+    map: Option<SeriesMap<'_>>,
+) -> Result<Vec<SeriesSamples>> {
+    let select = |ms: &[Matcher], start: i64, end: i64| match map {
+        Some(map) => src.select_mapped(ms, start, end, map),
+        None => src.select(ms, start, end),
+    };
     // Windows are left-open: a sample at exactly `lo` is never used.
     let start = lo.saturating_add(1).max(MIN_TIMESTAMP_MS);
     let end = hi.min(MAX_TIMESTAMP_MS);
@@ -549,14 +632,14 @@ fn select_series(src: &dyn Source, vs: &VectorSelector, lo: i64, hi: i64) -> Res
     let groups = matcher_groups(vs)?;
     if groups.len() == 1 {
         let ms = groups.first().map(Vec::as_slice).unwrap_or(&[]);
-        let mut out = src.select(ms, start, end)?;
+        let mut out = select(ms, start, end)?;
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         return Ok(out);
     }
     let mut seen: HashMap<Labels, ()> = HashMap::new();
     let mut out = Vec::new();
     for g in &groups {
-        for s in src.select(g, start, end)? {
+        for s in select(g, start, end)? {
             if seen.insert(s.labels.clone(), ()).is_none() {
                 out.push(s);
             }

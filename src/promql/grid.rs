@@ -13,11 +13,11 @@
 
 use promql_parser::parser::{Expr, MatrixSelector, VectorSelector};
 
-use super::error::Result;
-use super::eval::{offset_ms, seek, Query, StepValues};
-use super::functions::rollup::{self, Rollup};
+use super::error::{EvalError, Result};
+use super::eval::{dur_ms, offset_ms, seek, Query, StepValues};
+use super::functions::rollup::{self, Rollup, StepWindow};
 use super::value::Elem;
-use crate::sample::{is_stale_marker, Sample};
+use crate::sample::{is_stale_marker, Sample, SeriesSamples};
 
 /// An expression with at most one value per series per step, computed from that series'
 /// samples alone.
@@ -56,19 +56,42 @@ impl<'e> PerSeries<'e> {
         }
     }
 
+    /// This expression's per-step computation, resolved against `q`.
+    pub(crate) fn stepper(&self, q: &Query) -> Stepper {
+        match self {
+            Self::Latest(vs) => {
+                Stepper::Latest { pinned: q.at_ms(&vs.at), offset: offset_ms(&vs.offset), lookback: q.lookback_ms() }
+            }
+            Self::Rollup(f, ms) => Stepper::Rollup(
+                *f,
+                StepWindow { pinned: q.at_ms(&ms.vs.at), offset: offset_ms(&ms.vs.offset), range: dur_ms(ms.range) },
+            ),
+        }
+    }
+
     /// Calls `emit(i, value)`, in step order, for every outer step `i` of `grid` (`(first,
     /// step, count)`, see [`Query::part_grid`]) at which this expression has a value for the
-    /// series with `samples`.
+    /// series with `samples`, one of the series loaded for [`PerSeries::selector`]. When the
+    /// preload already reduced that selector's series to their values at every step of the
+    /// query ([`Query::is_stepped`]), the values are read back; otherwise they are computed.
     pub(crate) fn each_step(
         &self,
         q: &Query,
         samples: &[Sample],
         grid: (i64, i64, usize),
-        emit: impl FnMut(usize, f64),
+        mut emit: impl FnMut(usize, f64),
     ) {
-        match self {
-            Self::Latest(vs) => latest_each_step(q, vs, samples, grid, emit),
-            Self::Rollup(f, ms) => rollup::each_step(q, *f, ms, samples, grid, emit),
+        if !q.is_stepped(self.selector()) {
+            return self.stepper(q).each_step(samples, grid, emit);
+        }
+        let (first, step, steps) = grid;
+        let from = samples.partition_point(|p| p.timestamp_ms < first);
+        for p in samples.get(from..).unwrap_or_default() {
+            let i = usize::try_from((p.timestamp_ms - first) / step).unwrap_or(usize::MAX);
+            if i >= steps {
+                break;
+            }
+            emit(i, p.value);
         }
     }
 
@@ -81,23 +104,57 @@ impl<'e> PerSeries<'e> {
     }
 }
 
+/// A [`PerSeries`] resolved against one query: plain data, so that it can run where the
+/// samples are read (see [`Source::select_mapped`](super::source::Source::select_mapped)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Stepper {
+    /// See [`PerSeries::Latest`]: the `@` time, the offset and the lookback, in ms.
+    Latest { pinned: Option<i64>, offset: i64, lookback: i64 },
+    /// See [`PerSeries::Rollup`].
+    Rollup(Rollup, StepWindow),
+}
+
+impl Stepper {
+    /// Calls `emit(i, value)`, in step order, for every step `i` of `grid` at which the
+    /// expression has a value for a series with `samples`.
+    pub(crate) fn each_step(&self, samples: &[Sample], grid: (i64, i64, usize), emit: impl FnMut(usize, f64)) {
+        match *self {
+            Self::Latest { pinned, offset, lookback } => {
+                latest_each_step(pinned, offset, lookback, samples, grid, emit)
+            }
+            Self::Rollup(f, window) => rollup::each_step(f, window, samples, grid, emit),
+        }
+    }
+
+    /// Replaces `series`' samples by the expression's values at every step of `grid`, each
+    /// stamped with its step's time. `drop_stale` first removes staleness markers, as the
+    /// preload does for range selectors.
+    pub(crate) fn reduce(&self, series: &mut SeriesSamples, grid: (i64, i64, usize), drop_stale: bool) {
+        if drop_stale && series.samples.iter().any(|p| is_stale_marker(p.value)) {
+            series.samples.retain(|p| !is_stale_marker(p.value));
+        }
+        let mut points = Vec::new();
+        self.each_step(&series.samples, grid, |i, v| points.push(Sample::new(grid.0 + i as i64 * grid.1, v)));
+        series.samples = points;
+    }
+}
+
 /// [`PerSeries::Latest`] at every step: what `Query::select_instant` finds at each step, with
 /// a cursor carried from step to step instead of a binary search per step.
 fn latest_each_step(
-    q: &Query,
-    vs: &VectorSelector,
+    pinned: Option<i64>,
+    offset: i64,
+    lookback: i64,
     samples: &[Sample],
     (first, step, steps): (i64, i64, usize),
     mut emit: impl FnMut(usize, f64),
 ) {
-    let pinned = q.at_ms(&vs.at);
-    let off = offset_ms(&vs.offset);
     let mut idx = 0;
     for i in 0..steps {
-        let te = pinned.unwrap_or(first + i as i64 * step) - off;
+        let te = pinned.unwrap_or(first + i as i64 * step) - offset;
         idx = seek(samples, idx, te);
         let Some(last) = idx.checked_sub(1).and_then(|j| samples.get(j)) else { continue };
-        if last.timestamp_ms <= te - q.lookback_ms() || is_stale_marker(last.value) {
+        if last.timestamp_ms <= te - lookback || is_stale_marker(last.value) {
             continue;
         }
         emit(i, last.value);
@@ -122,5 +179,10 @@ pub(crate) fn step_vector(q: &Query, e: PerSeries, t: i64) -> Result<Option<Vec<
         }
         Ok(out.into_iter().map(Some).collect())
     };
-    q.rollup_cache(e.node(), fill, |values| values.get_mut(k).and_then(Option::take))
+    let value = q.rollup_cache(e.node(), fill, |values| values.get_mut(k).and_then(Option::take))?;
+    if value.is_none() && q.is_stepped(e.selector()) {
+        // The per-step path cannot run on step values: it must never be reached.
+        return Err(EvalError::exec("internal error: a step of a reduced selector was evaluated twice"));
+    }
+    Ok(value)
 }

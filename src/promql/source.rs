@@ -26,7 +26,30 @@ pub trait Source: Send + Sync {
     /// # Errors
     /// [`SourceError`] when storage fails or a limit is exceeded.
     fn select(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>, SourceError>;
+
+    /// As [`Source::select`], with `map` applied to every series as soon as it is read, on
+    /// whichever thread read it, and before it is collected: a reduction (e.g. to one value per
+    /// query step) then runs while the samples are in the CPU caches, and only what it keeps
+    /// is held. Sample limits apply to the samples read, before `map`.
+    ///
+    /// # Errors
+    /// As [`Source::select`].
+    fn select_mapped(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        map: SeriesMap<'_>,
+    ) -> Result<Vec<SeriesSamples>, SourceError> {
+        let mut series = self.select(matchers, start_ms, end_ms)?;
+        series.iter_mut().for_each(map);
+        Ok(series)
+    }
 }
+
+/// A transformation applied to each selected series where it is read (see
+/// [`Source::select_mapped`]).
+pub type SeriesMap<'a> = &'a (dyn Fn(&mut SeriesSamples) + Sync);
 
 /// A fixed in-memory [`Source`]: answers every selection by filtering a list of series held in
 /// memory. Used by tests and the fuzz harness, which need an engine without storage.

@@ -19,7 +19,7 @@ use super::window::Windows;
 use super::write::{Command, HeadLimits, Prepared, WalPosition, WriteOutcome, Writer};
 use crate::labels::Labels;
 use crate::matcher::Matcher;
-use crate::promql::source::{Source, SourceError};
+use crate::promql::source::{SeriesMap, Source, SourceError};
 use crate::sample::{Sample, SeriesSamples, WriteBatch};
 
 /// What a successful write promises beyond surviving `kill -9` of the server (every mode hands
@@ -352,7 +352,23 @@ impl Storage {
         end_ms: i64,
         max_samples: usize,
     ) -> Result<Vec<SeriesSamples>> {
-        select::select(&self.inner.shared, matchers, start_ms, end_ms, max_samples)
+        select::select(&self.inner.shared, matchers, start_ms, end_ms, max_samples, None)
+    }
+
+    /// As [`Storage::select`], with `map` applied to each series on the thread that read it
+    /// (see [`Source::select_mapped`]).
+    ///
+    /// # Errors
+    /// As [`Storage::select`].
+    pub fn select_mapped(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        max_samples: usize,
+        map: SeriesMap<'_>,
+    ) -> Result<Vec<SeriesSamples>> {
+        select::select(&self.inner.shared, matchers, start_ms, end_ms, max_samples, Some(map))
     }
 
     /// Streams matching series one at a time, in bucket order; stop by returning false.
@@ -562,10 +578,25 @@ impl Source for Storage {
         start_ms: i64,
         end_ms: i64,
     ) -> std::result::Result<Vec<SeriesSamples>, SourceError> {
-        Storage::select(self, matchers, start_ms, end_ms, usize::MAX).map_err(|e| match e {
-            StorageError::TooManySamples { limit } => SourceError::TooManySamples { limit },
-            other => SourceError::Storage(other.to_string()),
-        })
+        Storage::select(self, matchers, start_ms, end_ms, usize::MAX).map_err(source_error)
+    }
+
+    fn select_mapped(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        map: SeriesMap<'_>,
+    ) -> std::result::Result<Vec<SeriesSamples>, SourceError> {
+        Storage::select_mapped(self, matchers, start_ms, end_ms, usize::MAX, map).map_err(source_error)
+    }
+}
+
+/// A storage failure as the evaluator sees it.
+pub fn source_error(e: StorageError) -> SourceError {
+    match e {
+        StorageError::TooManySamples { limit } => SourceError::TooManySamples { limit },
+        other => SourceError::Storage(other.to_string()),
     }
 }
 

@@ -23,7 +23,8 @@ mod window;
 mod write;
 
 pub use db::{
-    now_ms, EngineStats, FsyncMode, Storage, StorageConfig, StorageStats, WindowState, WindowStats, WindowStatus,
+    now_ms, source_error, EngineStats, FsyncMode, Storage, StorageConfig, StorageStats, WindowState, WindowStats,
+    WindowStatus,
 };
 pub use delete::DeleteOutcome;
 pub use error::{Result, StorageError};

@@ -15,6 +15,7 @@ use super::shared::Shared;
 use super::window::Window;
 use crate::labels::Labels;
 use crate::matcher::Matcher;
+use crate::promql::source::SeriesMap;
 use crate::sample::{Sample, SeriesSamples};
 
 /// The keyspaces of a window: the chunks first, then the hot rows.
@@ -141,6 +142,7 @@ fn scan_bucket(
     start_ms: i64,
     end_ms: i64,
     budget: &Budget,
+    map: Option<SeriesMap<'_>>,
 ) -> Result<Vec<SeriesSamples>> {
     let mut out = Vec::with_capacity(ids.len());
     // Series of one selection tend to have similar sample counts: size each buffer like the last.
@@ -153,13 +155,19 @@ fn scan_bucket(
             continue;
         }
         budget.take(samples.len())?;
-        out.push(SeriesSamples { labels: series::labels_of(&sh.series, id)?, samples });
+        let mut series = SeriesSamples { labels: series::labels_of(&sh.series, id)?, samples };
+        if let Some(map) = map {
+            map(&mut series);
+        }
+        out.push(series);
     }
     Ok(out)
 }
 
 /// Every series matching `matchers` with samples in `[start, end]`, samples ascending. Buckets
-/// are scanned in parallel (one thread per core at most) and the results merged.
+/// are scanned in parallel (one thread per core at most) and the results merged; `map`, when
+/// given, is applied to each series on the thread that read it (after the sample budget took
+/// its samples).
 ///
 /// # Errors
 /// Engine errors, corrupt rows, or [`StorageError::TooManySamples`] past `max_samples`.
@@ -169,6 +177,7 @@ pub fn select(
     start_ms: i64,
     end_ms: i64,
     max_samples: usize,
+    map: Option<SeriesMap<'_>>,
 ) -> Result<Vec<SeriesSamples>> {
     let (windows, ids) = matching_ids(sh, matchers, start_ms, end_ms)?;
     let groups = by_bucket(sh, &ids);
@@ -177,7 +186,7 @@ pub fn select(
     if workers <= 1 {
         let mut out = Vec::new();
         for g in &groups {
-            out.extend(scan_bucket(sh, &windows, g, start_ms, end_ms, &budget)?);
+            out.extend(scan_bucket(sh, &windows, g, start_ms, end_ms, &budget, map)?);
         }
         return Ok(out);
     }
@@ -188,7 +197,7 @@ pub fn select(
                 scope.spawn(|| {
                     let mut out = Vec::new();
                     while let Some(g) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        out.extend(scan_bucket(sh, &windows, g, start_ms, end_ms, &budget)?);
+                        out.extend(scan_bucket(sh, &windows, g, start_ms, end_ms, &budget, map)?);
                     }
                     Ok(out)
                 })

@@ -17,10 +17,10 @@ use crate::http::params::{parse_duration_ms, Params};
 use crate::http::router::AppState;
 use crate::labels::Labels;
 use crate::matcher::Matcher;
-use crate::promql::source::{Source, SourceError};
+use crate::promql::source::{SeriesMap, Source, SourceError};
 use crate::promql::{Annotations, QueryResult, Severity, Value};
 use crate::sample::SeriesSamples;
-use crate::storage::{Storage, StorageError};
+use crate::storage::{source_error, Storage};
 
 /// Storage as the evaluator sees it: every selection is capped at the query sample limit, so a
 /// huge selection fails before it is loaded rather than after.
@@ -31,10 +31,17 @@ struct LimitedSource {
 
 impl Source for LimitedSource {
     fn select(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>, SourceError> {
-        self.storage.select(matchers, start_ms, end_ms, self.max_samples).map_err(|e| match e {
-            StorageError::TooManySamples { limit } => SourceError::TooManySamples { limit },
-            other => SourceError::Storage(other.to_string()),
-        })
+        self.storage.select(matchers, start_ms, end_ms, self.max_samples).map_err(source_error)
+    }
+
+    fn select_mapped(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        map: SeriesMap<'_>,
+    ) -> Result<Vec<SeriesSamples>, SourceError> {
+        self.storage.select_mapped(matchers, start_ms, end_ms, self.max_samples, map).map_err(source_error)
     }
 }
 

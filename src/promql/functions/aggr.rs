@@ -238,6 +238,12 @@ impl Running {
     }
 }
 
+/// Whether aggregation `a` folds its input as [`over_series`] does, when the input has the shape.
+pub(crate) fn streams_input(a: &AggregateExpr) -> bool {
+    let name = a.op.to_string();
+    a.param.is_none() && Aggr::from_name(&name).is_some_and(|op| Running::start(op, 0.0).is_some())
+}
+
 /// `op by/without (...) (e)` at outer step `t` of a range query, for an expression `e` with one
 /// value per series per step ([`PerSeries`]: a selector, or a parameterless rollup such as
 /// `rate(x[5m])`) and an operator [`Running`] covers: computed for all of the query part's steps

@@ -142,30 +142,41 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
     Ok(StepValue::Vector(out))
 }
 
-/// Calls `emit(i, value)` for every outer step `i` of `grid` (`(first, step, count)`, see
-/// [`Query::part_grid`]) at which rollup `f`, without parameters, over one series' `samples`
-/// selected by `ms` has a value; in step order.
+/// Calls `emit(i, value)` for every step `i` of `grid` (`(first, step, count)`) at which
+/// rollup `f`, without parameters, over one series' `samples` has a value; in step order. The
+/// window of step `i` ends at `pinned` (an `@` time), or else at the step's time, minus `offset`,
+/// and spans `range` ms: what [`Query::range_bounds`] gives.
 pub(crate) fn each_step(
-    q: &Query,
     f: Rollup,
-    ms: &MatrixSelector,
+    window: StepWindow,
     samples: &[Sample],
     grid: (i64, i64, usize),
     emit: impl FnMut(usize, f64),
 ) {
     // The common rollups get a loop of their own, with the computation inlined.
     match f {
-        Rollup::Rate => windows(q, ms, samples, grid, true, emit, |w, ctx| extrapolated_rate(w, ctx, true, true)),
-        Rollup::Increase => windows(q, ms, samples, grid, true, emit, |w, ctx| extrapolated_rate(w, ctx, true, false)),
-        _ => windows(q, ms, samples, grid, false, emit, |w, ctx| compute(f, w, ctx)),
+        Rollup::Rate => windows(window, samples, grid, true, emit, |w, ctx| extrapolated_rate(w, ctx, true, true)),
+        Rollup::Increase => windows(window, samples, grid, true, emit, |w, ctx| extrapolated_rate(w, ctx, true, false)),
+        _ => windows(window, samples, grid, false, emit, |w, ctx| compute(f, w, ctx)),
     }
+}
+
+/// Where a range selector's window lies at each step: plain numbers resolved against the
+/// query, so the steps can be computed away from it (on storage threads).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StepWindow {
+    /// The `@` time, if any.
+    pub pinned: Option<i64>,
+    /// The `offset`, in ms.
+    pub offset: i64,
+    /// The range, in ms.
+    pub range: i64,
 }
 
 /// The loop of [`each_step`]: `value` of every non-empty window; `counter` asks for
 /// [`Ctx::monotonic`] to be worked out.
 fn windows(
-    q: &Query,
-    ms: &MatrixSelector,
+    window: StepWindow,
     samples: &[Sample],
     (first, step, steps): (i64, i64, usize),
     counter: bool,
@@ -177,18 +188,14 @@ fn windows(
     // test: a window's first sample counts even when only its predecessor, outside the window,
     // was larger). Samples are scanned as windows reach them, while they are in cache.
     let (mut scanned, mut last_fall, mut prev) = (0usize, None::<usize>, f64::NEG_INFINITY);
-    // The window moves with the step unless `@` pins it: `range_bounds` of step i, without
-    // recomputing the modifiers at every step.
-    let (start0, end0) = q.range_bounds(ms, first);
-    let moves = q.at_ms(&ms.vs.at).is_none();
     let (mut a, mut b) = (0, 0);
     for i in 0..steps {
         let t = first + i as i64 * step;
-        let shift = if moves { i as i64 * step } else { 0 };
-        let (start, end) = (start0 + shift, end0 + shift);
+        let end = window.pinned.unwrap_or(t) - window.offset;
+        let start = end - window.range;
         a = seek(samples, a, start);
         b = seek(samples, b.max(a), end);
-        let Some(window) = samples.get(a..b).filter(|w| !w.is_empty()) else { continue };
+        let Some(w) = samples.get(a..b).filter(|w| !w.is_empty()) else { continue };
         let monotonic = counter && {
             for (j, p) in samples.iter().enumerate().take(b).skip(scanned) {
                 if p.value < prev || p.value < 0.0 {
@@ -200,7 +207,7 @@ fn windows(
             last_fall.is_none_or(|j| j < a)
         };
         let ctx = Ctx { start, end, t, params: Vec::new(), monotonic };
-        if let Some(v) = value(window, &ctx) {
+        if let Some(v) = value(w, &ctx) {
             emit(i, v);
         }
     }
