@@ -21,7 +21,8 @@ use super::shared::Shared;
 use super::snapshot::Pinned;
 use super::wal;
 use super::window;
-use crate::sample::{Sample, WriteBatch};
+use crate::labels::Labels;
+use crate::sample::{PackedBatch, Sample};
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
 const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
@@ -50,10 +51,10 @@ pub struct WriteOutcome {
 }
 
 /// A batch with what can be computed before the writer thread sees it: the identity of every
-/// series' label set (see [`series::identity`]), in the order of `batch.series`.
+/// series' label set (see [`series::identity`]), in the order of `batch.series()`.
 pub struct Prepared {
     /// The batch.
-    pub batch: WriteBatch,
+    pub batch: PackedBatch,
     /// One key per series of the batch.
     pub keys: Vec<SeriesKey>,
 }
@@ -66,8 +67,8 @@ pub struct SeriesKey {
 
 impl Prepared {
     /// Hashes every series of `batch`.
-    pub fn new(batch: WriteBatch) -> Self {
-        let keys = batch.series.iter().map(|s| SeriesKey { identity: series::identity(&s.labels) }).collect();
+    pub fn new(batch: PackedBatch) -> Self {
+        let keys = batch.series().map(|s| SeriesKey { identity: series::identity(s.labels) }).collect();
         Self { batch, keys }
     }
 }
@@ -336,9 +337,13 @@ impl Writer {
         self.wal.next += 1;
         // Only now, with the rows applied, may a seal see the windows' counters move.
         sh.windows.committed(pending.windows.iter().copied());
-        let series = group.iter().flat_map(|(b, _)| b.batch.series.iter());
-        sh.head
-            .append(pending.resolved.iter().zip(series).map(|(&(bucket, id), s)| (bucket, id, s.samples.as_slice())));
+        let series = group.iter().flat_map(|(b, _)| b.batch.series());
+        let mut entries: Vec<(u16, SeriesId, &[Sample])> =
+            pending.resolved.iter().zip(series).map(|(&(bucket, id), s)| (bucket, id, s.samples)).collect();
+        // Grouped by bucket, so each head shard is locked once per group. The sort is stable:
+        // writes of one series keep their order (the later one wins).
+        entries.sort_by_key(|&(bucket, _, _)| bucket);
+        sh.head.append(entries);
         if self.head_since.is_none() && !sh.head.is_empty() {
             self.head_since = Some(Instant::now());
         }
@@ -363,12 +368,12 @@ impl Writer {
         wal::begin(&mut log);
         for Prepared { batch, keys } in batches {
             let created_before = pending.created;
-            for (s, key) in batch.series.iter().zip(keys) {
-                let (id, bucket) = self.resolve(fb, pending, &s.labels, key)?;
+            for (s, key) in batch.series().zip(keys) {
+                let (id, bucket) = self.resolve(fb, pending, s.labels, key)?;
                 pending.resolved.push((bucket, id));
-                wal::push(&mut log, id, &s.samples);
+                wal::push(&mut log, id, s.samples);
                 let mut window: Option<i64> = None;
-                for sample in &s.samples {
+                for sample in s.samples {
                     let start = sh.windows.start_of(sample.timestamp_ms);
                     if window == Some(start) {
                         continue;
@@ -549,12 +554,13 @@ impl Writer {
         Ok(new_keys.len())
     }
 
-    /// Finds or allocates the id (and bucket) of a label set; a new series' rows join the batch.
+    /// Finds or allocates the id (and bucket) of a label set, given as its canonical encoding;
+    /// a new series' rows join the batch.
     fn resolve(
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
-        labels: &crate::labels::Labels,
+        canonical: &[u8],
         key: &SeriesKey,
     ) -> Result<(SeriesId, u16)> {
         let identity = key.identity;
@@ -562,16 +568,18 @@ impl Writer {
             return Ok(found);
         }
         let sh = &self.shared;
-        let canonical = labels.to_bytes();
-        let hash = keys::labels_hash(&canonical);
-        let id = match series::lookup(&sh.series_by_labels, &hash, &canonical)? {
+        let hash = keys::labels_hash(canonical);
+        let id = match series::lookup(&sh.series_by_labels, &hash, canonical)? {
             Some(id) => id,
             None => {
+                // The batch's contract makes this a valid encoding; checked anyway, as bytes
+                // that do not decode must never become a series.
+                let labels = Labels::decode(canonical).map_err(|_| StorageError::Corrupt { what: "batch label set" })?;
                 let id = self.next_id;
                 self.next_id += 1;
-                fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.clone());
-                fb.insert(&sh.series_by_labels, keys::series_by_labels_key(&hash, id).to_vec(), canonical);
-                postings::insert_series(fb, &sh.postings, id, labels);
+                fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.to_vec());
+                fb.insert(&sh.series_by_labels, keys::series_by_labels_key(&hash, id).to_vec(), canonical.to_vec());
+                postings::insert_series(fb, &sh.postings, id, &labels);
                 pending.created += 1;
                 id
             }
