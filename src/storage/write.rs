@@ -5,13 +5,14 @@
 //! writes into it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::delete::{self, DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
-use super::head::IdMap;
+use super::head::{IdHasher, IdMap};
 use super::keys;
 use super::manifest::NEXT_SERIES_ID;
 use super::postings;
@@ -116,19 +117,22 @@ pub enum SealSwap {
     WindowGone,
 }
 
+/// A set of series ids (hashed with one multiplication: ids are dense integers).
+type IdSet = HashSet<SeriesId, BuildHasherDefault<IdHasher>>;
+
 /// Which series are known to have a window-index row, for the few most recent windows.
 struct Presence {
-    windows: VecDeque<(i64, HashSet<SeriesId>)>,
+    windows: VecDeque<(i64, IdSet)>,
 }
 
 impl Presence {
     /// Loads (by a prefix scan of the window index) or returns the set of a window.
-    fn set(&mut self, start_ms: i64, points: &fjall::Keyspace) -> Result<&mut HashSet<SeriesId>> {
+    fn set(&mut self, start_ms: i64, points: &fjall::Keyspace) -> Result<&mut IdSet> {
         if let Some(pos) = self.windows.iter().position(|(s, _)| *s == start_ms) {
             let entry = self.windows.remove(pos).ok_or(StorageError::ShuttingDown)?;
             self.windows.push_front(entry);
         } else {
-            let mut ids = HashSet::new();
+            let mut ids = IdSet::default();
             for guard in points.prefix(keys::WINDOW_INDEX_PREFIX) {
                 let key = guard.key()?;
                 ids.insert(
@@ -182,7 +186,12 @@ struct Pending {
     ids: HashMap<[u8; 16], (SeriesId, u16)>,
     created: usize,
     marks: Vec<(i64, SeriesId)>,
-    per_bucket: HashMap<u16, u64>,
+    /// Samples per bucket, indexed by bucket.
+    per_bucket: Vec<u64>,
+    /// The window last written to and its hot keyspace: consecutive series of a group nearly
+    /// always share it, so the window map is not consulted per series. Valid for one group or
+    /// one flush (only the writer thread replaces hot keyspaces, and not in between).
+    hot: Option<(i64, fjall::Keyspace)>,
     /// Windows whose hot keyspace the group writes index rows to.
     windows: HashSet<i64>,
     /// `(bucket, id)` of every series of the group, in order.
@@ -381,12 +390,19 @@ impl Writer {
                     window = Some(start);
                     self.mark_present(fb, pending, start, id)?;
                 }
-                *pending.per_bucket.entry(bucket).or_default() += s.samples.len() as u64;
+                let b = usize::from(bucket);
+                if pending.per_bucket.len() <= b {
+                    pending.per_bucket.resize(b + 1, 0);
+                }
+                if let Some(n) = pending.per_bucket.get_mut(b) {
+                    *n += s.samples.len() as u64;
+                }
             }
             outcomes
                 .push(WriteOutcome { samples: batch.sample_count(), series_created: pending.created - created_before });
         }
-        fb.insert(&sh.wal, wal::key(self.wal.next), log.clone());
+        // Copied once, into the batch's own value (a clone first would copy it twice).
+        fb.insert(&sh.wal, wal::key(self.wal.next), log.as_slice());
         self.log_buf = log;
         if self.next_id != sh.next_id_committed() {
             fb.insert(&sh.meta, NEXT_SERIES_ID, self.next_id.to_be_bytes());
@@ -395,22 +411,28 @@ impl Writer {
     }
 
     /// Adds the window-index row of series `id` in window `start` to `fb` unless it is known to
-    /// exist; creates the window's hot keyspace if needed and returns it.
+    /// exist; creates the window's hot keyspace if needed and leaves it in `pending.hot`.
     fn mark_present(
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
         start: i64,
         id: SeriesId,
-    ) -> Result<fjall::Keyspace> {
-        let sh = Arc::clone(&self.shared);
-        let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
-        if self.presence.set(start, &ks)?.insert(id) {
-            fb.insert(&ks, keys::window_index_key(id), Vec::new());
+    ) -> Result<()> {
+        let ks = match &pending.hot {
+            Some((s, ks)) if *s == start => ks,
+            _ => {
+                let sh = &self.shared;
+                let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
+                &pending.hot.insert((start, ks)).1
+            }
+        };
+        if self.presence.set(start, ks)?.insert(id) {
+            fb.insert(ks, keys::window_index_key(id), Vec::new());
             pending.marks.push((start, id));
             pending.windows.insert(start);
         }
-        Ok(ks)
+        Ok(())
     }
 
     /// Writes everything in the head into runs of the window keyspaces and removes the log
@@ -461,7 +483,8 @@ impl Writer {
                     let cut = rest.partition_point(|s| s.timestamp_ms < end);
                     let (piece, tail) = rest.split_at(cut);
                     rest = tail;
-                    let ks = self.mark_present(&mut fb, pending, start, id)?;
+                    self.mark_present(&mut fb, pending, start, id)?;
+                    let ks = pending.hot.as_ref().map(|(_, ks)| ks.clone()).ok_or(StorageError::ShuttingDown)?;
                     pending.windows.insert(start);
                     runs += self.write_run(&mut fb, (start, &ks), bucket, id, piece, &mut buf)?;
                     samples += piece.len();
