@@ -103,7 +103,11 @@ pub struct PackedSeries<'a> {
 impl PackedBatch {
     /// An empty batch with room for about `series` series of `samples` samples in total.
     pub fn with_capacity(series: usize, samples: usize) -> Self {
-        Self { labels: Vec::with_capacity(series * 64), samples: Vec::with_capacity(samples), ends: Vec::with_capacity(series) }
+        Self {
+            labels: Vec::with_capacity(series * 64),
+            samples: Vec::with_capacity(samples),
+            ends: Vec::with_capacity(series),
+        }
     }
 
     /// Appends a series (skipped when `samples` is empty). `labels` must carry `__name__`;
@@ -200,7 +204,10 @@ impl PartialEq for PackedBatch {
     /// are equal: NaN payloads (staleness markers) compare, and a NaN equals itself.
     fn eq(&self, other: &Self) -> bool {
         let bits = |b: &Self| b.samples().iter().map(|s| (s.timestamp_ms, s.value.to_bits())).collect::<Vec<_>>();
-        self.ends == other.ends && self.labels.get(..self.ends.last().map_or(0, |e| e.0)) == other.labels.get(..other.ends.last().map_or(0, |e| e.0)) && bits(self) == bits(other)
+        self.ends == other.ends
+            && self.labels.get(..self.ends.last().map_or(0, |e| e.0))
+                == other.labels.get(..other.ends.last().map_or(0, |e| e.0))
+            && bits(self) == bits(other)
     }
 }
 

@@ -450,14 +450,22 @@ proptest! {
 fn scanner_leaves_metadata_exemplars_and_histograms_to_prost() {
     let limits = DecodeLimits::default();
     let mut with_exemplar = series(&[("__name__", "up")], &[(T, 1.0)]);
-    with_exemplar.exemplars = vec![proto::Exemplar { labels: vec![label("trace_id", "abc")], value: 1.0, timestamp: T }];
+    with_exemplar.exemplars =
+        vec![proto::Exemplar { labels: vec![label("trace_id", "abc")], value: 1.0, timestamp: T }];
     let mut with_histogram = series(&[("__name__", "up")], &[(T, 1.0)]);
     with_histogram.histograms = vec![histogram()];
-    let metadata = proto::MetricMetadata { r#type: 1, metric_family_name: "up".into(), help: "h".into(), unit: String::new() };
+    let metadata =
+        proto::MetricMetadata { r#type: 1, metric_family_name: "up".into(), help: "h".into(), unit: String::new() };
     for (req, exemplars) in [
         (proto::WriteRequest { timeseries: vec![with_exemplar], metadata: vec![] }, 1),
         (proto::WriteRequest { timeseries: vec![with_histogram], metadata: vec![] }, 0),
-        (proto::WriteRequest { timeseries: vec![series(&[("__name__", "up")], &[(T, 1.0)])], metadata: vec![metadata] }, 0),
+        (
+            proto::WriteRequest {
+                timeseries: vec![series(&[("__name__", "up")], &[(T, 1.0)])],
+                metadata: vec![metadata],
+            },
+            0,
+        ),
     ] {
         let raw = req.encode_to_vec();
         assert!(super::scan::scan_v1(&raw, &limits).is_none());

@@ -597,7 +597,8 @@ impl Writer {
             None => {
                 // The batch's contract makes this a valid encoding; checked anyway, as bytes
                 // that do not decode must never become a series.
-                let labels = Labels::decode(canonical).map_err(|_| StorageError::Corrupt { what: "batch label set" })?;
+                let labels =
+                    Labels::decode(canonical).map_err(|_| StorageError::Corrupt { what: "batch label set" })?;
                 let id = self.next_id;
                 self.next_id += 1;
                 fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.to_vec());
