@@ -110,8 +110,8 @@ impl PackedBatch {
         }
     }
 
-    /// Appends a series (skipped when `samples` is empty). `labels` must carry `__name__`;
-    /// timestamps must pass [`check_timestamp`].
+    /// Appends a series (skipped when `samples` is empty), dropping any series being built.
+    /// `labels` must carry `__name__`; timestamps must pass [`check_timestamp`].
     pub fn push(&mut self, labels: &Labels, samples: &[Sample]) {
         self.abandon_series();
         if samples.is_empty() {
