@@ -1,6 +1,6 @@
 //! Samples and the write batch every ingest protocol decodes into.
 
-use crate::labels::Labels;
+use crate::labels::{LabelError, Labels};
 
 /// Smallest accepted timestamp: 1970-01-01T00:00:00Z.
 pub const MIN_TIMESTAMP_MS: i64 = 0;
@@ -71,5 +71,152 @@ impl WriteBatch {
     /// Total number of samples in the batch.
     pub fn sample_count(&self) -> usize {
         self.series.iter().map(|s| s.samples.len()).sum()
+    }
+}
+
+/// A write batch packed into three flat vectors, so that a decoder fills it without an allocation
+/// per label or per series: the canonical label-set encodings ([`Labels::encode`]) back to back,
+/// the samples back to back, and where each series ends in both.
+///
+/// Invariants (upheld by the builder methods): every series' label bytes are a canonical encoding
+/// of a validated label set with a `__name__` (so [`Labels::decode`] accepts them), every series
+/// has at least one sample, and every timestamp passes [`check_timestamp`]. Samples of a series
+/// may come in any order, as in [`WriteBatch`].
+#[derive(Clone, Debug, Default)]
+pub struct PackedBatch {
+    labels: Vec<u8>,
+    samples: Vec<Sample>,
+    /// Per finished series: the end of its label bytes and of its samples. Anything after the
+    /// last ends is the series being built.
+    ends: Vec<(usize, usize)>,
+}
+
+/// One series of a [`PackedBatch`].
+#[derive(Clone, Copy, Debug)]
+pub struct PackedSeries<'a> {
+    /// The canonical encoding of the label set.
+    pub labels: &'a [u8],
+    /// The points.
+    pub samples: &'a [Sample],
+}
+
+impl PackedBatch {
+    /// An empty batch with room for about `series` series of `samples` samples in total.
+    pub fn with_capacity(series: usize, samples: usize) -> Self {
+        Self {
+            labels: Vec::with_capacity(series * 64),
+            samples: Vec::with_capacity(samples),
+            ends: Vec::with_capacity(series),
+        }
+    }
+
+    /// Appends a series (skipped when `samples` is empty), dropping any series being built.
+    /// `labels` must carry `__name__`; timestamps must pass [`check_timestamp`].
+    pub fn push(&mut self, labels: &Labels, samples: &[Sample]) {
+        self.abandon_series();
+        if samples.is_empty() {
+            return;
+        }
+        labels.encode(&mut self.labels);
+        self.samples.extend_from_slice(samples);
+        self.finish_series();
+    }
+
+    /// Adds one label to the series being built. Labels must come in ascending name order, with
+    /// a valid name and a non-empty value free of 0x00 (see [`crate::labels`]).
+    pub fn push_label(&mut self, name: &str, value: &str) {
+        self.labels.extend_from_slice(name.as_bytes());
+        self.labels.push(0);
+        self.labels.extend_from_slice(value.as_bytes());
+        self.labels.push(0);
+    }
+
+    /// Adds one sample to the series being built; its timestamp must pass [`check_timestamp`].
+    pub fn push_sample(&mut self, sample: Sample) {
+        self.samples.push(sample);
+    }
+
+    /// Samples added to the series being built so far.
+    pub fn open_samples(&self) -> usize {
+        self.samples.len() - self.ends.last().map_or(0, |&(_, s)| s)
+    }
+
+    /// Ends the series being built (it must have labels and at least one sample).
+    pub fn finish_series(&mut self) {
+        self.ends.push((self.labels.len(), self.samples.len()));
+    }
+
+    /// Drops whatever was added to the series being built.
+    pub fn abandon_series(&mut self) {
+        let (labels, samples) = self.ends.last().copied().unwrap_or((0, 0));
+        self.labels.truncate(labels);
+        self.samples.truncate(samples);
+    }
+
+    /// Number of series.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True when the batch holds no series.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Total number of samples in the finished series.
+    pub fn sample_count(&self) -> usize {
+        self.ends.last().map_or(0, |&(_, s)| s)
+    }
+
+    /// The samples of every finished series, back to back.
+    pub fn samples(&self) -> &[Sample] {
+        self.samples.get(..self.sample_count()).unwrap_or_default()
+    }
+
+    /// The series in order.
+    pub fn series(&self) -> impl ExactSizeIterator<Item = PackedSeries<'_>> + '_ {
+        (0..self.ends.len()).map(|i| {
+            let (l0, s0) = i.checked_sub(1).and_then(|p| self.ends.get(p)).copied().unwrap_or((0, 0));
+            let (l1, s1) = self.ends.get(i).copied().unwrap_or((l0, s0));
+            PackedSeries {
+                labels: self.labels.get(l0..l1).unwrap_or_default(),
+                samples: self.samples.get(s0..s1).unwrap_or_default(),
+            }
+        })
+    }
+
+    /// The batch as a [`WriteBatch`] (decodes every label set; for tests and diagnostics).
+    ///
+    /// # Errors
+    /// [`LabelError::Corrupt`] if label bytes are not a canonical encoding, which the builder's
+    /// contract rules out.
+    pub fn unpack(&self) -> Result<WriteBatch, LabelError> {
+        let series = self
+            .series()
+            .map(|s| Ok(SeriesSamples { labels: Labels::decode(s.labels)?, samples: s.samples.to_vec() }))
+            .collect::<Result<_, LabelError>>()?;
+        Ok(WriteBatch { series })
+    }
+}
+
+impl PartialEq for PackedBatch {
+    /// Equal when the series, their label bytes and every sample's timestamp and value *bits*
+    /// are equal: NaN payloads (staleness markers) compare, and a NaN equals itself.
+    fn eq(&self, other: &Self) -> bool {
+        let bits = |b: &Self| b.samples().iter().map(|s| (s.timestamp_ms, s.value.to_bits())).collect::<Vec<_>>();
+        self.ends == other.ends
+            && self.labels.get(..self.ends.last().map_or(0, |e| e.0))
+                == other.labels.get(..other.ends.last().map_or(0, |e| e.0))
+            && bits(self) == bits(other)
+    }
+}
+
+impl From<&WriteBatch> for PackedBatch {
+    fn from(batch: &WriteBatch) -> Self {
+        let mut packed = Self::with_capacity(batch.series.len(), batch.sample_count());
+        for s in &batch.series {
+            packed.push(&s.labels, &s.samples);
+        }
+        packed
     }
 }

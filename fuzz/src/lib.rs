@@ -15,7 +15,10 @@ use saltdb::http::import::{decode_lines, SeriesLimits};
 use saltdb::labels::Labels;
 use saltdb::promql::source::MemSource;
 use saltdb::promql::{parse, Engine, EngineOptions};
-use saltdb::remote::decode::{decode_v1, decode_v2, decode_write, decompress, DecodeLimits, Decoded, Protocol};
+use saltdb::remote::decode::{
+    decode_v1, decode_v1_reference, decode_v2, decode_write, decompress, DecodeLimits, Decoded, Protocol,
+};
+use saltdb::remote::scan::scan_v1;
 use saltdb::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
 use saltdb::storage::chunk;
 
@@ -66,11 +69,35 @@ fn remote_write(data: &[u8], protocol: Protocol) {
     if let Ok(decoded) = direct {
         check_decoded(&decoded, &limits);
     }
+    if protocol == Protocol::V1 {
+        scanner_agrees_with_prost(data, &limits);
+        if let Ok(raw) = decompress(data, limits.max_decoded_bytes) {
+            scanner_agrees_with_prost(&raw, &limits);
+        }
+    }
+}
+
+/// The zero-copy 1.0 scanner may decline any body, but a body it accepts must decode with prost
+/// and the label checks to exactly the same batch (sample values compared bit for bit).
+fn scanner_agrees_with_prost(raw: &[u8], limits: &DecodeLimits) {
+    if let Some(batch) = scan_v1(raw, limits) {
+        match decode_v1_reference(raw, limits) {
+            Ok(reference) => assert!(
+                reference.batch == batch && reference.metadata.is_empty() && reference.histograms == 0,
+                "the scanner and prost disagree: {batch:?} vs {:?}",
+                reference.batch
+            ),
+            Err(e) => panic!("the scanner accepted a body prost rejects: {e}"),
+        }
+    }
 }
 
 /// What every accepted request must satisfy before it reaches storage.
 fn check_decoded(d: &Decoded, limits: &DecodeLimits) {
-    check_batch(&d.batch, limits.max_labels, limits.max_label_len);
+    match d.batch.unpack() {
+        Ok(batch) => check_batch(&batch, limits.max_labels, limits.max_label_len),
+        Err(e) => panic!("accepted a batch whose label bytes do not decode: {e}"),
+    }
 }
 
 fn check_batch(batch: &WriteBatch, max_labels: usize, max_len: usize) {

@@ -18,7 +18,8 @@ use super::error::ApiError;
 const UNIT: usize = 1024;
 
 /// How much memory a decoded request holds per decompressed byte: the decompressed buffer
-/// itself plus the decoded batch (labels as owned strings, 16-byte samples).
+/// itself plus the decoded batch (canonical label bytes, or owned strings on the prost path, and
+/// 16-byte samples).
 pub const DECODED_FACTOR: usize = 3;
 
 /// Default `--max-concurrent-writes`.

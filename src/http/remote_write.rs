@@ -174,7 +174,7 @@ fn store(state: &AppState, raw: &[u8], protocol: Protocol) -> Result<Written, Ap
     let samples = decoded.batch.sample_count();
     if samples > 0 {
         let started = std::time::Instant::now();
-        let written = state.storage.write(decoded.batch);
+        let written = state.storage.write_packed(decoded.batch);
         state.metrics.observe_write(mp, started.elapsed().as_secs_f64());
         if let Err(e) = written {
             let reason = if e.is_client_error() { "storage_rejected" } else { "storage_failure" };

@@ -10,7 +10,8 @@
 use crate::labels::{is_valid_label_name, LabelError, Labels, METRIC_NAME};
 use crate::remote::metadata::MetricMetadata;
 use crate::remote::proto::{self, MetricType};
-use crate::sample::{check_timestamp, Sample, SeriesSamples, TimestampOutOfRange, WriteBatch};
+use crate::remote::scan::scan_v1;
+use crate::sample::{check_timestamp, PackedBatch, Sample, TimestampOutOfRange};
 use prost::Message;
 
 /// Which remote-write protocol a body is in.
@@ -45,7 +46,7 @@ impl Default for DecodeLimits {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Decoded {
     /// The float samples, ready for storage.
-    pub batch: WriteBatch,
+    pub batch: PackedBatch,
     /// Metric metadata carried by the request.
     pub metadata: Vec<MetricMetadata>,
     /// Native histogram samples in the request (not stored).
@@ -218,25 +219,39 @@ pub fn decode_write(body: &[u8], protocol: Protocol, limits: &DecodeLimits) -> R
         Protocol::V1 => decode_v1(&raw, limits)?,
         Protocol::V2 => decode_v2(&raw, limits)?,
     };
-    if decoded.batch.series.is_empty() && decoded.metadata.is_empty() && decoded.histograms > 0 {
+    if decoded.batch.is_empty() && decoded.metadata.is_empty() && decoded.histograms > 0 {
         let count = decoded.histograms;
         return Err(Rejection { error: DecodeError::OnlyNativeHistograms { count }, samples: count });
     }
     Ok(decoded)
 }
 
-/// Decodes an uncompressed `prometheus.WriteRequest`.
+/// Decodes an uncompressed `prometheus.WriteRequest`: plain float series through the zero-copy
+/// scanner ([`scan_v1`]), anything else (metadata, exemplars, histograms, any error) through
+/// [`decode_v1_reference`], so results and error messages are those of the reference decoder.
 ///
 /// # Errors
 /// A [`Rejection`] describing the first problem found.
 pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection> {
+    match scan_v1(raw, limits) {
+        Some(batch) => Ok(Decoded { batch, ..Decoded::default() }),
+        None => decode_v1_reference(raw, limits),
+    }
+}
+
+/// Decodes an uncompressed `prometheus.WriteRequest` with prost into owned messages, then checks
+/// them: the reference [`scan_v1`] is tested against, and the decoder of every request the
+/// scanner leaves alone.
+///
+/// # Errors
+/// A [`Rejection`] describing the first problem found.
+pub fn decode_v1_reference(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection> {
     let req = proto::WriteRequest::decode(raw)
         .map_err(|source| DecodeError::Protobuf { message: "prometheus.WriteRequest", source })?;
     let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
     let reject = |error| Rejection { error, samples };
     check_series_count(req.timeseries.len(), limits).map_err(reject)?;
-    let mut out = Decoded::default();
-    out.batch.series.reserve(req.timeseries.len());
+    let mut out = Decoded { batch: PackedBatch::with_capacity(req.timeseries.len(), samples), ..Decoded::default() };
     for (index, ts) in req.timeseries.into_iter().enumerate() {
         out.histograms += ts.histograms.len();
         out.exemplars += ts.exemplars.len();
@@ -282,8 +297,8 @@ fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<D
     // Bytes of label and metadata text materialised from symbol references so far: bounded by
     // the body limit, as the same request in 1.0 form would have to carry them.
     let mut budget = Budget { left: limits.max_decoded_bytes, limit: limits.max_decoded_bytes };
-    let mut out = Decoded::default();
-    out.batch.series.reserve(req.timeseries.len());
+    let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
+    let mut out = Decoded { batch: PackedBatch::with_capacity(req.timeseries.len(), samples), ..Decoded::default() };
     for (index, ts) in req.timeseries.iter().enumerate() {
         out.histograms += ts.histograms.len();
         out.exemplars += ts.exemplars.len();
@@ -347,7 +362,7 @@ impl Budget {
 /// Validates one series and appends it to the batch (series without float samples are skipped,
 /// after validation, so a bad label set is reported even on a histogram-only series).
 fn push_series(
-    batch: &mut WriteBatch,
+    batch: &mut PackedBatch,
     index: usize,
     pairs: Vec<(String, String)>,
     samples: &[proto::Sample],
@@ -366,14 +381,11 @@ fn push_series(
     if samples.is_empty() {
         return Ok(());
     }
-    let mut out = Vec::with_capacity(samples.len());
-    for s in samples {
-        if let Err(source) = check_timestamp(s.timestamp) {
-            return Err(DecodeError::Timestamp { index, series: labels.to_string(), source });
-        }
-        out.push(Sample::new(s.timestamp, s.value));
+    if let Some(source) = samples.iter().find_map(|s| check_timestamp(s.timestamp).err()) {
+        return Err(DecodeError::Timestamp { index, series: labels.to_string(), source });
     }
-    batch.series.push(SeriesSamples { labels, samples: out });
+    let samples: Vec<Sample> = samples.iter().map(|s| Sample::new(s.timestamp, s.value)).collect();
+    batch.push(&labels, &samples);
     Ok(())
 }
 

@@ -6,6 +6,7 @@ pub mod decode;
 pub mod metadata;
 pub mod proto;
 pub mod read;
+pub mod scan;
 pub mod xor;
 
 #[cfg(test)]

@@ -37,8 +37,9 @@ fn v1_round_trip_keeps_stale_markers_bit_exact() {
     ]);
     let d = decode1(&body).unwrap();
     assert_eq!(d.batch.sample_count(), 3);
-    assert_eq!(d.batch.series[0].samples[1].value.to_bits(), STALE_NAN_BITS);
-    assert_eq!(d.batch.series[1].labels.to_string(), r#"up{job="b"}"#, "empty value means absent");
+    let batch = d.batch.unpack().unwrap();
+    assert_eq!(batch.series[0].samples[1].value.to_bits(), STALE_NAN_BITS);
+    assert_eq!(batch.series[1].labels.to_string(), r#"up{job="b"}"#, "empty value means absent");
 }
 
 #[test]
@@ -151,7 +152,7 @@ fn v2_symbol_expansion_is_bounded_by_the_body_limit() {
     let err = decode_write(&body, Protocol::V2, &limits).unwrap_err().error;
     assert_eq!(err.reason(), "expansion_too_large", "{err}");
     let limits = DecodeLimits { max_decoded_bytes: 8 * 1024, ..DecodeLimits::default() };
-    assert_eq!(decode_write(&body, Protocol::V2, &limits).unwrap().batch.series.len(), 4);
+    assert_eq!(decode_write(&body, Protocol::V2, &limits).unwrap().batch.len(), 4);
 }
 
 fn histogram() -> proto::Histogram {
@@ -168,7 +169,7 @@ fn native_histograms_are_counted_and_only_fatal_when_alone() {
     assert!(matches!(err, DecodeError::OnlyNativeHistograms { count: 2 }));
     assert!(err.to_string().contains("native histograms are not supported"));
     let d = decode1(&v1(vec![h, series(&[("__name__", "up")], &[(T, 1.0)])])).unwrap();
-    assert_eq!((d.histograms, d.batch.series.len()), (2, 1));
+    assert_eq!((d.histograms, d.batch.len()), (2, 1));
 }
 
 #[test]
@@ -194,7 +195,7 @@ const SYMBOLS: &[&str] = &["", "__name__", "temp", "room", "kitchen", "Temperatu
 fn v2_round_trip_with_symbols_and_metadata() {
     let body = snappy_body(&v2_request(SYMBOLS, vec![1, 2, 3, 4]));
     let d = decode_write(&body, Protocol::V2, &DecodeLimits::default()).unwrap();
-    assert_eq!(d.batch.series[0].labels.to_string(), r#"temp{room="kitchen"}"#);
+    assert_eq!(d.batch.unpack().unwrap().series[0].labels.to_string(), r#"temp{room="kitchen"}"#);
     assert_eq!(d.metadata[0].metric, "temp");
     assert_eq!((d.metadata[0].help.as_str(), d.metadata[0].unit.as_str()), ("Temperature.", "celsius"));
 }
@@ -237,8 +238,9 @@ proptest! {
         }).collect();
         let d = decode1(&v1(ts.clone())).unwrap();
         let with_samples: Vec<_> = ts.iter().filter(|t| !t.samples.is_empty()).collect();
-        prop_assert_eq!(d.batch.series.len(), with_samples.len());
-        for (got, sent) in d.batch.series.iter().zip(with_samples) {
+        let batch = d.batch.unpack().unwrap();
+        prop_assert_eq!(batch.series.len(), with_samples.len());
+        for (got, sent) in batch.series.iter().zip(with_samples) {
             let names: Vec<&str> = got.labels.iter().map(|l| l.name.as_str()).collect();
             let sent_names: Vec<&str> = sent.labels.iter().map(|l| l.name.as_str()).collect();
             prop_assert_eq!(names, sent_names);
@@ -257,4 +259,226 @@ proptest! {
             let _ = decode_write(&super::read::compress(&bytes), p, &limits);
         }
     }
+}
+
+/// A hand encoder for `prometheus.WriteRequest` bodies, so tests control what prost's encoder
+/// never writes: unknown fields at every level, repeated singular fields, empty strings present.
+mod wire {
+    pub fn varint(dst: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            dst.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        dst.push(v as u8);
+    }
+
+    pub fn len_field(dst: &mut Vec<u8>, tag: u64, payload: &[u8]) {
+        varint(dst, tag << 3 | 2);
+        varint(dst, payload.len() as u64);
+        dst.extend_from_slice(payload);
+    }
+
+    /// An unknown field of field number `tag`, of one of the four skippable wire types.
+    pub fn unknown(dst: &mut Vec<u8>, tag: u64, kind: u8) {
+        match kind % 4 {
+            0 => {
+                varint(dst, tag << 3);
+                varint(dst, 300);
+            }
+            1 => {
+                varint(dst, tag << 3 | 1);
+                dst.extend_from_slice(&7u64.to_le_bytes());
+            }
+            2 => len_field(dst, tag, b"\xff\x00 not a string"),
+            _ => {
+                varint(dst, tag << 3 | 5);
+                dst.extend_from_slice(&[1, 2, 3, 4]);
+            }
+        }
+    }
+}
+
+/// One generated series: label pairs as sent (any order, possibly invalid), samples as
+/// (timestamp, value bits), and which unknown field (if any) to add at each level.
+#[derive(Clone, Debug)]
+struct WireSeries {
+    labels: Vec<(Vec<u8>, Vec<u8>)>,
+    samples: Vec<(i64, u64)>,
+    unknown: Option<u8>,
+    repeat_name: bool,
+}
+
+fn encode_wire(series: &[WireSeries], top_unknown: Option<u8>) -> Vec<u8> {
+    let mut body = Vec::new();
+    if let Some(k) = top_unknown {
+        wire::unknown(&mut body, 2, k);
+    }
+    for s in series {
+        let mut ts = Vec::new();
+        for (i, (n, v)) in s.labels.iter().enumerate() {
+            let mut l = Vec::new();
+            if s.repeat_name && i == 0 {
+                wire::len_field(&mut l, 1, b"overwritten");
+            }
+            wire::len_field(&mut l, 1, n);
+            if let Some(k) = s.unknown {
+                wire::unknown(&mut l, 3, k);
+            }
+            wire::len_field(&mut l, 2, v);
+            wire::len_field(&mut ts, 1, &l);
+        }
+        if let Some(k) = s.unknown {
+            wire::unknown(&mut ts, 6, k);
+        }
+        for &(t, v) in &s.samples {
+            let mut p = Vec::new();
+            if let Some(k) = s.unknown {
+                wire::unknown(&mut p, 9, k);
+            }
+            p.push(0x09);
+            p.extend_from_slice(&v.to_le_bytes());
+            p.push(0x10);
+            wire::varint(&mut p, t as u64);
+            wire::len_field(&mut ts, 2, &p);
+        }
+        wire::len_field(&mut body, 1, &ts);
+    }
+    if let Some(k) = top_unknown {
+        wire::unknown(&mut body, 15, k.wrapping_add(1));
+    }
+    body
+}
+
+fn arb_wire_series() -> impl Strategy<Value = WireSeries> {
+    let name = prop_oneof![
+        8 => "[a-c_][a-c0-9_]{0,3}".prop_map(String::into_bytes),
+        4 => Just(b"__name__".to_vec()),
+        1 => Just(Vec::new()),
+        1 => Just(b"1x".to_vec()),
+        1 => Just(b"\xffa".to_vec()),
+    ];
+    let value = prop_oneof![
+        8 => "[a-z0-9 ]{0,4}".prop_map(String::into_bytes),
+        1 => Just(b"a\0b".to_vec()),
+        1 => Just(b"\xc3".to_vec()),
+        1 => Just("h\u{e9}".as_bytes().to_vec()),
+    ];
+    let sorted = any::<u8>().prop_map(|b| b % 4 != 0);
+    let labels = (proptest::collection::vec((name, value), 0..5), sorted).prop_map(|(mut l, sorted)| {
+        if sorted {
+            l.sort();
+        }
+        l
+    });
+    let timestamp = prop_oneof![8 => 0i64..4_000_000_000_000, 1 => any::<i64>()];
+    let value = prop_oneof![4 => any::<u64>(), 1 => Just(STALE_NAN_BITS)];
+    let samples = proptest::collection::vec((timestamp, value), 0..4);
+    (labels, samples, proptest::option::of(any::<u8>()), any::<bool>())
+        .prop_map(|(labels, samples, unknown, repeat_name)| WireSeries { labels, samples, unknown, repeat_name })
+}
+
+/// The fast path ([`decode_v1`]) and the prost reference give the same answer, error message
+/// and sample count included.
+fn same_as_reference(raw: &[u8], limits: &DecodeLimits) -> Result<(), TestCaseError> {
+    use super::decode::{decode_v1, decode_v1_reference};
+    match (decode_v1(raw, limits), decode_v1_reference(raw, limits)) {
+        (Ok(fast), Ok(reference)) => prop_assert!(fast == reference, "{fast:?} != {reference:?}"),
+        (Err(fast), Err(reference)) => {
+            prop_assert_eq!(fast.to_string(), reference.to_string());
+            prop_assert_eq!(fast.samples, reference.samples);
+        }
+        (fast, reference) => prop_assert!(false, "fast {fast:?} vs reference {reference:?}"),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Requests of plain float series (valid or not, with unknown fields and repeated singular
+    /// fields): the scanner takes exactly those prost and the label checks accept, with the same
+    /// batch, bit for bit.
+    #[test]
+    fn scanner_accepts_exactly_what_prost_accepts(
+        series in proptest::collection::vec(arb_wire_series(), 0..6),
+        top_unknown in proptest::option::of(any::<u8>()),
+        max_labels in 2usize..6,
+    ) {
+        let raw = encode_wire(&series, top_unknown);
+        let limits = DecodeLimits { max_labels, max_label_len: 3, ..DecodeLimits::default() };
+        for limits in [DecodeLimits::default(), limits] {
+            let scanned = super::scan::scan_v1(&raw, &limits);
+            let reference = super::decode::decode_v1_reference(&raw, &limits);
+            match (&scanned, &reference) {
+                (Some(batch), Ok(reference)) => prop_assert!(*batch == reference.batch, "{batch:?} != {reference:?}"),
+                (None, Err(_)) => {}
+                _ => prop_assert!(false, "scanner {scanned:?} vs prost {reference:?}"),
+            }
+            same_as_reference(&raw, &limits)?;
+        }
+    }
+
+    /// Arbitrary bytes and corrupted valid bodies: whatever the scanner accepts, prost accepts
+    /// identically, and the fast path answers as the reference does.
+    #[test]
+    fn scanner_never_accepts_what_prost_rejects(
+        series in proptest::collection::vec(arb_wire_series(), 1..4),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+        cut in any::<usize>(),
+        noise in proptest::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let limits = DecodeLimits::default();
+        let mut raw = encode_wire(&series, None);
+        for (at, byte) in flips {
+            if !raw.is_empty() {
+                let at = at % raw.len();
+                raw[at] = byte;
+            }
+        }
+        let truncated = raw.get(..cut % (raw.len() + 1)).unwrap_or_default().to_vec();
+        for body in [raw, truncated, noise] {
+            if let Some(batch) = super::scan::scan_v1(&body, &limits) {
+                let reference = super::decode::decode_v1_reference(&body, &limits);
+                prop_assert!(reference.as_ref().is_ok_and(|r| r.batch == batch), "{batch:?} vs {reference:?}");
+            }
+            same_as_reference(&body, &limits)?;
+        }
+    }
+}
+
+#[test]
+fn scanner_leaves_metadata_exemplars_and_histograms_to_prost() {
+    let limits = DecodeLimits::default();
+    let mut with_exemplar = series(&[("__name__", "up")], &[(T, 1.0)]);
+    with_exemplar.exemplars =
+        vec![proto::Exemplar { labels: vec![label("trace_id", "abc")], value: 1.0, timestamp: T }];
+    let mut with_histogram = series(&[("__name__", "up")], &[(T, 1.0)]);
+    with_histogram.histograms = vec![histogram()];
+    let metadata =
+        proto::MetricMetadata { r#type: 1, metric_family_name: "up".into(), help: "h".into(), unit: String::new() };
+    for (req, exemplars) in [
+        (proto::WriteRequest { timeseries: vec![with_exemplar], metadata: vec![] }, 1),
+        (proto::WriteRequest { timeseries: vec![with_histogram], metadata: vec![] }, 0),
+        (
+            proto::WriteRequest {
+                timeseries: vec![series(&[("__name__", "up")], &[(T, 1.0)])],
+                metadata: vec![metadata],
+            },
+            0,
+        ),
+    ] {
+        let raw = req.encode_to_vec();
+        assert!(super::scan::scan_v1(&raw, &limits).is_none());
+        let d = super::decode::decode_v1(&raw, &limits).unwrap();
+        assert_eq!((d.batch.sample_count(), d.exemplars), (1, exemplars));
+    }
+    // A plain request is the scanner's, and labels with empty values are dropped as prost's path does.
+    let raw = proto::WriteRequest {
+        timeseries: vec![series(&[("__name__", "up"), ("a", ""), ("b", "x")], &[(T, f64::from_bits(STALE_NAN_BITS))])],
+        metadata: vec![],
+    }
+    .encode_to_vec();
+    let batch = super::scan::scan_v1(&raw, &limits).unwrap();
+    assert_eq!(batch.unpack().unwrap().series[0].labels.to_string(), r#"up{b="x"}"#);
+    assert_eq!(batch.samples()[0].value.to_bits(), STALE_NAN_BITS);
 }

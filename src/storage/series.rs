@@ -17,17 +17,10 @@ use crate::labels::Labels;
 pub type SeriesId = u64;
 
 /// The in-memory identity of a label set: xxh3-128 of its canonical encoding (`name 0x00
-/// value 0x00` in name order), streamed from the labels. Two label sets sharing an identity
+/// value 0x00` in name order, see [`Labels::encode`]). Two label sets sharing an identity
 /// would share a cached id; at 128 bits the odds are below 1e-25 for a million series.
-pub fn identity(labels: &Labels) -> [u8; 16] {
-    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
-    for l in labels.iter() {
-        h.update(l.name.as_bytes());
-        h.update(&[0]);
-        h.update(l.value.as_bytes());
-        h.update(&[0]);
-    }
-    h.digest128().to_le_bytes()
+pub fn identity(canonical: &[u8]) -> [u8; 16] {
+    xxhash_rust::xxh3::xxh3_128(canonical).to_le_bytes()
 }
 
 /// Hashes a 128-bit digest by taking its first 8 bytes: the digest is already uniformly

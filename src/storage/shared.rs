@@ -1,7 +1,6 @@
 //! State shared by the writer thread and readers: the open database, its keyspaces, the window
 //! registry, the poison flag and write counters.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -116,10 +115,10 @@ impl Shared {
         self.next_id_committed.store(next, Ordering::Release);
     }
 
-    /// Counts a committed group.
-    pub fn record_written(&self, per_bucket: &HashMap<u16, u64>, created: usize) {
-        for (&b, &n) in per_bucket {
-            if let Some(c) = self.samples_per_bucket.get(usize::from(b)) {
+    /// Counts a committed group: `per_bucket` holds samples per bucket, indexed by bucket.
+    pub fn record_written(&self, per_bucket: &[u64], created: usize) {
+        for (c, &n) in self.samples_per_bucket.iter().zip(per_bucket) {
+            if n > 0 {
                 c.fetch_add(n, Ordering::Relaxed);
             }
         }

@@ -5,13 +5,14 @@
 //! writes into it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::delete::{self, DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
-use super::head::IdMap;
+use super::head::{IdHasher, IdMap};
 use super::keys;
 use super::manifest::NEXT_SERIES_ID;
 use super::postings;
@@ -21,7 +22,8 @@ use super::shared::Shared;
 use super::snapshot::Pinned;
 use super::wal;
 use super::window;
-use crate::sample::{Sample, WriteBatch};
+use crate::labels::Labels;
+use crate::sample::{PackedBatch, Sample};
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
 const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
@@ -50,10 +52,10 @@ pub struct WriteOutcome {
 }
 
 /// A batch with what can be computed before the writer thread sees it: the identity of every
-/// series' label set (see [`series::identity`]), in the order of `batch.series`.
+/// series' label set (see [`series::identity`]), in the order of `batch.series()`.
 pub struct Prepared {
     /// The batch.
-    pub batch: WriteBatch,
+    pub batch: PackedBatch,
     /// One key per series of the batch.
     pub keys: Vec<SeriesKey>,
 }
@@ -66,8 +68,8 @@ pub struct SeriesKey {
 
 impl Prepared {
     /// Hashes every series of `batch`.
-    pub fn new(batch: WriteBatch) -> Self {
-        let keys = batch.series.iter().map(|s| SeriesKey { identity: series::identity(&s.labels) }).collect();
+    pub fn new(batch: PackedBatch) -> Self {
+        let keys = batch.series().map(|s| SeriesKey { identity: series::identity(s.labels) }).collect();
         Self { batch, keys }
     }
 }
@@ -115,19 +117,22 @@ pub enum SealSwap {
     WindowGone,
 }
 
+/// A set of series ids (hashed with one multiplication: ids are dense integers).
+type IdSet = HashSet<SeriesId, BuildHasherDefault<IdHasher>>;
+
 /// Which series are known to have a window-index row, for the few most recent windows.
 struct Presence {
-    windows: VecDeque<(i64, HashSet<SeriesId>)>,
+    windows: VecDeque<(i64, IdSet)>,
 }
 
 impl Presence {
     /// Loads (by a prefix scan of the window index) or returns the set of a window.
-    fn set(&mut self, start_ms: i64, points: &fjall::Keyspace) -> Result<&mut HashSet<SeriesId>> {
+    fn set(&mut self, start_ms: i64, points: &fjall::Keyspace) -> Result<&mut IdSet> {
         if let Some(pos) = self.windows.iter().position(|(s, _)| *s == start_ms) {
             let entry = self.windows.remove(pos).ok_or(StorageError::ShuttingDown)?;
             self.windows.push_front(entry);
         } else {
-            let mut ids = HashSet::new();
+            let mut ids = IdSet::default();
             for guard in points.prefix(keys::WINDOW_INDEX_PREFIX) {
                 let key = guard.key()?;
                 ids.insert(
@@ -181,7 +186,12 @@ struct Pending {
     ids: HashMap<[u8; 16], (SeriesId, u16)>,
     created: usize,
     marks: Vec<(i64, SeriesId)>,
-    per_bucket: HashMap<u16, u64>,
+    /// Samples per bucket, indexed by bucket.
+    per_bucket: Vec<u64>,
+    /// The window last written to and its hot keyspace: consecutive series of a group nearly
+    /// always share it, so the window map is not consulted per series. Valid for one group or
+    /// one flush (only the writer thread replaces hot keyspaces, and not in between).
+    hot: Option<(i64, fjall::Keyspace)>,
     /// Windows whose hot keyspace the group writes index rows to.
     windows: HashSet<i64>,
     /// `(bucket, id)` of every series of the group, in order.
@@ -336,9 +346,13 @@ impl Writer {
         self.wal.next += 1;
         // Only now, with the rows applied, may a seal see the windows' counters move.
         sh.windows.committed(pending.windows.iter().copied());
-        let series = group.iter().flat_map(|(b, _)| b.batch.series.iter());
-        sh.head
-            .append(pending.resolved.iter().zip(series).map(|(&(bucket, id), s)| (bucket, id, s.samples.as_slice())));
+        let series = group.iter().flat_map(|(b, _)| b.batch.series());
+        let mut entries: Vec<(u16, SeriesId, &[Sample])> =
+            pending.resolved.iter().zip(series).map(|(&(bucket, id), s)| (bucket, id, s.samples)).collect();
+        // Grouped by bucket, so each head shard is locked once per group. The sort is stable:
+        // writes of one series keep their order (the later one wins).
+        entries.sort_by_key(|&(bucket, _, _)| bucket);
+        sh.head.append(entries);
         if self.head_since.is_none() && !sh.head.is_empty() {
             self.head_since = Some(Instant::now());
         }
@@ -363,12 +377,12 @@ impl Writer {
         wal::begin(&mut log);
         for Prepared { batch, keys } in batches {
             let created_before = pending.created;
-            for (s, key) in batch.series.iter().zip(keys) {
-                let (id, bucket) = self.resolve(fb, pending, &s.labels, key)?;
+            for (s, key) in batch.series().zip(keys) {
+                let (id, bucket) = self.resolve(fb, pending, s.labels, key)?;
                 pending.resolved.push((bucket, id));
-                wal::push(&mut log, id, &s.samples);
+                wal::push(&mut log, id, s.samples);
                 let mut window: Option<i64> = None;
-                for sample in &s.samples {
+                for sample in s.samples {
                     let start = sh.windows.start_of(sample.timestamp_ms);
                     if window == Some(start) {
                         continue;
@@ -376,12 +390,19 @@ impl Writer {
                     window = Some(start);
                     self.mark_present(fb, pending, start, id)?;
                 }
-                *pending.per_bucket.entry(bucket).or_default() += s.samples.len() as u64;
+                let b = usize::from(bucket);
+                if pending.per_bucket.len() <= b {
+                    pending.per_bucket.resize(b + 1, 0);
+                }
+                if let Some(n) = pending.per_bucket.get_mut(b) {
+                    *n += s.samples.len() as u64;
+                }
             }
             outcomes
                 .push(WriteOutcome { samples: batch.sample_count(), series_created: pending.created - created_before });
         }
-        fb.insert(&sh.wal, wal::key(self.wal.next), log.clone());
+        // Copied once, into the batch's own value (a clone first would copy it twice).
+        fb.insert(&sh.wal, wal::key(self.wal.next), log.as_slice());
         self.log_buf = log;
         if self.next_id != sh.next_id_committed() {
             fb.insert(&sh.meta, NEXT_SERIES_ID, self.next_id.to_be_bytes());
@@ -390,22 +411,28 @@ impl Writer {
     }
 
     /// Adds the window-index row of series `id` in window `start` to `fb` unless it is known to
-    /// exist; creates the window's hot keyspace if needed and returns it.
+    /// exist; creates the window's hot keyspace if needed and leaves it in `pending.hot`.
     fn mark_present(
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
         start: i64,
         id: SeriesId,
-    ) -> Result<fjall::Keyspace> {
-        let sh = Arc::clone(&self.shared);
-        let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
-        if self.presence.set(start, &ks)?.insert(id) {
-            fb.insert(&ks, keys::window_index_key(id), Vec::new());
+    ) -> Result<()> {
+        let ks = match &pending.hot {
+            Some((s, ks)) if *s == start => ks,
+            _ => {
+                let sh = &self.shared;
+                let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
+                &pending.hot.insert((start, ks)).1
+            }
+        };
+        if self.presence.set(start, ks)?.insert(id) {
+            fb.insert(ks, keys::window_index_key(id), Vec::new());
             pending.marks.push((start, id));
             pending.windows.insert(start);
         }
-        Ok(ks)
+        Ok(())
     }
 
     /// Writes everything in the head into runs of the window keyspaces and removes the log
@@ -456,7 +483,8 @@ impl Writer {
                     let cut = rest.partition_point(|s| s.timestamp_ms < end);
                     let (piece, tail) = rest.split_at(cut);
                     rest = tail;
-                    let ks = self.mark_present(&mut fb, pending, start, id)?;
+                    self.mark_present(&mut fb, pending, start, id)?;
+                    let ks = pending.hot.as_ref().map(|(_, ks)| ks.clone()).ok_or(StorageError::ShuttingDown)?;
                     pending.windows.insert(start);
                     runs += self.write_run(&mut fb, (start, &ks), bucket, id, piece, &mut buf)?;
                     samples += piece.len();
@@ -549,12 +577,13 @@ impl Writer {
         Ok(new_keys.len())
     }
 
-    /// Finds or allocates the id (and bucket) of a label set; a new series' rows join the batch.
+    /// Finds or allocates the id (and bucket) of a label set, given as its canonical encoding;
+    /// a new series' rows join the batch.
     fn resolve(
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
-        labels: &crate::labels::Labels,
+        canonical: &[u8],
         key: &SeriesKey,
     ) -> Result<(SeriesId, u16)> {
         let identity = key.identity;
@@ -562,16 +591,19 @@ impl Writer {
             return Ok(found);
         }
         let sh = &self.shared;
-        let canonical = labels.to_bytes();
-        let hash = keys::labels_hash(&canonical);
-        let id = match series::lookup(&sh.series_by_labels, &hash, &canonical)? {
+        let hash = keys::labels_hash(canonical);
+        let id = match series::lookup(&sh.series_by_labels, &hash, canonical)? {
             Some(id) => id,
             None => {
+                // The batch's contract makes this a valid encoding; checked anyway, as bytes
+                // that do not decode must never become a series.
+                let labels =
+                    Labels::decode(canonical).map_err(|_| StorageError::Corrupt { what: "batch label set" })?;
                 let id = self.next_id;
                 self.next_id += 1;
-                fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.clone());
-                fb.insert(&sh.series_by_labels, keys::series_by_labels_key(&hash, id).to_vec(), canonical);
-                postings::insert_series(fb, &sh.postings, id, labels);
+                fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.to_vec());
+                fb.insert(&sh.series_by_labels, keys::series_by_labels_key(&hash, id).to_vec(), canonical.to_vec());
+                postings::insert_series(fb, &sh.postings, id, &labels);
                 pending.created += 1;
                 id
             }

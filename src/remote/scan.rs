@@ -1,0 +1,207 @@
+//! A zero-copy scanner of remote-write 1.0 `prometheus.WriteRequest` bodies: label pairs are
+//! borrowed from the decompressed body, validated in place and appended straight to a
+//! [`PackedBatch`] in canonical form; samples are decoded straight into it. No allocation per
+//! label or per series.
+//!
+//! The scanner only ever *accepts*. Whenever a request is not plain float series, or anything
+//! is wrong with it, it answers `None` and the caller decodes the body again with prost
+//! ([`super::decode::decode_v1_reference`]), which produces the request's result, error message
+//! included. So its contract is one sentence: **when it returns `Some`, the batch equals what
+//! the prost decoder and the label checks produce for the same body** (the proptests in
+//! `remote/tests.rs` and the `remote_write_v1` fuzz target check exactly this). In particular it
+//! must reject everything prost rejects:
+//!
+//! | wire content | prost | scanner |
+//! |---|---|---|
+//! | key varint over 10 bytes, 10th byte > 1, or past the end | error | `None` |
+//! | key above `u32::MAX`, wire type 6 or 7, field number 0 | error | `None` |
+//! | a known field with another wire type | error | `None` |
+//! | a length or fixed-width field past its message's end | error | `None` |
+//! | a label name or value that is not UTF-8 | error | `None` |
+//! | unknown field of wire type varint, 64-bit, length-delimited, 32-bit | skipped | skipped |
+//! | group wire types (3, 4), anywhere | skipped or error | `None` |
+//! | `WriteRequest.metadata`, `TimeSeries.exemplars`, `TimeSeries.histograms` | decoded | `None` |
+//! | a field seen twice in `Label` or `Sample` | last one wins | last one wins |
+//!
+//! The label checks are those of `decode.rs` (`validate_labels`): names non-empty, valid and
+//! strictly ascending, values free of 0x00, the count and length limits, a non-empty
+//! `__name__`; labels with empty values are dropped, as [`crate::labels::Labels`] does.
+
+use super::decode::DecodeLimits;
+use crate::labels::{is_valid_label_name, METRIC_NAME};
+use crate::sample::{check_timestamp, PackedBatch, Sample};
+
+/// Protobuf wire types.
+const VARINT: u8 = 0;
+const FIXED64: u8 = 1;
+const LEN: u8 = 2;
+const FIXED32: u8 = 5;
+
+/// A position in a message's bytes.
+struct Cursor<'a> {
+    src: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn is_empty(&self) -> bool {
+        self.src.is_empty()
+    }
+
+    /// A varint of at most 10 bytes whose 10th byte is 0 or 1 (prost's rule).
+    fn varint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for (i, &b) in self.src.iter().take(10).enumerate() {
+            value |= u64::from(b & 0x7f) << (7 * i);
+            if b < 0x80 {
+                if i == 9 && b > 1 {
+                    return None;
+                }
+                self.src = self.src.get(i + 1..)?;
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    /// A field key: (field number, wire type). Rejects what prost rejects.
+    fn key(&mut self) -> Option<(u32, u8)> {
+        let key = u32::try_from(self.varint()?).ok()?;
+        let (tag, wire) = (key >> 3, (key & 7) as u8);
+        (tag != 0).then_some((tag, wire))
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = self.src.split_at_checked(n)?;
+        self.src = tail;
+        Some(head)
+    }
+
+    /// The bytes of a length-delimited field.
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.varint()?).ok()?;
+        self.take(n)
+    }
+
+    fn fixed64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    /// Skips an unknown field as prost does; `None` for groups (left to prost).
+    fn skip(&mut self, wire: u8) -> Option<()> {
+        match wire {
+            VARINT => self.varint().map(drop),
+            FIXED64 => self.take(8).map(drop),
+            LEN => self.bytes().map(drop),
+            FIXED32 => self.take(4).map(drop),
+            _ => None,
+        }
+    }
+}
+
+/// Scans an uncompressed `prometheus.WriteRequest` into a batch; `None` when the request is
+/// anything but valid float series (see the module docs: the caller then decodes it with prost).
+pub fn scan_v1(raw: &[u8], limits: &DecodeLimits) -> Option<PackedBatch> {
+    // Sizes from the body length: a series takes at least ~20 bytes, a sample 11.
+    let mut batch = PackedBatch::with_capacity(raw.len() / 128, raw.len() / 16);
+    let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(16);
+    let mut series = 0usize;
+    let mut body = Cursor { src: raw };
+    while !body.is_empty() {
+        match body.key()? {
+            (1, LEN) => {
+                series += 1;
+                if series > limits.max_series {
+                    return None;
+                }
+                time_series(body.bytes()?, limits, &mut pairs, &mut batch)?;
+            }
+            (1 | 3, _) => return None,
+            (_, wire) => body.skip(wire)?,
+        }
+    }
+    Some(batch)
+}
+
+/// Scans one `TimeSeries` and, when it has samples, appends it to `batch`.
+fn time_series<'a>(
+    src: &'a [u8],
+    limits: &DecodeLimits,
+    pairs: &mut Vec<(&'a str, &'a str)>,
+    batch: &mut PackedBatch,
+) -> Option<()> {
+    pairs.clear();
+    batch.abandon_series();
+    let mut ts = Cursor { src };
+    while !ts.is_empty() {
+        match ts.key()? {
+            (1, LEN) => {
+                if pairs.len() >= limits.max_labels {
+                    return None;
+                }
+                pairs.push(label(ts.bytes()?)?);
+            }
+            (2, LEN) => batch.push_sample(sample(ts.bytes()?)?),
+            (1..=4, _) => return None,
+            (_, wire) => ts.skip(wire)?,
+        }
+    }
+    check_labels(pairs, limits)?;
+    if batch.open_samples() == 0 {
+        return Some(());
+    }
+    for &(name, value) in pairs.iter() {
+        if !value.is_empty() {
+            batch.push_label(name, value);
+        }
+    }
+    batch.finish_series();
+    Some(())
+}
+
+/// Scans one `Label`: (name, value), empty when absent.
+fn label(src: &[u8]) -> Option<(&str, &str)> {
+    let (mut name, mut value) = ("", "");
+    let mut l = Cursor { src };
+    while !l.is_empty() {
+        match l.key()? {
+            (1, LEN) => name = std::str::from_utf8(l.bytes()?).ok()?,
+            (2, LEN) => value = std::str::from_utf8(l.bytes()?).ok()?,
+            (1 | 2, _) => return None,
+            (_, wire) => l.skip(wire)?,
+        }
+    }
+    Some((name, value))
+}
+
+/// Scans one `Sample`; its timestamp must be in range.
+fn sample(src: &[u8]) -> Option<Sample> {
+    let (mut value, mut timestamp) = (0u64, 0i64);
+    let mut s = Cursor { src };
+    while !s.is_empty() {
+        match s.key()? {
+            (1, FIXED64) => value = s.fixed64()?,
+            (2, VARINT) => timestamp = s.varint()? as i64,
+            (1 | 2, _) => return None,
+            (_, wire) => s.skip(wire)?,
+        }
+    }
+    check_timestamp(timestamp).ok()?;
+    Some(Sample::new(timestamp, f64::from_bits(value)))
+}
+
+/// The label checks of `decode.rs` on borrowed pairs; `None` on any problem.
+fn check_labels(pairs: &[(&str, &str)], limits: &DecodeLimits) -> Option<()> {
+    let mut prev: Option<&str> = None;
+    let mut has_name = false;
+    for &(name, value) in pairs {
+        if name.is_empty() || prev.is_some_and(|p| p >= name) || !is_valid_label_name(name) {
+            return None;
+        }
+        prev = Some(name);
+        if value.as_bytes().contains(&0) || name.len().max(value.len()) > limits.max_label_len {
+            return None;
+        }
+        has_name |= name == METRIC_NAME && !value.is_empty();
+    }
+    has_name.then_some(())
+}
