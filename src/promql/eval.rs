@@ -16,7 +16,7 @@ use super::error::{EvalError, Result};
 use super::functions;
 use super::functions::aggr::GroupCache;
 use super::grid::{self, PerSeries};
-use super::identity::AddrMap;
+use super::identity::{AddrMap, IdentityCache};
 use super::source::{SeriesMap, Source};
 use super::value::{Elem, StepValue, Window};
 use crate::labels::{Labels, METRIC_NAME};
@@ -48,6 +48,8 @@ pub(crate) struct Query<'o> {
     loaded: Cell<usize>,
     annotations: RefCell<Annotations>,
     subquery_cache: RefCell<SubqueryCache>,
+    /// Per subquery node: the numbers of the label sets its inner steps produced.
+    subquery_ids: RefCell<AddrMap<LabelIds>>,
     cached_points: Cell<usize>,
     /// Per matrix selector node: each series' window bounds `(a, b)` (indexes into its samples)
     /// at the previous evaluation, where the next search starts.
@@ -115,6 +117,7 @@ impl<'o> Query<'o> {
             loaded: Cell::new(0),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
+            subquery_ids: RefCell::new(AddrMap::default()),
             cached_points: Cell::new(0),
             cursors: RefCell::new(AddrMap::default()),
             groups: RefCell::new(AddrMap::default()),
@@ -139,6 +142,7 @@ impl<'o> Query<'o> {
             loaded: Cell::new(self.loaded.get()),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
+            subquery_ids: RefCell::new(AddrMap::default()),
             cached_points: Cell::new(0),
             cursors: RefCell::new(AddrMap::default()),
             groups: RefCell::new(AddrMap::default()),
@@ -507,17 +511,24 @@ impl<'o> Query<'o> {
         if ts <= lo {
             ts += step;
         }
-        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut slots = AddrMap::default();
         let mut windows: Vec<Window> = Vec::new();
         let mut points = 0usize;
         while ts <= te {
             self.check_deadline()?;
             let v = self.eval_cached(sq, ts)?;
-            points = points.saturating_add(gather_step(&mut index, &mut windows, v, ts)?);
+            // Borrowed per step: evaluating the step may run nested subqueries.
+            let mut all = self.subquery_ids.borrow_mut();
+            let ids = all.entry(key(sq)).or_default();
+            points = points.saturating_add(gather_step(ids, &mut slots, &mut windows, v, ts)?);
+            drop(all);
             // Checked per step: a long subquery of scalars or sparse vectors must hit the sample
             // limit while it grows, not only once it has been fully built.
             self.check_samples(points)?;
             ts += step;
+        }
+        if let Some(ids) = self.subquery_ids.borrow_mut().get_mut(&key(sq)) {
+            ids.ids.end_round();
         }
         Ok((windows, lo, te))
     }
@@ -560,8 +571,34 @@ pub(crate) fn seek(s: &[Sample], hint: usize, bound: i64) -> usize {
     from + s.get(from..).map_or(0, |rest| rest.partition_point(|p| p.timestamp_ms <= bound))
 }
 
-/// Appends one inner step's value to the windows; returns how many points it added.
-fn gather_step(index: &mut HashMap<Labels, usize>, windows: &mut Vec<Window>, v: StepValue, ts: i64) -> Result<usize> {
+/// Per subquery node: a number for each label set its inner steps produced, found by identity
+/// (see `identity.rs`), so that each outer step finds its windows without hashing labels.
+/// Equal label sets get the same number whatever their allocation.
+#[derive(Default)]
+struct LabelIds {
+    ids: IdentityCache<usize>,
+    by_value: HashMap<Labels, usize>,
+}
+
+impl LabelIds {
+    fn id(&mut self, labels: &Labels) -> usize {
+        let by_value = &mut self.by_value;
+        *self.ids.get_or_insert_with(labels, |l| {
+            let next = by_value.len();
+            *by_value.entry(l.clone()).or_insert(next)
+        })
+    }
+}
+
+/// Appends one inner step's value to the windows; returns how many points it added. `slots`
+/// maps label-set numbers (from `ids`) to positions in `windows`.
+fn gather_step(
+    ids: &mut LabelIds,
+    slots: &mut AddrMap<usize>,
+    windows: &mut Vec<Window>,
+    v: StepValue,
+    ts: i64,
+) -> Result<usize> {
     let elems = match v {
         StepValue::Scalar(x) => vec![Elem::new(Labels::empty(), x, false)],
         StepValue::Vector(v) => v,
@@ -574,14 +611,10 @@ fn gather_step(index: &mut HashMap<Labels, usize>, windows: &mut Vec<Window>, v:
     };
     let added = elems.len();
     for e in elems {
-        let i = match index.get(&e.labels) {
-            Some(&i) => i,
-            None => {
-                windows.push(Window { labels: e.labels.clone(), samples: Vec::new(), drop_name: false });
-                index.insert(e.labels.clone(), windows.len() - 1);
-                windows.len() - 1
-            }
-        };
+        let i = *slots.entry(ids.id(&e.labels)).or_insert_with(|| {
+            windows.push(Window { labels: e.labels.clone(), samples: Vec::new(), drop_name: false });
+            windows.len() - 1
+        });
         if let Some(w) = windows.get_mut(i) {
             if w.samples.last().is_some_and(|s| s.timestamp_ms == ts) {
                 return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));

@@ -237,6 +237,9 @@ fn range_steps_equal_instant_queries_for_subqueries() {
         "max((req_total @ 1500))",
         "avg without (job) (req_total)",
         "req_total offset 2m",
+        // Subquery windows whose inner label sets are new allocations at every inner step.
+        "max_over_time((req_total * 2)[5m:1m])",
+        "sum_over_time((rate(req_total[2m]) > 0)[4m:30s])",
     ];
     let engine = Engine::new(EngineOptions::default());
     let src = jittered_fixture();
