@@ -59,6 +59,15 @@ pub struct SeriesSamples {
     pub samples: Vec<Sample>,
 }
 
+impl SeriesSamples {
+    /// Removes staleness markers (without touching the samples when there are none).
+    pub fn drop_stale_markers(&mut self) {
+        if self.samples.iter().any(|p| is_stale_marker(p.value)) {
+            self.samples.retain(|p| !is_stale_marker(p.value));
+        }
+    }
+}
+
 /// What every ingest protocol decodes into: validated series, committed atomically as a whole.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WriteBatch {

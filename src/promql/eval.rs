@@ -15,6 +15,7 @@ use super::engine::{deadline_after, EngineOptions};
 use super::error::{EvalError, Result};
 use super::functions;
 use super::functions::aggr::GroupCache;
+use super::functions::rollup::StepWindow;
 use super::grid::{self, PerSeries};
 use super::identity::{AddrMap, IdentityCache};
 use super::source::{SeriesMap, Source};
@@ -30,7 +31,8 @@ pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
 /// outer steps share most of their (absolutely aligned) inner steps.
 type SubqueryCache = HashMap<(usize, i64), StepValue>;
 
-/// A rollup's output at every step of a query part (`None` once taken).
+/// A node's output at every step of a query part (`None` once taken): a rollup's or selector's
+/// (`grid::step_vector`) or an aggregation's (`aggr::over_series`).
 pub(crate) type StepValues = Vec<Option<Vec<Elem>>>;
 
 /// The state of one query evaluation.
@@ -58,8 +60,8 @@ pub(crate) struct Query<'o> {
     groups: RefCell<AddrMap<GroupCache>>,
     /// The outer steps this query (or fork) evaluates: first, count (the step is `interval`).
     part: (i64, usize),
-    /// Per (matrix selector node, rollup): the rollup's value at every step of `part`, computed
-    /// series by series on first use (see `functions::rollup`); each step's value is taken once.
+    /// Per node (see `grid::step_vector` and `aggr::over_series`): its value at every step of
+    /// `part`, computed series by series on first use; each step's value is taken once.
     rollups: RefCell<HashMap<(usize, usize), StepValues>>,
     /// Selector nodes whose loaded series hold, instead of samples, their expression's value at
     /// every outer step of the query (stamped with the step's time); see [`Planned::reduce`].
@@ -237,9 +239,7 @@ impl<'o> Query<'o> {
             if in_range && reduce.is_none() {
                 // Range windows never contain staleness markers: drop them once here, so
                 // windows can be borrowed from the loaded samples.
-                for s in series.iter_mut().filter(|s| s.samples.iter().any(|p| is_stale_marker(p.value))) {
-                    s.samples.retain(|p| !is_stale_marker(p.value));
-                }
+                series.iter_mut().for_each(SeriesSamples::drop_stale_markers);
             }
             if in_range || reduce.is_some() {
                 series.retain(|s| !s.samples.is_empty());
@@ -446,8 +446,12 @@ impl<'o> Query<'o> {
 
     /// The window `(te - range, te]` of a range selector evaluated at `t`.
     pub fn range_bounds(&self, ms: &MatrixSelector, t: i64) -> (i64, i64) {
-        let te = self.at_ms(&ms.vs.at).unwrap_or(t) - offset_ms(&ms.vs.offset);
-        (te - dur_ms(ms.range), te)
+        self.step_window(ms).bounds(t)
+    }
+
+    /// Where range selector `ms`'s window lies, its modifiers resolved against this query.
+    pub fn step_window(&self, ms: &MatrixSelector) -> StepWindow {
+        StepWindow { pinned: self.at_ms(&ms.vs.at), offset: offset_ms(&ms.vs.offset), range: dur_ms(ms.range) }
     }
 
     /// Calls `f` with the labels and the (non-empty) window samples of every series selected

@@ -14,7 +14,7 @@
 use promql_parser::parser::{Expr, MatrixSelector, VectorSelector};
 
 use super::error::{EvalError, Result};
-use super::eval::{dur_ms, offset_ms, seek, Query, StepValues};
+use super::eval::{offset_ms, seek, Query, StepValues};
 use super::functions::rollup::{self, Rollup, StepWindow};
 use super::value::Elem;
 use crate::sample::{is_stale_marker, Sample, SeriesSamples};
@@ -62,10 +62,7 @@ impl<'e> PerSeries<'e> {
             Self::Latest(vs) => {
                 Stepper::Latest { pinned: q.at_ms(&vs.at), offset: offset_ms(&vs.offset), lookback: q.lookback_ms() }
             }
-            Self::Rollup(f, ms) => Stepper::Rollup(
-                *f,
-                StepWindow { pinned: q.at_ms(&ms.vs.at), offset: offset_ms(&ms.vs.offset), range: dur_ms(ms.range) },
-            ),
+            Self::Rollup(f, ms) => Stepper::Rollup(*f, q.step_window(ms)),
         }
     }
 
@@ -130,8 +127,8 @@ impl Stepper {
     /// stamped with its step's time. `drop_stale` first removes staleness markers, as the
     /// preload does for range selectors.
     pub(crate) fn reduce(&self, series: &mut SeriesSamples, grid: (i64, i64, usize), drop_stale: bool) {
-        if drop_stale && series.samples.iter().any(|p| is_stale_marker(p.value)) {
-            series.samples.retain(|p| !is_stale_marker(p.value));
+        if drop_stale {
+            series.drop_stale_markers();
         }
         let mut points = Vec::new();
         self.each_step(&series.samples, grid, |i, v| points.push(Sample::new(grid.0 + i as i64 * grid.1, v)));

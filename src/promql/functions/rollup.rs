@@ -131,7 +131,7 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
     }
     check_params(q, f, &params)?;
     let ctx = Ctx { start, end, t, params, monotonic: false };
-    let keeps_name = matches!(f, Rollup::Last | Rollup::First);
+    let keeps_name = !drops_name(f);
     let mut out = Vec::with_capacity(windows.len());
     for w in windows {
         if let Some(v) = compute(f, &w.samples, &ctx) {
@@ -144,8 +144,7 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
 
 /// Calls `emit(i, value)` for every step `i` of `grid` (`(first, step, count)`) at which
 /// rollup `f`, without parameters, over one series' `samples` has a value; in step order. The
-/// window of step `i` ends at `pinned` (an `@` time), or else at the step's time, minus `offset`,
-/// and spans `range` ms: what [`Query::range_bounds`] gives.
+/// window of each step is [`StepWindow::bounds`] of the step's time.
 pub(crate) fn each_step(
     f: Rollup,
     window: StepWindow,
@@ -173,6 +172,14 @@ pub(crate) struct StepWindow {
     pub range: i64,
 }
 
+impl StepWindow {
+    /// The window `(end - range, end]` at evaluation time `t`: `(start, end)`.
+    pub(crate) fn bounds(&self, t: i64) -> (i64, i64) {
+        let end = self.pinned.unwrap_or(t) - self.offset;
+        (end - self.range, end)
+    }
+}
+
 /// The loop of [`each_step`]: `value` of every non-empty window; `counter` asks for
 /// [`Ctx::monotonic`] to be worked out.
 fn windows(
@@ -191,8 +198,7 @@ fn windows(
     let (mut a, mut b) = (0, 0);
     for i in 0..steps {
         let t = first + i as i64 * step;
-        let end = window.pinned.unwrap_or(t) - window.offset;
-        let start = end - window.range;
+        let (start, end) = window.bounds(t);
         a = seek(samples, a, start);
         b = seek(samples, b.max(a), end);
         let Some(w) = samples.get(a..b).filter(|w| !w.is_empty()) else { continue };
