@@ -119,6 +119,23 @@ impl PackedBatch {
         }
     }
 
+    /// An empty batch with room for exactly `series` series, `samples` samples and `label_bytes`
+    /// of canonical labels (each name and value plus a separator).
+    pub fn sized(series: usize, samples: usize, label_bytes: usize) -> Self {
+        Self {
+            labels: Vec::with_capacity(label_bytes),
+            samples: Vec::with_capacity(samples),
+            ends: Vec::with_capacity(series),
+        }
+    }
+
+    /// Heap bytes the batch holds (its buffers' capacities).
+    pub fn heap_bytes(&self) -> usize {
+        self.labels.capacity()
+            + self.samples.capacity() * std::mem::size_of::<Sample>()
+            + self.ends.capacity() * std::mem::size_of::<(usize, usize)>()
+    }
+
     /// Appends a series (skipped when `samples` is empty), dropping any series being built.
     /// `labels` must carry `__name__`; timestamps must pass [`check_timestamp`].
     pub fn push(&mut self, labels: &Labels, samples: &[Sample]) {

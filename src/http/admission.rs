@@ -1,11 +1,11 @@
 //! Admission control for the write paths (remote-write and import): at most
 //! `--max-concurrent-writes` requests and `--max-inflight-bytes` of request memory at once.
 //!
-//! Invariant: every byte a write request holds (its body, its decompressed form and the decoded
-//! batch, estimated) is reserved in the byte budget *before* it is allocated, except gzip
-//! output (reserved right after decompression, which is itself capped by
-//! `--max-request-bytes`), and stays reserved until the request has been committed and
-//! answered. A request that cannot reserve is refused at once with 429 and `Retry-After`: it
+//! Invariant: every byte a write request holds (its body, its decompressed form, and its decoded
+//! form as bounded by a walk over the body before decoding, [`crate::remote::footprint`]) is
+//! reserved in the byte budget *before* it is allocated, except gzip output (reserved right
+//! after decompression, which is itself capped by `--max-request-bytes`), and stays reserved
+//! until the request has been committed and answered. A request that cannot reserve is refused at once with 429 and `Retry-After`: it
 //! never waits, so a flood can never queue unbounded memory.
 
 use std::sync::Arc;
@@ -17,9 +17,10 @@ use super::error::ApiError;
 /// The byte budget counts in units of this many bytes (so `u32` permit counts cover terabytes).
 const UNIT: usize = 1024;
 
-/// How much memory a decoded request holds per decompressed byte: the decompressed buffer
-/// itself plus the decoded batch (canonical label bytes, or owned strings on the prost path, and
-/// 16-byte samples).
+/// How much memory a typical request holds per decompressed byte: the decompressed buffer itself
+/// plus the decoded batch (canonical label bytes and 16-byte samples). Used to check that
+/// `--max-inflight-bytes` admits a request of `--max-request-bytes`; the write path reserves
+/// each request's exact needs.
 pub const DECODED_FACTOR: usize = 3;
 
 /// Default `--max-concurrent-writes`.
@@ -87,13 +88,18 @@ impl Ticket {
     ///
     /// # Errors
     /// [`ApiError::Overloaded`] (429) when the budget cannot cover them right now;
-    /// [`ApiError::TooLarge`] (413) when the whole budget could never cover this request.
+    /// [`ApiError::Oversized`] (413) when the whole budget could never cover this request.
     pub fn reserve(&mut self, bytes: usize) -> Result<(), ApiError> {
         if bytes == 0 {
             return Ok(());
         }
-        if bytes.saturating_add(self.reserved()) > self.max_bytes {
-            return Err(ApiError::TooLarge { limit: self.max_bytes / (1 + DECODED_FACTOR) });
+        let total = bytes.saturating_add(self.reserved());
+        if total > self.max_bytes {
+            return Err(ApiError::Oversized(format!(
+                "this request needs {} KiB of memory to decode (body, decompressed body and decoded samples), more than the whole {} MiB budget (--max-inflight-bytes); send smaller requests",
+                total.div_ceil(UNIT),
+                self.max_bytes >> 20
+            )));
         }
         let units = u32::try_from(bytes.div_ceil(UNIT)).map_err(|_| self.refuse(bytes))?;
         let permit = self.bytes.clone().try_acquire_many_owned(units).map_err(|_| self.refuse(bytes))?;
@@ -146,8 +152,8 @@ mod tests {
     fn requests_larger_than_the_budget_are_refused() {
         let a = Admission::new(1, UNIT);
         let mut t = a.admit().unwrap();
-        assert!(matches!(t.reserve(usize::MAX), Err(ApiError::TooLarge { .. })));
-        assert!(matches!(t.reserve(2 * UNIT), Err(ApiError::TooLarge { .. })));
+        assert!(matches!(t.reserve(usize::MAX), Err(ApiError::Oversized(_))));
+        assert!(matches!(t.reserve(2 * UNIT), Err(ApiError::Oversized(_))));
         assert_eq!(a.bytes_in_use(), 0);
     }
 }

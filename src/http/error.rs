@@ -18,6 +18,10 @@ pub enum ApiError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The request would need more memory than the whole write budget (413); the message says
+    /// how much.
+    #[error("{0}")]
+    Oversized(String),
     /// Unsupported `Content-Type` or `Content-Encoding` (415).
     #[error("{0}")]
     UnsupportedMedia(String),
@@ -52,7 +56,7 @@ impl ApiError {
     pub fn status_and_type(&self) -> (StatusCode, &'static str) {
         match self {
             Self::BadData(_) => (StatusCode::BAD_REQUEST, "bad_data"),
-            Self::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "bad_data"),
+            Self::TooLarge { .. } | Self::Oversized(_) => (StatusCode::PAYLOAD_TOO_LARGE, "bad_data"),
             Self::UnsupportedMedia(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "bad_data"),
             Self::Execution(_) => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),
             Self::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "unavailable"),

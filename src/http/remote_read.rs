@@ -39,6 +39,7 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
     let raw = body::read_limited(&headers, body, state.limits.max_request_bytes).await?;
     let req = read::decode_request(&raw, state.limits.max_request_bytes).map_err(|e| match e {
         read::ReadError::Body(DecodeError::TooLarge { limit, .. }) => ApiError::TooLarge { limit },
+        e @ read::ReadError::Expands { .. } => ApiError::Oversized(e.to_string()),
         other => ApiError::BadData(other.to_string()),
     })?;
     let response_type = read::negotiate(&req.accepted_response_types).map_err(|e| ApiError::BadData(e.to_string()))?;

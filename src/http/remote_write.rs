@@ -5,6 +5,7 @@
 //! | valid, stored durably | 204, empty body (2.0: `X-Prometheus-Remote-Write-*-Written` headers) |
 //! | bad snappy/protobuf, bad labels, bad timestamps, only native histograms | 400, reason in the body |
 //! | body over `--max-request-bytes` (compressed, or as announced by the snappy header) | 413 |
+//! | body that decodes to more memory than the whole `--max-inflight-bytes` | 413 |
 //! | `Content-Type`/`Content-Encoding` other than protobuf + snappy | 415 |
 //! | over `--max-concurrent-writes` or `--max-inflight-bytes` | 429 with `Retry-After` (senders retry) |
 //! | storage failure | 500/503 (senders retry) |
@@ -20,12 +21,12 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::admission::DECODED_FACTOR;
+use super::admission::Ticket;
 use super::error::ApiError;
 use super::router::AppState;
 use super::{blocking, body};
 use crate::metrics::Protocol as MetricsProtocol;
-use crate::remote::decode::{decode_write, DecodeError, DecodeLimits, Protocol};
+use crate::remote::decode::{decode_write_reserving, DecodeError, DecodeLimits, Protocol, Stopped};
 use crate::remote::metadata::MetadataStore;
 
 /// State of the remote protocols, part of [`AppState`].
@@ -106,8 +107,7 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
     let mp = metrics_protocol(protocol);
     // Refused before decoding: counted by why (the write budget, or the size limits).
     let refuse = |e: ApiError| {
-        let reason = if matches!(e, ApiError::Overloaded(_)) { "overloaded" } else { "too_large" };
-        state.metrics.rejected(mp, reason, 0, true);
+        state.metrics.rejected(mp, refusal_reason(&e), 0, true);
         e.into_response()
     };
     let mut ticket = match state.admission.admit() {
@@ -121,15 +121,10 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
         Ok(b) => b,
         Err(e) => return refuse(e),
     };
-    // The decompressed size is in the snappy header: reserve it (and the decoded batch) before
-    // decompressing. An unreadable header is left for the decoder to report.
-    let decoded_len = snap::raw::decompress_len(&raw).unwrap_or(0).min(state.limits.max_request_bytes);
-    if let Err(e) = ticket.reserve(decoded_len.saturating_mul(DECODED_FACTOR)) {
-        return refuse(e);
-    }
+    // The decoder reserves each step's memory (decompressed body, batch, prost's messages) in
+    // the ticket before allocating it; the ticket is dropped once the batch is committed.
     let st = state.clone();
-    let result = blocking::run(move || store(&st, &raw, protocol)).await;
-    drop(ticket);
+    let result = blocking::run(move || store(&st, &raw, protocol, &mut ticket)).await;
     match result {
         Ok(w) => {
             let mut resp = StatusCode::NO_CONTENT.into_response();
@@ -152,8 +147,18 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
     }
 }
 
-/// Decodes, counts and commits one request (runs on the blocking pool).
-fn store(state: &AppState, raw: &[u8], protocol: Protocol) -> Result<Written, ApiError> {
+/// The `reason` label of a request the write budget or a size limit refused.
+fn refusal_reason(e: &ApiError) -> &'static str {
+    if matches!(e, ApiError::Overloaded(_)) {
+        "overloaded"
+    } else {
+        "too_large"
+    }
+}
+
+/// Decodes, counts and commits one request (runs on the blocking pool), reserving its decoded
+/// memory in `ticket` step by step.
+fn store(state: &AppState, raw: &[u8], protocol: Protocol, ticket: &mut Ticket) -> Result<Written, ApiError> {
     let mp = metrics_protocol(protocol);
     let limits = DecodeLimits {
         max_decoded_bytes: state.limits.max_request_bytes,
@@ -161,13 +166,21 @@ fn store(state: &AppState, raw: &[u8], protocol: Protocol) -> Result<Written, Ap
         max_label_len: state.limits.series.max_label_bytes,
         max_series: state.limits.series.max_series,
     };
-    let decoded = decode_write(raw, protocol, &limits).map_err(|rej| {
-        state.metrics.rejected(mp, rej.error.reason(), rej.samples, true);
-        match rej.error {
-            DecodeError::TooLarge { limit, .. } => ApiError::TooLarge { limit },
-            _ => ApiError::BadData(rej.to_string()),
-        }
-    })?;
+    let decoded = decode_write_reserving(raw, protocol, &limits, &mut |bytes| ticket.reserve(bytes)).map_err(
+        |stop| match stop {
+            Stopped::Rejected(rej) => {
+                state.metrics.rejected(mp, rej.error.reason(), rej.samples, true);
+                match rej.error {
+                    DecodeError::TooLarge { limit, .. } => ApiError::TooLarge { limit },
+                    _ => ApiError::BadData(rej.to_string()),
+                }
+            }
+            Stopped::Refused(e) => {
+                state.metrics.rejected(mp, refusal_reason(&e), 0, true);
+                e
+            }
+        },
+    )?;
     state.metrics.rejected(mp, "native_histogram", decoded.histograms, false);
     state.metrics.rejected(mp, "exemplar", decoded.exemplars, false);
     state.remote.metadata.record(decoded.metadata);

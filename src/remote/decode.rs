@@ -7,10 +7,13 @@
 //! [`Decoded`] so the caller can report them, and a request that carries nothing else is an error
 //! ([`DecodeError::OnlyNativeHistograms`]).
 
+use std::convert::Infallible;
+
 use crate::labels::{is_valid_label_name, LabelError, Labels, METRIC_NAME};
+use crate::remote::footprint::Footprint;
 use crate::remote::metadata::MetricMetadata;
 use crate::remote::proto::{self, MetricType};
-use crate::remote::scan::scan_v1;
+use crate::remote::scan::scan_v1_sized;
 use crate::sample::{check_timestamp, PackedBatch, Sample, TimestampOutOfRange};
 use prost::Message;
 
@@ -193,16 +196,57 @@ impl DecodeError {
     }
 }
 
+/// Why [`decode_write_reserving`] stopped: the body is bad, or the caller's memory budget
+/// refused a step.
+#[derive(Debug)]
+pub enum Stopped<E> {
+    /// The body was rejected (the sender's fault).
+    Rejected(Rejection),
+    /// The budget refused the bytes the next step needed.
+    Refused(E),
+}
+
+impl<E> From<Rejection> for Stopped<E> {
+    fn from(r: Rejection) -> Self {
+        Self::Rejected(r)
+    }
+}
+
+impl<E> From<DecodeError> for Stopped<E> {
+    fn from(e: DecodeError) -> Self {
+        Self::Rejected(e.into())
+    }
+}
+
+/// Asks a memory budget for bytes before an allocation step.
+pub type Reserve<'a, E> = &'a mut dyn FnMut(usize) -> Result<(), E>;
+
+/// The result of a decode under a budget that never refuses.
+fn unbudgeted<T>(r: Result<T, Stopped<Infallible>>) -> Result<T, Rejection> {
+    r.map_err(|s| match s {
+        Stopped::Rejected(r) => r,
+        Stopped::Refused(never) => match never {},
+    })
+}
+
 /// Decompresses a snappy block, refusing bodies whose announced length exceeds `limit`
 /// before any allocation.
 ///
 /// # Errors
 /// [`DecodeError::TooLarge`] or [`DecodeError::Snappy`].
 pub fn decompress(body: &[u8], limit: usize) -> Result<Vec<u8>, DecodeError> {
+    decompress_reserving(body, limit, &mut |_| Ok::<(), Infallible>(())).map_err(|s| match s {
+        Stopped::Rejected(r) => r.error,
+        Stopped::Refused(never) => match never {},
+    })
+}
+
+fn decompress_reserving<E>(body: &[u8], limit: usize, reserve: Reserve<'_, E>) -> Result<Vec<u8>, Stopped<E>> {
     let len = snap::raw::decompress_len(body).map_err(DecodeError::Snappy)?;
     if len > limit {
-        return Err(DecodeError::TooLarge { len, limit });
+        return Err(DecodeError::TooLarge { len, limit }.into());
     }
+    reserve(len).map_err(Stopped::Refused)?;
     let mut out = vec![0u8; len];
     let n = snap::raw::Decoder::new().decompress(body, &mut out).map_err(DecodeError::Snappy)?;
     out.truncate(n);
@@ -214,44 +258,78 @@ pub fn decompress(body: &[u8], limit: usize) -> Result<Vec<u8>, DecodeError> {
 /// # Errors
 /// A [`Rejection`] describing the first problem found.
 pub fn decode_write(body: &[u8], protocol: Protocol, limits: &DecodeLimits) -> Result<Decoded, Rejection> {
-    let raw = decompress(body, limits.max_decoded_bytes)?;
+    unbudgeted(decode_write_reserving(body, protocol, limits, &mut |_| Ok(())))
+}
+
+/// [`decode_write`], asking `reserve` for the memory of each step before the step allocates it:
+/// the decompressed body, then the decoded batch, then (only for bodies the zero-copy scanner
+/// leaves to prost) prost's messages, all computed exactly or bounded from above by a walk over
+/// the body ([`Footprint`]). A body's decoded size is not bounded by its wire size (an empty
+/// `Sample` is 2 bytes and decodes to 16), so this is what keeps hostile bodies within budget.
+///
+/// # Errors
+/// [`Stopped::Rejected`] for a bad body, [`Stopped::Refused`] with `reserve`'s error.
+pub fn decode_write_reserving<E>(
+    body: &[u8],
+    protocol: Protocol,
+    limits: &DecodeLimits,
+    reserve: Reserve<'_, E>,
+) -> Result<Decoded, Stopped<E>> {
+    let raw = decompress_reserving(body, limits.max_decoded_bytes, reserve)?;
     let decoded = match protocol {
-        Protocol::V1 => decode_v1(&raw, limits)?,
-        Protocol::V2 => decode_v2(&raw, limits)?,
+        Protocol::V1 => decode_v1_reserving(&raw, limits, reserve)?,
+        Protocol::V2 => decode_v2_reserving(&raw, limits, reserve)?,
     };
     if decoded.batch.is_empty() && decoded.metadata.is_empty() && decoded.histograms > 0 {
         let count = decoded.histograms;
-        return Err(Rejection { error: DecodeError::OnlyNativeHistograms { count }, samples: count });
+        return Err(Rejection { error: DecodeError::OnlyNativeHistograms { count }, samples: count }.into());
     }
     Ok(decoded)
 }
 
 /// Decodes an uncompressed `prometheus.WriteRequest`: plain float series through the zero-copy
-/// scanner ([`scan_v1`]), anything else (metadata, exemplars, histograms, any error) through
-/// [`decode_v1_reference`], so results and error messages are those of the reference decoder.
+/// scanner ([`crate::remote::scan::scan_v1`]), anything else (metadata, exemplars, histograms,
+/// any error) through [`decode_v1_reference`], so results and error messages are those of the
+/// reference decoder.
 ///
 /// # Errors
 /// A [`Rejection`] describing the first problem found.
 pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection> {
-    match scan_v1(raw, limits) {
-        Some(batch) => Ok(Decoded { batch, ..Decoded::default() }),
-        None => decode_v1_reference(raw, limits),
+    unbudgeted(decode_v1_reserving(raw, limits, &mut |_| Ok(())))
+}
+
+fn decode_v1_reserving<E>(raw: &[u8], limits: &DecodeLimits, reserve: Reserve<'_, E>) -> Result<Decoded, Stopped<E>> {
+    let footprint = Footprint::of_v1(raw);
+    check_series_count(&footprint, limits)?;
+    reserve(footprint.batch_bytes(footprint.label_bytes)).map_err(Stopped::Refused)?;
+    if let Some(batch) = scan_v1_sized(raw, limits, &footprint) {
+        return Ok(Decoded { batch, ..Decoded::default() });
     }
+    reserve(footprint.prost_bytes).map_err(Stopped::Refused)?;
+    Ok(reference_v1(raw, limits, &footprint)?)
 }
 
 /// Decodes an uncompressed `prometheus.WriteRequest` with prost into owned messages, then checks
-/// them: the reference [`scan_v1`] is tested against, and the decoder of every request the
-/// scanner leaves alone.
+/// them: the reference [`crate::remote::scan::scan_v1`] is tested against, and the decoder of
+/// every request the scanner leaves alone.
 ///
 /// # Errors
 /// A [`Rejection`] describing the first problem found.
 pub fn decode_v1_reference(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection> {
+    let footprint = Footprint::of_v1(raw);
+    check_series_count(&footprint, limits)?;
+    reference_v1(raw, limits, &footprint)
+}
+
+fn reference_v1(raw: &[u8], limits: &DecodeLimits, footprint: &Footprint) -> Result<Decoded, Rejection> {
     let req = proto::WriteRequest::decode(raw)
         .map_err(|source| DecodeError::Protobuf { message: "prometheus.WriteRequest", source })?;
     let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
     let reject = |error| Rejection { error, samples };
-    check_series_count(req.timeseries.len(), limits).map_err(reject)?;
-    let mut out = Decoded { batch: PackedBatch::with_capacity(req.timeseries.len(), samples), ..Decoded::default() };
+    let mut out = Decoded {
+        batch: PackedBatch::sized(footprint.series, footprint.samples, footprint.label_bytes),
+        ..Decoded::default()
+    };
     for (index, ts) in req.timeseries.into_iter().enumerate() {
         out.histograms += ts.histograms.len();
         out.exemplars += ts.exemplars.len();
@@ -277,14 +355,45 @@ pub fn decode_v1_reference(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded,
 /// # Errors
 /// A [`Rejection`] describing the first problem found.
 pub fn decode_v2(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection> {
+    unbudgeted(decode_v2_reserving(raw, limits, &mut |_| Ok(())))
+}
+
+fn decode_v2_reserving<E>(raw: &[u8], limits: &DecodeLimits, reserve: Reserve<'_, E>) -> Result<Decoded, Stopped<E>> {
+    let footprint = Footprint::of_v2(raw);
+    check_series_count(&footprint, limits)?;
+    reserve(footprint.prost_bytes).map_err(Stopped::Refused)?;
     let req = proto::v2::Request::decode(raw)
         .map_err(|source| DecodeError::Protobuf { message: "io.prometheus.write.v2.Request", source })?;
     let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
-    decode_v2_series(&req, limits).map_err(|error| Rejection { error, samples })
+    let reject = |error| Rejection { error, samples };
+    // The text the symbol references expand to, reserved before it is copied out. References
+    // out of range count nothing here: the decode below rejects them.
+    let text = expanded_text(&req);
+    if text > limits.max_decoded_bytes {
+        return Err(reject(DecodeError::ExpandsTooMuch { limit: limits.max_decoded_bytes }).into());
+    }
+    reserve(footprint.batch_bytes(text)).map_err(Stopped::Refused)?;
+    Ok(decode_v2_series(&req, limits, PackedBatch::sized(footprint.series, footprint.samples, text)).map_err(reject)?)
 }
 
-fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<Decoded, DecodeError> {
-    check_series_count(req.timeseries.len(), limits)?;
+/// Bytes of label and metadata text a 2.0 request's references expand to, with a separator per
+/// label name and value (the canonical encoding's).
+fn expanded_text(req: &proto::v2::Request) -> usize {
+    let len = |r: &u32| req.symbols.get(*r as usize).map_or(0, |s| s.len() + 1);
+    req.timeseries
+        .iter()
+        .map(|ts| {
+            let meta = ts.metadata.as_ref().map_or(0, |m| len(&m.help_ref) + len(&m.unit_ref));
+            ts.labels_refs.iter().map(len).sum::<usize>() + meta
+        })
+        .fold(0usize, usize::saturating_add)
+}
+
+fn decode_v2_series(
+    req: &proto::v2::Request,
+    limits: &DecodeLimits,
+    batch: PackedBatch,
+) -> Result<Decoded, DecodeError> {
     if req.symbols.first().is_some_and(|s| !s.is_empty()) {
         return Err(DecodeError::Symbols { index: 0, problem: "symbols[0] must be the empty string".into() });
     }
@@ -294,11 +403,7 @@ fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<D
             problem: format!("symbol reference {r} is out of range (the table has {} symbols)", req.symbols.len()),
         })
     };
-    // Bytes of label and metadata text materialised from symbol references so far: bounded by
-    // the body limit, as the same request in 1.0 form would have to carry them.
-    let mut budget = Budget { left: limits.max_decoded_bytes, limit: limits.max_decoded_bytes };
-    let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
-    let mut out = Decoded { batch: PackedBatch::with_capacity(req.timeseries.len(), samples), ..Decoded::default() };
+    let mut out = Decoded { batch, ..Decoded::default() };
     for (index, ts) in req.timeseries.iter().enumerate() {
         out.histograms += ts.histograms.len();
         out.exemplars += ts.exemplars.len();
@@ -319,7 +424,6 @@ fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<D
         for pair in ts.labels_refs.chunks_exact(2) {
             if let [n, v] = pair {
                 let (n, v) = (symbol(index, *n)?, symbol(index, *v)?);
-                budget.take(n.len() + v.len())?;
                 pairs.push((n.clone(), v.clone()));
             }
         }
@@ -328,7 +432,6 @@ fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<D
         if let (Some(md), Some(metric)) = (&ts.metadata, name) {
             let kind = MetricType::try_from(md.r#type).unwrap_or(MetricType::Unknown);
             let (help, unit) = (symbol(index, md.help_ref)?, symbol(index, md.unit_ref)?);
-            budget.take(help.len() + unit.len())?;
             let (help, unit) = (help.clone(), unit.clone());
             if kind != MetricType::Unknown || !help.is_empty() || !unit.is_empty() {
                 out.metadata.push(MetricMetadata { metric, kind, help, unit });
@@ -338,25 +441,15 @@ fn decode_v2_series(req: &proto::v2::Request, limits: &DecodeLimits) -> Result<D
     Ok(out)
 }
 
-/// Fails when a request has more series than allowed.
-fn check_series_count(count: usize, limits: &DecodeLimits) -> Result<(), DecodeError> {
+/// Fails when a request has more series than allowed: checked on the walk, before prost
+/// allocates a struct per series.
+fn check_series_count(footprint: &Footprint, limits: &DecodeLimits) -> Result<(), Rejection> {
+    let count = footprint.series;
     if count > limits.max_series {
-        return Err(DecodeError::TooManySeries { count, limit: limits.max_series });
+        let error = DecodeError::TooManySeries { count, limit: limits.max_series };
+        return Err(Rejection { error, samples: footprint.samples });
     }
     Ok(())
-}
-
-/// What is left of a remote-write 2.0 request's expansion budget.
-struct Budget {
-    left: usize,
-    limit: usize,
-}
-
-impl Budget {
-    fn take(&mut self, bytes: usize) -> Result<(), DecodeError> {
-        self.left = self.left.checked_sub(bytes).ok_or(DecodeError::ExpandsTooMuch { limit: self.limit })?;
-        Ok(())
-    }
 }
 
 /// Validates one series and appends it to the batch (series without float samples are skipped,

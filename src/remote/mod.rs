@@ -3,6 +3,7 @@
 //! Prometheus' XOR chunk format. The HTTP handlers in `http/` call into this module.
 
 pub mod decode;
+pub mod footprint;
 pub mod metadata;
 pub mod proto;
 pub mod read;

@@ -13,6 +13,7 @@
 use crate::labels::Labels;
 use crate::matcher::{MatchOp, Matcher, MatcherError};
 use crate::remote::decode::{decompress, DecodeError};
+use crate::remote::footprint::Footprint;
 use crate::remote::proto::{self, ChunkEncoding, MatcherType, ResponseType};
 use crate::remote::xor;
 use crate::sample::SeriesSamples;
@@ -30,6 +31,14 @@ pub enum ReadError {
     /// Bad snappy or size.
     #[error(transparent)]
     Body(#[from] DecodeError),
+    /// The request's messages would take more memory than the body limit.
+    #[error("remote-read request would decode to up to {bytes} bytes of messages, more than the limit of {limit} bytes (--max-request-bytes)")]
+    Expands {
+        /// Bytes its messages would take.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// Not a `prometheus.ReadRequest`.
     #[error("invalid protobuf prometheus.ReadRequest: {0}")]
     Protobuf(#[source] prost::DecodeError),
@@ -64,6 +73,12 @@ pub enum ReadError {
 /// [`ReadError`] on bad snappy, oversized bodies or bad protobuf.
 pub fn decode_request(body: &[u8], max_decoded_bytes: usize) -> Result<proto::ReadRequest, ReadError> {
     let raw = decompress(body, max_decoded_bytes)?;
+    // A few queries of a few matchers each is what clients send; a body of empty messages would
+    // decode to ~50 times its size. Decoded, it may be as large as the body limit.
+    let bytes = Footprint::of_read_request(&raw).prost_bytes;
+    if bytes > max_decoded_bytes {
+        return Err(ReadError::Expands { bytes, limit: max_decoded_bytes });
+    }
     proto::ReadRequest::decode(raw.as_slice()).map_err(ReadError::Protobuf)
 }
 

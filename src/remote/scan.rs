@@ -28,27 +28,28 @@
 //! `__name__`; labels with empty values are dropped, as [`crate::labels::Labels`] does.
 
 use super::decode::DecodeLimits;
+use super::footprint::Footprint;
 use crate::labels::{is_valid_label_name, METRIC_NAME};
 use crate::sample::{check_timestamp, PackedBatch, Sample};
 
 /// Protobuf wire types.
-const VARINT: u8 = 0;
-const FIXED64: u8 = 1;
-const LEN: u8 = 2;
-const FIXED32: u8 = 5;
+pub(super) const VARINT: u8 = 0;
+pub(super) const FIXED64: u8 = 1;
+pub(super) const LEN: u8 = 2;
+pub(super) const FIXED32: u8 = 5;
 
 /// A position in a message's bytes.
-struct Cursor<'a> {
-    src: &'a [u8],
+pub(super) struct Cursor<'a> {
+    pub(super) src: &'a [u8],
 }
 
 impl<'a> Cursor<'a> {
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.src.is_empty()
     }
 
     /// A varint of at most 10 bytes whose 10th byte is 0 or 1 (prost's rule).
-    fn varint(&mut self) -> Option<u64> {
+    pub(super) fn varint(&mut self) -> Option<u64> {
         let mut value = 0u64;
         for (i, &b) in self.src.iter().take(10).enumerate() {
             value |= u64::from(b & 0x7f) << (7 * i);
@@ -64,7 +65,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A field key: (field number, wire type). Rejects what prost rejects.
-    fn key(&mut self) -> Option<(u32, u8)> {
+    pub(super) fn key(&mut self) -> Option<(u32, u8)> {
         let key = u32::try_from(self.varint()?).ok()?;
         let (tag, wire) = (key >> 3, (key & 7) as u8);
         (tag != 0).then_some((tag, wire))
@@ -77,7 +78,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The bytes of a length-delimited field.
-    fn bytes(&mut self) -> Option<&'a [u8]> {
+    pub(super) fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = usize::try_from(self.varint()?).ok()?;
         self.take(n)
     }
@@ -87,7 +88,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Skips an unknown field as prost does; `None` for groups (left to prost).
-    fn skip(&mut self, wire: u8) -> Option<()> {
+    pub(super) fn skip(&mut self, wire: u8) -> Option<()> {
         match wire {
             VARINT => self.varint().map(drop),
             FIXED64 => self.take(8).map(drop),
@@ -101,8 +102,13 @@ impl<'a> Cursor<'a> {
 /// Scans an uncompressed `prometheus.WriteRequest` into a batch; `None` when the request is
 /// anything but valid float series (see the module docs: the caller then decodes it with prost).
 pub fn scan_v1(raw: &[u8], limits: &DecodeLimits) -> Option<PackedBatch> {
-    // Sizes from the body length: a series takes at least ~20 bytes, a sample 11.
-    let mut batch = PackedBatch::with_capacity(raw.len() / 128, raw.len() / 16);
+    scan_v1_sized(raw, limits, &Footprint::of_v1(raw))
+}
+
+/// [`scan_v1`] with the body's [`Footprint`] already walked: the batch is allocated once, at its
+/// final size.
+pub fn scan_v1_sized(raw: &[u8], limits: &DecodeLimits, footprint: &Footprint) -> Option<PackedBatch> {
+    let mut batch = PackedBatch::sized(footprint.series, footprint.samples, footprint.label_bytes);
     let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(16);
     let mut series = 0usize;
     let mut body = Cursor { src: raw };

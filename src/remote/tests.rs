@@ -482,3 +482,253 @@ fn scanner_leaves_metadata_exemplars_and_histograms_to_prost() {
     assert_eq!(batch.unpack().unwrap().series[0].labels.to_string(), r#"up{b="x"}"#);
     assert_eq!(batch.samples()[0].value.to_bits(), STALE_NAN_BITS);
 }
+
+/// Heap bytes of decoded prost messages: every `Vec`'s and `String`'s capacity.
+mod heap {
+    use super::{proto, v2};
+
+    fn vec<T>(v: &Vec<T>) -> usize {
+        v.capacity() * std::mem::size_of::<T>()
+    }
+
+    fn label(l: &proto::Label) -> usize {
+        l.name.capacity() + l.value.capacity()
+    }
+
+    fn labels(l: &Vec<proto::Label>) -> usize {
+        vec(l) + l.iter().map(label).sum::<usize>()
+    }
+
+    pub fn v1(r: &proto::WriteRequest) -> usize {
+        let series: usize = r
+            .timeseries
+            .iter()
+            .map(|t| {
+                labels(&t.labels)
+                    + vec(&t.samples)
+                    + vec(&t.exemplars)
+                    + t.exemplars.iter().map(|e| labels(&e.labels)).sum::<usize>()
+                    + vec(&t.histograms)
+                    + t.histograms.iter().map(|h| vec(&h.positive_spans) + vec(&h.positive_deltas)).sum::<usize>()
+            })
+            .sum();
+        let metadata: usize =
+            r.metadata.iter().map(|m| m.metric_family_name.capacity() + m.help.capacity() + m.unit.capacity()).sum();
+        vec(&r.timeseries) + series + vec(&r.metadata) + metadata
+    }
+
+    pub fn v2(r: &v2::Request) -> usize {
+        let series: usize = r
+            .timeseries
+            .iter()
+            .map(|t| {
+                vec(&t.labels_refs)
+                    + vec(&t.samples)
+                    + vec(&t.exemplars)
+                    + t.exemplars.iter().map(|e| vec(&e.labels_refs)).sum::<usize>()
+                    + vec(&t.histograms)
+                    + t.histograms.iter().map(|h| vec(&h.positive_spans) + vec(&h.positive_deltas)).sum::<usize>()
+            })
+            .sum();
+        vec(&r.symbols) + r.symbols.iter().map(String::capacity).sum::<usize>() + vec(&r.timeseries) + series
+    }
+
+    pub fn read(r: &proto::ReadRequest) -> usize {
+        let queries: usize = r
+            .queries
+            .iter()
+            .map(|q| {
+                vec(&q.matchers)
+                    + q.matchers.iter().map(|m| m.name.capacity() + m.value.capacity()).sum::<usize>()
+                    + q.hints.as_ref().map_or(0, |h| {
+                        h.func.capacity() + vec(&h.grouping) + h.grouping.iter().map(String::capacity).sum::<usize>()
+                    })
+            })
+            .sum();
+        vec(&r.queries) + queries + vec(&r.accepted_response_types)
+    }
+}
+
+/// Decodes under a budget that grants everything and returns what was reserved in total.
+fn reserved_for(body: &[u8], protocol: Protocol) -> (usize, Result<super::decode::Decoded, Rejection>) {
+    let mut total = 0usize;
+    let result = super::decode::decode_write_reserving(body, protocol, &DecodeLimits::default(), &mut |b| {
+        total += b;
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let result = result.map_err(|s| match s {
+        super::decode::Stopped::Rejected(r) => r,
+        super::decode::Stopped::Refused(never) => match never {},
+    });
+    (total, result)
+}
+
+fn arb_v1_request() -> impl Strategy<Value = proto::WriteRequest> {
+    let text = "[a-z_]{0,12}";
+    let label = (text, text).prop_map(|(name, value)| proto::Label { name, value });
+    let sample =
+        (any::<f64>(), 0i64..4_000_000_000_000).prop_map(|(value, timestamp)| proto::Sample { value, timestamp });
+    let exemplar = proptest::collection::vec(label.clone(), 0..3).prop_map(|labels| proto::Exemplar {
+        labels,
+        value: 1.0,
+        timestamp: T,
+    });
+    let hist = (proptest::collection::vec(any::<i64>(), 0..20), 0usize..3).prop_map(|(positive_deltas, spans)| {
+        proto::Histogram {
+            positive_deltas,
+            positive_spans: vec![proto::BucketSpan { offset: 1, length: 2 }; spans],
+            ..histogram()
+        }
+    });
+    let ts = (
+        proptest::collection::vec(label, 0..6),
+        proptest::collection::vec(sample, 0..40),
+        proptest::collection::vec(exemplar, 0..2),
+        proptest::collection::vec(hist, 0..2),
+    )
+        .prop_map(|(labels, samples, exemplars, histograms)| proto::TimeSeries {
+            labels,
+            samples,
+            exemplars,
+            histograms,
+        });
+    let meta = (text, text).prop_map(|(metric_family_name, help)| proto::MetricMetadata {
+        r#type: 1,
+        metric_family_name,
+        help,
+        unit: String::new(),
+    });
+    (proptest::collection::vec(ts, 0..12), proptest::collection::vec(meta, 0..3))
+        .prop_map(|(timeseries, metadata)| proto::WriteRequest { timeseries, metadata })
+}
+
+fn arb_v2_request() -> impl Strategy<Value = v2::Request> {
+    let symbols = proptest::collection::vec("[a-z_]{0,12}", 0..10).prop_map(|mut s| {
+        s.insert(0, String::new());
+        s
+    });
+    let refs = proptest::collection::vec(0u32..12, 0..12);
+    let sample =
+        (any::<f64>(), 0i64..4_000_000_000_000).prop_map(|(value, timestamp)| proto::Sample { value, timestamp });
+    let meta = proptest::option::of((0u32..12, 0u32..12))
+        .prop_map(|m| m.map(|(help_ref, unit_ref)| v2::Metadata { r#type: 1, help_ref, unit_ref }));
+    let ts = (refs.clone(), proptest::collection::vec(sample, 0..40), proptest::collection::vec(refs, 0..2), meta)
+        .prop_map(|(labels_refs, samples, exemplars, metadata)| v2::TimeSeries {
+            labels_refs,
+            samples,
+            exemplars: exemplars
+                .into_iter()
+                .map(|labels_refs| v2::Exemplar { labels_refs, value: 1.0, timestamp: T })
+                .collect(),
+            metadata,
+            ..Default::default()
+        });
+    (symbols, proptest::collection::vec(ts, 0..12))
+        .prop_map(|(symbols, timeseries)| v2::Request { symbols, timeseries })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The walk's bound covers every capacity prost really allocates, and its counts are exact.
+    #[test]
+    fn footprint_bounds_what_prost_allocates(
+        req in arb_v1_request(),
+        req2 in arb_v2_request(),
+        wire in proptest::collection::vec(arb_wire_series(), 0..6),
+        cut in any::<usize>(),
+    ) {
+        use super::footprint::Footprint;
+        let raw = req.encode_to_vec();
+        let f = Footprint::of_v1(&raw);
+        prop_assert!(f.prost_bytes >= heap::v1(&req), "{} < {}", f.prost_bytes, heap::v1(&req));
+        prop_assert_eq!(f.series, req.timeseries.len());
+        prop_assert_eq!(f.samples, req.timeseries.iter().map(|t| t.samples.len()).sum::<usize>());
+        // Hand-encoded bodies with unknown and repeated fields, whole and truncated.
+        let raw = encode_wire(&wire, Some(3));
+        let truncated = &raw[..cut % (raw.len() + 1)];
+        for body in [&raw[..], truncated] {
+            if let Ok(decoded) = proto::WriteRequest::decode(body) {
+                let f = Footprint::of_v1(body);
+                prop_assert!(f.prost_bytes >= heap::v1(&decoded), "{} < {}", f.prost_bytes, heap::v1(&decoded));
+            }
+        }
+        let raw = req2.encode_to_vec();
+        let f = Footprint::of_v2(&raw);
+        prop_assert!(f.prost_bytes >= heap::v2(&req2), "{} < {}", f.prost_bytes, heap::v2(&req2));
+        prop_assert_eq!(f.series, req2.timeseries.len());
+    }
+
+    /// What the decoder reserves covers what it holds: the decompressed body, the batch at its
+    /// capacity, and prost's messages when the scanner left the body to prost.
+    #[test]
+    fn decoding_reserves_what_it_holds(req in arb_v1_request(), req2 in arb_v2_request()) {
+        let raw = req.encode_to_vec();
+        let (reserved, result) = reserved_for(&snappy_body(&req), Protocol::V1);
+        if let Ok(d) = result {
+            let scanned = super::scan::scan_v1(&raw, &DecodeLimits::default()).is_some();
+            let prost = if scanned { 0 } else { heap::v1(&req) };
+            prop_assert!(reserved >= raw.len() + d.batch.heap_bytes() + prost);
+        }
+        let raw = req2.encode_to_vec();
+        let (reserved, result) = reserved_for(&snappy_body(&req2), Protocol::V2);
+        if let Ok(d) = result {
+            prop_assert!(reserved >= raw.len() + d.batch.heap_bytes() + heap::v2(&req2));
+        }
+    }
+}
+
+#[test]
+fn footprint_bounds_a_read_request() {
+    use super::footprint::Footprint;
+    let m = |n: &str| proto::LabelMatcher { r#type: 0, name: n.into(), value: "some value".into() };
+    let hints =
+        proto::ReadHints { func: "rate".into(), grouping: vec!["a".into(), "job".into()], ..Default::default() };
+    let req = proto::ReadRequest {
+        queries: vec![
+            proto::Query { matchers: vec![m("__name__"), m("job")], hints: Some(hints), ..Default::default() },
+            proto::Query { matchers: vec![m("x")], ..Default::default() },
+        ],
+        accepted_response_types: vec![0, 1],
+    };
+    let raw = req.encode_to_vec();
+    assert!(Footprint::of_read_request(&raw).prost_bytes >= heap::read(&req));
+    // Hints sent twice in one query are merged by prost: 8 grouping labels and then 1 more grow
+    // one Vec to 16, more than two Vecs of 8 and 4.
+    let hints = |n: usize| {
+        let grouping = (0..n).map(|i| format!("g{i}")).collect();
+        proto::ReadHints { func: "f".repeat(n), grouping, ..Default::default() }.encode_to_vec()
+    };
+    let mut query = Vec::new();
+    wire::len_field(&mut query, 4, &hints(8));
+    wire::len_field(&mut query, 4, &hints(1));
+    let mut twice = Vec::new();
+    wire::len_field(&mut twice, 1, &query);
+    let decoded = proto::ReadRequest::decode(&twice[..]).unwrap();
+    assert_eq!(decoded.queries[0].hints.as_ref().map(|h| h.grouping.len()), Some(9));
+    assert!(Footprint::of_read_request(&twice).prost_bytes >= heap::read(&decoded));
+}
+
+#[test]
+fn bodies_of_empty_messages_are_refused_before_decoding() {
+    // 64 MiB of empty TimeSeries (3 MB compressed): 33 M series, refused by count before prost
+    // builds a 96-byte struct for each.
+    let limits = DecodeLimits::default();
+    let raw = [0x0a, 0x00].repeat(4 << 20);
+    let err = decode_write(&super::read::compress(&raw), Protocol::V1, &limits).unwrap_err();
+    assert_eq!(err.error.reason(), "too_many_series");
+    // One series with 1 M empty samples: 2 bytes each on the wire, 16 decoded; the decoder
+    // reserves at least that before decoding.
+    let mut ts = Vec::new();
+    wire::len_field(&mut ts, 1, &{
+        let mut l = Vec::new();
+        wire::len_field(&mut l, 1, b"__name__");
+        wire::len_field(&mut l, 2, b"up");
+        l
+    });
+    ts.extend([0x12, 0x00].repeat(1 << 20));
+    let mut body = Vec::new();
+    wire::len_field(&mut body, 1, &ts);
+    let (reserved, _) = reserved_for(&super::read::compress(&body), Protocol::V1);
+    assert!(reserved >= 16 << 20, "reserved only {reserved} bytes");
+}

@@ -127,6 +127,98 @@ fn a_write_flood_gets_429_with_bounded_memory_and_the_server_recovers() {
     bin.terminate();
 }
 
+/// A protobuf length-delimited field.
+fn len_field(dst: &mut Vec<u8>, tag: u8, payload: &[u8]) {
+    dst.push(tag << 3 | 2);
+    let mut n = payload.len();
+    while n >= 0x80 {
+        dst.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    dst.push(n as u8);
+    dst.extend_from_slice(payload);
+}
+
+/// Bodies of empty messages decode to many times their size (an empty `TimeSeries` is 2 bytes
+/// and a 96-byte struct, an empty `Sample` 2 bytes and 16): each is refused before it is
+/// decoded, with a reason, and the server's memory stays within its write budget.
+#[test]
+fn bodies_that_decode_far_beyond_their_size_are_refused_within_the_budget() {
+    const INFLIGHT_MIB: u64 = 64;
+    let dir = tempfile::tempdir().unwrap();
+    let inflight = format!("{INFLIGHT_MIB}MiB");
+    let bin = Binary::spawn(
+        dir.path(),
+        &["--retention", "0", "--max-request-bytes", "16MiB", "--max-inflight-bytes", &inflight],
+    );
+    let base = bin.url("");
+    let write = format!("{base}/api/v1/write");
+    let pid = bin.child.id();
+    let (small, _) = dataset(10, 10, 1_600_000_000_000, "warm");
+    assert_eq!(import(&base, small).0, 204);
+    let baseline_kib = proc_status_kib(pid, "VmRSS:");
+
+    let compress = |raw: &[u8]| snap::raw::Encoder::new().compress_vec(raw).unwrap();
+    let mut name = Vec::new();
+    len_field(&mut name, 1, b"__name__");
+    len_field(&mut name, 2, b"bomb");
+    // One series whose body is `filler` repeated to 16 MiB - 64 bytes.
+    let one_series = |filler: &[u8]| {
+        let mut ts = Vec::new();
+        len_field(&mut ts, 1, &name);
+        ts.extend(filler.repeat(((16 << 20) - 64) / filler.len()));
+        let mut body = Vec::new();
+        len_field(&mut body, 1, &ts);
+        compress(&body)
+    };
+    let mut v2_series = vec![0x0a, 0x02, 0x01, 0x02];
+    v2_series.extend([0x12, 0x00].repeat(((16 << 20) - 64) / 2));
+    let mut v2_body = Vec::new();
+    len_field(&mut v2_body, 4, b"");
+    len_field(&mut v2_body, 4, b"__name__");
+    len_field(&mut v2_body, 4, b"bomb");
+    len_field(&mut v2_body, 5, &v2_series);
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+    let cases: Vec<(&str, Headers, Vec<u8>, u16, &str)> = vec![
+        (
+            "8 M empty series",
+            &V1_HEADERS,
+            compress(&[0x0a, 0x00].repeat((16 << 20) / 2)),
+            400,
+            "8388608 series, more than the limit of 1000000",
+        ),
+        ("8 M empty samples", &V1_HEADERS, one_series(&[0x12, 0x00]), 413, "of memory to decode"),
+        ("8 M empty labels", &V1_HEADERS, one_series(&[0x0a, 0x00]), 413, "of memory to decode"),
+        ("2.0: 8 M empty samples", &V2_HEADERS, compress(&v2_body), 413, "of memory to decode"),
+    ];
+    for (what, headers, body, status, needle) in cases {
+        assert!(body.len() < 1 << 20, "{what}: {} bytes compressed", body.len());
+        let (got, _, text) = post(&write, headers, body);
+        assert_eq!(got, status, "{what}: {text}");
+        assert!(text.contains(needle), "{what}: {text}");
+        println!("{what}: {got} {text}");
+    }
+    let peak_kib = proc_status_kib(pid, "VmHWM:");
+    let growth_mib = peak_kib.saturating_sub(baseline_kib) / 1024;
+    println!("decoding bombs: RSS baseline {} MiB, peak {} MiB", baseline_kib / 1024, peak_kib / 1024);
+    // Before the walk, the first body alone made prost allocate ~1.3 GB of empty series.
+    assert!(growth_mib < INFLIGHT_MIB + 80, "RSS grew by {growth_mib} MiB");
+
+    // Nothing was stored, and the server goes on serving.
+    let (after, expected) = dataset(5, 5, 1_600_100_000_000, "after_bombs");
+    assert_eq!(import(&base, after).0, 204);
+    assert_eq!(export(&base, r#"{__name__=~"after_bombs_.*"}"#), expected);
+    assert!(export(&base, r#"{__name__="bomb"}"#).is_empty());
+    let metrics = client().get(format!("{base}/metrics")).send().unwrap().text().unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("saltdb_write_requests_rejected_total") && l.contains("reason=\"too_large\"")),
+        "413s are counted"
+    );
+    bin.terminate();
+}
+
 #[test]
 fn a_query_past_its_timeout_is_503_and_a_full_query_pool_is_503() {
     let dir = tempfile::tempdir().unwrap();
