@@ -73,7 +73,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = crate::http::admission::DEFAULT_MAX_CONCURRENT_WRITES)]
     pub max_concurrent_writes: usize,
     /// Memory all write requests in flight may hold together: bodies as received, their
-    /// decompressed form and the decoded samples (estimated at 3x the decompressed size). A
+    /// decompressed form and the decoded samples (computed from the body before decoding). A
     /// request that does not fit gets 429 and `Retry-After`; one that could never fit gets 413.
     /// Must be at least 4x --max-request-bytes.
     #[arg(long, default_value = "512MiB", value_parser = parse_bytes)]

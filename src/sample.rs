@@ -100,6 +100,20 @@ pub struct PackedBatch {
     ends: Vec<(usize, usize)>,
 }
 
+/// Makes room for `extra` more elements in `v`, asking `grant` for the bytes first.
+#[inline]
+fn grow<T>(v: &mut Vec<T>, extra: usize, grant: &mut dyn FnMut(usize) -> bool) -> bool {
+    if v.capacity() - v.len() >= extra {
+        return true;
+    }
+    let cap = v.capacity().saturating_mul(2).max(v.len().saturating_add(extra)).max(4);
+    if !grant((cap - v.capacity()).saturating_mul(std::mem::size_of::<T>())) {
+        return false;
+    }
+    v.reserve_exact(cap - v.len());
+    true
+}
+
 /// One series of a [`PackedBatch`].
 #[derive(Clone, Copy, Debug)]
 pub struct PackedSeries<'a> {
@@ -127,6 +141,23 @@ impl PackedBatch {
             samples: Vec::with_capacity(samples),
             ends: Vec::with_capacity(series),
         }
+    }
+
+    /// Makes room for `labels` more label bytes, `samples` more samples and `series` more
+    /// finished series, growing each buffer as a `Vec` grows (to at least twice its capacity).
+    /// `grant` is asked for the bytes of each growth before it happens; when it refuses, that
+    /// buffer does not grow and the answer is `false`.
+    #[inline]
+    pub fn make_room(
+        &mut self,
+        labels: usize,
+        samples: usize,
+        series: usize,
+        grant: &mut dyn FnMut(usize) -> bool,
+    ) -> bool {
+        grow(&mut self.labels, labels, grant)
+            && grow(&mut self.samples, samples, grant)
+            && grow(&mut self.ends, series, grant)
     }
 
     /// Heap bytes the batch holds (its buffers' capacities).

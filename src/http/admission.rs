@@ -96,7 +96,7 @@ impl Ticket {
         let total = bytes.saturating_add(self.reserved());
         if total > self.max_bytes {
             return Err(ApiError::Oversized(format!(
-                "this request needs {} KiB of memory to decode (body, decompressed body and decoded samples), more than the whole {} MiB budget (--max-inflight-bytes); send smaller requests",
+                "this request needs at least {} KiB of memory to decode (body, decompressed body and decoded samples), more than the whole {} MiB budget (--max-inflight-bytes); send smaller requests",
                 total.div_ceil(UNIT),
                 self.max_bytes >> 20
             )));

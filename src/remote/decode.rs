@@ -1,4 +1,4 @@
-//! Remote-write request bodies -> [`WriteBatch`]: snappy block decompression with a size limit
+//! Remote-write request bodies -> [`PackedBatch`]: snappy block decompression with a size limit
 //! checked before allocating, protobuf decoding (1.0 and 2.0), and the label and timestamp
 //! checks remote-write needs on top of [`Labels::from_pairs`].
 //!
@@ -13,7 +13,7 @@ use crate::labels::{is_valid_label_name, LabelError, Labels, METRIC_NAME};
 use crate::remote::footprint::Footprint;
 use crate::remote::metadata::MetricMetadata;
 use crate::remote::proto::{self, MetricType};
-use crate::remote::scan::scan_v1_sized;
+use crate::remote::scan::scan_v1_granted;
 use crate::sample::{check_timestamp, PackedBatch, Sample, TimestampOutOfRange};
 use prost::Message;
 
@@ -262,9 +262,9 @@ pub fn decode_write(body: &[u8], protocol: Protocol, limits: &DecodeLimits) -> R
 }
 
 /// [`decode_write`], asking `reserve` for the memory of each step before the step allocates it:
-/// the decompressed body, then the decoded batch, then (only for bodies the zero-copy scanner
-/// leaves to prost) prost's messages, all computed exactly or bounded from above by a walk over
-/// the body ([`Footprint`]). A body's decoded size is not bounded by its wire size (an empty
+/// the decompressed body; the zero-copy scanner's batch, each time it grows; and, for bodies
+/// the scanner leaves to prost, prost's messages and their batch, bounded from above by a walk
+/// over the body ([`Footprint`]). A body's decoded size is not bounded by its wire size (an empty
 /// `Sample` is 2 bytes and decodes to 16), so this is what keeps hostile bodies within budget.
 ///
 /// # Errors
@@ -299,13 +299,25 @@ pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection
 }
 
 fn decode_v1_reserving<E>(raw: &[u8], limits: &DecodeLimits, reserve: Reserve<'_, E>) -> Result<Decoded, Stopped<E>> {
-    let footprint = Footprint::of_v1(raw);
-    check_series_count(&footprint, limits)?;
-    reserve(footprint.batch_bytes(footprint.label_bytes)).map_err(Stopped::Refused)?;
-    if let Some(batch) = scan_v1_sized(raw, limits, &footprint) {
+    // The scanner reserves its batch as it grows; prost's messages are bounded by a walk first.
+    let mut refused = None;
+    let scanned = scan_v1_granted(raw, limits, &mut |bytes| match reserve(bytes) {
+        Ok(()) => true,
+        Err(e) => {
+            refused = Some(e);
+            false
+        }
+    });
+    if let Some(e) = refused {
+        return Err(Stopped::Refused(e));
+    }
+    if let Some(batch) = scanned {
         return Ok(Decoded { batch, ..Decoded::default() });
     }
-    reserve(footprint.prost_bytes).map_err(Stopped::Refused)?;
+    let footprint = Footprint::of_v1(raw);
+    check_series_count(&footprint, limits)?;
+    reserve(footprint.prost_bytes.saturating_add(footprint.batch_bytes(footprint.label_bytes)))
+        .map_err(Stopped::Refused)?;
     Ok(reference_v1(raw, limits, &footprint)?)
 }
 

@@ -4,10 +4,11 @@
 //!
 //! Protobuf's expansion is not bounded by the body's size. An empty `Sample` is 2 bytes on the
 //! wire and 16 decoded; an empty `TimeSeries` is 2 bytes and a 96-byte struct inside a `Vec`
-//! that may have doubled; and snappy turns a 3 MB body into 64 MiB of such messages. So the
-//! write path reserves what this module computes in its memory budget
-//! ([`crate::http::admission`]) *before* decoding, refuses what does not fit, and sizes the
-//! decoded batch exactly.
+//! that may have doubled; and snappy turns a 3 MB body into 64 MiB of such messages. So before
+//! a body goes to prost (remote-write 2.0, remote read, and 1.0 bodies the zero-copy scanner
+//! leaves to prost), the write path reserves what this module computes in its memory budget
+//! ([`crate::http::admission`]), refuses what does not fit, and sizes the decoded batch exactly.
+//! (The scanner itself reserves its batch as it grows: it needs no walk.)
 //!
 //! Invariant (checked by the proptests in `remote/tests.rs` against the capacities prost really
 //! allocates): [`Footprint::prost_bytes`] is at least the heap memory that decoding the body
@@ -53,7 +54,7 @@ impl Footprint {
     }
 
     /// Bytes of a [`crate::sample::PackedBatch`] holding all the body's series and samples with
-    /// `label_bytes` of canonical labels, as [`crate::sample::PackedBatch::with_capacity`] sizes it.
+    /// `label_bytes` of canonical labels, as [`crate::sample::PackedBatch::sized`] sizes it.
     pub fn batch_bytes(&self, label_bytes: usize) -> usize {
         label_bytes
             .saturating_add(self.samples.saturating_mul(size_of::<Sample>()))

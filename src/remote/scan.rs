@@ -28,7 +28,6 @@
 //! `__name__`; labels with empty values are dropped, as [`crate::labels::Labels`] does.
 
 use super::decode::DecodeLimits;
-use super::footprint::Footprint;
 use crate::labels::{is_valid_label_name, METRIC_NAME};
 use crate::sample::{check_timestamp, PackedBatch, Sample};
 
@@ -102,13 +101,19 @@ impl<'a> Cursor<'a> {
 /// Scans an uncompressed `prometheus.WriteRequest` into a batch; `None` when the request is
 /// anything but valid float series (see the module docs: the caller then decodes it with prost).
 pub fn scan_v1(raw: &[u8], limits: &DecodeLimits) -> Option<PackedBatch> {
-    scan_v1_sized(raw, limits, &Footprint::of_v1(raw))
+    scan_v1_granted(raw, limits, &mut |_| true)
 }
 
-/// [`scan_v1`] with the body's [`Footprint`] already walked: the batch is allocated once, at its
-/// final size.
-pub fn scan_v1_sized(raw: &[u8], limits: &DecodeLimits, footprint: &Footprint) -> Option<PackedBatch> {
-    let mut batch = PackedBatch::sized(footprint.series, footprint.samples, footprint.label_bytes);
+/// [`scan_v1`], asking `grant` for the bytes of every allocation of the batch before it is made
+/// (a first guess from the body's size, then each time a buffer doubles); `None` as soon as
+/// `grant` refuses.
+pub fn scan_v1_granted(raw: &[u8], limits: &DecodeLimits, grant: &mut dyn FnMut(usize) -> bool) -> Option<PackedBatch> {
+    let mut batch = PackedBatch::default();
+    // A series takes at least ~20 bytes of the body, a sample 11, a label's text about half of
+    // its wire bytes.
+    if !batch.make_room(raw.len() / 2, raw.len() / 16, raw.len() / 128, grant) {
+        return None;
+    }
     let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(16);
     let mut series = 0usize;
     let mut body = Cursor { src: raw };
@@ -119,7 +124,7 @@ pub fn scan_v1_sized(raw: &[u8], limits: &DecodeLimits, footprint: &Footprint) -
                 if series > limits.max_series {
                     return None;
                 }
-                time_series(body.bytes()?, limits, &mut pairs, &mut batch)?;
+                time_series(body.bytes()?, limits, &mut pairs, &mut batch, grant)?;
             }
             (1 | 3, _) => return None,
             (_, wire) => body.skip(wire)?,
@@ -134,6 +139,7 @@ fn time_series<'a>(
     limits: &DecodeLimits,
     pairs: &mut Vec<(&'a str, &'a str)>,
     batch: &mut PackedBatch,
+    grant: &mut dyn FnMut(usize) -> bool,
 ) -> Option<()> {
     pairs.clear();
     batch.abandon_series();
@@ -146,7 +152,11 @@ fn time_series<'a>(
                 }
                 pairs.push(label(ts.bytes()?)?);
             }
-            (2, LEN) => batch.push_sample(sample(ts.bytes()?)?),
+            (2, LEN) => {
+                let s = sample(ts.bytes()?)?;
+                batch.make_room(0, 1, 0, grant).then_some(())?;
+                batch.push_sample(s);
+            }
             (1..=4, _) => return None,
             (_, wire) => ts.skip(wire)?,
         }
@@ -155,6 +165,8 @@ fn time_series<'a>(
     if batch.open_samples() == 0 {
         return Some(());
     }
+    let text: usize = pairs.iter().filter(|(_, v)| !v.is_empty()).map(|(n, v)| n.len() + v.len() + 2).sum();
+    batch.make_room(text, 0, 1, grant).then_some(())?;
     for &(name, value) in pairs.iter() {
         if !value.is_empty() {
             batch.push_label(name, value);
