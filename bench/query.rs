@@ -1,7 +1,8 @@
 //! `saltdb-bench query`: loads one dataset (a counter over `instances x paths` series and a
 //! classic histogram over `instances x 10` buckets, 15 s interval) by remote-write into saltdb,
 //! Prometheus and VictoriaMetrics, then times `query_range` of the two dashboard-typical queries
-//! over the whole range at step 60 s, and prints median latencies and ratios.
+//! (and any given with `--query`) over the whole range at step 60 s, and prints median latencies
+//! and ratios.
 
 use std::path::Path;
 use std::time::Instant;
@@ -38,6 +39,10 @@ pub struct QueryArgs {
     /// same run as target `saltdb-baseline`, for before/after figures on a noisy machine.
     #[arg(long)]
     baseline_saltdb: Option<std::path::PathBuf>,
+    /// More PromQL queries to time after the two dashboard queries, over the same range and
+    /// step (repeatable), e.g. a subquery: `--query 'sum(max_over_time(bench_requests_total[10m:1m]))'`.
+    #[arg(long = "query")]
+    queries: Vec<String>,
 }
 
 const LES: [&str; 10] = ["0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "+Inf"];
@@ -280,7 +285,7 @@ pub fn run(args: &QueryArgs, root: &Path) {
         "{:<80} {:<18} {:>10} {:>8} {:>8} {:>12} {:>8}",
         "query (range 24h, step 60s)", "target", "median ms", "series", "vs VM", "cpu ms/query", "vs VM"
     );
-    for q in QUERIES {
+    for q in QUERIES.iter().copied().chain(args.queries.iter().map(String::as_str)) {
         // Runs interleave across targets so that background work (compactions, other builds on
         // the machine) weighs on every target alike rather than on whichever runs first.
         for (_, base) in &targets {

@@ -338,25 +338,23 @@ impl<'o> Query<'o> {
         (k < steps).then_some((k, (first, step, steps)))
     }
 
-    /// The per-step rollup values cached for `node`, computed by `fill` on first use.
+    /// The per-step rollup values cached for `node`, computed by `fill` on first use. `fill`
+    /// runs without the cache borrowed, so it may evaluate other cached nodes (a subquery's
+    /// inner expression does).
     pub fn rollup_cache<R>(
         &self,
         node: (usize, usize),
         fill: impl FnOnce() -> Result<StepValues>,
         take: impl FnOnce(&mut StepValues) -> R,
     ) -> Result<R> {
-        let mut cache = self.rollups.borrow_mut();
-        let entry = match cache.entry(node) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                let values = fill()?;
-                let points: usize = values.iter().flatten().map(Vec::len).sum();
-                self.cached_points.set(self.cached_points.get().saturating_add(points));
-                self.check_samples(0)?;
-                v.insert(values)
-            }
-        };
-        Ok(take(entry))
+        if let Some(values) = self.rollups.borrow_mut().get_mut(&node) {
+            return Ok(take(values));
+        }
+        let values = fill()?;
+        let points: usize = values.iter().flatten().map(Vec::len).sum();
+        self.cached_points.set(self.cached_points.get().saturating_add(points));
+        self.check_samples(0)?;
+        Ok(take(self.rollups.borrow_mut().entry(node).or_insert(values)))
     }
 
     /// The series loaded for selector `vs`.
@@ -534,7 +532,54 @@ impl<'o> Query<'o> {
         if let Some(ids) = self.subquery_ids.borrow_mut().get_mut(&key(sq)) {
             ids.ids.end_round();
         }
+        sort_windows(&mut windows);
         Ok((windows, lo, te))
+    }
+
+    /// The inner expression of `sq` at every multiple of its step in `(lo, hi]`, gathered into
+    /// one window per label set: what [`Query::eval_subquery`] gathers for one outer step,
+    /// for a span of outer steps at once. Inner steps are evaluated once each and not cached.
+    pub fn subquery_series(&self, sq: &SubqueryExpr, lo: i64, hi: i64) -> Result<Vec<Window>> {
+        let step = sq.step.map(dur_ms).unwrap_or(DEFAULT_SUBQUERY_STEP_MS);
+        if step <= 0 {
+            return Err(EvalError::bad("subquery step must be positive"));
+        }
+        let mut ts = lo.div_euclid(step) * step;
+        if ts <= lo {
+            ts += step;
+        }
+        let mut points = 0usize;
+        // A selector or a parameterless rollup of a range selector: series by series, on the
+        // inner grid, instead of a vector per inner step.
+        if let Some(e) = PerSeries::of(&sq.expr).filter(|e| !self.is_stepped(e.selector())) {
+            let steps = if ts > hi { 0 } else { usize::try_from((hi - ts) / step + 1).unwrap_or(0) };
+            let (stepper, drop_name) = (e.stepper(self), e.drops_name());
+            let mut windows = Vec::new();
+            for s in self.series_of(e.selector()) {
+                self.check_deadline()?;
+                let mut samples = Vec::new();
+                stepper.each_step(&s.samples, (ts, step, steps), |i, v| {
+                    samples.push(Sample::new(ts + i as i64 * step, v));
+                });
+                if !samples.is_empty() {
+                    points = points.saturating_add(samples.len());
+                    self.check_samples(points)?;
+                    windows.push(Window { labels: s.labels.clone(), samples, drop_name });
+                }
+            }
+            sort_windows(&mut windows);
+            return Ok(windows);
+        }
+        let (mut ids, mut slots, mut windows) = (LabelIds::default(), AddrMap::default(), Vec::new());
+        while ts <= hi {
+            self.check_deadline()?;
+            let v = self.eval(&sq.expr, ts)?;
+            points = points.saturating_add(gather_step(&mut ids, &mut slots, &mut windows, v, ts)?);
+            self.check_samples(points)?;
+            ts += step;
+        }
+        sort_windows(&mut windows);
+        Ok(windows)
     }
 
     fn eval_cached(&self, sq: &SubqueryExpr, ts: i64) -> Result<StepValue> {
@@ -591,6 +636,16 @@ impl LabelIds {
             let next = by_value.len();
             *by_value.entry(l.clone()).or_insert(next)
         })
+    }
+}
+
+/// Puts a subquery's windows in label order (unless they already are), so that whatever
+/// consumes them, a sum above all, sees the same order on every evaluation path: per step,
+/// windows appear in the order of their first point in the window, which differs from step to
+/// step when series vanish and return.
+fn sort_windows(windows: &mut [Window]) {
+    if !windows.is_sorted_by(|a, b| a.labels <= b.labels) {
+        windows.sort_by(|a, b| a.labels.cmp(&b.labels));
     }
 }
 

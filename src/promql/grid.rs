@@ -5,16 +5,18 @@
 //! step. For the expressions that dominate dashboards, a selector or a parameterless rollup of
 //! a range selector ([`PerSeries`]), the values of all of a part's steps are computed at first
 //! use instead, one series at a time, and cached per node (see [`Query::rollup_cache`]); the
-//! aggregations over them fold each series straight into its group (`aggr::over_series`).
+//! aggregations over them fold each series straight into its group (`aggr::over_series`). A
+//! parameterless rollup over a subquery ([`subquery_step_vector`]) is computed the same way,
+//! from the subquery's inner steps gathered once per series for all of the part's windows.
 //!
 //! Invariant: every value equals, bit for bit, what the per-step path computes at that step;
 //! `range_steps_equal_instant_queries_for_subqueries` (promql tests) checks it against instant
 //! queries, which never take this path.
 
-use promql_parser::parser::{Expr, MatrixSelector, VectorSelector};
+use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
 
 use super::error::{EvalError, Result};
-use super::eval::{offset_ms, seek, Query, StepValues};
+use super::eval::{dur_ms, offset_ms, seek, Query, StepValues};
 use super::functions::rollup::{self, Rollup, StepWindow};
 use super::value::Elem;
 use crate::sample::{is_stale_marker, Sample, SeriesSamples};
@@ -156,6 +158,41 @@ fn latest_each_step(
         }
         emit(i, last.value);
     }
+}
+
+/// The value of `f(sq)`, a rollup without parameters that drops the metric name over a
+/// subquery, at outer step `t` of a range query, from the values of all of the query part's
+/// steps: the inner expression is evaluated once at every inner step the part's windows cover,
+/// gathered into one series per label set, and each series is rolled up over all outer steps
+/// as a range selector's samples are. (Per step, every outer step would rebuild every window
+/// from the inner steps it covers.) `None` when `t` is not an outer step of this part, or when
+/// the windows of consecutive steps leave gaps (a range shorter than the step): inner steps in
+/// a gap are evaluated by no outer step, so this path must not evaluate them either.
+pub(crate) fn subquery_step_vector(q: &Query, f: Rollup, sq: &SubqueryExpr, t: i64) -> Result<Option<Vec<Elem>>> {
+    let Some((k, grid)) = q.part_step(t) else { return Ok(None) };
+    let window = StepWindow { pinned: q.at_ms(&sq.at), offset: offset_ms(&sq.offset), range: dur_ms(sq.range) };
+    if window.pinned.is_none() && window.range < grid.1 {
+        return Ok(None);
+    }
+    let fill = || -> Result<StepValues> {
+        let (first, step, steps) = grid;
+        let last = first + (steps.max(1) as i64 - 1) * step;
+        let (lo, _) = window.bounds(first);
+        let (_, hi) = window.bounds(last);
+        let series = q.subquery_series(sq, lo, hi)?;
+        let mut out: Vec<Vec<Elem>> = (0..steps).map(|_| Vec::new()).collect();
+        for w in &series {
+            q.check_deadline()?;
+            rollup::each_step(f, window, &w.samples, grid, |i, v| {
+                if let Some(slot) = out.get_mut(i) {
+                    slot.push(Elem::new(w.labels.clone(), v, true));
+                }
+            });
+        }
+        Ok(out.into_iter().map(Some).collect())
+    };
+    let node = (sq as *const SubqueryExpr as usize, f as usize);
+    q.rollup_cache(node, fill, |values| values.get_mut(k).and_then(Option::take))
 }
 
 /// The value of `e` at outer step `t` of a range query, from the values of all of the query

@@ -217,6 +217,11 @@ fn range_steps_equal_instant_queries_for_subqueries() {
         "rate(sum by (job) (req_total)[10m:])",
         "max_over_time(avg_over_time(rate(req_total[2m])[3m:20s])[10m:1m] offset 30s)",
         "count_over_time(req_total[7m:1m] offset 1m)",
+        "stddev_over_time(rate(req_total[2m])[90s:15s])",
+        "last_over_time(rate(req_total[2m])[5m:1m])",
+        "changes((req_total > 3)[6m:1m] @ 1200)",
+        "increase((req_total + 0)[5m:])",
+        "sum(max_over_time(req_total[20s:10s]))",
         // Plain selectors and rollups too: long ranges are evaluated in parallel parts.
         "req_total",
         "rate(req_total[2m])",

@@ -1,7 +1,7 @@
 //! Range-vector functions (`rate`, `*_over_time`, ...): one value per series window.
 //! Registry: [`lookup`] maps a function name to its [`Rollup`].
 
-use promql_parser::parser::{Expr, MatrixSelector};
+use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr};
 
 use super::stats::{kahan_sum, linear_regression, mean, quantile, variance};
 use crate::promql::error::{EvalError, Result};
@@ -120,6 +120,11 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
         });
         return Ok(StepValue::Vector(out));
     }
+    if let (Some(sq), true) = (subquery(arg), params.is_empty() && drops_name(f) && parameterless_fn(f)) {
+        if let Some(v) = grid::subquery_step_vector(q, f, sq, t)? {
+            return Ok(StepValue::Vector(v));
+        }
+    }
     let (windows, start, end) = q.eval_range_arg(arg, t)?;
     if f == Rollup::AbsentOverTime {
         let out = if windows.is_empty() {
@@ -225,6 +230,11 @@ pub(crate) fn drops_name(f: Rollup) -> bool {
     !matches!(f, Rollup::Last | Rollup::First)
 }
 
+/// Whether [`each_step`] computes `f`: a rollup of one value per window, without parameters.
+fn parameterless_fn(f: Rollup) -> bool {
+    !matches!(f, Rollup::AbsentOverTime | Rollup::Quantile | Rollup::PredictLinear | Rollup::DoubleExpSmoothing)
+}
+
 /// The rollup and range selector of `e` when it is a call of a rollup that takes no parameters
 /// on a range selector (through any parentheses), the shape [`each_step`] evaluates.
 pub(crate) fn parameterless(e: &Expr) -> Option<(Rollup, &MatrixSelector)> {
@@ -232,10 +242,7 @@ pub(crate) fn parameterless(e: &Expr) -> Option<(Rollup, &MatrixSelector)> {
         Expr::Paren(p) => parameterless(&p.expr),
         Expr::Call(c) => {
             let f = lookup(c.func.name)?;
-            if matches!(
-                f,
-                Rollup::AbsentOverTime | Rollup::Quantile | Rollup::PredictLinear | Rollup::DoubleExpSmoothing
-            ) {
+            if !parameterless_fn(f) {
                 return None;
             }
             match c.args.args.as_slice() {
@@ -243,6 +250,15 @@ pub(crate) fn parameterless(e: &Expr) -> Option<(Rollup, &MatrixSelector)> {
                 _ => None,
             }
         }
+        _ => None,
+    }
+}
+
+/// The subquery `e` is, through any parentheses.
+fn subquery(e: &Expr) -> Option<&SubqueryExpr> {
+    match e {
+        Expr::Subquery(sq) => Some(sq),
+        Expr::Paren(p) => subquery(&p.expr),
         _ => None,
     }
 }
