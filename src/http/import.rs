@@ -130,13 +130,51 @@ struct Line {
 /// # Errors
 /// The first bad line, with its 1-based number and the problem.
 pub fn decode_lines(body: &[u8], limits: SeriesLimits) -> Result<WriteBatch, LineError> {
+    decode_lines_reserving(body, limits, &mut |_| Ok::<(), std::convert::Infallible>(())).map_err(|s| match s {
+        ImportStop::Line(e) => e,
+        ImportStop::Refused(never) => match never {},
+    })
+}
+
+/// Why [`decode_lines_reserving`] stopped.
+#[derive(Debug)]
+pub enum ImportStop<E> {
+    /// A bad line.
+    Line(LineError),
+    /// The memory budget refused what the next line needs.
+    Refused(E),
+}
+
+/// [`decode_lines`], asking `reserve` before each line for the memory decoding it may take:
+/// its samples as kept (at most one per two commas of the line, 16 bytes each) and its label
+/// text, plus, when larger than any line's before, the parser's temporary vectors (values and
+/// timestamps as they grow, label strings). A line of `1,1,1,...` holds 4 bytes of JSON per
+/// sample, so the body's size alone does not bound the batch.
+///
+/// # Errors
+/// [`ImportStop::Line`] for a bad line, [`ImportStop::Refused`] with `reserve`'s error.
+pub fn decode_lines_reserving<E>(
+    body: &[u8],
+    limits: SeriesLimits,
+    reserve: &mut dyn FnMut(usize) -> Result<(), E>,
+) -> Result<WriteBatch, ImportStop<E>> {
     let mut batch = WriteBatch::default();
+    let mut scratch = 0usize;
     for (i, raw) in body.split(|&b| b == b'\n').enumerate() {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         if raw.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let err = |reason: String| LineError { line: i + 1, reason };
+        let err = |reason: String| ImportStop::Line(LineError { line: i + 1, reason });
+        let (commas, colons) =
+            raw.iter().fold((0usize, 0usize), |(c, k), &b| (c + usize::from(b == b','), k + usize::from(b == b':')));
+        let samples = commas / 2 + 1;
+        // Held: the samples and the label text. Temporary: two vectors of 8-byte numbers that
+        // double as they grow, and a `(String, String)` per label (at most one per colon).
+        let held = samples * std::mem::size_of::<Sample>() + raw.len();
+        let temporary = 2 * 8 * samples.next_power_of_two().max(4) + colons * 48 + raw.len();
+        reserve(held + temporary.saturating_sub(scratch)).map_err(ImportStop::Refused)?;
+        scratch = scratch.max(temporary);
         if batch.series.len() == limits.max_series {
             return Err(err(format!(
                 "the request has more than {} series (lines), the limit set by --max-series-per-request",
@@ -160,12 +198,13 @@ fn validate(line: Line, limits: SeriesLimits) -> Result<SeriesSamples, String> {
             line.timestamps.len()
         ));
     }
-    let samples = line
-        .timestamps
-        .into_iter()
-        .zip(line.values)
-        .map(|(ts, Value(v))| check_timestamp(ts).map(|()| Sample::new(ts, v)).map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Allocated at its final size (collecting `Result`s would grow it by doubling), as the
+    // memory reserved for the line assumes.
+    let mut samples = Vec::with_capacity(line.timestamps.len());
+    for (ts, Value(v)) in line.timestamps.into_iter().zip(line.values) {
+        check_timestamp(ts).map_err(|e| e.to_string())?;
+        samples.push(Sample::new(ts, v));
+    }
     Ok(SeriesSamples { labels, samples })
 }
 
@@ -197,15 +236,22 @@ pub async fn import(
     let bytes = body::read_decoded(&headers, body, state.limits.max_request_bytes, Some(&mut ticket))
         .await
         .map_err(overloaded)?;
-    // The decoded batch is smaller than the JSON text it comes from.
-    ticket.reserve(bytes.len()).map_err(overloaded)?;
     let storage = state.storage.clone();
     let limits = state.limits.series;
     let st = state.clone();
     blocking::run(move || {
-        let batch = decode_lines(&bytes, limits).map_err(|e| {
-            st.metrics.rejected(Protocol::Import, "invalid_line", 0, true);
-            ApiError::BadData(e.to_string())
+        // Each line's decoded memory is reserved before it is parsed; all of it is given back
+        // when the ticket drops, once the batch is durable.
+        let batch = decode_lines_reserving(&bytes, limits, &mut |n| ticket.reserve(n)).map_err(|stop| match stop {
+            ImportStop::Line(e) => {
+                st.metrics.rejected(Protocol::Import, "invalid_line", 0, true);
+                ApiError::BadData(e.to_string())
+            }
+            ImportStop::Refused(e) => {
+                let reason = if matches!(e, ApiError::Overloaded(_)) { "overloaded" } else { "too_large" };
+                st.metrics.rejected(Protocol::Import, reason, 0, true);
+                e
+            }
         })?;
         let samples = batch.sample_count();
         let started = std::time::Instant::now();
@@ -220,7 +266,6 @@ pub async fn import(
         Ok(())
     })
     .await?;
-    drop(ticket);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -268,5 +313,40 @@ mod tests {
             assert_eq!(err.line, 2, "{bad}");
             assert!(err.reason.contains(why), "{bad}: {}", err.reason);
         }
+    }
+
+    #[test]
+    fn lines_reserve_what_their_samples_hold() {
+        let ones = |n: usize| vec!["1"; n].join(",");
+        let mut body = String::new();
+        for (i, n) in [1usize, 7, 1000, 3, 20_000].into_iter().enumerate() {
+            let l = format!(
+                r#"{{"metric":{{"__name__":"m","i":"{i}"}},"values":[{}],"timestamps":[{}]}}"#,
+                ones(n),
+                ones(n)
+            );
+            body.push_str(&l);
+            body.push('\n');
+        }
+        let mut reserved = 0usize;
+        let batch = decode_lines_reserving(body.as_bytes(), SeriesLimits::default(), &mut |n| {
+            reserved += n;
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        let held: usize = batch.series.iter().map(|s| s.samples.capacity() * std::mem::size_of::<Sample>()).sum();
+        assert_eq!(batch.sample_count(), 21_011);
+        // 4 bytes of JSON per sample, 16 held and 32 more while parsing.
+        assert!(held > 3 * body.len(), "{held} vs {}", body.len());
+        assert!(reserved >= held + 2 * 8 * 32_768, "reserved {reserved}, held {held}");
+        // A refusal stops decoding with the budget's error.
+        let refused = decode_lines_reserving(body.as_bytes(), SeriesLimits::default(), &mut |n| {
+            if n > 100_000 {
+                Err("no")
+            } else {
+                Ok(())
+            }
+        });
+        assert!(matches!(refused, Err(ImportStop::Refused("no"))));
     }
 }

@@ -140,8 +140,9 @@ fn len_field(dst: &mut Vec<u8>, tag: u8, payload: &[u8]) {
 }
 
 /// Bodies of empty messages decode to many times their size (an empty `TimeSeries` is 2 bytes
-/// and a 96-byte struct, an empty `Sample` 2 bytes and 16): each is refused before it is
-/// decoded, with a reason, and the server's memory stays within its write budget.
+/// and a 96-byte struct, an empty `Sample` 2 bytes and 16; an imported sample can be 4 bytes of
+/// JSON): each is refused before it is decoded, with a reason, and the server's memory stays
+/// within its write budget.
 #[test]
 fn bodies_that_decode_far_beyond_their_size_are_refused_within_the_budget() {
     const INFLIGHT_MIB: u64 = 64;
@@ -198,6 +199,12 @@ fn bodies_that_decode_far_beyond_their_size_are_refused_within_the_budget() {
         assert!(text.contains(needle), "{what}: {text}");
         println!("{what}: {got} {text}");
     }
+    // Import: 4 bytes of JSON per sample (`1,` in values and in timestamps), 16 bytes decoded.
+    let ones = vec!["1"; 2 << 20].join(",");
+    let line = format!(r#"{{"metric":{{"__name__":"bomb"}},"values":[{ones}],"timestamps":[{ones}]}}"#);
+    let (got, text) = import(&base, line);
+    assert_eq!(got, 413, "import of 2 M samples in 8 MiB: {text}");
+    assert!(text.contains("of memory to decode"), "{text}");
     let peak_kib = proc_status_kib(pid, "VmHWM:");
     let growth_mib = peak_kib.saturating_sub(baseline_kib) / 1024;
     println!("decoding bombs: RSS baseline {} MiB, peak {} MiB", baseline_kib / 1024, peak_kib / 1024);
