@@ -18,6 +18,7 @@ use saltdb::promql::{parse, Engine, EngineOptions};
 use saltdb::remote::decode::{
     decode_v1, decode_v1_reference, decode_v2, decode_write, decompress, DecodeLimits, Decoded, Protocol,
 };
+use saltdb::remote::footprint::{held, Footprint};
 use saltdb::remote::scan::scan_v1;
 use saltdb::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
 use saltdb::storage::chunk;
@@ -69,11 +70,26 @@ fn remote_write(data: &[u8], protocol: Protocol) {
     if let Ok(decoded) = direct {
         check_decoded(&decoded, &limits);
     }
+    walk_bounds_prost(data, protocol);
+    if let Ok(raw) = decompress(data, limits.max_decoded_bytes) {
+        walk_bounds_prost(&raw, protocol);
+    }
     if protocol == Protocol::V1 {
         scanner_agrees_with_prost(data, &limits);
         if let Ok(raw) = decompress(data, limits.max_decoded_bytes) {
             scanner_agrees_with_prost(&raw, &limits);
         }
+    }
+}
+
+/// Whatever prost decodes, the walk the write path reserves memory by bounds what it holds.
+fn walk_bounds_prost(raw: &[u8], protocol: Protocol) {
+    let (bound, held) = match protocol {
+        Protocol::V1 => (Footprint::of_v1(raw).prost_bytes, held::decoding_v1(raw)),
+        Protocol::V2 => (Footprint::of_v2(raw).prost_bytes, held::decoding_v2(raw)),
+    };
+    if let Some(held) = held {
+        assert!(bound >= held, "the walk bounds {bound} bytes but prost holds {held}");
     }
 }
 

@@ -279,6 +279,87 @@ fn vec_capacity(n: usize) -> usize {
     }
 }
 
+/// Heap bytes decoded prost messages hold (every `Vec`'s and `String`'s capacity): what a
+/// [`Footprint`] must bound. For the proptests and the fuzz targets.
+pub mod held {
+    use crate::remote::proto::{self, v2};
+    use prost::Message;
+
+    /// What prost holds after decoding `raw` as a remote-write 1.0 request, if it decodes.
+    pub fn decoding_v1(raw: &[u8]) -> Option<usize> {
+        proto::WriteRequest::decode(raw).ok().map(|r| v1(&r))
+    }
+
+    /// What prost holds after decoding `raw` as a remote-write 2.0 request, if it decodes.
+    pub fn decoding_v2(raw: &[u8]) -> Option<usize> {
+        v2::Request::decode(raw).ok().map(|r| v2(&r))
+    }
+
+    fn vec<T>(v: &Vec<T>) -> usize {
+        v.capacity() * std::mem::size_of::<T>()
+    }
+
+    fn label(l: &proto::Label) -> usize {
+        l.name.capacity() + l.value.capacity()
+    }
+
+    fn labels(l: &Vec<proto::Label>) -> usize {
+        vec(l) + l.iter().map(label).sum::<usize>()
+    }
+
+    /// Of a remote-write 1.0 request.
+    pub fn v1(r: &proto::WriteRequest) -> usize {
+        let series: usize = r
+            .timeseries
+            .iter()
+            .map(|t| {
+                labels(&t.labels)
+                    + vec(&t.samples)
+                    + vec(&t.exemplars)
+                    + t.exemplars.iter().map(|e| labels(&e.labels)).sum::<usize>()
+                    + vec(&t.histograms)
+                    + t.histograms.iter().map(|h| vec(&h.positive_spans) + vec(&h.positive_deltas)).sum::<usize>()
+            })
+            .sum();
+        let metadata: usize =
+            r.metadata.iter().map(|m| m.metric_family_name.capacity() + m.help.capacity() + m.unit.capacity()).sum();
+        vec(&r.timeseries) + series + vec(&r.metadata) + metadata
+    }
+
+    /// Of a remote-write 2.0 request.
+    pub fn v2(r: &v2::Request) -> usize {
+        let series: usize = r
+            .timeseries
+            .iter()
+            .map(|t| {
+                vec(&t.labels_refs)
+                    + vec(&t.samples)
+                    + vec(&t.exemplars)
+                    + t.exemplars.iter().map(|e| vec(&e.labels_refs)).sum::<usize>()
+                    + vec(&t.histograms)
+                    + t.histograms.iter().map(|h| vec(&h.positive_spans) + vec(&h.positive_deltas)).sum::<usize>()
+            })
+            .sum();
+        vec(&r.symbols) + r.symbols.iter().map(String::capacity).sum::<usize>() + vec(&r.timeseries) + series
+    }
+
+    /// Of a remote-read request.
+    pub fn read(r: &proto::ReadRequest) -> usize {
+        let queries: usize = r
+            .queries
+            .iter()
+            .map(|q| {
+                vec(&q.matchers)
+                    + q.matchers.iter().map(|m| m.name.capacity() + m.value.capacity()).sum::<usize>()
+                    + q.hints.as_ref().map_or(0, |h| {
+                        h.func.capacity() + vec(&h.grouping) + h.grouping.iter().map(String::capacity).sum::<usize>()
+                    })
+            })
+            .sum();
+        vec(&r.queries) + queries + vec(&r.accepted_response_types)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

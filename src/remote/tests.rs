@@ -1,6 +1,7 @@
 //! Round trips and every rejection of the remote-write decoder.
 
 use super::decode::{decode_write, DecodeError, DecodeLimits, Protocol, Rejection};
+use super::footprint::held;
 use super::proto::{self, v2, MetricType};
 use super::snappy_body;
 use crate::sample::STALE_NAN_BITS;
@@ -483,72 +484,6 @@ fn scanner_leaves_metadata_exemplars_and_histograms_to_prost() {
     assert_eq!(batch.samples()[0].value.to_bits(), STALE_NAN_BITS);
 }
 
-/// Heap bytes of decoded prost messages: every `Vec`'s and `String`'s capacity.
-mod heap {
-    use super::{proto, v2};
-
-    fn vec<T>(v: &Vec<T>) -> usize {
-        v.capacity() * std::mem::size_of::<T>()
-    }
-
-    fn label(l: &proto::Label) -> usize {
-        l.name.capacity() + l.value.capacity()
-    }
-
-    fn labels(l: &Vec<proto::Label>) -> usize {
-        vec(l) + l.iter().map(label).sum::<usize>()
-    }
-
-    pub fn v1(r: &proto::WriteRequest) -> usize {
-        let series: usize = r
-            .timeseries
-            .iter()
-            .map(|t| {
-                labels(&t.labels)
-                    + vec(&t.samples)
-                    + vec(&t.exemplars)
-                    + t.exemplars.iter().map(|e| labels(&e.labels)).sum::<usize>()
-                    + vec(&t.histograms)
-                    + t.histograms.iter().map(|h| vec(&h.positive_spans) + vec(&h.positive_deltas)).sum::<usize>()
-            })
-            .sum();
-        let metadata: usize =
-            r.metadata.iter().map(|m| m.metric_family_name.capacity() + m.help.capacity() + m.unit.capacity()).sum();
-        vec(&r.timeseries) + series + vec(&r.metadata) + metadata
-    }
-
-    pub fn v2(r: &v2::Request) -> usize {
-        let series: usize = r
-            .timeseries
-            .iter()
-            .map(|t| {
-                vec(&t.labels_refs)
-                    + vec(&t.samples)
-                    + vec(&t.exemplars)
-                    + t.exemplars.iter().map(|e| vec(&e.labels_refs)).sum::<usize>()
-                    + vec(&t.histograms)
-                    + t.histograms.iter().map(|h| vec(&h.positive_spans) + vec(&h.positive_deltas)).sum::<usize>()
-            })
-            .sum();
-        vec(&r.symbols) + r.symbols.iter().map(String::capacity).sum::<usize>() + vec(&r.timeseries) + series
-    }
-
-    pub fn read(r: &proto::ReadRequest) -> usize {
-        let queries: usize = r
-            .queries
-            .iter()
-            .map(|q| {
-                vec(&q.matchers)
-                    + q.matchers.iter().map(|m| m.name.capacity() + m.value.capacity()).sum::<usize>()
-                    + q.hints.as_ref().map_or(0, |h| {
-                        h.func.capacity() + vec(&h.grouping) + h.grouping.iter().map(String::capacity).sum::<usize>()
-                    })
-            })
-            .sum();
-        vec(&r.queries) + queries + vec(&r.accepted_response_types)
-    }
-}
-
 /// Decodes under a budget that grants everything and returns what was reserved in total.
 fn reserved_for(body: &[u8], protocol: Protocol) -> (usize, Result<super::decode::Decoded, Rejection>) {
     let mut total = 0usize;
@@ -641,7 +576,7 @@ proptest! {
         use super::footprint::Footprint;
         let raw = req.encode_to_vec();
         let f = Footprint::of_v1(&raw);
-        prop_assert!(f.prost_bytes >= heap::v1(&req), "{} < {}", f.prost_bytes, heap::v1(&req));
+        prop_assert!(f.prost_bytes >= held::v1(&req), "{} < {}", f.prost_bytes, held::v1(&req));
         prop_assert_eq!(f.series, req.timeseries.len());
         prop_assert_eq!(f.samples, req.timeseries.iter().map(|t| t.samples.len()).sum::<usize>());
         // Hand-encoded bodies with unknown and repeated fields, whole and truncated.
@@ -650,12 +585,12 @@ proptest! {
         for body in [&raw[..], truncated] {
             if let Ok(decoded) = proto::WriteRequest::decode(body) {
                 let f = Footprint::of_v1(body);
-                prop_assert!(f.prost_bytes >= heap::v1(&decoded), "{} < {}", f.prost_bytes, heap::v1(&decoded));
+                prop_assert!(f.prost_bytes >= held::v1(&decoded), "{} < {}", f.prost_bytes, held::v1(&decoded));
             }
         }
         let raw = req2.encode_to_vec();
         let f = Footprint::of_v2(&raw);
-        prop_assert!(f.prost_bytes >= heap::v2(&req2), "{} < {}", f.prost_bytes, heap::v2(&req2));
+        prop_assert!(f.prost_bytes >= held::v2(&req2), "{} < {}", f.prost_bytes, held::v2(&req2));
         prop_assert_eq!(f.series, req2.timeseries.len());
     }
 
@@ -667,13 +602,13 @@ proptest! {
         let (reserved, result) = reserved_for(&snappy_body(&req), Protocol::V1);
         if let Ok(d) = result {
             let scanned = super::scan::scan_v1(&raw, &DecodeLimits::default()).is_some();
-            let prost = if scanned { 0 } else { heap::v1(&req) };
+            let prost = if scanned { 0 } else { held::v1(&req) };
             prop_assert!(reserved >= raw.len() + d.batch.heap_bytes() + prost);
         }
         let raw = req2.encode_to_vec();
         let (reserved, result) = reserved_for(&snappy_body(&req2), Protocol::V2);
         if let Ok(d) = result {
-            prop_assert!(reserved >= raw.len() + d.batch.heap_bytes() + heap::v2(&req2));
+            prop_assert!(reserved >= raw.len() + d.batch.heap_bytes() + held::v2(&req2));
         }
     }
 }
@@ -692,7 +627,7 @@ fn footprint_bounds_a_read_request() {
         accepted_response_types: vec![0, 1],
     };
     let raw = req.encode_to_vec();
-    assert!(Footprint::of_read_request(&raw).prost_bytes >= heap::read(&req));
+    assert!(Footprint::of_read_request(&raw).prost_bytes >= held::read(&req));
     // Hints sent twice in one query are merged by prost: 8 grouping labels and then 1 more grow
     // one Vec to 16, more than two Vecs of 8 and 4.
     let hints = |n: usize| {
@@ -706,7 +641,7 @@ fn footprint_bounds_a_read_request() {
     wire::len_field(&mut twice, 1, &query);
     let decoded = proto::ReadRequest::decode(&twice[..]).unwrap();
     assert_eq!(decoded.queries[0].hints.as_ref().map(|h| h.grouping.len()), Some(9));
-    assert!(Footprint::of_read_request(&twice).prost_bytes >= heap::read(&decoded));
+    assert!(Footprint::of_read_request(&twice).prost_bytes >= held::read(&decoded));
 }
 
 #[test]
