@@ -505,14 +505,7 @@ impl<'o> Query<'o> {
     pub fn eval_subquery(&self, sq: &SubqueryExpr, t: i64) -> Result<(Vec<Window>, i64, i64)> {
         let te = self.at_ms(&sq.at).unwrap_or(t) - offset_ms(&sq.offset);
         let lo = te - dur_ms(sq.range);
-        let step = sq.step.map(dur_ms).unwrap_or(DEFAULT_SUBQUERY_STEP_MS);
-        if step <= 0 {
-            return Err(EvalError::bad("subquery step must be positive"));
-        }
-        let mut ts = lo.div_euclid(step) * step;
-        if ts <= lo {
-            ts += step;
-        }
+        let (step, mut ts) = inner_grid(sq, lo)?;
         let mut slots = AddrMap::default();
         let mut windows: Vec<Window> = Vec::new();
         let mut points = 0usize;
@@ -540,14 +533,7 @@ impl<'o> Query<'o> {
     /// one window per label set: what [`Query::eval_subquery`] gathers for one outer step,
     /// for a span of outer steps at once. Inner steps are evaluated once each and not cached.
     pub fn subquery_series(&self, sq: &SubqueryExpr, lo: i64, hi: i64) -> Result<Vec<Window>> {
-        let step = sq.step.map(dur_ms).unwrap_or(DEFAULT_SUBQUERY_STEP_MS);
-        if step <= 0 {
-            return Err(EvalError::bad("subquery step must be positive"));
-        }
-        let mut ts = lo.div_euclid(step) * step;
-        if ts <= lo {
-            ts += step;
-        }
+        let (step, mut ts) = inner_grid(sq, lo)?;
         let mut points = 0usize;
         // A selector or a parameterless rollup of a range selector: series by series, on the
         // inner grid, instead of a vector per inner step.
@@ -637,6 +623,17 @@ impl LabelIds {
             *by_value.entry(l.clone()).or_insert(next)
         })
     }
+}
+
+/// A subquery's step and its first inner step after `lo`: inner steps are the multiples of the
+/// step (absolute, not relative to the query's start), as in Prometheus.
+fn inner_grid(sq: &SubqueryExpr, lo: i64) -> Result<(i64, i64)> {
+    let step = sq.step.map(dur_ms).unwrap_or(DEFAULT_SUBQUERY_STEP_MS);
+    if step <= 0 {
+        return Err(EvalError::bad("subquery step must be positive"));
+    }
+    let ts = lo.div_euclid(step) * step;
+    Ok((step, if ts <= lo { ts + step } else { ts }))
 }
 
 /// Puts a subquery's windows in label order (unless they already are), so that whatever
