@@ -213,7 +213,7 @@ impl Walk {
         while !c.is_empty() {
             let (tag, wire) = c.key()?;
             let Some((i, field)) = schema.fields.iter().enumerate().find(|(_, f)| f.tag == tag) else {
-                c.skip(wire)?;
+                skip_unknown(&mut c, tag, wire)?;
                 continue;
             };
             let slot = held.get_mut(i)?;
@@ -266,6 +266,38 @@ impl Walk {
     fn add(&mut self, bytes: usize) {
         self.out.prost_bytes = self.out.prost_bytes.saturating_add(bytes);
     }
+}
+
+/// Protobuf's group wire types, which prost skips in unknown fields.
+const START_GROUP: u8 = 3;
+const END_GROUP: u8 = 4;
+/// How deep prost nests groups before it gives up.
+const MAX_GROUP_DEPTH: usize = 100;
+
+/// Skips an unknown field as prost does: a group (deprecated, but prost still skips it) up to
+/// its matching end, through nested groups. `None` where prost fails.
+fn skip_unknown(c: &mut Cursor<'_>, tag: u32, wire: u8) -> Option<()> {
+    if wire != START_GROUP {
+        return c.skip(wire);
+    }
+    let mut open = [0u32; MAX_GROUP_DEPTH];
+    let mut depth = 1;
+    *open.first_mut()? = tag;
+    while depth > 0 {
+        let (t, w) = c.key()?;
+        match w {
+            END_GROUP => {
+                (*open.get(depth - 1)? == t).then_some(())?;
+                depth -= 1;
+            }
+            START_GROUP => {
+                *open.get_mut(depth)? = t;
+                depth += 1;
+            }
+            _ => c.skip(w)?,
+        }
+    }
+    Some(())
 }
 
 /// The capacity of a `Vec` grown one push at a time to `n` elements (elements up to 1 KiB:
