@@ -161,15 +161,18 @@ fn write_point(out: &mut String, timestamp_ms: i64, value: f64) {
 /// Prometheus' time format: seconds with up to millisecond decimals (`1700000000.5`).
 fn write_ts(out: &mut String, ms: i64) {
     let (secs, frac) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    if frac == 0 {
-        let _ = write!(out, "{secs}");
-    } else {
-        let digits = format!("{frac:03}");
-        let _ = write!(out, "{secs}.{}", digits.trim_end_matches('0'));
+    out.push_str(itoa::Buffer::new().format(secs));
+    if frac != 0 {
+        let digits = [b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8];
+        let digits = std::str::from_utf8(&digits).unwrap_or("000");
+        out.push('.');
+        out.push_str(digits.trim_end_matches('0'));
     }
 }
 
-/// Prometheus' value format: a JSON string, `NaN`, `+Inf`, `-Inf` or the shortest decimal.
+/// Prometheus' value format: a JSON string, `NaN`, `+Inf`, `-Inf` or the shortest decimal that
+/// reads back as the same value, never in exponent form (Go's `FormatFloat(v, 'f', -1, 64)`,
+/// which is also what Rust's `Display` prints).
 fn write_value(out: &mut String, v: f64) {
     out.push('"');
     if v.is_nan() {
@@ -177,9 +180,23 @@ fn write_value(out: &mut String, v: f64) {
     } else if v.is_infinite() {
         out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
     } else {
-        let _ = write!(out, "{v}");
+        write_finite(out, v);
     }
     out.push('"');
+}
+
+/// The shortest decimal of a finite `v` that reads back as `v`, as `Display` prints it but
+/// faster (ryu); ryu's exponent forms (below 1e-5, from 1e16) are left to `Display`. Ties
+/// between two shortest decimals go to the even one, where `Display` rounds up: both read back
+/// as `v`.
+fn write_finite(out: &mut String, v: f64) {
+    let mut buf = ryu::Buffer::new();
+    let s = buf.format_finite(v);
+    if s.contains('e') {
+        let _ = write!(out, "{v}");
+    } else {
+        out.push_str(s.strip_suffix(".0").unwrap_or(s));
+    }
 }
 
 fn write_labels(out: &mut String, labels: &Labels) {
@@ -286,5 +303,33 @@ mod tests {
             write_value(&mut v, x);
         }
         assert_eq!(v, r#""1.5""NaN""+Inf""-Inf""1000000000000000000000""0.1""#);
+        let mut t = String::new();
+        for ms in [-1_500, 0, 1, 10, 999, 1_700_000_000_007] {
+            write_ts(&mut t, ms);
+            t.push(' ');
+        }
+        assert_eq!(t, "-2.5 0 0.001 0.01 0.999 1700000000.007 ");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+
+        /// The fast formatting prints a plain decimal (no exponent) as short as `Display`'s,
+        /// which reads back as the same value bit for bit. (The digits differ from `Display`'s
+        /// only when two shortest decimals lie exactly as close to the value, e.g.
+        /// 3753031064056.78125: ryu rounds the tie to even, `Display` up. Both read back the same.)
+        #[test]
+        fn values_print_shortest_and_read_back_exactly(bits in proptest::prelude::any::<u64>(), small in -1e7f64..1e7) {
+            for v in [f64::from_bits(bits), small, small.round(), small / 1e3] {
+                if v.is_finite() {
+                    let mut s = String::new();
+                    write_finite(&mut s, v);
+                    let display = format!("{v}");
+                    proptest::prop_assert!(!s.contains('e'), "{s}");
+                    proptest::prop_assert_eq!(s.len(), display.len(), "{} vs {}", s, display);
+                    proptest::prop_assert_eq!(s.parse::<f64>().map(f64::to_bits), Ok(v.to_bits()), "{}", s);
+                }
+            }
+        }
     }
 }
