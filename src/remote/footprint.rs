@@ -10,11 +10,15 @@
 //! ([`crate::http::admission`]), refuses what does not fit, and sizes the decoded batch exactly.
 //! (The scanner itself reserves its batch as it grows: it needs no walk.)
 //!
-//! Invariant (checked by the proptests in `remote/tests.rs` against the capacities prost really
-//! allocates): [`Footprint::prost_bytes`] is at least the heap memory that decoding the body
-//! with prost holds at its peak: every `Vec`'s capacity as it grows by doubling from 4, every
-//! string's capacity. A body that is malformed part-way is counted up to where the walk stops,
-//! which is no earlier than where prost stops.
+//! Remote read has no write budget: a read request whose walk exceeds the body limit is refused.
+//!
+//! Invariant (checked against the capacities prost really allocates by the proptests in
+//! `remote/tests.rs` and by the `remote_write_v1`/`_v2` fuzz targets, with [`held`]):
+//! [`Footprint::prost_bytes`] is at least the heap memory the messages prost decodes from the
+//! body hold: every `Vec`'s capacity as it grows by doubling from 4, every string's capacity
+//! (not the old buffer while a `Vec` reallocates). Unknown fields, groups included, are skipped
+//! as prost skips them. A body that is malformed part-way is counted up to where the walk
+//! stops, which is no earlier than where prost stops.
 
 use std::mem::size_of;
 

@@ -440,7 +440,7 @@ impl Storage {
     }
 
     /// Compacts the write-ahead log's keyspace when its tables hold more than
-    /// [`WAL_COMPACT_BYTES`] and mostly dead rows (over 4x what the head holds, at ~12 bytes a
+    /// `WAL_COMPACT_BYTES` and mostly dead rows (over 4x what the head holds, at ~12 bytes a
     /// sample): its rows are deleted at every head flush, but the deleted rows and their
     /// tombstones stay on disk until a compaction reaches them, which for a keyspace whose every
     /// row dies young can take long. Blocks while it runs.
