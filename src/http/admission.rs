@@ -2,11 +2,13 @@
 //! `--max-concurrent-writes` requests and `--max-inflight-bytes` of request memory at once.
 //!
 //! Invariant: every byte a write request holds (its body, its decompressed form, and its decoded
-//! form as bounded by a walk over the body before decoding, [`crate::remote::footprint`]) is
-//! reserved in the byte budget *before* it is allocated, except gzip output (reserved right
-//! after decompression, which is itself capped by `--max-request-bytes`), and stays reserved
-//! until the request has been committed and answered. A request that cannot reserve is refused at once with 429 and `Retry-After`: it
-//! never waits, so a flood can never queue unbounded memory.
+//! form: reserved as the zero-copy scanner's batch grows, bounded by a walk over the body before
+//! prost decodes it ([`crate::remote::footprint`]), or counted per import line before the line
+//! is parsed) is reserved in the byte budget *before* it is allocated, except gzip output
+//! (reserved right after decompression, which is itself capped by `--max-request-bytes`), and
+//! stays reserved until the request has been committed and answered. A request that cannot
+//! reserve is refused at once with 429 and `Retry-After`: it never waits, so a flood can never
+//! queue unbounded memory.
 
 use std::sync::Arc;
 
