@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
+use super::admission::refusal_reason;
 use super::error::ApiError;
 use super::params::Params;
 use super::router::AppState;
@@ -248,8 +249,7 @@ pub async fn import(
                 ApiError::BadData(e.to_string())
             }
             ImportStop::Refused(e) => {
-                let reason = if matches!(e, ApiError::Overloaded(_)) { "overloaded" } else { "too_large" };
-                st.metrics.rejected(Protocol::Import, reason, 0, true);
+                st.metrics.rejected(Protocol::Import, refusal_reason(&e), 0, true);
                 e
             }
         })?;

@@ -21,7 +21,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::admission::Ticket;
+use super::admission::{refusal_reason, Ticket};
 use super::error::ApiError;
 use super::router::AppState;
 use super::{blocking, body};
@@ -144,15 +144,6 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
             }
             resp
         }
-    }
-}
-
-/// The `reason` label of a request the write budget or a size limit refused.
-fn refusal_reason(e: &ApiError) -> &'static str {
-    if matches!(e, ApiError::Overloaded(_)) {
-        "overloaded"
-    } else {
-        "too_large"
     }
 }
 
