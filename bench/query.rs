@@ -223,7 +223,9 @@ fn in_process(args: &QueryArgs, root: &Path) {
             let n = storage.select(&m, start - 300_000, end, usize::MAX).expect("select").len();
             sel.push(t.elapsed().as_secs_f64());
             let t = Instant::now();
-            let r = engine.range(&storage, q, start, end, 60_000).expect("query");
+            let r = engine
+                .range(&storage.querier(saltdb::storage::ReadLimits::none()), q, start, end, 60_000)
+                .expect("query");
             all.push(t.elapsed().as_secs_f64());
             assert!(n > 0 && matches!(r.value, saltdb::promql::Value::Matrix(ref v) if !v.is_empty()));
         }

@@ -88,9 +88,11 @@ pub struct ServeArgs {
     /// rejected with 400. The default never bothers Prometheus (it sends ~2,000 per request).
     #[arg(long, default_value_t = crate::http::import::DEFAULT_MAX_SERIES_PER_REQUEST)]
     pub max_series_per_request: usize,
-    /// Entries in the in-memory cache from label set to series id.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub series_cache_size: usize,
+    /// Memory for the in-memory cache from label set to series id (about 40 bytes a series;
+    /// a series missing from it costs one point read per write). `auto`: 1/32 of the machine's
+    /// memory, between 64MiB and 2GiB (768MiB, ~20M series, on a 24 GiB machine).
+    #[arg(long, default_value = "auto", value_parser = parse_bytes_or_auto)]
+    pub series_cache: MemorySize,
     /// Samples the in-memory head holds before it is flushed into the window keyspaces (about
     /// 16 bytes each). Acknowledged samples in the head are in the write-ahead log, replayed at
     /// the next start after a crash.
@@ -206,6 +208,36 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
     n.checked_mul(factor).ok_or_else(|| format!("size {s:?} is too large"))
 }
 
+/// A memory size flag: bytes, or `auto` for a default derived from the machine's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemorySize {
+    /// Derived from the machine's memory.
+    Auto,
+    /// This many bytes.
+    Bytes(usize),
+}
+
+fn parse_bytes_or_auto(s: &str) -> Result<MemorySize, String> {
+    if s == "auto" {
+        return Ok(MemorySize::Auto);
+    }
+    parse_bytes(s).map(MemorySize::Bytes)
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`), `None` where unknown.
+fn physical_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The default series-cache size: 1/32 of memory, between 64 MiB and 2 GiB (256 MiB where the
+/// memory is unknown).
+fn auto_series_cache_bytes() -> usize {
+    physical_memory().map_or(256 << 20, |m| (m / 32).clamp(64 << 20, 2 << 30))
+}
+
 impl ServeArgs {
     /// The server configuration these flags describe.
     ///
@@ -238,7 +270,11 @@ impl ServeArgs {
         storage.window_ms = self.window;
         storage.retention_ms = (self.retention > 0).then_some(self.retention);
         storage.fsync = self.fsync;
-        storage.series_cache_size = self.series_cache_size;
+        let cache_bytes = match self.series_cache {
+            MemorySize::Auto => auto_series_cache_bytes(),
+            MemorySize::Bytes(n) => n,
+        };
+        storage.series_cache_size = (cache_bytes / crate::storage::series::CACHE_ENTRY_BYTES).max(2);
         storage.block_cache_bytes = self.block_cache as u64;
         storage.head = HeadLimits {
             max_samples: self.head_max_samples.max(1),

@@ -22,7 +22,7 @@ use saltdb::labels::{Label, Labels};
 use saltdb::matcher::Matcher as LabelMatcher;
 use saltdb::promql::{Annotations, Engine, EngineOptions, InstantSample, Value};
 use saltdb::sample::{is_stale_marker, Sample, SeriesSamples, WriteBatch};
-use saltdb::storage::{FsyncMode, Storage, StorageConfig};
+use saltdb::storage::{FsyncMode, ReadLimits, Storage, StorageConfig};
 use script::{Command, Eval, Expected, Load, Matcher, SeqValue, SeriesDesc};
 
 const RATCHET_FILE: &str = "tests/promql_ratchet.txt";
@@ -170,7 +170,8 @@ impl Runner {
     }
 
     fn run_range(&self, ev: &Eval) -> Result<(), String> {
-        let res = self.engine.range(&self.store, &ev.expr, ev.start_ms, ev.end_ms, ev.step_ms);
+        let res =
+            self.engine.range(&self.store.querier(ReadLimits::none()), &ev.expr, ev.start_ms, ev.end_ms, ev.step_ms);
         let Some(r) = check_failure(ev, res)? else {
             return Ok(());
         };
@@ -179,7 +180,7 @@ impl Runner {
     }
 
     fn run_instant(&self, ev: &Eval, expr: &str, t: i64) -> Result<(), String> {
-        let res = self.engine.instant(&self.store, expr, t);
+        let res = self.engine.instant(&self.store.querier(ReadLimits::none()), expr, t);
         let Some(r) = check_failure(ev, res).map_err(|e| format!("{e} (query {expr:?} at {t})"))? else {
             return Ok(());
         };
@@ -191,7 +192,7 @@ impl Runner {
         }
         let rr = self
             .engine
-            .range(&self.store, expr, t - 60_000, t + 60_000, 60_000)
+            .range(&self.store.querier(ReadLimits::none()), expr, t - 60_000, t + 60_000, 60_000)
             .map_err(|e| format!("range mode of {expr:?} at {t}: error {e}"))?;
         if ev.expect.ordered {
             return Ok(());

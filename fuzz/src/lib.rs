@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use saltdb::http::import::{decode_lines, SeriesLimits};
 use saltdb::labels::Labels;
-use saltdb::promql::source::MemSource;
 use saltdb::promql::{parse, Engine, EngineOptions};
 use saltdb::remote::decode::{
     decode_v1, decode_v1_reference, decode_v2, decode_write, decompress, DecodeLimits, Decoded, Protocol,
@@ -22,6 +21,7 @@ use saltdb::remote::footprint::{held, Footprint};
 use saltdb::remote::scan::scan_v1;
 use saltdb::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
 use saltdb::storage::chunk;
+use saltdb::storage::MemQuerier;
 
 /// The names of all targets, as the `fuzz_targets/*.rs` binaries and the regression folders
 /// under `tests/fuzz_regressions/` are called.
@@ -161,7 +161,7 @@ fn regular(from: i64, step: i64, n: i64, f: impl Fn(i64) -> f64) -> Vec<Sample> 
 
 /// A handful of series covering counters (with a reset), gauges with special values, classic
 /// histogram buckets and a sparse series.
-pub fn promql_fixture() -> MemSource {
+pub fn promql_fixture() -> MemQuerier {
     let stale = f64::from_bits(STALE_NAN_BITS);
     let specials = [1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, stale, f64::MAX, f64::MIN_POSITIVE, -1e300];
     let mut out = vec![
@@ -186,7 +186,7 @@ pub fn promql_fixture() -> MemSource {
             regular(0, 30_000, 21, |i| i as f64 * per),
         ));
     }
-    MemSource::new(out)
+    MemQuerier::new(out)
 }
 
 /// A PromQL query: parsed, then evaluated as an instant and a range query over

@@ -1,7 +1,31 @@
 //! The only path from async handlers into storage: fjall calls block, so they run on tokio's
 //! blocking pool.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use super::error::ApiError;
+use crate::storage::ReadLimits;
+
+/// Sets its flag when dropped. An async handler holds it while its blocking read runs: when the
+/// client goes away, the server drops the handler's future, and the read stops inside its scan.
+pub struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The limits of one read request, from now: at most `max_samples` samples, `timeout` of time,
+/// cancelled when the returned guard is dropped.
+pub fn read_limits(max_samples: Option<usize>, timeout: Duration) -> (ReadLimits, CancelOnDrop) {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let limits =
+        ReadLimits { max_samples, deadline: Instant::now().checked_add(timeout), cancel: Some(Arc::clone(&cancel)) };
+    (limits, CancelOnDrop(cancel))
+}
 
 /// Runs `f` on the blocking pool and flattens its result.
 ///

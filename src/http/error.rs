@@ -67,6 +67,9 @@ impl ApiError {
             Self::Storage(e) => match e {
                 StorageError::TooOld { .. } => (StatusCode::BAD_REQUEST, "bad_data"),
                 StorageError::TooManySamples { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),
+                StorageError::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
+                // The client is gone; the status is for the logs.
+                StorageError::Cancelled => (StatusCode::SERVICE_UNAVAILABLE, "canceled"),
                 StorageError::Poisoned(_) | StorageError::ShuttingDown => {
                     (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
                 }
@@ -79,6 +82,9 @@ impl ApiError {
 
 impl From<crate::promql::EvalError> for ApiError {
     fn from(e: crate::promql::EvalError) -> Self {
+        if let crate::promql::EvalError::Storage(e) = e {
+            return Self::Storage(e);
+        }
         match e.error_type() {
             "bad_data" => Self::BadData(e.to_string()),
             "timeout" => Self::Timeout(e.to_string()),

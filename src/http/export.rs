@@ -15,6 +15,7 @@ use super::error::ApiError;
 use super::params::Params;
 use super::router::AppState;
 use crate::sample::{is_stale_marker, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+use crate::storage::Querier;
 
 /// Lines buffered between the storage reader and the socket.
 const STREAM_BUFFER: usize = 16;
@@ -74,12 +75,18 @@ pub async fn export(
         return Err(ApiError::BadData("end timestamp must not be before start time".into()));
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, crate::storage::StorageError>>(STREAM_BUFFER);
-    let storage = state.storage.clone();
+    // Like a query: a slot, and the query timeout (a client that goes away stops the export
+    // at its next line, when the send fails).
+    let timeout = state.engine.options().timeout;
+    let slot = super::api::query_slot(&state, timeout).await?;
+    let (limits, cancel_on_drop) = super::blocking::read_limits(None, timeout);
+    let querier = state.storage.querier(limits);
     tokio::task::spawn_blocking(move || {
+        let (_slot, _cancel_on_drop) = (slot, cancel_on_drop);
         let mut seen: HashSet<Vec<u8>> = HashSet::new();
         let dedupe = selectors.len() > 1;
         for matchers in &selectors {
-            let result = storage.for_each_series(matchers, start, end, |s| {
+            let result = querier.for_each_series(matchers, start, end, &mut |s| {
                 if dedupe && !seen.insert(s.labels.to_bytes()) {
                     return true;
                 }

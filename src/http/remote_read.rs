@@ -17,6 +17,7 @@ use crate::remote::decode::DecodeError;
 use crate::remote::proto::ResponseType;
 use crate::remote::read;
 use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+use crate::storage::{Querier, ReadLimits};
 
 /// Most samples one remote-read request may load (across its queries).
 pub const MAX_READ_SAMPLES: usize = 20_000_000;
@@ -57,11 +58,16 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
         queries.push((matchers, clamp(q.start_timestamp_ms), clamp(q.end_timestamp_ms)));
     }
     let storage = state.storage.clone();
+    let timeout = state.engine.options().timeout;
+    let slot = super::api::query_slot(&state, timeout).await?;
+    let (limits, _cancel_on_drop) = blocking::read_limits(None, timeout);
     let results = blocking::run(move || {
+        let _slot = slot;
         let mut left = MAX_READ_SAMPLES;
         let mut out = Vec::with_capacity(queries.len());
         for (matchers, start, end) in &queries {
-            let series = storage.select(matchers, *start, *end, left)?;
+            let querier = storage.querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
+            let series = querier.select(matchers, *start, *end, None)?;
             left = left.saturating_sub(series.iter().map(|s| s.samples.len()).sum());
             out.push(series);
         }

@@ -12,11 +12,11 @@ use super::annotations::Annotations;
 use super::error::{EvalError, Result};
 use super::eval::Query;
 use super::identity::IdentityCache;
-use super::source::Source;
 use super::value::{without_name, Elem, InstantSample, RangeSeries, StepValue, Value};
 use crate::labels::Labels;
 use crate::matcher::MAX_REGEX_COST;
 use crate::sample::Sample;
+use crate::storage::Querier;
 
 /// Prometheus' limit on points per series in a range query.
 pub const MAX_POINTS_PER_SERIES: i64 = 11_000;
@@ -81,7 +81,7 @@ impl Engine {
     /// # Errors
     /// [`EvalError`]: `bad_data` for unparsable or invalid queries, `execution` for evaluation
     /// failures and exceeded sample limits, `timeout` when the timeout passes.
-    pub fn instant(&self, src: &dyn Source, query: &str, time_ms: i64) -> Result<QueryResult> {
+    pub fn instant(&self, src: &dyn Querier, query: &str, time_ms: i64) -> Result<QueryResult> {
         let expr = parse(query)?;
         let mut q = Query::new(&self.opts, time_ms, time_ms, 0);
         q.preload(src, &expr)?;
@@ -98,7 +98,7 @@ impl Engine {
     /// instant vector.
     pub fn range(
         &self,
-        src: &dyn Source,
+        src: &dyn Querier,
         query: &str,
         start_ms: i64,
         end_ms: i64,

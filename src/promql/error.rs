@@ -1,6 +1,6 @@
 //! Typed evaluation errors. The HTTP edge maps them once through [`EvalError::error_type`].
 
-use super::source::SourceError;
+use crate::storage::StorageError;
 
 /// Why a query could not be answered.
 #[derive(Debug, thiserror::Error)]
@@ -19,9 +19,10 @@ pub enum EvalError {
     /// The query loaded or produced more samples than allowed.
     #[error("query processing would load too many samples into memory in {0}")]
     TooManySamples(&'static str),
-    /// The storage behind the source failed.
+    /// Reading storage failed or hit a limit of the request (the HTTP edge maps the storage
+    /// error itself: a failure is a 5xx, a limit a 4xx).
     #[error("{0}")]
-    Source(#[from] SourceError),
+    Storage(#[from] StorageError),
 }
 
 impl EvalError {
@@ -30,7 +31,8 @@ impl EvalError {
         match self {
             Self::BadData(_) => "bad_data",
             Self::Timeout(_) => "timeout",
-            Self::Execution(_) | Self::TooManySamples(_) | Self::Source(_) => "execution",
+            Self::Storage(StorageError::Timeout) => "timeout",
+            Self::Execution(_) | Self::TooManySamples(_) | Self::Storage(_) => "execution",
         }
     }
 

@@ -18,11 +18,11 @@ use super::functions::aggr::GroupCache;
 use super::functions::rollup::StepWindow;
 use super::grid::{self, PerSeries};
 use super::identity::{AddrMap, IdentityCache};
-use super::source::{SeriesMap, Source};
 use super::value::{Elem, StepValue, Window};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::matcher::Matcher;
 use crate::sample::{is_stale_marker, Sample, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+use crate::storage::{Querier, SeriesMap};
 
 /// Step of a subquery written without one (`[5m:]`), as Prometheus' default evaluation interval.
 pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
@@ -203,7 +203,7 @@ impl<'o> Query<'o> {
     }
 
     /// Loads, once, the series every selector of `expr` needs over the whole query.
-    pub fn preload(&mut self, src: &dyn Source, expr: &Expr) -> Result<()> {
+    pub fn preload(&mut self, src: &dyn Querier, expr: &Expr) -> Result<()> {
         let mut plan = Vec::new();
         self.plan(expr, self.start, self.end, self.interval > 0, &mut plan);
         let steps = if self.interval > 0 {
@@ -702,16 +702,13 @@ fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
 }
 
 fn select_series(
-    src: &dyn Source,
+    src: &dyn Querier,
     vs: &VectorSelector,
     lo: i64,
     hi: i64,
     map: Option<SeriesMap<'_>>,
 ) -> Result<Vec<SeriesSamples>> {
-    let select = |ms: &[Matcher], start: i64, end: i64| match map {
-        Some(map) => src.select_mapped(ms, start, end, map),
-        None => src.select(ms, start, end),
-    };
+    let select = |ms: &[Matcher], start: i64, end: i64| src.select(ms, start, end, map);
     // Windows are left-open: a sample at exactly `lo` is never used.
     let start = lo.saturating_add(1).max(MIN_TIMESTAMP_MS);
     let end = hi.min(MAX_TIMESTAMP_MS);

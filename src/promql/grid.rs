@@ -104,7 +104,7 @@ impl<'e> PerSeries<'e> {
 }
 
 /// A [`PerSeries`] resolved against one query: plain data, so that it can run where the
-/// samples are read (see [`Source::select_mapped`](super::source::Source::select_mapped)).
+/// samples are read (see [`Querier::select`](crate::storage::Querier::select)).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Stepper {
     /// See [`PerSeries::Latest`]: the `@` time, the offset and the lookback, in ms.

@@ -1,4 +1,5 @@
-//! PromQL evaluation. Pure: no I/O; storage is reached only through [`source::Source`].
+//! PromQL evaluation. Pure: no I/O; storage is reached only through the storage-owned
+//! [`Querier`](crate::storage::Querier) seam.
 //!
 //! Entry points: [`Engine::instant`] and [`Engine::range`]. Values are [`Value`]s, failures
 //! [`EvalError`]s (with a Prometheus `errorType`), and warnings travel beside results as
@@ -11,7 +12,6 @@ mod eval;
 mod functions;
 mod grid;
 mod identity;
-pub mod source;
 pub mod value;
 
 pub use annotations::{Annotation, Annotations, Severity};

@@ -1,9 +1,9 @@
 //! Table-driven tests of key evaluator semantics against an in-memory source.
 
-use super::source::MemSource;
 use super::{Engine, EngineOptions, Value};
 use crate::labels::Labels;
 use crate::sample::{Sample, SeriesSamples, STALE_NAN_BITS};
+use crate::storage::MemQuerier;
 
 /// `name{k="v"}` sampled every `step` ms from 0 with `values`.
 fn series(pairs: &[(&str, &str)], step: i64, values: &[f64]) -> SeriesSamples {
@@ -13,9 +13,9 @@ fn series(pairs: &[(&str, &str)], step: i64, values: &[f64]) -> SeriesSamples {
     }
 }
 
-fn fixture() -> MemSource {
+fn fixture() -> MemQuerier {
     let stale = f64::from_bits(STALE_NAN_BITS);
-    MemSource::new(vec![
+    MemQuerier::new(vec![
         series(&[("__name__", "req_total"), ("job", "a")], 60_000, &[0.0, 60.0, 120.0, 180.0, 240.0, 300.0]),
         series(&[("__name__", "req_total"), ("job", "b")], 60_000, &[0.0, 120.0, 240.0, 360.0, 480.0, 600.0]),
         series(&[("__name__", "gauge"), ("job", "a")], 60_000, &[1.0, stale]),
@@ -184,7 +184,7 @@ fn range_query_assembles_series_and_drops_names() {
 /// Counters scraped every 15 s with up to 2 s of jitter (never on a step grid); `job="late"`
 /// starts at 5m, so some windows see the start of a series; `job="reset"` starts below zero,
 /// resets every 37 scrapes and has a staleness marker at its 91st scrape.
-fn jittered_fixture() -> MemSource {
+fn jittered_fixture() -> MemQuerier {
     let counter = |job: &str, from: i64, per_scrape: f64| {
         let mut samples = Vec::new();
         let mut value = 10.0;
@@ -198,7 +198,7 @@ fn jittered_fixture() -> MemSource {
     for (i, p) in reset.samples.iter_mut().enumerate() {
         p.value = if i == 90 { f64::from_bits(STALE_NAN_BITS) } else { (i % 37) as f64 * 5.0 - 20.0 };
     }
-    MemSource::new(vec![counter("a", 0, 30.0), counter("b", 0, 3.0), counter("late", 20, 12.0), reset])
+    MemQuerier::new(vec![counter("a", 0, 30.0), counter("b", 0, 3.0), counter("late", 20, 12.0), reset])
 }
 
 /// A range query must answer, at each of its steps, exactly what an instant query at that
@@ -285,7 +285,7 @@ fn range_steps_equal_instant_queries_for_subqueries() {
 fn rate_near_series_start_clamps_to_zero_point_after_half_interval() {
     let labels = Labels::from_pairs([("__name__", "c_total")]).unwrap();
     let samples = vec![Sample::new(137, 250.0), Sample::new(16_090, 543.03), Sample::new(30_433, 737.48)];
-    let src = MemSource::new(vec![SeriesSamples { labels, samples }]);
+    let src = MemQuerier::new(vec![SeriesSamples { labels, samples }]);
     let got = Engine::new(EngineOptions::default()).instant(&src, "rate(c_total[5m])", 45_000).unwrap();
     let Value::Vector(v) = got.value else { panic!("not a vector") };
     let value = v.first().map(|s| s.value).unwrap_or(f64::NAN);

@@ -2,63 +2,11 @@
 //! (delta-of-delta timestamps, XOR-compressed float bits) and compressed with zstd, or, when the
 //! values are short decimals, as columns of byte planes (version 3). Pure: no I/O.
 //!
-//! Byte layout of an encoded chunk (all multi-byte integers little-endian):
-//!
-//! | offset | size | field                                                        |
-//! |--------|------|--------------------------------------------------------------|
-//! | 0      | 1    | format version 1 or 2                                        |
-//! | 1      | 1    | zstd level used (recorded so it can change later); 0 = the  |
-//! |        |      | bit stream is stored raw because zstd did not shrink it      |
-//! | 2      | 1    | dictionary id, 0 = none                                      |
-//! | 3      | 4    | number of samples `n` (>= 1)                                 |
-//! | 7      | 4    | length of the uncompressed bit stream in bytes               |
-//! | 11     | ..   | zstd frame of the bit stream                                 |
-//!
-//! Bit stream: first timestamp (64 bits) and first value bits (64 bits); then per sample a
-//! timestamp delta-of-delta in one of the classes `0` (0), `10`+7 bits, `110`+9 bits,
-//! `1110`+12 bits, `1111`+64 bits (two's complement), and the value XORed with the previous one:
-//! `0` (same bits), `10` + meaningful bits inside the previous leading/trailing-zero window, or
-//! `11` + 6 bits leading zeros + 6 bits (length - 1) + the meaningful bits.
-//!
-//! Format version 2 (decimal, chosen when it applies): when every value of the run is exactly
-//! `m / 10^e` for one `e` in `0..=15` and integers `|m| <= 2^53` (checked bit for bit while
-//! encoding), the bit stream is replaced by a byte stream: `e` (1 byte), value mode (1 byte:
-//! 0 = deltas, 1 = delta-of-deltas of `m`), the first timestamp (8 bytes), then zigzag varints:
-//! every timestamp delta-of-delta, the first `m`, the greatest common divisor `g` of the value
-//! deltas (or delta-of-deltas; byte counters move in multiples of 512 or 4096), then every value
-//! delta (or delta-of-delta) divided by `g`.
-//! Columns keep similar numbers together for zstd. Scraped values are mostly short decimals, so
-//! this is far smaller than XOR of their binary mantissas (the VictoriaMetrics insight).
-//! Version 2 is no longer written; chunks on disk still decode.
-//!
-//! Format version 3 (columnar, written for every decimal run; version 1 stays the fallback):
-//!
-//! | offset | size | field                                                        |
-//! |--------|------|--------------------------------------------------------------|
-//! | 0      | 1    | format version 3                                             |
-//! | 1      | 1    | zstd level used for the planes (informational; min match 7)  |
-//! | 2      | 1    | dictionary id, 0 = none                                      |
-//! | 3      | 4    | number of samples `n` (>= 1)                                 |
-//! | 7      | 8    | first timestamp                                              |
-//! | 15     | ..   | timestamp mode, its columns, then the value section          |
-//!
-//! Timestamp mode 0 (grid): varint `step` (the median interval), then two columns of `n - 1`
-//! zigzag values: slots `s - 1` and jitter `j`, where each timestamp is `g + j` and the grid
-//! point `g` advances by `s * step` from the previous one (starting at the first timestamp).
-//! Scrapes jittered by a few ms cost one small symbol each, and a missed scrape one slot.
-//! Mode 1: one column of zigzag delta-of-deltas. The encoder picks the cheaper by estimate.
-//! Value section: decimal exponent `e` (1 byte), mode (0 = deltas of the mantissas `m`,
-//! 1 = delta-of-deltas, 2 = the mantissas themselves, for gauges), the first `m` as a zigzag
-//! varint (modes 0 and 1 only), a zigzag varint `base`, a varint `g >= 1`, then a column of the
-//! `n - 1` (modes 0, 1) or `n` (mode 2) numbers `u` with `x = base + u * g`. The encoder picks
-//! the mode whose column has the smallest estimated entropy.
-//!
-//! A column is a width byte `w <= 8` (bytes of its largest number; 0 = all zero) and then `w`
-//! byte planes, least significant first, plane `p` holding byte `p` of every number. Each plane
-//! starts with a varint `len << 2 | kind`: kind 0 = `len` raw bytes, 1 = a zstd frame of `len`
-//! bytes, 2 = one byte repeated. Planes separate the random low bytes of scrape noise from the
-//! few-symbol high bytes, so zstd's Huffman literals get close to their entropy (VictoriaMetrics
-//! also groups by column, but zstd-compresses nearest-delta varints together).
+//! Versions: 1 is Gorilla (delta-of-delta timestamps, XOR floats) under zstd, the fallback that
+//! keeps every bit pattern; 2 (decimal mantissas as varints, decoded only) and 3 (columnar: grid
+//! timestamps and decimal mantissas split into byte planes, each raw, constant or its own zstd
+//! frame) are for runs of short decimals, nearly all scraped values. Byte layouts of all three:
+//! `docs/format.md`, *Chunks*.
 //!
 //! Invariants: samples must be sorted by strictly ascending timestamp; every f64 bit pattern
 //! (NaN payloads, staleness markers, -0.0) round-trips exactly (runs holding such values use

@@ -10,6 +10,9 @@ use super::delete::{DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
 use super::keys::{BucketScheme, Bucketing};
 use super::manifest::{self, Manifest};
+use super::matchers::Selection;
+use super::migrate;
+use super::querier::{Querier, ReadLimits, SeriesMap};
 use super::seal::{self, SealOutcome};
 use super::select;
 use super::shared::Shared;
@@ -19,7 +22,6 @@ use super::window::Windows;
 use super::write::{Command, HeadLimits, Prepared, WalPosition, WriteOutcome, Writer};
 use crate::labels::Labels;
 use crate::matcher::Matcher;
-use crate::promql::source::{SeriesMap, Source, SourceError};
 use crate::sample::{PackedBatch, Sample, SeriesSamples, WriteBatch};
 
 /// What a successful write promises beyond surviving `kill -9` of the server (every mode hands
@@ -137,8 +139,8 @@ pub struct WindowStatus {
 pub struct StorageStats {
     /// Bytes on disk of the whole database, journal included.
     pub disk_bytes: u64,
-    /// Bytes per table (`meta`, `series`, `series_by_labels`, `postings`, `wal`, `points`,
-    /// `chunks`).
+    /// Bytes per table (`meta`, `series`, `series_by_labels`, `wal`, `points`, `chunks`; the
+    /// window postings are in `points` and `chunks`).
     pub table_bytes: Vec<(&'static str, u64)>,
     /// Windows on disk.
     pub windows: Vec<WindowStats>,
@@ -191,11 +193,21 @@ impl Storage {
             .open()?;
         let ks = |name: &str| db.keyspace(name, fjall::KeyspaceCreateOptions::default);
         let meta = ks("meta")?;
-        let manifest = Manifest::load_or_create(&db, &meta, Manifest { bucketing, window_ms: config.window_ms })?;
+        let manifest = Manifest::load_or_create(
+            &db,
+            &meta,
+            Manifest { bucketing, window_ms: config.window_ms, upgrade_from: None },
+        )?;
         let next_id = manifest::next_series_id(&meta)?;
         let windows = Windows::load(&db, &meta, manifest.window_ms)?;
-        let tables = [meta, ks("series")?, ks("series_by_labels")?, ks("postings")?, ks("wal")?];
-        let shared = Arc::new(Shared::new(db, tables, windows, manifest.bucketing, next_id));
+        let (series, series_by_labels) = (ks("series")?, ks("series_by_labels")?);
+        if let Some(from) = manifest.upgrade_from {
+            migrate::upgrade(&db, &meta, [&series, &series_by_labels], &windows, from)?;
+        }
+        migrate::clear_legacy_postings(&db)?;
+        let tables = [meta, series, series_by_labels, ks("wal")?];
+        let shared = Arc::new(Shared::new(db, tables, read_pool()?, windows, manifest.bucketing, next_id));
+        super::churn::recover(&shared)?;
         let wal = replay_wal(&shared)?;
 
         let durability = match config.fsync {
@@ -302,7 +314,7 @@ impl Storage {
     pub fn delete_series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<DeleteOutcome> {
         let sh = &self.inner.shared;
         let _exclusive = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (_, ids) = select::matching_ids(sh, matchers, start_ms, end_ms)?;
+        let ids = select::accepted_ids(sh, &Selection::new(matchers), start_ms, end_ms)?;
         if ids.is_empty() {
             return Ok(DeleteOutcome::default());
         }
@@ -352,7 +364,13 @@ impl Storage {
         Ok(out)
     }
 
-    /// See [`Source::select`]; fails past `max_samples` loaded samples.
+    /// A [`Querier`] over this database for one request, within `limits`.
+    pub fn querier(&self, limits: ReadLimits) -> StorageQuerier {
+        StorageQuerier { shared: Arc::clone(&self.inner.shared), limits }
+    }
+
+    /// Every series matching `matchers` with samples in `[start, end]`; fails past `max_samples`
+    /// loaded samples. A shorthand for [`Storage::querier`] and [`Querier::select`].
     ///
     /// # Errors
     /// Engine errors, corrupt rows, [`StorageError::TooManySamples`].
@@ -363,37 +381,8 @@ impl Storage {
         end_ms: i64,
         max_samples: usize,
     ) -> Result<Vec<SeriesSamples>> {
-        select::select(&self.inner.shared, matchers, start_ms, end_ms, max_samples, None)
-    }
-
-    /// As [`Storage::select`], with `map` applied to each series on the thread that read it
-    /// (see [`Source::select_mapped`]).
-    ///
-    /// # Errors
-    /// As [`Storage::select`].
-    pub fn select_mapped(
-        &self,
-        matchers: &[Matcher],
-        start_ms: i64,
-        end_ms: i64,
-        max_samples: usize,
-        map: SeriesMap<'_>,
-    ) -> Result<Vec<SeriesSamples>> {
-        select::select(&self.inner.shared, matchers, start_ms, end_ms, max_samples, Some(map))
-    }
-
-    /// Streams matching series one at a time, in bucket order; stop by returning false.
-    ///
-    /// # Errors
-    /// Engine errors and corrupt rows.
-    pub fn for_each_series(
-        &self,
-        matchers: &[Matcher],
-        start_ms: i64,
-        end_ms: i64,
-        f: impl FnMut(SeriesSamples) -> bool,
-    ) -> Result<()> {
-        select::for_each_series(&self.inner.shared, matchers, start_ms, end_ms, f)
+        let limits = ReadLimits { max_samples: Some(max_samples), ..ReadLimits::none() };
+        self.querier(limits).select(matchers, start_ms, end_ms, None)
     }
 
     /// Newest sample at or before `at_ms` per matching series (one seek per window).
@@ -401,31 +390,31 @@ impl Storage {
     /// # Errors
     /// Engine errors and corrupt rows.
     pub fn latest(&self, matchers: &[Matcher], at_ms: i64) -> Result<Vec<(Labels, Sample)>> {
-        select::latest(&self.inner.shared, matchers, at_ms)
+        select::latest(&self.inner.shared, &Selection::new(matchers), at_ms, i64::MAX)
     }
 
-    /// Label sets of matching series present in `[start, end]`.
+    /// Label sets of matching series present in `[start, end]` (no limits).
     ///
     /// # Errors
     /// Engine errors and corrupt rows.
     pub fn series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Labels>> {
-        select::series_labels(&self.inner.shared, matchers, start_ms, end_ms)
+        self.querier(ReadLimits::none()).series(matchers, start_ms, end_ms, None)
     }
 
-    /// Label names of matching series present in `[start, end]`.
+    /// Label names of matching series present in `[start, end]` (no limits).
     ///
     /// # Errors
     /// Engine errors and corrupt rows.
     pub fn label_names(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
-        select::label_names(&self.inner.shared, matchers, start_ms, end_ms)
+        self.querier(ReadLimits::none()).label_names(matchers, start_ms, end_ms, None)
     }
 
-    /// Values of label `name` among matching series present in `[start, end]`.
+    /// Values of label `name` among matching series present in `[start, end]` (no limits).
     ///
     /// # Errors
     /// Engine errors and corrupt rows.
     pub fn label_values(&self, name: &str, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
-        select::label_values(&self.inner.shared, name, matchers, start_ms, end_ms)
+        self.querier(ReadLimits::none()).label_values(name, matchers, start_ms, end_ms, None)
     }
 
     /// Flushes the in-memory head into runs of the window keyspaces (which the log replay
@@ -466,7 +455,7 @@ impl Storage {
     pub fn flush(&self) -> Result<()> {
         self.flush_head()?;
         let sh = &self.inner.shared;
-        for ks in [&sh.meta, &sh.series, &sh.series_by_labels, &sh.postings, &sh.wal] {
+        for ks in [&sh.meta, &sh.series, &sh.series_by_labels, &sh.wal] {
             ks.rotate_memtable_and_wait()?;
         }
         for w in sh.windows.all() {
@@ -501,7 +490,6 @@ impl Storage {
             ("meta", sh.meta.disk_space()),
             ("series", sh.series.disk_space()),
             ("series_by_labels", sh.series_by_labels.disk_space()),
-            ("postings", sh.postings.disk_space()),
             ("wal", sh.wal.disk_space()),
             ("points", windows.iter().map(|w| w.hot_bytes).sum()),
             ("chunks", windows.iter().map(|w| w.chunk_bytes).sum()),
@@ -582,32 +570,56 @@ impl Storage {
     }
 }
 
-impl Source for Storage {
+/// The embedded store's [`Querier`] for one request (see [`Storage::querier`]).
+pub struct StorageQuerier {
+    shared: Arc<Shared>,
+    limits: ReadLimits,
+}
+
+impl Querier for StorageQuerier {
     fn select(
         &self,
         matchers: &[Matcher],
         start_ms: i64,
         end_ms: i64,
-    ) -> std::result::Result<Vec<SeriesSamples>, SourceError> {
-        Storage::select(self, matchers, start_ms, end_ms, usize::MAX).map_err(source_error)
+        map: Option<SeriesMap<'_>>,
+    ) -> Result<Vec<SeriesSamples>> {
+        select::select(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits, map)
     }
 
-    fn select_mapped(
+    fn for_each_series(
         &self,
         matchers: &[Matcher],
         start_ms: i64,
         end_ms: i64,
-        map: SeriesMap<'_>,
-    ) -> std::result::Result<Vec<SeriesSamples>, SourceError> {
-        Storage::select_mapped(self, matchers, start_ms, end_ms, usize::MAX, map).map_err(source_error)
+        f: &mut dyn FnMut(SeriesSamples) -> bool,
+    ) -> Result<()> {
+        select::for_each_series(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits, f)
     }
-}
 
-/// A storage failure as the evaluator sees it.
-pub fn source_error(e: StorageError) -> SourceError {
-    match e {
-        StorageError::TooManySamples { limit } => SourceError::TooManySamples { limit },
-        other => SourceError::Storage(other.to_string()),
+    fn series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64, limit: Option<usize>) -> Result<Vec<Labels>> {
+        select::series_labels(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits, limit)
+    }
+
+    fn label_names(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>> {
+        select::label_names(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits, limit)
+    }
+
+    fn label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>> {
+        select::label_values(&self.shared, name, &Selection::new(matchers), start_ms, end_ms, &self.limits, limit)
     }
 }
 
@@ -665,6 +677,17 @@ fn spawn_syncer(shared: Arc<Shared>) -> Result<(SyncSender<()>, JoinHandle<()>)>
         })
         .map_err(|e| StorageError::Engine(Arc::new(e.into())))?;
     Ok((stop, handle))
+}
+
+/// The shared read pool: one thread per core (see [`Shared::pool`]).
+fn read_pool() -> Result<Arc<rayon::ThreadPool>> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("saltdb-read-{i}"))
+        .build()
+        .map_err(|e| StorageError::Engine(Arc::new(std::io::Error::other(e.to_string()).into())))?;
+    Ok(Arc::new(pool))
 }
 
 /// Wall-clock milliseconds since the Unix epoch.

@@ -5,14 +5,15 @@
 //! - a run (hot) or chunk (sealed) holding samples in the range is rewritten without them
 //!   (removed when nothing is left); its key follows its new first timestamp;
 //! - the head was flushed first (the writer does that before every deletion);
-//! - a series left without samples in a window loses its window-index row there, so series and
-//!   label queries stop listing it for that window.
+//! - a series left without samples in a window loses its window-index row and its window
+//!   postings there, so series and label queries stop listing it for that window.
 //!
-//! The series' labels, postings and id stay: a later write of the same series reuses its id.
+//! The series' labels and id stay: a later write of the same series reuses its id.
 
 use super::chunk;
 use super::error::{Result, StorageError};
 use super::keys;
+use super::postings;
 use super::run;
 use super::seal::ZSTD_LEVEL;
 use super::series::SeriesId;
@@ -111,7 +112,10 @@ pub fn delete_in_window(
             let indexed = w.points.iter().chain(w.chunks.as_ref().map(|(_, ks)| ks));
             for ks in indexed {
                 if ks.contains_key(index)? {
-                    batch.remove(ks, index);
+                    match sh.series.get(id.to_be_bytes())? {
+                        Some(canonical) => postings::remove_series(&mut batch, ks, id, &canonical),
+                        None => batch.remove(ks, index),
+                    }
                     out.emptied += 1;
                 }
             }

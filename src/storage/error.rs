@@ -49,6 +49,12 @@ pub enum StorageError {
         /// The limit.
         limit: usize,
     },
+    /// A read ran past its deadline.
+    #[error("query timed out while reading storage")]
+    Timeout,
+    /// A read was abandoned (its client went away).
+    #[error("query cancelled")]
+    Cancelled,
     /// The writer thread is gone (the server is shutting down).
     #[error("storage is shutting down")]
     ShuttingDown,

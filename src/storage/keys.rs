@@ -8,10 +8,13 @@
 //! | `meta`              | setting name (ASCII)                                       | setting bytes (manifest)    |
 //! | `series`            | `series_id u64`                                            | canonical label set         |
 //! | `series_by_labels`  | `md5(canonical label set) [16]` `series_id u64`            | canonical label set         |
-//! | `postings`          | `name 0x00 value 0x00 series_id u64`                       | empty                       |
 //! | `wal`               | group-commit sequence number `u64`                         | the group's samples (`wal`) |
 //! | `points_`, `chunks_`| `bucket u16` `series_id u64` `u64::MAX - first ts_ms`      | a run of samples (`run`)    |
 //! | `points_`, `chunks_`| `0xFFFF` `series_id u64` (window index: series has data)   | empty                       |
+//! | `points_`, `chunks_`| `0xFFFE` `name 0x00 value 0x00` `series_id u64` (window postings) | empty               |
+//!
+//! Keys of a window keyspace whose first byte is `0xFF` are *index rows* (the window index and
+//! the window postings); every other key is a point key. Byte layouts: `docs/format.md`.
 //!
 //! Invariants:
 //! - a bucket is always `< MAX_BUCKETS`, so the window-index prefix `0xFFFF` never collides
@@ -27,6 +30,14 @@ pub const MAX_BUCKETS: u16 = 4096;
 pub const WINDOW_INDEX_BUCKET: u16 = 0xFFFF;
 // The window index must never collide with a real bucket.
 const _: () = assert!((MAX_BUCKETS as u32) < WINDOW_INDEX_BUCKET as u32);
+/// Bucket value prefixing the per-window postings (`name 0x00 value 0x00 series_id`).
+pub const WINDOW_POSTINGS_BUCKET: u16 = 0xFFFE;
+const _: () = assert!((MAX_BUCKETS as u32) < WINDOW_POSTINGS_BUCKET as u32);
+/// The prefix of every per-window postings key.
+pub const WINDOW_POSTINGS_PREFIX: [u8; 2] = WINDOW_POSTINGS_BUCKET.to_be_bytes();
+/// First byte of every index row of a window keyspace (no point key starts with it).
+pub const INDEX_ROW_BYTE: u8 = 0xFF;
+const _: () = assert!(MAX_BUCKETS.to_be_bytes()[0] < INDEX_ROW_BYTE);
 /// Length of a point key.
 pub const POINT_KEY_LEN: usize = 18;
 /// Length of the `bucket, series_id` prefix shared by a series' point keys.
@@ -174,17 +185,24 @@ pub fn decode_series_by_labels_key(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(sid.try_into().ok()?))
 }
 
-/// Prefix of every postings key of a label name: `name 0x00`.
+/// True for the index rows of a window keyspace (window index and window postings).
+pub fn is_index_row(key: &[u8]) -> bool {
+    key.first() == Some(&INDEX_ROW_BYTE)
+}
+
+/// Prefix of the window postings of a label name: `0xFFFE name 0x00`.
 pub fn postings_name_prefix(name: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(name.len() + 1);
+    let mut k = Vec::with_capacity(name.len() + 3);
+    k.extend_from_slice(&WINDOW_POSTINGS_PREFIX);
     k.extend_from_slice(name.as_bytes());
     k.push(0);
     k
 }
 
-/// Prefix of the postings of one label pair: `name 0x00 value 0x00`.
+/// Prefix of the window postings of one label pair: `0xFFFE name 0x00 value 0x00`.
 pub fn postings_pair_prefix(name: &str, value: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(name.len() + value.len() + 10);
+    let mut k = Vec::with_capacity(name.len() + value.len() + 12);
+    k.extend_from_slice(&WINDOW_POSTINGS_PREFIX);
     k.extend_from_slice(name.as_bytes());
     k.push(0);
     k.extend_from_slice(value.as_bytes());
@@ -192,15 +210,39 @@ pub fn postings_pair_prefix(name: &str, value: &str) -> Vec<u8> {
     k
 }
 
-/// A full postings key.
+/// A window postings key from one pair of a canonical label set (`name 0x00 value 0x00`, as
+/// [`crate::labels::Labels::encode`] writes it) and a series id.
+pub fn postings_key_from_pair(pair: &[u8], series_id: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(pair.len() + 10);
+    k.extend_from_slice(&WINDOW_POSTINGS_PREFIX);
+    k.extend_from_slice(pair);
+    k.extend_from_slice(&series_id.to_be_bytes());
+    k
+}
+
+/// A full window postings key.
 pub fn postings_key(name: &str, value: &str, series_id: u64) -> Vec<u8> {
     let mut k = postings_pair_prefix(name, value);
     k.extend_from_slice(&series_id.to_be_bytes());
     k
 }
 
-/// Decodes a postings key into `(name, value, series_id)`.
+/// The pairs (`name 0x00 value 0x00`) of a canonical label set, in order; a trailing fragment
+/// without its two separators is not returned.
+pub fn canonical_pairs(canonical: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = canonical;
+    std::iter::from_fn(move || {
+        let name_end = rest.iter().position(|&b| b == 0)?;
+        let value_len = rest.get(name_end + 1..)?.iter().position(|&b| b == 0)?;
+        let (pair, tail) = rest.split_at_checked(name_end + value_len + 2)?;
+        rest = tail;
+        Some(pair)
+    })
+}
+
+/// Decodes a window postings key into `(name, value, series_id)`.
 pub fn decode_postings_key(key: &[u8]) -> Option<(&str, &str, u64)> {
+    let key = key.strip_prefix(&WINDOW_POSTINGS_PREFIX)?;
     let (head, sid) = key.split_at_checked(key.len().checked_sub(8)?)?;
     let head = head.strip_suffix(&[0])?;
     let sep = head.iter().position(|&b| b == 0)?;
@@ -257,6 +299,25 @@ mod tests {
             let k = postings_key(&name, &value, sid);
             prop_assert_eq!(decode_postings_key(&k), Some((name.as_str(), value.as_str(), sid)));
             prop_assert!(k.starts_with(&postings_pair_prefix(&name, &value)));
+            prop_assert!(k.starts_with(&postings_name_prefix(&name)));
+            prop_assert!(is_index_row(&k));
+            let pair = [name.as_bytes(), &[0], value.as_bytes(), &[0]].concat();
+            prop_assert_eq!(postings_key_from_pair(&pair, sid), k);
+        }
+
+        #[test]
+        fn canonical_pairs_split_label_sets(pairs in proptest::collection::btree_map("[a-z_]{1,6}", "[^\u{0}]{0,8}", 0..6)) {
+            let labels = crate::labels::Labels::from_pairs(pairs.iter().map(|(n, v)| (n.as_str(), v.as_str()))).unwrap();
+            let canonical = labels.to_bytes();
+            let got: Vec<&[u8]> = canonical_pairs(&canonical).collect();
+            prop_assert_eq!(got.len(), labels.len());
+            prop_assert_eq!(got.concat(), canonical);
+        }
+
+        #[test]
+        fn point_keys_are_never_index_rows(b in 0u16..MAX_BUCKETS, sid: u64, ts in 0..=MAX_TS) {
+            prop_assert!(!is_index_row(&point_key(b, sid, ts)));
+            prop_assert!(is_index_row(&window_index_key(sid)));
         }
 
         #[test]

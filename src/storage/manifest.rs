@@ -2,7 +2,7 @@
 //!
 //! | key               | value                         |
 //! |-------------------|-------------------------------|
-//! | `format_version`  | `u32` BE, currently 1         |
+//! | `format_version`  | `u32` BE, currently 2         |
 //! | `bucket_scheme`   | `hash` or `modulo`            |
 //! | `buckets`         | `u16` BE                      |
 //! | `window_ms`       | `i64` BE                      |
@@ -11,8 +11,14 @@
 use super::error::{Result, StorageError};
 use super::keys::{BucketScheme, Bucketing};
 
-/// The on-disk format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The on-disk format this build writes and reads. History (see `docs/format.md`):
+/// - 1: postings for all time in a `postings` keyspace;
+/// - 2: postings per window, inside each window keyspace (`migrate.rs` upgrades 1 at open).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format this build upgrades at open.
+pub const OLDEST_UPGRADABLE: u32 = 1;
+/// Manifest key of the format version.
+pub const FORMAT_VERSION_KEY: &str = "format_version";
 /// Manifest key of the series-id counter.
 pub const NEXT_SERIES_ID: &str = "next_series_id";
 
@@ -23,6 +29,8 @@ pub struct Manifest {
     pub bucketing: Bucketing,
     /// Length of a time window in milliseconds.
     pub window_ms: i64,
+    /// The older format version the directory is in, when it must be upgraded before use.
+    pub upgrade_from: Option<u32>,
 }
 
 fn read_fixed<const N: usize>(meta: &fjall::Keyspace, key: &str) -> Result<Option<[u8; N]>> {
@@ -43,9 +51,9 @@ impl Manifest {
     /// # Errors
     /// [`StorageError::ManifestMismatch`], [`StorageError::Manifest`] or an engine error.
     pub fn load_or_create(db: &fjall::Database, meta: &fjall::Keyspace, requested: Manifest) -> Result<Manifest> {
-        let Some(version) = read_fixed::<4>(meta, "format_version")? else {
+        let Some(version) = read_fixed::<4>(meta, FORMAT_VERSION_KEY)? else {
             let mut batch = db.batch().durability(Some(fjall::PersistMode::SyncAll));
-            batch.insert(meta, "format_version", FORMAT_VERSION.to_be_bytes().to_vec());
+            batch.insert(meta, FORMAT_VERSION_KEY, FORMAT_VERSION.to_be_bytes().to_vec());
             batch.insert(meta, "bucket_scheme", requested.bucketing.scheme().as_str());
             batch.insert(meta, "buckets", requested.bucketing.count().to_be_bytes().to_vec());
             batch.insert(meta, "window_ms", requested.window_ms.to_be_bytes().to_vec());
@@ -54,9 +62,10 @@ impl Manifest {
             return Ok(requested);
         };
         let version = u32::from_be_bytes(version);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_UPGRADABLE..=FORMAT_VERSION).contains(&version) {
             return Err(StorageError::Manifest(format!(
-                "format version {version} is not supported by this build (supports {FORMAT_VERSION})"
+                "format version {version} is not supported by this build (it reads version {FORMAT_VERSION} and \
+                 upgrades versions {OLDEST_UPGRADABLE} to {FORMAT_VERSION}); use a saltdb release that supports it"
             )));
         }
         let scheme_bytes = meta.get("bucket_scheme")?.ok_or_else(|| missing("bucket_scheme"))?;
@@ -68,7 +77,8 @@ impl Manifest {
         let window_ms = i64::from_be_bytes(read_fixed(meta, "window_ms")?.ok_or_else(|| missing("window_ms"))?);
         let bucketing = Bucketing::new(scheme, count)
             .ok_or_else(|| StorageError::Manifest(format!("bucket count {count} out of range")))?;
-        let stored = Manifest { bucketing, window_ms };
+        let upgrade_from = (version < FORMAT_VERSION).then_some(version);
+        let stored = Manifest { bucketing, window_ms, upgrade_from };
         stored.check_matches(&requested)?;
         Ok(stored)
     }

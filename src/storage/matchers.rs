@@ -1,53 +1,167 @@
-//! Evaluates label matchers against the postings, within a universe of candidate series
-//! (the series present in the windows a query touches).
+//! Resolves label matchers against the window postings of one keyspace (see [`postings`]),
+//! at a cost that follows the smallest matching postings list rather than the window's size.
 //!
 //! Prometheus semantics: an absent label has the value `""`. A matcher that does not match `""`
 //! *selects* series (they must carry a matching value); a matcher that matches `""` only
-//! *excludes* series whose value fails it.
+//! *excludes*. Candidates come from the selecting matchers: each one's values are found
+//! (an equality is one value; a regex that is a set of literals is those values; any other
+//! regex walks the label's values from its literal prefix), their postings lists are read in
+//! turns until the first is exhausted (smallest first without knowing sizes), and the lists
+//! that finish within a few times its length are intersected with it. Callers then check every
+//! matcher against each candidate's labels ([`Selection::accepts`]), which applies the
+//! excluding matchers and whatever the postings did not.
 
-use std::collections::HashSet;
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
 
 use super::error::Result;
-use super::postings;
+use super::postings::{self, PairIds};
 use super::series::SeriesId;
+use crate::labels::Labels;
 use crate::matcher::{MatchOp, Matcher};
 
-/// Ids in `universe` satisfying every matcher, ascending.
-///
-/// # Errors
-/// Engine errors and corrupt postings.
-pub fn resolve(
-    postings_ks: &fjall::Keyspace,
-    matchers: &[Matcher],
-    universe: &HashSet<SeriesId>,
-) -> Result<Vec<SeriesId>> {
-    let mut selected: Option<HashSet<SeriesId>> = None;
-    // Cheapest first: exact pairs are one prefix scan.
-    let mut ordered: Vec<&Matcher> = matchers.iter().collect();
-    ordered.sort_by_key(|m| (m.matches_empty(), m.op != MatchOp::Equal));
-    for m in ordered {
-        let next: HashSet<SeriesId> = if m.matches_empty() {
-            let excluded = postings::ids_where(postings_ks, &m.name, |v| !m.matches(v))?;
-            let base = selected.take().unwrap_or_else(|| universe.clone());
-            base.into_iter().filter(|id| !excluded.contains(id)).collect()
-        } else {
-            let found: HashSet<SeriesId> = if m.op == MatchOp::Equal {
-                postings::ids_for_pair(postings_ks, &m.name, &m.value)?.into_iter().collect()
-            } else {
-                postings::ids_where(postings_ks, &m.name, |v| m.matches(v))?
-            };
-            match selected.take() {
-                None => found.into_iter().filter(|id| universe.contains(id)).collect(),
-                Some(base) => base.into_iter().filter(|id| found.contains(id)).collect(),
+/// Ids read from each postings list per turn while looking for the smallest.
+const TURN: usize = 256;
+/// Most literals a regex may expand to before its values are walked instead.
+const MAX_LITERALS: usize = 4096;
+
+/// Matchers as a read applies them.
+#[derive(Clone, Debug)]
+pub struct Selection {
+    matchers: Vec<Matcher>,
+}
+
+impl Selection {
+    /// Wraps the matchers of one selector.
+    pub fn new(matchers: &[Matcher]) -> Self {
+        Self { matchers: matchers.to_vec() }
+    }
+
+    /// The matchers.
+    pub fn matchers(&self) -> &[Matcher] {
+        &self.matchers
+    }
+
+    /// Does a series with these labels satisfy every matcher?
+    pub fn accepts(&self, labels: &Labels) -> bool {
+        self.matchers.iter().all(|m| m.matches(labels.get(&m.name).unwrap_or("")))
+    }
+}
+
+/// What a regex can match, as far as the postings can use it.
+enum RegexValues {
+    /// Exactly these strings (the regex is a finite set of literals).
+    Exactly(Vec<String>),
+    /// Only strings starting with this prefix.
+    Prefixed(String),
+}
+
+/// The literals of an anchored regex pattern (as [`Matcher`] compiles it).
+fn regex_values(pattern: &str) -> RegexValues {
+    let parsed = regex_syntax::ParserBuilder::new().dot_matches_new_line(true).build().parse(pattern);
+    let Ok(hir) = parsed else { return RegexValues::Prefixed(String::new()) };
+    let seq = Extractor::new().kind(ExtractKind::Prefix).limit_total(MAX_LITERALS).extract(&hir);
+    if seq.is_exact() {
+        if let Some(lits) = seq.literals() {
+            let strings: Option<Vec<String>> =
+                lits.iter().map(|l| std::str::from_utf8(l.as_bytes()).ok().map(str::to_owned)).collect();
+            if let Some(strings) = strings {
+                return RegexValues::Exactly(strings);
             }
-        };
-        let done = next.is_empty();
-        selected = Some(next);
-        if done {
-            break;
         }
     }
-    let mut ids: Vec<SeriesId> = selected.unwrap_or_else(|| universe.clone()).into_iter().collect();
+    let prefix = seq.longest_common_prefix().unwrap_or_default();
+    // A byte prefix cut inside a UTF-8 character is shortened to whole characters.
+    let prefix = match std::str::from_utf8(prefix) {
+        Ok(s) => s.to_owned(),
+        Err(e) => std::str::from_utf8(prefix.get(..e.valid_up_to()).unwrap_or_default()).unwrap_or_default().to_owned(),
+    };
+    RegexValues::Prefixed(prefix)
+}
+
+/// The values of `m.name` in `ks` that a selecting matcher accepts.
+fn selected_values(ks: &fjall::Keyspace, m: &Matcher) -> Result<Vec<String>> {
+    let walk_from = match m.op {
+        MatchOp::Equal => return Ok(vec![m.value.clone()]),
+        MatchOp::RegexMatch => match regex_values(&m.value) {
+            RegexValues::Exactly(values) => {
+                return Ok(values.into_iter().filter(|v| !v.is_empty() && m.matches(v)).collect())
+            }
+            RegexValues::Prefixed(prefix) => prefix,
+        },
+        MatchOp::NotEqual | MatchOp::RegexNoMatch => String::new(),
+    };
+    let mut values = Vec::new();
+    postings::for_each_value(ks, &m.name, &walk_from, |v| {
+        if m.matches(v) {
+            values.push(v.to_owned());
+        }
+        true
+    })?;
+    Ok(values)
+}
+
+/// Ids in `ks` of the series that may match `sel`, ascending: a superset of the matching
+/// series with data in the keyspace, exact for selections of equalities and literal regexes.
+///
+/// # Errors
+/// Engine errors and corrupt keys.
+pub fn candidates(ks: &fjall::Keyspace, sel: &Selection) -> Result<Vec<SeriesId>> {
+    let selecting: Vec<&Matcher> = sel.matchers().iter().filter(|m| !m.matches_empty()).collect();
+    if selecting.is_empty() {
+        return postings::all_ids(ks);
+    }
+    let mut lists = Vec::with_capacity(selecting.len());
+    for m in &selecting {
+        let values = selected_values(ks, m)?;
+        if values.is_empty() {
+            return Ok(Vec::new());
+        }
+        lists.push(PairIds::new(&m.name, values.iter().map(String::as_str)));
+    }
+    // In turns until one list is exhausted: that one is the smallest (within a turn).
+    let smallest = 'race: loop {
+        for (i, list) in lists.iter_mut().enumerate() {
+            if list.advance(ks, TURN)? {
+                break 'race i;
+            }
+        }
+    };
+    let mut ids = std::mem::take(&mut lists.swap_remove(smallest).ids);
     ids.sort_unstable();
+    ids.dedup();
+    // Lists not much longer than the smallest are read to the end and intersected; longer ones
+    // are left to the label check, which costs one comparison per candidate.
+    let budget = ids.len().saturating_mul(4).saturating_add(TURN);
+    for mut list in lists {
+        if ids.is_empty() {
+            break;
+        }
+        let read = list.ids.len();
+        if list.advance(ks, budget.saturating_sub(read))? {
+            let mut other = std::mem::take(&mut list.ids);
+            other.sort_unstable();
+            ids.retain(|id| other.binary_search(id).is_ok());
+        }
+    }
     Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_regexes_become_value_sets() {
+        match regex_values("a|b|c") {
+            RegexValues::Exactly(mut v) => {
+                v.sort();
+                assert_eq!(v, ["a", "b", "c"]);
+            }
+            RegexValues::Prefixed(_) => panic!("expected a set"),
+        }
+        assert!(matches!(regex_values("host-1.*"), RegexValues::Prefixed(p) if p == "host-1"));
+        assert!(matches!(regex_values(".*x"), RegexValues::Prefixed(p) if p.is_empty()));
+        assert!(matches!(regex_values("(?i)ab"), RegexValues::Exactly(v) if v.len() == 4));
+        assert!(matches!(regex_values("é.*"), RegexValues::Prefixed(p) if p == "é"));
+    }
 }

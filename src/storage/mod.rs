@@ -4,6 +4,7 @@
 //! Layout of the keys and tables: see [`keys`]. Manifest: see [`manifest`].
 
 pub mod chunk;
+mod churn;
 mod db;
 mod delete;
 mod error;
@@ -11,7 +12,9 @@ mod head;
 pub mod keys;
 pub mod manifest;
 mod matchers;
+mod migrate;
 mod postings;
+pub mod querier;
 mod run;
 pub mod seal;
 mod select;
@@ -23,12 +26,13 @@ mod window;
 mod write;
 
 pub use db::{
-    now_ms, source_error, EngineStats, FsyncMode, Storage, StorageConfig, StorageStats, WindowState, WindowStats,
+    now_ms, EngineStats, FsyncMode, Storage, StorageConfig, StorageQuerier, StorageStats, WindowState, WindowStats,
     WindowStatus,
 };
 pub use delete::DeleteOutcome;
 pub use error::{Result, StorageError};
 pub use keys::{BucketScheme, Bucketing};
+pub use querier::{MemQuerier, Querier, ReadLimits, SeriesMap};
 pub use seal::SealOutcome;
 pub use snapshot::SnapshotOutcome;
 pub use write::{HeadLimits, SealSwap, WriteOutcome};

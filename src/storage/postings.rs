@@ -1,73 +1,173 @@
-//! The inverted index: `name 0x00 value 0x00 series_id -> ()` for every label of every series.
-//! Postings are global (all time); a time range is applied through the window index.
-
-use std::collections::HashSet;
+//! The per-window inverted index. In every window keyspace (hot and sealed), each series with
+//! data in the window has its window-index row `0xFFFF series_id` and one postings row
+//! `0xFFFE name 0x00 value 0x00 series_id` per label (see [`keys`]). Both are written in the
+//! same batch, so a series is either fully indexed in a keyspace or not at all, and they
+//! disappear with the keyspace when retention drops the window.
+//!
+//! Reads cost what they match: the ids of one label pair are one prefix scan, the distinct
+//! values of a label name skip over the ids of each value, and label names skip over values.
 
 use super::error::{Result, StorageError};
 use super::keys;
 use super::series::SeriesId;
-use crate::labels::Labels;
 
-/// Adds the postings of a new series to a write batch.
-pub fn insert_series(batch: &mut fjall::OwnedWriteBatch, postings: &fjall::Keyspace, id: SeriesId, labels: &Labels) {
-    for l in labels.iter() {
-        batch.insert(postings, keys::postings_key(&l.name, &l.value, id), Vec::new());
+/// Consecutive rows of one value read before a value walk seeks past the rest of them: a
+/// seek costs about as much as reading this many rows.
+const ROWS_BEFORE_SEEK: usize = 16;
+
+/// Adds the window-index row and the postings of series `id` (its canonical label set) to
+/// `batch`, for keyspace `ks`.
+pub fn insert_series(batch: &mut fjall::OwnedWriteBatch, ks: &fjall::Keyspace, id: SeriesId, canonical: &[u8]) {
+    batch.insert(ks, keys::window_index_key(id), Vec::new());
+    for pair in keys::canonical_pairs(canonical) {
+        batch.insert(ks, keys::postings_key_from_pair(pair, id), Vec::new());
+    }
+}
+
+/// Adds the removal of the window-index row and the postings of series `id` to `batch`.
+pub fn remove_series(batch: &mut fjall::OwnedWriteBatch, ks: &fjall::Keyspace, id: SeriesId, canonical: &[u8]) {
+    batch.remove(ks, keys::window_index_key(id));
+    for pair in keys::canonical_pairs(canonical) {
+        batch.remove(ks, keys::postings_key_from_pair(pair, id));
     }
 }
 
 fn corrupt() -> StorageError {
-    StorageError::Corrupt { what: "postings key" }
+    StorageError::Corrupt { what: "window postings key" }
 }
 
-/// Ids of the series with label `name="value"`, ascending.
+/// Every series id of the window index of `ks`, ascending.
 ///
 /// # Errors
 /// Engine errors and corrupt keys.
-pub fn ids_for_pair(postings: &fjall::Keyspace, name: &str, value: &str) -> Result<Vec<SeriesId>> {
-    let prefix = keys::postings_pair_prefix(name, value);
-    postings
-        .prefix(&prefix)
+pub fn all_ids(ks: &fjall::Keyspace) -> Result<Vec<SeriesId>> {
+    ks.prefix(keys::WINDOW_INDEX_PREFIX)
         .map(|guard| {
-            let key = guard.key()?;
-            let sid = key.get(prefix.len()..).and_then(|b| <[u8; 8]>::try_from(b).ok()).ok_or_else(corrupt)?;
-            Ok(u64::from_be_bytes(sid))
+            keys::decode_window_index_key(&guard.key()?).ok_or(StorageError::Corrupt { what: "window index key" })
         })
         .collect()
 }
 
-/// Calls `f(value, id)` for every series carrying label `name`, in value order.
-///
-/// # Errors
-/// Engine errors and corrupt keys.
-pub fn scan_name(postings: &fjall::Keyspace, name: &str, mut f: impl FnMut(&str, SeriesId)) -> Result<()> {
-    for guard in postings.prefix(keys::postings_name_prefix(name)) {
-        let key = guard.key()?;
-        let (_, value, sid) = keys::decode_postings_key(&key).ok_or_else(corrupt)?;
-        f(value, sid);
-    }
-    Ok(())
+/// The ids of the series carrying any of the label pairs given by their prefixes, read a few
+/// at a time: several of these advance in turns until the first is exhausted (the smallest
+/// list, found at the cost of reading it once per competitor).
+pub struct PairIds {
+    prefixes: Vec<Vec<u8>>,
+    next_prefix: usize,
+    current: Option<(fjall::Iter, usize)>,
+    /// Ids read so far (ascending within each pair; pairs of one label name are disjoint).
+    pub ids: Vec<SeriesId>,
+    exhausted: bool,
 }
 
-/// Ids of the series carrying label `name` whose value satisfies `keep`.
+impl PairIds {
+    /// The ids of the series carrying label `name` with any of `values`.
+    pub fn new<'a>(name: &str, values: impl IntoIterator<Item = &'a str>) -> Self {
+        let prefixes = values.into_iter().map(|v| keys::postings_pair_prefix(name, v)).collect();
+        Self { prefixes, next_prefix: 0, current: None, ids: Vec::new(), exhausted: false }
+    }
+
+    /// Reads up to `n` more ids; returns true once the list is exhausted.
+    ///
+    /// # Errors
+    /// Engine errors and corrupt keys.
+    pub fn advance(&mut self, ks: &fjall::Keyspace, n: usize) -> Result<bool> {
+        let goal = self.ids.len().saturating_add(n);
+        while self.ids.len() < goal && !self.exhausted {
+            let Some((iter, prefix_len)) = &mut self.current else {
+                match self.prefixes.get(self.next_prefix) {
+                    Some(prefix) => {
+                        self.current = Some((ks.prefix(prefix), prefix.len()));
+                        self.next_prefix += 1;
+                    }
+                    None => self.exhausted = true,
+                }
+                continue;
+            };
+            match iter.next() {
+                Some(guard) => {
+                    let key = guard.key()?;
+                    let sid = key.get(*prefix_len..).and_then(|b| <[u8; 8]>::try_from(b).ok()).ok_or_else(corrupt)?;
+                    self.ids.push(u64::from_be_bytes(sid));
+                }
+                None => self.current = None,
+            }
+        }
+        Ok(self.exhausted)
+    }
+}
+
+/// The part of a window postings key after `0xFFFE name 0x00`: the value, up to its 0x00.
+fn value_of(key: &[u8], name_prefix_len: usize) -> Option<&[u8]> {
+    let rest = key.get(name_prefix_len..)?;
+    let end = rest.len().checked_sub(9)?;
+    rest.get(..end).filter(|_| rest.get(end) == Some(&0))
+}
+
+/// Calls `f` with each distinct value of label `name` in `ks` that starts with `prefix`, in
+/// byte order, until `f` returns false. Reads a few rows of each value and seeks past the
+/// rest, so the cost follows the number of values, not of series.
 ///
 /// # Errors
 /// Engine errors and corrupt keys.
-pub fn ids_where(postings: &fjall::Keyspace, name: &str, keep: impl Fn(&str) -> bool) -> Result<HashSet<SeriesId>> {
-    let mut out = HashSet::new();
-    let mut last_value: Option<(String, bool)> = None;
-    scan_name(postings, name, |value, sid| {
-        // Values repeat for many series: evaluate the predicate once per distinct value.
-        let ok = match &last_value {
-            Some((v, ok)) if v == value => *ok,
-            _ => {
-                let ok = keep(value);
-                last_value = Some((value.to_owned(), ok));
-                ok
+pub fn for_each_value(ks: &fjall::Keyspace, name: &str, prefix: &str, mut f: impl FnMut(&str) -> bool) -> Result<()> {
+    let name_prefix = keys::postings_name_prefix(name);
+    let mut scan_prefix = name_prefix.clone();
+    scan_prefix.extend_from_slice(prefix.as_bytes());
+    let mut from = scan_prefix.clone();
+    loop {
+        let mut last: Option<Vec<u8>> = None;
+        let mut repeats = 0;
+        let mut seek_to = None;
+        for guard in ks.range(from.as_slice()..) {
+            let key = guard.key()?;
+            if !key.starts_with(&scan_prefix) {
+                return Ok(());
             }
-        };
-        if ok {
-            out.insert(sid);
+            let value = value_of(&key, name_prefix.len()).ok_or_else(corrupt)?;
+            if last.as_deref() == Some(value) {
+                repeats += 1;
+                if repeats >= ROWS_BEFORE_SEEK {
+                    // Past every key of this value: `value 0x00 id` < `value 0x01`, and no
+                    // value holds 0x00.
+                    let mut next = name_prefix.clone();
+                    next.extend_from_slice(value);
+                    next.push(1);
+                    seek_to = Some(next);
+                    break;
+                }
+                continue;
+            }
+            repeats = 0;
+            if !f(std::str::from_utf8(value).map_err(|_| corrupt())?) {
+                return Ok(());
+            }
+            last = Some(value.to_vec());
         }
-    })?;
-    Ok(out)
+        match seek_to {
+            Some(next) => from = next,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Calls `f` with each distinct label name in the postings of `ks`, in byte order. One seek
+/// per name.
+///
+/// # Errors
+/// Engine errors and corrupt keys.
+pub fn for_each_name(ks: &fjall::Keyspace, mut f: impl FnMut(&str)) -> Result<()> {
+    let mut from = keys::WINDOW_POSTINGS_PREFIX.to_vec();
+    loop {
+        let Some(guard) = ks.range(from.as_slice()..).next() else { return Ok(()) };
+        let key = guard.key()?;
+        let Some(rest) = key.strip_prefix(&keys::WINDOW_POSTINGS_PREFIX) else { return Ok(()) };
+        let end = rest.iter().position(|&b| b == 0).ok_or_else(corrupt)?;
+        let name = rest.get(..end).ok_or_else(corrupt)?;
+        f(std::str::from_utf8(name).map_err(|_| corrupt())?);
+        // Past every key of this name: `name 0x00 ...` < `name 0x01`.
+        from = keys::WINDOW_POSTINGS_PREFIX.to_vec();
+        from.extend_from_slice(name);
+        from.push(1);
+    }
 }

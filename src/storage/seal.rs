@@ -8,6 +8,7 @@ use std::sync::mpsc::{self, SyncSender};
 use super::chunk;
 use super::error::{Result, StorageError};
 use super::keys;
+use super::postings;
 use super::select::{read_series, universe};
 use super::shared::Shared;
 use super::window;
@@ -111,8 +112,7 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
 /// Writes the window's series into `chunks_ks` (not yet visible).
 fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) -> Result<SealOutcome> {
     let start_ms = w.start_ms;
-    let mut ids: Vec<u64> = universe(std::slice::from_ref(w))?.into_iter().collect();
-    ids.sort_unstable();
+    let ids = universe(std::slice::from_ref(w))?;
     let mut outcome = SealOutcome { start_ms, series: 0, samples: 0, chunks: 0, swap: SealSwap::WindowGone };
     let mut batch = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
     let mut buf = Vec::new();
@@ -123,7 +123,9 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
         if samples.is_empty() {
             continue;
         }
-        batch.insert(chunks_ks, keys::window_index_key(id), Vec::new());
+        let canonical =
+            sh.series.get(id.to_be_bytes())?.ok_or(StorageError::Corrupt { what: "series row (missing)" })?;
+        postings::insert_series(&mut batch, chunks_ks, id, &canonical);
         for run in samples.chunks(CHUNK_SAMPLES) {
             let Some(head) = run.first() else { continue };
             buf.clear();

@@ -1,60 +1,87 @@
-//! The read path: matchers + time range -> series ids -> per-bucket scans in parallel ->
-//! series with ascending samples.
+//! The read path: matchers + time range -> the windows overlapping it -> candidate ids from each
+//! window's postings (see [`matchers`]) -> per bucket, on the shared read pool, labels checked
+//! and samples read -> series with ascending samples.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::error::{Result, StorageError};
+use rayon::prelude::*;
+
+use super::error::Result;
 use super::head::Head;
-use super::keys;
-use super::matchers;
+use super::matchers::{self, Selection};
 use super::postings;
+use super::querier::{ReadLimits, SampleBudget, SeriesMap};
 use super::run;
 use super::series::{self, SeriesId};
 use super::shared::Shared;
 use super::window::Window;
 use crate::labels::Labels;
-use crate::matcher::Matcher;
-use crate::promql::source::SeriesMap;
 use crate::sample::{Sample, SeriesSamples};
 
+/// Series read between two checks of the deadline and cancellation flag.
+const CHECK_EVERY: usize = 64;
+
 /// The keyspaces of a window: the chunks first, then the hot rows.
-fn keyspaces(w: &Window) -> impl Iterator<Item = &fjall::Keyspace> {
+pub fn keyspaces(w: &Window) -> impl Iterator<Item = &fjall::Keyspace> {
     w.chunks.as_ref().map(|(_, ks)| ks).into_iter().chain(w.points.as_ref())
 }
 
-/// Series present (per the window index) in any of `windows`.
+/// Ids of the series present (per the window index) in any of `windows`, ascending.
 ///
 /// # Errors
 /// Engine errors and corrupt keys.
-pub fn universe(windows: &[Window]) -> Result<HashSet<SeriesId>> {
-    let mut ids = HashSet::new();
+pub fn universe(windows: &[Window]) -> Result<Vec<SeriesId>> {
+    let mut ids = Vec::new();
     for ks in windows.iter().flat_map(keyspaces) {
-        for guard in ks.prefix(keys::WINDOW_INDEX_PREFIX) {
-            let key = guard.key()?;
-            ids.insert(keys::decode_window_index_key(&key).ok_or(StorageError::Corrupt { what: "window index key" })?);
-        }
+        ids.extend(postings::all_ids(ks)?);
     }
+    ids.sort_unstable();
+    ids.dedup();
     Ok(ids)
 }
 
-/// The windows overlapping `[start, end]` and the ids of the series in them matching `matchers`.
+/// The windows overlapping `[start, end]` and the candidate ids (ascending) of the series in
+/// them that may match `sel`; each candidate's labels must still pass [`Selection::accepts`].
 ///
 /// # Errors
 /// Engine errors and corrupt keys.
-pub fn matching_ids(
-    sh: &Shared,
-    matchers: &[Matcher],
-    start_ms: i64,
-    end_ms: i64,
-) -> Result<(Vec<Window>, Vec<SeriesId>)> {
+pub fn matching_ids(sh: &Shared, sel: &Selection, start_ms: i64, end_ms: i64) -> Result<(Vec<Window>, Vec<SeriesId>)> {
     let windows = sh.windows.overlapping(start_ms, end_ms);
     if windows.is_empty() || start_ms > end_ms {
         return Ok((windows, Vec::new()));
     }
-    let universe = universe(&windows)?;
-    let ids = matchers::resolve(&sh.postings, matchers, &universe)?;
+    let mut ids = Vec::new();
+    let mut sources = 0;
+    for ks in windows.iter().flat_map(keyspaces) {
+        ids.extend(matchers::candidates(ks, sel)?);
+        sources += 1;
+    }
+    if sources > 1 {
+        ids.sort_unstable();
+        ids.dedup();
+    }
     Ok((windows, ids))
+}
+
+/// Ids (ascending) of the series matching `sel` with data in a window overlapping `[start, end]`.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn accepted_ids(sh: &Shared, sel: &Selection, start_ms: i64, end_ms: i64) -> Result<Vec<SeriesId>> {
+    let (_, mut ids) = matching_ids(sh, sel, start_ms, end_ms)?;
+    let mut keep = Vec::with_capacity(ids.len());
+    for &id in &ids {
+        keep.push(accepted_labels(sh, sel, id)?.is_some());
+    }
+    let mut flags = keep.into_iter();
+    ids.retain(|_| flags.next().unwrap_or(false));
+    Ok(ids)
+}
+
+/// The labels of a candidate when it passes every matcher; `None` when it does not, or when its
+/// series row is gone (retention removed the series after the candidates were read).
+fn accepted_labels(sh: &Shared, sel: &Selection, id: SeriesId) -> Result<Option<Labels>> {
+    Ok(series::labels_if_present(&sh.series, id)?.filter(|labels| sel.accepts(labels)))
 }
 
 /// Appends the samples of one series in `[start, end]` to `out`, ascending. The head (when
@@ -117,125 +144,102 @@ fn by_bucket(sh: &Shared, ids: &[SeriesId]) -> Vec<(u16, Vec<SeriesId>)> {
     groups.into_iter().collect()
 }
 
-/// Shared budget of loaded samples across the parallel bucket scans.
-struct Budget {
-    limit: usize,
-    used: AtomicUsize,
-    exceeded: AtomicBool,
-}
-
-impl Budget {
-    fn take(&self, n: usize) -> Result<()> {
-        let used = self.used.fetch_add(n, Ordering::Relaxed) + n;
-        if used > self.limit || self.exceeded.load(Ordering::Relaxed) {
-            self.exceeded.store(true, Ordering::Relaxed);
-            return Err(StorageError::TooManySamples { limit: self.limit });
-        }
-        Ok(())
-    }
-}
-
-fn scan_bucket(
-    sh: &Shared,
-    windows: &[Window],
-    (bucket, ids): &(u16, Vec<SeriesId>),
+/// One request's read of a set of windows.
+struct Scan<'a> {
+    sh: &'a Shared,
+    sel: &'a Selection,
+    windows: &'a [Window],
     start_ms: i64,
     end_ms: i64,
-    budget: &Budget,
-    map: Option<SeriesMap<'_>>,
-) -> Result<Vec<SeriesSamples>> {
-    let mut out = Vec::with_capacity(ids.len());
-    // Series of one selection tend to have similar sample counts: size each buffer like the last.
-    let mut expect = 0;
-    for &id in ids {
-        let mut samples = Vec::with_capacity(expect);
-        read_series(windows, Some(&sh.head), *bucket, id, start_ms, end_ms, &mut samples)?;
-        expect = samples.len();
-        if samples.is_empty() {
-            continue;
-        }
-        budget.take(samples.len())?;
-        let mut series = SeriesSamples { labels: series::labels_of(&sh.series, id)?, samples };
-        if let Some(map) = map {
-            map(&mut series);
-        }
-        out.push(series);
-    }
-    Ok(out)
+    limits: &'a ReadLimits,
+    budget: SampleBudget,
 }
 
-/// Every series matching `matchers` with samples in `[start, end]`, samples ascending. Buckets
-/// are scanned in parallel (one thread per core at most) and the results merged; `map`, when
-/// given, is applied to each series on the thread that read it (after the sample budget took
-/// its samples).
+impl Scan<'_> {
+    /// Reads one bucket's candidates: labels checked, then samples, then `map`.
+    fn bucket(&self, (bucket, ids): &(u16, Vec<SeriesId>), map: Option<SeriesMap<'_>>) -> Result<Vec<SeriesSamples>> {
+        let mut out = Vec::with_capacity(ids.len());
+        // Series of one selection tend to have similar sample counts: size each buffer like the last.
+        let mut expect = 0;
+        for (i, &id) in ids.iter().enumerate() {
+            if i % CHECK_EVERY == 0 {
+                self.limits.check()?;
+            }
+            let Some(labels) = accepted_labels(self.sh, self.sel, id)? else { continue };
+            let mut samples = Vec::with_capacity(expect);
+            read_series(self.windows, Some(&self.sh.head), *bucket, id, self.start_ms, self.end_ms, &mut samples)?;
+            expect = samples.len();
+            if samples.is_empty() {
+                continue;
+            }
+            self.budget.take(samples.len())?;
+            let mut series = SeriesSamples { labels, samples };
+            if let Some(map) = map {
+                map(&mut series);
+            }
+            out.push(series);
+        }
+        Ok(out)
+    }
+}
+
+/// Every series matching `sel` with samples in `[start, end]`, samples ascending. Buckets are
+/// read in parallel on the shared read pool and the results merged; `map`, when given, is
+/// applied to each series on the thread that read it (after the budget took its samples).
 ///
 /// # Errors
-/// Engine errors, corrupt rows, or [`StorageError::TooManySamples`] past `max_samples`.
+/// Engine errors, corrupt rows, or the limits' errors.
 pub fn select(
     sh: &Shared,
-    matchers: &[Matcher],
+    sel: &Selection,
     start_ms: i64,
     end_ms: i64,
-    max_samples: usize,
+    limits: &ReadLimits,
     map: Option<SeriesMap<'_>>,
 ) -> Result<Vec<SeriesSamples>> {
-    let (windows, ids) = matching_ids(sh, matchers, start_ms, end_ms)?;
+    limits.check()?;
+    let (windows, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
     let groups = by_bucket(sh, &ids);
-    let budget = Budget { limit: max_samples, used: AtomicUsize::new(0), exceeded: AtomicBool::new(false) };
-    let workers = std::thread::available_parallelism().map_or(1, usize::from).min(groups.len());
-    if workers <= 1 {
-        let mut out = Vec::new();
-        for g in &groups {
-            out.extend(scan_bucket(sh, &windows, g, start_ms, end_ms, &budget, map)?);
-        }
-        return Ok(out);
-    }
-    let next = AtomicUsize::new(0);
-    let results: Vec<Result<Vec<SeriesSamples>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut out = Vec::new();
-                    while let Some(g) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        out.extend(scan_bucket(sh, &windows, g, start_ms, end_ms, &budget, map)?);
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(Err(StorageError::Corrupt { what: "bucket scan (worker panicked)" })))
-            .collect()
-    });
+    let scan =
+        Scan { sh, sel, windows: &windows, start_ms, end_ms, limits, budget: SampleBudget::new(limits.max_samples) };
+    let parts: Vec<Result<Vec<SeriesSamples>>> = if groups.len() <= 1 || ids.len() < 2 * CHECK_EVERY {
+        groups.iter().map(|g| scan.bucket(g, map)).collect()
+    } else {
+        sh.pool.install(|| groups.par_iter().map(|g| scan.bucket(g, map)).collect())
+    };
     let mut out = Vec::with_capacity(ids.len());
-    for r in results {
-        out.extend(r?);
+    for part in parts {
+        out.extend(part?);
     }
     Ok(out)
 }
 
 /// Calls `f` for each matching series in bucket order, one series in memory at a time (for
-/// streaming export). Stops early when `f` returns false.
+/// streaming export and remote read). Stops early when `f` returns false.
 ///
 /// # Errors
-/// Engine errors and corrupt rows.
+/// Engine errors, corrupt rows, or the limits' errors.
 pub fn for_each_series(
     sh: &Shared,
-    matchers: &[Matcher],
+    sel: &Selection,
     start_ms: i64,
     end_ms: i64,
-    mut f: impl FnMut(SeriesSamples) -> bool,
+    limits: &ReadLimits,
+    f: &mut dyn FnMut(SeriesSamples) -> bool,
 ) -> Result<()> {
-    let (windows, ids) = matching_ids(sh, matchers, start_ms, end_ms)?;
+    let (windows, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
+    let budget = SampleBudget::new(limits.max_samples);
     for (bucket, ids) in by_bucket(sh, &ids) {
         for id in ids {
+            limits.check()?;
+            let Some(labels) = accepted_labels(sh, sel, id)? else { continue };
             let mut samples = Vec::new();
             read_series(&windows, Some(&sh.head), bucket, id, start_ms, end_ms, &mut samples)?;
             if samples.is_empty() {
                 continue;
             }
-            if !f(SeriesSamples { labels: series::labels_of(&sh.series, id)?, samples }) {
+            budget.take(samples.len())?;
+            if !f(SeriesSamples { labels, samples }) {
                 return Ok(());
             }
         }
@@ -243,17 +247,20 @@ pub fn for_each_series(
     Ok(())
 }
 
-/// The newest sample at or before `at_ms` of each matching series: the head first, then per
-/// window, newest window first, one seek into the hot runs and one into the chunks (decoding
-/// only the run that starts at or before `at_ms`); stops at the first window with a hit.
+/// The newest sample at or before `at_ms` of each matching series with data in
+/// `[at_ms - lookback_ms, at_ms]`: the head first, then per window, newest window first, one
+/// seek into the hot runs and one into the chunks (decoding only the run that starts at or
+/// before `at_ms`); stops at the first window with a hit.
 ///
 /// # Errors
 /// Engine errors and corrupt rows.
-pub fn latest(sh: &Shared, matchers: &[Matcher], at_ms: i64) -> Result<Vec<(Labels, Sample)>> {
-    let (mut windows, ids) = matching_ids(sh, matchers, 0, at_ms)?;
+pub fn latest(sh: &Shared, sel: &Selection, at_ms: i64, lookback_ms: i64) -> Result<Vec<(Labels, Sample)>> {
+    let from = at_ms.saturating_sub(lookback_ms);
+    let (mut windows, ids) = matching_ids(sh, sel, from, at_ms)?;
     windows.reverse();
     let mut out = Vec::new();
     for id in ids {
+        let Some(labels) = accepted_labels(sh, sel, id)? else { continue };
         let bucket = sh.bucketing.bucket(id);
         let recent = sh.head.latest(bucket, id, at_ms);
         let mut stored: Option<Sample> = None;
@@ -282,50 +289,116 @@ pub fn latest(sh: &Shared, matchers: &[Matcher], at_ms: i64) -> Result<Vec<(Labe
             (Some(s), Some(r)) if s.timestamp_ms > r.timestamp_ms => Some(s),
             (s, r) => r.or(s),
         };
-        if let Some(sample) = best {
-            out.push((series::labels_of(&sh.series, id)?, sample));
+        if let Some(sample) = best.filter(|s| s.timestamp_ms >= from) {
+            out.push((labels, sample));
         }
     }
     Ok(out)
 }
 
-/// Label sets of the matching series present in `[start, end]`.
+/// Label sets of the matching series present in `[start, end]`, at most `limit`.
 ///
 /// # Errors
-/// Engine errors and corrupt rows.
-pub fn series_labels(sh: &Shared, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Labels>> {
-    let (_, ids) = matching_ids(sh, matchers, start_ms, end_ms)?;
-    ids.into_iter().map(|id| series::labels_of(&sh.series, id)).collect()
+/// Engine errors, corrupt rows, or the limits' errors.
+pub fn series_labels(
+    sh: &Shared,
+    sel: &Selection,
+    start_ms: i64,
+    end_ms: i64,
+    limits: &ReadLimits,
+    limit: Option<usize>,
+) -> Result<Vec<Labels>> {
+    let (_, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
+    let limit = limit.unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    for (i, id) in ids.into_iter().enumerate() {
+        if out.len() >= limit {
+            break;
+        }
+        if i % CHECK_EVERY == 0 {
+            limits.check()?;
+        }
+        out.extend(accepted_labels(sh, sel, id)?);
+    }
+    Ok(out)
 }
 
-/// Label names of the matching series present in `[start, end]`, sorted.
+/// Label names of the matching series present in `[start, end]`, sorted, at most `limit`.
+/// Without matchers, read from the window postings (one seek per name).
 ///
 /// # Errors
-/// Engine errors and corrupt rows.
-pub fn label_names(sh: &Shared, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
+/// Engine errors, corrupt rows, or the limits' errors.
+pub fn label_names(
+    sh: &Shared,
+    sel: &Selection,
+    start_ms: i64,
+    end_ms: i64,
+    limits: &ReadLimits,
+    limit: Option<usize>,
+) -> Result<Vec<String>> {
     let mut names = BTreeSet::new();
-    for labels in series_labels(sh, matchers, start_ms, end_ms)? {
-        for l in labels.iter() {
-            if !names.contains(&l.name) {
-                names.insert(l.name.clone());
+    if sel.matchers().is_empty() {
+        for ks in sh.windows.overlapping(start_ms, end_ms).iter().flat_map(keyspaces) {
+            limits.check()?;
+            postings::for_each_name(ks, |name| {
+                if !names.contains(name) {
+                    names.insert(name.to_owned());
+                }
+            })?;
+        }
+    } else {
+        for labels in series_labels(sh, sel, start_ms, end_ms, limits, None)? {
+            for l in labels.iter() {
+                if !names.contains(&l.name) {
+                    names.insert(l.name.clone());
+                }
             }
         }
     }
-    Ok(names.into_iter().collect())
+    Ok(names.into_iter().take(limit.unwrap_or(usize::MAX)).collect())
 }
 
-/// Values of label `name` among the matching series present in `[start, end]`, sorted.
+/// Values of label `name` among the matching series present in `[start, end]`, sorted, at most
+/// `limit`. Without matchers, read from the window postings (cost per value, not per series).
 ///
 /// # Errors
-/// Engine errors and corrupt rows.
-pub fn label_values(sh: &Shared, name: &str, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
-    let (_, ids) = matching_ids(sh, matchers, start_ms, end_ms)?;
-    let ids: HashSet<SeriesId> = ids.into_iter().collect();
-    let mut values: Vec<String> = Vec::new();
-    postings::scan_name(&sh.postings, name, |value, id| {
-        if ids.contains(&id) && values.last().map(String::as_str) != Some(value) {
-            values.push(value.to_owned());
+/// Engine errors, corrupt rows, or the limits' errors.
+pub fn label_values(
+    sh: &Shared,
+    name: &str,
+    sel: &Selection,
+    start_ms: i64,
+    end_ms: i64,
+    limits: &ReadLimits,
+    limit: Option<usize>,
+) -> Result<Vec<String>> {
+    let limit = limit.unwrap_or(usize::MAX);
+    let mut values = BTreeSet::new();
+    if sel.matchers().is_empty() {
+        for ks in sh.windows.overlapping(start_ms, end_ms).iter().flat_map(keyspaces) {
+            limits.check()?;
+            let mut seen = 0;
+            // Values come in order, so each keyspace needs at most `limit` of them.
+            postings::for_each_value(ks, name, "", |value| {
+                seen += 1;
+                if !values.contains(value) {
+                    values.insert(value.to_owned());
+                }
+                seen < limit
+            })?;
         }
-    })?;
-    Ok(values)
+    } else {
+        let (_, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
+        for (i, id) in ids.into_iter().enumerate() {
+            if i % CHECK_EVERY == 0 {
+                limits.check()?;
+            }
+            if let Some(value) = accepted_labels(sh, sel, id)?.as_ref().and_then(|l| l.get(name)) {
+                if !values.contains(value) {
+                    values.insert(value.to_owned());
+                }
+            }
+        }
+    }
+    Ok(values.into_iter().take(limit).collect())
 }

@@ -4,7 +4,9 @@
 //! same write batch that creates the series, so an id is never reused. The cache maps the
 //! [`identity`] of a label set (xxh3-128, computed without building the canonical bytes) to its
 //! id; it is only a cache: `series_by_labels` (keyed by md5, checked against the stored
-//! canonical bytes) is the truth, and md5 is computed only when the cache misses.
+//! canonical bytes) is the truth, and md5 is computed only when the cache misses. Its rows:
+//! `md5 -> series_id canonical` (the primary row, found by one point read) and, only for a
+//! second label set with the same md5, `md5 series_id -> canonical` (see `docs/format.md`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -48,6 +50,10 @@ impl Hasher for DigestHasher {
 /// A map keyed by md5 digests.
 pub type DigestMap<V> = HashMap<[u8; 16], V, BuildHasherDefault<DigestHasher>>;
 
+/// Memory one cache entry takes: a 16-byte key and a 10-byte value padded to 32 in the table,
+/// one control byte, and the table's spare capacity (load factor 7/8, doubling growth).
+pub const CACHE_ENTRY_BYTES: usize = 40;
+
 /// Two-generation cache from label-set hash to series id and bucket. When the current generation reaches
 /// half the capacity it becomes the previous one and the old previous is dropped: memory stays
 /// bounded by `capacity` entries while hot series survive rotation (they are promoted on hit).
@@ -85,6 +91,12 @@ impl SeriesCache {
         self.current.insert(hash, id);
     }
 
+    /// Forgets a label-set hash (its series was removed).
+    pub fn remove(&mut self, hash: &[u8; 16]) {
+        self.current.remove(hash);
+        self.previous.remove(hash);
+    }
+
     /// Entries held (both generations).
     pub fn len(&self) -> usize {
         self.current.len() + self.previous.len()
@@ -96,21 +108,103 @@ impl SeriesCache {
     }
 }
 
-/// Finds the id of a label set in `series_by_labels`: a prefix scan over its md5, comparing the
-/// stored canonical bytes so an md5 collision can never merge two series.
+/// What `series_by_labels` says of a label set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// The series exists with this id.
+    Found(SeriesId),
+    /// No series has this label set; `primary_taken` when another label set with the same md5
+    /// holds the primary row (a new series then gets a collision row).
+    Absent {
+        /// The md5's primary row belongs to another label set.
+        primary_taken: bool,
+    },
+}
+
+fn corrupt_row() -> StorageError {
+    StorageError::Corrupt { what: "series_by_labels row" }
+}
+
+/// Splits a primary row's value into the series id and the canonical label set.
+fn decode_primary(value: &[u8]) -> Result<(SeriesId, &[u8])> {
+    let (id, canonical) = value.split_at_checked(8).ok_or_else(corrupt_row)?;
+    Ok((u64::from_be_bytes(id.try_into().map_err(|_| corrupt_row())?), canonical))
+}
+
+/// Finds the id of a label set in `series_by_labels` (layout: `docs/format.md`): one point read
+/// of its md5, which the tables' bloom filters answer without a disk read for a new label set;
+/// only when another label set has the same md5 are the collision rows scanned. The stored
+/// canonical bytes are compared, so a collision can never merge two series.
 ///
 /// # Errors
-/// Engine errors and corrupt keys.
-pub fn lookup(series_by_labels: &fjall::Keyspace, hash: &[u8; 16], canonical: &[u8]) -> Result<Option<SeriesId>> {
+/// Engine errors and corrupt rows.
+pub fn lookup(series_by_labels: &fjall::Keyspace, hash: &[u8; 16], canonical: &[u8]) -> Result<Lookup> {
+    let Some(primary) = series_by_labels.get(hash)? else { return Ok(Lookup::Absent { primary_taken: false }) };
+    let (id, stored) = decode_primary(&primary)?;
+    if stored == canonical {
+        return Ok(Lookup::Found(id));
+    }
     for guard in series_by_labels.prefix(hash) {
         let (key, value) = guard.into_inner()?;
-        if value.as_ref() == canonical {
-            let id = keys::decode_series_by_labels_key(&key)
-                .ok_or(StorageError::Corrupt { what: "series_by_labels key" })?;
-            return Ok(Some(id));
+        if key.len() == 24 && value.as_ref() == canonical {
+            return Ok(Lookup::Found(keys::decode_series_by_labels_key(&key).ok_or_else(corrupt_row)?));
         }
     }
-    Ok(None)
+    Ok(Lookup::Absent { primary_taken: true })
+}
+
+/// Adds the `series_by_labels` row of a new series to `batch`: the md5's primary row
+/// (`md5 -> id canonical`), or a collision row (`md5 id -> canonical`) when the primary is taken.
+pub fn insert_by_labels(
+    batch: &mut fjall::OwnedWriteBatch,
+    series_by_labels: &fjall::Keyspace,
+    hash: &[u8; 16],
+    id: SeriesId,
+    canonical: &[u8],
+    primary_taken: bool,
+) {
+    if primary_taken {
+        batch.insert(series_by_labels, keys::series_by_labels_key(hash, id).to_vec(), canonical.to_vec());
+    } else {
+        let mut value = Vec::with_capacity(8 + canonical.len());
+        value.extend_from_slice(&id.to_be_bytes());
+        value.extend_from_slice(canonical);
+        batch.insert(series_by_labels, hash.to_vec(), value);
+    }
+}
+
+/// Adds the removal of series `id`'s `series_by_labels` row to `batch`. When that is the md5's
+/// primary row and a collision row exists, the collision row becomes the primary.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn remove_by_labels(
+    batch: &mut fjall::OwnedWriteBatch,
+    series_by_labels: &fjall::Keyspace,
+    id: SeriesId,
+    canonical: &[u8],
+) -> Result<()> {
+    let hash = keys::labels_hash(canonical);
+    let primary = series_by_labels.get(hash)?;
+    let is_primary = match &primary {
+        Some(v) => decode_primary(v)?.0 == id,
+        None => false,
+    };
+    if !is_primary {
+        batch.remove(series_by_labels, keys::series_by_labels_key(&hash, id).to_vec());
+        return Ok(());
+    }
+    batch.remove(series_by_labels, hash.to_vec());
+    for guard in series_by_labels.prefix(hash) {
+        let (key, value) = guard.into_inner()?;
+        if key.len() == 24 {
+            let other = keys::decode_series_by_labels_key(&key).ok_or_else(corrupt_row)?;
+            insert_by_labels(batch, series_by_labels, &hash, other, &value, false);
+            batch.remove(series_by_labels, key);
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Reads the label set of a series.
@@ -120,6 +214,18 @@ pub fn lookup(series_by_labels: &fjall::Keyspace, hash: &[u8; 16], canonical: &[
 pub fn labels_of(series: &fjall::Keyspace, id: SeriesId) -> Result<Labels> {
     let bytes = series.get(id.to_be_bytes())?.ok_or(StorageError::Corrupt { what: "series row (missing)" })?;
     Labels::decode(&bytes).map_err(|_| StorageError::Corrupt { what: "series label set" })
+}
+
+/// Reads the label set of a series, `None` when its row is gone (retention removes the rows of
+/// series left without data; a read that found the id earlier may race that).
+///
+/// # Errors
+/// Engine errors or corrupt label bytes.
+pub fn labels_if_present(series: &fjall::Keyspace, id: SeriesId) -> Result<Option<Labels>> {
+    match series.get(id.to_be_bytes())? {
+        Some(bytes) => Labels::decode(&bytes).map(Some).map_err(|_| StorageError::Corrupt { what: "series label set" }),
+        None => Ok(None),
+    }
 }
 
 #[cfg(test)]

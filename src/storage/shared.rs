@@ -2,7 +2,7 @@
 //! registry, the poison flag and write counters.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::head::Head;
 use super::keys::Bucketing;
@@ -18,12 +18,13 @@ pub struct Shared {
     pub series: fjall::Keyspace,
     /// `md5(labels) series_id -> canonical labels`.
     pub series_by_labels: fjall::Keyspace,
-    /// Label postings.
-    pub postings: fjall::Keyspace,
     /// The head's write-ahead log (see [`super::wal`]).
     pub wal: fjall::Keyspace,
     /// Acknowledged samples not yet flushed into window keyspaces.
     pub head: Head,
+    /// The process-wide pool that reads buckets in parallel (one thread per core): every
+    /// request's fan-out shares it, so concurrent queries cannot multiply threads.
+    pub pool: Arc<rayon::ThreadPool>,
     /// Time windows.
     pub windows: Windows,
     /// Bucket scheme and count.
@@ -47,7 +48,8 @@ impl Shared {
     /// Bundles the opened parts.
     pub fn new(
         db: fjall::Database,
-        [meta, series, series_by_labels, postings, wal]: [fjall::Keyspace; 5],
+        [meta, series, series_by_labels, wal]: [fjall::Keyspace; 4],
+        pool: Arc<rayon::ThreadPool>,
         windows: Windows,
         bucketing: Bucketing,
         next_id: u64,
@@ -57,8 +59,8 @@ impl Shared {
             meta,
             series,
             series_by_labels,
-            postings,
             wal,
+            pool,
             head: Head::new(bucketing.count()),
             windows,
             bucketing,

@@ -54,7 +54,7 @@ fn copy(sh: &Shared, pinned: &Pinned, dir: &Path) -> Result<SnapshotOutcome> {
     std::fs::create_dir_all(dir).map_err(|e| StorageError::Engine(std::sync::Arc::new(e.into())))?;
     let target = fjall::Database::builder(dir).manual_journal_persist(true).open()?;
     let mut out = SnapshotOutcome::default();
-    let tables = [&sh.meta, &sh.series, &sh.series_by_labels, &sh.postings];
+    let tables = [&sh.meta, &sh.series, &sh.series_by_labels];
     for ks in tables {
         let to = target.keyspace(ks.name(), fjall::KeyspaceCreateOptions::default)?;
         out.rows += copy_keyspace(&target, &pinned.snapshot, ks, &to)?;

@@ -10,6 +10,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::churn;
 use super::delete::{self, DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
 use super::head::{IdHasher, IdMap};
@@ -17,7 +18,7 @@ use super::keys;
 use super::manifest::NEXT_SERIES_ID;
 use super::postings;
 use super::run;
-use super::series::{self, SeriesCache, SeriesId};
+use super::series::{self, Lookup, SeriesCache, SeriesId};
 use super::shared::Shared;
 use super::snapshot::Pinned;
 use super::wal;
@@ -133,12 +134,7 @@ impl Presence {
             self.windows.push_front(entry);
         } else {
             let mut ids = IdSet::default();
-            for guard in points.prefix(keys::WINDOW_INDEX_PREFIX) {
-                let key = guard.key()?;
-                ids.insert(
-                    keys::decode_window_index_key(&key).ok_or(StorageError::Corrupt { what: "window index key" })?,
-                );
-            }
+            ids.extend(postings::all_ids(points)?);
             self.windows.push_front((start_ms, ids));
             self.windows.truncate(PRESENCE_WINDOWS);
         }
@@ -146,6 +142,11 @@ impl Presence {
             Some((_, set)) => Ok(set),
             None => Err(StorageError::ShuttingDown),
         }
+    }
+
+    /// True when a loaded window set holds `id`.
+    fn contains_any(&self, id: SeriesId) -> bool {
+        self.windows.iter().any(|(_, set)| set.contains(&id))
     }
 
     fn forget(&mut self, start_ms: i64) {
@@ -196,6 +197,8 @@ struct Pending {
     windows: HashSet<i64>,
     /// `(bucket, id)` of every series of the group, in order.
     resolved: Vec<(u16, SeriesId)>,
+    /// md5s whose primary `series_by_labels` row the group writes.
+    primaries: HashSet<[u8; 16]>,
 }
 
 impl Writer {
@@ -388,7 +391,7 @@ impl Writer {
                         continue;
                     }
                     window = Some(start);
-                    self.mark_present(fb, pending, start, id)?;
+                    self.mark_present(fb, pending, start, id, Some(s.labels))?;
                 }
                 let b = usize::from(bucket);
                 if pending.per_bucket.len() <= b {
@@ -410,14 +413,17 @@ impl Writer {
         Ok(outcomes)
     }
 
-    /// Adds the window-index row of series `id` in window `start` to `fb` unless it is known to
-    /// exist; creates the window's hot keyspace if needed and leaves it in `pending.hot`.
+    /// Adds the window-index row and the window postings of series `id` in window `start` to
+    /// `fb` unless they are known to exist; creates the window's hot keyspace if needed and
+    /// leaves it in `pending.hot`. `canonical` is the series' label set when the caller has it
+    /// (otherwise it is read from the `series` table).
     fn mark_present(
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
         start: i64,
         id: SeriesId,
+        canonical: Option<&[u8]>,
     ) -> Result<()> {
         let ks = match &pending.hot {
             Some((s, ks)) if *s == start => ks,
@@ -428,7 +434,14 @@ impl Writer {
             }
         };
         if self.presence.set(start, ks)?.insert(id) {
-            fb.insert(ks, keys::window_index_key(id), Vec::new());
+            match canonical {
+                Some(canonical) => postings::insert_series(fb, ks, id, canonical),
+                None => {
+                    let stored = self.shared.series.get(id.to_be_bytes())?;
+                    let canonical = stored.ok_or(StorageError::Corrupt { what: "series row (missing)" })?;
+                    postings::insert_series(fb, ks, id, &canonical);
+                }
+            }
             pending.marks.push((start, id));
             pending.windows.insert(start);
         }
@@ -483,7 +496,7 @@ impl Writer {
                     let cut = rest.partition_point(|s| s.timestamp_ms < end);
                     let (piece, tail) = rest.split_at(cut);
                     rest = tail;
-                    self.mark_present(&mut fb, pending, start, id)?;
+                    self.mark_present(&mut fb, pending, start, id, None)?;
                     let ks = pending.hot.as_ref().map(|(_, ks)| ks.clone()).ok_or(StorageError::ShuttingDown)?;
                     pending.windows.insert(start);
                     runs += self.write_run(&mut fb, (start, &ks), bucket, id, piece, &mut buf)?;
@@ -593,17 +606,17 @@ impl Writer {
         let sh = &self.shared;
         let hash = keys::labels_hash(canonical);
         let id = match series::lookup(&sh.series_by_labels, &hash, canonical)? {
-            Some(id) => id,
-            None => {
+            Lookup::Found(id) => id,
+            Lookup::Absent { primary_taken } => {
                 // The batch's contract makes this a valid encoding; checked anyway, as bytes
                 // that do not decode must never become a series.
-                let labels =
-                    Labels::decode(canonical).map_err(|_| StorageError::Corrupt { what: "batch label set" })?;
+                Labels::decode(canonical).map_err(|_| StorageError::Corrupt { what: "batch label set" })?;
                 let id = self.next_id;
                 self.next_id += 1;
                 fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.to_vec());
-                fb.insert(&sh.series_by_labels, keys::series_by_labels_key(&hash, id).to_vec(), canonical.to_vec());
-                postings::insert_series(fb, &sh.postings, id, &labels);
+                // Two new label sets of one md5 in one group: the second takes a collision row.
+                let primary_taken = primary_taken || !pending.primaries.insert(hash);
+                series::insert_by_labels(fb, &sh.series_by_labels, &hash, id, canonical, primary_taken);
                 pending.created += 1;
                 id
             }
@@ -634,10 +647,20 @@ impl Writer {
             sh.db.delete_keyspace(spare)?;
         }
         let expired = sh.windows.take_expired(cutoff_ms);
+        if expired.is_empty() {
+            return Ok(Vec::new());
+        }
+        for w in &expired {
+            self.presence.forget(w.start_ms);
+        }
+        // Series listed only in the expired windows lose their rows once those are gone.
+        let orphans = churn::orphans(&expired, &sh.windows.all(), |id| self.presence.contains_any(id))?;
+        if !orphans.is_empty() {
+            churn::record_pending(&sh, &orphans)?;
+        }
         let mut dropped = Vec::with_capacity(expired.len());
         for w in expired {
             tracing::debug!(window = w.start_ms, "dropping window past retention");
-            self.presence.forget(w.start_ms);
             for ks in w.points.into_iter().chain(w.chunks.map(|(_, ks)| ks)) {
                 sh.db.delete_keyspace(ks)?;
             }
@@ -646,6 +669,15 @@ impl Writer {
             batch.remove(&sh.meta, window::sealed_samples_key(w.start_ms));
             batch.commit()?;
             dropped.push(w.start_ms);
+        }
+        if !orphans.is_empty() {
+            for canonical in churn::remove(&sh, &orphans, self.durability)? {
+                self.cache.remove(&series::identity(&canonical));
+            }
+            for id in &orphans {
+                self.flushed_max.remove(id);
+            }
+            tracing::debug!(series = orphans.len(), "removed series left without data");
         }
         Ok(dropped)
     }

@@ -195,7 +195,7 @@ fn remote_write_round_trips_through_remote_read_and_export() {
     assert!(metric_value(&text, "process_resident_memory_bytes") > 0.0, "{text}");
     assert!(text.contains("saltdb_fjall_journal_bytes"));
     assert_eq!(metric_value(&text, r#"saltdb_storage_write_duration_seconds_count{protocol="remote_write_v1"}"#), 1.0);
-    assert!(text.contains(r#"saltdb_table_disk_bytes{table="postings"}"#));
+    assert!(text.contains(r#"saltdb_table_disk_bytes{table="series_by_labels"}"#));
     server.stop();
 }
 

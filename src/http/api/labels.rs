@@ -39,7 +39,7 @@ pub async fn names(
     p.reject_unknown(&KNOWN)?;
     let selectors = selectors_or_all(&p)?;
     let (names, warnings): (Vec<String>, _) =
-        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, |s, m, a, b| s.label_names(m, a, b))
+        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, |q, m, a, b, n| q.label_names(m, a, b, n))
             .await?;
     Ok(success(Value::from(names), warnings))
 }
@@ -65,8 +65,8 @@ pub async fn values(
     p.reject_unknown(&KNOWN)?;
     let selectors = selectors_or_all(&p)?;
     let (values, warnings): (Vec<String>, _) =
-        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, move |s, m, a, b| {
-            s.label_values(&name, m, a, b)
+        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, move |q, m, a, b, n| {
+            q.label_values(&name, m, a, b, n)
         })
         .await?;
     Ok(success(Value::from(values), warnings))

@@ -7,6 +7,7 @@ pub mod series;
 pub mod status;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Method};
@@ -18,6 +19,7 @@ use super::error::ApiError;
 use super::params::Params;
 use super::router::AppState;
 use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+use crate::storage::Querier;
 
 /// `{"status":"success","data":...}`, with `warnings` when there are any.
 pub fn success(data: Value, warnings: Vec<String>) -> Response {
@@ -85,11 +87,26 @@ pub fn limit(p: &Params) -> Result<Option<usize>, ApiError> {
     }
 }
 
-/// Runs `lookup` for every selector on the blocking pool and returns the sorted, deduplicated
-/// union over `[start, end]`, truncated to `limit` with the warning Prometheus gives then.
+/// Waits (at most `timeout`) for one of the query slots that bound concurrent reads.
 ///
 /// # Errors
-/// The storage error of the first failing lookup.
+/// 503 when no slot frees up in time.
+pub async fn query_slot(state: &AppState, timeout: Duration) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    tokio::time::timeout(timeout, Arc::clone(&state.query_slots).acquire_owned())
+        .await
+        .map_err(|_| {
+            ApiError::Timeout(format!("query timed out waiting for one of {} query slots", state.query_max_concurrency))
+        })?
+        .map_err(|_| ApiError::Internal("query slots closed".into()))
+}
+
+/// Runs `lookup` for every selector on the blocking pool and returns the sorted, deduplicated
+/// union over `[start, end]`, truncated to `limit` with the warning Prometheus gives then. Like
+/// a query, it takes a query slot and reads within the query timeout and sample limit; each
+/// lookup stops after `limit + 1` results (one more shows that the answer was truncated).
+///
+/// # Errors
+/// The storage error of the first failing lookup; 503 past the timeout.
 pub async fn union_over_selectors<T, F>(
     state: &Arc<AppState>,
     selectors: Vec<Vec<crate::matcher::Matcher>>,
@@ -99,15 +116,20 @@ pub async fn union_over_selectors<T, F>(
 ) -> Result<(Vec<T>, Vec<String>), ApiError>
 where
     T: Ord + Send + 'static,
-    F: Fn(&crate::storage::Storage, &[crate::matcher::Matcher], i64, i64) -> crate::storage::Result<Vec<T>>
+    F: Fn(&dyn Querier, &[crate::matcher::Matcher], i64, i64, Option<usize>) -> crate::storage::Result<Vec<T>>
         + Send
         + 'static,
 {
-    let storage = state.storage.clone();
+    let timeout = state.engine.options().timeout;
+    let slot = query_slot(state, timeout).await?;
+    let (limits, _cancel_on_drop) = super::blocking::read_limits(Some(state.engine.options().max_samples), timeout);
+    let querier = state.storage.querier(limits);
+    let each = limit.map(|n| n.saturating_add(1));
     let mut found: Vec<T> = super::blocking::run(move || {
+        let _slot = slot;
         let mut all = std::collections::BTreeSet::new();
         for matchers in &selectors {
-            all.extend(lookup(&storage, matchers, start, end)?);
+            all.extend(lookup(&querier, matchers, start, end, each)?);
         }
         Ok(all.into_iter().collect())
     })

@@ -1,5 +1,6 @@
 //! `GET|POST /api/v1/query` and `/api/v1/query_range`: PromQL through [`crate::promql::Engine`],
-//! reading storage through a sample-limited [`Source`].
+//! reading storage through a [`Querier`](crate::storage::Querier) that carries the request's
+//! sample limit, deadline and cancellation.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -16,34 +17,7 @@ use crate::http::error::ApiError;
 use crate::http::params::{parse_duration_ms, Params};
 use crate::http::router::AppState;
 use crate::labels::Labels;
-use crate::matcher::Matcher;
-use crate::promql::source::{SeriesMap, Source, SourceError};
 use crate::promql::{Annotations, QueryResult, Severity, Value};
-use crate::sample::SeriesSamples;
-use crate::storage::{source_error, Storage};
-
-/// Storage as the evaluator sees it: every selection is capped at the query sample limit, so a
-/// huge selection fails before it is loaded rather than after.
-struct LimitedSource {
-    storage: Storage,
-    max_samples: usize,
-}
-
-impl Source for LimitedSource {
-    fn select(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>, SourceError> {
-        self.storage.select(matchers, start_ms, end_ms, self.max_samples).map_err(source_error)
-    }
-
-    fn select_mapped(
-        &self,
-        matchers: &[Matcher],
-        start_ms: i64,
-        end_ms: i64,
-        map: SeriesMap<'_>,
-    ) -> Result<Vec<SeriesSamples>, SourceError> {
-        self.storage.select_mapped(matchers, start_ms, end_ms, self.max_samples, map).map_err(source_error)
-    }
-}
 
 /// What to evaluate.
 enum Kind {
@@ -130,13 +104,9 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind) -> Result<Response, A
     }
     let timeout = opts.timeout;
     let engine = crate::promql::Engine::new(opts);
-    let slot = tokio::time::timeout(timeout, Arc::clone(&state.query_slots).acquire_owned())
-        .await
-        .map_err(|_| {
-            ApiError::Timeout(format!("query timed out waiting for one of {} query slots", state.query_max_concurrency))
-        })?
-        .map_err(|_| ApiError::Internal("query slots closed".into()))?;
-    let source = LimitedSource { storage: state.storage.clone(), max_samples: engine.options().max_samples };
+    let slot = super::query_slot(&state, timeout).await?;
+    let (limits, _cancel_on_drop) = blocking::read_limits(Some(engine.options().max_samples), timeout);
+    let source = state.storage.querier(limits);
     let result = blocking::run(move || {
         let _slot = slot;
         let r = match kind {

@@ -31,7 +31,8 @@ pub async fn series(
         return Err(ApiError::BadData("no match[] parameter provided".into()));
     }
     let (found, warnings) =
-        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, |s, m, a, b| s.series(m, a, b)).await?;
+        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, |q, m, a, b, n| q.series(m, a, b, n))
+            .await?;
     let data: Vec<Value> = found.iter().map(labels_json).collect();
     Ok(success(Value::from(data), warnings))
 }

@@ -1,0 +1,136 @@
+//! One-time upgrades of data directories written in an older format, run at open before the
+//! writer starts and before anything is read.
+//!
+//! Crash safety: an upgrade only adds rows derived from rows that stay, commits them, and bumps
+//! `format_version` last with an fsync. A crash before the bump leaves a directory in the old
+//! version with some derived rows already there; the next open runs the upgrade again, and
+//! writing a row twice is harmless. Rows of the old format are removed only after the bump.
+
+use std::collections::HashMap;
+
+use super::error::{Result, StorageError};
+use super::keys;
+use super::manifest::{FORMAT_VERSION, FORMAT_VERSION_KEY};
+use super::postings;
+use super::series::{self, SeriesId};
+use super::window::Windows;
+
+/// Rows per write batch while upgrading (bounds memory).
+const BATCH_ROWS: usize = 50_000;
+/// The keyspace of format 1's all-time postings.
+const LEGACY_POSTINGS: &str = "postings";
+
+/// Upgrades the directory from format `from` to [`FORMAT_VERSION`].
+///
+/// Version 1 -> 2: `series_by_labels` moves to primary rows keyed by the md5 alone (one point
+/// read per look-up); every window keyspace (hot, and the visible chunks generation) gets the
+/// window postings of the series in its window index, built from their label sets.
+///
+/// # Errors
+/// Engine errors; a series in a window index without its `series` row.
+pub fn upgrade(
+    db: &fjall::Database,
+    meta: &fjall::Keyspace,
+    [series, series_by_labels]: [&fjall::Keyspace; 2],
+    windows: &Windows,
+    from: u32,
+) -> Result<()> {
+    tracing::warn!(from, to = FORMAT_VERSION, "upgrading the data directory's format (one time, at start-up)");
+    let started = std::time::Instant::now();
+    rekey_series_by_labels(db, series_by_labels)?;
+    let mut batch = db.batch();
+    let mut indexed = 0u64;
+    for w in windows.all() {
+        for ks in w.points.iter().chain(w.chunks.as_ref().map(|(_, ks)| ks)) {
+            for id in postings::all_ids(ks)? {
+                let canonical = series
+                    .get(id.to_be_bytes())?
+                    .ok_or(StorageError::Corrupt { what: "series row (missing) while upgrading the format" })?;
+                postings::insert_series(&mut batch, ks, id, &canonical);
+                indexed += 1;
+                if batch.len() >= BATCH_ROWS {
+                    std::mem::replace(&mut batch, db.batch()).commit()?;
+                }
+            }
+        }
+    }
+    batch.commit()?;
+    // The journal is written in order: persisting the bump persists every batch before it.
+    let mut bump = db.batch().durability(Some(fjall::PersistMode::SyncAll));
+    bump.insert(meta, FORMAT_VERSION_KEY, FORMAT_VERSION.to_be_bytes().to_vec());
+    bump.commit()?;
+    tracing::warn!(
+        from,
+        to = FORMAT_VERSION,
+        series_windows = indexed,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "upgraded the data directory's format"
+    );
+    Ok(())
+}
+
+/// Format 1 keyed every `series_by_labels` row `md5 id -> canonical`; format 2 keeps such rows
+/// only for md5 collisions and gives each md5 a primary row `md5 -> id canonical`. Idempotent: a
+/// row of the old shape becomes the primary when the md5 has none (in the same batch that
+/// removes it), is removed when the primary already is that series (a re-run after a crash), and
+/// stays as a collision row otherwise.
+fn rekey_series_by_labels(db: &fjall::Database, sbl: &fjall::Keyspace) -> Result<()> {
+    let mut batch = db.batch();
+    let mut primaries: HashMap<[u8; 16], SeriesId> = HashMap::new();
+    for guard in sbl.iter() {
+        let (key, canonical) = guard.into_inner()?;
+        if key.len() != 24 {
+            continue;
+        }
+        let (Some(hash), Some(id)) =
+            (key.get(..16).and_then(|h| <[u8; 16]>::try_from(h).ok()), keys::decode_series_by_labels_key(&key))
+        else {
+            return Err(StorageError::Corrupt { what: "series_by_labels key while upgrading the format" });
+        };
+        let primary = match primaries.get(&hash) {
+            Some(&owner) => Some(owner),
+            None => match sbl.get(hash)? {
+                Some(v) => Some(
+                    v.get(..8)
+                        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                        .map(u64::from_be_bytes)
+                        .ok_or(StorageError::Corrupt { what: "series_by_labels row while upgrading the format" })?,
+                ),
+                None => None,
+            },
+        };
+        match primary {
+            None => {
+                series::insert_by_labels(&mut batch, sbl, &hash, id, &canonical, false);
+                batch.remove(sbl, key);
+                primaries.insert(hash, id);
+            }
+            Some(owner) if owner == id => batch.remove(sbl, key),
+            Some(_) => {}
+        }
+        if batch.len() >= BATCH_ROWS {
+            std::mem::replace(&mut batch, db.batch()).commit()?;
+            primaries.clear();
+        }
+    }
+    batch.commit()?;
+    Ok(())
+}
+
+/// Empties format 1's all-time postings keyspace, if the directory still has one (after an
+/// upgrade, or after a crash between the bump and this step). The keyspace itself is kept:
+/// deleting a keyspace at start-up let fjall 3.1 reuse its internal id (see `window.rs`).
+///
+/// # Errors
+/// Engine errors.
+pub fn clear_legacy_postings(db: &fjall::Database) -> Result<()> {
+    if !db.list_keyspace_names().iter().any(|n| &**n == LEGACY_POSTINGS) {
+        return Ok(());
+    }
+    let legacy = db.keyspace(LEGACY_POSTINGS, fjall::KeyspaceCreateOptions::default)?;
+    if legacy.first_key_value().is_some() {
+        tracing::info!("removing the all-time postings of format 1");
+        legacy.clear()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,251 @@
+//! The read seam: everything that reads series goes through a [`Querier`]. The PromQL engine
+//! and every HTTP read path (query, series, labels, export, remote read) use only this trait,
+//! so a second storage backend implements it and nothing above changes.
+//!
+//! A querier carries the limits of one request ([`ReadLimits`]): the sample budget, the
+//! deadline and a cancellation flag (set when the client goes away). Scans check them as they
+//! go, so a request past its deadline stops inside the scan rather than after it.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::error::{Result, StorageError};
+use crate::labels::Labels;
+use crate::matcher::Matcher;
+use crate::sample::SeriesSamples;
+
+/// A transformation applied to each selected series where it is read (see [`Querier::select`]).
+pub type SeriesMap<'a> = &'a (dyn Fn(&mut SeriesSamples) + Sync);
+
+/// What one request may spend.
+#[derive(Clone, Debug, Default)]
+pub struct ReadLimits {
+    /// Samples a request may load in all (`None`: no limit).
+    pub max_samples: Option<usize>,
+    /// When the request must give up.
+    pub deadline: Option<Instant>,
+    /// Set when the request is abandoned (the client went away).
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+impl ReadLimits {
+    /// No limits (for tests and internal reads).
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Fails once the deadline has passed or the request was cancelled.
+    ///
+    /// # Errors
+    /// [`StorageError::Timeout`] or [`StorageError::Cancelled`].
+    pub fn check(&self) -> Result<()> {
+        if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(StorageError::Cancelled);
+        }
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(StorageError::Timeout);
+        }
+        Ok(())
+    }
+}
+
+/// The sample budget of one request, shared by the scans it runs in parallel.
+#[derive(Debug)]
+pub struct SampleBudget {
+    limit: usize,
+    used: AtomicUsize,
+}
+
+impl SampleBudget {
+    /// A budget of `limit` samples (`None`: unlimited).
+    pub fn new(limit: Option<usize>) -> Self {
+        Self { limit: limit.unwrap_or(usize::MAX), used: AtomicUsize::new(0) }
+    }
+
+    /// Takes `n` samples from the budget.
+    ///
+    /// # Errors
+    /// [`StorageError::TooManySamples`] once the budget is exceeded (and for every later take).
+    pub fn take(&self, n: usize) -> Result<()> {
+        let used = self.used.fetch_add(n, Ordering::Relaxed).saturating_add(n);
+        if used > self.limit {
+            return Err(StorageError::TooManySamples { limit: self.limit });
+        }
+        Ok(())
+    }
+}
+
+/// Reads series for one request, within its [`ReadLimits`]. Every method's time range is
+/// inclusive at both ends. Samples are exact to the millisecond; series, label names and values
+/// are those with data in the time windows the range overlaps (the index's granularity, as
+/// Prometheus answers per block and VictoriaMetrics per day).
+pub trait Querier: Send + Sync {
+    /// Every series matching all `matchers` with at least one sample in `[start_ms, end_ms]`,
+    /// with exactly the samples in that range, ascending by timestamp; the order of the series
+    /// is unspecified. `map`, when given, is applied to each series on the thread that read it,
+    /// before it is collected (a reduction then runs while the samples are in the CPU caches,
+    /// and only what it keeps is held); the sample budget counts the samples read, before `map`.
+    ///
+    /// # Errors
+    /// Storage failures, [`StorageError::TooManySamples`], [`StorageError::Timeout`],
+    /// [`StorageError::Cancelled`].
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        map: Option<SeriesMap<'_>>,
+    ) -> Result<Vec<SeriesSamples>>;
+
+    /// Calls `f` with each matching series (as [`Querier::select`] without `map`), one series in
+    /// memory at a time; stops when `f` returns false.
+    ///
+    /// # Errors
+    /// As [`Querier::select`].
+    fn for_each_series(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        f: &mut dyn FnMut(SeriesSamples) -> bool,
+    ) -> Result<()>;
+
+    /// Label sets of the matching series with data in the range; at most `limit` of them
+    /// (which ones is unspecified when more match).
+    ///
+    /// # Errors
+    /// As [`Querier::select`].
+    fn series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64, limit: Option<usize>) -> Result<Vec<Labels>>;
+
+    /// Label names of the matching series (of all series when `matchers` is empty) with data in
+    /// the range, sorted; at most `limit`.
+    ///
+    /// # Errors
+    /// As [`Querier::select`].
+    fn label_names(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>>;
+
+    /// Values of label `name` among the matching series (all series when `matchers` is empty)
+    /// with data in the range, sorted; at most `limit`.
+    ///
+    /// # Errors
+    /// As [`Querier::select`].
+    fn label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>>;
+}
+
+/// A fixed in-memory [`Querier`]: answers every selection by filtering a list of series held in
+/// memory. Used by tests and the fuzz harness, which need an engine without storage.
+#[derive(Clone, Debug, Default)]
+pub struct MemQuerier {
+    series: Vec<SeriesSamples>,
+}
+
+impl MemQuerier {
+    /// Wraps `series`; each one's samples must be sorted by strictly ascending timestamp.
+    pub fn new(series: Vec<SeriesSamples>) -> Self {
+        Self { series }
+    }
+
+    fn matching<'a>(
+        &'a self,
+        matchers: &'a [Matcher],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> impl Iterator<Item = SeriesSamples> + 'a {
+        self.series
+            .iter()
+            .filter(|s| matchers.iter().all(|m| m.matches(s.labels.get(&m.name).unwrap_or(""))))
+            .map(move |s| SeriesSamples {
+                labels: s.labels.clone(),
+                samples: s
+                    .samples
+                    .iter()
+                    .filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms <= end_ms)
+                    .copied()
+                    .collect(),
+            })
+            .filter(|s| !s.samples.is_empty())
+    }
+}
+
+fn truncated<T>(mut v: Vec<T>, limit: Option<usize>) -> Vec<T> {
+    if let Some(n) = limit {
+        v.truncate(n);
+    }
+    v
+}
+
+impl Querier for MemQuerier {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        map: Option<SeriesMap<'_>>,
+    ) -> Result<Vec<SeriesSamples>> {
+        let mut out: Vec<SeriesSamples> = self.matching(matchers, start_ms, end_ms).collect();
+        if let Some(map) = map {
+            out.iter_mut().for_each(map);
+        }
+        Ok(out)
+    }
+
+    fn for_each_series(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        f: &mut dyn FnMut(SeriesSamples) -> bool,
+    ) -> Result<()> {
+        for s in self.matching(matchers, start_ms, end_ms) {
+            if !f(s) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64, limit: Option<usize>) -> Result<Vec<Labels>> {
+        Ok(truncated(self.matching(matchers, start_ms, end_ms).map(|s| s.labels).collect(), limit))
+    }
+
+    fn label_names(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>> {
+        let names: std::collections::BTreeSet<String> = self
+            .matching(matchers, start_ms, end_ms)
+            .flat_map(|s| s.labels.iter().map(|l| l.name.clone()).collect::<Vec<_>>())
+            .collect();
+        Ok(truncated(names.into_iter().collect(), limit))
+    }
+
+    fn label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>> {
+        let values: std::collections::BTreeSet<String> =
+            self.matching(matchers, start_ms, end_ms).filter_map(|s| s.labels.get(name).map(str::to_owned)).collect();
+        Ok(truncated(values.into_iter().collect(), limit))
+    }
+}

@@ -1,0 +1,165 @@
+//! The per-window index against a brute-force reference: random label sets written over several
+//! windows (some sealed, some hot, some still in the head), random matchers and time ranges;
+//! every answer of the index (series, select, label names, label values, limits) must equal
+//! what filtering every series in memory gives ([`MemQuerier`]).
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use saltdb::labels::Labels;
+use saltdb::matcher::{MatchOp, Matcher};
+use saltdb::sample::{Sample, SeriesSamples, WriteBatch};
+use saltdb::storage::{MemQuerier, Querier, ReadLimits, Storage};
+
+use crate::common::storage_config;
+
+const DAY: i64 = 86_400_000;
+const T0: i64 = 20_000 * DAY;
+const VALUES: [&str; 5] = ["a", "b", "ab", "abc", "b-1"];
+
+/// One generated series: label (name, value) indexes from a small alphabet (so matchers hit
+/// often), and the (day 0..4, offset) of each sample.
+type GenSeries = (Vec<(usize, usize)>, Vec<(i64, i64)>);
+
+fn arb_series() -> impl Strategy<Value = GenSeries> {
+    (
+        proptest::collection::vec((0usize..4, 0usize..VALUES.len()), 0..4),
+        proptest::collection::vec((0i64..4, 0i64..DAY), 1..4),
+    )
+}
+
+const NAMES: [&str; 4] = ["job", "instance", "zone", "extra"];
+
+fn arb_matcher() -> impl Strategy<Value = Matcher> {
+    let op = prop_oneof![
+        Just(MatchOp::Equal),
+        Just(MatchOp::NotEqual),
+        Just(MatchOp::RegexMatch),
+        Just(MatchOp::RegexNoMatch)
+    ];
+    let value = prop_oneof![
+        (0usize..VALUES.len()).prop_map(|i| VALUES[i].to_owned()),
+        Just(String::new()),
+        Just("a.*".to_owned()),
+        Just("a|b".to_owned()),
+        Just(".+".to_owned()),
+        Just("(ab|b)c?".to_owned()),
+        Just(".*-1".to_owned()),
+    ];
+    let name = prop_oneof![(0usize..NAMES.len()).prop_map(|i| NAMES[i].to_owned()), Just("__name__".to_owned())];
+    (op, name, value).prop_filter_map("valid matcher", |(op, name, value)| {
+        let value = if name == "__name__" && op == MatchOp::Equal { format!("m_{value}") } else { value };
+        Matcher::new(op, name, value).ok()
+    })
+}
+
+fn build(series: &[GenSeries]) -> Vec<SeriesSamples> {
+    let mut out: Vec<SeriesSamples> = Vec::new();
+    for (i, (pairs, times)) in series.iter().enumerate() {
+        let mut labels: Vec<(String, String)> = vec![("__name__".into(), format!("m_{}", VALUES[i % VALUES.len()]))];
+        for &(n, v) in pairs {
+            if labels.iter().all(|(name, _)| name != NAMES[n]) {
+                labels.push((NAMES[n].into(), VALUES[v].into()));
+            }
+        }
+        // Distinct series: the index of the series is a label of its own.
+        labels.push(("id".into(), i.to_string()));
+        let mut samples: Vec<Sample> =
+            times.iter().map(|&(day, off)| Sample::new(T0 + day * DAY + off, (day * 10 + off % 7) as f64)).collect();
+        samples.sort_by_key(|s| s.timestamp_ms);
+        samples.dedup_by_key(|s| s.timestamp_ms);
+        out.push(SeriesSamples { labels: Labels::from_pairs(labels).unwrap(), samples });
+    }
+    out
+}
+
+fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v
+}
+
+fn label_strings(v: Vec<Labels>) -> Vec<String> {
+    sorted(v.iter().map(ToString::to_string).collect())
+}
+
+fn compare(
+    s: &Storage,
+    reference: &MemQuerier,
+    matchers: &[Matcher],
+    start: i64,
+    end: i64,
+) -> Result<(), TestCaseError> {
+    let q = s.querier(ReadLimits::none());
+    let what = format!("{matchers:?} in [{start}, {end}]");
+    // Series, names and values are answered per window, as Prometheus answers them per block.
+    let (ws, we) = (start.div_euclid(DAY) * DAY, end.div_euclid(DAY) * DAY + DAY - 1);
+    let found = label_strings(q.series(matchers, start, end, None).unwrap());
+    prop_assert_eq!(&found, &label_strings(reference.series(matchers, ws, we, None).unwrap()), "series {}", what);
+    let mut got = q.select(matchers, start, end, None).unwrap();
+    let mut want = reference.select(matchers, start, end, None).unwrap();
+    got.sort_by_key(|s| s.labels.to_string());
+    want.sort_by_key(|s| s.labels.to_string());
+    prop_assert_eq!(got, want, "select {}", what);
+    prop_assert_eq!(
+        q.label_names(matchers, start, end, None).unwrap(),
+        reference.label_names(matchers, ws, we, None).unwrap(),
+        "label names {}",
+        what
+    );
+    for name in ["job", "zone", "__name__"] {
+        prop_assert_eq!(
+            q.label_values(name, matchers, start, end, None).unwrap(),
+            reference.label_values(name, matchers, ws, we, None).unwrap(),
+            "values of {} {}",
+            name,
+            what
+        );
+    }
+    // A limit returns that many of the answers, no more.
+    let limited = q.series(matchers, start, end, Some(2)).unwrap();
+    prop_assert!(limited.len() == found.len().min(2), "limit 2 gave {} of {}", limited.len(), found.len());
+    Ok(())
+}
+
+#[test]
+fn index_answers_equal_a_scan_of_every_series() {
+    let mut runner = TestRunner::new(Config { cases: 24, failure_persistence: None, ..Config::default() });
+    let strategy = (
+        proptest::collection::vec(arb_series(), 1..40),
+        proptest::collection::vec((proptest::collection::vec(arb_matcher(), 0..3), -1i64..5, 0i64..3), 12),
+        0usize..3,
+    );
+    runner
+        .run(&strategy, |(series, queries, sealed)| {
+            let data = build(&series);
+            let dir = tempfile::tempdir().unwrap();
+            let s = Storage::open(storage_config(dir.path())).unwrap();
+            // Days before `sealed` are written first and sealed; later ones stay hot, and the
+            // newest writes stay in the head.
+            let cut = T0 + sealed as i64 * DAY;
+            let (old, new): (Vec<_>, Vec<_>) = data
+                .iter()
+                .map(|d| {
+                    let (a, b): (Vec<Sample>, Vec<Sample>) = d.samples.iter().partition(|x| x.timestamp_ms < cut);
+                    (
+                        SeriesSamples { labels: d.labels.clone(), samples: a },
+                        SeriesSamples { labels: d.labels.clone(), samples: b },
+                    )
+                })
+                .unzip();
+            s.write(WriteBatch { series: old.into_iter().filter(|x| !x.samples.is_empty()).collect() }).unwrap();
+            for day in 0..sealed as i64 {
+                s.seal_window(T0 + day * DAY).unwrap();
+            }
+            s.flush_head().unwrap();
+            s.write(WriteBatch { series: new.into_iter().filter(|x| !x.samples.is_empty()).collect() }).unwrap();
+            let reference = MemQuerier::new(data);
+            for (matchers, first_day, days) in queries {
+                let start = T0 + first_day * DAY + DAY / 3;
+                let end = start + days * DAY;
+                compare(&s, &reference, &matchers, start, end)?;
+            }
+            compare(&s, &reference, &[], 0, T0 + 10 * DAY)?;
+            Ok(())
+        })
+        .unwrap();
+}
