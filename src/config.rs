@@ -122,6 +122,11 @@ pub struct ServeArgs {
     /// How far back an instant selector looks for the latest sample.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub query_lookback_delta: i64,
+    /// How a read takes the samples of many series: `auto` (one iterator over a bucket's key
+    /// range where the selected series are dense, a seek per series where sparse), or always
+    /// `seek` / `range` (for benchmarks).
+    #[arg(long, value_enum, default_value_t = crate::storage::ReadStrategy::Auto, hide = true)]
+    pub read_strategy: crate::storage::ReadStrategy,
     /// Block cache size for reads (e.g. 256MiB).
     #[arg(long, default_value = "256MiB", value_parser = parse_bytes)]
     pub block_cache: usize,
@@ -276,6 +281,7 @@ impl ServeArgs {
         };
         storage.series_cache_size = (cache_bytes / crate::storage::series::CACHE_ENTRY_BYTES).max(2);
         storage.block_cache_bytes = self.block_cache as u64;
+        storage.read_strategy = self.read_strategy;
         storage.head = HeadLimits {
             max_samples: self.head_max_samples.max(1),
             max_age: std::time::Duration::from_millis(self.head_flush_interval.max(0).unsigned_abs()),

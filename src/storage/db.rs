@@ -12,7 +12,7 @@ use super::keys::{BucketScheme, Bucketing};
 use super::manifest::{self, Manifest};
 use super::matchers::Selection;
 use super::migrate;
-use super::querier::{Querier, ReadLimits, SeriesMap};
+use super::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap};
 use super::seal::{self, SealOutcome};
 use super::select;
 use super::shared::Shared;
@@ -57,6 +57,8 @@ pub struct StorageConfig {
     pub block_cache_bytes: u64,
     /// When the in-memory head is flushed into window keyspaces.
     pub head: HeadLimits,
+    /// How reads take the samples of many series (for measuring; default `Auto`).
+    pub read_strategy: ReadStrategy,
 }
 
 impl StorageConfig {
@@ -72,6 +74,7 @@ impl StorageConfig {
             series_cache_size: 1_000_000,
             block_cache_bytes: 256 << 20,
             head: HeadLimits { max_samples: 4_000_000, max_age: Duration::from_secs(300) },
+            read_strategy: ReadStrategy::Auto,
         }
     }
 }
@@ -206,7 +209,14 @@ impl Storage {
         }
         migrate::clear_legacy_postings(&db)?;
         let tables = [meta, series, series_by_labels, ks("wal")?];
-        let shared = Arc::new(Shared::new(db, tables, read_pool()?, windows, manifest.bucketing, next_id));
+        let shared = Arc::new(Shared::new(
+            db,
+            tables,
+            (read_pool()?, config.read_strategy),
+            windows,
+            manifest.bucketing,
+            next_id,
+        ));
         super::churn::recover(&shared)?;
         let wal = replay_wal(&shared)?;
 
@@ -742,6 +752,9 @@ impl Storage {
         let Some(newest) = self.inner.shared.windows.all().into_iter().max_by_key(|w| w.start_ms) else {
             return Ok(0);
         };
+        if let Some(n) = self.inner.shared.newest_window_series(newest.start_ms).filter(|_| newest.chunks.is_none()) {
+            return Ok(n);
+        }
         Ok(select::universe(std::slice::from_ref(&newest))?.len() as u64)
     }
 }

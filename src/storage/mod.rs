@@ -32,7 +32,7 @@ pub use db::{
 pub use delete::DeleteOutcome;
 pub use error::{Result, StorageError};
 pub use keys::{BucketScheme, Bucketing};
-pub use querier::{MemQuerier, Querier, ReadLimits, SeriesMap};
+pub use querier::{MemQuerier, Querier, ReadLimits, ReadStrategy, SeriesMap};
 pub use seal::SealOutcome;
 pub use snapshot::SnapshotOutcome;
 pub use write::{HeadLimits, SealSwap, WriteOutcome};

@@ -50,6 +50,20 @@ impl ReadLimits {
     }
 }
 
+/// How a read takes the samples of the series it selected from a window keyspace (for
+/// measuring; `Auto` is the default and what a server should use).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadStrategy {
+    /// One iterator per bucket range where the wanted series are dense, a seek per series where
+    /// they are sparse.
+    #[default]
+    Auto,
+    /// Always a seek per series.
+    Seek,
+    /// Always one iterator per bucket range (per 64 series).
+    Range,
+}
+
 /// The sample budget of one request, shared by the scans it runs in parallel.
 #[derive(Debug)]
 pub struct SampleBudget {

@@ -10,7 +10,7 @@ use super::error::Result;
 use super::head::Head;
 use super::matchers::{self, Selection};
 use super::postings;
-use super::querier::{ReadLimits, SampleBudget, SeriesMap};
+use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
 use super::run;
 use super::series::{self, SeriesId};
 use super::shared::Shared;
@@ -18,8 +18,10 @@ use super::window::Window;
 use crate::labels::Labels;
 use crate::sample::{Sample, SeriesSamples};
 
-/// Series read between two checks of the deadline and cancellation flag.
+/// Series read between two checks of the deadline and cancellation flag (and read together).
 const CHECK_EVERY: usize = 64;
+/// See [`dense`]: unwanted series one iterator may pass over per wanted series.
+const DENSE_FACTOR: u64 = 4;
 
 /// The keyspaces of a window: the chunks first, then the hot rows.
 pub fn keyspaces(w: &Window) -> impl Iterator<Item = &fjall::Keyspace> {
@@ -121,18 +123,79 @@ pub fn read_series(
             None => out.extend(cold),
         }
     }
-    // The head usually holds only samples newer than everything stored: append them.
+    append_head(out, base, &recent);
+    Ok(())
+}
+
+/// Adds the head's samples of a series (`recent`) to its stored samples (`out[base..]`): the
+/// head usually holds only newer samples, appended; otherwise the two are merged, the head
+/// winning on equal timestamps.
+fn append_head(out: &mut Vec<Sample>, base: usize, recent: &[Sample]) {
     let newer = match (out.get(base..).and_then(<[Sample]>::last), recent.first()) {
         (Some(a), Some(b)) => a.timestamp_ms < b.timestamp_ms,
         _ => true,
     };
     if newer {
-        out.extend_from_slice(&recent);
+        out.extend_from_slice(recent);
     } else {
         let stored = out.split_off(base);
-        run::merge_into(out, &stored, &recent);
+        run::merge_into(out, &stored, recent);
     }
-    Ok(())
+}
+
+/// As [`read_series`] for several series of one bucket (`ids` ascending), reading each keyspace
+/// with one iterator for all of them (see [`run::read_many`]); returns their samples in the
+/// order of `ids`.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn read_series_many(
+    windows: &[Window],
+    head: Option<&Head>,
+    bucket: u16,
+    ids: &[SeriesId],
+    start_ms: i64,
+    end_ms: i64,
+) -> Result<Vec<Vec<Sample>>> {
+    // The head first, for every series, before any keyspace (see `read_series`).
+    let mut recent = vec![Vec::new(); ids.len()];
+    if let Some(head) = head {
+        for (&id, out) in ids.iter().zip(recent.iter_mut()) {
+            head.read(bucket, id, start_ms, end_ms, out);
+        }
+    }
+    let mut outs = vec![Vec::new(); ids.len()];
+    for w in windows {
+        let mut cold = vec![Vec::new(); ids.len()];
+        if let Some((_, ks)) = &w.chunks {
+            run::read_many(ks, bucket, ids, start_ms, end_ms, &mut cold)?;
+        }
+        let mut hot = vec![Vec::new(); ids.len()];
+        if let Some(ks) = &w.points {
+            run::read_many(ks, bucket, ids, start_ms, end_ms, &mut hot)?;
+        }
+        for ((out, cold), hot) in outs.iter_mut().zip(cold).zip(hot) {
+            match (cold.is_empty(), hot.is_empty()) {
+                (true, _) => out.extend(hot),
+                (false, true) => out.extend(cold),
+                (false, false) => run::merge_into(out, &cold, &hot),
+            }
+        }
+    }
+    for (out, recent) in outs.iter_mut().zip(&recent) {
+        append_head(out, 0, recent);
+    }
+    Ok(outs)
+}
+
+/// Whether reading `ids` (ascending, one bucket) with one iterator beats a seek per series: the
+/// iterator also reads the series of the bucket between them that are not wanted, about
+/// `span / buckets` of them (ids are spread evenly over buckets); it wins while that is at most
+/// [`DENSE_FACTOR`] times the wanted ones.
+fn dense(ids: &[SeriesId], buckets: u16) -> bool {
+    let (Some(&first), Some(&last)) = (ids.first(), ids.last()) else { return false };
+    let in_range = (last - first + 1) / u64::from(buckets.max(1));
+    in_range <= DENSE_FACTOR * ids.len() as u64
 }
 
 /// Groups ids by bucket, in bucket order.
@@ -156,28 +219,56 @@ struct Scan<'a> {
 }
 
 impl Scan<'_> {
-    /// Reads one bucket's candidates: labels checked, then samples, then `map`.
+    /// Reads one bucket's candidates, [`CHECK_EVERY`] at a time: labels checked, then samples
+    /// (with one iterator per keyspace where the candidates are [`dense`], else a seek per
+    /// series), then `map`.
     fn bucket(&self, (bucket, ids): &(u16, Vec<SeriesId>), map: Option<SeriesMap<'_>>) -> Result<Vec<SeriesSamples>> {
         let mut out = Vec::with_capacity(ids.len());
-        // Series of one selection tend to have similar sample counts: size each buffer like the last.
-        let mut expect = 0;
-        for (i, &id) in ids.iter().enumerate() {
-            if i % CHECK_EVERY == 0 {
-                self.limits.check()?;
+        for part in ids.chunks(CHECK_EVERY) {
+            self.limits.check()?;
+            let mut accepted = Vec::with_capacity(part.len());
+            let mut labels = Vec::with_capacity(part.len());
+            for &id in part {
+                if let Some(l) = accepted_labels(self.sh, self.sel, id)? {
+                    accepted.push(id);
+                    labels.push(l);
+                }
             }
-            let Some(labels) = accepted_labels(self.sh, self.sel, id)? else { continue };
-            let mut samples = Vec::with_capacity(expect);
-            read_series(self.windows, Some(&self.sh.head), *bucket, id, self.start_ms, self.end_ms, &mut samples)?;
-            expect = samples.len();
-            if samples.is_empty() {
-                continue;
+            let one_iterator = match self.sh.read_strategy {
+                ReadStrategy::Auto => dense(&accepted, self.sh.bucketing.count()),
+                ReadStrategy::Seek => false,
+                ReadStrategy::Range => true,
+            };
+            let samples = if one_iterator {
+                read_series_many(self.windows, Some(&self.sh.head), *bucket, &accepted, self.start_ms, self.end_ms)?
+            } else {
+                let mut each = Vec::with_capacity(accepted.len());
+                for &id in &accepted {
+                    let mut samples = Vec::new();
+                    read_series(
+                        self.windows,
+                        Some(&self.sh.head),
+                        *bucket,
+                        id,
+                        self.start_ms,
+                        self.end_ms,
+                        &mut samples,
+                    )?;
+                    each.push(samples);
+                }
+                each
+            };
+            for (labels, samples) in labels.into_iter().zip(samples) {
+                if samples.is_empty() {
+                    continue;
+                }
+                self.budget.take(samples.len())?;
+                let mut series = SeriesSamples { labels, samples };
+                if let Some(map) = map {
+                    map(&mut series);
+                }
+                out.push(series);
             }
-            self.budget.take(samples.len())?;
-            let mut series = SeriesSamples { labels, samples };
-            if let Some(map) = map {
-                map(&mut series);
-            }
-            out.push(series);
         }
         Ok(out)
     }

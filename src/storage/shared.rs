@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use super::head::Head;
 use super::keys::Bucketing;
+use super::querier::ReadStrategy;
 use super::window::Windows;
 
 /// Open keyspaces and shared counters. Read-only for readers except the counters.
@@ -25,6 +26,8 @@ pub struct Shared {
     /// The process-wide pool that reads buckets in parallel (one thread per core): every
     /// request's fan-out shares it, so concurrent queries cannot multiply threads.
     pub pool: Arc<rayon::ThreadPool>,
+    /// How reads take the samples of many series (see [`ReadStrategy`]).
+    pub read_strategy: ReadStrategy,
     /// Time windows.
     pub windows: Windows,
     /// Bucket scheme and count.
@@ -35,6 +38,9 @@ pub struct Shared {
     series_created: AtomicU64,
     /// Next keyspace generation; see [`Shared::allocate_generation`].
     next_generation: Mutex<Option<u32>>,
+    /// The newest window the writer wrote to and its series count (from the writer's presence
+    /// set), so `/metrics` need not scan that window's index at every scrape.
+    newest_window_series: Mutex<Option<(i64, u64)>>,
     /// Held for the whole of a seal: one seal at a time.
     pub seal_lock: Mutex<()>,
     /// The window being sealed right now, if any (for status pages).
@@ -49,7 +55,7 @@ impl Shared {
     pub fn new(
         db: fjall::Database,
         [meta, series, series_by_labels, wal]: [fjall::Keyspace; 4],
-        pool: Arc<rayon::ThreadPool>,
+        (pool, read_strategy): (Arc<rayon::ThreadPool>, ReadStrategy),
         windows: Windows,
         bucketing: Bucketing,
         next_id: u64,
@@ -61,6 +67,7 @@ impl Shared {
             series_by_labels,
             wal,
             pool,
+            read_strategy,
             head: Head::new(bucketing.count()),
             windows,
             bucketing,
@@ -69,6 +76,7 @@ impl Shared {
             samples_per_bucket: (0..bucketing.count()).map(|_| AtomicU64::new(0)).collect(),
             series_created: AtomicU64::new(0),
             next_generation: Mutex::new(None),
+            newest_window_series: Mutex::new(None),
             seal_lock: Mutex::new(()),
             sealing: Mutex::new(None),
         }
@@ -130,6 +138,17 @@ impl Shared {
     /// Samples written per bucket since start.
     pub fn samples_per_bucket(&self) -> Vec<u64> {
         self.samples_per_bucket.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Records the series count of the newest window written to (writer thread).
+    pub fn set_newest_window_series(&self, start_ms: i64, series: u64) {
+        *self.newest_window_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((start_ms, series));
+    }
+
+    /// The series count of window `start_ms` if it is the newest window written to.
+    pub fn newest_window_series(&self, start_ms: i64) -> Option<u64> {
+        let newest = *self.newest_window_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        newest.filter(|(s, _)| *s == start_ms).map(|(_, n)| n)
     }
 
     /// Series created since start.

@@ -364,6 +364,9 @@ impl Writer {
             self.cache.insert(hash, id);
         }
         sh.record_written(&pending.per_bucket, pending.created);
+        if let Some((start, set)) = self.presence.windows.iter().max_by_key(|(start, _)| *start) {
+            sh.set_newest_window_series(*start, set.len() as u64);
+        }
         Ok(outcomes)
     }
 

@@ -1,14 +1,15 @@
 //! The per-window index against a brute-force reference: random label sets written over several
 //! windows (some sealed, some hot, some still in the head), random matchers and time ranges;
 //! every answer of the index (series, select, label names, label values, limits) must equal
-//! what filtering every series in memory gives ([`MemQuerier`]).
+//! what filtering every series in memory gives ([`MemQuerier`]), whichever way the samples are
+//! read (a seek per series or one iterator per bucket range).
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use saltdb::labels::Labels;
 use saltdb::matcher::{MatchOp, Matcher};
 use saltdb::sample::{Sample, SeriesSamples, WriteBatch};
-use saltdb::storage::{MemQuerier, Querier, ReadLimits, Storage};
+use saltdb::storage::{MemQuerier, Querier, ReadLimits, ReadStrategy, Storage};
 
 use crate::common::storage_config;
 
@@ -127,12 +128,15 @@ fn index_answers_equal_a_scan_of_every_series() {
         proptest::collection::vec(arb_series(), 1..40),
         proptest::collection::vec((proptest::collection::vec(arb_matcher(), 0..3), -1i64..5, 0i64..3), 12),
         0usize..3,
+        prop_oneof![Just(ReadStrategy::Auto), Just(ReadStrategy::Seek), Just(ReadStrategy::Range)],
     );
     runner
-        .run(&strategy, |(series, queries, sealed)| {
+        .run(&strategy, |(series, queries, sealed, read_strategy)| {
             let data = build(&series);
             let dir = tempfile::tempdir().unwrap();
-            let s = Storage::open(storage_config(dir.path())).unwrap();
+            let mut config = storage_config(dir.path());
+            config.read_strategy = read_strategy;
+            let s = Storage::open(config).unwrap();
             // Days before `sealed` are written first and sealed; later ones stay hot, and the
             // newest writes stay in the head.
             let cut = T0 + sealed as i64 * DAY;
