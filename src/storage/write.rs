@@ -23,7 +23,6 @@ use super::shared::Shared;
 use super::snapshot::Pinned;
 use super::wal;
 use super::window;
-use crate::labels::Labels;
 use crate::sample::{PackedBatch, Sample};
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
@@ -613,7 +612,10 @@ impl Writer {
             Lookup::Absent { primary_taken } => {
                 // The batch's contract makes this a valid encoding; checked anyway, as bytes
                 // that do not decode must never become a series.
-                Labels::decode(canonical).map_err(|_| StorageError::Corrupt { what: "batch label set" })?;
+                let pairs: usize = keys::canonical_pairs(canonical).map(<[u8]>::len).sum();
+                if pairs != canonical.len() || std::str::from_utf8(canonical).is_err() {
+                    return Err(StorageError::Corrupt { what: "batch label set" });
+                }
                 let id = self.next_id;
                 self.next_id += 1;
                 fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.to_vec());
