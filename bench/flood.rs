@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::http_client::{Conn, Server};
+use crate::status_kib;
 
 /// Options of the flood benchmark.
 #[derive(Debug, clap::Args)]
@@ -38,15 +39,6 @@ fn body(series: usize) -> Vec<u8> {
         out.push('\n');
     }
     out.into_bytes()
-}
-
-fn status_kib(pid: &str, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 struct Outcome {

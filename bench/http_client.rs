@@ -4,23 +4,48 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
-/// A running `saltdb serve` child process.
+/// Headers of a Prometheus remote-write 1.0 request (what Prometheus 2.x sends).
+pub const REMOTE_WRITE_HEADERS: [(&str, &str); 3] = [
+    ("Content-Encoding", "snappy"),
+    ("Content-Type", "application/x-protobuf"),
+    ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+];
+
+/// How long [`Server::try_spawn_bin`] waits for the server to announce its address.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A running `saltdb serve` child process, killed on drop (also when the bench panics).
 pub struct Server {
     child: Child,
     pub addr: SocketAddr,
 }
 
 impl Server {
+    /// The `saltdb` binary that sits next to this benchmark binary.
+    pub fn default_bin() -> std::path::PathBuf {
+        std::env::current_exe().expect("current exe").with_file_name("saltdb")
+    }
+
     /// Starts the `saltdb` binary that sits next to this benchmark binary.
     pub fn spawn(data_dir: &Path, extra: &[&str]) -> Self {
-        let exe = std::env::current_exe().expect("current exe");
-        Self::spawn_bin(&exe.with_file_name("saltdb"), data_dir, extra)
+        Self::spawn_bin(&Self::default_bin(), data_dir, extra)
     }
 
     /// Starts the `saltdb` binary at `bin` (as [`Server::spawn`]).
     pub fn spawn_bin(bin: &Path, data_dir: &Path, extra: &[&str]) -> Self {
+        Self::try_spawn_bin(bin, data_dir, extra)
+            .unwrap_or_else(|e| panic!("{e} (build it with cargo build --release)"))
+    }
+
+    /// Starts `bin serve --listen 127.0.0.1:0 --data-dir DATA_DIR EXTRA...` and waits (bounded)
+    /// for the line announcing the address it bound.
+    ///
+    /// # Errors
+    /// The binary cannot be started, exits or stays silent before announcing its address.
+    pub fn try_spawn_bin(bin: &Path, data_dir: &Path, extra: &[&str]) -> Result<Self, String> {
         let mut child = Command::new(bin)
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
@@ -28,11 +53,26 @@ impl Server {
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e} (build it with cargo build --release)", bin.display()));
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
-        let addr = line.trim().strip_prefix("saltdb listening on ").expect("listening line").parse().expect("addr");
-        Self { child, addr }
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        // Read the announcement on a thread so a server that hangs cannot hang the bench.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        // From here on the child is killed on drop if anything fails.
+        let mut server = Self { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)) };
+        let line = rx
+            .recv_timeout(STARTUP_TIMEOUT)
+            .map_err(|_| format!("{} did not announce its address within {STARTUP_TIMEOUT:?}", bin.display()))?;
+        server.addr = line
+            .trim()
+            .strip_prefix("saltdb listening on ")
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| format!("{} did not start (first line of output: {:?})", bin.display(), line.trim()))?;
+        Ok(server)
     }
 
     /// Process id, for /proc.
@@ -41,9 +81,36 @@ impl Server {
     }
 
     /// SIGTERM and wait.
-    pub fn stop(mut self) {
+    pub fn stop(self) {
+        let _ = self.stop_within(Duration::from_secs(24 * 3600));
+    }
+
+    /// SIGTERM, then waits up to `timeout` for the server to exit (it closes its storage on the
+    /// way out); past that it is killed.
+    ///
+    /// # Errors
+    /// The server did not exit in time (it was then killed), or waiting failed.
+    pub fn stop_within(mut self, timeout: Duration) -> Result<ExitStatus, String> {
         let _ = Command::new("kill").args(["-TERM", &self.pid()]).status();
-        let _ = self.child.wait();
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Ok(status),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+                Ok(None) => return Err(format!("saltdb did not exit within {timeout:?} of SIGTERM; killed")),
+                Err(e) => return Err(format!("waiting for saltdb: {e}")),
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // A no-op once the child has been waited for.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -57,10 +124,24 @@ pub struct Conn {
 impl Conn {
     /// Connects.
     pub fn connect(addr: SocketAddr) -> Self {
-        let writer = TcpStream::connect(addr).expect("connect");
-        writer.set_nodelay(true).expect("nodelay");
-        let reader = BufReader::new(writer.try_clone().expect("clone"));
-        Self { reader, writer, host: addr.to_string() }
+        Self::try_connect(addr, None).expect("connect")
+    }
+
+    /// Connects; with a timeout, every read and write on the connection (and the connect) is
+    /// bounded by it.
+    ///
+    /// # Errors
+    /// The connection cannot be made.
+    pub fn try_connect(addr: SocketAddr, timeout: Option<Duration>) -> std::io::Result<Self> {
+        let writer = match timeout {
+            Some(t) => TcpStream::connect_timeout(&addr, t)?,
+            None => TcpStream::connect(addr)?,
+        };
+        writer.set_nodelay(true)?;
+        writer.set_read_timeout(timeout)?;
+        writer.set_write_timeout(timeout)?;
+        let reader = BufReader::new(writer.try_clone()?);
+        Ok(Self { reader, writer, host: addr.to_string() })
     }
 
     /// POSTs a body and returns the status code (the response body is read and dropped).
@@ -69,10 +150,14 @@ impl Conn {
     }
 }
 
-/// One GET on a fresh connection; the status code, or `None` when the server is unreachable.
+/// One GET on a fresh connection; the status code, or `None` when the server is unreachable or
+/// does not answer within 5 s.
 pub fn get_status(base: &str, path: &str) -> Option<u16> {
     let addr: SocketAddr = base.strip_prefix("http://")?.parse().ok()?;
-    let mut s = TcpStream::connect(addr).ok()?;
+    let timeout = Duration::from_secs(5);
+    let mut s = TcpStream::connect_timeout(&addr, timeout).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    s.set_write_timeout(Some(timeout)).ok()?;
     write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
     let mut line = String::new();
     BufReader::new(s).read_line(&mut line).ok()?;
@@ -81,21 +166,41 @@ pub fn get_status(base: &str, path: &str) -> Option<u16> {
 
 impl Conn {
     /// Sends a request with extra headers and returns status and body.
+    ///
+    /// # Panics
+    /// On any I/O error (see [`Conn::try_request`]).
     pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<u8>) {
+        self.try_request(method, path, headers, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// Sends a request with extra headers and returns status and body.
+    ///
+    /// # Errors
+    /// I/O errors, timeouts (with [`Conn::try_connect`]'s timeout) and a connection closed before
+    /// the response. The connection is unusable afterwards.
+    pub fn try_request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<(u16, Vec<u8>)> {
         let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n", self.host, body.len());
         for (k, v) in headers {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
         head.push_str("\r\n");
-        self.writer.write_all(head.as_bytes()).expect("write");
-        self.writer.write_all(body).expect("write body");
+        self.writer.write_all(head.as_bytes())?;
+        self.writer.write_all(body)?;
         let mut status_line = String::new();
-        self.reader.read_line(&mut status_line).expect("status");
+        if self.reader.read_line(&mut status_line)? == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed before a response"));
+        }
         let status = status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
         let (mut length, mut chunked) = (0usize, false);
         loop {
             let mut h = String::new();
-            self.reader.read_line(&mut h).expect("header");
+            self.reader.read_line(&mut h)?;
             let h = h.trim_end();
             if h.is_empty() {
                 break;
@@ -112,10 +217,10 @@ impl Conn {
         if chunked {
             loop {
                 let mut size = String::new();
-                self.reader.read_line(&mut size).expect("chunk size");
+                self.reader.read_line(&mut size)?;
                 let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
                 let mut chunk = vec![0; n + 2];
-                self.reader.read_exact(&mut chunk).expect("chunk");
+                self.reader.read_exact(&mut chunk)?;
                 if n == 0 {
                     break;
                 }
@@ -123,8 +228,8 @@ impl Conn {
             }
         } else {
             out.resize(length, 0);
-            self.reader.read_exact(&mut out).expect("body");
+            self.reader.read_exact(&mut out)?;
         }
-        (status, out)
+        Ok((status, out))
     }
 }

@@ -2,6 +2,8 @@
 //! HTTP (JSON-lines import against the real `saltdb` binary), and prints samples/s, bytes on disk
 //! per sample after a flush, and peak RSS. See `bench/README.md`.
 
+mod cardinality;
+mod fleet;
 mod flood;
 mod http_client;
 mod peers;
@@ -41,6 +43,8 @@ enum Bench {
     Size(size::SizeArgs),
     /// A flood of large imports, with and without the write budget: accepted, 429s, peak RSS.
     Flood(flood::FloodArgs),
+    /// saltdb vs VictoriaMetrics at a million series and more: ingest, requests, RSS, disk; churn.
+    Cardinality(cardinality::CardinalityArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -93,7 +97,6 @@ fn build_batches(args: &Args) -> (Vec<WriteBatch>, usize) {
     (batches, series)
 }
 
-/// Peak resident set size of a process in bytes (VmHWM).
 /// CPU time (user + system) the process has used so far, in seconds (`/proc/<pid>/stat`, in
 /// clock ticks of 10 ms). On a shared machine a query's CPU time varies far less than its
 /// latency, which waits for whatever else is running.
@@ -106,13 +109,49 @@ fn cpu_seconds(pid: &str) -> f64 {
     ticks as f64 / 100.0
 }
 
-fn peak_rss(pid: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`...), in KiB; 0 when unreadable.
+fn status_kib(pid: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Peak resident set size of a process in bytes (VmHWM).
+fn peak_rss(pid: &str) -> u64 {
+    status_kib(pid, "VmHWM:") * 1024
+}
+
+/// Bytes a directory tree occupies on disk as `du -s --block-size=1` counts them: allocated
+/// blocks (`st_blocks` x 512) of every file and directory, hard links counted once. Sparse or
+/// preallocated files count what they hold, not their length.
+fn dir_allocated_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if let Ok(m) = std::fs::symlink_metadata(&d) {
+            if seen.insert((m.dev(), m.ino())) {
+                total += m.blocks() * 512;
+            }
+        }
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => {
+                    if seen.insert((m.dev(), m.ino())) {
+                        total += m.blocks() * 512;
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    total
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
@@ -227,6 +266,15 @@ fn main() {
             std::fs::create_dir_all(&root).expect("work dir");
             query::run(&args, &root);
             let _ = std::fs::remove_dir_all(&root);
+        }
+        Bench::Cardinality(args) => {
+            let base = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+            let root = base.join(format!("saltdb-bench-cardinality-{}", std::process::id()));
+            std::fs::create_dir_all(&root).expect("work dir");
+            cardinality::run(&args, &root);
+            if !args.keep_data {
+                let _ = std::fs::remove_dir_all(&root);
+            }
         }
         Bench::Flood(args) => {
             std::fs::create_dir_all(&root).expect("work dir");

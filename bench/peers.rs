@@ -5,6 +5,17 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Whether `program` is an executable file on `PATH` (peers are optional: a missing one is
+/// skipped with a message).
+pub fn installed(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(program)).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
 /// A running peer, killed on drop.
 pub struct Peer {
     pub name: &'static str,
@@ -48,11 +59,18 @@ impl Peer {
 
     /// VictoriaMetrics, or `None` when not installed.
     pub fn victoria_metrics(dir: &Path) -> Option<Self> {
+        Self::victoria_metrics_with(dir, &[])
+    }
+
+    /// VictoriaMetrics with extra flags after the usual ones (e.g. a higher
+    /// `-search.maxUniqueTimeseries`), or `None` when not installed or not ready within 60 s.
+    pub fn victoria_metrics_with(dir: &Path, extra: &[String]) -> Option<Self> {
         let port = free_port();
         let child = Command::new("victoria-metrics")
             .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
             .arg(format!("-storageDataPath={}", dir.display()))
             .args(["-retentionPeriod=100y", "-search.disableCache", "-search.latencyOffset=0s"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use saltdb::remote::proto::{Label, Sample, TimeSeries, WriteRequest};
 
-use crate::http_client::{Conn, Server};
+use crate::http_client::{Conn, Server, REMOTE_WRITE_HEADERS};
 use crate::peers::Peer;
 
 /// Options of the query benchmark.
@@ -103,14 +103,9 @@ fn build(args: &QueryArgs) -> (Vec<WriteRequest>, usize, i64, i64) {
 fn load(name: &str, base: &str, bodies: &[Vec<u8>]) -> f64 {
     let addr = base.trim_start_matches("http://").parse().expect("addr");
     let mut conn = Conn::connect(addr);
-    let headers = [
-        ("Content-Encoding", "snappy"),
-        ("Content-Type", "application/x-protobuf"),
-        ("X-Prometheus-Remote-Write-Version", "0.1.0"),
-    ];
     let start = Instant::now();
     for b in bodies {
-        let (status, body) = conn.request("POST", "/api/v1/write", &headers, b);
+        let (status, body) = conn.request("POST", "/api/v1/write", &REMOTE_WRITE_HEADERS, b);
         assert!(status / 100 == 2, "{name}: remote write answered {status}: {}", String::from_utf8_lossy(&body));
     }
     start.elapsed().as_secs_f64()
@@ -173,7 +168,8 @@ fn query(base: &str, q: &str, start: i64, end: i64) -> (f64, usize) {
     (secs, v["data"]["result"].as_array().map_or(0, Vec::len))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median (the upper one of an even count); NaN when empty.
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }

@@ -12,7 +12,7 @@ use saltdb::storage::chunk;
 use saltdb::storage::seal::{CHUNK_SAMPLES, ZSTD_LEVEL};
 use saltdb::storage::{Storage, StorageConfig};
 
-use crate::http_client::Conn;
+use crate::http_client::{Conn, REMOTE_WRITE_HEADERS};
 use crate::peers::Peer;
 use crate::workload::Workload;
 
@@ -238,11 +238,6 @@ fn prometheus(data: &[WriteBatch], samples: usize, root: &Path) -> Option<f64> {
     let prom = Peer::prometheus(&dir)?;
     let addr = prom.base.trim_start_matches("http://").parse().ok()?;
     let mut conn = Conn::connect(addr);
-    let headers = [
-        ("Content-Encoding", "snappy"),
-        ("Content-Type", "application/x-protobuf"),
-        ("X-Prometheus-Remote-Write-Version", "0.1.0"),
-    ];
     for b in data {
         let req = saltdb::remote::proto::WriteRequest {
             timeseries: b
@@ -260,7 +255,8 @@ fn prometheus(data: &[WriteBatch], samples: usize, root: &Path) -> Option<f64> {
                 .collect(),
             ..Default::default()
         };
-        let (status, body) = conn.request("POST", "/api/v1/write", &headers, &saltdb::remote::snappy_body(&req));
+        let (status, body) =
+            conn.request("POST", "/api/v1/write", &REMOTE_WRITE_HEADERS, &saltdb::remote::snappy_body(&req));
         assert!(status / 100 == 2, "prometheus write {status}: {}", String::from_utf8_lossy(&body));
     }
     let (status, body) = conn.request("POST", "/api/v1/admin/tsdb/snapshot", &[], &[]);
