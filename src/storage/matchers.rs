@@ -5,7 +5,8 @@
 //! *selects* series (they must carry a matching value); a matcher that matches `""` only
 //! *excludes*. Candidates come from the selecting matchers: each one's values are found
 //! (an equality is one value; a regex that is a set of literals is those values; any other
-//! regex walks the label's values from its literal prefix), their postings lists are read in
+//! regex walks the label's values from its literal prefix, and one without a prefix is left to
+//! the label check when a cheaper matcher selects too), their postings lists are read in
 //! turns until the first is exhausted (smallest first without knowing sizes), and the lists
 //! that finish within a few times its length are intersected with it. Callers then check every
 //! matcher against each candidate's labels ([`Selection::accepts`]), which applies the
@@ -78,17 +79,43 @@ fn regex_values(pattern: &str) -> RegexValues {
     RegexValues::Prefixed(prefix)
 }
 
+/// Where the values a selecting matcher accepts come from.
+enum Values {
+    /// Exactly these (an equality, or a regex that is a set of literals).
+    Listed(Vec<String>),
+    /// Those of a walk of the label's values from this prefix.
+    Walk(String),
+}
+
+impl Values {
+    fn of(m: &Matcher) -> Self {
+        match m.op {
+            MatchOp::Equal => Self::Listed(vec![m.value.clone()]),
+            MatchOp::RegexMatch => match regex_values(&m.value) {
+                RegexValues::Exactly(values) => {
+                    Self::Listed(values.into_iter().filter(|v| !v.is_empty() && m.matches(v)).collect())
+                }
+                RegexValues::Prefixed(prefix) => Self::Walk(prefix),
+            },
+            MatchOp::NotEqual | MatchOp::RegexNoMatch => Self::Walk(String::new()),
+        }
+    }
+
+    /// True when finding the values costs little whatever the label's cardinality: they are
+    /// listed, or a literal prefix bounds the walk.
+    fn bounded(&self) -> bool {
+        match self {
+            Self::Listed(_) => true,
+            Self::Walk(prefix) => !prefix.is_empty(),
+        }
+    }
+}
+
 /// The values of `m.name` in `ks` that a selecting matcher accepts.
-fn selected_values(ks: &fjall::Keyspace, m: &Matcher) -> Result<Vec<String>> {
-    let walk_from = match m.op {
-        MatchOp::Equal => return Ok(vec![m.value.clone()]),
-        MatchOp::RegexMatch => match regex_values(&m.value) {
-            RegexValues::Exactly(values) => {
-                return Ok(values.into_iter().filter(|v| !v.is_empty() && m.matches(v)).collect())
-            }
-            RegexValues::Prefixed(prefix) => prefix,
-        },
-        MatchOp::NotEqual | MatchOp::RegexNoMatch => String::new(),
+fn selected_values(ks: &fjall::Keyspace, m: &Matcher, source: Values) -> Result<Vec<String>> {
+    let walk_from = match source {
+        Values::Listed(values) => return Ok(values),
+        Values::Walk(prefix) => prefix,
     };
     let mut values = Vec::new();
     postings::for_each_value(ks, &m.name, &walk_from, |v| {
@@ -106,13 +133,19 @@ fn selected_values(ks: &fjall::Keyspace, m: &Matcher) -> Result<Vec<String>> {
 /// # Errors
 /// Engine errors and corrupt keys.
 pub fn candidates(ks: &fjall::Keyspace, sel: &Selection) -> Result<Vec<SeriesId>> {
-    let selecting: Vec<&Matcher> = sel.matchers().iter().filter(|m| !m.matches_empty()).collect();
+    let mut selecting: Vec<(&Matcher, Values)> =
+        sel.matchers().iter().filter(|m| !m.matches_empty()).map(|m| (m, Values::of(m))).collect();
     if selecting.is_empty() {
         return postings::all_ids(ks);
     }
+    // A regex without a literal prefix (or `!=""`) walks every value of its label: when a
+    // bounded matcher selects too, leave it to the label check.
+    if selecting.iter().any(|(_, v)| v.bounded()) {
+        selecting.retain(|(_, v)| v.bounded());
+    }
     let mut lists = Vec::with_capacity(selecting.len());
-    for m in &selecting {
-        let values = selected_values(ks, m)?;
+    for (m, source) in selecting {
+        let values = selected_values(ks, m, source)?;
         if values.is_empty() {
             return Ok(Vec::new());
         }
