@@ -439,6 +439,11 @@ impl Storage {
         rx.recv().map_err(|_| StorageError::ShuttingDown)?
     }
 
+    /// Samples held in the in-memory head (acknowledged, not yet flushed into window keyspaces).
+    pub fn head_samples(&self) -> usize {
+        self.inner.shared.head.len()
+    }
+
     /// Compacts the write-ahead log's keyspace when its tables hold more than
     /// `WAL_COMPACT_BYTES` and mostly dead rows (over 4x what the head holds, at ~12 bytes a
     /// sample): its rows are deleted at every head flush, but the deleted rows and their

@@ -69,11 +69,14 @@ pub struct SealOutcome {
 /// Engine errors and corrupt rows; the window stays as it was.
 pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> Result<Option<SealOutcome>> {
     let _one_at_a_time = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    // The window's samples still in the head go to its hot keyspace first; any arriving later
-    // are flushed into it after this seal (moving its write counter, so the overlay stays).
-    let (reply, rx) = mpsc::sync_channel(1);
-    writer.send(Command::Flush(reply)).map_err(|_| StorageError::ShuttingDown)?;
-    rx.recv().map_err(|_| StorageError::ShuttingDown)??;
+    // The window's samples still in the head go to its hot keyspace first (the head is not
+    // flushed for a seal when it holds none of the window's); any arriving later are flushed
+    // into it after this seal (moving its write counter, so the overlay stays).
+    if sh.head.any_in(start_ms, start_ms.saturating_add(sh.windows.window_ms())) {
+        let (reply, rx) = mpsc::sync_channel(1);
+        writer.send(Command::Flush(reply)).map_err(|_| StorageError::ShuttingDown)?;
+        rx.recv().map_err(|_| StorageError::ShuttingDown)??;
+    }
     let Some(w) = sh.windows.get(start_ms) else { return Ok(None) };
     if w.points.is_none() {
         return Ok(None);

@@ -266,6 +266,12 @@ impl Windows {
         Some((old, overlay))
     }
 
+    /// True when some window ends at or before `cutoff_ms` (what [`Windows::take_expired`] would
+    /// remove).
+    pub fn any_expired(&self, cutoff_ms: i64) -> bool {
+        self.read().keys().next().is_some_and(|&start| start.saturating_add(self.window_ms) <= cutoff_ms)
+    }
+
     /// Removes and returns the windows that end at or before `cutoff_ms`. Writer thread only.
     pub fn take_expired(&self, cutoff_ms: i64) -> Vec<Window> {
         let mut open = self.write();

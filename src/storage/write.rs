@@ -80,6 +80,7 @@ pub enum Command {
     /// before replying, so the caller frees the batch.
     Write(Arc<Prepared>, SyncSender<Result<WriteOutcome>>),
     /// Drop every window ending at or before the cutoff; reply with the dropped window starts.
+    /// The head is flushed first only when some window actually goes.
     DropExpired(i64, SyncSender<Result<Vec<i64>>>),
     /// Make a fully written chunks keyspace the window's visible generation (see `seal.rs`).
     FinishSeal(FinishSeal, SyncSender<Result<SealSwap>>),
@@ -240,7 +241,7 @@ impl Writer {
             };
             match first {
                 Command::DropExpired(cutoff, reply) => {
-                    let _ = reply.send(self.flush_head().and_then(|()| self.drop_expired(cutoff)));
+                    let _ = reply.send(self.drop_expired(cutoff));
                 }
                 Command::FinishSeal(finish, reply) => {
                     let _ = reply.send(self.finish_seal(finish));
@@ -628,8 +629,16 @@ impl Writer {
         Ok(total)
     }
 
+    /// Drops the windows ending at or before `cutoff_ms` (and spare keyspaces of such windows).
+    /// The head is flushed first only when a window is dropped: its samples of that window then
+    /// leave with it instead of recreating the window at the next flush. With nothing expired
+    /// the head is left alone, so the retention pass of every maintenance tick never shortens
+    /// `--head-flush-interval`.
     fn drop_expired(&mut self, cutoff_ms: i64) -> Result<Vec<i64>> {
         let sh = Arc::clone(&self.shared);
+        if sh.windows.any_expired(cutoff_ms) {
+            self.flush_head()?;
+        }
         for spare in sh.windows.take_expired_spares(cutoff_ms) {
             sh.db.delete_keyspace(spare)?;
         }

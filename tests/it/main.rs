@@ -8,6 +8,7 @@ mod crash;
 mod crash_load;
 mod disk_full;
 mod grafana;
+mod head_flush;
 mod hostile;
 mod import_export;
 mod manifest;
