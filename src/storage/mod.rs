@@ -12,6 +12,7 @@ pub mod keys;
 pub mod manifest;
 mod matchers;
 mod postings;
+mod reseal;
 mod run;
 pub mod seal;
 mod select;

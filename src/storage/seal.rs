@@ -1,13 +1,15 @@
-//! Sealing: rewriting a closed window's hot runs (and any earlier chunks) into a new generation
-//! of Gorilla+zstd chunks, one series at a time. Restartable and idempotent: the new generation
-//! is invisible until the writer thread marks it in the manifest (see `write.rs`), so a crash at
-//! any point loses nothing and duplicates nothing.
+//! Sealing: rewriting a closed window's hot runs into a new generation of Gorilla+zstd chunks,
+//! one series at a time. Restartable and idempotent: the new generation is invisible until the
+//! writer thread marks it in the manifest (see `write.rs`), so a crash at any point loses nothing
+//! and duplicates nothing. A window already sealed, whose overlay holds late samples, is not
+//! rewritten: only the overlay's series are merged into its visible chunks (see `reseal.rs`).
 
 use std::sync::mpsc::{self, SyncSender};
 
 use super::chunk;
 use super::error::{Result, StorageError};
 use super::keys;
+use super::reseal;
 use super::select::{read_series, universe};
 use super::shared::Shared;
 use super::window;
@@ -52,9 +54,9 @@ impl Drop for SealingStatus<'_> {
 pub struct SealOutcome {
     /// The window.
     pub start_ms: i64,
-    /// Series written.
+    /// Series written (on a re-seal, only the series the overlay held).
     pub series: usize,
-    /// Samples written.
+    /// Samples written (of those series).
     pub samples: usize,
     /// Chunks written.
     pub chunks: usize,
@@ -84,6 +86,12 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
     let _status = SealingStatus::set(sh, start_ms);
     tracing::debug!(window = start_ms, "sealing window");
     let writes_at_start = sh.windows.writes(start_ms);
+    if let (Some((_, chunks)), Some(points)) = (&w.chunks, &w.points) {
+        // Already sealed: fold only the overlay's series into the visible chunks.
+        let outcome = reseal::merge_overlay(sh, writer, (start_ms, chunks, points), writes_at_start)?;
+        tracing::debug!(window = start_ms, series = outcome.series, swap = ?outcome.swap, "re-seal finished");
+        return Ok(Some(outcome));
+    }
     let (generation, chunks_ks) = match sh.windows.take_spare(start_ms) {
         Some((generation, ks)) => {
             ks.clear()?;

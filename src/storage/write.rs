@@ -84,6 +84,9 @@ pub enum Command {
     DropExpired(i64, SyncSender<Result<Vec<i64>>>),
     /// Make a fully written chunks keyspace the window's visible generation (see `seal.rs`).
     FinishSeal(FinishSeal, SyncSender<Result<SealSwap>>),
+    /// Drop the overlay of a window whose late samples were merged into its chunks (see
+    /// `reseal.rs`), unless a commit reached it meanwhile.
+    DropOverlay(DropOverlay, SyncSender<Result<SealSwap>>),
     /// Delete samples of some series in a time range (see `delete.rs`).
     Delete(DeleteRange, SyncSender<Result<DeleteOutcome>>),
     /// Pin a consistent instant for a snapshot (see `snapshot.rs`), after flushing the head.
@@ -104,6 +107,14 @@ pub struct FinishSeal {
     pub writes_at_start: u64,
     /// Samples in the new chunks.
     pub samples: u64,
+}
+
+/// The last step of a re-seal: the overlay's samples are in the visible chunks.
+pub struct DropOverlay {
+    /// The window.
+    pub start_ms: i64,
+    /// The window's write counter when the re-seal started (before it read the overlay).
+    pub writes_at_start: u64,
 }
 
 /// What finishing a seal did.
@@ -245,6 +256,9 @@ impl Writer {
                 }
                 Command::FinishSeal(finish, reply) => {
                     let _ = reply.send(self.finish_seal(finish));
+                }
+                Command::DropOverlay(drop, reply) => {
+                    let _ = reply.send(self.drop_overlay(&drop));
                 }
                 Command::Delete(range, reply) => {
                     let _ = reply.send(self.flush_head().and_then(|()| self.delete(&range)));
@@ -657,6 +671,21 @@ impl Writer {
             dropped.push(w.start_ms);
         }
         Ok(dropped)
+    }
+
+    /// Deletes the overlay of a re-sealed window unless a commit reached it since the re-seal
+    /// read its write counter (then it stays, for the next seal to merge).
+    fn drop_overlay(&mut self, d: &DropOverlay) -> Result<SealSwap> {
+        let sh = Arc::clone(&self.shared);
+        match sh.windows.take_overlay(d.start_ms, d.writes_at_start) {
+            None => Ok(SealSwap::WindowGone),
+            Some(None) => Ok(SealSwap::SealedWithOverlay),
+            Some(Some(points)) => {
+                self.presence.forget(d.start_ms);
+                sh.db.delete_keyspace(points)?;
+                Ok(SealSwap::Sealed)
+            }
+        }
     }
 
     /// Marks the new generation visible in the manifest (fsynced), swaps it in, and deletes
