@@ -4,8 +4,10 @@
 //! Layout of the keys and tables: see [`keys`]. Manifest: see [`manifest`].
 
 pub mod chunk;
+mod close;
 mod db;
 mod delete;
+mod disk;
 mod error;
 mod head;
 pub mod keys;
@@ -28,6 +30,7 @@ pub use db::{
     WindowStatus,
 };
 pub use delete::DeleteOutcome;
+pub use disk::du_bytes;
 pub use error::{Result, StorageError};
 pub use keys::{BucketScheme, Bucketing};
 pub use seal::SealOutcome;

@@ -4,6 +4,7 @@
 mod common;
 
 mod bad_input;
+mod clean_close;
 mod crash;
 mod crash_load;
 mod disk_full;
