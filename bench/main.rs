@@ -154,20 +154,9 @@ fn dir_allocated_bytes(dir: &Path) -> u64 {
     total
 }
 
+/// Bytes allocated under `dir`, as `du` counts them (0 when it cannot be read).
 fn dir_bytes(dir: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
-        for e in entries.flatten() {
-            match e.metadata() {
-                Ok(m) if m.is_dir() => stack.push(e.path()),
-                Ok(m) => total += m.len(),
-                Err(_) => {}
-            }
-        }
-    }
-    total
+    saltdb::storage::du_bytes(dir).unwrap_or(0)
 }
 
 /// Runs `work(i)` for every index from `concurrency` threads.

@@ -64,7 +64,7 @@ pub struct StorageFigures {
     pub samples_per_bucket: Vec<u64>,
     /// Windows on disk.
     pub windows: u64,
-    /// Bytes on disk, journal included.
+    /// Bytes allocated under the data directory, as `du` counts them.
     pub disk_bytes: u64,
     /// Bytes per table.
     pub table_bytes: Vec<(&'static str, u64)>,
@@ -198,7 +198,11 @@ impl Metrics {
                 &["bucket"],
             ),
             windows: gauge(&r, "saltdb_windows", "Time windows on disk."),
-            disk_bytes: gauge(&r, "saltdb_disk_bytes", "Bytes on disk of the whole database, journal included."),
+            disk_bytes: gauge(
+                &r,
+                "saltdb_disk_bytes",
+                "Bytes allocated under the data directory (journal included), as du counts them.",
+            ),
             table_bytes: register(
                 &r,
                 IntGaugeVec::new(

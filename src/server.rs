@@ -94,6 +94,7 @@ pub struct Server {
     storage: Storage,
     stop: watch::Sender<bool>,
     task: JoinHandle<std::io::Result<()>>,
+    maintenance: JoinHandle<()>,
 }
 
 impl Server {
@@ -123,7 +124,7 @@ impl Server {
         state.access = Arc::new(config.access);
         state.admin_api = config.admin_api;
         let (stop, stopped) = watch::channel(false);
-        spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());
+        let maintenance = spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());
         let app = router(Arc::new(state));
         let mut stopping = stopped;
         let until_stopped = async move {
@@ -136,7 +137,7 @@ impl Server {
                 tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(until_stopped).await })
             }
         };
-        Ok(Self { addr, storage, stop, task })
+        Ok(Self { addr, storage, stop, task, maintenance })
     }
 
     /// The bound address.
@@ -156,8 +157,11 @@ impl Server {
     pub async fn shutdown(self) -> Result<(), ServeError> {
         let _ = self.stop.send(true);
         let result = self.task.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
+        // A running maintenance pass holds a storage handle until it ends.
+        self.maintenance.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
         let storage = self.storage;
-        // Dropping the last handle joins the writer and syncs the journal: do it off the executor.
+        // Dropping the last handle joins the writer, flushes the head and every table and
+        // empties the journal (see `storage/close.rs`): do it off the executor.
         tokio::task::spawn_blocking(move || drop(storage))
             .await
             .map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
@@ -165,7 +169,7 @@ impl Server {
     }
 }
 
-fn spawn_maintenance(storage: Storage, every: Maintenance, mut stopped: watch::Receiver<bool>) {
+fn spawn_maintenance(storage: Storage, every: Maintenance, mut stopped: watch::Receiver<bool>) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every.interval);
         tick.tick().await;
@@ -180,7 +184,7 @@ fn spawn_maintenance(storage: Storage, every: Maintenance, mut stopped: watch::R
                 tracing::error!(error = %e, "maintenance task failed");
             }
         }
-    });
+    })
 }
 
 /// One maintenance pass: retention first (never seal what is about to be dropped), then sealing.

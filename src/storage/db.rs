@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::close::{self, JournalReclaim};
 use super::delete::{DeleteOutcome, DeleteRange};
+use super::disk::du_bytes;
 use super::error::{Result, StorageError};
 use super::keys::{BucketScheme, Bucketing};
 use super::manifest::{self, Manifest};
@@ -140,7 +142,8 @@ pub struct WindowStatus {
 /// Whole-database figures.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StorageStats {
-    /// Bytes on disk of the whole database, journal included.
+    /// Bytes allocated on disk under the data directory, as `du` counts them (journal and
+    /// snapshots included).
     pub disk_bytes: u64,
     /// Bytes per table (`meta`, `series`, `series_by_labels`, `wal`, `points`, `chunks`; the
     /// window postings are in `points` and `chunks`).
@@ -161,6 +164,9 @@ struct Inner {
     tx: Mutex<Option<SyncSender<Command>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     syncer: Mutex<Option<(SyncSender<()>, JoinHandle<()>)>>,
+    /// Must stay the last field: fields drop in order, and the journal is emptied only after
+    /// `shared` (the fjall database) has closed.
+    reclaim: JournalReclaim,
 }
 
 /// The database. Cheap to clone; the last clone dropped stops the writer and persists.
@@ -232,6 +238,7 @@ impl Storage {
             .spawn(move || writer.run(&rx))
             .map_err(|e| StorageError::Engine(Arc::new(e.into())))?;
         let syncer = (config.fsync == FsyncMode::Batch).then(|| spawn_syncer(Arc::clone(&shared))).transpose()?;
+        let reclaim = JournalReclaim::new(config.data_dir.clone());
         Ok(Self {
             inner: Arc::new(Inner {
                 shared,
@@ -239,6 +246,7 @@ impl Storage {
                 tx: Mutex::new(Some(tx)),
                 writer: Mutex::new(Some(writer)),
                 syncer: Mutex::new(syncer),
+                reclaim,
             }),
         })
     }
@@ -438,6 +446,11 @@ impl Storage {
         rx.recv().map_err(|_| StorageError::ShuttingDown)?
     }
 
+    /// Samples held in the in-memory head (acknowledged, not yet flushed into window keyspaces).
+    pub fn head_samples(&self) -> usize {
+        self.inner.shared.head.len()
+    }
+
     /// Compacts the write-ahead log's keyspace when its tables hold more than
     /// `WAL_COMPACT_BYTES` and mostly dead rows (over 4x what the head holds, at ~12 bytes a
     /// sample): its rows are deleted at every head flush, but the deleted rows and their
@@ -480,7 +493,7 @@ impl Storage {
     /// Sizes and counters.
     ///
     /// # Errors
-    /// Engine errors while measuring the journal.
+    /// I/O errors walking the data directory.
     pub fn stats(&self) -> Result<StorageStats> {
         let sh = &self.inner.shared;
         let window_ms = sh.windows.window_ms();
@@ -504,8 +517,9 @@ impl Storage {
             ("points", windows.iter().map(|w| w.hot_bytes).sum()),
             ("chunks", windows.iter().map(|w| w.chunk_bytes).sum()),
         ];
+        let disk_bytes = du_bytes(&self.inner.config.data_dir).map_err(|e| StorageError::Engine(Arc::new(e.into())))?;
         Ok(StorageStats {
-            disk_bytes: sh.db.disk_space()?,
+            disk_bytes,
             table_bytes,
             windows,
             samples_per_bucket: sh.samples_per_bucket(),
@@ -647,6 +661,29 @@ impl Drop for Inner {
         }
         if let Err(e) = self.shared.db.persist(fjall::PersistMode::SyncAll) {
             tracing::error!(error = %e, "final journal sync failed");
+        }
+        self.close_cleanly();
+    }
+}
+
+impl Inner {
+    /// After the writer's final head flush: leaves tables only (see `close.rs`) when the head
+    /// is empty, the log holds no live row and nothing failed; otherwise the journal and log are
+    /// replayed at the next open, as after a crash.
+    fn close_cleanly(&self) {
+        let sh = &self.shared;
+        if sh.poisoned().is_some() || !sh.head.is_empty() {
+            return;
+        }
+        let flushed = match sh.wal.first_key_value() {
+            None => close::flush_everything(sh),
+            Some(_) => return,
+        };
+        match flushed {
+            Ok(()) => self.reclaim.arm(),
+            Err(e) => {
+                tracing::warn!(error = %e, "flushing every table at close failed; the journal is replayed at the next open")
+            }
         }
     }
 }

@@ -142,6 +142,18 @@ impl Head {
         n
     }
 
+    /// True when some series holds a sample with a timestamp in `[start, end)`; stops at the
+    /// first such series.
+    pub fn any_in(&self, start_ms: i64, end_ms: i64) -> bool {
+        self.shards.iter().any(|shard| {
+            let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            shard.values().any(|series| {
+                let from = series.partition_point(|s| s.timestamp_ms < start_ms);
+                series.get(from).is_some_and(|s| s.timestamp_ms < end_ms)
+            })
+        })
+    }
+
     /// Empties the head (after a flush committed everything in it). Writer thread only.
     pub fn clear(&self) {
         for shard in &self.shards {
@@ -208,6 +220,10 @@ mod tests {
         assert_eq!(head.latest(2, 7, -1), None);
         assert_eq!(head.latest(1, 7, 45), None);
         assert_eq!((head.count_in(20, 50), head.count_in(0, 1000), head.count_in(91, 95)), (3, 10, 0));
+        assert_eq!(
+            (head.any_in(20, 50), head.any_in(90, 91), head.any_in(91, 95), head.any_in(-5, 0)),
+            (true, true, false, false)
+        );
         head.clear();
         assert!(head.is_empty());
         assert_eq!(head.latest(2, 7, 45), None);

@@ -7,6 +7,7 @@
 //! | `buckets`         | `u16` BE                      |
 //! | `window_ms`       | `i64` BE                      |
 //! | `next_series_id`  | `u64` BE, next id to allocate |
+//! | `last_clean_close`| `i64` BE, ms: written last by a clean close (see `close.rs`) |
 
 use super::error::{Result, StorageError};
 use super::keys::{BucketScheme, Bucketing};

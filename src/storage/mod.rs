@@ -5,8 +5,10 @@
 
 pub mod chunk;
 mod churn;
+mod close;
 mod db;
 mod delete;
+mod disk;
 mod error;
 mod head;
 pub mod keys;
@@ -15,6 +17,7 @@ mod matchers;
 mod migrate;
 mod postings;
 pub mod querier;
+mod reseal;
 mod run;
 pub mod seal;
 mod select;
@@ -30,6 +33,7 @@ pub use db::{
     WindowStatus,
 };
 pub use delete::DeleteOutcome;
+pub use disk::du_bytes;
 pub use error::{Result, StorageError};
 pub use keys::{BucketScheme, Bucketing};
 pub use querier::{MemQuerier, Querier, ReadLimits, ReadStrategy, SeriesMap};

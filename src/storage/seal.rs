@@ -1,7 +1,8 @@
-//! Sealing: rewriting a closed window's hot runs (and any earlier chunks) into a new generation
-//! of Gorilla+zstd chunks, one series at a time. Restartable and idempotent: the new generation
-//! is invisible until the writer thread marks it in the manifest (see `write.rs`), so a crash at
-//! any point loses nothing and duplicates nothing.
+//! Sealing: rewriting a closed window's hot runs into a new generation of Gorilla+zstd chunks,
+//! one series at a time. Restartable and idempotent: the new generation is invisible until the
+//! writer thread marks it in the manifest (see `write.rs`), so a crash at any point loses nothing
+//! and duplicates nothing. A window already sealed, whose overlay holds late samples, is not
+//! rewritten: only the overlay's series are merged into its visible chunks (see `reseal.rs`).
 
 use std::sync::mpsc::{self, SyncSender};
 
@@ -9,6 +10,7 @@ use super::chunk;
 use super::error::{Result, StorageError};
 use super::keys;
 use super::postings;
+use super::reseal;
 use super::select::{read_series, universe};
 use super::shared::Shared;
 use super::window;
@@ -53,9 +55,9 @@ impl Drop for SealingStatus<'_> {
 pub struct SealOutcome {
     /// The window.
     pub start_ms: i64,
-    /// Series written.
+    /// Series written (on a re-seal, only the series the overlay held).
     pub series: usize,
-    /// Samples written.
+    /// Samples written (of those series).
     pub samples: usize,
     /// Chunks written.
     pub chunks: usize,
@@ -70,11 +72,14 @@ pub struct SealOutcome {
 /// Engine errors and corrupt rows; the window stays as it was.
 pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> Result<Option<SealOutcome>> {
     let _one_at_a_time = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    // The window's samples still in the head go to its hot keyspace first; any arriving later
-    // are flushed into it after this seal (moving its write counter, so the overlay stays).
-    let (reply, rx) = mpsc::sync_channel(1);
-    writer.send(Command::Flush(reply)).map_err(|_| StorageError::ShuttingDown)?;
-    rx.recv().map_err(|_| StorageError::ShuttingDown)??;
+    // The window's samples still in the head go to its hot keyspace first (the head is not
+    // flushed for a seal when it holds none of the window's); any arriving later are flushed
+    // into it after this seal (moving its write counter, so the overlay stays).
+    if sh.head.any_in(start_ms, start_ms.saturating_add(sh.windows.window_ms())) {
+        let (reply, rx) = mpsc::sync_channel(1);
+        writer.send(Command::Flush(reply)).map_err(|_| StorageError::ShuttingDown)?;
+        rx.recv().map_err(|_| StorageError::ShuttingDown)??;
+    }
     let Some(w) = sh.windows.get(start_ms) else { return Ok(None) };
     if w.points.is_none() {
         return Ok(None);
@@ -82,6 +87,12 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
     let _status = SealingStatus::set(sh, start_ms);
     tracing::debug!(window = start_ms, "sealing window");
     let writes_at_start = sh.windows.writes(start_ms);
+    if let (Some((_, chunks)), Some(points)) = (&w.chunks, &w.points) {
+        // Already sealed: fold only the overlay's series into the visible chunks.
+        let outcome = reseal::merge_overlay(sh, writer, (start_ms, chunks, points), writes_at_start)?;
+        tracing::debug!(window = start_ms, series = outcome.series, swap = ?outcome.swap, "re-seal finished");
+        return Ok(Some(outcome));
+    }
     let (generation, chunks_ks) = match sh.windows.take_spare(start_ms) {
         Some((generation, ks)) => {
             ks.clear()?;

@@ -266,6 +266,21 @@ impl Windows {
         Some((old, overlay))
     }
 
+    /// True when some window ends at or before `cutoff_ms` (what [`Windows::take_expired`] would
+    /// remove).
+    pub fn any_expired(&self, cutoff_ms: i64) -> bool {
+        self.read().keys().next().is_some_and(|&start| start.saturating_add(self.window_ms) <= cutoff_ms)
+    }
+
+    /// Takes the window's overlay (hot keyspace) out of the registry when no commit reached it
+    /// since a re-seal read `writes_at_start`, for the caller to delete; `Some(None)` when it
+    /// must stay, `None` when the window is gone. Writer thread only.
+    pub fn take_overlay(&self, start_ms: i64, writes_at_start: u64) -> Option<Option<fjall::Keyspace>> {
+        let mut open = self.write();
+        let entry = open.get_mut(&start_ms)?;
+        Some(if entry.writes == writes_at_start { entry.points.take() } else { None })
+    }
+
     /// Removes and returns the windows that end at or before `cutoff_ms`. Writer thread only.
     pub fn take_expired(&self, cutoff_ms: i64) -> Vec<Window> {
         let mut open = self.write();

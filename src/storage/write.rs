@@ -80,9 +80,13 @@ pub enum Command {
     /// before replying, so the caller frees the batch.
     Write(Arc<Prepared>, SyncSender<Result<WriteOutcome>>),
     /// Drop every window ending at or before the cutoff; reply with the dropped window starts.
+    /// The head is flushed first only when some window actually goes.
     DropExpired(i64, SyncSender<Result<Vec<i64>>>),
     /// Make a fully written chunks keyspace the window's visible generation (see `seal.rs`).
     FinishSeal(FinishSeal, SyncSender<Result<SealSwap>>),
+    /// Drop the overlay of a window whose late samples were merged into its chunks (see
+    /// `reseal.rs`), unless a commit reached it meanwhile.
+    DropOverlay(DropOverlay, SyncSender<Result<SealSwap>>),
     /// Delete samples of some series in a time range (see `delete.rs`).
     Delete(DeleteRange, SyncSender<Result<DeleteOutcome>>),
     /// Pin a consistent instant for a snapshot (see `snapshot.rs`), after flushing the head.
@@ -103,6 +107,14 @@ pub struct FinishSeal {
     pub writes_at_start: u64,
     /// Samples in the new chunks.
     pub samples: u64,
+}
+
+/// The last step of a re-seal: the overlay's samples are in the visible chunks.
+pub struct DropOverlay {
+    /// The window.
+    pub start_ms: i64,
+    /// The window's write counter when the re-seal started (before it read the overlay).
+    pub writes_at_start: u64,
 }
 
 /// What finishing a seal did.
@@ -242,10 +254,13 @@ impl Writer {
             };
             match first {
                 Command::DropExpired(cutoff, reply) => {
-                    let _ = reply.send(self.flush_head().and_then(|()| self.drop_expired(cutoff)));
+                    let _ = reply.send(self.drop_expired(cutoff));
                 }
                 Command::FinishSeal(finish, reply) => {
                     let _ = reply.send(self.finish_seal(finish));
+                }
+                Command::DropOverlay(drop, reply) => {
+                    let _ = reply.send(self.drop_overlay(&drop));
                 }
                 Command::Delete(range, reply) => {
                     let _ = reply.send(self.flush_head().and_then(|()| self.delete(&range)));
@@ -646,8 +661,16 @@ impl Writer {
         Ok(total)
     }
 
+    /// Drops the windows ending at or before `cutoff_ms` (and spare keyspaces of such windows).
+    /// The head is flushed first only when a window is dropped: its samples of that window then
+    /// leave with it instead of recreating the window at the next flush. With nothing expired
+    /// the head is left alone, so the retention pass of every maintenance tick never shortens
+    /// `--head-flush-interval`.
     fn drop_expired(&mut self, cutoff_ms: i64) -> Result<Vec<i64>> {
         let sh = Arc::clone(&self.shared);
+        if sh.windows.any_expired(cutoff_ms) {
+            self.flush_head()?;
+        }
         for spare in sh.windows.take_expired_spares(cutoff_ms) {
             sh.db.delete_keyspace(spare)?;
         }
@@ -685,6 +708,21 @@ impl Writer {
             tracing::debug!(series = orphans.len(), "removed series left without data");
         }
         Ok(dropped)
+    }
+
+    /// Deletes the overlay of a re-sealed window unless a commit reached it since the re-seal
+    /// read its write counter (then it stays, for the next seal to merge).
+    fn drop_overlay(&mut self, d: &DropOverlay) -> Result<SealSwap> {
+        let sh = Arc::clone(&self.shared);
+        match sh.windows.take_overlay(d.start_ms, d.writes_at_start) {
+            None => Ok(SealSwap::WindowGone),
+            Some(None) => Ok(SealSwap::SealedWithOverlay),
+            Some(Some(points)) => {
+                self.presence.forget(d.start_ms);
+                sh.db.delete_keyspace(points)?;
+                Ok(SealSwap::Sealed)
+            }
+        }
     }
 
     /// Marks the new generation visible in the manifest (fsynced), swaps it in, and deletes

@@ -4,10 +4,12 @@
 mod common;
 
 mod bad_input;
+mod clean_close;
 mod crash;
 mod crash_load;
 mod disk_full;
 mod grafana;
+mod head_flush;
 mod hostile;
 mod import_export;
 mod index;

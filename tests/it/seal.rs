@@ -269,3 +269,121 @@ fn a_write_racing_a_seal_is_not_dropped_with_the_overlay() {
         assert_eq!(stored, expected, "round {round}: an acknowledged write raced a seal and was lost");
     }
 }
+
+/// Rows of the window's visible chunks keyspace (the database must be closed).
+fn chunk_rows(dir: &std::path::Path, start_ms: i64) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    let db = fjall::Database::builder(dir).open().unwrap();
+    let meta = db.keyspace("meta", fjall::KeyspaceCreateOptions::default).unwrap();
+    let generation =
+        u32::from_be_bytes(meta.get(format!("sealed/{start_ms}")).unwrap().unwrap().as_ref().try_into().unwrap());
+    let ks = db.keyspace(&format!("chunks_{start_ms}_{generation}"), fjall::KeyspaceCreateOptions::default).unwrap();
+    ks.iter().map(|g| g.into_inner().unwrap()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect()
+}
+
+#[test]
+fn a_late_sample_reseals_only_its_series() {
+    // Issue 13 item 6: a late sample for a sealed window used to rewrite every series of the
+    // window into a new chunks generation; only its own series' chunks are rewritten now.
+    let dir = tempfile::tempdir().unwrap();
+    let (series, per) = (600usize, 240i64);
+    let day: Vec<(String, Vec<(i64, f64)>)> = (0..series)
+        .map(|s| (format!("s{s}"), (0..per).map(|i| (W0 + i * 360_000, (s as i64 * 1000 + i) as f64 / 4.0)).collect()))
+        .collect();
+    let s = Storage::open(storage_config(dir.path())).unwrap();
+    s.write(batch(&day)).unwrap();
+    let first = s.seal_window(W0).unwrap().unwrap();
+    assert_eq!((first.series, first.swap), (series, SealSwap::Sealed));
+    drop(s);
+    let before = chunk_rows(dir.path(), W0);
+
+    let s = Storage::open(storage_config(dir.path())).unwrap();
+    // One new sample between two sealed ones and one rewrite of a sealed sample, same series.
+    s.write(batch(&[("s7".into(), vec![(W0 + 1_000, -1.0), (W0 + 360_000, -2.0)])])).unwrap();
+    let expected = all(&s);
+    let s7 = &expected.iter().find(|(l, _)| l.contains(r#"s="s7""#)).unwrap().1;
+    assert_eq!(
+        &s7[..3],
+        &[(W0, 1750f64.to_bits()), (W0 + 1_000, (-1f64).to_bits()), (W0 + 360_000, (-2f64).to_bits())]
+    );
+    let started = std::time::Instant::now();
+    let again = s.seal_window(W0).unwrap().unwrap();
+    eprintln!("re-seal of 1 late series in a window of {series} series: {:?}", started.elapsed());
+    assert_eq!((again.series, again.samples, again.chunks, again.swap), (1, per as usize + 1, 1, SealSwap::Sealed));
+    assert_eq!(all(&s), expected);
+    let stats = s.stats().unwrap();
+    assert!(stats.windows.iter().all(|w| w.sealed && w.hot_bytes == 0), "the overlay is gone: {:?}", stats.windows);
+    let status = s.window_status().unwrap();
+    assert_eq!(status[0].samples, series as u64 * per as u64 + 1);
+    drop(s);
+
+    let after = chunk_rows(dir.path(), W0);
+    let changed: std::collections::BTreeSet<Vec<u8>> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| k[..10].to_vec())
+        .collect();
+    assert_eq!(changed.len(), 1, "rows of one series changed, of {} series", changed.len());
+    assert_eq!(before.len(), after.len(), "same rows: one chunk per series, the index unchanged");
+    let s = Storage::open(storage_config(dir.path())).unwrap();
+    assert_eq!(all(&s), expected);
+}
+
+#[test]
+fn kill_9_during_a_reseal_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let t0 = now - now % DAY - 2 * DAY;
+    let hour = ["--retention", "0", "--ooo-grace", "0", "--maintenance-interval", "1h"];
+    let fast = ["--retention", "0", "--ooo-grace", "0", "--maintenance-interval", "200ms"];
+    let bin = Binary::spawn(dir.path(), &fast);
+    let (body, mut expected) = dataset(400, 2880, t0, "reseal");
+    assert_eq!(import(&bin.url(""), body), (204, String::new()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let sealed = |base: &str| get_json(&format!("{base}/api/v1/status/windows"))["data"][0]["state"] == "sealed";
+    while !sealed(&bin.url("")) {
+        assert!(std::time::Instant::now() < deadline, "the window was never sealed");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    bin.kill9();
+    // Late samples for every series: new timestamps, then rewritten values (shifted by 100
+    // samples, so each differs from the sealed one it replaces).
+    let bin = Binary::spawn(dir.path(), &hour);
+    for (offset, n) in [(7_500, 1440), (1_500_000, 500)] {
+        let (late, late_expected) = dataset(400, n, t0 + offset, "reseal");
+        assert_eq!(import(&bin.url(""), late), (204, String::new()));
+        for (metric, samples) in late_expected {
+            let all = expected.get_mut(&metric).unwrap();
+            let mut merged: std::collections::BTreeMap<i64, u64> = all.iter().copied().collect();
+            merged.extend(samples);
+            *all = merged.into_iter().collect();
+        }
+    }
+    assert_eq!(export(&bin.url(""), r#"{__name__=~"reseal.*"}"#), expected);
+    bin.kill9();
+    let mut cut_short = 0;
+    for delay_ms in [250, 450, 700, 1000, 1500] {
+        let log = dir.path().join(format!("kill-{delay_ms}.log"));
+        let bin = Binary::spawn_logged(dir.path(), &fast, "saltdb=debug", &log);
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        bin.kill9();
+        let log = std::fs::read_to_string(&log).unwrap();
+        cut_short += usize::from(log.contains("sealing window") && !log.contains("re-seal finished"));
+        let bin = Binary::spawn(dir.path(), &hour);
+        assert_eq!(
+            export(&bin.url(""), r#"{__name__=~"reseal.*"}"#),
+            expected,
+            "after a kill {delay_ms} ms into re-sealing"
+        );
+        bin.kill9();
+    }
+    eprintln!("{cut_short} of 5 kills landed inside a re-seal");
+    assert!(cut_short > 0, "no kill landed inside a re-seal");
+    let bin = Binary::spawn(dir.path(), &fast);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert_eq!(export(&bin.url(""), r#"{__name__=~"reseal.*"}"#), expected);
+    bin.terminate();
+    let s = Storage::open(storage_config(dir.path())).unwrap();
+    let windows = s.stats().unwrap().windows;
+    assert!(windows.iter().all(|w| w.sealed && w.hot_bytes == 0), "the re-seal finished: {windows:?}");
+}

@@ -1,0 +1,228 @@
+//! Re-sealing: folding the overlay of a sealed window (hot rows of late samples) into the
+//! window's visible chunks keyspace, rewriting only the series the overlay holds. The first seal
+//! of a window writes a whole new chunks generation (see `seal.rs`); a late sample afterwards
+//! costs the rewrite of its own series' chunks, not of the window.
+//!
+//! One pass over the overlay keyspace, in key order:
+//! - point rows (keys of [`keys::POINT_KEY_LEN`] bytes, bucket `< MAX_BUCKETS`) are gathered per
+//!   series; each series' chunks are read, merged with its overlay samples (the overlay wins on
+//!   equal timestamps, as readers merge), re-encoded, and written over the series' chunk rows
+//!   (a row no longer needed is removed);
+//! - index rows (every key whose first byte is `0xFF`: the window's series index and postings)
+//!   are copied verbatim into the chunks keyspace.
+//!
+//! Rows go to the chunks keyspace in atomic fjall batches of whole series, together with the
+//! window's sealed-sample count. The overlay is never written here, and the merged chunks of a
+//! series read, merged with the overlay, exactly as the old chunks did: so a reader racing the
+//! pass (whichever keyspace it reads first) and a crash after any batch see every sample, and
+//! the next seal simply merges again. The overlay is dropped at the end by the writer thread,
+//! and only when no commit reached it while the pass ran (the window's write counter, see
+//! [`super::window::Windows::committed`]); its keyspace deletion follows the chunks' flush to
+//! tables.
+//!
+//! The overlay's rows are not removed batch by batch: the writer thread's head flush rewrites an
+//! overlay run in place (same key) while this pass runs, and removing the key it read would
+//! drop the samples the flush just added.
+
+use std::sync::mpsc::{self, SyncSender};
+
+use super::chunk;
+use super::error::{Result, StorageError};
+use super::keys;
+use super::run;
+use super::seal::{SealOutcome, CHUNK_SAMPLES, ZSTD_LEVEL};
+use super::series::SeriesId;
+use super::shared::Shared;
+use super::window;
+use super::write::{Command, DropOverlay, SealSwap};
+use crate::sample::Sample;
+
+/// Rows per write batch while re-sealing (bounds memory); a series is never split.
+const BATCH_ROWS: usize = 20_000;
+
+/// What a key of a window keyspace is.
+enum RowKind {
+    /// A run or chunk of series `id` in `bucket`.
+    Point(u16, SeriesId),
+    /// An index row: copied as it is.
+    Index,
+}
+
+/// Classifies a key of a window keyspace.
+///
+/// # Errors
+/// [`StorageError::Corrupt`] for a key that is neither a point row nor an index row.
+fn classify(key: &[u8]) -> Result<RowKind> {
+    if key.first() == Some(&0xFF) {
+        return Ok(RowKind::Index);
+    }
+    match keys::decode_point_key(key) {
+        Some((bucket, id, _)) if bucket < keys::MAX_BUCKETS => Ok(RowKind::Point(bucket, id)),
+        _ => Err(StorageError::Corrupt { what: "overlay key" }),
+    }
+}
+
+/// Samples of rows met newest first (as keys sort), ascending. Runs of one series never overlap
+/// within a keyspace, so reversing the rows orders the samples.
+fn ascending(rows_newest_first: Vec<Vec<Sample>>) -> Vec<Sample> {
+    rows_newest_first.into_iter().rev().flatten().collect()
+}
+
+/// The re-seal pass in progress: the open batch and the running figures.
+struct Pass<'a> {
+    sh: &'a Shared,
+    start_ms: i64,
+    chunks: &'a fjall::Keyspace,
+    batch: fjall::OwnedWriteBatch,
+    /// Samples the visible chunks hold (the manifest figure), kept current batch by batch.
+    sealed_samples: u64,
+    outcome: SealOutcome,
+    buf: Vec<u8>,
+}
+
+impl<'a> Pass<'a> {
+    fn new(sh: &'a Shared, start_ms: i64, chunks: &'a fjall::Keyspace) -> Result<Self> {
+        let sealed_samples = sh
+            .meta
+            .get(window::sealed_samples_key(start_ms))?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+            .map_or(0, u64::from_be_bytes);
+        Ok(Self {
+            sh,
+            start_ms,
+            chunks,
+            batch: Self::new_batch(sh),
+            sealed_samples,
+            outcome: SealOutcome { start_ms, series: 0, samples: 0, chunks: 0, swap: SealSwap::WindowGone },
+            buf: Vec::new(),
+        })
+    }
+
+    fn new_batch(sh: &Shared) -> fjall::OwnedWriteBatch {
+        sh.db.batch().durability(Some(fjall::PersistMode::Buffer))
+    }
+
+    /// Rewrites the chunks of one series with `hot` (ascending) merged in.
+    fn merge_series(&mut self, bucket: u16, id: SeriesId, hot: &[Sample]) -> Result<()> {
+        let mut old_keys = Vec::new();
+        let mut old_rows = Vec::new();
+        for guard in self.chunks.prefix(keys::series_prefix(bucket, id)) {
+            let (key, value) = guard.into_inner()?;
+            let mut samples = Vec::new();
+            run::decode_row(&key, &value, &mut samples)?;
+            old_keys.push(key);
+            old_rows.push(samples);
+        }
+        let old = ascending(old_rows);
+        let mut merged = Vec::with_capacity(old.len() + hot.len());
+        run::merge_into(&mut merged, &old, hot);
+        let mut new_keys = Vec::new();
+        for part in merged.chunks(CHUNK_SAMPLES) {
+            let Some(first) = part.first() else { continue };
+            self.buf.clear();
+            chunk::encode(part, ZSTD_LEVEL, &mut self.buf)
+                .map_err(|_| StorageError::Corrupt { what: "unsorted samples while re-sealing" })?;
+            let key = keys::point_key(bucket, id, first.timestamp_ms);
+            self.batch.insert(self.chunks, key, self.buf.clone());
+            new_keys.push(key);
+        }
+        // A key rewritten in this batch must not also be removed in it (same sequence number).
+        for key in old_keys {
+            if !new_keys.iter().any(|k| k.as_slice() == &*key) {
+                self.batch.remove(self.chunks, key);
+            }
+        }
+        self.sealed_samples = (self.sealed_samples + merged.len() as u64).saturating_sub(old.len() as u64);
+        self.outcome.series += 1;
+        self.outcome.samples += merged.len();
+        self.outcome.chunks += new_keys.len();
+        if self.batch.len() >= BATCH_ROWS {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Copies an index row of the overlay into the chunks keyspace.
+    fn copy_index_row(&mut self, key: fjall::Slice, value: fjall::Slice) -> Result<()> {
+        self.batch.insert(self.chunks, key, value);
+        if self.batch.len() >= BATCH_ROWS {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Commits the open batch with the current sealed-sample count.
+    fn commit(&mut self) -> Result<()> {
+        let sh = self.sh;
+        self.batch.insert(&sh.meta, window::sealed_samples_key(self.start_ms), self.sealed_samples.to_be_bytes());
+        std::mem::replace(&mut self.batch, Self::new_batch(sh)).commit()?;
+        Ok(())
+    }
+}
+
+/// Merges the overlay `points` of the sealed window starting at `start_ms` into its visible
+/// `chunks`, then asks the writer thread to drop the overlay unless a commit reached it since
+/// the caller read `writes_at_start` (before anything of the overlay was read). The caller holds
+/// the seal lock.
+///
+/// # Errors
+/// Engine errors and corrupt rows; the window reads as before (the next seal merges again).
+pub fn merge_overlay(
+    sh: &Shared,
+    writer: &SyncSender<Command>,
+    (start_ms, chunks, points): (i64, &fjall::Keyspace, &fjall::Keyspace),
+    writes_at_start: u64,
+) -> Result<SealOutcome> {
+    let mut pass = Pass::new(sh, start_ms, chunks)?;
+    let mut series: Option<(u16, SeriesId)> = None;
+    let mut rows: Vec<Vec<Sample>> = Vec::new();
+    for guard in points.iter() {
+        let (key, value) = guard.into_inner()?;
+        match classify(&key)? {
+            RowKind::Index => pass.copy_index_row(key, value)?,
+            RowKind::Point(bucket, id) => {
+                if series.is_some_and(|s| s != (bucket, id)) {
+                    if let Some((b, i)) = series {
+                        pass.merge_series(b, i, &ascending(std::mem::take(&mut rows)))?;
+                    }
+                }
+                series = Some((bucket, id));
+                let mut run = Vec::new();
+                run::decode_row(&key, &value, &mut run)?;
+                rows.push(run);
+            }
+        }
+    }
+    if let Some((b, i)) = series {
+        pass.merge_series(b, i, &ascending(rows))?;
+    }
+    pass.commit()?;
+    // The merged chunks go to tables before the overlay's keyspace is deleted: their durability
+    // must not rest on replaying a journal across keyspace deletions.
+    chunks.rotate_memtable_and_wait()?;
+    let mut outcome = pass.outcome;
+    let (reply, rx) = mpsc::sync_channel(1);
+    writer
+        .send(Command::DropOverlay(DropOverlay { start_ms, writes_at_start }, reply))
+        .map_err(|_| StorageError::ShuttingDown)?;
+    outcome.swap = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_point_or_index_rows() {
+        assert!(matches!(classify(&keys::point_key(7, 42, 1_000)), Ok(RowKind::Point(7, 42))));
+        assert!(matches!(classify(&keys::window_index_key(42)), Ok(RowKind::Index)));
+        // Postings rows of a window (`0xFFFE ...`) and any other 0xFF-led key are index rows.
+        assert!(matches!(classify(&[0xFF, 0xFE, b'j', 0, b'x', 0, 1]), Ok(RowKind::Index)));
+        assert!(matches!(classify(&[0xFF]), Ok(RowKind::Index)));
+        // A point-sized key whose bucket is out of range, and keys of other lengths, are corrupt.
+        assert!(classify(&keys::point_key(keys::MAX_BUCKETS, 1, 1)).is_err());
+        assert!(classify(&[0u8; 17]).is_err());
+        assert!(classify(&[]).is_err());
+    }
+}
