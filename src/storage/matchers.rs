@@ -127,6 +127,33 @@ fn selected_values(ks: &fjall::Keyspace, m: &Matcher, source: Values) -> Result<
     Ok(values)
 }
 
+/// The postings list of one selecting matcher of `sel` in `ks` (an equality when there is one),
+/// unread, for a caller that checks labels as it reads and may stop early; `None` when no
+/// matcher selects with bounded cost (see [`Values::bounded`]). The list is a superset of the
+/// matching series with data in the keyspace.
+///
+/// # Errors
+/// Engine errors and corrupt keys.
+pub fn one_list(ks: &fjall::Keyspace, sel: &Selection) -> Result<Option<PairIds>> {
+    let mut best: Option<(&Matcher, Values)> = None;
+    for m in sel.matchers().iter().filter(|m| !m.matches_empty()) {
+        let values = Values::of(m);
+        let better = match &best {
+            None => values.bounded(),
+            Some(_) => m.op == MatchOp::Equal,
+        };
+        if better {
+            best = Some((m, values));
+        }
+        if best.as_ref().is_some_and(|(m, _)| m.op == MatchOp::Equal) {
+            break;
+        }
+    }
+    let Some((m, source)) = best else { return Ok(None) };
+    let values = selected_values(ks, m, source)?;
+    Ok(Some(PairIds::new(&m.name, values.iter().map(String::as_str))))
+}
+
 /// Ids in `ks` of the series that may match `sel`, ascending: a superset of the matching
 /// series with data in the keyspace, exact for selections of equalities and literal regexes.
 ///

@@ -20,6 +20,9 @@ use crate::sample::{Sample, SeriesSamples};
 
 /// Series read between two checks of the deadline and cancellation flag (and read together).
 const CHECK_EVERY: usize = 64;
+/// Ids a limited series request may check per answer wanted before it resolves the selection in
+/// full (see [`series_labels_probed`]).
+const PROBE_FACTOR: usize = 8;
 /// See [`dense`]: unwanted series one iterator may pass over per wanted series.
 const DENSE_FACTOR: u64 = 4;
 
@@ -399,6 +402,11 @@ pub fn series_labels(
     limits: &ReadLimits,
     limit: Option<usize>,
 ) -> Result<Vec<Labels>> {
+    if let Some(n) = limit {
+        if let Some(found) = series_labels_probed(sh, sel, start_ms, end_ms, limits, n)? {
+            return Ok(found);
+        }
+    }
     let (_, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
     let limit = limit.unwrap_or(usize::MAX);
     let mut out = Vec::new();
@@ -412,6 +420,55 @@ pub fn series_labels(
         out.extend(accepted_labels(sh, sel, id)?);
     }
     Ok(out)
+}
+
+/// [`series_labels`] with a limit, by reading one matcher's postings list per keyspace a turn at
+/// a time and checking each series' labels, so that `limit` answers cost about `limit` divided
+/// by the share of the list that matches, not the whole selection. `None` when that would read
+/// more than a few times `limit` ids (the caller then resolves the selection in full) or no
+/// matcher gives a bounded list.
+fn series_labels_probed(
+    sh: &Shared,
+    sel: &Selection,
+    start_ms: i64,
+    end_ms: i64,
+    limits: &ReadLimits,
+    limit: usize,
+) -> Result<Option<Vec<Labels>>> {
+    const TURN: usize = 256;
+    let budget = limit.saturating_mul(PROBE_FACTOR).saturating_add(TURN);
+    let windows = sh.windows.overlapping(start_ms, end_ms);
+    if start_ms > end_ms {
+        return Ok(Some(Vec::new()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for ks in windows.iter().flat_map(keyspaces) {
+        let Some(mut list) = matchers::one_list(ks, sel)? else { return Ok(None) };
+        loop {
+            limits.check()?;
+            let read = list.ids.len();
+            let exhausted = list.advance(ks, TURN)?;
+            for &id in list.ids.get(read..).unwrap_or_default() {
+                if !seen.insert(id) {
+                    continue;
+                }
+                if let Some(labels) = accepted_labels(sh, sel, id)? {
+                    out.push(labels);
+                    if out.len() >= limit {
+                        return Ok(Some(out));
+                    }
+                }
+            }
+            if exhausted {
+                break;
+            }
+            if seen.len() > budget {
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(out))
 }
 
 /// Label names of the matching series present in `[start, end]`, sorted, at most `limit`.

@@ -118,6 +118,9 @@ fn compare(
     // A limit returns that many of the answers, no more.
     let limited = q.series(matchers, start, end, Some(2)).unwrap();
     prop_assert!(limited.len() == found.len().min(2), "limit 2 gave {} of {}", limited.len(), found.len());
+    for l in label_strings(limited) {
+        prop_assert!(found.contains(&l), "limit 2 gave {} which is not an answer {}", l, what);
+    }
     Ok(())
 }
 
