@@ -20,8 +20,14 @@ use super::series::SeriesId;
 use crate::labels::Labels;
 use crate::matcher::{MatchOp, Matcher};
 
-/// Ids read from each postings list per turn while looking for the smallest.
-const TURN: usize = 256;
+/// Ids read from each postings list in the first turn while looking for the smallest; each
+/// later turn reads twice as many, up to [`MAX_TURN`]: a one-series selector costs a few dozen
+/// ids per list, a large one few turns.
+const FIRST_TURN: usize = 16;
+/// The largest turn.
+const MAX_TURN: usize = 4096;
+/// Below this many candidates, the other lists are left to the label check rather than read.
+const INTERSECT_FROM: usize = 64;
 /// Most literals a regex may expand to before its values are walked instead.
 const MAX_LITERALS: usize = 4096;
 
@@ -179,21 +185,23 @@ pub fn candidates(ks: &fjall::Keyspace, sel: &Selection) -> Result<Vec<SeriesId>
         lists.push(PairIds::new(&m.name, values.iter().map(String::as_str)));
     }
     // In turns until one list is exhausted: that one is the smallest (within a turn).
+    let mut turn = FIRST_TURN;
     let smallest = 'race: loop {
         for (i, list) in lists.iter_mut().enumerate() {
-            if list.advance(ks, TURN)? {
+            if list.advance(ks, turn)? {
                 break 'race i;
             }
         }
+        turn = (turn * 2).min(MAX_TURN);
     };
     let mut ids = std::mem::take(&mut lists.swap_remove(smallest).ids);
     ids.sort_unstable();
     ids.dedup();
     // Lists not much longer than the smallest are read to the end and intersected; longer ones
     // are left to the label check, which costs one comparison per candidate.
-    let budget = ids.len().saturating_mul(4).saturating_add(TURN);
+    let budget = ids.len().saturating_mul(4).saturating_add(FIRST_TURN);
     for mut list in lists {
-        if ids.is_empty() {
+        if ids.len() < INTERSECT_FROM {
             break;
         }
         let read = list.ids.len();
