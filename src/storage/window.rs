@@ -5,8 +5,8 @@
 //!   late samples (absent when there are none).
 //! - `chunks_<start_ms>_<generation>`: the sealed window, Gorilla+zstd chunks (see
 //!   [`super::chunk`]). It is visible only once the manifest key `sealed/<start_ms>` names its
-//!   generation; a chunks keyspace without that mark is a seal that crashed halfway, and is
-//!   deleted when the database opens.
+//!   generation; a chunks keyspace without that mark is a seal that crashed halfway: it is kept
+//!   (not deleted) and cleared and reused by the window's next seal (see [`Windows::take_spare`]).
 //!
 //! Generations come from one persistent counter (see [`super::shared::Shared::allocate_generation`]),
 //! so no keyspace name is ever used twice: a keyspace created under the name of a deleted one
@@ -109,8 +109,8 @@ pub struct Windows {
 }
 
 impl Windows {
-    /// Opens every window keyspace in the database; deletes chunks keyspaces of seals that did
-    /// not finish (or were superseded).
+    /// Opens every window keyspace in the database; keeps the newest chunks keyspace of a seal
+    /// that did not finish as the window's spare, and deletes older unfinished ones.
     ///
     /// # Errors
     /// Engine errors.
