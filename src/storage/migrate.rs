@@ -43,10 +43,7 @@ pub fn upgrade(
     for w in windows.all() {
         for ks in w.points.iter().chain(w.chunks.as_ref().map(|(_, ks)| ks)) {
             for id in postings::all_ids(ks)? {
-                let canonical = series
-                    .get(id.to_be_bytes())?
-                    .ok_or(StorageError::Corrupt { what: "series row (missing) while upgrading the format" })?;
-                postings::insert_series(&mut batch, ks, id, &canonical);
+                postings::insert_series(&mut batch, ks, id, &series::canonical_of(series, id)?);
                 indexed += 1;
                 if batch.len() >= BATCH_ROWS {
                     std::mem::replace(&mut batch, db.batch()).commit()?;

@@ -12,6 +12,7 @@ use super::keys;
 use super::postings;
 use super::reseal;
 use super::select::{read_series, universe};
+use super::series;
 use super::shared::Shared;
 use super::window;
 use super::write::{Command, FinishSeal, SealSwap};
@@ -134,9 +135,7 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
         if samples.is_empty() {
             continue;
         }
-        let canonical =
-            sh.series.get(id.to_be_bytes())?.ok_or(StorageError::Corrupt { what: "series row (missing)" })?;
-        postings::insert_series(&mut batch, chunks_ks, id, &canonical);
+        postings::insert_series(&mut batch, chunks_ks, id, &series::canonical_of(&sh.series, id)?);
         for run in samples.chunks(CHUNK_SAMPLES) {
             let Some(head) = run.first() else { continue };
             buf.clear();

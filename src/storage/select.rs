@@ -73,13 +73,13 @@ pub fn matching_ids(sh: &Shared, sel: &Selection, start_ms: i64, end_ms: i64) ->
 /// # Errors
 /// Engine errors and corrupt rows.
 pub fn accepted_ids(sh: &Shared, sel: &Selection, start_ms: i64, end_ms: i64) -> Result<Vec<SeriesId>> {
-    let (_, mut ids) = matching_ids(sh, sel, start_ms, end_ms)?;
-    let mut keep = Vec::with_capacity(ids.len());
-    for &id in &ids {
-        keep.push(accepted_labels(sh, sel, id)?.is_some());
+    let (_, candidates) = matching_ids(sh, sel, start_ms, end_ms)?;
+    let mut ids = Vec::with_capacity(candidates.len());
+    for id in candidates {
+        if accepted_labels(sh, sel, id)?.is_some() {
+            ids.push(id);
+        }
     }
-    let mut flags = keep.into_iter();
-    ids.retain(|_| flags.next().unwrap_or(false));
     Ok(ids)
 }
 
@@ -407,19 +407,42 @@ pub fn series_labels(
             return Ok(found);
         }
     }
-    let (_, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
     let limit = limit.unwrap_or(usize::MAX);
     let mut out = Vec::new();
+    if limit > 0 {
+        for_each_accepted(sh, sel, start_ms, end_ms, limits, |labels| {
+            out.push(labels);
+            out.len() < limit
+        })?;
+    }
+    Ok(out)
+}
+
+/// Calls `f` with the label set of each series matching `sel` present in `[start, end]`, one at
+/// a time, until `f` returns false.
+///
+/// # Errors
+/// Engine errors, corrupt rows, or the limits' errors.
+fn for_each_accepted(
+    sh: &Shared,
+    sel: &Selection,
+    start_ms: i64,
+    end_ms: i64,
+    limits: &ReadLimits,
+    mut f: impl FnMut(Labels) -> bool,
+) -> Result<()> {
+    let (_, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
     for (i, id) in ids.into_iter().enumerate() {
-        if out.len() >= limit {
-            break;
-        }
         if i % CHECK_EVERY == 0 {
             limits.check()?;
         }
-        out.extend(accepted_labels(sh, sel, id)?);
+        if let Some(labels) = accepted_labels(sh, sel, id)? {
+            if !f(labels) {
+                break;
+            }
+        }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// [`series_labels`] with a limit, by reading one matcher's postings list per keyspace a turn at
@@ -436,11 +459,11 @@ fn series_labels_probed(
     limit: usize,
 ) -> Result<Option<Vec<Labels>>> {
     const TURN: usize = 256;
-    let budget = limit.saturating_mul(PROBE_FACTOR).saturating_add(TURN);
-    let windows = sh.windows.overlapping(start_ms, end_ms);
     if start_ms > end_ms {
         return Ok(Some(Vec::new()));
     }
+    let budget = limit.saturating_mul(PROBE_FACTOR).saturating_add(TURN);
+    let windows = sh.windows.overlapping(start_ms, end_ms);
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for ks in windows.iter().flat_map(keyspaces) {
@@ -495,13 +518,14 @@ pub fn label_names(
             })?;
         }
     } else {
-        for labels in series_labels(sh, sel, start_ms, end_ms, limits, None)? {
+        for_each_accepted(sh, sel, start_ms, end_ms, limits, |labels| {
             for l in labels.iter() {
                 if !names.contains(&l.name) {
                     names.insert(l.name.clone());
                 }
             }
-        }
+            true
+        })?;
     }
     Ok(names.into_iter().take(limit.unwrap_or(usize::MAX)).collect())
 }
@@ -536,17 +560,14 @@ pub fn label_values(
             })?;
         }
     } else {
-        let (_, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
-        for (i, id) in ids.into_iter().enumerate() {
-            if i % CHECK_EVERY == 0 {
-                limits.check()?;
-            }
-            if let Some(value) = accepted_labels(sh, sel, id)?.as_ref().and_then(|l| l.get(name)) {
+        for_each_accepted(sh, sel, start_ms, end_ms, limits, |labels| {
+            if let Some(value) = labels.get(name) {
                 if !values.contains(value) {
                     values.insert(value.to_owned());
                 }
             }
-        }
+            true
+        })?;
     }
     Ok(values.into_iter().take(limit).collect())
 }

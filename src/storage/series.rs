@@ -207,13 +207,12 @@ pub fn remove_by_labels(
     Ok(())
 }
 
-/// Reads the label set of a series.
+/// The canonical label set of a series, which must exist (a window lists it).
 ///
 /// # Errors
-/// Engine errors, a missing series row, or corrupt label bytes.
-pub fn labels_of(series: &fjall::Keyspace, id: SeriesId) -> Result<Labels> {
-    let bytes = series.get(id.to_be_bytes())?.ok_or(StorageError::Corrupt { what: "series row (missing)" })?;
-    Labels::decode(&bytes).map_err(|_| StorageError::Corrupt { what: "series label set" })
+/// Engine errors, or a missing series row.
+pub fn canonical_of(series: &fjall::Keyspace, id: SeriesId) -> Result<fjall::Slice> {
+    series.get(id.to_be_bytes())?.ok_or(StorageError::Corrupt { what: "series row (missing)" })
 }
 
 /// Reads the label set of a series, `None` when its row is gone (retention removes the rows of

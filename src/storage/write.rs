@@ -453,11 +453,7 @@ impl Writer {
         if self.presence.set(start, ks)?.insert(id) {
             match canonical {
                 Some(canonical) => postings::insert_series(fb, ks, id, canonical),
-                None => {
-                    let stored = self.shared.series.get(id.to_be_bytes())?;
-                    let canonical = stored.ok_or(StorageError::Corrupt { what: "series row (missing)" })?;
-                    postings::insert_series(fb, ks, id, &canonical);
-                }
+                None => postings::insert_series(fb, ks, id, &series::canonical_of(&self.shared.series, id)?),
             }
             pending.marks.push((start, id));
             pending.windows.insert(start);
