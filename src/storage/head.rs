@@ -154,6 +154,16 @@ impl Head {
         })
     }
 
+    /// Empties one shard (after a flush committed everything in it). Writer thread only.
+    pub fn clear_shard(&self, index: usize) {
+        let Some(shard) = self.shards.get(index) else { return };
+        let mut shard = shard.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held: usize = shard.values().map(Vec::len).sum();
+        // Keep no capacity: the next flush period may hold other series.
+        *shard = Shard::default();
+        self.samples.fetch_sub(held, Ordering::Relaxed);
+    }
+
     /// Empties the head (after a flush committed everything in it). Writer thread only.
     pub fn clear(&self) {
         for shard in &self.shards {

@@ -10,6 +10,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod flush;
+
 use super::churn;
 use super::delete::{self, DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
@@ -29,9 +31,6 @@ use crate::sample::{PackedBatch, Sample};
 const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
 /// Windows whose series-presence sets are kept in memory (the newest ones written to).
 const PRESENCE_WINDOWS: usize = 4;
-/// Rows per fjall batch while flushing the head (bounds the batch's memory; the log rows are
-/// removed only by the last batch, so a crash in between replays and merges idempotently).
-const FLUSH_BATCH_ROWS: usize = 50_000;
 
 /// When the head is flushed into window keyspaces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,6 +188,12 @@ pub struct Writer {
     /// stored in that window: a run starting after it cannot overlap a stored run (no read
     /// needed). Deletions and seals only lower the true maximum, so the bound stays valid.
     flushed_max: IdMap<(i64, i64)>,
+    /// The first id this writer allocated: a series with an id at or above it that has no
+    /// `flushed_max` entry has never had a run written (by this life or an earlier one), so its
+    /// first flush needs no read of the keyspace.
+    fresh_from: SeriesId,
+    /// The head flush under way, if any (see `flush.rs`).
+    cycle: Option<flush::FlushCycle>,
     log_buf: Vec<u8>,
 }
 
@@ -233,6 +238,8 @@ impl Writer {
             limits,
             head_since,
             flushed_max: IdMap::default(),
+            fresh_from: next_id,
+            cycle: None,
             log_buf: Vec::new(),
         }
     }
@@ -243,7 +250,8 @@ impl Writer {
         loop {
             let first = match queued.take() {
                 Some(c) => c,
-                None => match rx.recv_timeout(Duration::from_secs(1)) {
+                // While a flush cycle is under way, its next step runs whenever no command waits.
+                None => match rx.recv_timeout(if self.flushing() { Duration::ZERO } else { Duration::from_secs(1) }) {
                     Ok(c) => c,
                     Err(RecvTimeoutError::Timeout) => {
                         self.flush_if_due();
@@ -297,15 +305,6 @@ impl Writer {
         }
         if let Err(e) = self.flush_head() {
             tracing::error!(error = %e, "flushing the head at shutdown failed; the log will be replayed");
-        }
-    }
-
-    fn flush_if_due(&mut self) {
-        let due = self.shared.head.len() >= self.limits.max_samples
-            || self.head_since.is_some_and(|t| t.elapsed() >= self.limits.max_age);
-        if due {
-            // A failure poisoned the database and was logged; the head stays readable.
-            let _ = self.flush_head();
         }
     }
 
@@ -459,148 +458,6 @@ impl Writer {
             pending.windows.insert(start);
         }
         Ok(())
-    }
-
-    /// Writes everything in the head into runs of the window keyspaces and removes the log
-    /// rows it covered, then empties the head. On failure the database is poisoned and the head
-    /// and log stay as they were (the next start replays the log).
-    fn flush_head(&mut self) -> Result<()> {
-        if self.wal.first == self.wal.next {
-            return Ok(());
-        }
-        let sh = Arc::clone(&self.shared);
-        if let Some(reason) = sh.poisoned() {
-            return Err(StorageError::Poisoned(reason));
-        }
-        let mut pending = Pending::default();
-        let result = self.write_runs(&mut pending);
-        sh.windows.committed(pending.windows.iter().copied());
-        if let Err(e) = result {
-            for (start, _) in &pending.marks {
-                self.presence.forget(*start);
-            }
-            if matches!(e, StorageError::Engine(_)) {
-                sh.poison(&e.to_string());
-            }
-            tracing::error!(error = %e, "flushing the head failed; refusing further writes");
-            return Err(e);
-        }
-        sh.head.clear();
-        self.head_since = None;
-        self.wal.first = self.wal.next;
-        Ok(())
-    }
-
-    fn write_runs(&mut self, pending: &mut Pending) -> Result<()> {
-        let sh = Arc::clone(&self.shared);
-        let started = Instant::now();
-        let (mut runs, mut samples) = (0usize, 0usize);
-        let mut fb = sh.db.batch().durability(self.durability);
-        let mut buf = Vec::new();
-        for shard in 0..sh.head.shard_count() {
-            let Some(series) = sh.head.read_shard(shard) else { continue };
-            for (&id, all) in series.iter() {
-                let bucket = sh.bucketing.bucket(id);
-                // Split the series' samples at window boundaries.
-                let mut rest = all.as_slice();
-                while let Some(first) = rest.first() {
-                    let start = sh.windows.start_of(first.timestamp_ms);
-                    let end = start.saturating_add(sh.windows.window_ms());
-                    let cut = rest.partition_point(|s| s.timestamp_ms < end);
-                    let (piece, tail) = rest.split_at(cut);
-                    rest = tail;
-                    self.mark_present(&mut fb, pending, start, id, None)?;
-                    let ks = pending.hot.as_ref().map(|(_, ks)| ks.clone()).ok_or(StorageError::ShuttingDown)?;
-                    pending.windows.insert(start);
-                    runs += self.write_run(&mut fb, (start, &ks), bucket, id, piece, &mut buf)?;
-                    samples += piece.len();
-                }
-                if fb.len() >= FLUSH_BATCH_ROWS {
-                    std::mem::replace(&mut fb, sh.db.batch().durability(self.durability)).commit()?;
-                }
-            }
-        }
-        for seq in self.wal.first..self.wal.next {
-            fb.remove(&sh.wal, wal::key(seq));
-        }
-        fb.commit()?;
-        tracing::debug!(samples, runs, elapsed_ms = started.elapsed().as_millis() as u64, "flushed the head");
-        Ok(())
-    }
-
-    /// Adds the rows storing `piece` (ascending, one window) for series `id` to `fb`, merged
-    /// with any run of the keyspace it overlaps (`piece` wins on equal timestamps). Returns the
-    /// rows written.
-    fn write_run(
-        &mut self,
-        fb: &mut fjall::OwnedWriteBatch,
-        (window, ks): (i64, &fjall::Keyspace),
-        bucket: u16,
-        id: SeriesId,
-        piece: &[Sample],
-        buf: &mut Vec<u8>,
-    ) -> Result<usize> {
-        let (Some(first), Some(last)) = (piece.first(), piece.last()) else { return Ok(0) };
-        let (a, b) = (first.timestamp_ms, last.timestamp_ms);
-        let known = self.flushed_max.get(&id).filter(|(w, _)| *w == window).map(|&(_, m)| m);
-        let may_overlap = known.is_none_or(|m| a <= m);
-        let mut newest = match known {
-            Some(m) => m,
-            // First run of the series into this window since start: learn the newest timestamp
-            // already stored (runs written by an earlier life), from the series' newest run.
-            None => match ks.prefix(keys::series_prefix(bucket, id)).next() {
-                Some(guard) => {
-                    let (key, value) = guard.into_inner()?;
-                    let mut run = Vec::new();
-                    run::decode_row(&key, &value, &mut run)?;
-                    run.last().map_or(i64::MIN, |s| s.timestamp_ms)
-                }
-                None => i64::MIN,
-            },
-        };
-        newest = newest.max(b);
-        self.flushed_max.insert(id, (window, newest));
-        let mut old_keys: Vec<fjall::Slice> = Vec::new();
-        let mut old: Vec<Sample> = Vec::new();
-        if may_overlap {
-            // Runs starting at or before `b`, newest first; stop at the first ending before `a`.
-            let mut found: Vec<Vec<Sample>> = Vec::new();
-            for guard in ks.range(keys::point_key(bucket, id, b)..=keys::point_key(bucket, id, 0)) {
-                let (key, value) = guard.into_inner()?;
-                let mut run = Vec::new();
-                run::decode_row(&key, &value, &mut run)?;
-                if run.last().is_none_or(|s| s.timestamp_ms < a) {
-                    break;
-                }
-                old_keys.push(key);
-                found.push(run);
-            }
-            old = found.into_iter().rev().flatten().collect();
-        }
-        let merged;
-        let all = if old.is_empty() {
-            piece
-        } else {
-            let mut m = Vec::with_capacity(old.len() + piece.len());
-            run::merge_into(&mut m, &old, piece);
-            merged = m;
-            merged.as_slice()
-        };
-        let mut new_keys = Vec::new();
-        for part in all.chunks(run::MAX_RUN_SAMPLES) {
-            let Some(head) = part.first() else { continue };
-            run::encode_hot(part, buf)?;
-            let key = keys::point_key(bucket, id, head.timestamp_ms);
-            fb.insert(ks, key, buf.clone());
-            new_keys.push(key);
-        }
-        // A key rewritten in this batch must not also be removed in it.
-        for key in old_keys {
-            if !new_keys.iter().any(|k| k.as_slice() == &*key) {
-                fb.remove(ks, key);
-            }
-        }
-        Ok(new_keys.len())
     }
 
     /// Finds or allocates the id (and bucket) of a label set, given as its canonical encoding;

@@ -104,3 +104,31 @@ fn sealing_a_window_flushes_the_head_only_for_that_windows_samples() {
     assert_eq!(resealed.iter().map(|o| o.start_ms).collect::<Vec<_>>(), vec![today - 2 * DAY]);
     assert_eq!(s.head_samples(), 0);
 }
+
+/// A due head drains in steps while writes go on: every sample stays readable after each write,
+/// and the head ends below its limit without anyone asking for a flush.
+#[test]
+fn a_due_head_drains_in_steps_while_writes_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut storage = storage_config(dir.path());
+    storage.head = HeadLimits { max_samples: 20_000, max_age: Duration::from_secs(3600) };
+    let now = chrono::Utc::now().timestamp_millis();
+    let s = Storage::open(storage).unwrap();
+    let all = saltdb::matcher::Matcher::new(saltdb::matcher::MatchOp::RegexMatch, "__name__", ".+").unwrap();
+    let t0 = now - 3_600_000;
+    let mut written = 0;
+    for round in 0..30 {
+        s.write(batch("drain", 2_000, t0 + round * 10_000, 5)).unwrap();
+        written += 10_000;
+        let got: usize =
+            s.select(std::slice::from_ref(&all), 0, now, usize::MAX).unwrap().iter().map(|x| x.samples.len()).sum();
+        assert_eq!(got, written, "after round {round}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.head_samples() >= 20_000 {
+        assert!(Instant::now() < deadline, "the head never drained: {} samples", s.head_samples());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let got: usize = s.select(&[all], 0, now, usize::MAX).unwrap().iter().map(|x| x.samples.len()).sum();
+    assert_eq!(got, written);
+}

@@ -1,0 +1,254 @@
+//! Flushing the head into runs of the window keyspaces.
+//!
+//! A flush that falls due (`--head-max-samples` or `--head-flush-interval`) runs as a *cycle*
+//! of steps, one head shard (bucket) at a time, between group commits: writes keep being
+//! acknowledged while the head drains, instead of stalling for the whole flush. Each step
+//! commits its shard's runs, then removes that shard's series from the head (readers read the
+//! head before the keyspaces, see `head.rs`, so a racing read sees every sample). The log rows
+//! written before the cycle began are removed when its last step is done: by then every sample
+//! they hold is in a run. Samples that arrived during the cycle may already be in runs too;
+//! their log rows stay, and a replay after a crash merges them again idempotently.
+//!
+//! A full flush (shutdown, snapshot, delete, retention) flushes every shard at once and removes
+//! every log row.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{keys, run, wal, Pending, Result, Sample, SeriesId, StorageError, Writer};
+
+/// Rows per fjall batch while flushing (bounds the batch's memory; the log rows are removed
+/// only by the last batch, so a crash in between replays and merges idempotently).
+const FLUSH_BATCH_ROWS: usize = 50_000;
+/// Samples a step of a flush cycle writes at least (whole shards), between two group commits:
+/// 1/64 of `--head-max-samples`, within these bounds.
+const STEP_SAMPLES: std::ops::RangeInclusive<usize> = 1_000..=50_000;
+
+/// A flush in progress, one shard at a time.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FlushCycle {
+    /// The log position when the cycle began: rows before it are removed at its end.
+    mark: u64,
+    /// The next shard to flush.
+    next_shard: usize,
+    began: Instant,
+}
+
+impl Writer {
+    /// True while a flush cycle is under way (the writer then does not wait for commands).
+    pub(super) fn flushing(&self) -> bool {
+        self.cycle.is_some()
+    }
+
+    /// Begins a flush cycle when one falls due, and advances the current one by a step.
+    pub(super) fn flush_if_due(&mut self) {
+        if self.cycle.is_none() {
+            let due = self.shared.head.len() >= self.limits.max_samples
+                || self.head_since.is_some_and(|t| t.elapsed() >= self.limits.max_age);
+            if !due || self.wal.first == self.wal.next {
+                return;
+            }
+            self.cycle = Some(FlushCycle { mark: self.wal.next, next_shard: 0, began: Instant::now() });
+        }
+        // A failure poisoned the database and was logged; the head stays readable.
+        let _ = self.flush_step();
+    }
+
+    /// Flushes shards of the current cycle until a step's samples (see [`STEP_SAMPLES`]) are
+    /// written or the cycle ends.
+    fn flush_step(&mut self) -> Result<()> {
+        let Some(mut cycle) = self.cycle else { return Ok(()) };
+        let sh = Arc::clone(&self.shared);
+        let step = (self.limits.max_samples / 64).clamp(*STEP_SAMPLES.start(), *STEP_SAMPLES.end());
+        let mut written = 0;
+        while written < step && cycle.next_shard < sh.head.shard_count() {
+            written += self.flush_shards(cycle.next_shard..cycle.next_shard + 1, None)?;
+            cycle.next_shard += 1;
+            self.cycle = Some(cycle);
+        }
+        if cycle.next_shard < sh.head.shard_count() {
+            return Ok(());
+        }
+        let mut fb = sh.db.batch().durability(self.durability);
+        for seq in self.wal.first..cycle.mark {
+            fb.remove(&sh.wal, wal::key(seq));
+        }
+        if let Err(e) = fb.commit() {
+            return Err(self.flush_failed(StorageError::from(e), &Pending::default()));
+        }
+        self.wal.first = cycle.mark;
+        self.cycle = None;
+        // What the head holds now arrived during the cycle.
+        self.head_since = (!sh.head.is_empty()).then_some(cycle.began);
+        Ok(())
+    }
+
+    /// Writes everything in the head into runs of the window keyspaces and removes every log
+    /// row, then empties the head (ending any cycle under way). On failure the database is
+    /// poisoned and the head and log stay as they were (the next start replays the log).
+    pub(super) fn flush_head(&mut self) -> Result<()> {
+        if self.wal.first == self.wal.next {
+            return Ok(());
+        }
+        let (first, next) = (self.wal.first, self.wal.next);
+        self.flush_shards(0..self.shared.head.shard_count(), Some(first..next))?;
+        self.cycle = None;
+        self.head_since = None;
+        self.wal.first = next;
+        Ok(())
+    }
+
+    /// Writes the series of head shards `shards` into runs, removes the log rows `log` (if any)
+    /// in the last batch, then removes those shards' series from the head. Returns the samples
+    /// written.
+    fn flush_shards(&mut self, shards: std::ops::Range<usize>, log: Option<std::ops::Range<u64>>) -> Result<usize> {
+        let sh = Arc::clone(&self.shared);
+        if let Some(reason) = sh.poisoned() {
+            return Err(StorageError::Poisoned(reason));
+        }
+        let mut pending = Pending::default();
+        let result = self.write_runs(shards.clone(), log, &mut pending);
+        sh.windows.committed(pending.windows.iter().copied());
+        match result {
+            Ok(samples) => {
+                for shard in shards {
+                    sh.head.clear_shard(shard);
+                }
+                Ok(samples)
+            }
+            Err(e) => Err(self.flush_failed(e, &pending)),
+        }
+    }
+
+    fn flush_failed(&mut self, e: StorageError, pending: &Pending) -> StorageError {
+        for (start, _) in &pending.marks {
+            self.presence.forget(*start);
+        }
+        if matches!(e, StorageError::Engine(_)) {
+            self.shared.poison(&e.to_string());
+        }
+        tracing::error!(error = %e, "flushing the head failed; refusing further writes");
+        e
+    }
+
+    fn write_runs(
+        &mut self,
+        shards: std::ops::Range<usize>,
+        log: Option<std::ops::Range<u64>>,
+        pending: &mut Pending,
+    ) -> Result<usize> {
+        let sh = Arc::clone(&self.shared);
+        let started = Instant::now();
+        let (mut runs, mut samples) = (0usize, 0usize);
+        let mut fb = sh.db.batch().durability(self.durability);
+        let mut buf = Vec::new();
+        for shard in shards {
+            let Some(series) = sh.head.read_shard(shard) else { continue };
+            for (&id, all) in series.iter() {
+                let bucket = sh.bucketing.bucket(id);
+                // Split the series' samples at window boundaries.
+                let mut rest = all.as_slice();
+                while let Some(first) = rest.first() {
+                    let start = sh.windows.start_of(first.timestamp_ms);
+                    let end = start.saturating_add(sh.windows.window_ms());
+                    let cut = rest.partition_point(|s| s.timestamp_ms < end);
+                    let (piece, tail) = rest.split_at(cut);
+                    rest = tail;
+                    self.mark_present(&mut fb, pending, start, id, None)?;
+                    let ks = pending.hot.as_ref().map(|(_, ks)| ks.clone()).ok_or(StorageError::ShuttingDown)?;
+                    pending.windows.insert(start);
+                    runs += self.write_run(&mut fb, (start, &ks), bucket, id, piece, &mut buf)?;
+                    samples += piece.len();
+                }
+                if fb.len() >= FLUSH_BATCH_ROWS {
+                    std::mem::replace(&mut fb, sh.db.batch().durability(self.durability)).commit()?;
+                }
+            }
+        }
+        for seq in log.into_iter().flatten() {
+            fb.remove(&sh.wal, wal::key(seq));
+        }
+        fb.commit()?;
+        tracing::debug!(samples, runs, elapsed_ms = started.elapsed().as_millis() as u64, "flushed head shards");
+        Ok(samples)
+    }
+
+    /// Adds the rows storing `piece` (ascending, one window) for series `id` to `fb`, merged
+    /// with any run of the keyspace it overlaps (`piece` wins on equal timestamps). Returns the
+    /// rows written.
+    fn write_run(
+        &mut self,
+        fb: &mut fjall::OwnedWriteBatch,
+        (window, ks): (i64, &fjall::Keyspace),
+        bucket: u16,
+        id: SeriesId,
+        piece: &[Sample],
+        buf: &mut Vec<u8>,
+    ) -> Result<usize> {
+        let (Some(first), Some(last)) = (piece.first(), piece.last()) else { return Ok(0) };
+        let (a, b) = (first.timestamp_ms, last.timestamp_ms);
+        let flushed = self.flushed_max.get(&id).copied();
+        // Never flushed, and created by this writer: nothing of it is stored anywhere.
+        let never_stored = flushed.is_none() && id >= self.fresh_from;
+        let known = flushed.filter(|(w, _)| *w == window).map(|(_, m)| m);
+        let may_overlap = !never_stored && known.is_none_or(|m| a <= m);
+        let mut newest = match known {
+            Some(m) => m,
+            None if never_stored => i64::MIN,
+            // First run of the series into this window since start: learn the newest timestamp
+            // already stored (runs written by an earlier life), from the series' newest run.
+            None => match ks.prefix(keys::series_prefix(bucket, id)).next() {
+                Some(guard) => {
+                    let (key, value) = guard.into_inner()?;
+                    let mut run = Vec::new();
+                    run::decode_row(&key, &value, &mut run)?;
+                    run.last().map_or(i64::MIN, |s| s.timestamp_ms)
+                }
+                None => i64::MIN,
+            },
+        };
+        newest = newest.max(b);
+        self.flushed_max.insert(id, (window, newest));
+        let mut old_keys: Vec<fjall::Slice> = Vec::new();
+        let mut old: Vec<Sample> = Vec::new();
+        if may_overlap {
+            // Runs starting at or before `b`, newest first; stop at the first ending before `a`.
+            let mut found: Vec<Vec<Sample>> = Vec::new();
+            for guard in ks.range(keys::point_key(bucket, id, b)..=keys::point_key(bucket, id, 0)) {
+                let (key, value) = guard.into_inner()?;
+                let mut run = Vec::new();
+                run::decode_row(&key, &value, &mut run)?;
+                if run.last().is_none_or(|s| s.timestamp_ms < a) {
+                    break;
+                }
+                old_keys.push(key);
+                found.push(run);
+            }
+            old = found.into_iter().rev().flatten().collect();
+        }
+        let merged;
+        let all = if old.is_empty() {
+            piece
+        } else {
+            let mut m = Vec::with_capacity(old.len() + piece.len());
+            run::merge_into(&mut m, &old, piece);
+            merged = m;
+            merged.as_slice()
+        };
+        let mut new_keys = Vec::new();
+        for part in all.chunks(run::MAX_RUN_SAMPLES) {
+            let Some(head) = part.first() else { continue };
+            run::encode_hot(part, buf)?;
+            let key = keys::point_key(bucket, id, head.timestamp_ms);
+            fb.insert(ks, key, buf.clone());
+            new_keys.push(key);
+        }
+        // A key rewritten in this batch must not also be removed in it.
+        for key in old_keys {
+            if !new_keys.iter().any(|k| k.as_slice() == &*key) {
+                fb.remove(ks, key);
+            }
+        }
+        Ok(new_keys.len())
+    }
+}
