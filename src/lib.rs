@@ -22,3 +22,4 @@ pub mod remote;
 pub mod sample;
 pub mod server;
 pub mod storage;
+pub mod varint;

@@ -71,6 +71,9 @@ pub fn delete_in_window(
     if start > end {
         return Ok(out);
     }
+    // Per keyspace holding a window index: the series left without data in it.
+    let mut indexed: Vec<(&fjall::Keyspace, Vec<(SeriesId, fjall::Slice)>)> =
+        w.points.iter().chain(w.chunks.as_ref().map(|(_, ks)| ks)).map(|ks| (ks, Vec::new())).collect();
     for &id in &range.ids {
         let bucket = sh.bucketing.bucket(id);
         let prefix = keys::series_prefix(bucket, id);
@@ -109,11 +112,10 @@ pub fn delete_in_window(
         }
         if !present {
             let index = keys::window_index_key(id);
-            let indexed = w.points.iter().chain(w.chunks.as_ref().map(|(_, ks)| ks));
-            for ks in indexed {
+            for (ks, emptied) in indexed.iter_mut() {
                 if ks.contains_key(index)? {
                     match sh.series.get(id.to_be_bytes())? {
-                        Some(canonical) => postings::remove_series(&mut batch, ks, id, &canonical),
+                        Some(canonical) => emptied.push((id, canonical)),
                         None => batch.remove(ks, index),
                     }
                     out.emptied += 1;
@@ -123,6 +125,12 @@ pub fn delete_in_window(
         if batch.len() >= BATCH_ROWS {
             std::mem::replace(&mut batch, sh.db.batch().durability(durability)).commit()?;
         }
+    }
+    // The index rows and postings of the emptied series go together, in the last batch (one
+    // scan of each label pair concerned, see `postings::remove_series`).
+    for (ks, emptied) in &indexed {
+        let series: Vec<(SeriesId, &[u8])> = emptied.iter().map(|(id, c)| (*id, &**c)).collect();
+        postings::remove_series(&mut batch, ks, &series)?;
     }
     batch.commit()?;
     Ok(out)

@@ -2,7 +2,7 @@
 //!
 //! | key               | value                         |
 //! |-------------------|-------------------------------|
-//! | `format_version`  | `u32` BE, currently 2         |
+//! | `format_version`  | `u32` BE, currently 3         |
 //! | `bucket_scheme`   | `hash` or `modulo`            |
 //! | `buckets`         | `u16` BE                      |
 //! | `window_ms`       | `i64` BE                      |
@@ -14,8 +14,11 @@ use super::keys::{BucketScheme, Bucketing};
 
 /// The on-disk format this build writes and reads. History (see `docs/format.md`):
 /// - 1: postings for all time in a `postings` keyspace;
-/// - 2: postings per window, inside each window keyspace (`migrate.rs` upgrades 1 at open).
-pub const FORMAT_VERSION: u32 = 2;
+/// - 2: postings per window, inside each window keyspace (`migrate.rs` upgrades 1 at open);
+/// - 3: a window postings row may be a block of several ids (see `postings.rs`); format 2's
+///   rows are blocks of one, so 2 upgrades by writing the new version alone (a build that
+///   reads only 2 must not open a directory holding blocks).
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this build upgrades at open.
 pub const OLDEST_UPGRADABLE: u32 = 1;
 /// Manifest key of the format version.

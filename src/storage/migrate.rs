@@ -25,6 +25,7 @@ const LEGACY_POSTINGS: &str = "postings";
 /// Version 1 -> 2: `series_by_labels` moves to primary rows keyed by the md5 alone (one point
 /// read per look-up); every window keyspace (hot, and the visible chunks generation) gets the
 /// window postings of the series in its window index, built from their label sets.
+/// Version 2 -> 3: only the version (format 2's postings rows are valid blocks of one id).
 ///
 /// # Errors
 /// Engine errors; a series in a window index without its `series` row.
@@ -37,21 +38,8 @@ pub fn upgrade(
 ) -> Result<()> {
     tracing::warn!(from, to = FORMAT_VERSION, "upgrading the data directory's format (one time, at start-up)");
     let started = std::time::Instant::now();
-    rekey_series_by_labels(db, series_by_labels)?;
-    let mut batch = db.batch();
-    let mut indexed = 0u64;
-    for w in windows.all() {
-        for ks in w.points.iter().chain(w.chunks.as_ref().map(|(_, ks)| ks)) {
-            for id in postings::all_ids(ks)? {
-                postings::insert_series(&mut batch, ks, id, &series::canonical_of(series, id)?);
-                indexed += 1;
-                if batch.len() >= BATCH_ROWS {
-                    std::mem::replace(&mut batch, db.batch()).commit()?;
-                }
-            }
-        }
-    }
-    batch.commit()?;
+    // 2 -> 3 changes nothing stored: format 2's postings rows are blocks of one id.
+    let indexed = if from < 2 { upgrade_1_to_2(db, [series, series_by_labels], windows)? } else { 0 };
     // The journal is written in order: persisting the bump persists every batch before it.
     let mut bump = db.batch().durability(Some(fjall::PersistMode::SyncAll));
     bump.insert(meta, FORMAT_VERSION_KEY, FORMAT_VERSION.to_be_bytes().to_vec());
@@ -64,6 +52,33 @@ pub fn upgrade(
         "upgraded the data directory's format"
     );
     Ok(())
+}
+
+/// Format 1 -> 2 (see [`upgrade`]); returns the (window, series) pairs indexed.
+fn upgrade_1_to_2(
+    db: &fjall::Database,
+    [series, series_by_labels]: [&fjall::Keyspace; 2],
+    windows: &Windows,
+) -> Result<u64> {
+    rekey_series_by_labels(db, series_by_labels)?;
+    let mut batch = db.batch();
+    let mut indexed = 0u64;
+    for w in windows.all() {
+        for ks in w.points.iter().chain(w.chunks.as_ref().map(|(_, ks)| ks)) {
+            let mut index = postings::PostingsBuilder::default();
+            for id in postings::all_ids(ks)? {
+                index.add(&mut batch, ks, id, &series::canonical_of(series, id)?);
+                indexed += 1;
+                if batch.len() >= BATCH_ROWS {
+                    index.write(&mut batch, ks);
+                    std::mem::replace(&mut batch, db.batch()).commit()?;
+                }
+            }
+            index.write(&mut batch, ks);
+        }
+    }
+    batch.commit()?;
+    Ok(indexed)
 }
 
 /// Format 1 keyed every `series_by_labels` row `md5 id -> canonical`; format 2 keeps such rows

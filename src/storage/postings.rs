@@ -1,11 +1,19 @@
 //! The per-window inverted index. In every window keyspace (hot and sealed), each series with
-//! data in the window has its window-index row `0xFFFF series_id` and one postings row
-//! `0xFFFE name 0x00 value 0x00 series_id` per label (see [`keys`]). Both are written in the
-//! same batch, so a series is either fully indexed in a keyspace or not at all, and they
-//! disappear with the keyspace when retention drops the window.
+//! data in the window has its window-index row `0xFFFF series_id` and, for each of its labels,
+//! its id in a postings row `0xFFFE name 0x00 value 0x00 first_id` (see [`keys`]). A postings
+//! row is a *block*: its value lists further ids of the pair after `first_id`, ascending, as
+//! varint deltas (empty: the row holds `first_id` alone, as every row of format 2 does). A
+//! batch writes one block per label pair for all the series it indexes (at most
+//! [`BLOCK_IDS`] ids each), so indexing a group of new series costs a row per distinct pair,
+//! not one per series and label. Blocks of different batches may interleave in id order:
+//! readers sort what they gather. The window-index row and the postings of a series are
+//! written in the same batch, so a series is either fully indexed in a keyspace or not at all,
+//! and they disappear with the keyspace when retention drops the window.
 //!
 //! Reads cost what they match: the ids of one label pair are one prefix scan, the distinct
 //! values of a label name skip over the ids of each value, and label names skip over values.
+
+use std::collections::{HashMap, HashSet};
 
 use super::error::{Result, StorageError};
 use super::keys;
@@ -15,25 +23,129 @@ use super::series::SeriesId;
 /// seek costs about as much as reading this many rows.
 const ROWS_BEFORE_SEEK: usize = 16;
 
-/// Adds the window-index row and the postings of series `id` (its canonical label set) to
-/// `batch`, for keyspace `ks`.
-pub fn insert_series(batch: &mut fjall::OwnedWriteBatch, ks: &fjall::Keyspace, id: SeriesId, canonical: &[u8]) {
-    batch.insert(ks, keys::window_index_key(id), Vec::new());
-    for pair in keys::canonical_pairs(canonical) {
-        batch.insert(ks, keys::postings_key_from_pair(pair, id), Vec::new());
+/// Most ids in one postings block (bounds a row's size and what a removal rewrites).
+pub const BLOCK_IDS: usize = 1024;
+
+/// The window postings one batch adds to one keyspace: series are added one by one (their
+/// window-index rows go straight into the batch), the postings blocks are written by
+/// [`Self::write`], which must happen in the same batch.
+#[derive(Default)]
+pub struct PostingsBuilder {
+    pairs: HashMap<Box<[u8]>, Vec<SeriesId>>,
+}
+
+impl PostingsBuilder {
+    /// Indexes series `id` (its canonical label set): its window-index row into `batch`, its
+    /// pairs into the builder.
+    pub fn add(&mut self, batch: &mut fjall::OwnedWriteBatch, ks: &fjall::Keyspace, id: SeriesId, canonical: &[u8]) {
+        batch.insert(ks, keys::window_index_key(id), Vec::new());
+        for pair in keys::canonical_pairs(canonical) {
+            match self.pairs.get_mut(pair) {
+                Some(ids) => ids.push(id),
+                None => {
+                    self.pairs.insert(pair.into(), vec![id]);
+                }
+            }
+        }
+    }
+
+    /// Adds the blocks of everything added since the last write to `batch`, and empties the
+    /// builder.
+    pub fn write(&mut self, batch: &mut fjall::OwnedWriteBatch, ks: &fjall::Keyspace) {
+        let mut value = Vec::new();
+        for (pair, mut ids) in self.pairs.drain() {
+            ids.sort_unstable();
+            ids.dedup();
+            for block in ids.chunks(BLOCK_IDS) {
+                let Some(&first) = block.first() else { continue };
+                encode_block(block, &mut value);
+                batch.insert(ks, keys::postings_key_from_pair(&pair, first), value.clone());
+            }
+        }
     }
 }
 
-/// Adds the removal of the window-index row and the postings of series `id` to `batch`.
-pub fn remove_series(batch: &mut fjall::OwnedWriteBatch, ks: &fjall::Keyspace, id: SeriesId, canonical: &[u8]) {
-    batch.remove(ks, keys::window_index_key(id));
-    for pair in keys::canonical_pairs(canonical) {
-        batch.remove(ks, keys::postings_key_from_pair(pair, id));
+/// The value of a postings block holding `ids` (ascending, distinct, not empty): the deltas
+/// of `ids[1..]`, each from the id before it, as varints.
+pub fn encode_block(ids: &[SeriesId], dst: &mut Vec<u8>) {
+    dst.clear();
+    for pair in ids.windows(2) {
+        if let [a, b] = pair {
+            crate::varint::put(dst, b - a);
+        }
     }
+}
+
+/// Appends the ids of the postings row `(first, value)` to `out`.
+///
+/// # Errors
+/// A value that is not a list of positive varint deltas within the id range.
+pub fn decode_block(first: SeriesId, mut value: &[u8], out: &mut Vec<SeriesId>) -> Result<()> {
+    out.push(first);
+    let mut id = first;
+    while !value.is_empty() {
+        let (delta, rest) = crate::varint::read(value).map_err(|_| corrupt_block())?;
+        id = id.checked_add(delta).filter(|_| delta > 0).ok_or_else(corrupt_block)?;
+        out.push(id);
+        value = rest;
+    }
+    Ok(())
+}
+
+/// Adds to `batch` the removal of `series` (id and canonical label set) from the window index
+/// and postings of `ks`: their window-index rows go, and every block holding one of them is
+/// rewritten without it (one scan per label pair concerned, whatever the number of series).
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn remove_series(
+    batch: &mut fjall::OwnedWriteBatch,
+    ks: &fjall::Keyspace,
+    series: &[(SeriesId, &[u8])],
+) -> Result<()> {
+    let mut by_pair: HashMap<&[u8], HashSet<SeriesId>> = HashMap::new();
+    for &(id, canonical) in series {
+        batch.remove(ks, keys::window_index_key(id));
+        for pair in keys::canonical_pairs(canonical) {
+            by_pair.entry(pair).or_default().insert(id);
+        }
+    }
+    let mut ids = Vec::new();
+    let mut value = Vec::new();
+    for (pair, gone) in by_pair {
+        let prefix = keys::postings_key_from_pair(pair, 0);
+        let prefix = prefix.get(..prefix.len() - 8).unwrap_or_default();
+        for guard in ks.prefix(prefix) {
+            let (key, row) = guard.into_inner()?;
+            let first = key.get(prefix.len()..).and_then(|b| <[u8; 8]>::try_from(b).ok()).ok_or_else(corrupt)?;
+            ids.clear();
+            decode_block(u64::from_be_bytes(first), &row, &mut ids)?;
+            let before = ids.len();
+            ids.retain(|id| !gone.contains(id));
+            if ids.len() == before {
+                continue;
+            }
+            let new_key = ids.first().map(|&f| keys::postings_key_from_pair(pair, f));
+            // A key removed and inserted in one batch would get one sequence number for both:
+            // remove only a key that is not rewritten.
+            if new_key.as_deref() != Some(&*key) {
+                batch.remove(ks, key);
+            }
+            if let Some(new_key) = new_key {
+                encode_block(&ids, &mut value);
+                batch.insert(ks, new_key, value.clone());
+            }
+        }
+    }
+    Ok(())
 }
 
 fn corrupt() -> StorageError {
     StorageError::Corrupt { what: "window postings key" }
+}
+
+fn corrupt_block() -> StorageError {
+    StorageError::Corrupt { what: "window postings block" }
 }
 
 /// Every series id of the window index of `ks`, ascending.
@@ -55,7 +167,8 @@ pub struct PairIds {
     prefixes: Vec<Vec<u8>>,
     next_prefix: usize,
     current: Option<(fjall::Iter, usize)>,
-    /// Ids read so far (ascending within each pair; pairs of one label name are disjoint).
+    /// Ids read so far, in no particular order (blocks of different batches interleave), each
+    /// once per pair.
     pub ids: Vec<SeriesId>,
     exhausted: bool,
 }
@@ -86,9 +199,9 @@ impl PairIds {
             };
             match iter.next() {
                 Some(guard) => {
-                    let key = guard.key()?;
+                    let (key, value) = guard.into_inner()?;
                     let sid = key.get(*prefix_len..).and_then(|b| <[u8; 8]>::try_from(b).ok()).ok_or_else(corrupt)?;
-                    self.ids.push(u64::from_be_bytes(sid));
+                    decode_block(u64::from_be_bytes(sid), &value, &mut self.ids)?;
                 }
                 None => self.current = None,
             }
@@ -169,5 +282,123 @@ pub fn for_each_name(ks: &fjall::Keyspace, mut f: impl FnMut(&str)) -> Result<()
         from = keys::WINDOW_POSTINGS_PREFIX.to_vec();
         from.extend_from_slice(name);
         from.push(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn canonical(labels: &[(String, String)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (n, v) in labels {
+            out.extend_from_slice(n.as_bytes());
+            out.push(0);
+            out.extend_from_slice(v.as_bytes());
+            out.push(0);
+        }
+        out
+    }
+
+    /// One step: a batch indexing some series, or a removal of some.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Index(Vec<u64>),
+        Remove(Vec<u64>),
+    }
+
+    fn steps() -> impl Strategy<Value = Vec<Step>> {
+        let ids = proptest::collection::vec(0u64..5000, 0..1500);
+        proptest::collection::vec(
+            prop_oneof![3 => ids.clone().prop_map(Step::Index), 1 => ids.prop_map(Step::Remove)],
+            1..8,
+        )
+    }
+
+    /// Series `id`'s labels: a few values per name, so pairs are shared by many series.
+    fn labels_of(id: u64) -> Vec<(String, String)> {
+        vec![("a".into(), format!("{}", id % 3)), ("b".into(), format!("{}", id % 17)), ("id".into(), id.to_string())]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        /// Blocks written batch by batch, and removals, answer every pair's ids (and the
+        /// window index and the label values) as a brute-force set of the indexed series does.
+        #[test]
+        fn blocks_answer_as_a_brute_force_index(steps in steps()) {
+            let dir = tempfile::tempdir().unwrap();
+            let db = fjall::Database::builder(dir.path()).open().unwrap();
+            let ks = db.keyspace("w", fjall::KeyspaceCreateOptions::default).unwrap();
+            let mut indexed: BTreeSet<u64> = BTreeSet::new();
+            for step in &steps {
+                let mut batch = db.batch();
+                match step {
+                    Step::Index(ids) => {
+                        // As the writer does: a series already indexed in the keyspace is not again.
+                        let mut builder = PostingsBuilder::default();
+                        for &id in ids {
+                            if indexed.insert(id) {
+                                builder.add(&mut batch, &ks, id, &canonical(&labels_of(id)));
+                            }
+                        }
+                        builder.write(&mut batch, &ks);
+                    }
+                    Step::Remove(ids) => {
+                        let gone: BTreeSet<u64> = ids.iter().copied().filter(|id| indexed.contains(id)).collect();
+                        let owned: Vec<(u64, Vec<u8>)> = gone.iter().map(|&id| (id, canonical(&labels_of(id)))).collect();
+                        let series: Vec<(u64, &[u8])> = owned.iter().map(|(id, c)| (*id, c.as_slice())).collect();
+                        remove_series(&mut batch, &ks, &series).unwrap();
+                        indexed.retain(|id| !gone.contains(id));
+                    }
+                }
+                batch.commit().unwrap();
+            }
+            prop_assert_eq!(all_ids(&ks).unwrap(), indexed.iter().copied().collect::<Vec<_>>());
+            let mut expected: BTreeMap<(String, String), BTreeSet<u64>> = BTreeMap::new();
+            for &id in &indexed {
+                for pair in labels_of(id) {
+                    expected.entry(pair).or_default().insert(id);
+                }
+            }
+            for name in ["a", "b", "id"] {
+                let mut values = Vec::new();
+                for_each_value(&ks, name, "", |v| { values.push(v.to_owned()); true }).unwrap();
+                let want: Vec<String> = expected.keys().filter(|(n, _)| n == name).map(|(_, v)| v.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+                let mut got = values.clone();
+                got.sort();
+                prop_assert_eq!(got, want, "values of {}", name);
+                for v in values {
+                    let mut list = PairIds::new(name, [v.as_str()]);
+                    while !list.advance(&ks, 7).unwrap() {}
+                    let got: BTreeSet<u64> = list.ids.iter().copied().collect();
+                    prop_assert_eq!(got.len(), list.ids.len(), "an id twice in {}={}", name, v);
+                    prop_assert_eq!(Some(&got), expected.get(&(name.to_owned(), v.clone())), "{}={}", name, v);
+                }
+            }
+        }
+
+        #[test]
+        fn block_values_round_trip(mut ids in proptest::collection::vec(any::<u64>(), 1..100)) {
+            ids.sort_unstable();
+            ids.dedup();
+            let mut value = Vec::new();
+            encode_block(&ids, &mut value);
+            let mut out = Vec::new();
+            decode_block(ids[0], &value, &mut out).unwrap();
+            prop_assert_eq!(out, ids);
+        }
+
+        #[test]
+        fn corrupt_block_values_are_errors_not_panics(first in any::<u64>(), value in proptest::collection::vec(any::<u8>(), 0..32)) {
+            let mut out = Vec::new();
+            if decode_block(first, &value, &mut out).is_ok() {
+                prop_assert!(out.windows(2).all(|w| w[0] < w[1]));
+            }
+        }
     }
 }

@@ -29,6 +29,7 @@ use std::sync::mpsc::{self, SyncSender};
 use super::chunk;
 use super::error::{Result, StorageError};
 use super::keys;
+use super::postings;
 use super::run;
 use super::seal::{SealOutcome, CHUNK_SAMPLES, ZSTD_LEVEL};
 use super::series::SeriesId;
@@ -142,8 +143,33 @@ impl<'a> Pass<'a> {
         Ok(())
     }
 
-    /// Copies an index row of the overlay into the chunks keyspace.
+    /// Copies an index row of the overlay into the chunks keyspace. A postings block keeps only
+    /// the series not yet indexed in the chunks keyspace (an indexed series has all its
+    /// postings there already); rows come in key order, so the window-index rows this pass
+    /// copies, which sort after every postings row, are not seen yet.
     fn copy_index_row(&mut self, key: fjall::Slice, value: fjall::Slice) -> Result<()> {
+        let (key, value) = if key.starts_with(&keys::WINDOW_POSTINGS_PREFIX) {
+            let corrupt = || StorageError::Corrupt { what: "window postings key" };
+            let (pair, first) =
+                key.split_at_checked(key.len().checked_sub(8).ok_or_else(corrupt)?).ok_or_else(corrupt)?;
+            let first = u64::from_be_bytes(<[u8; 8]>::try_from(first).map_err(|_| corrupt())?);
+            let mut ids = Vec::new();
+            postings::decode_block(first, &value, &mut ids)?;
+            let mut new = Vec::with_capacity(ids.len());
+            for id in ids {
+                if !self.chunks.contains_key(keys::window_index_key(id))? {
+                    new.push(id);
+                }
+            }
+            let Some(&first) = new.first() else { return Ok(()) };
+            let mut block = Vec::new();
+            postings::encode_block(&new, &mut block);
+            let mut key = pair.to_vec();
+            key.extend_from_slice(&first.to_be_bytes());
+            (fjall::Slice::from(key), fjall::Slice::from(block))
+        } else {
+            (key, value)
+        };
         self.batch.insert(self.chunks, key, value);
         if self.batch.len() >= BATCH_ROWS {
             self.commit()?;

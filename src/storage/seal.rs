@@ -128,6 +128,7 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
     let mut outcome = SealOutcome { start_ms, series: 0, samples: 0, chunks: 0, swap: SealSwap::WindowGone };
     let mut batch = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
     let mut buf = Vec::new();
+    let mut index = postings::PostingsBuilder::default();
     for id in ids {
         let bucket = sh.bucketing.bucket(id);
         let mut samples = Vec::new();
@@ -135,7 +136,7 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
         if samples.is_empty() {
             continue;
         }
-        postings::insert_series(&mut batch, chunks_ks, id, &series::canonical_of(&sh.series, id)?);
+        index.add(&mut batch, chunks_ks, id, &series::canonical_of(&sh.series, id)?);
         for run in samples.chunks(CHUNK_SAMPLES) {
             let Some(head) = run.first() else { continue };
             buf.clear();
@@ -147,9 +148,11 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
         outcome.series += 1;
         outcome.samples += samples.len();
         if batch.len() >= BATCH_ROWS {
+            index.write(&mut batch, chunks_ks);
             std::mem::replace(&mut batch, sh.db.batch().durability(Some(fjall::PersistMode::Buffer))).commit()?;
         }
     }
+    index.write(&mut batch, chunks_ks);
     batch.commit()?;
     Ok(outcome)
 }

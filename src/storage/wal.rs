@@ -40,12 +40,8 @@ pub fn decode_key(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(key.try_into().ok()?))
 }
 
-fn put_varint(dst: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        dst.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    dst.push(v as u8);
+fn put_varint(dst: &mut Vec<u8>, v: u64) {
+    crate::varint::put(dst, v);
 }
 
 fn zigzag(v: i64) -> u64 {
@@ -85,16 +81,13 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn varint(&mut self) -> Result<u64, WalError> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = *self.src.get(self.at).ok_or(WalError::Truncated)?;
-            self.at += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Ok(v);
-            }
-        }
-        Err(WalError::Invalid("varint longer than 10 bytes"))
+        let rest = self.src.get(self.at..).unwrap_or_default();
+        let (v, tail) = crate::varint::read(rest).map_err(|e| match e {
+            crate::varint::VarintError::Truncated => WalError::Truncated,
+            crate::varint::VarintError::Overflow => WalError::Invalid("varint out of range"),
+        })?;
+        self.at += rest.len() - tail.len();
+        Ok(v)
     }
 
     fn value(&mut self) -> Result<f64, WalError> {

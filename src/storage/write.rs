@@ -215,6 +215,18 @@ struct Pending {
     resolved: Vec<(u16, SeriesId)>,
     /// md5s whose primary `series_by_labels` row the group writes.
     primaries: HashSet<[u8; 16]>,
+    /// Window postings to write with the batch, per window (see [`Pending::write_postings`]).
+    postings: HashMap<i64, (fjall::Keyspace, postings::PostingsBuilder)>,
+}
+
+impl Pending {
+    /// Adds the postings blocks gathered so far to `fb`: before every commit of a batch that
+    /// holds window-index rows (a series is indexed with its postings or not at all).
+    fn write_postings(&mut self, fb: &mut fjall::OwnedWriteBatch) {
+        for (ks, builder) in self.postings.values_mut() {
+            builder.write(fb, ks);
+        }
+    }
 }
 
 impl Writer {
@@ -420,6 +432,7 @@ impl Writer {
             outcomes
                 .push(WriteOutcome { samples: batch.sample_count(), series_created: pending.created - created_before });
         }
+        pending.write_postings(fb);
         // Copied once, into the batch's own value (a clone first would copy it twice).
         fb.insert(&sh.wal, wal::key(self.wal.next), log.as_slice());
         self.log_buf = log;
@@ -450,9 +463,10 @@ impl Writer {
             }
         };
         if self.presence.set(start, ks)?.insert(id) {
+            let (ks, builder) = pending.postings.entry(start).or_insert_with(|| (ks.clone(), Default::default()));
             match canonical {
-                Some(canonical) => postings::insert_series(fb, ks, id, canonical),
-                None => postings::insert_series(fb, ks, id, &series::canonical_of(&self.shared.series, id)?),
+                Some(canonical) => builder.add(fb, ks, id, canonical),
+                None => builder.add(fb, ks, id, &series::canonical_of(&self.shared.series, id)?),
             }
             pending.marks.push((start, id));
             pending.windows.insert(start);

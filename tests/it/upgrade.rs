@@ -1,6 +1,7 @@
-//! A data directory written by format 1 (all-time postings) opens in today's format: the
-//! one-time upgrade at start-up builds the per-window index, every sample reads back, and the
-//! upgrade survives a second open. See `tests/fixtures/README.md` for what the fixture holds.
+//! Data directories written by format 1 (all-time postings) and format 2 (per-window postings,
+//! one row per series and label) open in today's format: the one-time upgrade at start-up
+//! builds what the format needs, every sample reads back, and the upgrade survives a second
+//! open. See `tests/fixtures/README.md` for what the fixtures hold.
 
 use std::path::Path;
 
@@ -58,7 +59,16 @@ fn check(s: &Storage, jobs: &[&str]) {
 
 #[test]
 fn a_format_1_directory_is_upgraded_at_open() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-1");
+    upgraded_at_open("format-1");
+}
+
+#[test]
+fn a_format_2_directory_is_upgraded_at_open() {
+    upgraded_at_open("format-2");
+}
+
+fn upgraded_at_open(name: &str) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&fixture, dir.path());
     {

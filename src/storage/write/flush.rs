@@ -161,10 +161,12 @@ impl Writer {
                     samples += piece.len();
                 }
                 if fb.len() >= FLUSH_BATCH_ROWS {
+                    pending.write_postings(&mut fb);
                     std::mem::replace(&mut fb, sh.db.batch().durability(self.durability)).commit()?;
                 }
             }
         }
+        pending.write_postings(&mut fb);
         for seq in log.into_iter().flatten() {
             fb.remove(&sh.wal, wal::key(seq));
         }
