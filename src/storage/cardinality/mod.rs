@@ -1,0 +1,96 @@
+//! Cardinality of a time range (a day, for `/api/v1/status/tsdb`), read from the per-window
+//! index (see [`super::postings`]): series per metric name, label name and label pair, distinct
+//! values per label name. Its cost follows the size of the overlapping windows' postings (one
+//! row per label of each series in them), never a load of label sets from the series table;
+//! with selectors, the matching series are found by the ordinary selection first
+//! ([`select::accepted_ids`]) and only rows of those series are counted.
+//!
+//! The counting itself is pure and lives in [`tally`].
+
+mod tally;
+
+use super::error::{Result, StorageError};
+use super::keys;
+use super::matchers::Selection;
+use super::querier::ReadLimits;
+use super::select::{self, keyspaces};
+use super::series::SeriesId;
+use super::shared::Shared;
+pub use tally::{Cardinality, Stat};
+use tally::{count_rows, MergeUnique, Tally};
+
+use crate::matcher::Matcher;
+
+/// Postings rows read between two checks of the deadline.
+const CHECK_EVERY: u64 = 4096;
+
+/// Counts the series with data in windows overlapping `[start_ms, end_ms]`, all of them or
+/// those matching any of `selectors`; each list keeps its `top_n` largest entries.
+///
+/// # Errors
+/// Engine errors, corrupt keys, and the limits' timeout or cancellation.
+pub fn cardinality(
+    sh: &Shared,
+    (start_ms, end_ms): (i64, i64),
+    selectors: &[Vec<Matcher>],
+    top_n: usize,
+    limits: &ReadLimits,
+) -> Result<Cardinality> {
+    let windows = sh.windows.overlapping(start_ms, end_ms);
+    let accepted = match selectors {
+        [] => None,
+        _ => Some(accepted_ids(sh, selectors, start_ms, end_ms)?),
+    };
+    let index_rows = || windows.iter().flat_map(keyspaces).map(|ks| ks.prefix(keys::WINDOW_POSTINGS_PREFIX));
+    let streams: Vec<_> = index_rows().map(|rows| rows.map(|g| g.key().map(|k| k.to_vec()))).collect();
+    let mut read = 0u64;
+    let rows = MergeUnique::new(streams).map(|key| -> Result<(String, String, u64)> {
+        read += 1;
+        if read.is_multiple_of(CHECK_EVERY) {
+            limits.check()?;
+        }
+        let key = key?;
+        let (name, value, id) = keys::decode_postings_key(&key).ok_or(corrupt())?;
+        Ok((name.to_owned(), value.to_owned(), id))
+    });
+    let mut tally = Tally::default();
+    match &accepted {
+        Some(ids) => count_rows(rows, |id| ids.binary_search(&id).is_ok(), &mut tally)?,
+        None => count_rows(rows, |_| true, &mut tally)?,
+    }
+    let total = match accepted {
+        Some(ids) => ids.len(),
+        None => series_in(&windows)?,
+    };
+    Ok(tally.finish(total as u64, top_n))
+}
+
+fn corrupt() -> StorageError {
+    StorageError::Corrupt { what: "window postings key" }
+}
+
+/// Series in the window index of any of `windows`, counted without collecting their ids.
+fn series_in(windows: &[super::window::Window]) -> Result<usize> {
+    let streams: Vec<_> = windows
+        .iter()
+        .flat_map(keyspaces)
+        .map(|ks| ks.prefix(keys::WINDOW_INDEX_PREFIX).map(|g| g.key().map(|k| k.to_vec())))
+        .collect();
+    let mut n = 0;
+    for key in MergeUnique::new(streams) {
+        key?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Ids (ascending) of the series matching any of `selectors` in `[start_ms, end_ms]`.
+fn accepted_ids(sh: &Shared, selectors: &[Vec<Matcher>], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesId>> {
+    let mut ids = Vec::new();
+    for matchers in selectors {
+        ids.extend(select::accepted_ids(sh, &Selection::new(matchers), start_ms, end_ms)?);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
