@@ -65,6 +65,8 @@ pub struct AppState {
     pub access: Arc<AccessPolicy>,
     /// Whether `/api/v1/admin/*` is enabled (`--enable-admin-api`; off by default).
     pub admin_api: bool,
+    /// The command line's flags and values, for `/api/v1/status/flags` (empty in-process).
+    pub flags: Arc<std::collections::BTreeMap<String, String>>,
 }
 
 impl AppState {
@@ -82,6 +84,7 @@ impl AppState {
             admission: Admission::new(limits.max_concurrent_writes, limits.max_inflight_bytes),
             access: Arc::new(AccessPolicy::default()),
             admin_api: false,
+            flags: Arc::default(),
         }
     }
 }
@@ -117,6 +120,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/label/{name}/values", get(labels::values))
         .route("/api/v1/status/buildinfo", get(status::buildinfo))
         .route("/api/v1/status/windows", get(status::windows))
+        .route("/api/v1/status/tsdb", get(api::cardinality::tsdb).post(api::cardinality::tsdb))
+        .route("/api/v1/status/flags", get(api::flags::flags))
+        .route("/api/v1/status/storage", get(api::storage_status::storage))
         .route("/api/v1/query_exemplars", get(status::query_exemplars).post(status::query_exemplars))
         .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
         .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))

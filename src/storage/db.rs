@@ -435,20 +435,14 @@ impl Storage {
         self.querier(ReadLimits::none()).label_values(name, matchers, start_ms, end_ms, None)
     }
 
-    /// Cardinality of the series with data in windows overlapping `[start, end]` (all, or those
-    /// matching any of `selectors`), each list cut to its `top_n` largest entries. Counted from
-    /// the window postings (see [`super::cardinality`]).
+    /// Cardinality of the series with data in a time range, all of them or those matching
+    /// selectors, each list cut to its largest entries. Counted from the window postings (see
+    /// [`super::cardinality`]).
     ///
     /// # Errors
     /// Engine errors, corrupt rows, the limits' timeout or cancellation.
-    pub fn cardinality(
-        &self,
-        range: (i64, i64),
-        selectors: &[Vec<Matcher>],
-        top_n: usize,
-        limits: &ReadLimits,
-    ) -> Result<super::Cardinality> {
-        super::cardinality::cardinality(&self.inner.shared, range, selectors, top_n, limits)
+    pub fn cardinality(&self, query: &super::CardinalityQuery, limits: &ReadLimits) -> Result<super::Cardinality> {
+        super::cardinality::cardinality(&self.inner.shared, query, limits)
     }
 
     /// The window length, retention and bucketing this database runs with.

@@ -29,7 +29,7 @@ mod wal;
 mod window;
 mod write;
 
-pub use cardinality::{Cardinality, Stat};
+pub use cardinality::{Cardinality, CardinalityQuery, Stat};
 pub use db::{
     now_ms, EngineStats, FsyncMode, Storage, StorageConfig, StorageQuerier, StorageStats, WindowState, WindowStats,
     WindowStatus,

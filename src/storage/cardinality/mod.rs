@@ -17,6 +17,7 @@ use super::select::{self, keyspaces};
 use super::series::SeriesId;
 use super::shared::Shared;
 pub use tally::{Cardinality, Stat};
+
 use tally::{count_rows, MergeUnique, Tally};
 
 use crate::matcher::Matcher;
@@ -24,18 +25,27 @@ use crate::matcher::Matcher;
 /// Postings rows read between two checks of the deadline.
 const CHECK_EVERY: u64 = 4096;
 
-/// Counts the series with data in windows overlapping `[start_ms, end_ms]`, all of them or
-/// those matching any of `selectors`; each list keeps its `top_n` largest entries.
+/// What to count.
+#[derive(Clone, Debug)]
+pub struct CardinalityQuery {
+    /// The series with data in windows overlapping `[start_ms, end_ms]`.
+    pub start_ms: i64,
+    /// See `start_ms`.
+    pub end_ms: i64,
+    /// Only the series matching any of these (all series when empty).
+    pub selectors: Vec<Vec<Matcher>>,
+    /// Entries kept in each list (the largest).
+    pub top_n: usize,
+    /// A label whose values get their own series counts.
+    pub focus_label: Option<String>,
+}
+
+/// Counts the series `q` asks for.
 ///
 /// # Errors
 /// Engine errors, corrupt keys, and the limits' timeout or cancellation.
-pub fn cardinality(
-    sh: &Shared,
-    (start_ms, end_ms): (i64, i64),
-    selectors: &[Vec<Matcher>],
-    top_n: usize,
-    limits: &ReadLimits,
-) -> Result<Cardinality> {
+pub fn cardinality(sh: &Shared, q: &CardinalityQuery, limits: &ReadLimits) -> Result<Cardinality> {
+    let (start_ms, end_ms, selectors) = (q.start_ms, q.end_ms, q.selectors.as_slice());
     let windows = sh.windows.overlapping(start_ms, end_ms);
     let accepted = match selectors {
         [] => None,
@@ -53,7 +63,7 @@ pub fn cardinality(
         let (name, value, id) = keys::decode_postings_key(&key).ok_or(corrupt())?;
         Ok((name.to_owned(), value.to_owned(), id))
     });
-    let mut tally = Tally::default();
+    let mut tally = Tally::new(q.focus_label.clone());
     match &accepted {
         Some(ids) => count_rows(rows, |id| ids.binary_search(&id).is_ok(), &mut tally)?,
         None => count_rows(rows, |_| true, &mut tally)?,
@@ -62,7 +72,7 @@ pub fn cardinality(
         Some(ids) => ids.len(),
         None => series_in(&windows)?,
     };
-    Ok(tally.finish(total as u64, top_n))
+    Ok(tally.finish(total as u64, q.top_n))
 }
 
 fn corrupt() -> StorageError {

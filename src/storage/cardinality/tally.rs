@@ -36,6 +36,8 @@ pub struct Cardinality {
     /// Per label name, the length of each value times its series (Prometheus'
     /// `memoryInBytesByLabelName`).
     pub bytes_by_label_name: Vec<Stat>,
+    /// Series per value of the focus label, if one was given (VictoriaMetrics' `focusLabel`).
+    pub series_by_focus_value: Vec<Stat>,
 }
 
 /// Counts of one label name.
@@ -53,9 +55,16 @@ pub struct Tally {
     metrics: Vec<Stat>,
     pairs: Vec<Stat>,
     total_pairs: u64,
+    focus: Option<String>,
+    focus_values: Vec<Stat>,
 }
 
 impl Tally {
+    /// A tally that also counts series per value of label `focus`, when given.
+    pub fn new(focus: Option<String>) -> Self {
+        Self { focus, ..Self::default() }
+    }
+
     /// Counts `series` series carrying `name=value`. Each pair must be added once, with every
     /// series that carries it (a series carries one value per name).
     pub fn add_pair(&mut self, name: &str, value: &str, series: u64) {
@@ -68,6 +77,9 @@ impl Tally {
         counts.bytes += value.len() as u64 * series;
         if name == crate::labels::METRIC_NAME {
             self.metrics.push(Stat { name: value.to_owned(), value: series });
+        }
+        if self.focus.as_deref() == Some(name) {
+            self.focus_values.push(Stat { name: value.to_owned(), value: series });
         }
         self.pairs.push(Stat { name: format!("{name}={value}"), value: series });
         self.total_pairs += series;
@@ -87,6 +99,7 @@ impl Tally {
             bytes_by_label_name: by_name(|c| c.bytes),
             series_by_metric_name: top(self.metrics, top_n),
             series_by_label_pair: top(self.pairs, top_n),
+            series_by_focus_value: top(self.focus_values, top_n),
         }
     }
 }
@@ -189,7 +202,12 @@ where
                 }
             }
         }
-        let (min, _) = self.heads.iter().enumerate().filter_map(|(i, h)| h.as_ref().map(|k| (i, k))).min_by(|a, b| a.1.cmp(b.1))?;
+        let (min, _) = self
+            .heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.as_ref().map(|k| (i, k)))
+            .min_by(|a, b| a.1.cmp(b.1))?;
         let key = self.heads.get_mut(min)?.take()?;
         for i in 0..self.heads.len() {
             let equal = i == min || self.heads.get(i).and_then(Option::as_ref) == Some(&key);
@@ -258,6 +276,9 @@ mod tests {
             series_by_label_name: list(by_name.iter().map(|(n, c)| (n.clone(), c.0)).collect()),
             values_by_label_name: list(by_name.iter().map(|(n, c)| (n.clone(), c.1.len() as u64)).collect()),
             bytes_by_label_name: list(by_name.iter().map(|(n, c)| (n.clone(), c.2)).collect()),
+            series_by_focus_value: list(
+                pairs.iter().filter_map(|(p, &c)| p.strip_prefix("job=").map(|v| (v.to_owned(), c))).collect(),
+            ),
             series_by_label_pair: list(pairs.into_iter().collect()),
         }
     }
@@ -265,11 +286,7 @@ mod tests {
     fn label_set() -> impl Strategy<Value = LabelSet> {
         (
             prop::sample::select(vec!["up", "cpu", "mem", "http_requests_total"]),
-            prop::collection::btree_map(
-                prop::sample::select(vec!["job", "instance", "path", "a"]),
-                "[a-c]{0,2}",
-                0..4,
-            ),
+            prop::collection::btree_map(prop::sample::select(vec!["job", "instance", "path", "a"]), "[a-c]{0,2}", 0..4),
         )
             .prop_map(|(metric, rest)| {
                 let mut ls: LabelSet =
@@ -306,7 +323,7 @@ mod tests {
                 ids.iter().copied().collect()
             };
             let streams: Vec<_> = keyspaces.iter().map(|ks| rows(ks).into_iter().map(Ok::<_, ()>)).collect();
-            let mut tally = Tally::default();
+            let mut tally = Tally::new(Some("job".into()));
             let mut seen = BTreeSet::new();
             let merged = MergeUnique::new(streams);
             count_rows(merged.inspect(|r| { if let Ok(r) = r { seen.insert(r.2); } }), |id| accepted.contains(&id), &mut tally).unwrap();
