@@ -13,7 +13,7 @@ use super::api::{labels, query, series, status};
 use super::error::ApiError;
 use super::import::SeriesLimits;
 use super::remote_write::RemoteState;
-use super::{access, admin, api, export, health, import, metrics, remote_read, remote_write};
+use super::{access, admin, api, export, health, import, metrics, remote_read, remote_write, ui};
 use crate::metrics::Metrics;
 use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
@@ -106,7 +106,9 @@ impl Default for QueryConfig {
 
 /// The whole HTTP surface.
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let pages = ui::PAGES.iter().fold(Router::new(), |r, path| r.route(path, get(ui::page)));
+    pages
+        .route("/ui/{file}", get(ui::asset))
         .route("/api/v1/write", post(remote_write::write))
         .route("/api/v1/read", post(remote_read::read))
         .route("/api/v1/metadata", get(api::metadata::metadata))
