@@ -61,8 +61,10 @@ export function graph(result, { startMs, endMs, stepMs, onZoom }) {
   const readout = h('div', { class: 'readout', hidden: true, role: 'status' });
   wrap.append(plot, readout, legend);
 
+  let drawnWidth = 0;
   const draw = () => {
     const width = Math.max(plot.clientWidth || 800, 300);
+    drawnWidth = width;
     const shown = series.filter((s) => s.visible);
     const values = shown.flatMap((s) => s.points.map((p) => p[1]).filter(Number.isFinite));
     let lo = values.length ? Math.min(...values) : 0;
@@ -186,7 +188,11 @@ export function graph(result, { startMs, endMs, stepMs, onZoom }) {
   });
   // Drawn once attached, when the plot's width is known, and again when the window resizes.
   requestAnimationFrame(draw);
-  const resize = new ResizeObserver(() => requestAnimationFrame(draw));
+  const resize = new ResizeObserver(() =>
+    requestAnimationFrame(() => {
+      if (Math.max(plot.clientWidth || 800, 300) !== drawnWidth) draw();
+    }),
+  );
   resize.observe(plot);
   return wrap;
 }

@@ -9,6 +9,12 @@ function section(title, ...content) {
   return h('section', { class: 'card' }, h('h2', {}, title), ...content);
 }
 
+function wideSection(title, ...content) {
+  const s = section(title, ...content);
+  s.classList.add('wide');
+  return s;
+}
+
 function pairs(caption, entries, id) {
   return table(caption, ['', ''], entries.map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', {}, v))), { id, class: 'pairs' });
 }
@@ -32,8 +38,8 @@ export async function storagePage(main) {
       h(
         'tr',
         {},
-        h('td', {}, utc(w.start)),
-        h('td', {}, utc(w.end)),
+        h('td', { class: 'time' }, utc(w.start)),
+        h('td', { class: 'time' }, utc(w.end)),
         h('td', {}, h('span', { class: `state ${w.state}` }, w.state)),
         h('td', { class: 'num' }, number(w.series)),
         h('td', { class: 'num' }, number(w.samples)),
@@ -54,7 +60,7 @@ export async function storagePage(main) {
   );
   const flagRows = Object.entries(flags).map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, `--${k}`), h('td', {}, v)));
   out.replaceChildren(
-    section(
+    wideSection(
       'Time windows',
       windowRows.length
         ? table('Time windows, newest first', ['Start (UTC)', 'End (UTC)', 'State', 'Series', 'Samples', 'Bytes', 'Bytes/sample'], windowRows, { id: 'windows-table' })
@@ -87,7 +93,7 @@ export async function storagePage(main) {
       'Build information',
       pairs('Build information', [['Application', build.application || 'saltdb'], ['Version', build.version]], 'build-table'),
     ),
-    section(
+    wideSection(
       'Flags',
       flagRows.length ? table('Command-line flags', ['Flag', 'Value'], flagRows, { id: 'flags-table' }) : h('p', { class: 'empty' }, 'Started without a command line: no flags to show.'),
     ),

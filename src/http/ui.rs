@@ -22,7 +22,11 @@ struct Asset {
 
 macro_rules! asset {
     ($name:literal, $type:expr) => {
-        Asset { name: $name, content_type: $type, body: include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/ui/", $name)) }
+        Asset {
+            name: $name,
+            content_type: $type,
+            body: include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/ui/", $name)),
+        }
     };
 }
 
@@ -117,7 +121,11 @@ mod tests {
         for a in ASSETS {
             let text = std::str::from_utf8(a.body).expect("UTF-8 asset");
             let first = text.lines().find(|l| !l.starts_with("<!doctype")).unwrap_or("");
-            assert!(first.starts_with("//") || first.starts_with("/*") || first.starts_with("<!--"), "{} lacks an opening comment", a.name);
+            assert!(
+                first.starts_with("//") || first.starts_with("/*") || first.starts_with("<!--"),
+                "{} lacks an opening comment",
+                a.name
+            );
         }
     }
 }

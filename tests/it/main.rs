@@ -4,6 +4,7 @@
 mod common;
 
 mod bad_input;
+mod browser;
 mod clean_close;
 mod crash;
 mod crash_load;

@@ -20,6 +20,18 @@ pub fn available(bin: &str, test: &str) -> bool {
     found
 }
 
+/// True when `bin` is on PATH; otherwise prints why `test` is skipped and which Debian
+/// `package` provides it (or panics in CI).
+pub fn installed(bin: &str, test: &str, package: &str) -> bool {
+    let found =
+        Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "{bin} is not installed, and CI is set: .ci/run must install it");
+        eprintln!("SKIPPED {test}: {bin} is not installed (apt-get install {package})");
+    }
+    found
+}
+
 /// A free loopback port (bound and released).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
