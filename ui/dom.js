@@ -18,9 +18,8 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-// An alert as Prometheus' UI shows them: errors red, warnings yellow.
-export function alert(kind, message) {
-  const label = kind === 'error' ? 'Error' : 'Warning';
+// An alert as Prometheus' UI shows them: errors red, warnings yellow; `label` leads the text.
+export function alert(kind, message, label = kind === 'error' ? 'Error' : 'Warning') {
   return h('div', { class: `alert ${kind}`, role: kind === 'error' ? 'alert' : 'status' }, h('strong', {}, `${label}: `), message);
 }
 

@@ -16,7 +16,7 @@ export async function explorePage(main) {
   const filter = h('input', { id: 'metric-filter', type: 'search', placeholder: 'metric name contains…' });
   const summary = h('p', { class: 'hint', 'aria-live': 'polite' });
   const body = h('div', {}, h('p', { class: 'empty' }, 'Loading…'));
-  const detail = h('section', { id: 'metric-detail', 'aria-live': 'polite' });
+  const detail = h('section', { id: 'metric-detail', class: 'detail', 'aria-live': 'polite' });
   main.append(h('h1', {}, 'Explore metrics'), h('div', { class: 'controls' }, field('Filter', filter)), summary, detail, body);
 
   let names;

@@ -19,7 +19,8 @@ export function niceTicks(lo, hi, count) {
   const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) || raw;
   const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  const last = Math.ceil(hi / step) * step;
+  for (let v = Math.floor(lo / step) * step; v <= last + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
   return out;
 }
 
@@ -162,7 +163,7 @@ export function graph(result, { startMs, endMs, stepMs, onZoom }) {
     }
     readout.replaceChildren(h('div', { class: 'readout-time' }, `${utc(t)} UTC`), ...rows);
     readout.hidden = false;
-    readout.style.left = `${Math.min(px + 16, width - 260)}px`;
+    readout.style.left = `${Math.max(Math.min(px + 16, width - 340), 0)}px`;
   };
 
   series.forEach((s) => {

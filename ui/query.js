@@ -145,7 +145,7 @@ export function queryPage(main) {
       if (mine !== generation) return;
       status.textContent = '';
       output.replaceChildren();
-      messages.replaceChildren(alert('error', e.message));
+      messages.replaceChildren(alert('error', e.message, 'Error executing query'));
     } finally {
       if (mine === generation) execute.disabled = false;
     }

@@ -136,10 +136,10 @@ fn write_data(base: &str) -> i64 {
     let end = now - now % 15_000;
     let times: Vec<i64> = (0..240).map(|i| end - (239 - i) * 15_000).collect();
     let mut timeseries = Vec::new();
-    for (job, instances) in [("api", &["a", "b", "c"][..]), ("web", &["a", "b"][..])] {
+    for (j, (job, instances)) in [("api", &["a", "b", "c"][..]), ("web", &["a", "b"][..])].into_iter().enumerate() {
         for (k, instance) in instances.iter().enumerate() {
-            let samples: Vec<(i64, f64)> =
-                times.iter().enumerate().map(|(i, &t)| (t, (i * (k + 2)) as f64 + job.len() as f64)).collect();
+            let slope = 2 * k + j + 1;
+            let samples: Vec<(i64, f64)> = times.iter().enumerate().map(|(i, &t)| (t, (i * slope) as f64)).collect();
             timeseries.push(series(&[("__name__", TOP_METRIC), ("instance", instance), ("job", job)], &samples));
         }
     }
