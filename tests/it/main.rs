@@ -25,6 +25,7 @@ mod remote_write;
 mod retention;
 mod seal;
 mod security;
+mod status_api;
 mod storage_api;
 mod storage_failure;
 mod upgrade;

@@ -33,7 +33,7 @@ pub struct Cardinality {
     pub series_by_label_pair: Vec<Stat>,
     /// Distinct values per label name.
     pub values_by_label_name: Vec<Stat>,
-    /// Per label name, the length of each value times its series (Prometheus'
+    /// Per label name, the summed length of its distinct values (Prometheus'
     /// `memoryInBytesByLabelName`).
     pub bytes_by_label_name: Vec<Stat>,
     /// Series per value of the focus label, if one was given (VictoriaMetrics' `focusLabel`).
@@ -74,7 +74,7 @@ impl Tally {
         let counts = self.names.entry(name.to_owned()).or_default();
         counts.series += series;
         counts.values += 1;
-        counts.bytes += value.len() as u64 * series;
+        counts.bytes += value.len() as u64;
         if name == crate::labels::METRIC_NAME {
             self.metrics.push(Stat { name: value.to_owned(), value: series });
         }
@@ -253,8 +253,9 @@ mod tests {
             for (n, v) in labels {
                 let e = by_name.entry(n.clone()).or_default();
                 e.0 += 1;
-                e.1.insert(v.clone());
-                e.2 += v.len() as u64;
+                if e.1.insert(v.clone()) {
+                    e.2 += v.len() as u64;
+                }
                 *pairs.entry(format!("{n}={v}")).or_default() += 1;
                 total_pairs += 1;
                 if n == "__name__" {
