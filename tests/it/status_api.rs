@@ -201,3 +201,139 @@ fn tsdb_status_rejects_bad_parameters() {
     }
     saltdb.stop();
 }
+
+/// A day spread over four 6-hour windows, one sealed and then written to again (so its series
+/// are indexed in both its sealed and its hot keyspace): every series counts once, as
+/// `/api/v1/series` lists them for that day.
+#[test]
+fn tsdb_status_counts_each_series_once_across_windows_and_keyspaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = storage_config(dir.path());
+    config.window_ms = 6 * 3_600_000;
+    let saltdb = InProcess::start(config);
+    let base = saltdb.url("");
+    let day = 1_704_844_800_000i64; // 2024-01-10T00:00:00Z
+    let line = |name: &str, job: &str, t: i64| {
+        format!("{{\"metric\":{{\"__name__\":\"{name}\",\"job\":\"{job}\"}},\"values\":[1],\"timestamps\":[{t}]}}\n")
+    };
+    let hour = 3_600_000;
+    let first: String = [
+        line("cpu", "a", day + hour),
+        line("cpu", "b", day + hour),
+        line("cpu", "a", day + 7 * hour),
+        line("mem", "a", day + 13 * hour),
+        line("cpu", "c", day + 19 * hour),
+        line("cpu", "a", day - hour),
+        line("disk", "z", day + 25 * hour),
+    ]
+    .concat();
+    assert_eq!(import(&base, first), (204, String::new()));
+    let storage = saltdb.server.as_ref().unwrap().storage().clone();
+    storage.flush_head().unwrap();
+    assert!(storage.seal_window(day).unwrap().is_some(), "the first window seals");
+    // Late samples into the sealed window: one known series, one new.
+    assert_eq!(
+        import(&base, [line("cpu", "b", day + 2 * hour), line("net", "a", day + 2 * hour)].concat()),
+        (204, String::new())
+    );
+    storage.flush_head().unwrap();
+
+    let listed = get_json(&format!(
+        "{base}/api/v1/series?match[]={{__name__=~\".%2B\"}}&start={}&end={}",
+        day / 1000,
+        (day + 24 * hour - 1) / 1000
+    ));
+    let listed = listed["data"].as_array().unwrap().clone();
+    let c = tsdb(&base, &[("date", "2024-01-10")]);
+    assert_eq!(c["totalSeries"].as_u64(), Some(listed.len() as u64));
+    let mut per_metric: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &listed {
+        *per_metric.entry(s["__name__"].as_str().unwrap().to_owned()).or_default() += 1;
+    }
+    let counted: BTreeMap<String, u64> = stats(&c["seriesCountByMetricName"]).into_iter().collect();
+    assert_eq!(counted, per_metric);
+    assert_eq!(per_metric.get("cpu"), Some(&3), "the data set spans the windows as meant");
+    // With a selector, only its series.
+    let c = tsdb(&base, &[("date", "2024-01-10"), ("match[]", r#"{job="a"}"#)]);
+    let with_a = listed.iter().filter(|s| s["job"] == "a").count() as u64;
+    assert_eq!(c["totalSeries"].as_u64(), Some(with_a));
+    assert_eq!(stats(&c["seriesCountByLabelValuePair"]).iter().find(|(n, _)| n == "job=a").map(|p| p.1), Some(with_a));
+    saltdb.stop();
+}
+
+/// The web UI's files: each page path answers the page shell, assets carry their content type,
+/// an ETag that revalidates to 304, `no-cache` and a content security policy; unknown assets
+/// are 404 in the API's error envelope.
+#[test]
+fn web_ui_assets_are_served_with_types_and_cache_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let saltdb = InProcess::start(storage_config(dir.path()));
+    let c = client();
+    for page in ["/", "/graph", "/explore", "/cardinality", "/storage"] {
+        let resp = c.get(saltdb.url(page)).send().unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "{page}");
+        assert_eq!(resp.headers()["content-type"], "text/html; charset=utf-8");
+        assert!(resp.text().unwrap().contains(r#"<script type="module" src="/ui/main.js">"#));
+    }
+    for (asset, content_type) in
+        [("main.js", "text/javascript; charset=utf-8"), ("style.css", "text/css; charset=utf-8")]
+    {
+        let resp = c.get(saltdb.url(&format!("/ui/{asset}"))).send().unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        let h = resp.headers().clone();
+        assert_eq!(h["content-type"], content_type);
+        assert_eq!(h["cache-control"], "no-cache");
+        assert!(h["content-security-policy"].to_str().unwrap().contains("default-src 'self'"));
+        let etag = h["etag"].to_str().unwrap().to_owned();
+        assert!(!resp.bytes().unwrap().is_empty());
+        let again = c.get(saltdb.url(&format!("/ui/{asset}"))).header("If-None-Match", &etag).send().unwrap();
+        assert_eq!(again.status().as_u16(), 304);
+        assert!(again.bytes().unwrap().is_empty());
+        let stale = c.get(saltdb.url(&format!("/ui/{asset}"))).header("If-None-Match", "\"0\"").send().unwrap();
+        assert_eq!(stale.status().as_u16(), 200);
+    }
+    for missing in ["/ui/nope.js", "/ui/..%2FCargo.toml", "/ui/"] {
+        let resp = c.get(saltdb.url(missing)).send().unwrap();
+        assert_eq!(resp.status().as_u16(), 404, "{missing}");
+        let body: Value = serde_json::from_str(&resp.text().unwrap()).unwrap();
+        assert_eq!(body["status"], "error", "{missing}");
+    }
+    saltdb.stop();
+}
+
+/// `/api/v1/status/storage` after a write: samples per bucket add up to what was written, the
+/// head holds them, and the configured window, retention and bucket count are reported.
+#[test]
+fn storage_status_reports_buckets_head_and_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = storage_config(dir.path());
+    config.buckets = 8;
+    config.retention_ms = Some(90 * 86_400_000);
+    let saltdb = InProcess::start(config);
+    let t = recent_ms();
+    let lines: String = (0..20)
+        .map(|i| {
+            format!(
+                "{{\"metric\":{{\"__name__\":\"m\",\"i\":\"{i}\"}},\"values\":[1,2,3],\"timestamps\":[{t},{},{}]}}\n",
+                t + 1000,
+                t + 2000
+            )
+        })
+        .collect();
+    assert_eq!(import(&saltdb.url(""), lines), (204, String::new()));
+    let v = get_json(&saltdb.url("/api/v1/status/storage"));
+    assert_eq!(v["status"], "success");
+    let d = &v["data"];
+    let written: Vec<u64> =
+        d["buckets"]["samplesWritten"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+    assert_eq!(written.len(), 8);
+    assert_eq!(written.iter().sum::<u64>(), 60);
+    assert!(written.iter().filter(|&&n| n > 0).count() > 1, "20 series spread over buckets: {written:?}");
+    assert_eq!(d["buckets"]["scheme"], "hash");
+    assert_eq!(d["head"]["samples"], 60);
+    assert_eq!(d["windowMs"], 86_400_000);
+    assert_eq!(d["retentionMs"], 90 * 86_400_000i64);
+    assert_eq!(d["seriesCreated"], 20);
+    assert!(d["tableBytes"].as_object().unwrap().contains_key("series"));
+    saltdb.stop();
+}
