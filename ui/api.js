@@ -10,7 +10,7 @@ export class ApiError extends Error {
 }
 
 // GETs `path` with `params` (an object; array values repeat the key, undefined/'' are left out)
-// and resolves to {data, warnings}.
+// and resolves to {data, warnings, infos}.
 export async function api(path, params = {}) {
   const url = new URL(path, location.origin);
   for (const [k, v] of Object.entries(params)) {
@@ -33,7 +33,7 @@ export async function api(path, params = {}) {
   if (body.status !== 'success') {
     throw new ApiError(resp.status, body.errorType || 'unknown', body.error || `HTTP ${resp.status}`);
   }
-  return { data: body.data, warnings: body.warnings || [] };
+  return { data: body.data, warnings: body.warnings || [], infos: body.infos || [] };
 }
 
 // Memoizes GETs whose answers change slowly (metric and label names for autocomplete).

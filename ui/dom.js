@@ -18,8 +18,9 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-// An alert as Prometheus' UI shows them: errors red, warnings yellow; `label` leads the text.
-export function alert(kind, message, label = kind === 'error' ? 'Error' : 'Warning') {
+// An alert as Prometheus' UI shows them: errors red, warnings yellow, infos blue; `label` leads
+// the text.
+export function alert(kind, message, label = { error: 'Error', warning: 'Warning', info: 'Info' }[kind]) {
   return h('div', { class: `alert ${kind}`, role: kind === 'error' ? 'alert' : 'status' }, h('strong', {}, `${label}: `), message);
 }
 

@@ -137,7 +137,7 @@ export function queryPage(main) {
           : await api('/api/v1/query', { query: state.expr, time: endMs / 1000, stats: 'all' });
       if (mine !== generation) return;
       const elapsed = performance.now() - started;
-      messages.replaceChildren(...answer.warnings.map((w) => alert('warning', w)));
+      messages.replaceChildren(...answer.warnings.map((w) => alert('warning', w)), ...answer.infos.map((i) => alert('info', i)));
       status.replaceChildren(...statsLine(answer.data, elapsed));
       if (state.tab === 'graph') showGraph(answer.data, endMs - rangeMs, endMs, stepMs);
       else showTable(answer.data);

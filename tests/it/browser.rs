@@ -220,6 +220,9 @@ fn web_ui_in_a_real_browser() {
     let bad = client().get(format!("{base}/api/v1/query")).query(&[("query", bad_query)]).send().unwrap();
     assert_eq!(bad.status().as_u16(), 400);
     let bad_error = serde_json::from_str::<Value>(&bad.text().unwrap()).unwrap()["error"].as_str().unwrap().to_owned();
+    let range = format!("start={}&end={}&step=15", end_ms / 1000 - 3600, end_ms / 1000);
+    let sorted = get_json(&format!("{base}/api/v1/query_range?query=sort(saltui_requests_total)&{range}"));
+    let expected_warning = sorted["warnings"][0].as_str().expect("sort() in a range query warns").to_owned();
     let windows = get_json(&format!("{base}/api/v1/status/windows"))["data"].as_array().unwrap().len();
 
     let driver = Driver::start();
@@ -344,6 +347,22 @@ fn web_ui_in_a_real_browser() {
         let logged = console_errors(&c).await;
         assert!(logged.iter().any(|e| e.contains("400 (Bad Request)")), "the failed load is logged: {logged:?}");
         failures.extend(logged.into_iter().filter(|e| !e.contains("400 (Bad Request)")).map(|e| format!("bad query: {e}")));
+
+        // Warnings as Prometheus shows them: sort() does nothing in a range query.
+        let warned = "sort(saltui_requests_total)";
+        expr.clear().await.unwrap();
+        expr.send_keys(warned).await.unwrap();
+        expr.send_keys(&Key::Escape.to_string()).await.unwrap();
+        expr.send_keys(&Key::Enter.to_string()).await.unwrap();
+        let warning = eventually("the warning", || async {
+            let t = texts(&c, ".alert.warning").await.join("\n");
+            (!t.is_empty()).then_some(t)
+        })
+        .await;
+        assert!(warning.contains(&expected_warning), "shown {warning:?}, the API says {expected_warning:?}");
+        assert_eq!(c.find_all(Locator::Css(".plot path.series")).await.unwrap().len(), 5, "the result is drawn too");
+        screenshot(&c, "query-warning").await;
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("warning: {e}")));
 
         // Cardinality: the top metric first.
         c.goto(&format!("{base}/cardinality")).await.unwrap();
