@@ -52,21 +52,19 @@ pub fn cardinality(sh: &Shared, q: &CardinalityQuery, limits: &ReadLimits) -> Re
         _ => Some(accepted_ids(sh, selectors, start_ms, end_ms)?),
     };
     let index_rows = || windows.iter().flat_map(keyspaces).map(|ks| ks.prefix(keys::WINDOW_POSTINGS_PREFIX));
-    let streams: Vec<_> = index_rows().map(|rows| rows.map(|g| g.key().map(|k| k.to_vec()))).collect();
+    let streams: Vec<_> = index_rows().map(|rows| rows.map(|g| g.key().map_err(StorageError::from))).collect();
     let mut read = 0u64;
-    let rows = MergeUnique::new(streams).map(|key| -> Result<(String, String, u64)> {
+    let rows = MergeUnique::new(streams).map(|key| {
         read += 1;
         if read.is_multiple_of(CHECK_EVERY) {
             limits.check()?;
         }
-        let key = key?;
-        let (name, value, id) = keys::decode_postings_key(&key).ok_or(corrupt())?;
-        Ok((name.to_owned(), value.to_owned(), id))
+        key
     });
     let mut tally = Tally::new(q.focus_label.clone());
     match &accepted {
-        Some(ids) => count_rows(rows, |id| ids.binary_search(&id).is_ok(), &mut tally)?,
-        None => count_rows(rows, |_| true, &mut tally)?,
+        Some(ids) => count_rows(rows, |id| ids.binary_search(&id).is_ok(), &mut tally, corrupt)?,
+        None => count_rows(rows, |_| true, &mut tally, corrupt)?,
     }
     let total = match accepted {
         Some(ids) => ids.len(),
@@ -81,11 +79,8 @@ fn corrupt() -> StorageError {
 
 /// Series in the window index of any of `windows`, counted without collecting their ids.
 fn series_in(windows: &[super::window::Window]) -> Result<usize> {
-    let streams: Vec<_> = windows
-        .iter()
-        .flat_map(keyspaces)
-        .map(|ks| ks.prefix(keys::WINDOW_INDEX_PREFIX).map(|g| g.key().map(|k| k.to_vec())))
-        .collect();
+    let streams: Vec<_> =
+        windows.iter().flat_map(keyspaces).map(|ks| ks.prefix(keys::WINDOW_INDEX_PREFIX).map(|g| g.key())).collect();
     let mut n = 0;
     for key in MergeUnique::new(streams) {
         key?;

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::storage::keys;
+
 /// One entry of a top list: a name (metric, label name or `name=value`) and its count.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stat {
@@ -115,37 +117,53 @@ fn top(mut stats: Vec<Stat>, n: usize) -> Vec<Stat> {
     stats
 }
 
-/// Groups postings rows `(name, value, series id)`, in key order and without duplicates, into
-/// pairs with the number of their series that `accept` lets through, and adds them to `tally`.
-/// Returns the distinct accepted series ids seen.
+/// Groups window postings keys (`0xFFFE name 0x00 value 0x00 series_id`, see
+/// [`keys::decode_postings_key`]), ascending and without duplicates, into label pairs with the
+/// number of their series that `accept` lets through, and adds them to `tally`. Keys are only
+/// compared while a pair lasts; each pair is decoded once.
 ///
 /// # Errors
-/// The first error of `rows`.
-pub fn count_rows<E>(
-    rows: impl Iterator<Item = Result<(String, String, u64), E>>,
+/// The first error of `rows`, or `corrupt()` for a key that is not a postings key.
+pub fn count_rows<K: AsRef<[u8]>, E>(
+    rows: impl Iterator<Item = Result<K, E>>,
     accept: impl Fn(u64) -> bool,
     tally: &mut Tally,
+    corrupt: impl Fn() -> E,
 ) -> Result<(), E> {
-    let mut current: Option<(String, String, u64)> = None;
+    // The first key of the current pair, and how many accepted series carry the pair.
+    let mut current: Option<(K, u64)> = None;
     for row in rows {
-        let (name, value, id) = row?;
-        let same = current.as_ref().is_some_and(|(n, v, _)| *n == name && *v == value);
+        let key = row?;
+        let bytes = key.as_ref();
+        let (pair, id) =
+            bytes.split_at_checked(bytes.len().checked_sub(8).ok_or_else(&corrupt)?).ok_or_else(&corrupt)?;
+        let id = u64::from_be_bytes(id.try_into().map_err(|_| corrupt())?);
+        let same = current.as_ref().is_some_and(|(first, _)| {
+            first.as_ref().get(..pair.len()) == Some(pair) && first.as_ref().len() == bytes.len()
+        });
         if !same {
-            if let Some((n, v, count)) = current.take() {
-                tally.add_pair(&n, &v, count);
+            if let Some((first, count)) = current.take() {
+                add_key(tally, first.as_ref(), count).ok_or_else(&corrupt)?;
             }
-            current = Some((name, value, 0));
+            current = Some((key, 0));
         }
         if accept(id) {
-            if let Some((_, _, count)) = current.as_mut() {
+            if let Some((_, count)) = current.as_mut() {
                 *count += 1;
             }
         }
     }
-    if let Some((n, v, count)) = current {
-        tally.add_pair(&n, &v, count);
+    if let Some((first, count)) = current {
+        add_key(tally, first.as_ref(), count).ok_or_else(&corrupt)?;
     }
     Ok(())
+}
+
+/// Adds the pair of postings key `key` with `count` series; `None` when the key is corrupt.
+fn add_key(tally: &mut Tally, key: &[u8], count: u64) -> Option<()> {
+    let (name, value, _) = keys::decode_postings_key(key)?;
+    tally.add_pair(name, value, count);
+    Some(())
 }
 
 /// Merges several strictly ascending streams of keys into one strictly ascending stream (the
@@ -232,10 +250,10 @@ mod tests {
 
     type LabelSet = BTreeMap<String, String>;
 
-    /// The postings rows of `series` (id -> labels), in key order.
-    fn rows(series: &BTreeMap<u64, LabelSet>) -> Vec<(String, String, u64)> {
+    /// The window postings keys of `series` (id -> labels), in key order.
+    fn rows(series: &BTreeMap<u64, LabelSet>) -> Vec<Vec<u8>> {
         let mut rows: Vec<_> =
-            series.iter().flat_map(|(&id, ls)| ls.iter().map(move |(n, v)| (n.clone(), v.clone(), id))).collect();
+            series.iter().flat_map(|(&id, ls)| ls.iter().map(move |(n, v)| keys::postings_key(n, v, id))).collect();
         rows.sort();
         rows
     }
@@ -327,7 +345,13 @@ mod tests {
             let mut tally = Tally::new(Some("job".into()));
             let mut seen = BTreeSet::new();
             let merged = MergeUnique::new(streams);
-            count_rows(merged.inspect(|r| { if let Ok(r) = r { seen.insert(r.2); } }), |id| accepted.contains(&id), &mut tally).unwrap();
+            let merged = merged.inspect(|r| {
+                if let Ok(key) = r {
+                    seen.insert(keys::decode_postings_key(key).map(|k| k.2));
+                }
+            });
+            count_rows(merged, |id| accepted.contains(&id), &mut tally, || ()).unwrap();
+            let seen: BTreeSet<u64> = seen.into_iter().flatten().collect();
             let total = seen.iter().filter(|id| accepted.contains(id)).count() as u64;
             prop_assert_eq!(tally.finish(total, top_n), brute_force(&series, &accepted, top_n));
         }
@@ -347,6 +371,12 @@ mod tests {
         let streams = vec![vec![Ok(1), Err("bad"), Ok(3)].into_iter(), vec![Ok(2)].into_iter()];
         let got: Vec<Result<i32, &str>> = MergeUnique::new(streams).collect();
         assert_eq!(got, vec![Ok(1), Err("bad")]);
+    }
+
+    #[test]
+    fn a_corrupt_key_is_an_error() {
+        let rows = vec![Ok::<_, &str>(keys::postings_key("a", "b", 1)), Ok(vec![0xFF, 0xFE, 1, 2])];
+        assert_eq!(count_rows(rows.into_iter(), |_| true, &mut Tally::default(), || "corrupt"), Err("corrupt"));
     }
 
     #[test]
