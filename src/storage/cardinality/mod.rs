@@ -1,24 +1,28 @@
-//! Cardinality of a time range (a day, for `/api/v1/status/tsdb`), read from the per-window
-//! index (see [`super::postings`]): series per metric name, label name and label pair, distinct
-//! values per label name. Its cost follows the size of the overlapping windows' postings (one
-//! row per label of each series in them), never a load of label sets from the series table;
-//! with selectors, the matching series are found by the ordinary selection first
-//! ([`select::accepted_ids`]) and only rows of those series are counted.
+//! Cardinality of a time range (a day, for `/api/v1/status/tsdb`): series per metric name,
+//! label name and label pair, distinct values per label name.
+//!
+//! - All series: read from the per-window index (see [`super::postings`]). The cost follows the
+//!   size of the overlapping windows' postings (one row per label of each series in them), never
+//!   a load of label sets from the series table.
+//! - With selectors: the ordinary selection ([`select::for_each_accepted`]) finds the matching
+//!   series, checking each candidate's labels, and those same labels are counted: the cost
+//!   follows the selection, not the window.
 //!
 //! The counting itself is pure and lives in [`tally`].
 
 mod tally;
+
+use std::collections::HashSet;
 
 use super::error::{Result, StorageError};
 use super::keys;
 use super::matchers::Selection;
 use super::querier::ReadLimits;
 use super::select::{self, keyspaces};
-use super::series::SeriesId;
 use super::shared::Shared;
+use super::window::Window;
+use tally::{count_rows, MergeUnique, PairCounts, Tally};
 pub use tally::{Cardinality, Stat};
-
-use tally::{count_rows, MergeUnique, Tally};
 
 use crate::matcher::Matcher;
 
@@ -45,14 +49,26 @@ pub struct CardinalityQuery {
 /// # Errors
 /// Engine errors, corrupt keys, and the limits' timeout or cancellation.
 pub fn cardinality(sh: &Shared, q: &CardinalityQuery, limits: &ReadLimits) -> Result<Cardinality> {
-    let (start_ms, end_ms, selectors) = (q.start_ms, q.end_ms, q.selectors.as_slice());
-    let windows = sh.windows.overlapping(start_ms, end_ms);
-    let accepted = match selectors {
-        [] => None,
-        _ => Some(accepted_ids(sh, selectors, start_ms, end_ms)?),
+    let mut tally = Tally::new(q.focus_label.clone());
+    let total = if q.selectors.is_empty() {
+        let windows = sh.windows.overlapping(q.start_ms, q.end_ms);
+        count_index(&windows, limits, &mut tally)?;
+        series_in(&windows)?
+    } else {
+        let counts = count_selected(sh, q, limits)?;
+        counts.add_to(&mut tally);
+        counts.series()
     };
-    let index_rows = || windows.iter().flat_map(keyspaces).map(|ks| ks.prefix(keys::WINDOW_POSTINGS_PREFIX));
-    let streams: Vec<_> = index_rows().map(|rows| rows.map(|g| g.key().map_err(StorageError::from))).collect();
+    Ok(tally.finish(total, q.top_n))
+}
+
+/// Adds every label pair of the window postings of `windows` to `tally`, with its series.
+fn count_index(windows: &[Window], limits: &ReadLimits, tally: &mut Tally) -> Result<()> {
+    let streams: Vec<_> = windows
+        .iter()
+        .flat_map(keyspaces)
+        .map(|ks| ks.prefix(keys::WINDOW_POSTINGS_PREFIX).map(|g| g.key().map_err(StorageError::from)))
+        .collect();
     let mut read = 0u64;
     let rows = MergeUnique::new(streams).map(|key| {
         read += 1;
@@ -61,16 +77,24 @@ pub fn cardinality(sh: &Shared, q: &CardinalityQuery, limits: &ReadLimits) -> Re
         }
         key
     });
-    let mut tally = Tally::new(q.focus_label.clone());
-    match &accepted {
-        Some(ids) => count_rows(rows, |id| ids.binary_search(&id).is_ok(), &mut tally, corrupt)?,
-        None => count_rows(rows, |_| true, &mut tally, corrupt)?,
+    count_rows(rows, tally, corrupt)
+}
+
+/// Label pairs of the series matching any of the selectors of `q` (each series once).
+fn count_selected(sh: &Shared, q: &CardinalityQuery, limits: &ReadLimits) -> Result<PairCounts> {
+    let mut counts = PairCounts::default();
+    // A series matched by several selectors counts once (label sets are unique per series).
+    let mut seen = HashSet::new();
+    let several = q.selectors.len() > 1;
+    for matchers in &q.selectors {
+        select::for_each_accepted(sh, &Selection::new(matchers), q.start_ms, q.end_ms, limits, |labels| {
+            if !several || seen.insert(labels.clone()) {
+                counts.add_series(labels.iter().map(|l| (l.name.as_str(), l.value.as_str())));
+            }
+            true
+        })?;
     }
-    let total = match accepted {
-        Some(ids) => ids.len(),
-        None => series_in(&windows)?,
-    };
-    Ok(tally.finish(total as u64, q.top_n))
+    Ok(counts)
 }
 
 fn corrupt() -> StorageError {
@@ -78,7 +102,7 @@ fn corrupt() -> StorageError {
 }
 
 /// Series in the window index of any of `windows`, counted without collecting their ids.
-fn series_in(windows: &[super::window::Window]) -> Result<usize> {
+fn series_in(windows: &[Window]) -> Result<u64> {
     let streams: Vec<_> =
         windows.iter().flat_map(keyspaces).map(|ks| ks.prefix(keys::WINDOW_INDEX_PREFIX).map(|g| g.key())).collect();
     let mut n = 0;
@@ -87,15 +111,4 @@ fn series_in(windows: &[super::window::Window]) -> Result<usize> {
         n += 1;
     }
     Ok(n)
-}
-
-/// Ids (ascending) of the series matching any of `selectors` in `[start_ms, end_ms]`.
-fn accepted_ids(sh: &Shared, selectors: &[Vec<Matcher>], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesId>> {
-    let mut ids = Vec::new();
-    for matchers in selectors {
-        ids.extend(select::accepted_ids(sh, &Selection::new(matchers), start_ms, end_ms)?);
-    }
-    ids.sort_unstable();
-    ids.dedup();
-    Ok(ids)
 }

@@ -106,6 +106,41 @@ impl Tally {
     }
 }
 
+/// Series per label pair, counted from whole label sets (for a few matching series, where
+/// scanning a window's whole index would cost more than their labels).
+#[derive(Default)]
+pub struct PairCounts {
+    pairs: BTreeMap<(String, String), u64>,
+    series: u64,
+}
+
+impl PairCounts {
+    /// Counts one series with these labels (each series once).
+    pub fn add_series<'a>(&mut self, labels: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        self.series += 1;
+        for (name, value) in labels {
+            match self.pairs.get_mut(&(name.to_owned(), value.to_owned())) {
+                Some(n) => *n += 1,
+                None => {
+                    self.pairs.insert((name.to_owned(), value.to_owned()), 1);
+                }
+            }
+        }
+    }
+
+    /// Series counted so far.
+    pub fn series(&self) -> u64 {
+        self.series
+    }
+
+    /// Adds every pair to `tally`.
+    pub fn add_to(&self, tally: &mut Tally) {
+        for ((name, value), &n) in &self.pairs {
+            tally.add_pair(name, value, n);
+        }
+    }
+}
+
 /// The `n` largest by count, ties by name ascending (VictoriaMetrics' order).
 fn top(mut stats: Vec<Stat>, n: usize) -> Vec<Stat> {
     let by_rank = |a: &Stat, b: &Stat| b.value.cmp(&a.value).then_with(|| a.name.cmp(&b.name));
@@ -119,25 +154,23 @@ fn top(mut stats: Vec<Stat>, n: usize) -> Vec<Stat> {
 
 /// Groups window postings keys (`0xFFFE name 0x00 value 0x00 series_id`, see
 /// [`keys::decode_postings_key`]), ascending and without duplicates, into label pairs with the
-/// number of their series that `accept` lets through, and adds them to `tally`. Keys are only
+/// number of their series, and adds them to `tally`. Keys are only
 /// compared while a pair lasts; each pair is decoded once.
 ///
 /// # Errors
 /// The first error of `rows`, or `corrupt()` for a key that is not a postings key.
 pub fn count_rows<K: AsRef<[u8]>, E>(
     rows: impl Iterator<Item = Result<K, E>>,
-    accept: impl Fn(u64) -> bool,
     tally: &mut Tally,
     corrupt: impl Fn() -> E,
 ) -> Result<(), E> {
-    // The first key of the current pair, and how many accepted series carry the pair.
+    // The first key of the current pair, and how many series carry the pair.
     let mut current: Option<(K, u64)> = None;
     for row in rows {
         let key = row?;
         let bytes = key.as_ref();
-        let (pair, id) =
-            bytes.split_at_checked(bytes.len().checked_sub(8).ok_or_else(&corrupt)?).ok_or_else(&corrupt)?;
-        let id = u64::from_be_bytes(id.try_into().map_err(|_| corrupt())?);
+        // The key without its series id: `0xFFFE name 0x00 value 0x00`.
+        let pair = bytes.get(..bytes.len().checked_sub(8).ok_or_else(&corrupt)?).ok_or_else(&corrupt)?;
         let same = current.as_ref().is_some_and(|(first, _)| {
             first.as_ref().get(..pair.len()) == Some(pair) && first.as_ref().len() == bytes.len()
         });
@@ -147,10 +180,8 @@ pub fn count_rows<K: AsRef<[u8]>, E>(
             }
             current = Some((key, 0));
         }
-        if accept(id) {
-            if let Some((_, count)) = current.as_mut() {
-                *count += 1;
-            }
+        if let Some((_, count)) = current.as_mut() {
+            *count += 1;
         }
     }
     if let Some((first, count)) = current {
@@ -317,13 +348,11 @@ mod tests {
 
     proptest! {
         /// Series spread over up to three keyspaces (a series may be in several): merging their
-        /// rows and counting gives what counting the accepted label sets gives.
+        /// rows and counting gives what counting their label sets gives.
         #[test]
-        fn counts_match_brute_force(
+        fn index_counts_match_brute_force(
             series in prop::collection::btree_map(0u64..200, label_set(), 0..40),
             placement in prop::collection::vec(1u8..8, 40),
-            accepted_bits in prop::collection::vec(any::<bool>(), 40),
-            filtered: bool,
             top_n in 1usize..12,
         ) {
             let ids: Vec<u64> = series.keys().copied().collect();
@@ -336,11 +365,7 @@ mod tests {
                     }
                 }
             }
-            let accepted: BTreeSet<u64> = if filtered {
-                ids.iter().zip(&accepted_bits).filter(|(_, &b)| b).map(|(&id, _)| id).collect()
-            } else {
-                ids.iter().copied().collect()
-            };
+            let accepted: BTreeSet<u64> = ids.iter().copied().collect();
             let streams: Vec<_> = keyspaces.iter().map(|ks| rows(ks).into_iter().map(Ok::<_, ()>)).collect();
             let mut tally = Tally::new(Some("job".into()));
             let mut seen = BTreeSet::new();
@@ -350,10 +375,28 @@ mod tests {
                     seen.insert(keys::decode_postings_key(key).map(|k| k.2));
                 }
             });
-            count_rows(merged, |id| accepted.contains(&id), &mut tally, || ()).unwrap();
+            count_rows(merged, &mut tally, || ()).unwrap();
             let seen: BTreeSet<u64> = seen.into_iter().flatten().collect();
-            let total = seen.iter().filter(|id| accepted.contains(id)).count() as u64;
+            let total = seen.len() as u64;
             prop_assert_eq!(tally.finish(total, top_n), brute_force(&series, &accepted, top_n));
+        }
+
+        /// Counting the accepted label sets themselves gives the same answer.
+        #[test]
+        fn label_set_counts_match_brute_force(
+            series in prop::collection::btree_map(0u64..200, label_set(), 0..40),
+            accepted_bits in prop::collection::vec(any::<bool>(), 40),
+            top_n in 1usize..12,
+        ) {
+            let accepted: BTreeSet<u64> =
+                series.keys().zip(&accepted_bits).filter(|(_, &b)| b).map(|(&id, _)| id).collect();
+            let mut counts = PairCounts::default();
+            for id in &accepted {
+                counts.add_series(series[id].iter().map(|(n, v)| (n.as_str(), v.as_str())));
+            }
+            let mut tally = Tally::new(Some("job".into()));
+            counts.add_to(&mut tally);
+            prop_assert_eq!(tally.finish(counts.series(), top_n), brute_force(&series, &accepted, top_n));
         }
 
         /// Merged streams come out strictly ascending with every key of every stream.
@@ -376,7 +419,7 @@ mod tests {
     #[test]
     fn a_corrupt_key_is_an_error() {
         let rows = vec![Ok::<_, &str>(keys::postings_key("a", "b", 1)), Ok(vec![0xFF, 0xFE, 1, 2])];
-        assert_eq!(count_rows(rows.into_iter(), |_| true, &mut Tally::default(), || "corrupt"), Err("corrupt"));
+        assert_eq!(count_rows(rows.into_iter(), &mut Tally::default(), || "corrupt"), Err("corrupt"));
     }
 
     #[test]
