@@ -23,6 +23,54 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Parses the process's command line (exiting with clap's message on an error) and, for
+    /// `serve`, records every flag's value for `/api/v1/status/flags`.
+    pub fn parse_with_flags() -> Self {
+        Self::try_parse_with_flags_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// As [`Cli::parse_with_flags`], from `args` (the first is the program name).
+    ///
+    /// # Errors
+    /// clap's error for an invalid command line.
+    pub fn try_parse_with_flags_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::{CommandFactory, FromArgMatches};
+        let command = Self::command();
+        let matches = command.clone().try_get_matches_from(args)?;
+        let mut cli = Self::from_arg_matches(&matches)?;
+        if let (Command::Serve(serve), Some(("serve", given)), Some(spec)) =
+            (&mut cli.command, matches.subcommand(), command.find_subcommand("serve"))
+        {
+            serve.flags = flag_values(spec, given);
+        }
+        Ok(cli)
+    }
+}
+
+/// Each flag of `spec` (by its long name) with its value in `given`: as typed or defaulted,
+/// several values joined by commas; secrets (flags whose environment values clap hides) show
+/// only `<set>` or an empty string.
+fn flag_values(spec: &clap::Command, given: &clap::ArgMatches) -> std::collections::BTreeMap<String, String> {
+    spec.get_arguments()
+        .filter_map(|arg| {
+            let long = arg.get_long()?;
+            let id = arg.get_id().as_str();
+            let raw = given.get_raw(id).map(|vals| vals.map(|v| v.to_string_lossy()).collect::<Vec<_>>().join(","));
+            let value = match raw {
+                Some(_) if arg.is_hide_env_values_set() => "<set>".to_owned(),
+                Some(v) => v,
+                None => String::new(),
+            };
+            Some((long.to_owned(), value))
+        })
+        .collect()
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -161,6 +209,9 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Every flag and its value, filled by [`Cli::parse_with_flags`] (not a flag itself).
+    #[arg(skip)]
+    pub flags: std::collections::BTreeMap<String, String>,
 }
 
 /// Flags that are individually valid but cannot work together, or files that cannot be read.
@@ -317,6 +368,7 @@ impl ServeArgs {
                 (Some(cert), Some(key)) => Some(TlsFiles { cert: cert.clone(), key: key.clone() }),
                 _ => None,
             },
+            flags: self.flags.clone(),
         })
     }
 }
@@ -330,6 +382,25 @@ mod tests {
         assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
         assert_eq!(parse_bytes("100"), Ok(100));
         assert!(parse_bytes("12XB").is_err());
+    }
+
+    #[test]
+    fn flags_hold_every_serve_flag_with_given_or_default_values() {
+        let cli = Cli::try_parse_with_flags_from(["saltdb", "serve", "--retention", "15d", "--write-token", "s3cret"])
+            .expect("valid command line");
+        let Command::Serve(args) = cli.command else { panic!("serve expected") };
+        assert_eq!(args.flags.get("retention").map(String::as_str), Some("15d"));
+        assert_eq!(args.flags.get("window").map(String::as_str), Some("1d"));
+        assert_eq!(args.flags.get("enable-admin-api").map(String::as_str), Some("false"));
+        assert_eq!(args.flags.get("write-token").map(String::as_str), Some("<set>"));
+        assert_eq!(args.flags.get("read-token").map(String::as_str), Some(""));
+        assert!(!args.flags.values().any(|v| v.contains("s3cret")));
+        use clap::CommandFactory;
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").expect("serve");
+        let longs: Vec<&str> = serve.get_arguments().filter_map(clap::Arg::get_long).collect();
+        assert_eq!(args.flags.keys().map(String::as_str).collect::<Vec<_>>().len(), longs.len());
+        assert!(longs.iter().all(|l| args.flags.contains_key(*l)), "{longs:?}");
     }
 
     #[test]

@@ -1,6 +1,5 @@
 //! The `saltdb` binary.
 
-use clap::Parser;
 use saltdb::config::{Cli, Command};
 use saltdb::server::Server;
 
@@ -11,7 +10,7 @@ use saltdb::server::Server;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_with_flags();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -32,6 +32,9 @@ pub struct ServerConfig {
     pub admin_api: bool,
     /// Serve HTTPS with this certificate and key instead of plain HTTP.
     pub tls: Option<TlsFiles>,
+    /// The command line's flags and values (see [`crate::config::Cli::parse_with_flags`]),
+    /// shown by `/api/v1/status/flags`; empty for a server built in code.
+    pub flags: std::collections::BTreeMap<String, String>,
 }
 
 impl ServerConfig {
@@ -46,6 +49,7 @@ impl ServerConfig {
             access: AccessPolicy::default(),
             admin_api: false,
             tls: None,
+            flags: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -123,6 +127,7 @@ impl Server {
         let mut state = AppState::new(storage.clone(), config.limits, config.query);
         state.access = Arc::new(config.access);
         state.admin_api = config.admin_api;
+        state.flags = Arc::new(config.flags);
         let (stop, stopped) = watch::channel(false);
         let maintenance = spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());
         let app = router(Arc::new(state));

@@ -17,5 +17,6 @@ pub mod remote_read;
 pub mod remote_write;
 pub mod router;
 pub mod tls;
+pub mod ui;
 
 pub use router::{router, AppState, Limits, QueryConfig};

@@ -13,7 +13,7 @@ use super::api::{labels, query, series, status};
 use super::error::ApiError;
 use super::import::SeriesLimits;
 use super::remote_write::RemoteState;
-use super::{access, admin, api, export, health, import, metrics, remote_read, remote_write};
+use super::{access, admin, api, export, health, import, metrics, remote_read, remote_write, ui};
 use crate::metrics::Metrics;
 use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
@@ -65,6 +65,8 @@ pub struct AppState {
     pub access: Arc<AccessPolicy>,
     /// Whether `/api/v1/admin/*` is enabled (`--enable-admin-api`; off by default).
     pub admin_api: bool,
+    /// The command line's flags and values, for `/api/v1/status/flags` (empty in-process).
+    pub flags: Arc<std::collections::BTreeMap<String, String>>,
 }
 
 impl AppState {
@@ -82,6 +84,7 @@ impl AppState {
             admission: Admission::new(limits.max_concurrent_writes, limits.max_inflight_bytes),
             access: Arc::new(AccessPolicy::default()),
             admin_api: false,
+            flags: Arc::default(),
         }
     }
 }
@@ -103,7 +106,9 @@ impl Default for QueryConfig {
 
 /// The whole HTTP surface.
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let pages = ui::PAGES.iter().fold(Router::new(), |r, path| r.route(path, get(ui::page)));
+    pages
+        .route("/ui/{file}", get(ui::asset))
         .route("/api/v1/write", post(remote_write::write))
         .route("/api/v1/read", post(remote_read::read))
         .route("/api/v1/metadata", get(api::metadata::metadata))
@@ -117,6 +122,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/label/{name}/values", get(labels::values))
         .route("/api/v1/status/buildinfo", get(status::buildinfo))
         .route("/api/v1/status/windows", get(status::windows))
+        .route("/api/v1/status/tsdb", get(api::cardinality::tsdb).post(api::cardinality::tsdb))
+        .route("/api/v1/status/flags", get(api::flags::flags))
+        .route("/api/v1/status/storage", get(api::storage_status::storage))
         .route("/api/v1/query_exemplars", get(status::query_exemplars).post(status::query_exemplars))
         .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
         .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))

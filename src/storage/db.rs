@@ -435,6 +435,21 @@ impl Storage {
         self.querier(ReadLimits::none()).label_values(name, matchers, start_ms, end_ms, None)
     }
 
+    /// Cardinality of the series with data in a time range, all of them or those matching
+    /// selectors, each list cut to its largest entries. Counted from the window postings (see
+    /// [`super::cardinality`]).
+    ///
+    /// # Errors
+    /// Engine errors, corrupt rows, the limits' timeout or cancellation.
+    pub fn cardinality(&self, query: &super::CardinalityQuery, limits: &ReadLimits) -> Result<super::Cardinality> {
+        super::cardinality::cardinality(&self.inner.shared, query, limits)
+    }
+
+    /// The window length, retention and bucketing this database runs with.
+    pub fn config(&self) -> &StorageConfig {
+        &self.inner.config
+    }
+
     /// Flushes the in-memory head into runs of the window keyspaces (which the log replay
     /// would otherwise rebuild at the next start).
     ///

@@ -3,6 +3,7 @@
 //!
 //! Layout of the keys and tables: see [`keys`]. Manifest: see [`manifest`].
 
+mod cardinality;
 pub mod chunk;
 mod churn;
 mod close;
@@ -28,6 +29,7 @@ mod wal;
 mod window;
 mod write;
 
+pub use cardinality::{Cardinality, CardinalityQuery, Stat};
 pub use db::{
     now_ms, EngineStats, FsyncMode, Storage, StorageConfig, StorageQuerier, StorageStats, WindowState, WindowStats,
     WindowStatus,

@@ -423,7 +423,7 @@ pub fn series_labels(
 ///
 /// # Errors
 /// Engine errors, corrupt rows, or the limits' errors.
-fn for_each_accepted(
+pub fn for_each_accepted(
     sh: &Shared,
     sel: &Selection,
     start_ms: i64,

@@ -4,6 +4,7 @@
 mod common;
 
 mod bad_input;
+mod browser;
 mod clean_close;
 mod crash;
 mod crash_load;
@@ -24,6 +25,7 @@ mod remote_write;
 mod retention;
 mod seal;
 mod security;
+mod status_api;
 mod storage_api;
 mod storage_failure;
 mod upgrade;

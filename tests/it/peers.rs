@@ -1,4 +1,5 @@
-//! Real peers on loopback: Prometheus 2.42 from Debian, started by hand in a temp directory.
+//! Real peers on loopback: Prometheus 2.42 and VictoriaMetrics 1.79 from Debian, started by hand
+//! in a temp directory.
 //! Tests that need it are skipped with a visible message when the binary is absent, except in
 //! CI (`CI` set), where a missing peer is a failure: `.ci/run` installs it.
 
@@ -16,6 +17,18 @@ pub fn available(bin: &str, test: &str) -> bool {
     if !found {
         assert!(std::env::var_os("CI").is_none(), "{bin} is not installed, and CI is set: .ci/run must install it");
         eprintln!("SKIPPED {test}: {bin} is not installed (apt-get install prometheus prometheus-node-exporter)");
+    }
+    found
+}
+
+/// True when `bin` is on PATH; otherwise prints why `test` is skipped and which Debian
+/// `package` provides it (or panics in CI).
+pub fn installed(bin: &str, test: &str, package: &str) -> bool {
+    let found =
+        Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "{bin} is not installed, and CI is set: .ci/run must install it");
+        eprintln!("SKIPPED {test}: {bin} is not installed (apt-get install {package})");
     }
     found
 }
@@ -86,6 +99,50 @@ impl Prometheus {
 }
 
 impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A VictoriaMetrics process (remote-write receiver, no caches, nothing hidden as too recent),
+/// killed on drop.
+pub struct VictoriaMetrics {
+    child: Child,
+    pub base: String,
+}
+
+impl VictoriaMetrics {
+    /// Starts VictoriaMetrics with data under `dir` and waits until it answers.
+    pub fn start(dir: &Path) -> Self {
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("victoria-metrics.log")).unwrap();
+        let child = Command::new("victoria-metrics")
+            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+            .arg(format!("-storageDataPath={}", dir.join("vm-data").display()))
+            .args(["-retentionPeriod=100y", "-search.disableCache", "-search.latencyOffset=0s"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start victoria-metrics");
+        let vm = Self { child, base: format!("http://127.0.0.1:{port}") };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let client = reqwest::blocking::Client::new();
+        while !client.get(format!("{}/health", vm.base)).send().is_ok_and(|r| r.status().is_success()) {
+            assert!(Instant::now() < deadline, "victoria-metrics did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        vm
+    }
+
+    /// Makes everything written so far searchable.
+    pub fn flush(&self) {
+        let r = reqwest::blocking::get(format!("{}/internal/force_flush", self.base)).expect("force_flush");
+        assert!(r.status().is_success());
+    }
+}
+
+impl Drop for VictoriaMetrics {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

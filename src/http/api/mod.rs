@@ -1,10 +1,13 @@
 //! The Prometheus HTTP API: parameters and response shapes as Prometheus has them.
 
+pub mod cardinality;
+pub mod flags;
 pub mod labels;
 pub mod metadata;
 pub mod query;
 pub mod series;
 pub mod status;
+pub mod storage_status;
 
 use std::sync::Arc;
 use std::time::Duration;

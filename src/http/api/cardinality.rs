@@ -1,0 +1,109 @@
+//! `GET|POST /api/v1/status/tsdb`: cardinality statistics in Prometheus' shape (`headStats`,
+//! `seriesCountByMetricName`, `labelValueCountByLabelName`, `memoryInBytesByLabelName`,
+//! `seriesCountByLabelValuePair`) plus VictoriaMetrics' fields (`totalSeries`,
+//! `totalLabelValuePairs`, `seriesCountByLabelName`, `seriesCountByFocusLabelValue`) and its
+//! parameters: `topN` (Prometheus 2.x: `limit`), `date` (`YYYY-MM-DD`, UTC; default today),
+//! `match[]` and `focusLabel`. Where Prometheus reports its head block, saltdb reports the
+//! series with data on that day, counted from the per-window index.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, Method};
+use axum::response::Response;
+use serde_json::{json, Value};
+
+use super::{params, query_slot, success};
+use crate::http::error::ApiError;
+use crate::http::params::Params;
+use crate::http::router::AppState;
+use crate::storage::{Cardinality, CardinalityQuery, Stat};
+
+const KNOWN: [&str; 5] = ["topN", "limit", "date", "match[]", "focusLabel"];
+/// Entries per list when `topN` is not given (Prometheus and VictoriaMetrics both show 10).
+const DEFAULT_TOP_N: usize = 10;
+/// The largest `topN` accepted.
+const MAX_TOP_N: usize = 10_000;
+const DAY_MS: i64 = 86_400_000;
+
+/// The cardinality of one day.
+///
+/// # Errors
+/// 400 for bad parameters; 503 past the query timeout; 5xx on storage failure.
+pub async fn tsdb(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let p = params(&state, &method, q.as_deref(), &headers, body).await?;
+    p.reject_unknown(&KNOWN)?;
+    let start_ms = day_start(&p)?;
+    let query = CardinalityQuery {
+        start_ms,
+        end_ms: start_ms + DAY_MS - 1,
+        selectors: p.selectors("match[]")?,
+        top_n: top_n(&p)?,
+        focus_label: p.get("focusLabel").map(str::to_owned),
+    };
+    let timeout = state.engine.options().timeout;
+    let slot = query_slot(&state, timeout).await?;
+    let (limits, _cancel_on_drop) = crate::http::blocking::read_limits(None, timeout);
+    let storage = state.storage.clone();
+    let c = crate::http::blocking::run(move || {
+        let _slot = slot;
+        Ok(storage.cardinality(&query, &limits)?)
+    })
+    .await?;
+    Ok(success(body_of(&c, start_ms), Vec::new()))
+}
+
+/// `topN` (or Prometheus' `limit`): a positive integer up to [`MAX_TOP_N`].
+fn top_n(p: &Params) -> Result<usize, ApiError> {
+    let Some((name, v)) = p.get("topN").map(|v| ("topN", v)).or_else(|| p.get("limit").map(|v| ("limit", v))) else {
+        return Ok(DEFAULT_TOP_N);
+    };
+    match v.parse::<usize>() {
+        Ok(n) if (1..=MAX_TOP_N).contains(&n) => Ok(n),
+        _ => Err(ApiError::BadData(format!("invalid parameter {name:?}: {v:?} is not an integer in 1..={MAX_TOP_N}"))),
+    }
+}
+
+/// Start (ms, UTC midnight) of the day named by `date` (`YYYY-MM-DD`), today by default.
+fn day_start(p: &Params) -> Result<i64, ApiError> {
+    let Some(v) = p.get("date") else {
+        let now = crate::storage::now_ms();
+        return Ok(now - now.rem_euclid(DAY_MS));
+    };
+    let date = chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d")
+        .map_err(|_| ApiError::BadData(format!("invalid parameter \"date\": {v:?} is not a date like 2024-05-31")))?;
+    Ok(date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis())
+}
+
+fn stats(list: &[Stat]) -> Value {
+    list.iter().map(|s| json!({"name": s.name, "value": s.value})).collect()
+}
+
+/// Prometheus' fields, then VictoriaMetrics'. `chunkCount` is 0: saltdb's chunks are not
+/// Prometheus' head chunks; `minTime`/`maxTime` are the day's bounds.
+fn body_of(c: &Cardinality, start_ms: i64) -> Value {
+    json!({
+        "headStats": {
+            "numSeries": c.total_series,
+            "numLabelPairs": c.distinct_label_pairs,
+            "chunkCount": 0,
+            "minTime": start_ms,
+            "maxTime": start_ms + DAY_MS - 1,
+        },
+        "seriesCountByMetricName": stats(&c.series_by_metric_name),
+        "labelValueCountByLabelName": stats(&c.values_by_label_name),
+        "memoryInBytesByLabelName": stats(&c.bytes_by_label_name),
+        "seriesCountByLabelValuePair": stats(&c.series_by_label_pair),
+        "totalSeries": c.total_series,
+        "totalLabelValuePairs": c.total_label_value_pairs,
+        "seriesCountByLabelName": stats(&c.series_by_label_name),
+        "seriesCountByFocusLabelValue": stats(&c.series_by_focus_value),
+    })
+}

@@ -1,0 +1,426 @@
+//! The web UI in a real browser: Debian's `chromium` driven headless through `chromedriver`
+//! (WebDriver, from Rust with `fantoccini`), against a real server holding data written through
+//! remote-write. One browser session runs every check, as a user would: type a query and find
+//! its rows in the table; switch to the graph and find one line per series with the legend's
+//! labels; drag over the graph to zoom; type the first letters of a metric and be offered it;
+//! see a bad query's error; find the top metric on the cardinality page, the windows on the
+//! storage page, the metric's TYPE and series count on the explore page; check the phone layout;
+//! and collect the browser's console log after each page (no errors allowed). Screenshots of
+//! every page go to `<target>/ui-screenshots/`.
+//!
+//! Without chromium and chromedriver the test says it is skipped, and fails under `CI`.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::actions::{InputSource, MouseActions, PointerAction, MOUSE_BUTTON_LEFT};
+use fantoccini::key::Key;
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+use saltdb::config::{Cli, Command as CliCommand};
+use saltdb::remote::proto::{self, MetricType};
+use saltdb::remote::snappy_body;
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+const TOP_METRIC: &str = "saltui_requests_total";
+const OTHER_METRIC: &str = "saltui_temperature_celsius";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// `chromedriver` on a free port, killed on drop.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    fn start() -> Self {
+        let port = crate::peers::free_port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let driver = Self { child, url: format!("http://127.0.0.1:{port}") };
+        let deadline = Instant::now() + WAIT;
+        while client().get(format!("{}/status", driver.url)).send().is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start listening");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        driver
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// chromedriver's log endpoint (not in the W3C protocol, so not in fantoccini): the browser's
+/// console messages since the last call.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(&self, base: &reqwest::Url, session: Option<&str>) -> Result<reqwest::Url, url_parse::ParseError> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &reqwest::Url) -> (axum::http::Method, Option<String>) {
+        (axum::http::Method::POST, Some(r#"{"type":"browser"}"#.into()))
+    }
+}
+
+mod url_parse {
+    pub use reqwest::Url;
+    pub type ParseError = <Url as std::str::FromStr>::Err;
+}
+
+/// Console messages of level SEVERE (errors, uncaught exceptions, failed loads) since the last
+/// call.
+async fn console_errors(c: &Client) -> Vec<String> {
+    let log = c.issue_cmd(BrowserLog).await.expect("read the browser log");
+    log.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["level"] == "SEVERE")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn screenshot_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("..").join("ui-screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshot directory");
+    dir
+}
+
+async fn screenshot(c: &Client, name: &str) {
+    let png = c.screenshot().await.expect("screenshot");
+    std::fs::write(screenshot_dir().join(format!("{name}.png")), png).expect("write screenshot");
+}
+
+/// Polls `f` until it returns `Some`, for at most [`WAIT`].
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn texts(c: &Client, css: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in c.find_all(Locator::Css(css)).await.unwrap_or_default() {
+        out.push(e.text().await.unwrap_or_default());
+    }
+    out
+}
+
+/// The data set: `TOP_METRIC` in 5 series (2 jobs), `OTHER_METRIC` in 2, one sample every 15 s
+/// over the last hour, with TYPE/HELP metadata, written through remote-write.
+fn write_data(base: &str) -> i64 {
+    let now = chrono::Utc::now().timestamp_millis();
+    let end = now - now % 15_000;
+    let times: Vec<i64> = (0..240).map(|i| end - (239 - i) * 15_000).collect();
+    let mut timeseries = Vec::new();
+    for (j, (job, instances)) in [("api", &["a", "b", "c"][..]), ("web", &["a", "b"][..])].into_iter().enumerate() {
+        for (k, instance) in instances.iter().enumerate() {
+            let slope = 2 * k + j + 1;
+            let samples: Vec<(i64, f64)> = times.iter().enumerate().map(|(i, &t)| (t, (i * slope) as f64)).collect();
+            timeseries.push(series(&[("__name__", TOP_METRIC), ("instance", instance), ("job", job)], &samples));
+        }
+    }
+    for room in ["hall", "lab"] {
+        let samples: Vec<(i64, f64)> = times.iter().enumerate().map(|(i, &t)| (t, 20.0 + (i % 7) as f64)).collect();
+        timeseries.push(series(&[("__name__", OTHER_METRIC), ("room", room)], &samples));
+    }
+    let metadata = vec![
+        proto::MetricMetadata {
+            r#type: MetricType::Counter as i32,
+            metric_family_name: TOP_METRIC.into(),
+            help: "Requests served.".into(),
+            unit: String::new(),
+        },
+        proto::MetricMetadata {
+            r#type: MetricType::Gauge as i32,
+            metric_family_name: OTHER_METRIC.into(),
+            help: "Room temperature.".into(),
+            unit: "celsius".into(),
+        },
+    ];
+    let (status, _, text) =
+        post(&format!("{base}/api/v1/write"), &V1_HEADERS, snappy_body(&proto::WriteRequest { timeseries, metadata }));
+    assert_eq!((status, text.as_str()), (204, ""));
+    end
+}
+
+/// Series names as the UI prints them (`name{a="x", b="y"}`), from an API result.
+fn ui_name(metric: &Value) -> String {
+    let map = metric.as_object().expect("label object");
+    let name = map.get("__name__").and_then(Value::as_str).unwrap_or_default();
+    let labels: Vec<String> = map.iter().filter(|(k, _)| *k != "__name__").map(|(k, v)| format!("{k}={}", v)).collect();
+    if labels.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{name}{{{}}}", labels.join(", "))
+    }
+}
+
+#[test]
+fn web_ui_in_a_real_browser() {
+    const TEST: &str = "web_ui_in_a_real_browser";
+    if !crate::peers::installed("chromium", TEST, "chromium")
+        || !crate::peers::installed("chromedriver", TEST, "chromium-driver")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Started from a command line, as `saltdb serve` is, so the flags page has flags to show.
+    let data_dir = dir.path().display().to_string();
+    let cli = Cli::try_parse_with_flags_from([
+        "saltdb",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        &data_dir,
+        "--retention",
+        "0",
+    ])
+    .expect("command line");
+    let CliCommand::Serve(args) = cli.command else { panic!("serve") };
+    let server = InProcess::start_with(runtime(), args.server_config().expect("config"));
+    let base = server.url("");
+    let end_ms = write_data(&base);
+
+    // What the API says, to compare the pages with.
+    let instant = get_json(&format!("{base}/api/v1/query?query={TOP_METRIC}&time={}", end_ms / 1000));
+    let expected_rows: BTreeSet<(String, String)> = instant["data"]["result"]
+        .as_array()
+        .expect("vector")
+        .iter()
+        .map(|s| (ui_name(&s["metric"]), s["value"][1].as_str().unwrap_or_default().to_owned()))
+        .collect();
+    assert_eq!(expected_rows.len(), 5);
+    let expected_names: BTreeSet<String> = expected_rows.iter().map(|(n, _)| n.clone()).collect();
+    let bad_query = "sum(saltui_requests_total";
+    let bad = client().get(format!("{base}/api/v1/query")).query(&[("query", bad_query)]).send().unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
+    let bad_error = serde_json::from_str::<Value>(&bad.text().unwrap()).unwrap()["error"].as_str().unwrap().to_owned();
+    let range = format!("start={}&end={}&step=15", end_ms / 1000 - 3600, end_ms / 1000);
+    let sorted = get_json(&format!("{base}/api/v1/query_range?query=sort(saltui_requests_total)&{range}"));
+    let expected_warning = sorted["warnings"][0].as_str().expect("sort() in a range query warns").to_owned();
+    let windows = get_json(&format!("{base}/api/v1/status/windows"))["data"].as_array().unwrap().len();
+
+    let driver = Driver::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut caps = serde_json::Map::new();
+        caps.insert("browserName".into(), json!("chrome"));
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"binary": "/usr/bin/chromium", "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}),
+        );
+        caps.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
+        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&driver.url)
+            .await
+            .expect("WebDriver session");
+        let mut failures = Vec::new();
+
+        // Query: type an expression, Enter, rows in the table.
+        c.goto(&format!("{base}/graph?g0.tab=1")).await.unwrap();
+        let expr = c.wait().at_most(WAIT).for_element(Locator::Css("#expr")).await.unwrap();
+        expr.send_keys(TOP_METRIC).await.unwrap();
+        // Close the suggestions first: Enter with the list open accepts a suggestion.
+        expr.send_keys(&Key::Escape.to_string()).await.unwrap();
+        expr.send_keys(&Key::Enter.to_string()).await.unwrap();
+        let rows = eventually("the result table", || async {
+            let cells = texts(&c, "#result-table tbody td").await;
+            (cells.len() == 10).then_some(cells)
+        })
+        .await;
+        let shown: BTreeSet<(String, String)> = rows.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect();
+        assert_eq!(shown, expected_rows, "table rows");
+        let url = c.current_url().await.unwrap();
+        assert!(url.query().unwrap_or_default().contains("g0.expr=saltui_requests_total"), "state in the URL: {url}");
+        screenshot(&c, "query-table").await;
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("query table: {e}")));
+
+        // Graph: one line per series, the legend naming each.
+        c.find(Locator::Css("#tab-graph")).await.unwrap().click().await.unwrap();
+        // (name, points) of every line, read in one go (a redraw replaces the elements).
+        let lines = eventually("five lines", || async {
+            let mut out = Vec::new();
+            for p in c.find_all(Locator::Css(".plot path.series")).await.ok()? {
+                let d = p.attr("d").await.ok()??;
+                out.push((p.attr("data-series").await.ok()??, d.matches('L').count()));
+            }
+            (out.len() == 5).then_some(out)
+        })
+        .await;
+        assert!(lines.iter().all(|(_, points)| *points > 100), "every line has its points: {lines:?}");
+        let line_names: BTreeSet<String> = lines.into_iter().map(|(name, _)| name).collect();
+        assert_eq!(line_names, expected_names);
+        let legend: BTreeSet<String> = texts(&c, ".legend .legend-label").await.into_iter().collect();
+        assert_eq!(legend, expected_names, "legend");
+        // Hover shows the values at the pointer.
+        let overlay = c.find(Locator::Css(".plot .overlay")).await.unwrap();
+        c.perform_actions(MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+            element: overlay.clone(),
+            duration: None,
+            x: 0.0,
+            y: 0.0,
+        }))
+        .await
+        .unwrap();
+        let readout = eventually("the hover readout", || async {
+            let t = texts(&c, ".readout").await.join("\n");
+            (t.contains(TOP_METRIC)).then_some(t)
+        })
+        .await;
+        assert_eq!(readout.matches(TOP_METRIC).count(), 5, "{readout}");
+        screenshot(&c, "query-graph").await;
+        // Drag over a part of the graph: the range shrinks to it.
+        let before = c.current_url().await.unwrap().to_string();
+        c.perform_actions(
+            MouseActions::new("mouse".into())
+                .then(PointerAction::MoveToElement { element: overlay.clone(), duration: None, x: -200.0, y: 0.0 })
+                .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
+                .then(PointerAction::MoveToElement { element: overlay.clone(), duration: Some(Duration::from_millis(100)), x: 100.0, y: 0.0 })
+                .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT }),
+        )
+        .await
+        .unwrap();
+        let zoomed = eventually("the zoomed URL", || async {
+            let u = c.current_url().await.ok()?.to_string();
+            (u != before && !u.contains("g0.range_input=1h")).then_some(u)
+        })
+        .await;
+        assert!(zoomed.contains("g0.end_input="), "zoom sets the end time: {zoomed}");
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("query graph: {e}")));
+
+        // Autocomplete: the first letters of a metric offer it.
+        c.goto(&format!("{base}/graph")).await.unwrap();
+        let expr = c.wait().at_most(WAIT).for_element(Locator::Css("#expr")).await.unwrap();
+        expr.send_keys("saltui_r").await.unwrap();
+        let offered = eventually("suggestions", || async {
+            let items = texts(&c, "#autocomplete-list li .ac-text").await;
+            (!items.is_empty()).then_some(items)
+        })
+        .await;
+        assert!(offered.contains(&TOP_METRIC.to_owned()), "offered {offered:?}");
+        assert!(!offered.contains(&OTHER_METRIC.to_owned()), "offered {offered:?}");
+        screenshot(&c, "query-autocomplete").await;
+        expr.send_keys(&Key::Enter.to_string()).await.unwrap();
+        assert_eq!(expr.prop("value").await.unwrap().unwrap_or_default(), TOP_METRIC, "Enter accepts the suggestion");
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("autocomplete: {e}")));
+
+        // A bad query shows the server's error.
+        expr.clear().await.unwrap();
+        expr.send_keys(bad_query).await.unwrap();
+        expr.send_keys(&Key::Escape.to_string()).await.unwrap();
+        expr.send_keys(&Key::Enter.to_string()).await.unwrap();
+        let error = eventually("the error", || async {
+            let t = texts(&c, ".alert.error").await.join("\n");
+            (!t.is_empty()).then_some(t)
+        })
+        .await;
+        assert!(error.contains(&bad_error), "shown {error:?}, the API says {bad_error:?}");
+        screenshot(&c, "query-error").await;
+        // The browser reports the 400 answer itself as a failed load (which also shows that the
+        // log is read); nothing else may show.
+        let logged = console_errors(&c).await;
+        assert!(logged.iter().any(|e| e.contains("400 (Bad Request)")), "the failed load is logged: {logged:?}");
+        failures.extend(logged.into_iter().filter(|e| !e.contains("400 (Bad Request)")).map(|e| format!("bad query: {e}")));
+
+        // Warnings as Prometheus shows them: sort() does nothing in a range query.
+        let warned = "sort(saltui_requests_total)";
+        expr.clear().await.unwrap();
+        expr.send_keys(warned).await.unwrap();
+        expr.send_keys(&Key::Escape.to_string()).await.unwrap();
+        expr.send_keys(&Key::Enter.to_string()).await.unwrap();
+        let warning = eventually("the warning", || async {
+            let t = texts(&c, ".alert.warning").await.join("\n");
+            (!t.is_empty()).then_some(t)
+        })
+        .await;
+        assert!(warning.contains(&expected_warning), "shown {warning:?}, the API says {expected_warning:?}");
+        assert_eq!(c.find_all(Locator::Css(".plot path.series")).await.unwrap().len(), 5, "the result is drawn too");
+        screenshot(&c, "query-warning").await;
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("warning: {e}")));
+
+        // Cardinality: the top metric first.
+        c.goto(&format!("{base}/cardinality")).await.unwrap();
+        let top = eventually("the top metrics", || async {
+            let cells = texts(&c, "#top-metrics tbody tr:first-child td").await;
+            (cells.len() >= 2).then_some(cells)
+        })
+        .await;
+        assert_eq!((top[0].as_str(), top[1].as_str()), (TOP_METRIC, "5"));
+        assert_eq!(texts(&c, "#total-series").await, ["7"]);
+        screenshot(&c, "cardinality").await;
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("cardinality: {e}")));
+
+        // Storage: every window, and the flags of the command line.
+        c.goto(&format!("{base}/storage")).await.unwrap();
+        let shown = eventually("the windows table", || async {
+            let rows = c.find_all(Locator::Css("#windows-table tbody tr")).await.unwrap_or_default();
+            (!rows.is_empty()).then_some(rows.len())
+        })
+        .await;
+        assert_eq!(shown, windows);
+        let flags = texts(&c, "#flags-table tbody tr").await;
+        assert!(flags.iter().any(|r| r.starts_with("--retention") && r.ends_with('0')), "flags {flags:?}");
+        screenshot(&c, "storage").await;
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("storage: {e}")));
+
+        // Explore: type, help and series count; the labels of a metric.
+        c.goto(&format!("{base}/explore")).await.unwrap();
+        let row = eventually("the metrics table", || async {
+            let rows = texts(&c, "#metrics-table tbody tr").await;
+            rows.into_iter().find(|r| r.starts_with(TOP_METRIC))
+        })
+        .await;
+        assert!(row.contains("counter") && row.contains("Requests served.") && row.contains('5'), "row {row:?}");
+        c.find(Locator::XPath(&format!("//tr[td/a[text()='{TOP_METRIC}']]//button"))).await.unwrap().click().await.unwrap();
+        let labels = eventually("the labels", || async {
+            let t = texts(&c, "#metric-detail tbody tr").await;
+            (t.len() == 2).then_some(t)
+        })
+        .await;
+        assert!(labels.iter().any(|l| l.starts_with("job") && l.contains("api, web")), "labels {labels:?}");
+        screenshot(&c, "explore").await;
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("explore: {e}")));
+
+        // A phone: the pages fit the width (tables scroll inside their boxes).
+        c.set_window_size(390, 844).await.unwrap();
+        for (page, name) in [("/graph?g0.expr=saltui_requests_total&g0.tab=0", "phone-query-graph"), ("/cardinality", "phone-cardinality"), ("/storage", "phone-storage")] {
+            c.goto(&format!("{base}{page}")).await.unwrap();
+            c.wait().at_most(WAIT).for_element(Locator::Css("main table, main svg")).await.unwrap();
+            let overflow = c.execute("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await.unwrap();
+            assert!(overflow.as_i64().unwrap_or(1) <= 0, "{page} is wider than a phone by {overflow}px");
+            screenshot(&c, name).await;
+        }
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("phone: {e}")));
+
+        c.close().await.unwrap();
+        assert!(failures.is_empty(), "console errors: {failures:#?}");
+    });
+    eprintln!("screenshots in {}", screenshot_dir().display());
+    server.stop();
+}

@@ -1,0 +1,65 @@
+// Formatting of label sets, numbers, byte sizes, times and durations.
+
+export function seriesName(metric) {
+  const { __name__: name = '', ...rest } = metric || {};
+  const labels = Object.keys(rest)
+    .sort()
+    .map((k) => `${k}=${JSON.stringify(rest[k])}`);
+  return labels.length ? `${name}{${labels.join(', ')}}` : name || '{}';
+}
+
+export function number(n) {
+  if (typeof n !== 'number') n = Number(n);
+  if (!Number.isFinite(n)) return String(n);
+  return n.toLocaleString('en-US', { maximumFractionDigits: 2 });
+}
+
+// A sample value as Prometheus prints it: the string as received.
+export function sampleValue(v) {
+  return String(v);
+}
+
+export function bytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i += 1;
+  }
+  return `${i === 0 ? n : n.toFixed(1)} ${units[i]}`;
+}
+
+// `2024-05-31 12:00:00` in UTC (the format of Prometheus' end-time box).
+export function utc(ms) {
+  return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, '');
+}
+
+export function parseUtc(s) {
+  const m = /^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d)(?::(\d\d))?Z?$/.exec(String(s).trim());
+  if (!m) return NaN;
+  return Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +(m[6] || 0));
+}
+
+const UNITS = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 604800e3, y: 31536000e3 };
+
+// `1h30m` -> ms; NaN when not a duration.
+export function parseDuration(s) {
+  const text = String(s).trim();
+  if (!/^(\d+[smhdwy])+$/.test(text)) return NaN;
+  let ms = 0;
+  for (const [, n, u] of text.matchAll(/(\d+)([smhdwy])/g)) ms += Number(n) * UNITS[u];
+  return ms;
+}
+
+export function formatDuration(ms) {
+  let rest = Math.round(ms / 1000);
+  if (rest <= 0) return '0s';
+  let out = '';
+  for (const [u, secs] of [['w', 604800], ['d', 86400], ['h', 3600], ['m', 60], ['s', 1]]) {
+    if (rest >= secs) {
+      out += `${Math.floor(rest / secs)}${u}`;
+      rest %= secs;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,209 @@
+// The query page: an expression box with autocomplete, a table tab (instant query at the end
+// time) and a graph tab (range query over [end - range, end] at a step), query statistics,
+// errors and warnings. The state lives in the URL with Prometheus' parameter names (g0.expr,
+// g0.tab: 0 graph / 1 table, g0.range_input, g0.end_input, g0.step_input), so a link - also
+// one made by Prometheus' own UI - reproduces the view.
+import { api } from './api.js';
+import { attachAutocomplete } from './autocomplete.js';
+import { alert, field, h, table } from './dom.js';
+import { formatDuration, number, parseDuration, parseUtc, sampleValue, seriesName, utc } from './format.js';
+import { graph } from './graph.js';
+
+const RANGE_STEPS = ['1m', '5m', '15m', '30m', '1h', '2h', '6h', '12h', '1d', '2d', '1w', '2w', '4w'];
+
+function readState() {
+  const p = new URLSearchParams(location.search);
+  return {
+    expr: p.get('g0.expr') || '',
+    tab: p.get('g0.tab') === '1' ? 'table' : 'graph',
+    range: p.get('g0.range_input') || '1h',
+    end: p.get('g0.end_input') || '',
+    step: p.get('g0.step_input') || '',
+  };
+}
+
+function writeState(s, push) {
+  const p = new URLSearchParams();
+  p.set('g0.expr', s.expr);
+  p.set('g0.tab', s.tab === 'table' ? '1' : '0');
+  p.set('g0.range_input', s.range);
+  if (s.end) p.set('g0.end_input', s.end);
+  if (s.step) p.set('g0.step_input', s.step);
+  const url = `/graph?${p}`;
+  if (url !== location.pathname + location.search) history[push ? 'pushState' : 'replaceState'](null, '', url);
+}
+
+// Prometheus' default resolution: about 250 points per series, at least 1 s.
+function defaultStepMs(rangeMs) {
+  return Math.max(Math.floor(rangeMs / 250 / 1000), 1) * 1000;
+}
+
+export function queryPage(main) {
+  const state = readState();
+  const box = h('textarea', {
+    id: 'expr',
+    class: 'expr',
+    rows: 2,
+    spellcheck: 'false',
+    autocomplete: 'off',
+    placeholder: 'Expression (press Shift+Enter for newlines)',
+    'aria-label': 'Expression',
+  });
+  box.value = state.expr;
+  const execute = h('button', { type: 'button', class: 'primary', id: 'execute' }, 'Execute');
+  const list = attachAutocomplete(box, () => run(true));
+  const tabTable = h('button', { type: 'button', role: 'tab', id: 'tab-table' }, 'Table');
+  const tabGraph = h('button', { type: 'button', role: 'tab', id: 'tab-graph' }, 'Graph');
+  const rangeInput = h('input', { id: 'range', class: 'short', value: state.range, title: 'e.g. 1h, 30m, 2d' });
+  const endInput = h('input', { id: 'end', class: 'time', value: state.end, placeholder: 'now' });
+  const stepInput = h('input', { id: 'step', class: 'short', value: state.step, placeholder: 'auto' });
+  const shift = (dir) => {
+    const ms = parseDuration(rangeInput.value);
+    const i = RANGE_STEPS.findIndex((r) => parseDuration(r) >= ms);
+    const j = Math.min(Math.max((i < 0 ? RANGE_STEPS.length : i) + dir, 0), RANGE_STEPS.length - 1);
+    rangeInput.value = RANGE_STEPS[j];
+    run(true);
+  };
+  const rangeParts = h(
+    'span',
+    { class: 'range-parts' },
+    h('button', { type: 'button', 'aria-label': 'Shorter range', on: { click: () => shift(-1) } }, '−'),
+    field('Range', rangeInput),
+    h('button', { type: 'button', 'aria-label': 'Longer range', on: { click: () => shift(1) } }, '+'),
+  );
+  const endText = h('span', {}, 'End (UTC)');
+  const stepField = field('Step', stepInput);
+  const controls = h('div', { class: 'controls' }, rangeParts, h('label', { class: 'field' }, endText, endInput), stepField);
+  const status = h('div', { class: 'status', id: 'query-stats', 'aria-live': 'polite' });
+  const messages = h('div', { class: 'messages' });
+  const output = h('div', { class: 'output', id: 'output' });
+
+  main.append(
+    h('h1', { class: 'visually-hidden' }, 'Query'),
+    h('div', { class: 'expr-row' }, h('div', { class: 'expr-wrap' }, box, list), execute),
+    h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Result view' }, tabTable, tabGraph),
+    controls,
+    status,
+    messages,
+    output,
+  );
+
+  const showTab = () => {
+    tabTable.setAttribute('aria-selected', String(state.tab === 'table'));
+    tabGraph.setAttribute('aria-selected', String(state.tab === 'graph'));
+    rangeParts.hidden = state.tab === 'table';
+    stepField.hidden = state.tab === 'table';
+    endText.textContent = state.tab === 'table' ? 'Evaluation time (UTC)' : 'End (UTC)';
+  };
+  tabTable.addEventListener('click', () => { state.tab = 'table'; showTab(); run(true); });
+  tabGraph.addEventListener('click', () => { state.tab = 'graph'; showTab(); run(true); });
+  execute.addEventListener('click', () => run(true));
+  for (const input of [rangeInput, endInput, stepInput]) {
+    input.addEventListener('keydown', (e) => { if (e.key === 'Enter') run(true); });
+  }
+
+  let generation = 0;
+  async function run(push) {
+    state.expr = box.value.trim();
+    state.range = rangeInput.value.trim() || '1h';
+    state.end = endInput.value.trim();
+    state.step = stepInput.value.trim();
+    writeState(state, push);
+    messages.replaceChildren();
+    if (!state.expr) {
+      output.replaceChildren(h('p', { class: 'empty' }, 'Enter an expression, e.g. up or rate(http_requests_total[5m]).'));
+      status.textContent = '';
+      return;
+    }
+    const endMs = state.end ? parseUtc(state.end) : Date.now();
+    const rangeMs = parseDuration(state.range);
+    const stepMs = state.step ? parseDuration(state.step) || Number(state.step) * 1000 : defaultStepMs(rangeMs);
+    const problems = [];
+    if (!Number.isFinite(endMs)) problems.push(`end time ${JSON.stringify(state.end)} is not like 2024-05-31 12:00:00`);
+    if (state.tab === 'graph' && !(rangeMs > 0)) problems.push(`range ${JSON.stringify(state.range)} is not a duration like 1h`);
+    if (state.tab === 'graph' && !(stepMs > 0)) problems.push(`step ${JSON.stringify(state.step)} is not a duration like 15s`);
+    if (problems.length) {
+      messages.replaceChildren(...problems.map((p) => alert('error', p)));
+      return;
+    }
+    const mine = ++generation;
+    status.textContent = 'Loading…';
+    execute.disabled = true;
+    const started = performance.now();
+    try {
+      const answer =
+        state.tab === 'graph'
+          ? await api('/api/v1/query_range', { query: state.expr, start: (endMs - rangeMs) / 1000, end: endMs / 1000, step: stepMs / 1000, stats: 'all' })
+          : await api('/api/v1/query', { query: state.expr, time: endMs / 1000, stats: 'all' });
+      if (mine !== generation) return;
+      const elapsed = performance.now() - started;
+      messages.replaceChildren(...answer.warnings.map((w) => alert('warning', w)), ...answer.infos.map((i) => alert('info', i)));
+      status.replaceChildren(...statsLine(answer.data, elapsed));
+      if (state.tab === 'graph') showGraph(answer.data, endMs - rangeMs, endMs, stepMs);
+      else showTable(answer.data);
+    } catch (e) {
+      if (mine !== generation) return;
+      status.textContent = '';
+      output.replaceChildren();
+      messages.replaceChildren(alert('error', e.message, 'Error executing query'));
+    } finally {
+      if (mine === generation) execute.disabled = false;
+    }
+  }
+
+  function showGraph(data, startMs, endMs, stepMs) {
+    if (data.resultType !== 'matrix') {
+      output.replaceChildren(alert('error', `the graph needs a range query result, got ${data.resultType}`));
+      return;
+    }
+    if (!data.result.length) {
+      output.replaceChildren(h('p', { class: 'empty' }, 'Empty query result'));
+      return;
+    }
+    const onZoom = (from, to) => {
+      endInput.value = utc(to);
+      rangeInput.value = formatDuration(Math.max(to - from, 1000));
+      run(true);
+    };
+    output.replaceChildren(graph(data.result, { startMs, endMs, stepMs, onZoom }));
+  }
+
+  function showTable(data) {
+    let rows;
+    if (data.resultType === 'vector') {
+      rows = data.result.map((s) => h('tr', {}, h('td', { class: 'series' }, seriesName(s.metric)), h('td', { class: 'value' }, sampleValue(s.value[1]))));
+    } else if (data.resultType === 'matrix') {
+      rows = data.result.map((s) =>
+        h('tr', {}, h('td', { class: 'series' }, seriesName(s.metric)), h('td', { class: 'value' }, s.values.map(([t, v]) => h('div', {}, `${v} @${t}`)))),
+      );
+    } else {
+      rows = [h('tr', {}, h('td', { class: 'series' }, data.resultType), h('td', { class: 'value' }, sampleValue(data.result[1])))];
+    }
+    if (!rows.length) {
+      output.replaceChildren(h('p', { class: 'empty' }, 'Empty query result'));
+      return;
+    }
+    output.replaceChildren(table('Query result', ['Series', 'Value'], rows, { id: 'result-table' }));
+  }
+
+  showTab();
+  if (state.expr) run(false);
+  else output.replaceChildren(h('p', { class: 'empty' }, 'Enter an expression, e.g. up or rate(http_requests_total[5m]).'));
+  box.focus();
+}
+
+// "Load time: 12 ms · Result series: 3 · Samples: 1,234" (samples when the server sends
+// Prometheus' stats object).
+function statsLine(data, elapsedMs) {
+  const parts = [`Load time: ${Math.round(elapsedMs)} ms`];
+  if (Array.isArray(data.result) && data.resultType !== 'scalar' && data.resultType !== 'string') {
+    parts.push(`Result series: ${data.result.length}`);
+  }
+  const s = data.stats;
+  if (s && s.samples) {
+    if (s.samples.totalQueryableSamples !== undefined) parts.push(`Samples: ${number(s.samples.totalQueryableSamples)}`);
+    if (s.samples.peakSamples !== undefined) parts.push(`Peak samples: ${number(s.samples.peakSamples)}`);
+  }
+  if (s && s.timings && s.timings.evalTotalTime !== undefined) parts.push(`Eval: ${(s.timings.evalTotalTime * 1000).toFixed(1)} ms`);
+  return [parts.join(' · ')];
+}

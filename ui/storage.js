@@ -1,0 +1,101 @@
+// The storage page: time windows (state, series, samples, bytes, bytes per sample), samples
+// written per bucket since start (skew: the fullest bucket against the mean), the in-memory
+// head, window length, retention, bytes per table, the flags and build information.
+import { api } from './api.js';
+import { alert, h, table } from './dom.js';
+import { bytes, formatDuration, number, utc } from './format.js';
+
+function section(title, ...content) {
+  return h('section', { class: 'card' }, h('h2', {}, title), ...content);
+}
+
+function wideSection(title, ...content) {
+  const s = section(title, ...content);
+  s.classList.add('wide');
+  return s;
+}
+
+function pairs(caption, entries, id) {
+  return table(caption, ['', ''], entries.map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', {}, v))), { id, class: 'pairs' });
+}
+
+export async function storagePage(main) {
+  const out = h('div', { class: 'cards' }, h('p', { class: 'empty' }, 'Loading…'));
+  main.append(h('h1', {}, 'Storage'), out);
+  let windows, storage, flags, build;
+  try {
+    [windows, storage, flags, build] = (
+      await Promise.all([api('/api/v1/status/windows'), api('/api/v1/status/storage'), api('/api/v1/status/flags'), api('/api/v1/status/buildinfo')])
+    ).map((a) => a.data);
+  } catch (e) {
+    out.replaceChildren(alert('error', e.message));
+    return;
+  }
+  const windowRows = windows
+    .slice()
+    .reverse()
+    .map((w) =>
+      h(
+        'tr',
+        {},
+        h('td', { class: 'time' }, utc(w.start)),
+        h('td', { class: 'time' }, utc(w.end)),
+        h('td', {}, h('span', { class: `state ${w.state}` }, w.state)),
+        h('td', { class: 'num' }, number(w.series)),
+        h('td', { class: 'num' }, number(w.samples)),
+        h('td', { class: 'num' }, bytes(w.bytes)),
+        h('td', { class: 'num' }, w.samples ? (w.bytes / w.samples).toFixed(2) : '–'),
+      ),
+    );
+  const written = storage.buckets.samplesWritten;
+  const sum = written.reduce((a, b) => a + b, 0);
+  const mean = written.length ? sum / written.length : 0;
+  const max = Math.max(0, ...written);
+  const bucketBars = h(
+    'ol',
+    { class: 'buckets', 'aria-label': 'Samples written per bucket' },
+    written.map((n, i) =>
+      h('li', { title: `bucket ${i}: ${number(n)} samples` }, h('span', { class: 'bucket-bar', style: `height:${max ? (100 * n) / max : 0}%` }), h('span', { class: 'bucket-id' }, i)),
+    ),
+  );
+  const flagRows = Object.entries(flags).map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, `--${k}`), h('td', {}, v)));
+  out.replaceChildren(
+    wideSection(
+      'Time windows',
+      windowRows.length
+        ? table('Time windows, newest first', ['Start (UTC)', 'End (UTC)', 'State', 'Series', 'Samples', 'Bytes', 'Bytes/sample'], windowRows, { id: 'windows-table' })
+        : h('p', { class: 'empty' }, 'No windows yet: nothing has been written.'),
+    ),
+    section(
+      'Writes per bucket',
+      h('p', {}, `${number(sum)} samples written since start over ${written.length} buckets (${storage.buckets.scheme}); fullest bucket ${mean ? (max / mean).toFixed(2) : '–'}× the mean.`),
+      bucketBars,
+    ),
+    section(
+      'Head and retention',
+      pairs(
+        'Head and retention',
+        [
+          ['Head samples', `${number(storage.head.samples)} of ${number(storage.head.maxSamples)}`],
+          ['Head flush interval', formatDuration(storage.head.flushIntervalMs)],
+          ['Window length', formatDuration(storage.windowMs)],
+          ['Retention', storage.retentionMs ? formatDuration(storage.retentionMs) : 'forever'],
+          ['Series created since start', number(storage.seriesCreated)],
+          ['Series ever created', number(storage.seriesTotal)],
+          ['Bytes on disk', bytes(storage.diskBytes)],
+          ...Object.entries(storage.tableBytes).map(([t, b]) => [`Table ${t}`, bytes(b)]),
+          ['Writes', storage.poisoned ? `refused: ${storage.poisoned}` : 'accepted'],
+        ],
+        'head-table',
+      ),
+    ),
+    section(
+      'Build information',
+      pairs('Build information', [['Application', build.application || 'saltdb'], ['Version', build.version]], 'build-table'),
+    ),
+    wideSection(
+      'Flags',
+      flagRows.length ? table('Command-line flags', ['Flag', 'Value'], flagRows, { id: 'flags-table' }) : h('p', { class: 'empty' }, 'Started without a command line: no flags to show.'),
+    ),
+  );
+}
