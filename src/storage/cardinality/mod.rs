@@ -2,7 +2,7 @@
 //! label name and label pair, distinct values per label name.
 //!
 //! - All series: read from the per-window index (see [`super::postings`]). The cost follows the
-//!   size of the overlapping windows' postings (one row per label of each series in them), never
+//!   size of the overlapping windows' postings (blocks of the ids carrying each label pair), never
 //!   a load of label sets from the series table.
 //! - With selectors: the ordinary selection ([`select::for_each_accepted`]) finds the matching
 //!   series, checking each candidate's labels, and those same labels are counted: the cost
@@ -21,7 +21,7 @@ use super::querier::ReadLimits;
 use super::select::{self, keyspaces};
 use super::shared::Shared;
 use super::window::Window;
-use tally::{count_rows, MergeUnique, PairCounts, Tally};
+use tally::{count_blocks, MergeUnique, PairCounts, Tally};
 pub use tally::{Cardinality, Stat};
 
 use crate::matcher::Matcher;
@@ -64,20 +64,21 @@ pub fn cardinality(sh: &Shared, q: &CardinalityQuery, limits: &ReadLimits) -> Re
 
 /// Adds every label pair of the window postings of `windows` to `tally`, with its series.
 fn count_index(windows: &[Window], limits: &ReadLimits, tally: &mut Tally) -> Result<()> {
+    let read = std::cell::Cell::new(0u64);
     let streams: Vec<_> = windows
         .iter()
         .flat_map(keyspaces)
-        .map(|ks| ks.prefix(keys::WINDOW_POSTINGS_PREFIX).map(|g| g.key().map_err(StorageError::from)))
+        .map(|ks| {
+            ks.prefix(keys::WINDOW_POSTINGS_PREFIX).map(|g| {
+                read.set(read.get() + 1);
+                if read.get().is_multiple_of(CHECK_EVERY) {
+                    limits.check()?;
+                }
+                g.into_inner().map_err(StorageError::from)
+            })
+        })
         .collect();
-    let mut read = 0u64;
-    let rows = MergeUnique::new(streams).map(|key| {
-        read += 1;
-        if read.is_multiple_of(CHECK_EVERY) {
-            limits.check()?;
-        }
-        key
-    });
-    count_rows(rows, tally, corrupt)
+    count_blocks(streams, tally, &corrupt)
 }
 
 /// Label pairs of the series matching any of the selectors of `q` (each series once).

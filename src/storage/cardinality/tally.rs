@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::storage::keys;
+use crate::storage::postings;
 
 /// One entry of a top list: a name (metric, label name or `name=value`) and its count.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,49 +153,79 @@ fn top(mut stats: Vec<Stat>, n: usize) -> Vec<Stat> {
     stats
 }
 
-/// Groups window postings keys (`0xFFFE name 0x00 value 0x00 series_id`, see
-/// [`keys::decode_postings_key`]), ascending and without duplicates, into label pairs with the
-/// number of their series, and adds them to `tally`. Keys are only
-/// compared while a pair lasts; each pair is decoded once.
+/// Counts the series of every label pair of window postings rows (`0xFFFE name 0x00 value
+/// 0x00 first_id` -> block, see `storage::postings`) read from several keyspaces, each stream
+/// in key order, and adds them to `tally`. A series in several keyspaces (or blocks) counts
+/// once: the ids of a pair are gathered from every stream, sorted and deduplicated, so memory
+/// follows the largest pair, not the index.
 ///
 /// # Errors
-/// The first error of `rows`, or `corrupt()` for a key that is not a postings key.
-pub fn count_rows<K: AsRef<[u8]>, E>(
-    rows: impl Iterator<Item = Result<K, E>>,
-    tally: &mut Tally,
-    corrupt: impl Fn() -> E,
-) -> Result<(), E> {
-    // The first key of the current pair, and how many series carry the pair.
-    let mut current: Option<(K, u64)> = None;
-    for row in rows {
-        let key = row?;
-        let bytes = key.as_ref();
-        // The key without its series id: `0xFFFE name 0x00 value 0x00`.
-        let pair = bytes.get(..bytes.len().checked_sub(8).ok_or_else(&corrupt)?).ok_or_else(&corrupt)?;
-        let same = current.as_ref().is_some_and(|(first, _)| {
-            first.as_ref().get(..pair.len()) == Some(pair) && first.as_ref().len() == bytes.len()
-        });
-        if !same {
-            if let Some((first, count)) = current.take() {
-                add_key(tally, first.as_ref(), count).ok_or_else(&corrupt)?;
+/// The first error of a stream, or `corrupt()` for a row that is not a postings row.
+pub fn count_blocks<I, K, V, E>(streams: Vec<I>, tally: &mut Tally, corrupt: &dyn Fn() -> E) -> Result<(), E>
+where
+    I: Iterator<Item = Result<(K, V), E>>,
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    let mut streams: Vec<_> = streams.into_iter().map(Iterator::peekable).collect();
+    let mut heads = Vec::with_capacity(streams.len());
+    for rows in &mut streams {
+        heads.push(next_pair(rows, corrupt)?);
+    }
+    let mut ids = Vec::new();
+    loop {
+        let Some(pair) = heads.iter().flatten().map(|(p, _)| p).min().cloned() else { return Ok(()) };
+        ids.clear();
+        for (head, rows) in heads.iter_mut().zip(streams.iter_mut()) {
+            if head.as_ref().is_some_and(|(p, _)| *p == pair) {
+                if let Some((_, more)) = head.take() {
+                    ids.extend(more);
+                }
+                *head = next_pair(rows, corrupt)?;
             }
-            current = Some((key, 0));
         }
-        if let Some((_, count)) = current.as_mut() {
-            *count += 1;
-        }
+        ids.sort_unstable();
+        ids.dedup();
+        let mut key = pair;
+        key.extend_from_slice(&[0; 8]);
+        let (name, value, _) = keys::decode_postings_key(&key).ok_or_else(corrupt)?;
+        tally.add_pair(name, value, ids.len() as u64);
     }
-    if let Some((first, count)) = current {
-        add_key(tally, first.as_ref(), count).ok_or_else(&corrupt)?;
-    }
-    Ok(())
 }
 
-/// Adds the pair of postings key `key` with `count` series; `None` when the key is corrupt.
-fn add_key(tally: &mut Tally, key: &[u8], count: u64) -> Option<()> {
-    let (name, value, _) = keys::decode_postings_key(key)?;
-    tally.add_pair(name, value, count);
-    Some(())
+/// The next label pair of `rows` (`0xFFFE name 0x00 value 0x00`) with the ids of all its rows.
+#[allow(clippy::type_complexity)]
+fn next_pair<I, K, V, E>(
+    rows: &mut std::iter::Peekable<I>,
+    corrupt: &dyn Fn() -> E,
+) -> Result<Option<(Vec<u8>, Vec<u64>)>, E>
+where
+    I: Iterator<Item = Result<(K, V), E>>,
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    let mut out: Option<(Vec<u8>, Vec<u64>)> = None;
+    loop {
+        let same = match (rows.peek(), &out) {
+            (None, _) => break,
+            (Some(Err(_)), _) | (Some(Ok(_)), None) => true,
+            (Some(Ok((key, _))), Some((pair, _))) => {
+                let key = key.as_ref();
+                key.len() == pair.len() + 8 && key.starts_with(pair)
+            }
+        };
+        if !same {
+            break;
+        }
+        let Some(row) = rows.next() else { break };
+        let (key, value) = row?;
+        let key = key.as_ref();
+        let (pair, first) = key.split_at_checked(key.len().checked_sub(8).ok_or_else(corrupt)?).ok_or_else(corrupt)?;
+        let first = u64::from_be_bytes(<[u8; 8]>::try_from(first).map_err(|_| corrupt())?);
+        let (_, ids) = out.get_or_insert_with(|| (pair.to_vec(), Vec::new()));
+        postings::decode_block(first, value.as_ref(), ids).map_err(|_| corrupt())?;
+    }
+    Ok(out)
 }
 
 /// Merges several strictly ascending streams of keys into one strictly ascending stream (the
@@ -281,10 +312,23 @@ mod tests {
 
     type LabelSet = BTreeMap<String, String>;
 
-    /// The window postings keys of `series` (id -> labels), in key order.
-    fn rows(series: &BTreeMap<u64, LabelSet>) -> Vec<Vec<u8>> {
-        let mut rows: Vec<_> =
-            series.iter().flat_map(|(&id, ls)| ls.iter().map(move |(n, v)| keys::postings_key(n, v, id))).collect();
+    /// The window postings rows of `series` (id -> labels), in key order, in blocks of up to
+    /// `block` ids (as batches of that many series write them).
+    fn rows(series: &BTreeMap<u64, LabelSet>, block: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut by_pair: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+        for (&id, ls) in series {
+            for (n, v) in ls {
+                by_pair.entry((n.clone(), v.clone())).or_default().push(id);
+            }
+        }
+        let mut rows = Vec::new();
+        for ((n, v), ids) in by_pair {
+            for chunk in ids.chunks(block) {
+                let mut value = Vec::new();
+                postings::encode_block(chunk, &mut value);
+                rows.push((keys::postings_key(&n, &v, chunk[0]), value));
+            }
+        }
         rows.sort();
         rows
     }
@@ -354,6 +398,7 @@ mod tests {
             series in prop::collection::btree_map(0u64..200, label_set(), 0..40),
             placement in prop::collection::vec(1u8..8, 40),
             top_n in 1usize..12,
+            block in 1usize..5,
         ) {
             let ids: Vec<u64> = series.keys().copied().collect();
             let mut keyspaces: Vec<BTreeMap<u64, LabelSet>> = vec![BTreeMap::new(); 3];
@@ -366,18 +411,10 @@ mod tests {
                 }
             }
             let accepted: BTreeSet<u64> = ids.iter().copied().collect();
-            let streams: Vec<_> = keyspaces.iter().map(|ks| rows(ks).into_iter().map(Ok::<_, ()>)).collect();
+            let streams: Vec<_> = keyspaces.iter().map(|ks| rows(ks, block).into_iter().map(Ok::<_, ()>)).collect();
             let mut tally = Tally::new(Some("job".into()));
-            let mut seen = BTreeSet::new();
-            let merged = MergeUnique::new(streams);
-            let merged = merged.inspect(|r| {
-                if let Ok(key) = r {
-                    seen.insert(keys::decode_postings_key(key).map(|k| k.2));
-                }
-            });
-            count_rows(merged, &mut tally, || ()).unwrap();
-            let seen: BTreeSet<u64> = seen.into_iter().flatten().collect();
-            let total = seen.len() as u64;
+            count_blocks(streams, &mut tally, &|| ()).unwrap();
+            let total = keyspaces.iter().flat_map(|ks| ks.keys()).collect::<BTreeSet<_>>().len() as u64;
             prop_assert_eq!(tally.finish(total, top_n), brute_force(&series, &accepted, top_n));
         }
 
@@ -417,9 +454,11 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_key_is_an_error() {
-        let rows = vec![Ok::<_, &str>(keys::postings_key("a", "b", 1)), Ok(vec![0xFF, 0xFE, 1, 2])];
-        assert_eq!(count_rows(rows.into_iter(), &mut Tally::default(), || "corrupt"), Err("corrupt"));
+    fn a_corrupt_row_is_an_error() {
+        let rows = vec![Ok::<_, &str>((keys::postings_key("a", "b", 1), vec![])), Ok((vec![0xFF, 0xFE, 1, 2], vec![]))];
+        assert_eq!(count_blocks(vec![rows.into_iter()], &mut Tally::default(), &|| "corrupt"), Err("corrupt"));
+        let bad_block = vec![Ok::<_, &str>((keys::postings_key("a", "b", 1), vec![0x80]))];
+        assert_eq!(count_blocks(vec![bad_block.into_iter()], &mut Tally::default(), &|| "corrupt"), Err("corrupt"));
     }
 
     #[test]
