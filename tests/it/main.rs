@@ -24,6 +24,7 @@ mod remote_write;
 mod retention;
 mod seal;
 mod security;
+mod skip;
 mod storage_api;
 mod storage_failure;
 mod upgrade;

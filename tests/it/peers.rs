@@ -1,6 +1,7 @@
 //! Real peers on loopback: Prometheus 2.42 from Debian, started by hand in a temp directory.
-//! Tests that need it are skipped with a visible message when the binary is absent, except in
-//! CI (`CI` set), where a missing peer is a failure: `.ci/run` installs it.
+//! Tests that need it are skipped with a visible `SKIPPED:` line when the binary is absent,
+//! except in CI (`CI` set), where a missing peer is a failure: `.ci/run` installs it (see
+//! [`crate::skip`]).
 
 #![allow(dead_code)]
 
@@ -9,13 +10,13 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// True when `bin` is on PATH; otherwise prints why the caller is skipped (or panics in CI).
+/// True when `bin` is on PATH; otherwise announces that `test` is skipped (a failure in CI).
 pub fn available(bin: &str, test: &str) -> bool {
     let found =
         Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success());
     if !found {
-        assert!(std::env::var_os("CI").is_none(), "{bin} is not installed, and CI is set: .ci/run must install it");
-        eprintln!("SKIPPED {test}: {bin} is not installed (apt-get install prometheus prometheus-node-exporter)");
+        let package = if bin.starts_with("victoria") { "victoria-metrics" } else { bin };
+        crate::skip::skip(test, &format!("{bin} is not on PATH"), &format!("apt-get install {package}"));
     }
     found
 }
