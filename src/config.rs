@@ -18,6 +18,10 @@ use crate::storage::{BucketScheme, FsyncMode, HeadLimits, StorageConfig};
 #[derive(Debug, Parser)]
 #[command(name = "saltdb", version, about, long_about = None)]
 pub struct Cli {
+    /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object per
+    /// line). The level comes from `RUST_LOG` (default `info`, the storage library at `warn`).
+    #[arg(long, value_enum, global = true, default_value_t = crate::logs::LogFormat::Text)]
+    pub log_format: crate::logs::LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -13,6 +13,7 @@ mod head_flush;
 mod hostile;
 mod import_export;
 mod index;
+mod logs;
 mod manifest;
 mod metadata_api;
 mod overload;
