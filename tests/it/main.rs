@@ -20,6 +20,7 @@ mod overload;
 mod peers;
 mod prometheus_diff;
 mod query_api;
+mod readme;
 mod real_prometheus;
 mod remote_write;
 mod retention;
