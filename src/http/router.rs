@@ -13,7 +13,7 @@ use super::api::{labels, query, series, status};
 use super::error::ApiError;
 use super::import::SeriesLimits;
 use super::remote_write::RemoteState;
-use super::{access, admin, api, export, health, import, metrics, remote_read, remote_write};
+use super::{access, admin, api, export, federate, health, import, metrics, remote_read, remote_write};
 use crate::metrics::Metrics;
 use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
@@ -65,6 +65,10 @@ pub struct AppState {
     pub access: Arc<AccessPolicy>,
     /// Whether `/api/v1/admin/*` is enabled (`--enable-admin-api`; off by default).
     pub admin_api: bool,
+    /// Queries that run at least this long are logged (`--query-log-slow`; `None`: off).
+    pub slow_query: Option<std::time::Duration>,
+    /// When the server started (`/api/v1/status/runtimeinfo`).
+    pub started: std::time::SystemTime,
 }
 
 impl AppState {
@@ -82,6 +86,8 @@ impl AppState {
             admission: Admission::new(limits.max_concurrent_writes, limits.max_inflight_bytes),
             access: Arc::new(AccessPolicy::default()),
             admin_api: false,
+            slow_query: query.slow_query,
+            started: std::time::SystemTime::now(),
         }
     }
 }
@@ -93,11 +99,13 @@ pub struct QueryConfig {
     pub engine: EngineOptions,
     /// Queries evaluated at once; more wait for a slot until their timeout.
     pub max_concurrency: usize,
+    /// Queries that run at least this long are logged at `warn` (`None`: off).
+    pub slow_query: Option<std::time::Duration>,
 }
 
 impl Default for QueryConfig {
     fn default() -> Self {
-        Self { engine: EngineOptions::default(), max_concurrency: 20 }
+        Self { engine: EngineOptions::default(), max_concurrency: 20, slow_query: None }
     }
 }
 
@@ -110,6 +118,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/api/v1/import", post(import::import))
         .route("/api/v1/export", get(export::export).post(export::export))
+        .route("/federate", get(federate::federate).post(federate::federate))
         .route("/api/v1/query", get(query::instant).post(query::instant))
         .route("/api/v1/query_range", get(query::range).post(query::range))
         .route("/api/v1/series", get(series::series).post(series::series))
@@ -117,6 +126,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/label/{name}/values", get(labels::values))
         .route("/api/v1/status/buildinfo", get(status::buildinfo))
         .route("/api/v1/status/windows", get(status::windows))
+        .route("/api/v1/status/runtimeinfo", get(api::runtimeinfo::runtimeinfo))
         .route("/api/v1/query_exemplars", get(status::query_exemplars).post(status::query_exemplars))
         .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
         .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))

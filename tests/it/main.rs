@@ -16,6 +16,7 @@ mod index;
 mod logs;
 mod manifest;
 mod metadata_api;
+mod operator_api;
 mod overload;
 mod peers;
 mod prometheus_diff;

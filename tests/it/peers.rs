@@ -57,6 +57,11 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts Prometheus with `config` (YAML) as a remote-write receiver and waits until ready.
     pub fn start(dir: &Path, config: &str) -> Self {
+        Self::start_with(dir, config, &[])
+    }
+
+    /// [`Prometheus::start`] with extra flags (e.g. `--enable-feature=...`).
+    pub fn start_with(dir: &Path, config: &str, extra: &[&str]) -> Self {
         let port = free_port();
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
@@ -65,6 +70,7 @@ impl Prometheus {
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .args(["--storage.tsdb.retention.time=15d", "--web.enable-remote-write-receiver", "--web.enable-lifecycle"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -55,11 +55,7 @@ fn readme_quick_tour_works_against_a_fresh_server() {
     let bin = Binary::spawn(&tmp.path().join("data"), &[]);
     let script = tour.replace(README_ADDR, &bin.addr.to_string());
     let before_s = chrono::Utc::now().timestamp();
-    let out = Command::new("sh")
-        .args(["-eu", "-c", &script])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run sh");
+    let out = Command::new("sh").args(["-eu", "-c", &script]).stdin(Stdio::null()).output().expect("run sh");
     let after_s = chrono::Utc::now().timestamp();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -3,7 +3,9 @@
 pub mod labels;
 pub mod metadata;
 pub mod query;
+pub mod runtimeinfo;
 pub mod series;
+pub mod slow_log;
 pub mod status;
 
 use std::sync::Arc;
