@@ -2,7 +2,8 @@
 //! block, taken from `README.md` itself (so the README cannot drift from what is tested), is
 //! run with `sh` and the real `curl` against a fresh server with default flags (only the port
 //! is substituted), and its output is checked; `saltdb inspect` prints the window the tour
-//! wrote; and every Prometheus configuration the README shows passes `promtool check config`.
+//! wrote; and every Prometheus configuration the README shows (remote write and read, scraping,
+//! federation) passes `promtool check config`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -111,8 +112,11 @@ fn readme_prometheus_configurations_are_valid() {
         return;
     }
     let text = readme();
-    let configs: Vec<String> = blocks(&text, "yaml").into_iter().filter(|b| b.contains("remote_write")).collect();
-    assert!(configs.len() >= 2, "the README's Prometheus sections lost their configurations");
+    let configs: Vec<String> = blocks(&text, "yaml")
+        .into_iter()
+        .filter(|b| b.contains("remote_write") || b.contains("scrape_configs"))
+        .collect();
+    assert!(configs.len() >= 3, "the README's Prometheus sections lost their configurations");
     let tmp = tempfile::tempdir().unwrap();
     for (i, config) in configs.iter().enumerate() {
         let path = tmp.path().join(format!("prometheus-{i}.yml"));
