@@ -263,11 +263,19 @@ fn operator_apis_match_prometheus() {
     assert!(federated.contains("cluster_total{job=\"api\",instance=\"\"}"), "{federated}");
     assert!(!federated.contains("gone") && !federated.contains("old{"), "{federated}");
 
-    // slow-query log (threshold 1ms; these queries took longer)
+    // slow-query log (threshold 1ms): a range query over 10,800 steps takes longer than that
+    let heavy = [
+        ("query", "rate(http_requests_total[5m])".to_owned()),
+        ("start", secs(end - 10_799_000)),
+        ("end", secs(end)),
+        ("step", "1".into()),
+    ];
+    assert_eq!(form(&salt.url(""), "/api/v1/query_range", &heavy)["status"], "success");
     let logged = std::fs::read_to_string(&log).unwrap();
     let slow: Vec<&str> = logged.lines().filter(|l| l.contains("slow query")).collect();
     assert!(
-        slow.iter().any(|l| l.contains("rate(http_requests_total[5m])")
+        slow.iter().any(|l| l.contains("query=\"rate(http_requests_total[5m])\"")
+            && l.contains("step_ms=1000")
             && l.contains("samples=")
             && l.contains("client=127.0.0.1:")
             && l.contains("duration_seconds=")),
