@@ -15,7 +15,11 @@ pub fn available(bin: &str, test: &str) -> bool {
     let found =
         Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success());
     if !found {
-        let package = if bin.starts_with("victoria") { "victoria-metrics" } else { bin };
+        let package = match bin {
+            "promtool" => "prometheus",
+            b if b.starts_with("victoria") => "victoria-metrics",
+            b => b,
+        };
         crate::skip::skip(test, &format!("{bin} is not on PATH"), &format!("apt-get install {package}"));
     }
     found
