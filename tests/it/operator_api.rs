@@ -200,8 +200,9 @@ fn operator_apis_match_prometheus() {
                 "range",
                 vec![
                     ("query", q.to_owned()),
-                    ("start", secs(end - 600_000)),
-                    ("end", secs(end)),
+                    // Whole seconds here (off-grid for the data), fractions in the instant case.
+                    ("start", secs(end - end % 1000 - 600_000)),
+                    ("end", secs(end - end % 1000)),
                     ("step", "60".into()),
                     ("stats", "all".into()),
                 ],

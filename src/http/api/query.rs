@@ -285,7 +285,7 @@ fn stats_object(stats: &QueryStats, per_step: bool, queued: Duration) -> serde_j
     let mut samples = serde_json::Map::new();
     if per_step {
         let steps: Vec<serde_json::Value> =
-            stats.samples.per_step.iter().map(|(ms, n)| serde_json::json!([*ms as f64 / 1000.0, n])).collect();
+            stats.samples.per_step.iter().map(|&(ms, n)| serde_json::json!([seconds(ms), n])).collect();
         samples.insert("totalQueryableSamplesPerStep".into(), steps.into());
     }
     samples.insert("totalQueryableSamples".into(), stats.samples.total_queryable.into());
@@ -301,6 +301,15 @@ fn stats_object(stats: &QueryStats, per_step: bool, queued: Duration) -> serde_j
         },
         "samples": samples,
     })
+}
+
+/// A timestamp in seconds as Go marshals `float64(ms) / 1000`: whole seconds without a fraction.
+fn seconds(ms: i64) -> serde_json::Value {
+    if ms % 1000 == 0 {
+        serde_json::Value::from(ms / 1000)
+    } else {
+        serde_json::Value::from(ms as f64 / 1000.0)
+    }
 }
 
 fn truncate<T>(items: &mut Vec<T>, limit: Option<usize>, annotations: &mut Annotations) {
