@@ -18,6 +18,10 @@ use crate::storage::{BucketScheme, FsyncMode, HeadLimits, StorageConfig};
 #[derive(Debug, Parser)]
 #[command(name = "saltdb", version, about, long_about = None)]
 pub struct Cli {
+    /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object per
+    /// line). The level comes from `RUST_LOG` (default `info`, the storage library at `warn`).
+    #[arg(long, value_enum, global = true, default_value_t = crate::logs::LogFormat::Text)]
+    pub log_format: crate::logs::LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -167,6 +171,11 @@ pub struct ServeArgs {
     /// Queries evaluated at once; further queries wait for a slot until their timeout (then 503).
     #[arg(long, default_value_t = 20)]
     pub query_max_concurrency: usize,
+    /// Log every query (instant, range) that runs at least this long, at `warn`: the query,
+    /// its time range, duration, samples read and the client's address. `0` turns it off. The
+    /// default follows VictoriaMetrics' `-search.logSlowQueryDuration` (5s).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub query_log_slow: i64,
     /// How far back an instant selector looks for the latest sample.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub query_lookback_delta: i64,
@@ -357,6 +366,8 @@ impl ServeArgs {
                     timeout: std::time::Duration::from_millis(self.query_timeout.unsigned_abs()),
                 },
                 max_concurrency: self.query_max_concurrency,
+                slow_query: (self.query_log_slow > 0)
+                    .then(|| std::time::Duration::from_millis(self.query_log_slow.unsigned_abs())),
             },
             maintenance: Maintenance {
                 interval: std::time::Duration::from_millis(self.maintenance_interval.max(1).unsigned_abs()),

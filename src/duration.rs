@@ -59,6 +59,37 @@ pub fn format_ms(ms: i64) -> String {
     format!("{ms}ms")
 }
 
+/// Formats milliseconds as Prometheus' `model.Duration` prints them: years and weeks only when
+/// exact, then days, hours, minutes, seconds and milliseconds (`15d`, `1w`, `90d`, `1h30m`,
+/// `0s`).
+pub fn format_prometheus(ms: i64) -> String {
+    if ms == 0 {
+        return "0s".into();
+    }
+    let mut rest = ms.unsigned_abs();
+    let mut out = if ms < 0 { String::from("-") } else { String::new() };
+    let units: [(u64, &str, bool); 7] = [
+        (365 * 86_400_000, "y", true),
+        (7 * 86_400_000, "w", true),
+        (86_400_000, "d", false),
+        (3_600_000, "h", false),
+        (60_000, "m", false),
+        (1_000, "s", false),
+        (1, "ms", false),
+    ];
+    for (factor, unit, exact) in units {
+        if exact && !rest.is_multiple_of(factor) {
+            continue;
+        }
+        let n = rest / factor;
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+            rest -= n * factor;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +115,15 @@ mod tests {
         assert_eq!(format_ms(86_400_000), "1d");
         assert_eq!(format_ms(90 * 60_000), "90m");
         assert_eq!(format_ms(1_500), "1500ms");
+    }
+
+    #[test]
+    fn formats_like_prometheus() {
+        assert_eq!(format_prometheus(15 * 86_400_000), "15d");
+        assert_eq!(format_prometheus(14 * 86_400_000), "2w");
+        assert_eq!(format_prometheus(90 * 86_400_000), "90d");
+        assert_eq!(format_prometheus(5_400_000), "1h30m");
+        assert_eq!(format_prometheus(1_500), "1s500ms");
+        assert_eq!(format_prometheus(0), "0s");
     }
 }

@@ -15,6 +15,7 @@ pub mod excerpt;
 pub mod http;
 pub mod inspect;
 pub mod labels;
+pub mod logs;
 pub mod matcher;
 pub mod metrics;
 pub mod promql;

@@ -11,13 +11,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse_with_flags();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    saltdb::logs::init(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("saltdb-http").build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::http::access::AccessPolicy;
+use crate::http::client_addr::ClientAddr;
 use crate::http::tls::{self, TlsError, TlsFiles, TlsListener};
 use crate::http::{router, AppState, Limits, QueryConfig};
 use crate::storage::{Storage, StorageConfig, StorageError};
@@ -130,7 +131,8 @@ impl Server {
         state.flags = Arc::new(config.flags);
         let (stop, stopped) = watch::channel(false);
         let maintenance = spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());
-        let app = router(Arc::new(state));
+        // Each connection's remote address reaches handlers (the slow-query log names it).
+        let app = router(Arc::new(state)).into_make_service_with_connect_info::<ClientAddr>();
         let mut stopping = stopped;
         let until_stopped = async move {
             let _ = stopping.wait_for(|&s| s).await;

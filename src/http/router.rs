@@ -13,7 +13,7 @@ use super::api::{labels, query, series, status};
 use super::error::ApiError;
 use super::import::SeriesLimits;
 use super::remote_write::RemoteState;
-use super::{access, admin, api, export, health, import, metrics, remote_read, remote_write, ui};
+use super::{access, admin, api, export, federate, health, import, metrics, remote_read, remote_write, ui};
 use crate::metrics::Metrics;
 use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
@@ -67,6 +67,10 @@ pub struct AppState {
     pub admin_api: bool,
     /// The command line's flags and values, for `/api/v1/status/flags` (empty in-process).
     pub flags: Arc<std::collections::BTreeMap<String, String>>,
+    /// Queries that run at least this long are logged (`--query-log-slow`; `None`: off).
+    pub slow_query: Option<std::time::Duration>,
+    /// When the server started (`/api/v1/status/runtimeinfo`).
+    pub started: std::time::SystemTime,
 }
 
 impl AppState {
@@ -85,6 +89,8 @@ impl AppState {
             access: Arc::new(AccessPolicy::default()),
             admin_api: false,
             flags: Arc::default(),
+            slow_query: query.slow_query,
+            started: std::time::SystemTime::now(),
         }
     }
 }
@@ -96,11 +102,13 @@ pub struct QueryConfig {
     pub engine: EngineOptions,
     /// Queries evaluated at once; more wait for a slot until their timeout.
     pub max_concurrency: usize,
+    /// Queries that run at least this long are logged at `warn` (`None`: off).
+    pub slow_query: Option<std::time::Duration>,
 }
 
 impl Default for QueryConfig {
     fn default() -> Self {
-        Self { engine: EngineOptions::default(), max_concurrency: 20 }
+        Self { engine: EngineOptions::default(), max_concurrency: 20, slow_query: None }
     }
 }
 
@@ -115,6 +123,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/api/v1/import", post(import::import))
         .route("/api/v1/export", get(export::export).post(export::export))
+        .route("/federate", get(federate::federate).post(federate::federate))
         .route("/api/v1/query", get(query::instant).post(query::instant))
         .route("/api/v1/query_range", get(query::range).post(query::range))
         .route("/api/v1/series", get(series::series).post(series::series))
@@ -125,6 +134,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/status/tsdb", get(api::cardinality::tsdb).post(api::cardinality::tsdb))
         .route("/api/v1/status/flags", get(api::flags::flags))
         .route("/api/v1/status/storage", get(api::storage_status::storage))
+        .route("/api/v1/status/runtimeinfo", get(api::runtimeinfo::runtimeinfo))
         .route("/api/v1/query_exemplars", get(status::query_exemplars).post(status::query_exemplars))
         .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
         .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))

@@ -12,6 +12,7 @@ use super::annotations::Annotations;
 use super::error::{EvalError, Result};
 use super::eval::Query;
 use super::identity::IdentityCache;
+use super::stats::{self, QueryStats, SampleStats, Timings};
 use super::value::{without_name, Elem, InstantSample, RangeSeries, StepValue, Value};
 use crate::labels::Labels;
 use crate::matcher::MAX_REGEX_COST;
@@ -57,6 +58,11 @@ pub struct QueryResult {
     pub value: Value,
     /// Warnings and infos (never errors).
     pub annotations: Annotations,
+    /// Timings and sample counts, when asked for ([`Engine::instant_with_stats`],
+    /// [`Engine::range_with_stats`]).
+    pub stats: Option<QueryStats>,
+    /// Samples loaded from storage (for the slow-query log).
+    pub loaded_samples: usize,
 }
 
 /// The PromQL evaluator. Cheap to share; holds no per-query state.
@@ -82,12 +88,38 @@ impl Engine {
     /// [`EvalError`]: `bad_data` for unparsable or invalid queries, `execution` for evaluation
     /// failures and exceeded sample limits, `timeout` when the timeout passes.
     pub fn instant(&self, src: &dyn Querier, query: &str, time_ms: i64) -> Result<QueryResult> {
+        self.instant_counted(src, query, time_ms, false)
+    }
+
+    /// [`Engine::instant`], also measuring the query ([`QueryResult::stats`]).
+    ///
+    /// # Errors
+    /// As [`Engine::instant`].
+    pub fn instant_with_stats(&self, src: &dyn Querier, query: &str, time_ms: i64) -> Result<QueryResult> {
+        self.instant_counted(src, query, time_ms, true)
+    }
+
+    fn instant_counted(&self, src: &dyn Querier, query: &str, time_ms: i64, count: bool) -> Result<QueryResult> {
+        let started = Instant::now();
         let expr = parse(query)?;
         let mut q = Query::new(&self.opts, time_ms, time_ms, 0);
         q.preload(src, &expr)?;
+        let prepared = Instant::now();
+        let per_step = if count { Some(stats::per_step(&q, &expr, &[time_ms])?) } else { None };
+        let evaluating = Instant::now();
         let v = q.eval(&expr, time_ms)?;
+        let evaluated = Instant::now();
         let value = instant_value(v, time_ms)?;
-        Ok(QueryResult { value, annotations: q.into_annotations() })
+        let stats = per_step.map(|per_step| QueryStats {
+            timings: Timings {
+                preparation: prepared - started,
+                inner_eval: evaluated - evaluating,
+                result_sort: evaluated.elapsed(),
+            },
+            samples: sample_stats(per_step, q.loaded(), value.points()),
+        });
+        let loaded_samples = q.loaded();
+        Ok(QueryResult { value, annotations: q.into_annotations(), stats, loaded_samples })
     }
 
     /// Evaluates `query` at every step from `start_ms` to `end_ms` (inclusive).
@@ -104,6 +136,32 @@ impl Engine {
         end_ms: i64,
         step_ms: i64,
     ) -> Result<QueryResult> {
+        self.range_counted(src, query, (start_ms, end_ms, step_ms), false)
+    }
+
+    /// [`Engine::range`], also measuring the query ([`QueryResult::stats`]).
+    ///
+    /// # Errors
+    /// As [`Engine::range`].
+    pub fn range_with_stats(
+        &self,
+        src: &dyn Querier,
+        query: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> Result<QueryResult> {
+        self.range_counted(src, query, (start_ms, end_ms, step_ms), true)
+    }
+
+    fn range_counted(
+        &self,
+        src: &dyn Querier,
+        query: &str,
+        (start_ms, end_ms, step_ms): (i64, i64, i64),
+        count: bool,
+    ) -> Result<QueryResult> {
+        let started = Instant::now();
         check_range(start_ms, end_ms, step_ms)?;
         let expr = parse(query)?;
         match expr.value_type() {
@@ -116,7 +174,20 @@ impl Engine {
             }
         }
         let mut q = Query::new(&self.opts, start_ms, end_ms, step_ms);
+        if count {
+            // The count reads the selectors' samples themselves, not per-step reductions.
+            q.keep_samples();
+        }
         q.preload(src, &expr)?;
+        let prepared = Instant::now();
+        let per_step = if count {
+            let times: Vec<i64> = (0..=(end_ms - start_ms) / step_ms).map(|k| start_ms + k * step_ms).collect();
+            Some(stats::per_step(&q, &expr, &times)?)
+        } else {
+            None
+        };
+        let loaded = q.loaded();
+        let evaluating = Instant::now();
         // Steps are independent: long ranges are cut into contiguous parts evaluated in parallel.
         let steps = (end_ms - start_ms) / step_ms + 1;
         let cores = std::thread::available_parallelism().map_or(1, usize::from) as i64;
@@ -181,9 +252,26 @@ impl Engine {
         if contains_sort(&expr) {
             annotations.warn("sort is ineffective for range queries since results are always ordered by labels");
         }
+        let evaluated = Instant::now();
         let value = Value::Matrix(acc.finish()?);
-        Ok(QueryResult { value, annotations })
+        let stats = per_step.map(|per_step| QueryStats {
+            timings: Timings {
+                preparation: prepared - started,
+                inner_eval: evaluated - evaluating,
+                result_sort: evaluated.elapsed(),
+            },
+            samples: sample_stats(per_step, loaded, value.points()),
+        });
+        Ok(QueryResult { value, annotations, stats, loaded_samples: loaded })
     }
+}
+
+/// The sample counts of a query: per step, their sum, and the peak (loaded samples plus result
+/// points, see [`super::stats`]).
+fn sample_stats(per_step: Vec<(i64, u64)>, loaded: usize, result_points: usize) -> SampleStats {
+    let total_queryable = per_step.iter().fold(0u64, |sum, (_, n)| sum.saturating_add(*n));
+    let peak = u64::try_from(loaded.saturating_add(result_points)).unwrap_or(u64::MAX);
+    SampleStats { total_queryable, per_step, peak }
 }
 
 fn type_word(t: ValueType) -> &'static str {

@@ -66,6 +66,9 @@ pub(crate) struct Query<'o> {
     /// Selector nodes whose loaded series hold, instead of samples, their expression's value at
     /// every outer step of the query (stamped with the step's time); see [`Planned::reduce`].
     stepped: Arc<HashSet<usize>>,
+    /// Whether the preload may reduce a selector's series to per-step values as it reads them
+    /// (off when the query is measured: the count reads the samples themselves).
+    may_reduce: bool,
 }
 
 /// A selector the preload loads: its node, the selector, the time range, whether it is a range
@@ -126,7 +129,19 @@ impl<'o> Query<'o> {
             part: (start, if interval > 0 { usize::try_from((end - start) / interval + 1).unwrap_or(0) } else { 0 }),
             rollups: RefCell::new(HashMap::new()),
             stepped: Arc::new(HashSet::new()),
+            may_reduce: true,
         }
+    }
+
+    /// Keeps every selector's samples as read (no reduction to per-step values), for
+    /// [`super::stats`].
+    pub fn keep_samples(&mut self) {
+        self.may_reduce = false;
+    }
+
+    /// Samples loaded from storage so far.
+    pub fn loaded(&self) -> usize {
+        self.loaded.get()
     }
 
     /// A query over the same loaded data, with fresh caches, to evaluate other steps on another
@@ -149,6 +164,7 @@ impl<'o> Query<'o> {
             cursors: RefCell::new(AddrMap::default()),
             groups: RefCell::new(AddrMap::default()),
             stepped: Arc::clone(&self.stepped),
+            may_reduce: self.may_reduce,
         }
     }
 
@@ -214,6 +230,7 @@ impl<'o> Query<'o> {
         let mut stepped = HashSet::new();
         for Planned { node, vs, lo, hi, in_range, reduce } in plan {
             self.check_deadline()?;
+            let reduce = reduce.filter(|_| self.may_reduce);
             let (mut series, n) = match reduce {
                 Some(e) => {
                     // Reduced where the samples are read, while they are in cache; the sample

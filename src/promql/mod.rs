@@ -12,11 +12,13 @@ mod eval;
 mod functions;
 mod grid;
 mod identity;
+pub mod stats;
 pub mod value;
 
 pub use annotations::{Annotation, Annotations, Severity};
 pub use engine::{parse, Engine, EngineOptions, QueryResult};
 pub use error::EvalError;
+pub use stats::{QueryStats, SampleStats, Timings};
 pub use value::{InstantSample, RangeSeries, Value};
 
 #[cfg(test)]

@@ -58,6 +58,15 @@ impl Value {
             Self::String { .. } => "string",
         }
     }
+
+    /// The number of points it holds (a scalar or string is one).
+    pub fn points(&self) -> usize {
+        match self {
+            Self::Scalar { .. } | Self::String { .. } => 1,
+            Self::Vector(v) => v.len(),
+            Self::Matrix(m) => m.iter().map(|s| s.samples.len()).sum(),
+        }
+    }
 }
 
 /// One element of an instant vector during evaluation. `drop_name` implements Prometheus'

@@ -256,6 +256,11 @@ impl Storage {
         tx.ok_or(StorageError::ShuttingDown)?.send(cmd).map_err(|_| StorageError::ShuttingDown)
     }
 
+    /// How long samples are kept (`None`: forever).
+    pub fn retention_ms(&self) -> Option<i64> {
+        self.inner.config.retention_ms.filter(|&r| r > 0)
+    }
+
     /// The oldest timestamp retention still keeps, at wall-clock `now_ms`.
     pub fn retention_cutoff(&self, now_ms: i64) -> Option<i64> {
         let retention = self.inner.config.retention_ms.filter(|&r| r > 0)?;

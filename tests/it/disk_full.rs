@@ -1,11 +1,15 @@
 //! A full disk: writes fail with 5xx, reads keep working, and nothing acknowledged is lost
 //! once space returns. The data directory lives on a small tmpfs mounted for the test (needs
-//! root, which CI has; elsewhere the test says it is skipped).
+//! root, which CI has). Without it the test prints a `SKIPPED:` line and passes outside CI, and
+//! fails under `CI` (see [`crate::skip`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::*;
+
+const TEST: &str = "disk_full::a_full_disk_fails_writes_keeps_reads_and_loses_nothing_acknowledged";
+const HOW: &str = "run the tests as root (mount -t tmpfs), as CI does";
 
 /// A tmpfs mounted for the test's lifetime.
 struct Tmpfs(PathBuf);
@@ -17,11 +21,12 @@ impl Tmpfs {
         match out {
             Ok(o) if o.status.success() => Some(Self(at.to_path_buf())),
             Ok(o) => {
-                eprintln!("SKIPPED disk_full: cannot mount a tmpfs: {}", String::from_utf8_lossy(&o.stderr).trim());
+                let why = format!("cannot mount a tmpfs: {}", String::from_utf8_lossy(&o.stderr).trim());
+                crate::skip::skip(TEST, &why, HOW);
                 None
             }
             Err(e) => {
-                eprintln!("SKIPPED disk_full: cannot run mount: {e}");
+                crate::skip::skip(TEST, &format!("cannot run mount: {e}"), HOW);
                 None
             }
         }

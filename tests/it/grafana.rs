@@ -996,8 +996,8 @@ fn run_dashboard(g: &Grafana, name: &str, dashboard: &Value, now_ms: i64) -> (Ve
 
 #[test]
 fn every_dashboard_panel_returns_data() {
-    if !available("prometheus", "every_dashboard_panel_returns_data")
-        || !available("prometheus-node-exporter", "every_dashboard_panel_returns_data")
+    if !available("prometheus", "grafana::every_dashboard_panel_returns_data")
+        || !available("prometheus-node-exporter", "grafana::every_dashboard_panel_returns_data")
     {
         return;
     }

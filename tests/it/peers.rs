@@ -1,7 +1,8 @@
 //! Real peers on loopback: Prometheus 2.42 and VictoriaMetrics 1.79 from Debian, started by hand
 //! in a temp directory.
-//! Tests that need it are skipped with a visible message when the binary is absent, except in
-//! CI (`CI` set), where a missing peer is a failure: `.ci/run` installs it.
+//! Tests that need one are skipped with a visible `SKIPPED:` line when the binary is absent,
+//! except in CI (`CI` set), where a missing peer is a failure: `.ci/run` installs it (see
+//! [`crate::skip`]).
 
 #![allow(dead_code)]
 
@@ -10,25 +11,28 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// True when `bin` is on PATH; otherwise prints why the caller is skipped (or panics in CI).
+/// True when `bin` is on PATH; otherwise announces that `test` is skipped (a failure in CI).
 pub fn available(bin: &str, test: &str) -> bool {
     let found =
         Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success());
     if !found {
-        assert!(std::env::var_os("CI").is_none(), "{bin} is not installed, and CI is set: .ci/run must install it");
-        eprintln!("SKIPPED {test}: {bin} is not installed (apt-get install prometheus prometheus-node-exporter)");
+        let package = match bin {
+            "promtool" => "prometheus",
+            b if b.starts_with("victoria") => "victoria-metrics",
+            b => b,
+        };
+        crate::skip::skip(test, &format!("{bin} is not on PATH"), &format!("apt-get install {package}"));
     }
     found
 }
 
-/// True when `bin` is on PATH; otherwise prints why `test` is skipped and which Debian
-/// `package` provides it (or panics in CI).
+/// True when `bin` is on PATH; otherwise announces that `test` is skipped, naming the Debian
+/// `package` that provides it (a failure in CI).
 pub fn installed(bin: &str, test: &str, package: &str) -> bool {
     let found =
         Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success());
     if !found {
-        assert!(std::env::var_os("CI").is_none(), "{bin} is not installed, and CI is set: .ci/run must install it");
-        eprintln!("SKIPPED {test}: {bin} is not installed (apt-get install {package})");
+        crate::skip::skip(test, &format!("{bin} is not on PATH"), &format!("apt-get install {package}"));
     }
     found
 }
@@ -69,6 +73,11 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts Prometheus with `config` (YAML) as a remote-write receiver and waits until ready.
     pub fn start(dir: &Path, config: &str) -> Self {
+        Self::start_with(dir, config, &[])
+    }
+
+    /// [`Prometheus::start`] with extra flags (e.g. `--enable-feature=...`).
+    pub fn start_with(dir: &Path, config: &str, extra: &[&str]) -> Self {
         let port = free_port();
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
@@ -77,6 +86,7 @@ impl Prometheus {
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .args(["--storage.tsdb.retention.time=15d", "--web.enable-remote-write-receiver", "--web.enable-lifecycle"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

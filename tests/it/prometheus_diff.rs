@@ -397,7 +397,7 @@ fn get(base: &str, path: &str, params: &[(&str, String)]) -> Value {
 
 #[test]
 fn promql_answers_match_prometheus() {
-    if !available("prometheus", "promql_answers_match_prometheus") {
+    if !available("prometheus", "prometheus_diff::promql_answers_match_prometheus") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

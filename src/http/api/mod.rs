@@ -5,7 +5,9 @@ pub mod flags;
 pub mod labels;
 pub mod metadata;
 pub mod query;
+pub mod runtimeinfo;
 pub mod series;
+pub mod slow_log;
 pub mod status;
 pub mod storage_status;
 

@@ -4,23 +4,27 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 
+use super::slow_log;
 use super::{limit, params};
 use crate::http::blocking;
+use crate::http::client_addr::ClientAddr;
 use crate::http::error::ApiError;
 use crate::http::params::{parse_duration_ms, Params};
 use crate::http::router::AppState;
 use crate::labels::Labels;
-use crate::promql::{Annotations, QueryResult, Severity, Value};
+use crate::promql::{Annotations, QueryResult, QueryStats, Severity, Value};
 
 /// What to evaluate.
-enum Kind {
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kind {
     Instant { time_ms: i64 },
     Range { start_ms: i64, end_ms: i64, step_ms: i64 },
 }
@@ -32,6 +36,7 @@ enum Kind {
 /// when no query slot frees up in time.
 pub async fn instant(
     State(state): State<Arc<AppState>>,
+    client: Option<Extension<ConnectInfo<ClientAddr>>>,
     method: Method,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -40,7 +45,7 @@ pub async fn instant(
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
     p.reject_unknown(&["query", "time", "timeout", "limit", "stats", "lookback_delta"])?;
     let time_ms = p.time_ms("time", crate::storage::now_ms())?;
-    run(state, &p, Kind::Instant { time_ms }).await
+    run(state, &p, Kind::Instant { time_ms }, client.map(|c| c.0 .0)).await
 }
 
 /// Range query.
@@ -49,6 +54,7 @@ pub async fn instant(
 /// As [`instant`]; also 400 for a missing or non-positive `step` or too many points.
 pub async fn range(
     State(state): State<Arc<AppState>>,
+    client: Option<Extension<ConnectInfo<ClientAddr>>>,
     method: Method,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -82,12 +88,14 @@ pub async fn range(
             "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)".into(),
         ));
     }
-    run(state, &p, Kind::Range { start_ms, end_ms, step_ms }).await
+    run(state, &p, Kind::Range { start_ms, end_ms, step_ms }, client.map(|c| c.0 .0)).await
 }
 
-async fn run(state: Arc<AppState>, p: &Params, kind: Kind) -> Result<Response, ApiError> {
+async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<ClientAddr>) -> Result<Response, ApiError> {
+    let received = Instant::now();
     let query = p.get("query").ok_or_else(|| ApiError::BadData("missing parameter \"query\"".into()))?.to_owned();
     let limit = limit(p)?;
+    let stats = stats_request(p);
     let mut opts = state.engine.options().clone();
     if let Some(t) = p.get("timeout") {
         let ms =
@@ -105,18 +113,36 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind) -> Result<Response, A
     let timeout = opts.timeout;
     let engine = crate::promql::Engine::new(opts);
     let slot = super::query_slot(&state, timeout).await?;
+    let queued = received.elapsed();
     let (limits, _cancel_on_drop) = blocking::read_limits(Some(engine.options().max_samples), timeout);
     let source = state.storage.querier(limits);
+    let text = query.clone();
+    let counted = stats.is_some();
     let result = blocking::run(move || {
         let _slot = slot;
-        let r = match kind {
-            Kind::Instant { time_ms } => engine.instant(&source, &query, time_ms),
-            Kind::Range { start_ms, end_ms, step_ms } => engine.range(&source, &query, start_ms, end_ms, step_ms),
+        let r = match (kind, counted) {
+            (Kind::Instant { time_ms }, false) => engine.instant(&source, &query, time_ms),
+            (Kind::Instant { time_ms }, true) => engine.instant_with_stats(&source, &query, time_ms),
+            (Kind::Range { start_ms, end_ms, step_ms }, false) => {
+                engine.range(&source, &query, start_ms, end_ms, step_ms)
+            }
+            (Kind::Range { start_ms, end_ms, step_ms }, true) => {
+                engine.range_with_stats(&source, &query, start_ms, end_ms, step_ms)
+            }
         };
         r.map_err(ApiError::from)
     })
-    .await?;
-    Ok(render(result, limit))
+    .await;
+    if let Some(threshold) = state.slow_query {
+        slow_log::record(threshold, &text, kind, received.elapsed(), result.as_ref().ok(), client);
+    }
+    Ok(render(result?, limit, stats.map(|per_step| (per_step, queued))))
+}
+
+/// What `stats` asks for: Prometheus adds its stats object for any non-empty value, with the
+/// per-step counts for `all`. `Some(per_step)` when asked.
+fn stats_request(p: &Params) -> Option<bool> {
+    p.get("stats").filter(|v| !v.is_empty()).map(|v| v == "all")
 }
 
 /// A sample as Prometheus writes it: `[<seconds>,"<value>"]`.
@@ -191,8 +217,9 @@ fn write_annotations(out: &mut String, annotations: &Annotations) {
     }
 }
 
-/// The success envelope, written directly (results can be large).
-fn render(result: QueryResult, limit: Option<usize>) -> Response {
+/// The success envelope, written directly (results can be large); with Prometheus' stats object
+/// in `data` when asked (`(per-step counts wanted, time spent waiting for a query slot)`).
+fn render(result: QueryResult, limit: Option<usize>, stats: Option<(bool, Duration)>) -> Response {
     let mut annotations = result.annotations;
     let mut out = String::with_capacity(256);
     let _ =
@@ -240,10 +267,49 @@ fn render(result: QueryResult, limit: Option<usize>) -> Response {
             out.push(']');
         }
     }
+    if let (Some((per_step, queued)), Some(measured)) = (stats, &result.stats) {
+        out.push_str(",\"stats\":");
+        out.push_str(&stats_object(measured, per_step, queued).to_string());
+    }
     out.push('}');
     write_annotations(&mut out, &annotations);
     out.push('}');
     ([(header::CONTENT_TYPE, "application/json")], out).into_response()
+}
+
+/// Prometheus' stats object (`util/stats/query_stats.go`): timings in seconds and sample counts,
+/// the per-step counts as `[<seconds>, <samples>]` pairs only when asked (`stats=all`).
+fn stats_object(stats: &QueryStats, per_step: bool, queued: Duration) -> serde_json::Value {
+    let t = &stats.timings;
+    let eval_total = t.preparation + t.inner_eval + t.result_sort;
+    let mut samples = serde_json::Map::new();
+    if per_step {
+        let steps: Vec<serde_json::Value> =
+            stats.samples.per_step.iter().map(|&(ms, n)| serde_json::json!([seconds(ms), n])).collect();
+        samples.insert("totalQueryableSamplesPerStep".into(), steps.into());
+    }
+    samples.insert("totalQueryableSamples".into(), stats.samples.total_queryable.into());
+    samples.insert("peakSamples".into(), stats.samples.peak.into());
+    serde_json::json!({
+        "timings": {
+            "evalTotalTime": eval_total.as_secs_f64(),
+            "resultSortTime": t.result_sort.as_secs_f64(),
+            "queryPreparationTime": t.preparation.as_secs_f64(),
+            "innerEvalTime": t.inner_eval.as_secs_f64(),
+            "execQueueTime": queued.as_secs_f64(),
+            "execTotalTime": (queued + eval_total).as_secs_f64(),
+        },
+        "samples": samples,
+    })
+}
+
+/// A timestamp in seconds as Go marshals `float64(ms) / 1000`: whole seconds without a fraction.
+fn seconds(ms: i64) -> serde_json::Value {
+    if ms % 1000 == 0 {
+        serde_json::Value::from(ms / 1000)
+    } else {
+        serde_json::Value::from(ms as f64 / 1000.0)
+    }
 }
 
 fn truncate<T>(items: &mut Vec<T>, limit: Option<usize>, annotations: &mut Annotations) {

@@ -1,0 +1,51 @@
+//! The server's log: one line per event on stderr, as text or JSON.
+//!
+//! - Colours only when stderr is a terminal (and `NO_COLOR` is unset): a log redirected to a
+//!   file or a pipe is plain text.
+//! - `--log-format json`: one JSON object per line (`timestamp`, `level`, `target`, `fields`),
+//!   for log shippers.
+//! - The filter is `RUST_LOG` when set; otherwise `info`, with the storage library (fjall and
+//!   lsm-tree, which log one INFO line per keyspace they open or recover) at `warn`.
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::EnvFilter;
+
+/// The filter used when `RUST_LOG` is not set.
+pub const DEFAULT_FILTER: &str = "info,fjall=warn,lsm_tree=warn";
+
+/// How each log line is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable text (coloured only on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The filter: `RUST_LOG` when set and valid, else [`DEFAULT_FILTER`]. An invalid `RUST_LOG`
+/// is reported on stderr and replaced by the default rather than silencing the log.
+fn filter() -> EnvFilter {
+    match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            eprintln!("saltdb: ignoring RUST_LOG={spec:?}: {e}");
+            EnvFilter::new(DEFAULT_FILTER)
+        }),
+        _ => EnvFilter::new(DEFAULT_FILTER),
+    }
+}
+
+/// Whether text lines get ANSI colours: only on a terminal, and never with `NO_COLOR` set.
+fn colours() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Installs the process-wide subscriber. Call once, first thing in `main`.
+pub fn init(format: LogFormat) {
+    let builder = tracing_subscriber::fmt().with_env_filter(filter()).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(colours()).init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
+}

@@ -1,0 +1,98 @@
+//! Query statistics for `stats=all`, in the terms of Prometheus' stats object
+//! (`util/stats/query_stats.go`): timings of the evaluation phases, and the samples each step
+//! read.
+//!
+//! `totalQueryableSamples` is counted as Prometheus 2.42 counts it, per outer step: an instant
+//! selector adds one per series it finds, a range selector or a subquery (as a function
+//! argument) adds the points in each series' window, and the other nodes add what their
+//! operands add. It is computed by a walk over the expression beside the evaluation, not inside
+//! it, so saltdb's evaluator keeps its shortcuts (series reduced as they are read, rollups per
+//! series) and a query without `stats` pays nothing. Prometheus counts a subquery's inner
+//! selectors, and `@`-pinned (step-invariant) expressions, in ways tied to its evaluator; here
+//! those count as described above.
+//!
+//! `peakSamples` is saltdb's own figure: the samples the query loaded (saltdb holds a selector's
+//! samples for the whole evaluation) plus the points of its result. Prometheus' figure follows
+//! its evaluator's buffers, so the two differ.
+
+use std::time::Duration;
+
+use promql_parser::parser::Expr;
+
+use super::error::Result;
+use super::eval::Query;
+
+/// How long each phase of a query took, as Prometheus names them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timings {
+    /// Parsing and loading the selectors' samples from storage.
+    pub preparation: Duration,
+    /// Evaluating the expression at every step.
+    pub inner_eval: Duration,
+    /// Assembling and ordering the result.
+    pub result_sort: Duration,
+}
+
+/// The samples a query read: in total, per outer step, and at the peak.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SampleStats {
+    /// Samples read, summed over the steps (Prometheus' `totalQueryableSamples`).
+    pub total_queryable: u64,
+    /// `(step timestamp ms, samples read at that step)`, one per outer step.
+    pub per_step: Vec<(i64, u64)>,
+    /// Samples held at once at the peak (see the module documentation).
+    pub peak: u64,
+}
+
+/// Timings and sample counts of one query.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueryStats {
+    /// Phase timings.
+    pub timings: Timings,
+    /// Sample counts.
+    pub samples: SampleStats,
+}
+
+/// The samples `e` reads at each of `steps`.
+///
+/// # Errors
+/// A timeout, or the error of a subquery evaluated to count its windows.
+pub(crate) fn per_step(q: &Query<'_>, e: &Expr, steps: &[i64]) -> Result<Vec<(i64, u64)>> {
+    let mut counts = vec![0u64; steps.len()];
+    walk(q, e, steps, &mut counts)?;
+    Ok(steps.iter().copied().zip(counts).collect())
+}
+
+fn walk(q: &Query<'_>, e: &Expr, steps: &[i64], counts: &mut [u64]) -> Result<()> {
+    match e {
+        Expr::VectorSelector(vs) => each_step(q, steps, counts, |t| Ok(q.select_instant(vs, t).len())),
+        Expr::MatrixSelector(ms) => each_step(q, steps, counts, |t| {
+            let mut n = 0;
+            q.for_each_window(ms, t, |_, w| n += w.len());
+            Ok(n)
+        }),
+        Expr::Subquery(sq) => {
+            each_step(q, steps, counts, |t| Ok(q.eval_subquery(sq, t)?.0.iter().map(|w| w.samples.len()).sum()))
+        }
+        Expr::Paren(p) => walk(q, &p.expr, steps, counts),
+        Expr::Unary(u) => walk(q, &u.expr, steps, counts),
+        Expr::Binary(b) => {
+            walk(q, &b.lhs, steps, counts)?;
+            walk(q, &b.rhs, steps, counts)
+        }
+        Expr::Aggregate(a) => {
+            walk(q, &a.expr, steps, counts)?;
+            a.param.as_ref().map_or(Ok(()), |p| walk(q, p, steps, counts))
+        }
+        Expr::Call(c) => c.args.args.iter().try_for_each(|a| walk(q, a, steps, counts)),
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => Ok(()),
+    }
+}
+
+fn each_step(q: &Query<'_>, steps: &[i64], counts: &mut [u64], mut at: impl FnMut(i64) -> Result<usize>) -> Result<()> {
+    for (&t, c) in steps.iter().zip(counts.iter_mut()) {
+        q.check_deadline()?;
+        *c = c.saturating_add(u64::try_from(at(t)?).unwrap_or(u64::MAX));
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! The README's first ten minutes, run as a new user would run them: the quick tour's shell
+//! block, taken from `README.md` itself (so the README cannot drift from what is tested), is
+//! run with `sh` and the real `curl` against a fresh server with default flags (only the port
+//! is substituted), and its output is checked; `saltdb inspect` prints the window the tour
+//! wrote; and every Prometheus configuration the README shows (remote write and read, scraping,
+//! federation) passes `promtool check config`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+const README_ADDR: &str = "127.0.0.1:9201";
+
+fn readme() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("read README.md")
+}
+
+/// The body of the first code block fenced with ```` ```<lang> ```` after the line `heading`.
+fn block_after(text: &str, heading: &str, lang: &str) -> String {
+    let rest = &text[text.find(heading).unwrap_or_else(|| panic!("README has no {heading:?}"))..];
+    let open = format!("```{lang}\n");
+    let start = rest.find(&open).unwrap_or_else(|| panic!("no ```{lang} block after {heading:?}")) + open.len();
+    let len = rest[start..].find("\n```").expect("unterminated code block");
+    rest[start..start + len + 1].to_owned()
+}
+
+/// Every code block fenced with ```` ```<lang> ````.
+fn blocks(text: &str, lang: &str) -> Vec<String> {
+    let open = format!("```{lang}\n");
+    text.match_indices(&open)
+        .filter_map(|(i, _)| {
+            let body = &text[i + open.len()..];
+            body.find("\n```").map(|end| body[..=end].to_owned())
+        })
+        .collect()
+}
+
+fn on_path(bin: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn readme_quick_tour_works_against_a_fresh_server() {
+    let test = "readme::readme_quick_tour_works_against_a_fresh_server";
+    if !on_path("curl") {
+        crate::skip::skip(test, "curl is not on PATH", "apt-get install curl");
+        return;
+    }
+    let tour = block_after(&readme(), "## Quick tour", "sh");
+    assert!(tour.contains(README_ADDR), "the quick tour no longer talks to {README_ADDR}:\n{tour}");
+    let tmp = tempfile::tempdir().unwrap();
+    // Default flags, as `cargo run --release -- serve` has them (30-day retention included).
+    let bin = Binary::spawn(&tmp.path().join("data"), &[]);
+    let script = tour.replace(README_ADDR, &bin.addr.to_string());
+    let before_s = chrono::Utc::now().timestamp();
+    let out = Command::new("sh").args(["-eu", "-c", &script]).stdin(Stdio::null()).output().expect("run sh");
+    let after_s = chrono::Utc::now().timestamp();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the quick tour failed ({:?}):\n{stdout}\n{stderr}\nscript:\n{script}", out.status);
+    let answers: Vec<Value> = serde_json::Deserializer::from_str(&stdout)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("the tour printed something that is not JSON ({e}):\n{stdout}"));
+    let [export, instant, range] = answers.as_slice() else {
+        panic!("expected an export line and two query answers, got:\n{stdout}\n{stderr}");
+    };
+
+    // The export returns exactly the two imported samples, stamped 15 s apart, the newest now.
+    assert_eq!(export["metric"], serde_json::json!({"__name__": "cpu", "host": "a"}), "{stdout}");
+    assert_eq!(export["values"], serde_json::json!([1.5, 2.0]), "{stdout}");
+    let ts: Vec<i64> = export["timestamps"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
+    assert_eq!(ts.len(), 2, "{stdout}");
+    assert_eq!(ts[1] - ts[0], 15_000, "{stdout}");
+    assert!((before_s * 1000..=after_s * 1000).contains(&ts[1]), "newest sample {} not stamped now", ts[1]);
+
+    // The instant query answers the latest sample; the range query both, on its 15 s grid.
+    assert_eq!(instant["status"], "success", "{stdout}");
+    assert_eq!(instant["data"]["resultType"], "vector", "{stdout}");
+    let result = instant["data"]["result"].as_array().unwrap();
+    assert_eq!(result.len(), 1, "{stdout}");
+    assert_eq!(result[0]["metric"], export["metric"]);
+    assert_eq!(result[0]["value"][1], "2", "{stdout}");
+    assert_eq!(range["status"], "success", "{stdout}");
+    let series = range["data"]["result"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "{stdout}");
+    let values: Vec<&str> = series[0]["values"].as_array().unwrap().iter().map(|p| p[1].as_str().unwrap()).collect();
+    assert!(values.contains(&"1.5") && values.last() == Some(&"2"), "range answer {values:?}");
+
+    // The README's `saltdb inspect` shows the window the tour wrote.
+    let inspect = Command::new(env!("CARGO_BIN_EXE_saltdb"))
+        .args(["inspect", "--url", &bin.url("")])
+        .output()
+        .expect("run saltdb inspect");
+    let table = String::from_utf8_lossy(&inspect.stdout);
+    assert!(inspect.status.success(), "{table}{}", String::from_utf8_lossy(&inspect.stderr));
+    // (Its sample count of a hot window is an estimate that also counts index rows, so only the
+    // window and its one series are checked.)
+    let hot: Vec<&str> = table.lines().filter(|l| l.contains(" hot ")).collect();
+    assert!(!hot.is_empty(), "no hot window:\n{table}");
+    assert!(hot.iter().all(|row| row.split_whitespace().nth(5) == Some("1")), "one series per window:\n{table}");
+    bin.terminate();
+}
+
+#[test]
+fn readme_prometheus_configurations_are_valid() {
+    let test = "readme::readme_prometheus_configurations_are_valid";
+    if !crate::peers::available("promtool", test) {
+        return;
+    }
+    let text = readme();
+    let configs: Vec<String> = blocks(&text, "yaml")
+        .into_iter()
+        .filter(|b| b.contains("remote_write") || b.contains("scrape_configs"))
+        .collect();
+    assert!(configs.len() >= 3, "the README's Prometheus sections lost their configurations");
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, config) in configs.iter().enumerate() {
+        let path = tmp.path().join(format!("prometheus-{i}.yml"));
+        std::fs::write(&path, config).unwrap();
+        let out = Command::new("promtool").arg("check").arg("config").arg(&path).output().expect("run promtool");
+        assert!(
+            out.status.success(),
+            "promtool rejects the README's configuration:\n{config}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
