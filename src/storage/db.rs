@@ -570,14 +570,14 @@ impl Storage {
             };
             let hot_samples = match &w.points {
                 Some(ks) => {
-                    let hot_series = select::universe(&[super::window::Window {
-                        start_ms: w.start_ms,
-                        points: Some(ks.clone()),
-                        chunks: None,
-                    }])?
-                    .len();
+                    // Index rows (window index and postings blocks) are not samples.
+                    let mut index_rows = 0u64;
+                    for guard in ks.prefix([super::keys::INDEX_ROW_BYTE]) {
+                        guard.key()?;
+                        index_rows += 1;
+                    }
                     // Rows are runs: counting each as one sample gives a lower bound.
-                    (ks.approximate_len() as u64).saturating_sub(hot_series as u64)
+                    (ks.approximate_len() as u64).saturating_sub(index_rows)
                 }
                 None => 0,
             };

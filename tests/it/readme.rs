@@ -97,11 +97,13 @@ fn readme_quick_tour_works_against_a_fresh_server() {
         .expect("run saltdb inspect");
     let table = String::from_utf8_lossy(&inspect.stdout);
     assert!(inspect.status.success(), "{table}{}", String::from_utf8_lossy(&inspect.stderr));
-    // (Its sample count of a hot window is an estimate that also counts index rows, so only the
-    // window and its one series are checked.)
+    // One series, and its two samples (still in the head, so counted exactly).
     let hot: Vec<&str> = table.lines().filter(|l| l.contains(" hot ")).collect();
     assert!(!hot.is_empty(), "no hot window:\n{table}");
     assert!(hot.iter().all(|row| row.split_whitespace().nth(5) == Some("1")), "one series per window:\n{table}");
+    let samples: u64 =
+        hot.iter().filter_map(|row| row.split_whitespace().nth(6)?.replace(',', "").parse::<u64>().ok()).sum();
+    assert_eq!(samples, 2, "the tour's two samples:\n{table}");
     bin.terminate();
 }
 
