@@ -60,6 +60,11 @@ pub struct ServeArgs {
     /// How long samples are kept; whole windows older than this are dropped. `0` keeps forever.
     #[arg(long, default_value = "30d", value_parser = parse_duration)]
     pub retention: i64,
+    /// Samples further ahead of the server's clock than this are refused with 400 (the whole
+    /// request, like samples older than retention). `0` accepts any timestamp up to 2262.
+    /// The default is VictoriaMetrics' bound; Prometheus 2.42 has none.
+    #[arg(long, default_value = "2d", value_parser = parse_duration)]
+    pub max_future: i64,
     /// What a 2xx on a write promises beyond surviving `kill -9` (which every mode does):
     /// `always` fsyncs before answering (survives power loss; slowest), `batch` fsyncs every
     /// second in the background (a power loss loses at most ~1 s), `never` leaves it to the OS.
@@ -274,6 +279,7 @@ impl ServeArgs {
         storage.bucket_scheme = self.bucket_scheme;
         storage.window_ms = self.window;
         storage.retention_ms = (self.retention > 0).then_some(self.retention);
+        storage.max_future_ms = (self.max_future > 0).then_some(self.max_future);
         storage.fsync = self.fsync;
         let cache_bytes = match self.series_cache {
             MemorySize::Auto => auto_series_cache_bytes(),

@@ -51,6 +51,9 @@ pub struct StorageConfig {
     pub window_ms: i64,
     /// Samples older than this are rejected and their windows dropped; `None` keeps forever.
     pub retention_ms: Option<i64>,
+    /// Samples more than this far ahead of the wall clock are rejected (each far-future day
+    /// would create a window that retention never drops); `None` accepts up to year 2262.
+    pub max_future_ms: Option<i64>,
     /// Durability of acknowledged writes.
     pub fsync: FsyncMode,
     /// Entries in the label-set -> id cache.
@@ -72,6 +75,7 @@ impl StorageConfig {
             buckets: 16,
             window_ms: 86_400_000,
             retention_ms: Some(30 * 86_400_000),
+            max_future_ms: Some(DEFAULT_MAX_FUTURE_MS),
             fsync: FsyncMode::Batch,
             series_cache_size: 1_000_000,
             block_cache_bytes: 256 << 20,
@@ -80,6 +84,10 @@ impl StorageConfig {
         }
     }
 }
+
+/// How far ahead of the wall clock a sample may lie by default: two days, VictoriaMetrics'
+/// bound (Prometheus 2.42 has none), room for clock skew and time zones mistaken for UTC.
+pub const DEFAULT_MAX_FUTURE_MS: i64 = 2 * 86_400_000;
 
 /// Size of the write-ahead log's tables above which maintenance compacts them away.
 pub const WAL_COMPACT_BYTES: u64 = 16 << 20;
@@ -264,11 +272,17 @@ impl Storage {
         Some(self.inner.shared.windows.start_of(cutoff))
     }
 
+    /// The newest timestamp accepted at wall-clock `now_ms`.
+    pub fn future_limit(&self, now_ms: i64) -> Option<i64> {
+        self.inner.config.max_future_ms.map(|ahead| now_ms.saturating_add(ahead.max(0)))
+    }
+
     /// Commits a validated batch atomically and returns once it is durable per the fsync mode.
     /// Blocks (call it off the async executor).
     ///
     /// # Errors
-    /// [`StorageError::TooOld`] when a sample is outside retention (nothing is written);
+    /// [`StorageError::TooOld`] when a sample is outside retention, [`StorageError::TooNew`]
+    /// when one is further ahead than `max_future_ms` (nothing is written);
     /// [`StorageError::Poisoned`] after an earlier failed commit; engine errors.
     pub fn write(&self, batch: WriteBatch) -> Result<WriteOutcome> {
         self.write_packed(PackedBatch::from(&batch))
@@ -279,12 +293,7 @@ impl Storage {
     /// # Errors
     /// As [`Storage::write`].
     pub fn write_packed(&self, batch: PackedBatch) -> Result<WriteOutcome> {
-        if let Some(cutoff_ms) = self.retention_cutoff(now_ms()) {
-            let oldest = batch.samples().iter().map(|s| s.timestamp_ms).min();
-            if let Some(ts_ms) = oldest.filter(|&ts| ts < cutoff_ms) {
-                return Err(StorageError::TooOld { ts_ms, cutoff_ms });
-            }
-        }
+        self.check_time_range(&batch, now_ms())?;
         if batch.is_empty() {
             return Ok(WriteOutcome::default());
         }
@@ -298,6 +307,26 @@ impl Storage {
         // rather than on the writer thread.
         drop(prepared);
         outcome
+    }
+
+    /// Refuses a batch with a sample before the retention cutoff or past the future limit.
+    fn check_time_range(&self, batch: &PackedBatch, now_ms: i64) -> Result<()> {
+        let (cutoff, limit) = (self.retention_cutoff(now_ms), self.future_limit(now_ms));
+        if cutoff.is_none() && limit.is_none() {
+            return Ok(());
+        }
+        let (mut oldest, mut newest) = (i64::MAX, i64::MIN);
+        for s in batch.samples() {
+            oldest = oldest.min(s.timestamp_ms);
+            newest = newest.max(s.timestamp_ms);
+        }
+        if let Some(cutoff_ms) = cutoff.filter(|&c| oldest < c) {
+            return Err(StorageError::TooOld { ts_ms: oldest, cutoff_ms });
+        }
+        if let Some(limit_ms) = limit.filter(|&l| newest > l) {
+            return Err(StorageError::TooNew { ts_ms: newest, limit_ms });
+        }
+        Ok(())
     }
 
     /// Drops every window that lies entirely before the retention cutoff at `now_ms`; returns

@@ -8,6 +8,7 @@ mod clean_close;
 mod crash;
 mod crash_load;
 mod disk_full;
+mod future_timestamps;
 mod grafana;
 mod head_flush;
 mod hostile;
