@@ -9,7 +9,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::http::access::AccessPolicy;
-use crate::http::tls::{self, TlsError, TlsFiles, TlsListener};
+use crate::http::connections::{self, ConnectionLimits};
+use crate::http::tls::{self, TlsError, TlsFiles};
 use crate::http::{router, AppState, Limits, QueryConfig};
 use crate::storage::{Storage, StorageConfig, StorageError};
 
@@ -22,6 +23,8 @@ pub struct ServerConfig {
     pub storage: StorageConfig,
     /// Request limits.
     pub limits: Limits,
+    /// Open connections and their timeouts.
+    pub connections: ConnectionLimits,
     /// Query limits.
     pub query: QueryConfig,
     /// Background retention and sealing.
@@ -41,6 +44,7 @@ impl ServerConfig {
             listen,
             storage,
             limits: Limits::default(),
+            connections: ConnectionLimits::default(),
             query: QueryConfig::default(),
             maintenance: Maintenance::default(),
             access: AccessPolicy::default(),
@@ -126,17 +130,7 @@ impl Server {
         let (stop, stopped) = watch::channel(false);
         let maintenance = spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());
         let app = router(Arc::new(state));
-        let mut stopping = stopped;
-        let until_stopped = async move {
-            let _ = stopping.wait_for(|&s| s).await;
-        };
-        let task = match acceptor {
-            None => tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(until_stopped).await }),
-            Some(acceptor) => {
-                let listener = TlsListener::new(listener, acceptor)?;
-                tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(until_stopped).await })
-            }
-        };
+        let task = tokio::spawn(connections::serve(listener, acceptor, app, config.connections, stopped));
         Ok(Self { addr, storage, stop, task, maintenance })
     }
 

@@ -7,6 +7,7 @@ pub mod admission;
 pub mod api;
 pub mod blocking;
 pub mod body;
+pub mod connections;
 pub mod error;
 pub mod export;
 pub mod health;

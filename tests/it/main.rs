@@ -24,6 +24,7 @@ mod real_prometheus;
 mod remote_write;
 mod retention;
 mod seal;
+mod slow_clients;
 mod security;
 mod storage_api;
 mod storage_failure;
