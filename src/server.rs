@@ -116,6 +116,7 @@ impl Server {
             if !dropped.is_empty() {
                 tracing::info!(windows = dropped.len(), "dropped windows past retention at start-up");
             }
+            storage.refresh_active_series()?;
             Ok(storage)
         })
         .await
@@ -188,6 +189,9 @@ fn maintain(storage: &Storage, ooo_grace_ms: Option<i64>) {
         Ok(dropped) if !dropped.is_empty() => tracing::info!(windows = dropped.len(), "dropped windows past retention"),
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "retention failed"),
+    }
+    if let Err(e) = storage.refresh_active_series() {
+        tracing::error!(error = %e, "measuring the active series failed");
     }
     if let Err(e) = storage.compact_wal() {
         tracing::error!(error = %e, "compacting the write-ahead log failed");

@@ -10,6 +10,7 @@ use super::close::{self, JournalReclaim};
 use super::delete::{DeleteOutcome, DeleteRange};
 use super::disk::du_bytes;
 use super::error::{Result, StorageError};
+use super::shared::MeasuredSeries;
 use super::keys::{BucketScheme, Bucketing};
 use super::manifest::{self, Manifest};
 use super::matchers::Selection;
@@ -809,18 +810,37 @@ impl Storage {
         })
     }
 
-    /// Series with at least one sample in the newest time window (counts that window's
-    /// per-window series index).
+    /// Series with at least one sample in the newest time window, without reading storage (so a
+    /// `/metrics` scrape costs the same at any series count): the writer's count for an unsealed
+    /// window it wrote to, else the count [`Storage::refresh_active_series`] last measured (at
+    /// most one maintenance interval old). `None` before the newest window was ever measured.
+    pub fn active_series(&self) -> Option<u64> {
+        let sh = &self.inner.shared;
+        let Some(newest) = sh.windows.all().into_iter().max_by_key(|w| w.start_ms) else { return Some(0) };
+        if let Some(n) = sh.newest_window_series(newest.start_ms).filter(|_| newest.chunks.is_none()) {
+            return Some(n);
+        }
+        sh.measured_series().filter(|m| m.start_ms == newest.start_ms).map(|m| m.count)
+    }
+
+    /// Measures the newest window's series count by a walk of its index, unless the writer's
+    /// count or a measurement of the window in its present state already gives it. Called at
+    /// start-up and by each maintenance pass, never by a scrape. Blocks.
     ///
     /// # Errors
     /// Engine errors.
-    pub fn active_series(&self) -> Result<u64> {
-        let Some(newest) = self.inner.shared.windows.all().into_iter().max_by_key(|w| w.start_ms) else {
-            return Ok(0);
-        };
-        if let Some(n) = self.inner.shared.newest_window_series(newest.start_ms).filter(|_| newest.chunks.is_none()) {
-            return Ok(n);
+    pub fn refresh_active_series(&self) -> Result<()> {
+        let sh = &self.inner.shared;
+        let Some(newest) = sh.windows.all().into_iter().max_by_key(|w| w.start_ms) else { return Ok(()) };
+        if newest.chunks.is_none() && sh.newest_window_series(newest.start_ms).is_some() {
+            return Ok(());
         }
-        Ok(select::universe(std::slice::from_ref(&newest))?.len() as u64)
+        let state = Some((sh.windows.writes(newest.start_ms), newest.chunks.as_ref().map(|(generation, _)| *generation)));
+        if sh.measured_series().is_some_and(|m| m.start_ms == newest.start_ms && m.state == state) {
+            return Ok(());
+        }
+        let count = select::universe(std::slice::from_ref(&newest))?.len() as u64;
+        sh.set_measured_series(MeasuredSeries { start_ms: newest.start_ms, state, count });
+        Ok(())
     }
 }

@@ -15,6 +15,7 @@ mod hostile;
 mod import_export;
 mod index;
 mod manifest;
+mod metrics_cost;
 mod metadata_api;
 mod overload;
 mod peers;
