@@ -129,7 +129,10 @@ pub fn run(args: &CrashArgs, root: &std::path::Path) {
 /// Every exported `m*` series: (metric name, instance) -> its (timestamp, value).
 fn exported(addr: SocketAddr) -> HashMap<(String, String), (i64, f64)> {
     let mut conn = Conn::try_connect(addr, Some(Duration::from_secs(600))).expect("connect after restart");
-    let path = format!("/api/v1/export?match[]={}", form_urlencoded::byte_serialize(b"{__name__=~\"m[0-9]+\"}").collect::<String>());
+    let path = format!(
+        "/api/v1/export?match[]={}",
+        form_urlencoded::byte_serialize(b"{__name__=~\"m[0-9]+\"}").collect::<String>()
+    );
     let (status, body) = conn.request("GET", &path, &[], &[]);
     assert_eq!(status, 200, "export failed: {}", String::from_utf8_lossy(&body));
     let mut out = HashMap::new();

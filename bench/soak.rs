@@ -66,7 +66,7 @@ fn timed(
     tally: &Shared,
     kind: &'static str,
     req: (&str, &str, &[(&str, &str)], &[u8]),
-) -> u16 {
+) {
     let started = Instant::now();
     let (method, path, headers, body) = req;
     let c = match conn {
@@ -75,7 +75,7 @@ fn timed(
             Ok(c) => conn.insert(c),
             Err(_) => {
                 record(tally, kind, 0, started);
-                return 0;
+                return;
             }
         },
     };
@@ -87,7 +87,6 @@ fn timed(
         }
     };
     record(tally, kind, status, started);
-    status
 }
 
 fn now_ms() -> i64 {
@@ -109,7 +108,13 @@ fn remote_write(args: &SoakArgs, addr: SocketAddr, tally: &Shared, stop: &Atomic
             continue;
         }
         for body in fleet.bodies(0..series, k, due, args.series_per_request) {
-            timed(&mut conn, addr, tally, "remote_write", ("POST", "/api/v1/write", &REMOTE_WRITE_HEADERS, &body.bytes));
+            timed(
+                &mut conn,
+                addr,
+                tally,
+                "remote_write",
+                ("POST", "/api/v1/write", &REMOTE_WRITE_HEADERS, &body.bytes),
+            );
         }
         k += 1;
     }
@@ -195,10 +200,16 @@ fn hostile(args: &SoakArgs, addr: SocketAddr, tally: &Shared, stop: &AtomicBool)
                 let tally = tally.clone();
                 slow.push(std::thread::spawn(move || slow_connection(addr, &tally)));
             }
-            1 => drop(timed(&mut conn, addr, tally, "hostile_huge_body", ("POST", "/api/v1/import", &[], &huge))),
-            2 => drop(timed(&mut conn, addr, tally, "hostile_bad_query", ("GET", "/api/v1/query?query=sum(", &[], &[]))),
-            3 => drop(timed(&mut conn, addr, tally, "hostile_deep_query", ("GET", &deep, &[], &[]))),
-            _ => drop(timed(&mut conn, addr, tally, "hostile_future_sample", ("POST", "/api/v1/import", &[], future.as_bytes()))),
+            1 => timed(&mut conn, addr, tally, "hostile_huge_body", ("POST", "/api/v1/import", &[], &huge)),
+            2 => timed(&mut conn, addr, tally, "hostile_bad_query", ("GET", "/api/v1/query?query=sum(", &[], &[])),
+            3 => timed(&mut conn, addr, tally, "hostile_deep_query", ("GET", &deep, &[], &[])),
+            _ => timed(
+                &mut conn,
+                addr,
+                tally,
+                "hostile_future_sample",
+                ("POST", "/api/v1/import", &[], future.as_bytes()),
+            ),
         }
         i += 1;
         std::thread::sleep(Duration::from_secs(args.hostile_every));
@@ -214,7 +225,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Runs the soak and prints its report.
@@ -278,7 +294,8 @@ fn report(tally: &Shared, rss: &[(f64, f64)], peak_mib: f64) {
     // Levelling off: the newest third's peak against the middle third's.
     let third = rss.len() / 3;
     let max_of = |r: &[(f64, f64)]| r.iter().map(|&(_, m)| m).fold(0.0, f64::max);
-    let (middle, last) = (max_of(rss.get(third..2 * third).unwrap_or(&[])), max_of(rss.get(2 * third..).unwrap_or(&[])));
+    let (middle, last) =
+        (max_of(rss.get(third..2 * third).unwrap_or(&[])), max_of(rss.get(2 * third..).unwrap_or(&[])));
     println!(
         "\nRSS: peak {peak_mib:.1} MiB; max of the middle third {middle:.1} MiB, of the last third {last:.1} MiB ({:+.1}%)",
         if middle > 0.0 { (last / middle - 1.0) * 100.0 } else { 0.0 }

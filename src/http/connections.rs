@@ -251,6 +251,11 @@ where
             _ = cx.stop.wait_for(|&s| s) => break,
         }
     }
+    // A connection still without a complete head has nothing to finish: close it now rather
+    // than let a slow client hold up the shutdown until the idle timeout.
+    if standing.is_pending() {
+        return;
+    }
     conn.as_mut().graceful_shutdown();
     if let Err(e) = conn.await {
         tracing::debug!(error = %e, "connection ended with an error during shutdown");

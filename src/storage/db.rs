@@ -10,7 +10,6 @@ use super::close::{self, JournalReclaim};
 use super::delete::{DeleteOutcome, DeleteRange};
 use super::disk::du_bytes;
 use super::error::{Result, StorageError};
-use super::shared::MeasuredSeries;
 use super::keys::{BucketScheme, Bucketing};
 use super::manifest::{self, Manifest};
 use super::matchers::Selection;
@@ -18,6 +17,7 @@ use super::migrate;
 use super::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap};
 use super::seal::{self, SealOutcome};
 use super::select;
+use super::shared::MeasuredSeries;
 use super::shared::Shared;
 use super::snapshot::{self, SnapshotOutcome};
 use super::wal;
@@ -835,7 +835,8 @@ impl Storage {
         if newest.chunks.is_none() && sh.newest_window_series(newest.start_ms).is_some() {
             return Ok(());
         }
-        let state = Some((sh.windows.writes(newest.start_ms), newest.chunks.as_ref().map(|(generation, _)| *generation)));
+        let state =
+            Some((sh.windows.writes(newest.start_ms), newest.chunks.as_ref().map(|(generation, _)| *generation)));
         if sh.measured_series().is_some_and(|m| m.start_ms == newest.start_ms && m.state == state) {
             return Ok(());
         }
