@@ -156,3 +156,20 @@ fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     assert!(idle >= Duration::from_millis(2_500) && idle < Duration::from_millis(5_000), "closed after {idle:?}");
     bin.terminate();
 }
+
+#[test]
+fn slow_clients_do_not_hold_up_a_graceful_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Binary::spawn(dir.path(), &["--retention", "0", "--header-read-timeout", "60s", "--idle-timeout", "60s"]);
+    let held: Vec<TcpStream> = (0..20).map(|_| slow_connection(bin.addr).unwrap()).collect();
+    // A kept-alive idle connection too.
+    let mut idle = TcpStream::connect(bin.addr).unwrap();
+    idle.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: idle\r\n\r\n").unwrap();
+    let mut buf = [0u8; 512];
+    assert!(idle.read(&mut buf).unwrap() > 0);
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    bin.terminate();
+    assert!(started.elapsed() < Duration::from_secs(10), "shutdown took {:?}", started.elapsed());
+    assert!(held.iter().all(|s| closed_by_server(s, Duration::from_secs(1))), "a slow connection outlived the server");
+}
