@@ -3,12 +3,14 @@
 //! per sample after a flush, and peak RSS. See `bench/README.md`.
 
 mod cardinality;
+mod crash;
 mod fleet;
 mod flood;
 mod http_client;
 mod peers;
 mod query;
 mod size;
+mod soak;
 mod workload;
 
 use std::path::{Path, PathBuf};
@@ -45,6 +47,10 @@ enum Bench {
     Flood(flood::FloodArgs),
     /// saltdb vs VictoriaMetrics at a million series and more: ingest, requests, RSS, disk; churn.
     Cardinality(cardinality::CardinalityArgs),
+    /// Minutes of mixed writes, imports, queries and hostile requests: RSS over time, statuses, latencies.
+    Soak(soak::SoakArgs),
+    /// kill -9 during the remote-write ingest of new series: acknowledged vs found, restart time.
+    Crash(crash::CrashArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -264,6 +270,16 @@ fn main() {
             if !args.keep_data {
                 let _ = std::fs::remove_dir_all(&root);
             }
+        }
+        Bench::Soak(args) => {
+            std::fs::create_dir_all(&root).expect("work dir");
+            soak::run(&args, &root);
+            let _ = std::fs::remove_dir_all(&root);
+        }
+        Bench::Crash(args) => {
+            std::fs::create_dir_all(&root).expect("work dir");
+            crash::run(&args, &root);
+            let _ = std::fs::remove_dir_all(&root);
         }
         Bench::Flood(args) => {
             std::fs::create_dir_all(&root).expect("work dir");

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 use crate::http::access::{AccessPolicy, Credentials, CredentialsError, Exposure, SecretString};
 use crate::http::admission::DECODED_FACTOR;
+use crate::http::connections::ConnectionLimits;
 use crate::http::import::SeriesLimits;
 use crate::http::tls::TlsFiles;
 use crate::http::{Limits, QueryConfig};
@@ -112,6 +113,11 @@ pub struct ServeArgs {
     /// How long samples are kept; whole windows older than this are dropped. `0` keeps forever.
     #[arg(long, default_value = "30d", value_parser = parse_duration)]
     pub retention: i64,
+    /// Samples further ahead of the server's clock than this are refused with 400 (the whole
+    /// request, like samples older than retention). `0` accepts any timestamp up to 2262.
+    /// The default is VictoriaMetrics' bound; Prometheus 2.42 has none.
+    #[arg(long, default_value = "2d", value_parser = parse_duration)]
+    pub max_future: i64,
     /// What a 2xx on a write promises beyond surviving `kill -9` (which every mode does):
     /// `always` fsyncs before answering (survives power loss; slowest), `batch` fsyncs every
     /// second in the background (a power loss loses at most ~1 s), `never` leaves it to the OS.
@@ -130,6 +136,19 @@ pub struct ServeArgs {
     /// Must be at least 4x --max-request-bytes.
     #[arg(long, default_value = "512MiB", value_parser = parse_bytes)]
     pub max_inflight_bytes: usize,
+    /// Most connections open at once. When all are taken, a new connection closes the oldest one
+    /// that has not sent a complete request head yet; if none is pending, it waits to be accepted.
+    /// The default is Prometheus' --web.max-connections.
+    #[arg(long, default_value_t = crate::http::connections::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Longest a new connection may take to send its first complete request head (TLS handshake
+    /// included); slower connections are closed.
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    pub header_read_timeout: i64,
+    /// Longest a kept-alive connection may wait, after a response, for its next complete
+    /// request head; then it is closed.
+    #[arg(long, default_value = "1m", value_parser = parse_positive_duration)]
+    pub idle_timeout: i64,
     /// Most labels one series may carry.
     #[arg(long, default_value_t = 128)]
     pub max_labels_per_series: usize,
@@ -247,6 +266,14 @@ fn parse_duration(s: &str) -> Result<i64, String> {
     crate::duration::parse_ms(s).map_err(|e| e.to_string())
 }
 
+fn parse_positive_duration(s: &str) -> Result<i64, String> {
+    let ms = parse_duration(s)?;
+    if ms <= 0 {
+        return Err("must be longer than 0".into());
+    }
+    Ok(ms)
+}
+
 fn parse_window(s: &str) -> Result<i64, String> {
     let ms = parse_duration(s)?;
     if ms < 60_000 {
@@ -334,6 +361,7 @@ impl ServeArgs {
         storage.bucket_scheme = self.bucket_scheme;
         storage.window_ms = self.window;
         storage.retention_ms = (self.retention > 0).then_some(self.retention);
+        storage.max_future_ms = (self.max_future > 0).then_some(self.max_future);
         storage.fsync = self.fsync;
         let cache_bytes = match self.series_cache {
             MemorySize::Auto => auto_series_cache_bytes(),
@@ -358,6 +386,11 @@ impl ServeArgs {
                 },
                 max_concurrent_writes: self.max_concurrent_writes,
                 max_inflight_bytes: self.max_inflight_bytes,
+            },
+            connections: ConnectionLimits {
+                max_connections: self.max_connections as usize,
+                header_read_timeout: std::time::Duration::from_millis(self.header_read_timeout.unsigned_abs()),
+                idle_timeout: std::time::Duration::from_millis(self.idle_timeout.unsigned_abs()),
             },
             query: QueryConfig {
                 engine: EngineOptions {

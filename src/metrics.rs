@@ -12,6 +12,7 @@
 //! | `saltdb_series` (all series ever created) | gauge | |
 //! | `saltdb_active_series` (series with samples in the newest window) | gauge | |
 //! | `saltdb_series_created_total` | counter | |
+//! | `saltdb_storage_index_rows_scanned_total` (rows of full window-index walks) | counter | |
 //! | `saltdb_samples_written_total` | counter | `bucket` |
 //! | `saltdb_windows` | gauge | |
 //! | `saltdb_disk_bytes`, `saltdb_table_disk_bytes` | gauge | `table` |
@@ -60,6 +61,8 @@ pub struct StorageFigures {
     pub active_series: Option<u64>,
     /// Series created since start.
     pub series_created: u64,
+    /// Rows read by full walks of window indexes since start.
+    pub index_rows_scanned: u64,
     /// Samples written per bucket since start (index = bucket).
     pub samples_per_bucket: Vec<u64>,
     /// Windows on disk.
@@ -84,6 +87,7 @@ pub struct Metrics {
     series: IntGauge,
     active_series: IntGauge,
     series_created: IntCounter,
+    index_rows_scanned: IntCounter,
     samples_written: IntCounterVec,
     windows: IntGauge,
     disk_bytes: IntGauge,
@@ -191,6 +195,14 @@ impl Metrics {
                 IntCounter::new("saltdb_series_created_total", "Series created since the process started.")
                     .unwrap_or_else(|e| panic!("BUG: {e}")),
             ),
+            index_rows_scanned: register(
+                &r,
+                IntCounter::new(
+                    "saltdb_storage_index_rows_scanned_total",
+                    "Rows read by full walks of a window's series index (seals, retention, measuring the active series); a scrape does none.",
+                )
+                .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
             samples_written: counter_vec(
                 &r,
                 "saltdb_samples_written_total",
@@ -293,8 +305,11 @@ impl Metrics {
     pub fn set_storage(&self, s: &StorageFigures, metadata_families: usize) {
         let _guard = self.refresh.lock().unwrap_or_else(|e| e.into_inner());
         self.series.set(clamp(s.series_total));
-        self.active_series.set(clamp(s.active_series.unwrap_or(s.series_total)));
+        if let Some(active) = s.active_series {
+            self.active_series.set(clamp(active));
+        }
         advance(&self.series_created, s.series_created);
+        advance(&self.index_rows_scanned, s.index_rows_scanned);
         for (bucket, &n) in s.samples_per_bucket.iter().enumerate() {
             advance(&self.samples_written.with_label_values(&[&bucket.to_string()]), n);
         }

@@ -9,8 +9,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::http::access::AccessPolicy;
-use crate::http::client_addr::ClientAddr;
-use crate::http::tls::{self, TlsError, TlsFiles, TlsListener};
+use crate::http::connections::{self, ConnectionLimits};
+use crate::http::tls::{self, TlsError, TlsFiles};
 use crate::http::{router, AppState, Limits, QueryConfig};
 use crate::storage::{Storage, StorageConfig, StorageError};
 
@@ -23,6 +23,8 @@ pub struct ServerConfig {
     pub storage: StorageConfig,
     /// Request limits.
     pub limits: Limits,
+    /// Open connections and their timeouts.
+    pub connections: ConnectionLimits,
     /// Query limits.
     pub query: QueryConfig,
     /// Background retention and sealing.
@@ -45,6 +47,7 @@ impl ServerConfig {
             listen,
             storage,
             limits: Limits::default(),
+            connections: ConnectionLimits::default(),
             query: QueryConfig::default(),
             maintenance: Maintenance::default(),
             access: AccessPolicy::default(),
@@ -117,6 +120,7 @@ impl Server {
             if !dropped.is_empty() {
                 tracing::info!(windows = dropped.len(), "dropped windows past retention at start-up");
             }
+            storage.refresh_active_series()?;
             Ok(storage)
         })
         .await
@@ -131,19 +135,10 @@ impl Server {
         state.flags = Arc::new(config.flags);
         let (stop, stopped) = watch::channel(false);
         let maintenance = spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());
-        // Each connection's remote address reaches handlers (the slow-query log names it).
-        let app = router(Arc::new(state)).into_make_service_with_connect_info::<ClientAddr>();
-        let mut stopping = stopped;
-        let until_stopped = async move {
-            let _ = stopping.wait_for(|&s| s).await;
-        };
-        let task = match acceptor {
-            None => tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(until_stopped).await }),
-            Some(acceptor) => {
-                let listener = TlsListener::new(listener, acceptor)?;
-                tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(until_stopped).await })
-            }
-        };
+        // Each connection's remote address reaches handlers (the slow-query log names it), as
+        // `ConnectInfo<ClientAddr>` (see `connections.rs`).
+        let app = router(Arc::new(state));
+        let task = tokio::spawn(connections::serve(listener, acceptor, app, config.connections, stopped));
         Ok(Self { addr, storage, stop, task, maintenance })
     }
 
@@ -201,6 +196,9 @@ fn maintain(storage: &Storage, ooo_grace_ms: Option<i64>) {
         Ok(dropped) if !dropped.is_empty() => tracing::info!(windows = dropped.len(), "dropped windows past retention"),
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "retention failed"),
+    }
+    if let Err(e) = storage.refresh_active_series() {
+        tracing::error!(error = %e, "measuring the active series failed");
     }
     if let Err(e) = storage.compact_wal() {
         tracing::error!(error = %e, "compacting the write-ahead log failed");

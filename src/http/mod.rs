@@ -8,6 +8,7 @@ pub mod api;
 pub mod blocking;
 pub mod body;
 pub mod client_addr;
+pub mod connections;
 pub mod error;
 pub mod export;
 pub mod federate;

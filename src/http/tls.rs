@@ -1,26 +1,16 @@
 //! HTTPS: `--tls-cert` and `--tls-key` (PEM) make the server speak TLS 1.2/1.3 (rustls) on its
 //! one port.
 //!
-//! Handshakes run in their own tasks with a timeout, so a client that connects and says nothing
-//! cannot hold up the accept loop; a failed handshake is logged at debug level and dropped.
+//! Handshakes run in each connection's own task (`connections.rs`), within the header read
+//! timeout, so a client that connects and says nothing cannot hold up the accept loop; a failed
+//! handshake is logged at debug level and dropped.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
-
-/// Longest a client may take to complete its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Handshaken connections waiting for the HTTP server to take them.
-const ACCEPT_QUEUE: usize = 256;
 
 /// Where the certificate chain and key are.
 #[derive(Clone, Debug)]
@@ -73,65 +63,4 @@ pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
         .with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
-}
-
-/// A listener handing out handshaken TLS connections.
-pub struct TlsListener {
-    local: SocketAddr,
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-}
-
-impl TlsListener {
-    /// Accepts on `tcp` and handshakes with `acceptor` in the background.
-    pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<Self> {
-        let local = tcp.local_addr()?;
-        let (tx, ready) = mpsc::channel(ACCEPT_QUEUE);
-        tokio::spawn(async move {
-            loop {
-                // Once the server drops the listener, stop accepting and release the port.
-                let accepted = tokio::select! {
-                    () = tx.closed() => return,
-                    accepted = tcp.accept() => accepted,
-                };
-                let (stream, peer) = match accepted {
-                    Ok(c) => c,
-                    Err(e) => {
-                        // Usually out of file descriptors: back off instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
-                let acceptor = acceptor.clone();
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        Ok(Self { local, ready })
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(conn) => conn,
-            // The accept task only ends once the server is gone; never hand out anything more.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
-    }
 }

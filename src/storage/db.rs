@@ -17,6 +17,7 @@ use super::migrate;
 use super::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap};
 use super::seal::{self, SealOutcome};
 use super::select;
+use super::shared::MeasuredSeries;
 use super::shared::Shared;
 use super::snapshot::{self, SnapshotOutcome};
 use super::wal;
@@ -51,6 +52,9 @@ pub struct StorageConfig {
     pub window_ms: i64,
     /// Samples older than this are rejected and their windows dropped; `None` keeps forever.
     pub retention_ms: Option<i64>,
+    /// Samples more than this far ahead of the wall clock are rejected (each far-future day
+    /// would create a window that retention never drops); `None` accepts up to year 2262.
+    pub max_future_ms: Option<i64>,
     /// Durability of acknowledged writes.
     pub fsync: FsyncMode,
     /// Entries in the label-set -> id cache.
@@ -72,6 +76,7 @@ impl StorageConfig {
             buckets: 16,
             window_ms: 86_400_000,
             retention_ms: Some(30 * 86_400_000),
+            max_future_ms: Some(DEFAULT_MAX_FUTURE_MS),
             fsync: FsyncMode::Batch,
             series_cache_size: 1_000_000,
             block_cache_bytes: 256 << 20,
@@ -80,6 +85,10 @@ impl StorageConfig {
         }
     }
 }
+
+/// How far ahead of the wall clock a sample may lie by default: two days, VictoriaMetrics'
+/// bound (Prometheus 2.42 has none), room for clock skew and time zones mistaken for UTC.
+pub const DEFAULT_MAX_FUTURE_MS: i64 = 2 * 86_400_000;
 
 /// Size of the write-ahead log's tables above which maintenance compacts them away.
 pub const WAL_COMPACT_BYTES: u64 = 16 << 20;
@@ -269,11 +278,17 @@ impl Storage {
         Some(self.inner.shared.windows.start_of(cutoff))
     }
 
+    /// The newest timestamp accepted at wall-clock `now_ms`.
+    pub fn future_limit(&self, now_ms: i64) -> Option<i64> {
+        self.inner.config.max_future_ms.map(|ahead| now_ms.saturating_add(ahead.max(0)))
+    }
+
     /// Commits a validated batch atomically and returns once it is durable per the fsync mode.
     /// Blocks (call it off the async executor).
     ///
     /// # Errors
-    /// [`StorageError::TooOld`] when a sample is outside retention (nothing is written);
+    /// [`StorageError::TooOld`] when a sample is outside retention, [`StorageError::TooNew`]
+    /// when one is further ahead than `max_future_ms` (nothing is written);
     /// [`StorageError::Poisoned`] after an earlier failed commit; engine errors.
     pub fn write(&self, batch: WriteBatch) -> Result<WriteOutcome> {
         self.write_packed(PackedBatch::from(&batch))
@@ -284,12 +299,7 @@ impl Storage {
     /// # Errors
     /// As [`Storage::write`].
     pub fn write_packed(&self, batch: PackedBatch) -> Result<WriteOutcome> {
-        if let Some(cutoff_ms) = self.retention_cutoff(now_ms()) {
-            let oldest = batch.samples().iter().map(|s| s.timestamp_ms).min();
-            if let Some(ts_ms) = oldest.filter(|&ts| ts < cutoff_ms) {
-                return Err(StorageError::TooOld { ts_ms, cutoff_ms });
-            }
-        }
+        self.check_time_range(&batch, now_ms())?;
         if batch.is_empty() {
             return Ok(WriteOutcome::default());
         }
@@ -303,6 +313,26 @@ impl Storage {
         // rather than on the writer thread.
         drop(prepared);
         outcome
+    }
+
+    /// Refuses a batch with a sample before the retention cutoff or past the future limit.
+    fn check_time_range(&self, batch: &PackedBatch, now_ms: i64) -> Result<()> {
+        let (cutoff, limit) = (self.retention_cutoff(now_ms), self.future_limit(now_ms));
+        if cutoff.is_none() && limit.is_none() {
+            return Ok(());
+        }
+        let (mut oldest, mut newest) = (i64::MAX, i64::MIN);
+        for s in batch.samples() {
+            oldest = oldest.min(s.timestamp_ms);
+            newest = newest.max(s.timestamp_ms);
+        }
+        if let Some(cutoff_ms) = cutoff.filter(|&c| oldest < c) {
+            return Err(StorageError::TooOld { ts_ms: oldest, cutoff_ms });
+        }
+        if let Some(limit_ms) = limit.filter(|&l| newest > l) {
+            return Err(StorageError::TooNew { ts_ms: newest, limit_ms });
+        }
+        Ok(())
     }
 
     /// Drops every window that lies entirely before the retention cutoff at `now_ms`; returns
@@ -800,18 +830,38 @@ impl Storage {
         })
     }
 
-    /// Series with at least one sample in the newest time window (counts that window's
-    /// per-window series index).
+    /// Series with at least one sample in the newest time window, without reading storage (so a
+    /// `/metrics` scrape costs the same at any series count): the writer's count for an unsealed
+    /// window it wrote to, else the count [`Storage::refresh_active_series`] last measured (at
+    /// most one maintenance interval old). `None` before the newest window was ever measured.
+    pub fn active_series(&self) -> Option<u64> {
+        let sh = &self.inner.shared;
+        let Some(newest) = sh.windows.all().into_iter().max_by_key(|w| w.start_ms) else { return Some(0) };
+        if let Some(n) = sh.newest_window_series(newest.start_ms).filter(|_| newest.chunks.is_none()) {
+            return Some(n);
+        }
+        sh.measured_series().filter(|m| m.start_ms == newest.start_ms).map(|m| m.count)
+    }
+
+    /// Measures the newest window's series count by a walk of its index, unless the writer's
+    /// count or a measurement of the window in its present state already gives it. Called at
+    /// start-up and by each maintenance pass, never by a scrape. Blocks.
     ///
     /// # Errors
     /// Engine errors.
-    pub fn active_series(&self) -> Result<u64> {
-        let Some(newest) = self.inner.shared.windows.all().into_iter().max_by_key(|w| w.start_ms) else {
-            return Ok(0);
-        };
-        if let Some(n) = self.inner.shared.newest_window_series(newest.start_ms).filter(|_| newest.chunks.is_none()) {
-            return Ok(n);
+    pub fn refresh_active_series(&self) -> Result<()> {
+        let sh = &self.inner.shared;
+        let Some(newest) = sh.windows.all().into_iter().max_by_key(|w| w.start_ms) else { return Ok(()) };
+        if newest.chunks.is_none() && sh.newest_window_series(newest.start_ms).is_some() {
+            return Ok(());
         }
-        Ok(select::universe(std::slice::from_ref(&newest))?.len() as u64)
+        let state =
+            Some((sh.windows.writes(newest.start_ms), newest.chunks.as_ref().map(|(generation, _)| *generation)));
+        if sh.measured_series().is_some_and(|m| m.start_ms == newest.start_ms && m.state == state) {
+            return Ok(());
+        }
+        let count = select::universe(std::slice::from_ref(&newest))?.len() as u64;
+        sh.set_measured_series(MeasuredSeries { start_ms: newest.start_ms, state, count });
+        Ok(())
     }
 }

@@ -43,6 +43,14 @@ pub enum StorageError {
         /// Oldest timestamp still accepted.
         cutoff_ms: i64,
     },
+    /// A sample lies further in the future than the server accepts.
+    #[error("sample at {ts_ms} ms is too far in the future: the newest timestamp accepted now is {limit_ms} ms (see --max-future)")]
+    TooNew {
+        /// Offending timestamp.
+        ts_ms: i64,
+        /// Newest timestamp accepted.
+        limit_ms: i64,
+    },
     /// A selection would load more samples than the caller allowed.
     #[error("selection would load more than {limit} samples")]
     TooManySamples {
@@ -69,6 +77,6 @@ impl From<fjall::Error> for StorageError {
 impl StorageError {
     /// True for errors caused by the request (a 4xx), false for server-side failures.
     pub fn is_client_error(&self) -> bool {
-        matches!(self, Self::TooOld { .. } | Self::TooManySamples { .. })
+        matches!(self, Self::TooOld { .. } | Self::TooNew { .. } | Self::TooManySamples { .. })
     }
 }

@@ -38,6 +38,7 @@ pub use delete::DeleteOutcome;
 pub use disk::du_bytes;
 pub use error::{Result, StorageError};
 pub use keys::{BucketScheme, Bucketing};
+pub use postings::index_rows_scanned;
 pub use querier::{MemQuerier, Querier, ReadLimits, ReadStrategy, SeriesMap};
 pub use seal::SealOutcome;
 pub use snapshot::SnapshotOutcome;

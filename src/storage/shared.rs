@@ -41,6 +41,9 @@ pub struct Shared {
     /// The newest window the writer wrote to and its series count (from the writer's presence
     /// set), so `/metrics` need not scan that window's index at every scrape.
     newest_window_series: Mutex<Option<(i64, u64)>>,
+    /// The newest window's series count as last measured by a scan (for a sealed window, or
+    /// before the writer wrote to it), with the state of the window it was measured in.
+    measured_series: Mutex<Option<MeasuredSeries>>,
     /// Held for the whole of a seal: one seal at a time.
     pub seal_lock: Mutex<()>,
     /// The window being sealed right now, if any (for status pages).
@@ -77,6 +80,7 @@ impl Shared {
             series_created: AtomicU64::new(0),
             next_generation: Mutex::new(None),
             newest_window_series: Mutex::new(None),
+            measured_series: Mutex::new(None),
             seal_lock: Mutex::new(()),
             sealing: Mutex::new(None),
         }
@@ -151,8 +155,40 @@ impl Shared {
         newest.filter(|(s, _)| *s == start_ms).map(|(_, n)| n)
     }
 
+    /// The last measured series count of a window (see [`MeasuredSeries`]).
+    pub fn measured_series(&self) -> Option<MeasuredSeries> {
+        *self.measured_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records a measured series count.
+    pub fn set_measured_series(&self, m: MeasuredSeries) {
+        *self.measured_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(m);
+    }
+
+    /// Marks the measurement of window `start_ms` out of date (its series changed in a way the
+    /// window's state does not show, e.g. a deletion); its count stays reported until remeasured.
+    pub fn outdate_measured_series(&self, start_ms: i64) {
+        if let Some(m) = self.measured_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+            if m.start_ms == start_ms {
+                m.state = None;
+            }
+        }
+    }
+
     /// Series created since start.
     pub fn series_created(&self) -> u64 {
         self.series_created.load(Ordering::Relaxed)
     }
+}
+
+/// A window's series count measured by a scan of its index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeasuredSeries {
+    /// The window.
+    pub start_ms: i64,
+    /// Its last commit sequence and visible chunks generation when measured; `None` once
+    /// outdated. The count is current while these are.
+    pub state: Option<(u64, Option<u32>)>,
+    /// Series with a row in the window's index.
+    pub count: u64,
 }

@@ -523,6 +523,7 @@ impl Writer {
             let done = delete::delete_in_window(&sh, &w, range, self.durability);
             // Whatever happened, the presence set may be stale now: reload it on the next write.
             self.presence.forget(w.start_ms);
+            sh.outdate_measured_series(w.start_ms);
             total += done?;
         }
         Ok(total)

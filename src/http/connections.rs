@@ -1,0 +1,273 @@
+//! Open connections: the accept loop, the bound on how many are open at once, and the timeouts
+//! that close connections holding a slot without using it.
+//!
+//! A slow-client flood (connections that send part of a request head, or nothing, and wait)
+//! must neither exhaust file descriptors nor lock out normal clients:
+//!
+//! - at most `max_connections` are open; beyond that, accepting a new connection first closes
+//!   the oldest one that has not yet sent a complete request head (a *pending* connection), and
+//!   only when none is pending does accepting wait for a connection to end;
+//! - a new connection must complete its first request head (TLS handshake included) within
+//!   `header_read_timeout`;
+//! - a kept-alive connection must complete its next request head within `idle_timeout` of the
+//!   previous response (hyper's header-read timer, which starts when hyper waits for a head).
+//!
+//! Stopping closes the listener, lets in-flight requests finish (hyper's graceful shutdown
+//! closes idle connections at once) and returns when every connection has ended.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+use tower_service::Service;
+
+use super::client_addr::ClientAddr;
+
+/// Bounds on open connections (`--max-connections`, `--header-read-timeout`, `--idle-timeout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// Longest a new connection may take to complete its first request head.
+    pub header_read_timeout: Duration,
+    /// Longest a kept-alive connection may wait for its next complete request head.
+    pub idle_timeout: Duration,
+}
+
+/// Default `--max-connections`: Prometheus' `--web.max-connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// One connection's standing: pending until its first request head is complete.
+#[derive(Default)]
+struct Standing {
+    /// A complete request head arrived (the connection is no longer pending).
+    served: AtomicBool,
+    /// Asks a pending connection to close so that a new one can have its slot.
+    evict: Notify,
+}
+
+impl Standing {
+    fn is_pending(&self) -> bool {
+        !self.served.load(Ordering::Acquire)
+    }
+}
+
+/// The slots: one permit per open connection, and the pending connections, oldest first.
+struct Slots {
+    permits: Arc<Semaphore>,
+    total: u32,
+    /// Must hold every pending connection in accept order; may also hold ended or served ones
+    /// (skipped when evicting, pruned as it grows).
+    pending: Mutex<VecDeque<Weak<Standing>>>,
+}
+
+impl Slots {
+    fn new(max: usize) -> Self {
+        let total = u32::try_from(max.clamp(1, Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
+        Self { permits: Arc::new(Semaphore::new(total as usize)), total, pending: Mutex::new(VecDeque::new()) }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<Weak<Standing>>> {
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers a newly accepted connection as pending.
+    fn register(&self) -> Arc<Standing> {
+        let standing = Arc::new(Standing::default());
+        let mut queue = self.queue();
+        if queue.len() >= 2 * self.total as usize {
+            queue.retain(|w| w.upgrade().is_some_and(|s| s.is_pending()));
+        }
+        queue.push_back(Arc::downgrade(&standing));
+        standing
+    }
+
+    /// Asks the oldest pending connection to close; false when none is pending.
+    fn evict_oldest_pending(&self) -> bool {
+        let mut queue = self.queue();
+        while let Some(weak) = queue.pop_front() {
+            if let Some(standing) = weak.upgrade().filter(|s| s.is_pending()) {
+                standing.evict.notify_one();
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A slot for a just-accepted connection, closing a pending one if all are taken; `None`
+    /// once the server stops.
+    async fn admit(&self, stop: &mut watch::Receiver<bool>) -> Option<OwnedSemaphorePermit> {
+        loop {
+            if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
+                return Some(permit);
+            }
+            // An evicted connection ends within a poll; one that just got its head ignores the
+            // request, so wait briefly and pick the next pending one.
+            let wait = if self.evict_oldest_pending() { Duration::from_millis(50) } else { Duration::from_secs(1) };
+            tokio::select! {
+                permit = tokio::time::timeout(wait, Arc::clone(&self.permits).acquire_owned()) => {
+                    if let Ok(Ok(permit)) = permit {
+                        return Some(permit);
+                    }
+                }
+                _ = stop.wait_for(|&s| s) => return None,
+            }
+        }
+    }
+
+    /// Waits until every connection has ended.
+    async fn drained(&self) {
+        let _ = self.permits.acquire_many(self.total).await;
+    }
+}
+
+/// What each connection task needs.
+#[derive(Clone)]
+struct Context {
+    router: Router,
+    limits: ConnectionLimits,
+    tls: Option<TlsAcceptor>,
+    stop: watch::Receiver<bool>,
+}
+
+/// Accepts on `listener` and serves `router` on each connection (over TLS with `tls`) until
+/// `stop` turns true; returns once every connection has ended.
+///
+/// # Errors
+/// None today (accept errors are logged and retried); the type leaves room for fatal ones.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    router: Router,
+    limits: ConnectionLimits,
+    stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let slots = Slots::new(limits.max_connections);
+    let mut stopping = stop.clone();
+    let context = Context { router, limits, tls, stop };
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopping.wait_for(|&s| s) => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Usually out of file descriptors: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Some(permit) = slots.admit(&mut stopping).await else { break };
+        let _ = stream.set_nodelay(true);
+        let standing = slots.register();
+        tokio::spawn(run(stream, ClientAddr(peer), standing, context.clone(), permit));
+    }
+    // Release the port before waiting for the connections.
+    drop(listener);
+    slots.drained().await;
+    Ok(())
+}
+
+/// One connection from accept to close; holds its slot (`_permit`) throughout.
+async fn run(
+    stream: TcpStream,
+    peer: ClientAddr,
+    standing: Arc<Standing>,
+    mut cx: Context,
+    _permit: OwnedSemaphorePermit,
+) {
+    let first_head_by = Instant::now() + cx.limits.header_read_timeout;
+    let Some(acceptor) = cx.tls.clone() else {
+        return serve_http(stream, peer, &standing, cx, first_head_by).await;
+    };
+    let handshake = tokio::select! {
+        tls = tokio::time::timeout_at(first_head_by, acceptor.accept(stream)) => tls,
+        () = standing.evict.notified() => return,
+        _ = cx.stop.wait_for(|&s| s) => return,
+    };
+    match handshake {
+        Ok(Ok(tls)) => serve_http(tls, peer, &standing, cx, first_head_by).await,
+        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+        Err(_) => tracing::debug!("TLS handshake timed out"),
+    }
+}
+
+/// HTTP/1.1 on one connection: closed when pending past `first_head_by` or evicted while
+/// pending; shut down gracefully when the server stops.
+async fn serve_http<S>(io: S, peer: ClientAddr, standing: &Arc<Standing>, mut cx: Context, first_head_by: Instant)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let router = cx.router.clone();
+    let seen = Arc::clone(standing);
+    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        seen.served.store(true, Ordering::Release);
+        let mut router = router.clone();
+        let mut req = req.map(axum::body::Body::new);
+        req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        async move { Ok::<_, Infallible>(router.call(req).await.unwrap_or_else(|e| match e {})) }
+    });
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(cx.limits.idle_timeout);
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let first_head = tokio::time::sleep_until(first_head_by);
+    tokio::pin!(first_head);
+    let mut watching_first_head = true;
+    loop {
+        tokio::select! {
+            done = conn.as_mut() => {
+                if let Err(e) = done {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = &mut first_head, if watching_first_head => {
+                if standing.is_pending() {
+                    tracing::debug!("no complete request head within the header read timeout; closing");
+                    return;
+                }
+                watching_first_head = false;
+            }
+            () = standing.evict.notified() => {
+                if standing.is_pending() {
+                    tracing::debug!("closing a pending connection to make room for a new one");
+                    return;
+                }
+            }
+            _ = cx.stop.wait_for(|&s| s) => break,
+        }
+    }
+    // A connection still without a complete head has nothing to finish: close it now rather
+    // than let a slow client hold up the shutdown until the idle timeout.
+    if standing.is_pending() {
+        return;
+    }
+    conn.as_mut().graceful_shutdown();
+    if let Err(e) = conn.await {
+        tracing::debug!(error = %e, "connection ended with an error during shutdown");
+    }
+}
