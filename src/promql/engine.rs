@@ -9,10 +9,12 @@ use promql_parser::parser::value::ValueType;
 use promql_parser::parser::Expr;
 
 use super::annotations::Annotations;
+use super::bounds;
 use super::error::{EvalError, Result};
 use super::eval::Query;
 use super::identity::IdentityCache;
 use super::value::{without_name, Elem, InstantSample, RangeSeries, StepValue, Value};
+use crate::containment;
 use crate::labels::Labels;
 use crate::matcher::MAX_REGEX_COST;
 use crate::sample::Sample;
@@ -204,7 +206,8 @@ fn check_range(start_ms: i64, end_ms: i64, step_ms: i64) -> Result<()> {
     if end_ms < start_ms {
         return Err(EvalError::bad("end timestamp must not be before start time"));
     }
-    if (end_ms - start_ms) / step_ms >= MAX_POINTS_PER_SERIES {
+    // The span may not fit an i64 (times at both ends of its range): then it is too long too.
+    if end_ms.checked_sub(start_ms).is_none_or(|span| span / step_ms >= MAX_POINTS_PER_SERIES) {
         return Err(EvalError::bad(
             "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)",
         ));
@@ -218,10 +221,16 @@ fn check_range(start_ms: i64, end_ms: i64, step_ms: i64) -> Result<()> {
 /// `bad_data` with the parser's message, or when a nesting/size limit is exceeded.
 pub fn parse(query: &str) -> Result<Expr> {
     check_text_limits(query)?;
-    let expr = promql_parser::parser::parse(query).map_err(|e| EvalError::bad(crate::excerpt::excerpt(&e, 500)))?;
+    bounds::check_numeric_durations(query)?;
+    // A panic of the parser on some input is contained here, whatever the caller (the blocking
+    // task of a query, or the async handler of `match[]`), and answered as bad input.
+    let parsed = containment::contain("parsing the query", || promql_parser::parser::parse(query))
+        .map_err(|panic| EvalError::bad(panic.to_string()))?;
+    let expr = parsed.map_err(|e| EvalError::bad(crate::excerpt::excerpt(&e, 500)))?;
     if depth_exceeds(&expr, MAX_NESTING_DEPTH) {
         return Err(EvalError::bad(format!("query is nested more than {MAX_NESTING_DEPTH} levels deep")));
     }
+    bounds::check_times(&expr)?;
     Ok(expr)
 }
 

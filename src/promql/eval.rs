@@ -311,8 +311,8 @@ impl<'o> Query<'o> {
     fn shifted(&self, at: &Option<AtModifier>, off: &Option<Offset>, lo: i64, hi: i64) -> (i64, i64) {
         let o = offset_ms(off);
         match self.at_ms(at) {
-            Some(t) => (t - o, t - o),
-            None => (lo - o, hi - o),
+            Some(t) => (t.saturating_sub(o), t.saturating_sub(o)),
+            None => (lo.saturating_sub(o), hi.saturating_sub(o)),
         }
     }
 
@@ -331,10 +331,11 @@ impl<'o> Query<'o> {
     /// them (range queries only).
     pub fn part_step(&self, t: i64) -> Option<(usize, (i64, i64, usize))> {
         let (first, step, steps) = self.part_grid()?;
-        if t < first || (t - first) % step != 0 {
+        let since = t.checked_sub(first).filter(|d| *d >= 0)?;
+        if since % step != 0 {
             return None;
         }
-        let k = usize::try_from((t - first) / step).ok()?;
+        let k = usize::try_from(since / step).ok()?;
         (k < steps).then_some((k, (first, step, steps)))
     }
 
@@ -421,8 +422,8 @@ impl<'o> Query<'o> {
     /// The latest sample of every selected series in the lookback window `(te - lookback, te]`,
     /// with the sample's own timestamp. A staleness marker as latest sample hides the series.
     pub fn select_instant(&self, vs: &VectorSelector, t: i64) -> Vec<(Elem, i64)> {
-        let te = self.at_ms(&vs.at).unwrap_or(t) - offset_ms(&vs.offset);
-        let lo = te - self.opts.lookback_ms;
+        let te = self.at_ms(&vs.at).unwrap_or(t).saturating_sub(offset_ms(&vs.offset));
+        let lo = te.saturating_sub(self.opts.lookback_ms);
         let mut out = Vec::new();
         for s in self.series_of(vs) {
             let idx = s.samples.partition_point(|p| p.timestamp_ms <= te);
@@ -503,8 +504,8 @@ impl<'o> Query<'o> {
     /// Evaluates the inner expression at every multiple of the subquery step in
     /// `(te - range, te]` and gathers the results into windows.
     pub fn eval_subquery(&self, sq: &SubqueryExpr, t: i64) -> Result<(Vec<Window>, i64, i64)> {
-        let te = self.at_ms(&sq.at).unwrap_or(t) - offset_ms(&sq.offset);
-        let lo = te - dur_ms(sq.range);
+        let te = self.at_ms(&sq.at).unwrap_or(t).saturating_sub(offset_ms(&sq.offset));
+        let lo = te.saturating_sub(dur_ms(sq.range));
         let (step, mut ts) = inner_grid(sq, lo)?;
         let mut slots = AddrMap::default();
         let mut windows: Vec<Window> = Vec::new();
@@ -520,7 +521,8 @@ impl<'o> Query<'o> {
             // Checked per step: a long subquery of scalars or sparse vectors must hit the sample
             // limit while it grows, not only once it has been fully built.
             self.check_samples(points)?;
-            ts += step;
+            let Some(next) = ts.checked_add(step) else { break };
+            ts = next;
         }
         if let Some(ids) = self.subquery_ids.borrow_mut().get_mut(&key(sq)) {
             ids.ids.end_round();
@@ -538,14 +540,15 @@ impl<'o> Query<'o> {
         // A selector or a parameterless rollup of a range selector: series by series, on the
         // inner grid, instead of a vector per inner step.
         if let Some(e) = PerSeries::of(&sq.expr).filter(|e| !self.is_stepped(e.selector())) {
-            let steps = if ts > hi { 0 } else { usize::try_from((hi - ts) / step + 1).unwrap_or(0) };
+            let steps =
+                if ts > hi { 0 } else { usize::try_from(hi.abs_diff(ts) / step.unsigned_abs() + 1).unwrap_or(0) };
             let (stepper, drop_name) = (e.stepper(self), e.drops_name());
             let mut windows = Vec::new();
             for s in self.series_of(e.selector()) {
                 self.check_deadline()?;
                 let mut samples = Vec::new();
                 stepper.each_step(&s.samples, (ts, step, steps), |i, v| {
-                    samples.push(Sample::new(ts + i as i64 * step, v));
+                    samples.push(Sample::new(grid_time(ts, step, i), v));
                 });
                 if !samples.is_empty() {
                     points = points.saturating_add(samples.len());
@@ -562,7 +565,8 @@ impl<'o> Query<'o> {
             let v = self.eval(&sq.expr, ts)?;
             points = points.saturating_add(gather_step(&mut ids, &mut slots, &mut windows, v, ts)?);
             self.check_samples(points)?;
-            ts += step;
+            let Some(next) = ts.checked_add(step) else { break };
+            ts = next;
         }
         sort_windows(&mut windows);
         Ok(windows)
@@ -625,6 +629,14 @@ impl LabelIds {
     }
 }
 
+/// The time of step `i` of a grid starting at `first` every `step` ms, saturating at the `i64`
+/// bounds (callers stop before a step past them matters: grids hold at most a few million steps
+/// of times within the bounds checked in `bounds.rs`).
+#[inline]
+pub(crate) fn grid_time(first: i64, step: i64, i: usize) -> i64 {
+    i64::try_from(i).unwrap_or(i64::MAX).saturating_mul(step).saturating_add(first)
+}
+
 /// A subquery's step and its first inner step after `lo`: inner steps are the multiples of the
 /// step (absolute, not relative to the query's start), as in Prometheus.
 fn inner_grid(sq: &SubqueryExpr, lo: i64) -> Result<(i64, i64)> {
@@ -632,8 +644,10 @@ fn inner_grid(sq: &SubqueryExpr, lo: i64) -> Result<(i64, i64)> {
     if step <= 0 {
         return Err(EvalError::bad("subquery step must be positive"));
     }
-    let ts = lo.div_euclid(step) * step;
-    Ok((step, if ts <= lo { ts + step } else { ts }))
+    // `lo` may lie within a step of `i64::MIN` or `i64::MAX` (an `@` time at the bounds): the
+    // first inner step saturates instead of wrapping, and the loops stop where it would overflow.
+    let ts = lo.div_euclid(step).saturating_mul(step);
+    Ok((step, if ts <= lo { ts.saturating_add(step) } else { ts }))
 }
 
 /// Puts a subquery's windows in label order (unless they already are), so that whatever

@@ -6,6 +6,7 @@
 //! [`Annotations`].
 
 pub mod annotations;
+mod bounds;
 pub mod engine;
 pub mod error;
 mod eval;

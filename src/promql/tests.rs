@@ -157,16 +157,20 @@ fn regex_bombs_are_rejected_before_compiling() {
 }
 
 /// Found by fuzzing: subquery steps whose value is an empty vector were cached without being
-/// counted, so `[100y:1ms]` over a missing series grew memory until the query timeout.
+/// counted, so `[100y:1ms]` over a missing series grew memory until the query timeout. Such a
+/// subquery is now refused before evaluation (more than 11,000 steps per window); one within
+/// that bound still counts every cached step against the sample limit.
 #[test]
 fn long_subqueries_over_nothing_hit_the_sample_limit() {
     let engine = Engine::new(EngineOptions {
-        max_samples: 10_000,
+        max_samples: 5_000,
         timeout: std::time::Duration::from_secs(60),
         ..EngineOptions::default()
     });
     let started = std::time::Instant::now();
     let err = engine.instant(&fixture(), "count_over_time(missing[100y:1ms])", 300_000).unwrap_err();
+    assert!(matches!(err, super::EvalError::BadData(_)), "{err}");
+    let err = engine.instant(&fixture(), "count_over_time(missing[10s:1ms])", 300_000).unwrap_err();
     assert!(matches!(err, super::EvalError::TooManySamples(_)), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
@@ -290,4 +294,38 @@ fn rate_near_series_start_clamps_to_zero_point_after_half_interval() {
     let Value::Vector(v) = got.value else { panic!("not a vector") };
     let value = v.first().map(|s| s.value).unwrap_or(f64::NAN);
     assert!((value - 2.812_471_256_931_608).abs() < 1e-12, "{value}");
+}
+
+/// Times at the ends of the `i64` range (`@` at Prometheus' bounds, offsets of ±292 years,
+/// subqueries over them) evaluate at once without wrapping arithmetic (debug builds check for
+/// overflow, so wrapping would panic here), instant and range alike. Values Prometheus 2.42
+/// gives: `max_over_time(vector(1)[5m:1s] @ 9e15)` is 1.
+#[test]
+fn extreme_times_evaluate_at_once_without_overflow() {
+    let engine = Engine::new(EngineOptions { timeout: std::time::Duration::from_secs(5), ..EngineOptions::default() });
+    let src = fixture();
+    let edge = "9223372036854775";
+    let queries = [
+        format!("max_over_time(vector(1)[5m:1s] @ {edge} offset -292y)"),
+        format!("max_over_time(vector(1)[5m:1s] @ -{edge} offset 292y)"),
+        format!("count_over_time(req_total[292y] @ {edge} offset -292y)"),
+        format!("rate(req_total[292y] @ -{edge} offset 292y)"),
+        format!("req_total @ {edge} offset -292y"),
+        format!("req_total offset -292y @ -{edge}"),
+        format!("max_over_time(rate(req_total[5m] @ {edge})[2h:1s] offset -292y)"),
+        "sum(count_over_time(req_total[1h:1s] offset 292y))".to_string(),
+        "timestamp(req_total offset -292y)".to_string(),
+    ];
+    for q in &queries {
+        let started = std::time::Instant::now();
+        let _ = engine.instant(&src, q, 300_000);
+        let _ = engine.range(&src, q, 0, 600_000, 60_000);
+        let _ = engine.range(&src, q, i64::MAX - 600_000, i64::MAX, 60_000);
+        let _ = engine.range(&src, q, i64::MIN, i64::MIN + 600_000, 60_000);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{q} took {:?}", started.elapsed());
+    }
+    let r = engine.instant(&src, "max_over_time(vector(1)[5m:1s] @ 9e15)", 300_000).unwrap();
+    assert_eq!(render(&r.value), vec!["{} 1"]);
+    let err = engine.range(&src, "up", i64::MIN, i64::MAX, 1).unwrap_err();
+    assert_eq!(err.error_type(), "bad_data");
 }
