@@ -70,6 +70,11 @@ fn promql() {
 }
 
 #[test]
+fn promql_times() {
+    replay("promql_times");
+}
+
+#[test]
 fn chunk_decode() {
     replay("chunk_decode");
 }
@@ -77,4 +82,13 @@ fn chunk_decode() {
 #[test]
 fn chunk_roundtrip() {
     replay("chunk_roundtrip");
+}
+
+#[test]
+#[ignore]
+fn show_promql_times_cases() {
+    for file in inputs("promql_times") {
+        let data = std::fs::read(&file).unwrap();
+        println!("{}: {:?}", file.display(), harness::time_case(&data));
+    }
 }

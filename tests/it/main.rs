@@ -11,6 +11,7 @@ mod disk_full;
 mod grafana;
 mod head_flush;
 mod hostile;
+mod hostile_queries;
 mod import_export;
 mod index;
 mod manifest;
