@@ -5,6 +5,7 @@ pub mod metadata;
 pub mod query;
 pub mod series;
 pub mod status;
+pub mod streamed;
 
 use std::sync::Arc;
 use std::time::Duration;
