@@ -299,7 +299,7 @@ fn time_query(b: &mut Bytes, depth: u8) -> String {
         1 => format!("{}({}[{}]{})", pick(b, &ROLLUPS), pick(b, &SELECTORS), duration_text(b), modifiers(b)),
         2 | 3 => {
             let inner = time_query(b, depth - 1);
-            let step = if b.u8() % 3 == 0 { String::new() } else { duration_text(b) };
+            let step = if b.u8().is_multiple_of(3) { String::new() } else { duration_text(b) };
             format!("{}(({})[{}:{}]{})", pick(b, &ROLLUPS), inner, duration_text(b), step, modifiers(b))
         }
         4 => format!("sum by (job) ({})", time_query(b, depth - 1)),

@@ -159,10 +159,10 @@ fn at_ms(t: &SystemTime) -> Result<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::promql::parse;
 
     fn refused(q: &str) -> String {
-        match super::super::parse(q) {
+        match parse(q) {
             Ok(_) => panic!("{q} was accepted"),
             Err(e) => e.to_string(),
         }
@@ -176,7 +176,7 @@ mod tests {
         assert!(refused("rate(up[0x7fffffffffffffff])").contains("out of range"));
         // Numbers elsewhere are no durations.
         for q in ["up > 1e300", "up[5m] offset 300", "vector(Inf)", "up[300:10]", "up{a=\"[1e30]\"}"] {
-            assert!(super::super::parse(q).is_ok(), "{q}");
+            assert!(parse(q).is_ok(), "{q}");
         }
     }
 
@@ -186,11 +186,11 @@ mod tests {
         assert!(refused("up offset 99999999999y").contains("duration out of range"));
         assert!(refused("up[5m:4294967296s]").contains("duration out of range"));
         assert!(refused("up[300y]").contains("duration out of range"));
-        assert!(super::super::parse("up offset 292y").is_ok());
+        assert!(parse("up offset 292y").is_ok());
         assert!(refused("up @ 1e300").contains("timestamp out of bounds for @ modifier"));
         assert!(refused("up @ -9223372036854775807").contains("timestamp out of bounds"));
-        assert!(super::super::parse("up @ 9e15").is_ok());
-        assert!(super::super::parse("up @ -9e15").is_ok());
+        assert!(parse("up @ 9e15").is_ok());
+        assert!(parse("up @ -9e15").is_ok());
     }
 
     #[test]
@@ -198,8 +198,8 @@ mod tests {
         let msg = refused("max_over_time(vector(1)[1y:1ms])");
         assert!(msg.contains("subquery [365d:1ms] would evaluate 31536000000 steps"), "{msg}");
         assert!(refused("sum(rate(up[1m:1ms]))").contains("at most 11000"));
-        assert!(super::super::parse("max_over_time(up[1w:])").is_ok());
-        assert!(super::super::parse("max_over_time(up[1w:1m])").is_ok());
-        assert!(super::super::parse("max_over_time(up[11000s:1s])").is_ok());
+        assert!(parse("max_over_time(up[1w:])").is_ok());
+        assert!(parse("max_over_time(up[1w:1m])").is_ok());
+        assert!(parse("max_over_time(up[11000s:1s])").is_ok());
     }
 }
