@@ -9,11 +9,11 @@ use promql_parser::parser::value::ValueType;
 use promql_parser::parser::Expr;
 
 use super::annotations::Annotations;
-use super::bounds;
 use super::error::{EvalError, Result};
 use super::eval::Query;
 use super::identity::IdentityCache;
 use super::value::{without_name, Elem, InstantSample, RangeSeries, StepValue, Value};
+use super::{bounds, footprint};
 use crate::containment;
 use crate::labels::Labels;
 use crate::matcher::MAX_REGEX_COST;
@@ -35,6 +35,9 @@ pub const MAX_QUERY_TOKENS: usize = 3_000;
 /// before parsing, far below what overflows the stack (see [`parse`]).
 const MAX_QUERY_OPERATORS: usize = 2_000;
 
+/// Default of [`EngineOptions::max_memory_bytes`] (`--query-max-memory`): 2 GiB.
+pub const DEFAULT_MAX_MEMORY_BYTES: usize = 2 << 30;
+
 /// Limits and defaults of the evaluator.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
@@ -42,13 +45,20 @@ pub struct EngineOptions {
     pub lookback_ms: i64,
     /// Most samples a query may load or hold at once.
     pub max_samples: usize,
+    /// Most bytes a query's evaluation may hold at once (see `footprint.rs` for what counts).
+    pub max_memory_bytes: usize,
     /// Longest a query may run.
     pub timeout: Duration,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        Self { lookback_ms: 300_000, max_samples: 50_000_000, timeout: Duration::from_secs(120) }
+        Self {
+            lookback_ms: 300_000,
+            max_samples: 50_000_000,
+            max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
+            timeout: Duration::from_secs(120),
+        }
     }
 }
 
@@ -136,6 +146,9 @@ impl Engine {
                 let total = points.fetch_add(acc.points - counted, Ordering::Relaxed) + acc.points - counted;
                 counted = acc.points;
                 q.check_samples(total)?;
+                // The assembled result: every part's points, and this part's series.
+                let series = acc.series.len().saturating_mul(std::mem::size_of::<(Labels, Vec<Sample>, bool)>());
+                q.check_held(total.saturating_mul(footprint::SAMPLE_BYTES).saturating_add(series))?;
             }
             Ok(acc)
         };

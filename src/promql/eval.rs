@@ -13,6 +13,7 @@ use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryEx
 use super::annotations::Annotations;
 use super::engine::{deadline_after, EngineOptions};
 use super::error::{EvalError, Result};
+use super::footprint;
 use super::functions;
 use super::functions::aggr::GroupCache;
 use super::functions::rollup::StepWindow;
@@ -48,6 +49,9 @@ pub(crate) struct Query<'o> {
     data: Arc<HashMap<usize, Vec<SeriesSamples>>>,
     deadline: Instant,
     loaded: Cell<usize>,
+    /// Bytes held by this query and its forks (loaded series, caches), against
+    /// `max_memory_bytes`; see `footprint.rs`.
+    held: Arc<AtomicUsize>,
     annotations: RefCell<Annotations>,
     subquery_cache: RefCell<SubqueryCache>,
     /// Per subquery node: the numbers of the label sets its inner steps produced.
@@ -117,6 +121,7 @@ impl<'o> Query<'o> {
             data: Arc::new(HashMap::new()),
             deadline: deadline_after(opts.timeout),
             loaded: Cell::new(0),
+            held: Arc::new(AtomicUsize::new(0)),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
             subquery_ids: RefCell::new(AddrMap::default()),
@@ -142,6 +147,7 @@ impl<'o> Query<'o> {
             data: Arc::clone(&self.data),
             deadline: self.deadline,
             loaded: Cell::new(self.loaded.get()),
+            held: Arc::clone(&self.held),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
             subquery_ids: RefCell::new(AddrMap::default()),
@@ -176,6 +182,28 @@ impl<'o> Query<'o> {
         let total = self.loaded.get().saturating_add(extra).saturating_add(self.cached_points.get());
         if total > self.opts.max_samples {
             return Err(EvalError::TooManySamples("query execution"));
+        }
+        Ok(())
+    }
+
+    /// Counts `bytes` more as held for the rest of the query (a cache entry, loaded series).
+    ///
+    /// # Errors
+    /// [`EvalError::TooMuchMemory`] when the query then holds more than allowed.
+    pub fn hold(&self, bytes: usize, what: &'static str) -> Result<()> {
+        let total = self.held.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes);
+        self.check_total(total, what)
+    }
+
+    /// Fails when the bytes held plus `extra` transient bytes (windows being gathered, the
+    /// result being assembled) exceed the limit.
+    pub fn check_held(&self, extra: usize) -> Result<()> {
+        self.check_total(self.held.load(Ordering::Relaxed).saturating_add(extra), "query execution")
+    }
+
+    fn check_total(&self, total: usize, what: &'static str) -> Result<()> {
+        if total > self.opts.max_memory_bytes {
+            return Err(EvalError::TooMuchMemory { limit: self.opts.max_memory_bytes, what });
         }
         Ok(())
     }
@@ -236,6 +264,7 @@ impl<'o> Query<'o> {
             };
             self.loaded.set(self.loaded.get().saturating_add(n));
             self.check_samples(0)?;
+            self.hold(series.iter().map(footprint::series_bytes).sum(), "loading series")?;
             if in_range && reduce.is_none() {
                 // Range windows never contain staleness markers: drop them once here, so
                 // windows can be borrowed from the loaded samples.
@@ -355,6 +384,9 @@ impl<'o> Query<'o> {
         let points: usize = values.iter().flatten().map(Vec::len).sum();
         self.cached_points.set(self.cached_points.get().saturating_add(points));
         self.check_samples(0)?;
+        let bytes = values.len() * std::mem::size_of::<Option<Vec<Elem>>>()
+            + values.iter().flatten().map(|v| footprint::elems_bytes(v)).sum::<usize>();
+        self.hold(bytes, "caching step values")?;
         Ok(take(self.rollups.borrow_mut().entry(node).or_insert(values)))
     }
 
@@ -521,6 +553,7 @@ impl<'o> Query<'o> {
             // Checked per step: a long subquery of scalars or sparse vectors must hit the sample
             // limit while it grows, not only once it has been fully built.
             self.check_samples(points)?;
+            self.check_held(gathered_bytes(points, windows.len()))?;
             let Some(next) = ts.checked_add(step) else { break };
             ts = next;
         }
@@ -553,6 +586,7 @@ impl<'o> Query<'o> {
                 if !samples.is_empty() {
                     points = points.saturating_add(samples.len());
                     self.check_samples(points)?;
+                    self.check_held(gathered_bytes(points, windows.len() + 1))?;
                     windows.push(Window { labels: s.labels.clone(), samples, drop_name });
                 }
             }
@@ -565,6 +599,7 @@ impl<'o> Query<'o> {
             let v = self.eval(&sq.expr, ts)?;
             points = points.saturating_add(gather_step(&mut ids, &mut slots, &mut windows, v, ts)?);
             self.check_samples(points)?;
+            self.check_held(gathered_bytes(points, windows.len()))?;
             let Some(next) = ts.checked_add(step) else { break };
             ts = next;
         }
@@ -586,9 +621,16 @@ impl<'o> Query<'o> {
         };
         self.cached_points.set(self.cached_points.get().saturating_add(points));
         self.check_samples(0)?;
+        self.hold(std::mem::size_of_val(&k) + footprint::step_value_bytes(&v), "caching subquery steps")?;
         self.subquery_cache.borrow_mut().insert(k, v.clone());
         Ok(v)
     }
+}
+
+/// Bytes of `points` samples gathered into `windows` windows (label sets are the inner
+/// expression's, shared).
+fn gathered_bytes(points: usize, windows: usize) -> usize {
+    points.saturating_mul(footprint::SAMPLE_BYTES).saturating_add(windows.saturating_mul(std::mem::size_of::<Window>()))
 }
 
 /// The first index of `s` (ascending timestamps) whose timestamp is after `bound`, searching

@@ -10,6 +10,7 @@ mod bounds;
 pub mod engine;
 pub mod error;
 mod eval;
+mod footprint;
 mod functions;
 mod grid;
 mod identity;

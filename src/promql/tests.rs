@@ -330,3 +330,21 @@ fn extreme_times_evaluate_at_once_without_overflow() {
     let err = engine.range(&src, "up", i64::MIN, i64::MAX, 1).unwrap_err();
     assert_eq!(err.error_type(), "bad_data");
 }
+
+/// The memory budget counts bytes, not points: cached subquery steps whose elements carry label
+/// sets of their own (here 4 KiB each, made by `label_replace` at every step) cost their labels,
+/// so 1,200 points over a few MiB fail a 1 MiB budget that a points limit never noticed.
+#[test]
+fn subquery_steps_count_the_bytes_of_their_labels() {
+    let big = "x".repeat(4096);
+    let query = format!(r#"count_over_time(label_replace(req_total, "big", "{big}", "", "")[10m:1s])"#);
+    let engine = Engine::new(EngineOptions { max_memory_bytes: 1 << 20, ..EngineOptions::default() });
+    let err = engine.instant(&fixture(), &query, 300_000).unwrap_err();
+    assert!(matches!(err, super::EvalError::TooMuchMemory { .. }), "{err}");
+    assert!(err.to_string().contains("--query-max-memory"), "{err}");
+    // The same query with labels shared with the loaded series fits easily.
+    let small = engine.instant(&fixture(), "count_over_time(req_total[10m:1s])", 300_000).unwrap();
+    assert_eq!(render(&small.value).len(), 2);
+    let roomy = Engine::new(EngineOptions { max_memory_bytes: 64 << 20, ..EngineOptions::default() });
+    assert!(roomy.instant(&fixture(), &query, 300_000).is_ok());
+}

@@ -106,7 +106,11 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind) -> Result<Response, A
     let timeout = opts.timeout;
     let engine = crate::promql::Engine::new(opts);
     let slot = super::query_slot(&state, timeout).await?;
-    let (limits, _cancel_on_drop) = blocking::read_limits(Some(engine.options().max_samples), timeout);
+    // Storage stops reading once the samples alone would exceed the memory budget, before the
+    // evaluator sees them.
+    let o = engine.options();
+    let max_read = o.max_samples.min(o.max_memory_bytes / std::mem::size_of::<crate::sample::Sample>());
+    let (limits, _cancel_on_drop) = blocking::read_limits(Some(max_read), timeout);
     let source = state.storage.querier(limits);
     let result = blocking::run(move || {
         let _slot = slot;

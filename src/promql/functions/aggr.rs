@@ -276,7 +276,9 @@ fn over_series(q: &Query, op: Aggr, a: &AggregateExpr, grouping: &Grouping, t: i
                 Some(&g) => g,
                 None => {
                     // Every group may hold a point per step: count them before allocating.
-                    q.check_samples(keys.len().saturating_add(1).saturating_mul(steps))?;
+                    let slots = keys.len().saturating_add(1).saturating_mul(steps);
+                    q.check_samples(slots)?;
+                    q.check_held(slots.saturating_mul(std::mem::size_of::<Option<Running>>()))?;
                     by_key.insert(key.clone(), keys.len());
                     keys.push(key);
                     states.push(vec![None; steps]);
