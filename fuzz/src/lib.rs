@@ -141,7 +141,12 @@ pub fn import_lines(data: &[u8]) {
 /// Engine limits small enough that an expensive query fails fast instead of timing out the
 /// fuzzer.
 fn engine() -> Engine {
-    Engine::new(EngineOptions { lookback_ms: 300_000, max_samples: 1_000_000, timeout: Duration::from_secs(1) })
+    Engine::new(EngineOptions {
+        lookback_ms: 300_000,
+        max_samples: 1_000_000,
+        max_memory_bytes: 256 << 20,
+        timeout: Duration::from_secs(1),
+    })
 }
 
 /// Instant query time and range query bounds: 101 steps over the fixture.
@@ -320,8 +325,12 @@ pub fn promql_times(data: &[u8]) {
         return;
     }
     let src = promql_fixture();
-    let engine =
-        Engine::new(EngineOptions { lookback_ms: 300_000, max_samples: 1_000_000, timeout: Duration::from_secs(5) });
+    let engine = Engine::new(EngineOptions {
+        lookback_ms: 300_000,
+        max_samples: 1_000_000,
+        max_memory_bytes: 256 << 20,
+        timeout: Duration::from_secs(5),
+    });
     let timed_out = |r: Result<saltdb::promql::QueryResult, EvalError>| matches!(r, Err(EvalError::Timeout(_)));
     assert!(!timed_out(engine.instant(&src, &query, at)), "instant {query:?} at {at} ran into the timeout");
     assert!(
