@@ -20,10 +20,14 @@ pub enum EvalError {
     #[error("query processing would load too many samples into memory in {0}")]
     TooManySamples(&'static str),
     /// The query would hold more memory than allowed (`--query-max-memory`).
-    #[error("query processing would hold more than {limit} bytes in memory (--query-max-memory) in {what}")]
+    #[error(
+        "query processing would hold more than {limit} bytes in memory (--query-max-memory) in {what}: {needed} bytes"
+    )]
     TooMuchMemory {
         /// The limit in bytes.
         limit: usize,
+        /// The bytes it would hold.
+        needed: usize,
         /// Where it was exceeded.
         what: &'static str,
     },

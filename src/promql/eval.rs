@@ -66,7 +66,7 @@ pub(crate) struct Query<'o> {
     part: (i64, usize),
     /// Per node (see `grid::step_vector` and `aggr::over_series`): its value at every step of
     /// `part`, computed series by series on first use; each step's value is taken once.
-    rollups: RefCell<HashMap<(usize, usize), StepValues>>,
+    rollups: RefCell<HashMap<(usize, usize), CachedSteps>>,
     /// Selector nodes whose loaded series hold, instead of samples, their expression's value at
     /// every outer step of the query (stamped with the step's time); see [`Planned::reduce`].
     stepped: Arc<HashSet<usize>>,
@@ -195,6 +195,11 @@ impl<'o> Query<'o> {
         self.check_total(total, what)
     }
 
+    /// Counts `bytes` (counted by [`Query::hold`] before) as no longer held.
+    pub fn release(&self, bytes: usize) {
+        let _ = self.held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| Some(h.saturating_sub(bytes)));
+    }
+
     /// Fails when the bytes held plus `extra` transient bytes (windows being gathered, the
     /// result being assembled) exceed the limit.
     pub fn check_held(&self, extra: usize) -> Result<()> {
@@ -203,7 +208,7 @@ impl<'o> Query<'o> {
 
     fn check_total(&self, total: usize, what: &'static str) -> Result<()> {
         if total > self.opts.max_memory_bytes {
-            return Err(EvalError::TooMuchMemory { limit: self.opts.max_memory_bytes, what });
+            return Err(EvalError::TooMuchMemory { limit: self.opts.max_memory_bytes, needed: total, what });
         }
         Ok(())
     }
@@ -264,6 +269,11 @@ impl<'o> Query<'o> {
             };
             self.loaded.set(self.loaded.get().saturating_add(n));
             self.check_samples(0)?;
+            // Merged reads grow their vectors by doubling: give back the spare room, which would
+            // otherwise be held (and counted) for the whole query.
+            for s in series.iter_mut().filter(|s| s.samples.capacity() > s.samples.len() + s.samples.len() / 8) {
+                s.samples.shrink_to_fit();
+            }
             self.hold(series.iter().map(footprint::series_bytes).sum(), "loading series")?;
             if in_range && reduce.is_none() {
                 // Range windows never contain staleness markers: drop them once here, so
@@ -371,23 +381,33 @@ impl<'o> Query<'o> {
     /// The per-step rollup values cached for `node`, computed by `fill` on first use. `fill`
     /// runs without the cache borrowed, so it may evaluate other cached nodes (a subquery's
     /// inner expression does).
-    pub fn rollup_cache<R>(
+    ///
+    /// Takes (once) and returns the value at step `k`; its bytes stop counting against the
+    /// memory budget then, as the step's value moves on into the result.
+    pub fn rollup_cache(
         &self,
         node: (usize, usize),
         fill: impl FnOnce() -> Result<StepValues>,
-        take: impl FnOnce(&mut StepValues) -> R,
-    ) -> Result<R> {
-        if let Some(values) = self.rollups.borrow_mut().get_mut(&node) {
-            return Ok(take(values));
+        k: usize,
+    ) -> Result<Option<Vec<Elem>>> {
+        let mut cache = self.rollups.borrow_mut();
+        if !cache.contains_key(&node) {
+            drop(cache);
+            let values = fill()?;
+            let points: usize = values.iter().flatten().map(Vec::len).sum();
+            self.cached_points.set(self.cached_points.get().saturating_add(points));
+            self.check_samples(0)?;
+            let bytes: Vec<usize> = values.iter().map(|v| v.as_deref().map_or(0, footprint::elems_bytes)).collect();
+            self.hold(bytes.iter().sum(), "caching step values")?;
+            cache = self.rollups.borrow_mut();
+            cache.insert(node, CachedSteps { values, bytes });
         }
-        let values = fill()?;
-        let points: usize = values.iter().flatten().map(Vec::len).sum();
-        self.cached_points.set(self.cached_points.get().saturating_add(points));
-        self.check_samples(0)?;
-        let bytes = values.len() * std::mem::size_of::<Option<Vec<Elem>>>()
-            + values.iter().flatten().map(|v| footprint::elems_bytes(v)).sum::<usize>();
-        self.hold(bytes, "caching step values")?;
-        Ok(take(self.rollups.borrow_mut().entry(node).or_insert(values)))
+        let Some(steps) = cache.get_mut(&node) else { return Ok(None) };
+        let taken = steps.values.get_mut(k).and_then(Option::take);
+        if taken.is_some() {
+            self.release(steps.bytes.get(k).copied().unwrap_or(0));
+        }
+        Ok(taken)
     }
 
     /// The series loaded for selector `vs`.
@@ -631,6 +651,43 @@ impl<'o> Query<'o> {
 /// expression's, shared).
 fn gathered_bytes(points: usize, windows: usize) -> usize {
     points.saturating_mul(footprint::SAMPLE_BYTES).saturating_add(windows.saturating_mul(std::mem::size_of::<Window>()))
+}
+
+/// Bytes a computation holds while it grows, counted against the query's budget as they are
+/// added (so parallel parts of a range query see each other's growth) and released when it is
+/// done: its result, if kept, is counted by its keeper.
+pub(crate) struct GrowingHold<'q, 'o> {
+    q: &'q Query<'o>,
+    what: &'static str,
+    bytes: usize,
+}
+
+impl<'q, 'o> GrowingHold<'q, 'o> {
+    pub fn new(q: &'q Query<'o>, what: &'static str) -> Self {
+        Self { q, what, bytes: 0 }
+    }
+
+    /// Counts `bytes` more.
+    ///
+    /// # Errors
+    /// [`EvalError::TooMuchMemory`] past the budget.
+    pub fn add(&mut self, bytes: usize) -> Result<()> {
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.q.hold(bytes, self.what)
+    }
+}
+
+impl Drop for GrowingHold<'_, '_> {
+    fn drop(&mut self) {
+        self.q.release(self.bytes);
+    }
+}
+
+/// A node's cached values at every step of a query part (see [`Query::rollup_cache`]), with
+/// the bytes each step's value was counted for.
+struct CachedSteps {
+    values: StepValues,
+    bytes: Vec<usize>,
 }
 
 /// The first index of `s` (ascending timestamps) whose timestamp is after `bound`, searching

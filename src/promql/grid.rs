@@ -16,7 +16,7 @@
 use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
 
 use super::error::{EvalError, Result};
-use super::eval::{dur_ms, grid_time, offset_ms, seek, Query, StepValues};
+use super::eval::{dur_ms, grid_time, offset_ms, seek, GrowingHold, Query, StepValues};
 use super::functions::rollup::{self, Rollup, StepWindow};
 use super::value::Elem;
 use crate::sample::{is_stale_marker, Sample, SeriesSamples};
@@ -192,7 +192,7 @@ pub(crate) fn subquery_step_vector(q: &Query, f: Rollup, sq: &SubqueryExpr, t: i
         Ok(out.into_iter().map(Some).collect())
     };
     let node = (sq as *const SubqueryExpr as usize, f as usize);
-    q.rollup_cache(node, fill, |values| values.get_mut(k).and_then(Option::take))
+    q.rollup_cache(node, fill, k)
 }
 
 /// The value of `e` at outer step `t` of a range query, from the values of all of the query
@@ -203,17 +203,24 @@ pub(crate) fn step_vector(q: &Query, e: PerSeries, t: i64) -> Result<Option<Vec<
     let fill = || -> Result<StepValues> {
         let mut out: Vec<Vec<Elem>> = (0..grid.2).map(|_| Vec::new()).collect();
         let drop = e.drops_name();
+        // Held as the values grow (elements share the series' labels), where the query's other
+        // parts see it, not only once the whole part is built: a part may hold many times the
+        // budget. `rollup_cache` holds the finished values instead.
+        let mut growing = GrowingHold::new(q, "computing step values");
         for series in q.series_of(e.selector()) {
             q.check_deadline()?;
+            let mut elems = 0usize;
             e.each_step(q, &series.samples, grid, |i, v| {
                 if let Some(slot) = out.get_mut(i) {
                     slot.push(Elem::new(series.labels.clone(), v, drop));
+                    elems += 1;
                 }
             });
+            growing.add(elems.saturating_mul(std::mem::size_of::<Elem>()))?;
         }
         Ok(out.into_iter().map(Some).collect())
     };
-    let value = q.rollup_cache(e.node(), fill, |values| values.get_mut(k).and_then(Option::take))?;
+    let value = q.rollup_cache(e.node(), fill, k)?;
     if value.is_none() && q.is_stepped(e.selector()) {
         // The per-step path cannot run on step values: it must never be reached.
         return Err(EvalError::exec("internal error: a step of a reduced selector was evaluated twice"));

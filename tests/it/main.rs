@@ -20,6 +20,7 @@ mod overload;
 mod peers;
 mod prometheus_diff;
 mod query_api;
+mod query_memory;
 mod real_prometheus;
 mod remote_write;
 mod retention;
