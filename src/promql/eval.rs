@@ -54,6 +54,9 @@ pub(crate) struct Query<'o> {
     held: Arc<AtomicUsize>,
     annotations: RefCell<Annotations>,
     subquery_cache: RefCell<SubqueryCache>,
+    /// Per subquery node pinned by `@`: its windows, the same at every outer step (Prometheus'
+    /// step-invariant evaluation), computed once instead of at every step.
+    pinned_subqueries: RefCell<AddrMap<Arc<(Vec<Window>, i64, i64)>>>,
     /// Per subquery node: the numbers of the label sets its inner steps produced.
     subquery_ids: RefCell<AddrMap<LabelIds>>,
     cached_points: Cell<usize>,
@@ -124,6 +127,7 @@ impl<'o> Query<'o> {
             held: Arc::new(AtomicUsize::new(0)),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
+            pinned_subqueries: RefCell::new(AddrMap::default()),
             subquery_ids: RefCell::new(AddrMap::default()),
             cached_points: Cell::new(0),
             cursors: RefCell::new(AddrMap::default()),
@@ -150,6 +154,7 @@ impl<'o> Query<'o> {
             held: Arc::clone(&self.held),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
+            pinned_subqueries: RefCell::new(AddrMap::default()),
             subquery_ids: RefCell::new(AddrMap::default()),
             cached_points: Cell::new(0),
             cursors: RefCell::new(AddrMap::default()),
@@ -556,6 +561,27 @@ impl<'o> Query<'o> {
     /// Evaluates the inner expression at every multiple of the subquery step in
     /// `(te - range, te]` and gathers the results into windows.
     pub fn eval_subquery(&self, sq: &SubqueryExpr, t: i64) -> Result<(Vec<Window>, i64, i64)> {
+        if sq.at.is_none() {
+            return self.gather_subquery(sq, t);
+        }
+        // Pinned by `@`: the windows do not depend on `t` (found by fuzzing: a pinned
+        // `[1y:1d]` under a `[1w:]` subquery was gathered anew at each of 10,080 outer steps).
+        let cached = self.pinned_subqueries.borrow().get(&key(sq)).cloned();
+        let pinned = match cached {
+            Some(hit) => hit,
+            None => {
+                let fresh = self.gather_subquery(sq, t)?;
+                self.hold(footprint::windows_bytes(&fresh.0), "caching pinned subqueries")?;
+                let fresh = Arc::new(fresh);
+                self.pinned_subqueries.borrow_mut().insert(key(sq), Arc::clone(&fresh));
+                fresh
+            }
+        };
+        Ok(pinned.as_ref().clone())
+    }
+
+    /// [`Query::eval_subquery`] without the cache of pinned subqueries.
+    fn gather_subquery(&self, sq: &SubqueryExpr, t: i64) -> Result<(Vec<Window>, i64, i64)> {
         let te = self.at_ms(&sq.at).unwrap_or(t).saturating_sub(offset_ms(&sq.offset));
         let lo = te.saturating_sub(dur_ms(sq.range));
         let (step, mut ts) = inner_grid(sq, lo)?;
