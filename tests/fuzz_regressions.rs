@@ -83,12 +83,3 @@ fn chunk_decode() {
 fn chunk_roundtrip() {
     replay("chunk_roundtrip");
 }
-
-#[test]
-#[ignore]
-fn show_promql_times_cases() {
-    for file in inputs("promql_times") {
-        let data = std::fs::read(&file).unwrap();
-        println!("{}: {:?}", file.display(), harness::time_case(&data));
-    }
-}
