@@ -622,6 +622,11 @@ impl<'o> Query<'o> {
             let steps =
                 if ts > hi { 0 } else { usize::try_from(hi.abs_diff(ts) / step.unsigned_abs() + 1).unwrap_or(0) };
             let (stepper, drop_name) = (e.stepper(self), e.drops_name());
+            // One series may get a point at every inner step of the span (with a range query of
+            // 11,000 steps that is up to 11,000 x 11,000): it must fit before it is built.
+            if !self.series_of(e.selector()).is_empty() {
+                self.check_held(gathered_bytes(steps, 1))?;
+            }
             let mut windows = Vec::new();
             for s in self.series_of(e.selector()) {
                 self.check_deadline()?;
