@@ -28,6 +28,9 @@ use crate::storage::{Querier, SeriesMap};
 /// Step of a subquery written without one (`[5m:]`), as Prometheus' default evaluation interval.
 pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
 
+/// A range-vector argument at one step: its windows and their bounds `(start, end]`.
+type RangeArg = (Vec<Window>, i64, i64);
+
 /// Inner steps of one subquery evaluation, cached by (node, timestamp) because consecutive
 /// outer steps share most of their (absolutely aligned) inner steps.
 type SubqueryCache = HashMap<(usize, i64), StepValue>;
@@ -56,7 +59,7 @@ pub(crate) struct Query<'o> {
     subquery_cache: RefCell<SubqueryCache>,
     /// Per subquery node pinned by `@`: its windows, the same at every outer step (Prometheus'
     /// step-invariant evaluation), computed once instead of at every step.
-    pinned_subqueries: RefCell<AddrMap<Arc<(Vec<Window>, i64, i64)>>>,
+    pinned_subqueries: RefCell<AddrMap<Arc<RangeArg>>>,
     /// Per subquery node: the numbers of the label sets its inner steps produced.
     subquery_ids: RefCell<AddrMap<LabelIds>>,
     cached_points: Cell<usize>,
