@@ -8,6 +8,7 @@
 //! | numeric duration (`[300]`, `offset 1e9`) | finite, not negative, at most the same | (Prometheus 2 refuses numbers there) |
 //! | `@` time | its milliseconds fit an `i64` | yes: "timestamp out of bounds for @ modifier" |
 //! | subquery | at most [`MAX_SUBQUERY_STEPS`] inner steps per window | no: Prometheus evaluates any number |
+//! | nested subqueries | at most [`MAX_NESTED_SUBQUERY_STEPS`] inner steps per evaluation | no |
 //!
 //! Numeric durations are checked on the tokens, before the parser sees them:
 //! `promql-parser` 0.11 turns them into a `std::time::Duration` with `Duration::from_secs_f64`,
@@ -29,6 +30,12 @@ pub const MAX_DURATION_MS: i64 = i64::MAX / 1_000_000;
 /// points of a range query, applied to subqueries, so that `[1y:1ms]` is refused at once
 /// instead of evaluating until the timeout.
 pub const MAX_SUBQUERY_STEPS: i64 = 11_000;
+
+/// Most inner steps nested subqueries may evaluate for one evaluation of the outermost (the
+/// product of their steps per window): `[1w:]` inside `[1w:]` is 10,080 x 10,080 evaluations
+/// at every step, found by fuzzing to run into the timeout; 1,000,000 still allows e.g. a
+/// `[1d:1m]` inside a `[4w:1h]`.
+pub const MAX_NESTED_SUBQUERY_STEPS: i64 = 1_000_000;
 
 /// Refuses a number written where the grammar expects a duration (`offset N`, `[N]`, `[N:N]`)
 /// that is not a valid duration. Input the lexer rejects is left to the parser's message.
@@ -86,12 +93,18 @@ fn out_of_range() -> String {
     format!("duration out of range (at most {MAX_DURATION_MS}ms, about 292 years)")
 }
 
-/// Walks a parsed query and refuses durations, offsets and `@` times out of bounds, and
-/// subqueries of more than [`MAX_SUBQUERY_STEPS`] steps per window.
+/// Walks a parsed query and refuses durations, offsets and `@` times out of bounds,
+/// subqueries of more than [`MAX_SUBQUERY_STEPS`] steps per window, and nested subqueries of more
+/// than [`MAX_NESTED_SUBQUERY_STEPS`] inner steps per outer step.
 ///
 /// # Errors
 /// `bad_data` saying which bound is exceeded.
 pub(crate) fn check_times(e: &Expr) -> Result<()> {
+    check_nested(e, 1)
+}
+
+/// [`check_times`] under subqueries whose windows together span `outer` inner steps.
+fn check_nested(e: &Expr, outer: i64) -> Result<()> {
     match e {
         Expr::VectorSelector(vs) => check_modifiers(&vs.at, &vs.offset),
         Expr::MatrixSelector(ms) => {
@@ -105,24 +118,29 @@ pub(crate) fn check_times(e: &Expr) -> Result<()> {
             if step <= 0 {
                 return Err(EvalError::bad("subquery step must be positive"));
             }
-            if range / step > MAX_SUBQUERY_STEPS {
+            let (range_text, step_text) = (crate::duration::format_ms(range), crate::duration::format_ms(step));
+            let steps = range / step;
+            if steps > MAX_SUBQUERY_STEPS {
                 return Err(EvalError::bad(format!(
-                    "subquery [{}:{}] would evaluate {} steps per window; at most {MAX_SUBQUERY_STEPS} are allowed. Try a larger subquery step",
-                    crate::duration::format_ms(range),
-                    crate::duration::format_ms(step),
-                    range / step
+                    "subquery [{range_text}:{step_text}] would evaluate {steps} steps per window; at most {MAX_SUBQUERY_STEPS} are allowed. Try a larger subquery step"
                 )));
             }
-            check_times(&sq.expr)
+            let nested = outer.saturating_mul(steps.max(1));
+            if nested > MAX_NESTED_SUBQUERY_STEPS {
+                return Err(EvalError::bad(format!(
+                    "nested subqueries would evaluate {nested} inner steps per evaluation (subquery [{range_text}:{step_text}] inside others); at most {MAX_NESTED_SUBQUERY_STEPS} are allowed. Try larger subquery steps"
+                )));
+            }
+            check_nested(&sq.expr, nested)
         }
         Expr::Aggregate(a) => {
-            check_times(&a.expr)?;
-            a.param.as_deref().map_or(Ok(()), check_times)
+            check_nested(&a.expr, outer)?;
+            a.param.as_deref().map_or(Ok(()), |p| check_nested(p, outer))
         }
-        Expr::Unary(u) => check_times(&u.expr),
-        Expr::Binary(b) => check_times(&b.lhs).and_then(|()| check_times(&b.rhs)),
-        Expr::Paren(p) => check_times(&p.expr),
-        Expr::Call(c) => c.args.args.iter().try_for_each(|a| check_times(a)),
+        Expr::Unary(u) => check_nested(&u.expr, outer),
+        Expr::Binary(b) => check_nested(&b.lhs, outer).and_then(|()| check_nested(&b.rhs, outer)),
+        Expr::Paren(p) => check_nested(&p.expr, outer),
+        Expr::Call(c) => c.args.args.iter().try_for_each(|a| check_nested(a, outer)),
         Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => Ok(()),
     }
 }
@@ -201,5 +219,12 @@ mod tests {
         assert!(parse("max_over_time(up[1w:])").is_ok());
         assert!(parse("max_over_time(up[1w:1m])").is_ok());
         assert!(parse("max_over_time(up[11000s:1s])").is_ok());
+        let nested = "deriv(max_over_time((up @ end())[1w:])[1w:])";
+        assert!(
+            refused(nested).contains("nested subqueries would evaluate 101606400 inner steps"),
+            "{}",
+            refused(nested)
+        );
+        assert!(parse("max_over_time(max_over_time(up[1d:1m])[4w:1h])").is_ok());
     }
 }
