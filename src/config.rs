@@ -187,6 +187,12 @@ pub struct ServeArgs {
     /// Most samples one query may load or hold in memory; beyond it the query fails (422).
     #[arg(long, default_value_t = 50_000_000)]
     pub query_max_samples: usize,
+    /// Most memory one query's evaluation may hold, in bytes: loaded series (samples and
+    /// labels), cached subquery steps and rollup values, subquery windows and the result being
+    /// assembled. Beyond it the query fails (422). Responses are streamed, so answering adds
+    /// little on top.
+    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
+    pub query_max_memory: usize,
     /// Queries evaluated at once; further queries wait for a slot until their timeout (then 503).
     #[arg(long, default_value_t = 20)]
     pub query_max_concurrency: usize,
@@ -396,6 +402,7 @@ impl ServeArgs {
                 engine: EngineOptions {
                     lookback_ms: self.query_lookback_delta,
                     max_samples: self.query_max_samples,
+                    max_memory_bytes: self.query_max_memory,
                     timeout: std::time::Duration::from_millis(self.query_timeout.unsigned_abs()),
                 },
                 max_concurrency: self.query_max_concurrency,

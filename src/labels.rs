@@ -92,6 +92,11 @@ impl Labels {
         Self::default()
     }
 
+    /// Whether another holder shares this label set's allocation (clones share it).
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
     /// Validates untrusted pairs: checks names and values, drops empty values, sorts,
     /// and rejects duplicate names. Does not require `__name__` (see [`Labels::require_metric_name`]).
     ///

@@ -10,6 +10,7 @@
 
 pub mod bits;
 pub mod config;
+pub mod containment;
 pub mod duration;
 pub mod excerpt;
 pub mod http;

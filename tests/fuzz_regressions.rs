@@ -70,6 +70,11 @@ fn promql() {
 }
 
 #[test]
+fn promql_times() {
+    replay("promql_times");
+}
+
+#[test]
 fn chunk_decode() {
     replay("chunk_decode");
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use saltdb::http::import::{decode_lines, SeriesLimits};
 use saltdb::labels::Labels;
-use saltdb::promql::{parse, Engine, EngineOptions};
+use saltdb::promql::{parse, Engine, EngineOptions, EvalError};
 use saltdb::remote::decode::{
     decode_v1, decode_v1_reference, decode_v2, decode_write, decompress, DecodeLimits, Decoded, Protocol,
 };
@@ -25,8 +25,8 @@ use saltdb::storage::MemQuerier;
 
 /// The names of all targets, as the `fuzz_targets/*.rs` binaries and the regression folders
 /// under `tests/fuzz_regressions/` are called.
-pub const TARGETS: [&str; 6] =
-    ["remote_write_v1", "remote_write_v2", "import_lines", "promql", "chunk_decode", "chunk_roundtrip"];
+pub const TARGETS: [&str; 7] =
+    ["remote_write_v1", "remote_write_v2", "import_lines", "promql", "promql_times", "chunk_decode", "chunk_roundtrip"];
 
 /// Runs the target called `name` on `data`; false when there is no such target.
 pub fn run(name: &str, data: &[u8]) -> bool {
@@ -35,6 +35,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "remote_write_v2" => remote_write_v2(data),
         "import_lines" => import_lines(data),
         "promql" => promql(data),
+        "promql_times" => promql_times(data),
         "chunk_decode" => chunk_decode(data),
         "chunk_roundtrip" => chunk_roundtrip(data),
         _ => return false,
@@ -140,7 +141,12 @@ pub fn import_lines(data: &[u8]) {
 /// Engine limits small enough that an expensive query fails fast instead of timing out the
 /// fuzzer.
 fn engine() -> Engine {
-    Engine::new(EngineOptions { lookback_ms: 300_000, max_samples: 1_000_000, timeout: Duration::from_secs(1) })
+    Engine::new(EngineOptions {
+        lookback_ms: 300_000,
+        max_samples: 1_000_000,
+        max_memory_bytes: 256 << 20,
+        timeout: Duration::from_secs(1),
+    })
 }
 
 /// Instant query time and range query bounds: 101 steps over the fixture.
@@ -201,6 +207,172 @@ pub fn promql(data: &[u8]) {
     let _ = engine.instant(&src, query, EVAL_AT_MS);
     let (start, end, step) = RANGE;
     let _ = engine.range(&src, query, start, end, step);
+}
+
+/// Times at and past the edges of what the evaluator accepts: Prometheus' `@` bounds (an `i64` of
+/// ms), the supported sample range, zero, and the first and last `i64`.
+const EXTREME_MS: [i64; 10] = [
+    0,
+    EVAL_AT_MS,
+    -1,
+    saltdb::sample::MAX_TIMESTAMP_MS,
+    9_223_372_036_854_775_000,
+    -9_223_372_036_854_775_000,
+    i64::MAX,
+    i64::MIN,
+    i64::MAX / 2,
+    -86_400_000,
+];
+
+/// Durations as PromQL text: unit durations at and past the parser's and Prometheus' bounds
+/// (292 years, `u32` counts), numbers of seconds (a numeric duration the parser would turn into
+/// a `Duration` with `from_secs_f64`), and small everyday ones.
+fn duration_text(b: &mut Bytes) -> String {
+    const FIXED: [&str; 24] = [
+        "1ms",
+        "1s",
+        "5m",
+        "1h",
+        "1d",
+        "1w",
+        "1y",
+        "292y",
+        "293y",
+        "4294967295y",
+        "4294967296ms",
+        "9223372036854ms",
+        "9223372036855ms",
+        "300",
+        "0.001",
+        "1e9",
+        "9223372036854",
+        "1e20",
+        "1e300",
+        "Inf",
+        "NaN",
+        "0x7fffffffffffffff",
+        "0",
+        "106751991167d",
+    ];
+    match b.u8() % 4 {
+        0 | 1 => FIXED.get(usize::from(b.u8()) % FIXED.len()).copied().unwrap_or("1s").to_owned(),
+        2 => {
+            format!("{}{}", b.u16(), ["ms", "s", "m", "h", "d", "w", "y"].get(usize::from(b.u8() % 7)).unwrap_or(&"s"))
+        }
+        _ => format!("{}", f64::from_bits(b.u64()).abs()),
+    }
+}
+
+/// An `@` time as PromQL text (seconds): the extremes, `start()`/`end()`, or any `f64`.
+fn at_text(b: &mut Bytes) -> String {
+    match b.u8() % 4 {
+        0 => "start()".to_owned(),
+        1 => "end()".to_owned(),
+        2 => {
+            format!("{}", EXTREME_MS.get(usize::from(b.u8()) % EXTREME_MS.len()).copied().unwrap_or(0) as f64 / 1000.0)
+        }
+        _ => format!("{:e}", f64::from_bits(b.u64())),
+    }
+}
+
+/// Optional `offset` and `@` modifiers.
+fn modifiers(b: &mut Bytes) -> String {
+    let tag = b.u8();
+    let mut out = String::new();
+    if tag & 1 != 0 {
+        out.push_str(&format!(" offset {}{}", if tag & 2 != 0 { "-" } else { "" }, duration_text(b)));
+    }
+    if tag & 4 != 0 {
+        out.push_str(&format!(" @ {}", at_text(b)));
+    }
+    out
+}
+
+/// A query built from the bytes: selectors over [`promql_fixture`], range selectors and
+/// subqueries with extreme durations, offsets and `@` times, under rollups, aggregations and
+/// binary operators, at most `depth` levels deep.
+fn time_query(b: &mut Bytes, depth: u8) -> String {
+    const SELECTORS: [&str; 4] = ["req_total", "gauge", "missing", "lat_bucket"];
+    const ROLLUPS: [&str; 6] = ["rate", "max_over_time", "count_over_time", "increase", "deriv", "last_over_time"];
+    let pick = |b: &mut Bytes, xs: &[&'static str]| xs.get(usize::from(b.u8()) % xs.len()).copied().unwrap_or("up");
+    let leaf = |b: &mut Bytes| format!("{}{}", pick(b, &SELECTORS), modifiers(b));
+    if depth == 0 || b.0.is_empty() {
+        return leaf(b);
+    }
+    match b.u8() % 8 {
+        0 => leaf(b),
+        1 => format!("{}({}[{}]{})", pick(b, &ROLLUPS), pick(b, &SELECTORS), duration_text(b), modifiers(b)),
+        2 | 3 => {
+            let inner = time_query(b, depth - 1);
+            let step = if b.u8().is_multiple_of(3) { String::new() } else { duration_text(b) };
+            format!("{}(({})[{}:{}]{})", pick(b, &ROLLUPS), inner, duration_text(b), step, modifiers(b))
+        }
+        4 => format!("sum by (job) ({})", time_query(b, depth - 1)),
+        5 => format!("({}) + on() group_left {}", time_query(b, depth - 1), time_query(b, depth - 1)),
+        6 => format!("timestamp({})", time_query(b, depth - 1)),
+        _ => format!("vector(time()) - scalar({})", time_query(b, depth - 1)),
+    }
+}
+
+/// PromQL that reaches evaluation with extreme times: a query built by [`time_query`] (so most
+/// inputs parse), evaluated as an instant query at an extreme time and as a range query with
+/// extreme bounds and steps. Evaluation may fail, but a panic (wrapping arithmetic is one under
+/// `cargo fuzz -a`) or a query that runs into the evaluation timeout instead of being refused
+/// is a finding.
+pub fn promql_times(data: &[u8]) {
+    let TimeCase { query, at, start, end, step } = time_case(data);
+    if parse(&query).is_err() {
+        return;
+    }
+    let src = promql_fixture();
+    let engine = Engine::new(EngineOptions {
+        lookback_ms: 300_000,
+        max_samples: 1_000_000,
+        max_memory_bytes: 256 << 20,
+        timeout: Duration::from_secs(5),
+    });
+    let timed_out = |r: Result<saltdb::promql::QueryResult, EvalError>| matches!(r, Err(EvalError::Timeout(_)));
+    assert!(!timed_out(engine.instant(&src, &query, at)), "instant {query:?} at {at} ran into the timeout");
+    assert!(
+        !timed_out(engine.range(&src, &query, start, end, step)),
+        "range {query:?} from {start} to {end} step {step} ran into the timeout"
+    );
+}
+
+/// What [`promql_times`] evaluates for one input.
+#[derive(Debug)]
+pub struct TimeCase {
+    /// The query text.
+    pub query: String,
+    /// Instant query time, ms.
+    pub at: i64,
+    /// Range query start, end and step, ms.
+    pub start: i64,
+    /// See `start`.
+    pub end: i64,
+    /// See `start`.
+    pub step: i64,
+}
+
+/// Decodes one [`promql_times`] input: the instant time, the range, then the query.
+pub fn time_case(data: &[u8]) -> TimeCase {
+    let mut b = Bytes(data);
+    let at = EXTREME_MS.get(usize::from(b.u8()) % EXTREME_MS.len()).copied().unwrap_or(0);
+    let start = EXTREME_MS.get(usize::from(b.u8()) % EXTREME_MS.len()).copied().unwrap_or(0);
+    let span = match b.u8() % 4 {
+        0 => 0,
+        1 => 600_000,
+        2 => i64::from(b.u16()) * 60_000,
+        _ => b.u64() as i64,
+    };
+    let step = match b.u8() % 4 {
+        0 => 1,
+        1 => 6_000,
+        2 => i64::from(b.u16()) + 1,
+        _ => b.u64() as i64,
+    };
+    let query = time_query(&mut b, 3);
+    TimeCase { query, at, start, end: start.saturating_add(span), step }
 }
 
 /// Chunk decoding of arbitrary bytes: never panics, and a successful decode yields exactly the

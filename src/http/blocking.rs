@@ -27,7 +27,8 @@ pub fn read_limits(max_samples: Option<usize>, timeout: Duration) -> (ReadLimits
     (limits, CancelOnDrop(cancel))
 }
 
-/// Runs `f` on the blocking pool and flattens its result.
+/// Runs `f` on the blocking pool and flattens its result. A panic inside `f` (a dependency's
+/// bug reached by some input) is contained there and answered as an error.
 ///
 /// # Errors
 /// The closure's error, or [`ApiError::Internal`] if it panicked.
@@ -36,5 +37,9 @@ where
     F: FnOnce() -> Result<T, ApiError> + Send + 'static,
     T: Send + 'static,
 {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(format!("storage task failed: {e}")))?
+    let contained =
+        move || crate::containment::contain("the request", f).map_err(|p| ApiError::Internal(p.to_string()));
+    tokio::task::spawn_blocking(contained)
+        .await
+        .map_err(|e| ApiError::Internal(format!("storage task failed: {e}")))??
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
-use axum::http::{header, HeaderMap, Method};
+use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use serde_json::{Map, Number, Value};
 
@@ -16,9 +16,6 @@ use super::params::Params;
 use super::router::AppState;
 use crate::sample::{is_stale_marker, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 use crate::storage::Querier;
-
-/// Lines buffered between the storage reader and the socket.
-const STREAM_BUFFER: usize = 16;
 
 /// JSON form of a value: numbers as numbers, the rest as the strings import accepts.
 fn json_value(v: f64) -> Value {
@@ -74,7 +71,7 @@ pub async fn export(
     if end < start {
         return Err(ApiError::BadData("end timestamp must not be before start time".into()));
     }
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, crate::storage::StorageError>>(STREAM_BUFFER);
+    let (tx, rx) = super::piped::pipe();
     // Like a query: a slot, and the query timeout (a client that goes away stops the export
     // at its next line, when the send fails).
     let timeout = state.engine.options().timeout;
@@ -99,22 +96,5 @@ pub async fn export(
             }
         }
     });
-    // A failure before the first line is still an ordinary error response.
-    let first = match rx.recv().await {
-        Some(Err(e)) => return Err(e.into()),
-        other => other,
-    };
-    // Later, the status is already sent: the stream fails, so the response ends without its
-    // final chunk and the client sees a truncated transfer instead of a short but clean one.
-    let stream = futures_util::stream::unfold((first, rx), |(pending, mut rx)| async move {
-        let item = match pending {
-            Some(item) => item,
-            None => rx.recv().await?,
-        };
-        Some((item.map_err(std::io::Error::other), (None, rx)))
-    });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "application/stream+json")
-        .body(Body::from_stream(stream))
-        .map_err(|e| ApiError::Internal(e.to_string()))
+    super::piped::response("application/stream+json", rx).await
 }

@@ -16,6 +16,7 @@ pub mod health;
 pub mod import;
 pub mod metrics;
 pub mod params;
+pub mod piped;
 pub mod remote_read;
 pub mod remote_write;
 pub mod router;

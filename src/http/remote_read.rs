@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
@@ -60,6 +60,9 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
     let storage = state.storage.clone();
     let timeout = state.engine.options().timeout;
     let slot = super::api::query_slot(&state, timeout).await?;
+    if response_type == ResponseType::StreamedXorChunks {
+        return streamed(storage, queries, slot, timeout).await;
+    }
     let (limits, _cancel_on_drop) = blocking::read_limits(None, timeout);
     let results = blocking::run(move || {
         let _slot = slot;
@@ -74,20 +77,49 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
         Ok(out)
     })
     .await?;
-    let resp = match response_type {
-        ResponseType::Samples => Response::builder()
-            .header(header::CONTENT_TYPE, read::SAMPLES_CONTENT_TYPE)
-            .header(header::CONTENT_ENCODING, "snappy")
-            .body(Body::from(read::samples_response(&results))),
-        ResponseType::StreamedXorChunks => {
-            let mut buf = Vec::new();
-            for (i, series) in results.iter().enumerate() {
-                for s in series {
-                    read::write_frame(&mut buf, i, s);
-                }
-            }
-            Response::builder().header(header::CONTENT_TYPE, read::STREAMED_CONTENT_TYPE).body(Body::from(buf))
-        }
-    };
+    let resp = Response::builder()
+        .header(header::CONTENT_TYPE, read::SAMPLES_CONTENT_TYPE)
+        .header(header::CONTENT_ENCODING, "snappy")
+        .body(Body::from(read::samples_response(&results)));
     resp.map_err(|e| ApiError::Internal(format!("building response: {e}")))
+}
+
+/// `STREAMED_XOR_CHUNKS`: one frame per series, framed as the series is read and sent as the
+/// client takes it (a bounded pipe), so the response is never held whole. The sample limit
+/// counts across the request's queries; past it, or on a storage failure, the transfer is cut
+/// (a 422 or 5xx when that happens before the first frame).
+async fn streamed(
+    storage: crate::storage::Storage,
+    queries: Vec<(Vec<Matcher>, i64, i64)>,
+    slot: tokio::sync::OwnedSemaphorePermit,
+    timeout: std::time::Duration,
+) -> Result<Response, ApiError> {
+    let (tx, rx) = super::piped::pipe();
+    let (limits, cancel_on_drop) = blocking::read_limits(None, timeout);
+    tokio::task::spawn_blocking(move || {
+        let (_slot, _cancel_on_drop) = (slot, cancel_on_drop);
+        let mut read = 0usize;
+        for (i, (matchers, start, end)) in queries.iter().enumerate() {
+            let left = MAX_READ_SAMPLES.saturating_sub(read);
+            let querier = storage.querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
+            let result = querier.for_each_series(matchers, *start, *end, &mut |s| {
+                read = read.saturating_add(s.samples.len());
+                let mut frame = Vec::new();
+                read::write_frame(&mut frame, i, &s);
+                tx.blocking_send(Ok(Bytes::from(frame))).is_ok()
+            });
+            let result = result.and_then(|()| {
+                if read > MAX_READ_SAMPLES {
+                    return Err(crate::storage::StorageError::TooManySamples { limit: MAX_READ_SAMPLES });
+                }
+                Ok(())
+            });
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "streamed remote read stopped early");
+                let _ = tx.blocking_send(Err(e));
+                return;
+            }
+        }
+    });
+    super::piped::response(read::STREAMED_CONTENT_TYPE, rx).await
 }

@@ -145,7 +145,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         // Access is checked inside the metrics layer, so refused requests are counted too.
         .layer(axum::middleware::from_fn_with_state(state.access.clone(), access::check))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
+        // Outermost: a panic in any handler is answered (500 in the error envelope) instead of
+        // dropping the connection.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(answer_panic))
         .with_state(state)
+}
+
+/// The answer to a request whose handler panicked.
+fn answer_panic(payload: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let message = crate::containment::message(payload.as_ref());
+    ApiError::Internal(format!("the request failed: a panic was contained ({message})")).into_response()
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {

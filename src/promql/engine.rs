@@ -14,6 +14,8 @@ use super::eval::Query;
 use super::identity::IdentityCache;
 use super::stats::{self, QueryStats, SampleStats, Timings};
 use super::value::{without_name, Elem, InstantSample, RangeSeries, StepValue, Value};
+use super::{bounds, footprint};
+use crate::containment;
 use crate::labels::Labels;
 use crate::matcher::MAX_REGEX_COST;
 use crate::sample::Sample;
@@ -34,6 +36,9 @@ pub const MAX_QUERY_TOKENS: usize = 3_000;
 /// before parsing, far below what overflows the stack (see [`parse`]).
 const MAX_QUERY_OPERATORS: usize = 2_000;
 
+/// Default of [`EngineOptions::max_memory_bytes`] (`--query-max-memory`): 2 GiB.
+pub const DEFAULT_MAX_MEMORY_BYTES: usize = 2 << 30;
+
 /// Limits and defaults of the evaluator.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
@@ -41,13 +46,20 @@ pub struct EngineOptions {
     pub lookback_ms: i64,
     /// Most samples a query may load or hold at once.
     pub max_samples: usize,
+    /// Most bytes a query's evaluation may hold at once (see `footprint.rs` for what counts).
+    pub max_memory_bytes: usize,
     /// Longest a query may run.
     pub timeout: Duration,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        Self { lookback_ms: 300_000, max_samples: 50_000_000, timeout: Duration::from_secs(120) }
+        Self {
+            lookback_ms: 300_000,
+            max_samples: 50_000_000,
+            max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
+            timeout: Duration::from_secs(120),
+        }
     }
 }
 
@@ -205,6 +217,9 @@ impl Engine {
                 let total = points.fetch_add(acc.points - counted, Ordering::Relaxed) + acc.points - counted;
                 counted = acc.points;
                 q.check_samples(total)?;
+                // The assembled result: every part's points, and this part's series.
+                let series = acc.series.len().saturating_mul(std::mem::size_of::<(Labels, Vec<Sample>, bool)>());
+                q.check_held(total.saturating_mul(footprint::SAMPLE_BYTES).saturating_add(series))?;
             }
             Ok(acc)
         };
@@ -292,7 +307,8 @@ fn check_range(start_ms: i64, end_ms: i64, step_ms: i64) -> Result<()> {
     if end_ms < start_ms {
         return Err(EvalError::bad("end timestamp must not be before start time"));
     }
-    if (end_ms - start_ms) / step_ms >= MAX_POINTS_PER_SERIES {
+    // The span may not fit an i64 (times at both ends of its range): then it is too long too.
+    if end_ms.checked_sub(start_ms).is_none_or(|span| span / step_ms >= MAX_POINTS_PER_SERIES) {
         return Err(EvalError::bad(
             "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)",
         ));
@@ -306,10 +322,16 @@ fn check_range(start_ms: i64, end_ms: i64, step_ms: i64) -> Result<()> {
 /// `bad_data` with the parser's message, or when a nesting/size limit is exceeded.
 pub fn parse(query: &str) -> Result<Expr> {
     check_text_limits(query)?;
-    let expr = promql_parser::parser::parse(query).map_err(|e| EvalError::bad(crate::excerpt::excerpt(&e, 500)))?;
+    bounds::check_numeric_durations(query)?;
+    // A panic of the parser on some input is contained here, whatever the caller (the blocking
+    // task of a query, or the async handler of `match[]`), and answered as bad input.
+    let parsed = containment::contain("parsing the query", || promql_parser::parser::parse(query))
+        .map_err(|panic| EvalError::bad(panic.to_string()))?;
+    let expr = parsed.map_err(|e| EvalError::bad(crate::excerpt::excerpt(&e, 500)))?;
     if depth_exceeds(&expr, MAX_NESTING_DEPTH) {
         return Err(EvalError::bad(format!("query is nested more than {MAX_NESTING_DEPTH} levels deep")));
     }
+    bounds::check_times(&expr)?;
     Ok(expr)
 }
 

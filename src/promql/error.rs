@@ -19,6 +19,18 @@ pub enum EvalError {
     /// The query loaded or produced more samples than allowed.
     #[error("query processing would load too many samples into memory in {0}")]
     TooManySamples(&'static str),
+    /// The query would hold more memory than allowed (`--query-max-memory`).
+    #[error(
+        "query processing would hold more than {limit} bytes in memory (--query-max-memory) in {what}: {needed} bytes"
+    )]
+    TooMuchMemory {
+        /// The limit in bytes.
+        limit: usize,
+        /// The bytes it would hold.
+        needed: usize,
+        /// Where it was exceeded.
+        what: &'static str,
+    },
     /// Reading storage failed or hit a limit of the request (the HTTP edge maps the storage
     /// error itself: a failure is a 5xx, a limit a 4xx).
     #[error("{0}")]
@@ -32,7 +44,7 @@ impl EvalError {
             Self::BadData(_) => "bad_data",
             Self::Timeout(_) => "timeout",
             Self::Storage(StorageError::Timeout) => "timeout",
-            Self::Execution(_) | Self::TooManySamples(_) | Self::Storage(_) => "execution",
+            Self::Execution(_) | Self::TooManySamples(_) | Self::TooMuchMemory { .. } | Self::Storage(_) => "execution",
         }
     }
 

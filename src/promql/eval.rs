@@ -13,6 +13,7 @@ use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryEx
 use super::annotations::Annotations;
 use super::engine::{deadline_after, EngineOptions};
 use super::error::{EvalError, Result};
+use super::footprint;
 use super::functions;
 use super::functions::aggr::GroupCache;
 use super::functions::rollup::StepWindow;
@@ -26,6 +27,9 @@ use crate::storage::{Querier, SeriesMap};
 
 /// Step of a subquery written without one (`[5m:]`), as Prometheus' default evaluation interval.
 pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
+
+/// A range-vector argument at one step: its windows and their bounds `(start, end]`.
+type RangeArg = (Vec<Window>, i64, i64);
 
 /// Inner steps of one subquery evaluation, cached by (node, timestamp) because consecutive
 /// outer steps share most of their (absolutely aligned) inner steps.
@@ -48,8 +52,14 @@ pub(crate) struct Query<'o> {
     data: Arc<HashMap<usize, Vec<SeriesSamples>>>,
     deadline: Instant,
     loaded: Cell<usize>,
+    /// Bytes held by this query and its forks (loaded series, caches), against
+    /// `max_memory_bytes`; see `footprint.rs`.
+    held: Arc<AtomicUsize>,
     annotations: RefCell<Annotations>,
     subquery_cache: RefCell<SubqueryCache>,
+    /// Per subquery node pinned by `@`: its windows, the same at every outer step (Prometheus'
+    /// step-invariant evaluation), computed once instead of at every step.
+    pinned_subqueries: RefCell<AddrMap<Arc<RangeArg>>>,
     /// Per subquery node: the numbers of the label sets its inner steps produced.
     subquery_ids: RefCell<AddrMap<LabelIds>>,
     cached_points: Cell<usize>,
@@ -62,7 +72,7 @@ pub(crate) struct Query<'o> {
     part: (i64, usize),
     /// Per node (see `grid::step_vector` and `aggr::over_series`): its value at every step of
     /// `part`, computed series by series on first use; each step's value is taken once.
-    rollups: RefCell<HashMap<(usize, usize), StepValues>>,
+    rollups: RefCell<HashMap<(usize, usize), CachedSteps>>,
     /// Selector nodes whose loaded series hold, instead of samples, their expression's value at
     /// every outer step of the query (stamped with the step's time); see [`Planned::reduce`].
     stepped: Arc<HashSet<usize>>,
@@ -120,8 +130,10 @@ impl<'o> Query<'o> {
             data: Arc::new(HashMap::new()),
             deadline: deadline_after(opts.timeout),
             loaded: Cell::new(0),
+            held: Arc::new(AtomicUsize::new(0)),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
+            pinned_subqueries: RefCell::new(AddrMap::default()),
             subquery_ids: RefCell::new(AddrMap::default()),
             cached_points: Cell::new(0),
             cursors: RefCell::new(AddrMap::default()),
@@ -157,8 +169,10 @@ impl<'o> Query<'o> {
             data: Arc::clone(&self.data),
             deadline: self.deadline,
             loaded: Cell::new(self.loaded.get()),
+            held: Arc::clone(&self.held),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
+            pinned_subqueries: RefCell::new(AddrMap::default()),
             subquery_ids: RefCell::new(AddrMap::default()),
             cached_points: Cell::new(0),
             cursors: RefCell::new(AddrMap::default()),
@@ -192,6 +206,33 @@ impl<'o> Query<'o> {
         let total = self.loaded.get().saturating_add(extra).saturating_add(self.cached_points.get());
         if total > self.opts.max_samples {
             return Err(EvalError::TooManySamples("query execution"));
+        }
+        Ok(())
+    }
+
+    /// Counts `bytes` more as held for the rest of the query (a cache entry, loaded series).
+    ///
+    /// # Errors
+    /// [`EvalError::TooMuchMemory`] when the query then holds more than allowed.
+    pub fn hold(&self, bytes: usize, what: &'static str) -> Result<()> {
+        let total = self.held.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes);
+        self.check_total(total, what)
+    }
+
+    /// Counts `bytes` (counted by [`Query::hold`] before) as no longer held.
+    pub fn release(&self, bytes: usize) {
+        let _ = self.held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| Some(h.saturating_sub(bytes)));
+    }
+
+    /// Fails when the bytes held plus `extra` transient bytes (windows being gathered, the
+    /// result being assembled) exceed the limit.
+    pub fn check_held(&self, extra: usize) -> Result<()> {
+        self.check_total(self.held.load(Ordering::Relaxed).saturating_add(extra), "query execution")
+    }
+
+    fn check_total(&self, total: usize, what: &'static str) -> Result<()> {
+        if total > self.opts.max_memory_bytes {
+            return Err(EvalError::TooMuchMemory { limit: self.opts.max_memory_bytes, needed: total, what });
         }
         Ok(())
     }
@@ -253,6 +294,12 @@ impl<'o> Query<'o> {
             };
             self.loaded.set(self.loaded.get().saturating_add(n));
             self.check_samples(0)?;
+            // Merged reads grow their vectors by doubling: give back the spare room, which would
+            // otherwise be held (and counted) for the whole query.
+            for s in series.iter_mut().filter(|s| s.samples.capacity() > s.samples.len() + s.samples.len() / 8) {
+                s.samples.shrink_to_fit();
+            }
+            self.hold(series.iter().map(footprint::series_bytes).sum(), "loading series")?;
             if in_range && reduce.is_none() {
                 // Range windows never contain staleness markers: drop them once here, so
                 // windows can be borrowed from the loaded samples.
@@ -328,8 +375,8 @@ impl<'o> Query<'o> {
     fn shifted(&self, at: &Option<AtModifier>, off: &Option<Offset>, lo: i64, hi: i64) -> (i64, i64) {
         let o = offset_ms(off);
         match self.at_ms(at) {
-            Some(t) => (t - o, t - o),
-            None => (lo - o, hi - o),
+            Some(t) => (t.saturating_sub(o), t.saturating_sub(o)),
+            None => (lo.saturating_sub(o), hi.saturating_sub(o)),
         }
     }
 
@@ -348,30 +395,44 @@ impl<'o> Query<'o> {
     /// them (range queries only).
     pub fn part_step(&self, t: i64) -> Option<(usize, (i64, i64, usize))> {
         let (first, step, steps) = self.part_grid()?;
-        if t < first || (t - first) % step != 0 {
+        let since = t.checked_sub(first).filter(|d| *d >= 0)?;
+        if since % step != 0 {
             return None;
         }
-        let k = usize::try_from((t - first) / step).ok()?;
+        let k = usize::try_from(since / step).ok()?;
         (k < steps).then_some((k, (first, step, steps)))
     }
 
     /// The per-step rollup values cached for `node`, computed by `fill` on first use. `fill`
     /// runs without the cache borrowed, so it may evaluate other cached nodes (a subquery's
     /// inner expression does).
-    pub fn rollup_cache<R>(
+    ///
+    /// Takes (once) and returns the value at step `k`; its bytes stop counting against the
+    /// memory budget then, as the step's value moves on into the result.
+    pub fn rollup_cache(
         &self,
         node: (usize, usize),
         fill: impl FnOnce() -> Result<StepValues>,
-        take: impl FnOnce(&mut StepValues) -> R,
-    ) -> Result<R> {
-        if let Some(values) = self.rollups.borrow_mut().get_mut(&node) {
-            return Ok(take(values));
+        k: usize,
+    ) -> Result<Option<Vec<Elem>>> {
+        let mut cache = self.rollups.borrow_mut();
+        if !cache.contains_key(&node) {
+            drop(cache);
+            let values = fill()?;
+            let points: usize = values.iter().flatten().map(Vec::len).sum();
+            self.cached_points.set(self.cached_points.get().saturating_add(points));
+            self.check_samples(0)?;
+            let bytes: Vec<usize> = values.iter().map(|v| v.as_deref().map_or(0, footprint::elems_bytes)).collect();
+            self.hold(bytes.iter().sum(), "caching step values")?;
+            cache = self.rollups.borrow_mut();
+            cache.insert(node, CachedSteps { values, bytes });
         }
-        let values = fill()?;
-        let points: usize = values.iter().flatten().map(Vec::len).sum();
-        self.cached_points.set(self.cached_points.get().saturating_add(points));
-        self.check_samples(0)?;
-        Ok(take(self.rollups.borrow_mut().entry(node).or_insert(values)))
+        let Some(steps) = cache.get_mut(&node) else { return Ok(None) };
+        let taken = steps.values.get_mut(k).and_then(Option::take);
+        if taken.is_some() {
+            self.release(steps.bytes.get(k).copied().unwrap_or(0));
+        }
+        Ok(taken)
     }
 
     /// The series loaded for selector `vs`.
@@ -438,8 +499,8 @@ impl<'o> Query<'o> {
     /// The latest sample of every selected series in the lookback window `(te - lookback, te]`,
     /// with the sample's own timestamp. A staleness marker as latest sample hides the series.
     pub fn select_instant(&self, vs: &VectorSelector, t: i64) -> Vec<(Elem, i64)> {
-        let te = self.at_ms(&vs.at).unwrap_or(t) - offset_ms(&vs.offset);
-        let lo = te - self.opts.lookback_ms;
+        let te = self.at_ms(&vs.at).unwrap_or(t).saturating_sub(offset_ms(&vs.offset));
+        let lo = te.saturating_sub(self.opts.lookback_ms);
         let mut out = Vec::new();
         for s in self.series_of(vs) {
             let idx = s.samples.partition_point(|p| p.timestamp_ms <= te);
@@ -520,8 +581,29 @@ impl<'o> Query<'o> {
     /// Evaluates the inner expression at every multiple of the subquery step in
     /// `(te - range, te]` and gathers the results into windows.
     pub fn eval_subquery(&self, sq: &SubqueryExpr, t: i64) -> Result<(Vec<Window>, i64, i64)> {
-        let te = self.at_ms(&sq.at).unwrap_or(t) - offset_ms(&sq.offset);
-        let lo = te - dur_ms(sq.range);
+        if sq.at.is_none() {
+            return self.gather_subquery(sq, t);
+        }
+        // Pinned by `@`: the windows do not depend on `t` (found by fuzzing: a pinned
+        // `[1y:1d]` under a `[1w:]` subquery was gathered anew at each of 10,080 outer steps).
+        let cached = self.pinned_subqueries.borrow().get(&key(sq)).cloned();
+        let pinned = match cached {
+            Some(hit) => hit,
+            None => {
+                let fresh = self.gather_subquery(sq, t)?;
+                self.hold(footprint::windows_bytes(&fresh.0), "caching pinned subqueries")?;
+                let fresh = Arc::new(fresh);
+                self.pinned_subqueries.borrow_mut().insert(key(sq), Arc::clone(&fresh));
+                fresh
+            }
+        };
+        Ok(pinned.as_ref().clone())
+    }
+
+    /// [`Query::eval_subquery`] without the cache of pinned subqueries.
+    fn gather_subquery(&self, sq: &SubqueryExpr, t: i64) -> Result<(Vec<Window>, i64, i64)> {
+        let te = self.at_ms(&sq.at).unwrap_or(t).saturating_sub(offset_ms(&sq.offset));
+        let lo = te.saturating_sub(dur_ms(sq.range));
         let (step, mut ts) = inner_grid(sq, lo)?;
         let mut slots = AddrMap::default();
         let mut windows: Vec<Window> = Vec::new();
@@ -537,7 +619,9 @@ impl<'o> Query<'o> {
             // Checked per step: a long subquery of scalars or sparse vectors must hit the sample
             // limit while it grows, not only once it has been fully built.
             self.check_samples(points)?;
-            ts += step;
+            self.check_held(gathered_bytes(points, windows.len()))?;
+            let Some(next) = ts.checked_add(step) else { break };
+            ts = next;
         }
         if let Some(ids) = self.subquery_ids.borrow_mut().get_mut(&key(sq)) {
             ids.ids.end_round();
@@ -555,18 +639,25 @@ impl<'o> Query<'o> {
         // A selector or a parameterless rollup of a range selector: series by series, on the
         // inner grid, instead of a vector per inner step.
         if let Some(e) = PerSeries::of(&sq.expr).filter(|e| !self.is_stepped(e.selector())) {
-            let steps = if ts > hi { 0 } else { usize::try_from((hi - ts) / step + 1).unwrap_or(0) };
+            let steps =
+                if ts > hi { 0 } else { usize::try_from(hi.abs_diff(ts) / step.unsigned_abs() + 1).unwrap_or(0) };
             let (stepper, drop_name) = (e.stepper(self), e.drops_name());
+            // One series may get a point at every inner step of the span (with a range query of
+            // 11,000 steps that is up to 11,000 x 11,000): it must fit before it is built.
+            if !self.series_of(e.selector()).is_empty() {
+                self.check_held(gathered_bytes(steps, 1))?;
+            }
             let mut windows = Vec::new();
             for s in self.series_of(e.selector()) {
                 self.check_deadline()?;
                 let mut samples = Vec::new();
                 stepper.each_step(&s.samples, (ts, step, steps), |i, v| {
-                    samples.push(Sample::new(ts + i as i64 * step, v));
+                    samples.push(Sample::new(grid_time(ts, step, i), v));
                 });
                 if !samples.is_empty() {
                     points = points.saturating_add(samples.len());
                     self.check_samples(points)?;
+                    self.check_held(gathered_bytes(points, windows.len() + 1))?;
                     windows.push(Window { labels: s.labels.clone(), samples, drop_name });
                 }
             }
@@ -579,7 +670,9 @@ impl<'o> Query<'o> {
             let v = self.eval(&sq.expr, ts)?;
             points = points.saturating_add(gather_step(&mut ids, &mut slots, &mut windows, v, ts)?);
             self.check_samples(points)?;
-            ts += step;
+            self.check_held(gathered_bytes(points, windows.len()))?;
+            let Some(next) = ts.checked_add(step) else { break };
+            ts = next;
         }
         sort_windows(&mut windows);
         Ok(windows)
@@ -599,9 +692,53 @@ impl<'o> Query<'o> {
         };
         self.cached_points.set(self.cached_points.get().saturating_add(points));
         self.check_samples(0)?;
+        self.hold(std::mem::size_of_val(&k) + footprint::step_value_bytes(&v), "caching subquery steps")?;
         self.subquery_cache.borrow_mut().insert(k, v.clone());
         Ok(v)
     }
+}
+
+/// Bytes of `points` samples gathered into `windows` windows (label sets are the inner
+/// expression's, shared).
+fn gathered_bytes(points: usize, windows: usize) -> usize {
+    points.saturating_mul(footprint::SAMPLE_BYTES).saturating_add(windows.saturating_mul(std::mem::size_of::<Window>()))
+}
+
+/// Bytes a computation holds while it grows, counted against the query's budget as they are
+/// added (so parallel parts of a range query see each other's growth) and released when it is
+/// done: its result, if kept, is counted by its keeper.
+pub(crate) struct GrowingHold<'q, 'o> {
+    q: &'q Query<'o>,
+    what: &'static str,
+    bytes: usize,
+}
+
+impl<'q, 'o> GrowingHold<'q, 'o> {
+    pub fn new(q: &'q Query<'o>, what: &'static str) -> Self {
+        Self { q, what, bytes: 0 }
+    }
+
+    /// Counts `bytes` more.
+    ///
+    /// # Errors
+    /// [`EvalError::TooMuchMemory`] past the budget.
+    pub fn add(&mut self, bytes: usize) -> Result<()> {
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.q.hold(bytes, self.what)
+    }
+}
+
+impl Drop for GrowingHold<'_, '_> {
+    fn drop(&mut self) {
+        self.q.release(self.bytes);
+    }
+}
+
+/// A node's cached values at every step of a query part (see [`Query::rollup_cache`]), with
+/// the bytes each step's value was counted for.
+struct CachedSteps {
+    values: StepValues,
+    bytes: Vec<usize>,
 }
 
 /// The first index of `s` (ascending timestamps) whose timestamp is after `bound`, searching
@@ -642,6 +779,14 @@ impl LabelIds {
     }
 }
 
+/// The time of step `i` of a grid starting at `first` every `step` ms, saturating at the `i64`
+/// bounds (callers stop before a step past them matters: grids hold at most a few million steps
+/// of times within the bounds checked in `bounds.rs`).
+#[inline]
+pub(crate) fn grid_time(first: i64, step: i64, i: usize) -> i64 {
+    i64::try_from(i).unwrap_or(i64::MAX).saturating_mul(step).saturating_add(first)
+}
+
 /// A subquery's step and its first inner step after `lo`: inner steps are the multiples of the
 /// step (absolute, not relative to the query's start), as in Prometheus.
 fn inner_grid(sq: &SubqueryExpr, lo: i64) -> Result<(i64, i64)> {
@@ -649,8 +794,10 @@ fn inner_grid(sq: &SubqueryExpr, lo: i64) -> Result<(i64, i64)> {
     if step <= 0 {
         return Err(EvalError::bad("subquery step must be positive"));
     }
-    let ts = lo.div_euclid(step) * step;
-    Ok((step, if ts <= lo { ts + step } else { ts }))
+    // `lo` may lie within a step of `i64::MIN` or `i64::MAX` (an `@` time at the bounds): the
+    // first inner step saturates instead of wrapping, and the loops stop where it would overflow.
+    let ts = lo.div_euclid(step).saturating_mul(step);
+    Ok((step, if ts <= lo { ts.saturating_add(step) } else { ts }))
 }
 
 /// Puts a subquery's windows in label order (unless they already are), so that whatever

@@ -16,7 +16,7 @@
 use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
 
 use super::error::{EvalError, Result};
-use super::eval::{dur_ms, offset_ms, seek, Query, StepValues};
+use super::eval::{dur_ms, grid_time, offset_ms, seek, GrowingHold, Query, StepValues};
 use super::functions::rollup::{self, Rollup, StepWindow};
 use super::value::Elem;
 use crate::sample::{is_stale_marker, Sample, SeriesSamples};
@@ -86,7 +86,7 @@ impl<'e> PerSeries<'e> {
         let (first, step, steps) = grid;
         let from = samples.partition_point(|p| p.timestamp_ms < first);
         for p in samples.get(from..).unwrap_or_default() {
-            let i = usize::try_from((p.timestamp_ms - first) / step).unwrap_or(usize::MAX);
+            let i = usize::try_from(p.timestamp_ms.saturating_sub(first) / step).unwrap_or(usize::MAX);
             if i >= steps {
                 break;
             }
@@ -133,7 +133,7 @@ impl Stepper {
             series.drop_stale_markers();
         }
         let mut points = Vec::new();
-        self.each_step(&series.samples, grid, |i, v| points.push(Sample::new(grid.0 + i as i64 * grid.1, v)));
+        self.each_step(&series.samples, grid, |i, v| points.push(Sample::new(grid_time(grid.0, grid.1, i), v)));
         series.samples = points;
     }
 }
@@ -150,10 +150,10 @@ fn latest_each_step(
 ) {
     let mut idx = 0;
     for i in 0..steps {
-        let te = pinned.unwrap_or(first + i as i64 * step) - offset;
+        let te = pinned.unwrap_or_else(|| grid_time(first, step, i)).saturating_sub(offset);
         idx = seek(samples, idx, te);
         let Some(last) = idx.checked_sub(1).and_then(|j| samples.get(j)) else { continue };
-        if last.timestamp_ms <= te - lookback || is_stale_marker(last.value) {
+        if last.timestamp_ms <= te.saturating_sub(lookback) || is_stale_marker(last.value) {
             continue;
         }
         emit(i, last.value);
@@ -176,7 +176,7 @@ pub(crate) fn subquery_step_vector(q: &Query, f: Rollup, sq: &SubqueryExpr, t: i
     }
     let fill = || -> Result<StepValues> {
         let (first, step, steps) = grid;
-        let last = first + (steps.max(1) as i64 - 1) * step;
+        let last = grid_time(first, step, steps.max(1) - 1);
         let (lo, _) = window.bounds(first);
         let (_, hi) = window.bounds(last);
         let series = q.subquery_series(sq, lo, hi)?;
@@ -192,7 +192,7 @@ pub(crate) fn subquery_step_vector(q: &Query, f: Rollup, sq: &SubqueryExpr, t: i
         Ok(out.into_iter().map(Some).collect())
     };
     let node = (sq as *const SubqueryExpr as usize, f as usize);
-    q.rollup_cache(node, fill, |values| values.get_mut(k).and_then(Option::take))
+    q.rollup_cache(node, fill, k)
 }
 
 /// The value of `e` at outer step `t` of a range query, from the values of all of the query
@@ -203,17 +203,24 @@ pub(crate) fn step_vector(q: &Query, e: PerSeries, t: i64) -> Result<Option<Vec<
     let fill = || -> Result<StepValues> {
         let mut out: Vec<Vec<Elem>> = (0..grid.2).map(|_| Vec::new()).collect();
         let drop = e.drops_name();
+        // Held as the values grow (elements share the series' labels), where the query's other
+        // parts see it, not only once the whole part is built: a part may hold many times the
+        // budget. `rollup_cache` holds the finished values instead.
+        let mut growing = GrowingHold::new(q, "computing step values");
         for series in q.series_of(e.selector()) {
             q.check_deadline()?;
+            let mut elems = 0usize;
             e.each_step(q, &series.samples, grid, |i, v| {
                 if let Some(slot) = out.get_mut(i) {
                     slot.push(Elem::new(series.labels.clone(), v, drop));
+                    elems += 1;
                 }
             });
+            growing.add(elems.saturating_mul(std::mem::size_of::<Elem>()))?;
         }
         Ok(out.into_iter().map(Some).collect())
     };
-    let value = q.rollup_cache(e.node(), fill, |values| values.get_mut(k).and_then(Option::take))?;
+    let value = q.rollup_cache(e.node(), fill, k)?;
     if value.is_none() && q.is_stepped(e.selector()) {
         // The per-step path cannot run on step values: it must never be reached.
         return Err(EvalError::exec("internal error: a step of a reduced selector was evaluated twice"));

@@ -6,9 +6,11 @@
 //! [`Annotations`].
 
 pub mod annotations;
+mod bounds;
 pub mod engine;
 pub mod error;
 mod eval;
+mod footprint;
 mod functions;
 mod grid;
 mod identity;

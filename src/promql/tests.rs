@@ -157,16 +157,20 @@ fn regex_bombs_are_rejected_before_compiling() {
 }
 
 /// Found by fuzzing: subquery steps whose value is an empty vector were cached without being
-/// counted, so `[100y:1ms]` over a missing series grew memory until the query timeout.
+/// counted, so `[100y:1ms]` over a missing series grew memory until the query timeout. Such a
+/// subquery is now refused before evaluation (more than 11,000 steps per window); one within
+/// that bound still counts every cached step against the sample limit.
 #[test]
 fn long_subqueries_over_nothing_hit_the_sample_limit() {
     let engine = Engine::new(EngineOptions {
-        max_samples: 10_000,
+        max_samples: 5_000,
         timeout: std::time::Duration::from_secs(60),
         ..EngineOptions::default()
     });
     let started = std::time::Instant::now();
     let err = engine.instant(&fixture(), "count_over_time(missing[100y:1ms])", 300_000).unwrap_err();
+    assert!(matches!(err, super::EvalError::BadData(_)), "{err}");
+    let err = engine.instant(&fixture(), "count_over_time(missing[10s:1ms])", 300_000).unwrap_err();
     assert!(matches!(err, super::EvalError::TooManySamples(_)), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
@@ -290,4 +294,57 @@ fn rate_near_series_start_clamps_to_zero_point_after_half_interval() {
     let Value::Vector(v) = got.value else { panic!("not a vector") };
     let value = v.first().map(|s| s.value).unwrap_or(f64::NAN);
     assert!((value - 2.812_471_256_931_608).abs() < 1e-12, "{value}");
+}
+
+/// Times at the ends of the `i64` range (`@` at Prometheus' bounds, offsets of ±292 years,
+/// subqueries over them) evaluate at once without wrapping arithmetic (debug builds check for
+/// overflow, so wrapping would panic here), instant and range alike. Values Prometheus 2.42
+/// gives: `max_over_time(vector(1)[5m:1s] @ 9e15)` is 1.
+#[test]
+fn extreme_times_evaluate_at_once_without_overflow() {
+    let engine = Engine::new(EngineOptions { timeout: std::time::Duration::from_secs(5), ..EngineOptions::default() });
+    let src = fixture();
+    let edge = "9223372036854770";
+    let queries = [
+        format!("max_over_time(vector(1)[5m:1s] @ {edge} offset -292y)"),
+        format!("max_over_time(vector(1)[5m:1s] @ -{edge} offset 292y)"),
+        format!("count_over_time(req_total[292y] @ {edge} offset -292y)"),
+        format!("rate(req_total[292y] @ -{edge} offset 292y)"),
+        format!("req_total @ {edge} offset -292y"),
+        format!("req_total offset -292y @ -{edge}"),
+        format!("max_over_time(rate(req_total[5m] @ {edge})[2h:1s] offset -292y)"),
+        "sum(count_over_time(req_total[1h:1s] offset 292y))".to_string(),
+        "timestamp(req_total offset -292y)".to_string(),
+    ];
+    for q in &queries {
+        let started = std::time::Instant::now();
+        // Within Prometheus' bounds: evaluated, not refused.
+        engine.instant(&src, q, 300_000).unwrap_or_else(|e| panic!("{q}: {e}"));
+        let _ = engine.range(&src, q, 0, 600_000, 60_000);
+        let _ = engine.range(&src, q, i64::MAX - 600_000, i64::MAX, 60_000);
+        let _ = engine.range(&src, q, i64::MIN, i64::MIN + 600_000, 60_000);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{q} took {:?}", started.elapsed());
+    }
+    let r = engine.instant(&src, "max_over_time(vector(1)[5m:1s] @ 9e15)", 300_000).unwrap();
+    assert_eq!(render(&r.value), vec!["{} 1"]);
+    let err = engine.range(&src, "up", i64::MIN, i64::MAX, 1).unwrap_err();
+    assert_eq!(err.error_type(), "bad_data");
+}
+
+/// The memory budget counts bytes, not points: cached subquery steps whose elements carry label
+/// sets of their own (here 4 KiB each, made by `label_replace` at every step) cost their labels,
+/// so 1,200 points over a few MiB fail a 1 MiB budget that a points limit never noticed.
+#[test]
+fn subquery_steps_count_the_bytes_of_their_labels() {
+    let big = "x".repeat(4096);
+    let query = format!(r#"count_over_time(label_replace(req_total, "big", "{big}", "", "")[10m:1s])"#);
+    let engine = Engine::new(EngineOptions { max_memory_bytes: 1 << 20, ..EngineOptions::default() });
+    let err = engine.instant(&fixture(), &query, 300_000).unwrap_err();
+    assert!(matches!(err, super::EvalError::TooMuchMemory { .. }), "{err}");
+    assert!(err.to_string().contains("--query-max-memory"), "{err}");
+    // The same query with labels shared with the loaded series fits easily.
+    let small = engine.instant(&fixture(), "count_over_time(req_total[10m:1s])", 300_000).unwrap();
+    assert_eq!(render(&small.value).len(), 2);
+    let roomy = Engine::new(EngineOptions { max_memory_bytes: 64 << 20, ..EngineOptions::default() });
+    assert!(roomy.instant(&fixture(), &query, 300_000).is_ok());
 }

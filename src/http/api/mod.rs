@@ -10,6 +10,7 @@ pub mod series;
 pub mod slow_log;
 pub mod status;
 pub mod storage_status;
+pub mod streamed;
 
 use std::sync::Arc;
 use std::time::Duration;

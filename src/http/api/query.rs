@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 
 use super::slow_log;
+use super::streamed::{self, ArrayPieces};
 use super::{limit, params};
 use crate::http::blocking;
 use crate::http::client_addr::ClientAddr;
@@ -20,7 +21,7 @@ use crate::http::error::ApiError;
 use crate::http::params::{parse_duration_ms, Params};
 use crate::http::router::AppState;
 use crate::labels::Labels;
-use crate::promql::{Annotations, QueryResult, QueryStats, Severity, Value};
+use crate::promql::{Annotations, InstantSample, QueryResult, QueryStats, RangeSeries, Severity, Value};
 
 /// What to evaluate.
 #[derive(Clone, Copy, Debug)]
@@ -114,7 +115,11 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
     let engine = crate::promql::Engine::new(opts);
     let slot = super::query_slot(&state, timeout).await?;
     let queued = received.elapsed();
-    let (limits, _cancel_on_drop) = blocking::read_limits(Some(engine.options().max_samples), timeout);
+    // Storage stops reading once the samples alone would exceed the memory budget, before the
+    // evaluator sees them.
+    let o = engine.options();
+    let max_read = o.max_samples.min(o.max_memory_bytes / std::mem::size_of::<crate::sample::Sample>());
+    let (limits, _cancel_on_drop) = blocking::read_limits(Some(max_read), timeout);
     let source = state.storage.querier(limits);
     let text = query.clone();
     let counted = stats.is_some();
@@ -207,74 +212,79 @@ fn write_labels(out: &mut String, labels: &Labels) {
     out.push('}');
 }
 
-fn write_annotations(out: &mut String, annotations: &Annotations) {
+fn annotations_json(annotations: &Annotations) -> String {
+    let mut out = String::new();
     for (key, severity) in [("warnings", Severity::Warning), ("infos", Severity::Info)] {
         let items: Vec<String> =
             annotations.iter().filter(|a| a.severity == severity).map(ToString::to_string).collect();
-        if !items.is_empty() {
-            let _ = write!(out, ",\"{key}\":{}", serde_json::Value::from(items));
-        }
+        out.push_str(&streamed::warnings_json(key, &items));
     }
+    out
 }
 
-/// The success envelope, written directly (results can be large); with Prometheus' stats object
-/// in `data` when asked (`(per-step counts wanted, time spent waiting for a query slot)`).
+/// The success envelope, written directly; vectors and matrices are streamed series by series
+/// as the client reads them (see [`streamed`]), each series dropped once written. Prometheus'
+/// stats object ends `data` when asked for (`(per-step counts wanted, time spent waiting for a
+/// query slot)`).
 fn render(result: QueryResult, limit: Option<usize>, stats: Option<(bool, Duration)>) -> Response {
+    let stats_json = match (stats, &result.stats) {
+        (Some((per_step, queued)), Some(measured)) => {
+            format!(",\"stats\":{}", stats_object(measured, per_step, queued))
+        }
+        _ => String::new(),
+    };
     let mut annotations = result.annotations;
-    let mut out = String::with_capacity(256);
-    let _ =
-        write!(out, "{{\"status\":\"success\",\"data\":{{\"resultType\":\"{}\",\"result\":", result.value.type_name());
+    let head =
+        format!("{{\"status\":\"success\",\"data\":{{\"resultType\":\"{}\",\"result\":", result.value.type_name());
     match result.value {
-        Value::Scalar { timestamp_ms, value } => write_point(&mut out, timestamp_ms, value),
+        Value::Scalar { timestamp_ms, value } => {
+            let mut out = head;
+            write_point(&mut out, timestamp_ms, value);
+            out.push_str(&stats_json);
+            out.push('}');
+            out.push_str(&annotations_json(&annotations));
+            out.push('}');
+            ([(header::CONTENT_TYPE, "application/json")], out).into_response()
+        }
         Value::String { timestamp_ms, value } => {
+            let mut out = head;
             out.push('[');
             write_ts(&mut out, timestamp_ms);
-            let _ = write!(out, ",{}]", serde_json::Value::from(value));
+            let _ = write!(out, ",{}]{stats_json}}}", serde_json::Value::from(value));
+            out.push_str(&annotations_json(&annotations));
+            out.push('}');
+            ([(header::CONTENT_TYPE, "application/json")], out).into_response()
         }
         Value::Vector(mut v) => {
             truncate(&mut v, limit, &mut annotations);
-            out.push('[');
-            for (i, s) in v.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
+            let tail = format!("]{stats_json}}}{}}}", annotations_json(&annotations));
+            let write = |out: &mut String, s: InstantSample| {
                 out.push_str("{\"metric\":");
-                write_labels(&mut out, &s.labels);
+                write_labels(out, &s.labels);
                 out.push_str(",\"value\":");
-                write_point(&mut out, s.timestamp_ms, s.value);
+                write_point(out, s.timestamp_ms, s.value);
                 out.push('}');
-            }
-            out.push(']');
+            };
+            streamed::json_response(ArrayPieces::new(head + "[", v, write, tail))
         }
         Value::Matrix(mut m) => {
             truncate(&mut m, limit, &mut annotations);
-            out.push('[');
-            for (i, s) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
+            let tail = format!("]{stats_json}}}{}}}", annotations_json(&annotations));
+            let write = |out: &mut String, s: RangeSeries| {
                 out.push_str("{\"metric\":");
-                write_labels(&mut out, &s.labels);
+                write_labels(out, &s.labels);
                 out.push_str(",\"values\":[");
                 for (j, p) in s.samples.iter().enumerate() {
                     if j > 0 {
                         out.push(',');
                     }
-                    write_point(&mut out, p.timestamp_ms, p.value);
+                    write_point(out, p.timestamp_ms, p.value);
                 }
                 out.push_str("]}");
-            }
-            out.push(']');
+            };
+            streamed::json_response(ArrayPieces::new(head + "[", m, write, tail))
         }
     }
-    if let (Some((per_step, queued)), Some(measured)) = (stats, &result.stats) {
-        out.push_str(",\"stats\":");
-        out.push_str(&stats_object(measured, per_step, queued).to_string());
-    }
-    out.push('}');
-    write_annotations(&mut out, &annotations);
-    out.push('}');
-    ([(header::CONTENT_TYPE, "application/json")], out).into_response()
 }
 
 /// Prometheus' stats object (`util/stats/query_stats.go`): timings in seconds and sample counts,

@@ -8,7 +8,8 @@ use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use super::{limit, params, success, time_range, union_over_selectors};
+use super::streamed::{self, ArrayPieces};
+use super::{limit, params, time_range, union_over_selectors};
 use crate::http::error::ApiError;
 use crate::http::router::AppState;
 use crate::labels::Labels;
@@ -33,8 +34,10 @@ pub async fn series(
     let (found, warnings) =
         union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, |q, m, a, b, n| q.series(m, a, b, n))
             .await?;
-    let data: Vec<Value> = found.iter().map(labels_json).collect();
-    Ok(success(Value::from(data), warnings))
+    // Streamed: each label set is written and dropped as the client reads.
+    let tail = format!("]{}}}", streamed::warnings_json("warnings", &warnings));
+    let write = |out: &mut String, labels: Labels| out.push_str(&labels_json(&labels).to_string());
+    Ok(streamed::json_response(ArrayPieces::new("{\"status\":\"success\",\"data\":[".into(), found, write, tail)))
 }
 
 /// A label set as a JSON object.

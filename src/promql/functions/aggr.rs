@@ -9,7 +9,7 @@ use promql_parser::parser::{AggregateExpr, LabelModifier};
 use super::stats::{format_float, kahan_sum, mean, quantile, variance, KahanSum, Mean};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::promql::error::{EvalError, Result};
-use crate::promql::eval::{Query, StepValues};
+use crate::promql::eval::{GrowingHold, Query, StepValues};
 use crate::promql::grid::PerSeries;
 use crate::promql::identity::IdentityCache;
 use crate::promql::value::{project, with_label, Elem, StepValue};
@@ -269,6 +269,7 @@ fn over_series(q: &Query, op: Aggr, a: &AggregateExpr, grouping: &Grouping, t: i
         // states[group][step], and the groups of each step in order of first appearance.
         let mut states: Vec<Vec<Option<Running>>> = Vec::new();
         let mut order: Vec<Vec<usize>> = vec![Vec::new(); steps];
+        let mut growing = GrowingHold::new(q, "aggregating");
         for series in q.series_of(input.selector()) {
             q.check_deadline()?;
             let key = grouping.key(&series.labels);
@@ -276,7 +277,9 @@ fn over_series(q: &Query, op: Aggr, a: &AggregateExpr, grouping: &Grouping, t: i
                 Some(&g) => g,
                 None => {
                     // Every group may hold a point per step: count them before allocating.
-                    q.check_samples(keys.len().saturating_add(1).saturating_mul(steps))?;
+                    let slots = keys.len().saturating_add(1).saturating_mul(steps);
+                    q.check_samples(slots)?;
+                    growing.add(steps.saturating_mul(std::mem::size_of::<Option<Running>>()))?;
                     by_key.insert(key.clone(), keys.len());
                     keys.push(key);
                     states.push(vec![None; steps]);
@@ -306,7 +309,7 @@ fn over_series(q: &Query, op: Aggr, a: &AggregateExpr, grouping: &Grouping, t: i
             .map(|(i, groups)| Some(groups.iter().filter_map(|&g| value(g, i)).collect()))
             .collect())
     };
-    q.rollup_cache(node, fill, |values| values.get_mut(k).and_then(Option::take))
+    q.rollup_cache(node, fill, k)
 }
 
 fn reduce(q: &Query, op: Aggr, groups: Vec<(Labels, Vec<Elem>)>, param: Option<f64>) -> Result<Vec<Elem>> {

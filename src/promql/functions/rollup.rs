@@ -5,7 +5,7 @@ use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr};
 
 use super::stats::{kahan_sum, linear_regression, mean, quantile, variance};
 use crate::promql::error::{EvalError, Result};
-use crate::promql::eval::{seek, Query};
+use crate::promql::eval::{grid_time, seek, Query};
 use crate::promql::grid::{self, PerSeries};
 use crate::promql::value::{Elem, StepValue};
 use crate::sample::Sample;
@@ -180,8 +180,8 @@ pub(crate) struct StepWindow {
 impl StepWindow {
     /// The window `(end - range, end]` at evaluation time `t`: `(start, end)`.
     pub(crate) fn bounds(&self, t: i64) -> (i64, i64) {
-        let end = self.pinned.unwrap_or(t) - self.offset;
-        (end - self.range, end)
+        let end = self.pinned.unwrap_or(t).saturating_sub(self.offset);
+        (end.saturating_sub(self.range), end)
     }
 }
 
@@ -202,7 +202,7 @@ fn windows(
     let (mut scanned, mut last_fall, mut prev) = (0usize, None::<usize>, f64::NEG_INFINITY);
     let (mut a, mut b) = (0, 0);
     for i in 0..steps {
-        let t = first + i as i64 * step;
+        let t = grid_time(first, step, i);
         let (start, end) = window.bounds(t);
         a = seek(samples, a, start);
         b = seek(samples, b.max(a), end);
