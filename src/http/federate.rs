@@ -19,9 +19,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 
-use super::body::read_decoded;
 use super::error::ApiError;
-use super::params::Params;
 use super::router::AppState;
 use crate::labels::{Labels, METRIC_NAME};
 use crate::sample::is_stale_marker;
@@ -49,12 +47,7 @@ pub async fn federate(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let form = if method == Method::POST {
-        Some(read_decoded(&headers, body, state.limits.max_request_bytes, None).await?)
-    } else {
-        None
-    };
-    let params = Params::parse(query.as_deref(), form.as_deref());
+    let params = super::api::params(&state, &method, query.as_deref(), &headers, body).await?;
     params.reject_unknown(&["match[]"])?;
     let selectors = params.selectors("match[]")?;
     let maxt = crate::storage::now_ms();

@@ -284,3 +284,13 @@ pub fn recent_ms() -> i64 {
     let now = chrono::Utc::now().timestamp_millis();
     now - now % 1000 - 3_600_000
 }
+
+/// A field of `/proc/<pid>/status` in KiB (0 when unreadable).
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}

@@ -10,16 +10,6 @@ use saltdb::http::{AppState, Limits, QueryConfig};
 
 use crate::common::*;
 
-/// A `/proc/<pid>/status` field in KiB.
-fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_write_flood_gets_429_with_bounded_memory_and_the_server_recovers() {
     const INFLIGHT_MIB: u64 = 48;

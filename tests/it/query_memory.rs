@@ -19,27 +19,17 @@ const SAMPLES: usize = 4_000;
 const T0_MS: i64 = 1_700_000_000_000;
 const SCRAPE_MS: i64 = 15_000;
 
-/// A field of `/proc/<pid>/status` in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// The peak RSS (KiB) of `pid` while `f` runs: `VmHWM` reset before (where the kernel allows)
 /// and sampled every 2 ms, whichever is higher.
 fn peak_rss_during<T>(pid: u32, f: impl FnOnce() -> T) -> (T, u64) {
     let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
     let stop = Arc::new(AtomicBool::new(false));
-    let peak = Arc::new(AtomicU64::new(status_kib(pid, "VmRSS:")));
+    let peak = Arc::new(AtomicU64::new(proc_status_kib(pid, "VmRSS:")));
     let monitor = {
         let (stop, peak) = (stop.clone(), peak.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                peak.fetch_max(status_kib(pid, "VmRSS:"), Ordering::Relaxed);
+                peak.fetch_max(proc_status_kib(pid, "VmRSS:"), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(2));
             }
         })
@@ -47,7 +37,7 @@ fn peak_rss_during<T>(pid: u32, f: impl FnOnce() -> T) -> (T, u64) {
     let out = f();
     stop.store(true, Ordering::Relaxed);
     monitor.join().unwrap();
-    let hwm = status_kib(pid, "VmHWM:");
+    let hwm = proc_status_kib(pid, "VmHWM:");
     // Only trust VmHWM when the reset worked (it is then no older than this call).
     let peak = peak.load(Ordering::Relaxed);
     (out, if hwm >= peak && hwm < peak + (256 << 10) { hwm } else { peak })
@@ -102,7 +92,7 @@ fn a_query_near_the_memory_budget_keeps_rss_within_it() {
     load(&base);
     // Warm up the query path, so the baseline includes its steady state.
     assert_eq!(query_range(&base, 3_600).0, 200);
-    let baseline = status_kib(pid, "VmRSS:");
+    let baseline = proc_status_kib(pid, "VmRSS:");
 
     // 2M loaded samples (32 MB) and 500 x 2,000 result points (16 MB): ~3/4 of the budget.
     let ((status, body), near) = peak_rss_during(pid, || query_range(&base, 30));
