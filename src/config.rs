@@ -149,6 +149,11 @@ pub struct ServeArgs {
     /// request head; then it is closed.
     #[arg(long, default_value = "1m", value_parser = parse_positive_duration)]
     pub idle_timeout: i64,
+    /// Longest a request's body may take to arrive completely, counted from its head; a slower
+    /// body gets a 408 and its connection is closed. The default is Prometheus'
+    /// --web.read-timeout.
+    #[arg(long, default_value = "5m", value_parser = parse_positive_duration)]
+    pub body_read_timeout: i64,
     /// Most labels one series may carry.
     #[arg(long, default_value_t = 128)]
     pub max_labels_per_series: usize,
@@ -397,6 +402,7 @@ impl ServeArgs {
                 max_connections: self.max_connections as usize,
                 header_read_timeout: std::time::Duration::from_millis(self.header_read_timeout.unsigned_abs()),
                 idle_timeout: std::time::Duration::from_millis(self.idle_timeout.unsigned_abs()),
+                body_read_timeout: std::time::Duration::from_millis(self.body_read_timeout.unsigned_abs()),
             },
             query: QueryConfig {
                 engine: EngineOptions {

@@ -19,6 +19,9 @@
 //! | `saltdb_metadata_families` | gauge | |
 //! | `saltdb_fjall_write_buffer_bytes`, `saltdb_fjall_outstanding_flushes`, `saltdb_fjall_active_compactions`, `saltdb_fjall_journal_files`, `saltdb_fjall_journal_bytes` | gauge | |
 //! | `saltdb_fjall_compactions_completed_total`, `saltdb_fjall_compaction_seconds_total` | counter | |
+//! | `saltdb_http_connections_open` | gauge | |
+//! | `saltdb_http_connections_accepted_total` | counter | |
+//! | `saltdb_http_connections_closed_early_total` (closed by the server before their first request head) | counter | `reason` (`header_timeout`, `evicted`, `tls_handshake`) |
 //! | `process_*` (RSS, CPU, open fds, threads, start time) | from the `prometheus` crate | |
 //!
 //! Protocol label values: [`Protocol::label`]. The ingest series of every protocol and the
@@ -29,6 +32,81 @@ use crate::storage::EngineStats;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+/// Why the server closed a connection before its first complete request head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EarlyClose {
+    /// It did not complete its head within `--header-read-timeout`.
+    HeaderTimeout,
+    /// Every slot was taken and it was the oldest pending connection.
+    Evicted,
+    /// Its TLS handshake failed or timed out.
+    TlsHandshake,
+}
+
+impl EarlyClose {
+    const ALL: [Self; 3] = [Self::HeaderTimeout, Self::Evicted, Self::TlsHandshake];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::HeaderTimeout => "header_timeout",
+            Self::Evicted => "evicted",
+            Self::TlsHandshake => "tls_handshake",
+        }
+    }
+}
+
+/// Open connections and why some were closed early; clones share the registered metrics.
+#[derive(Clone, Debug)]
+pub struct ConnectionMetrics {
+    open: IntGauge,
+    accepted: IntCounter,
+    closed_early: IntCounterVec,
+}
+
+impl ConnectionMetrics {
+    fn register(r: &Registry) -> Self {
+        let m = Self {
+            open: gauge(r, "saltdb_http_connections_open", "HTTP connections open now."),
+            accepted: register(
+                r,
+                IntCounter::new("saltdb_http_connections_accepted_total", "HTTP connections accepted since start.")
+                    .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            closed_early: counter_vec(
+                r,
+                "saltdb_http_connections_closed_early_total",
+                "Connections the server closed before their first complete request head, by reason.",
+                &["reason"],
+            ),
+        };
+        for reason in EarlyClose::ALL {
+            m.closed_early.with_label_values(&[reason.label()]);
+        }
+        m
+    }
+
+    /// Unregistered figures (a server built without metrics, tests).
+    pub fn detached() -> Self {
+        Self::register(&Registry::new())
+    }
+
+    /// A connection was accepted; it counts as open until [`Self::closed`].
+    pub fn accepted(&self) {
+        self.accepted.inc();
+        self.open.inc();
+    }
+
+    /// A connection ended.
+    pub fn closed(&self) {
+        self.open.dec();
+    }
+
+    /// A connection is being closed early, for `reason`.
+    pub fn closed_early(&self, reason: EarlyClose) {
+        self.closed_early.with_label_values(&[reason.label()]).inc();
+    }
+}
 
 /// The ingest protocols counted separately.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +178,7 @@ pub struct Metrics {
     fjall_journal_bytes: IntGauge,
     fjall_compactions: IntCounter,
     fjall_compaction_seconds: prometheus::Counter,
+    connections: ConnectionMetrics,
     /// Serialises scrapes so counters mirrored from storage move monotonically.
     refresh: std::sync::Mutex<()>,
 }
@@ -251,11 +330,17 @@ impl Metrics {
                 prometheus::Counter::new("saltdb_fjall_compaction_seconds_total", "Time spent compacting since start.")
                     .unwrap_or_else(|e| panic!("BUG: {e}")),
             ),
+            connections: ConnectionMetrics::register(&r),
             refresh: std::sync::Mutex::new(()),
             registry: r,
         };
         m.initialise_known_series();
         m
+    }
+
+    /// The figures the accept loop keeps (shares the registered metrics).
+    pub fn connections(&self) -> ConnectionMetrics {
+        self.connections.clone()
     }
 
     /// Creates, at 0, the ingest and rejection series known in advance (Prometheus'

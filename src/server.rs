@@ -137,8 +137,10 @@ impl Server {
         let maintenance = spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());
         // Each connection's remote address reaches handlers (the slow-query log names it), as
         // `ConnectInfo<ClientAddr>` (see `connections.rs`).
+        let connection_metrics = state.metrics.connections();
         let app = router(Arc::new(state));
-        let task = tokio::spawn(connections::serve(listener, acceptor, app, config.connections, stopped));
+        let task =
+            tokio::spawn(connections::serve(listener, acceptor, app, config.connections, connection_metrics, stopped));
         Ok(Self { addr, storage, stop, task, maintenance })
     }
 

@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 
 use super::admission::Ticket;
+use super::body_deadline;
 use super::error::ApiError;
 
 /// Reads the whole body, failing with 413 when it exceeds `limit` bytes.
@@ -17,7 +18,8 @@ use super::error::ApiError;
 /// declared larger than that is refused at once.
 ///
 /// # Errors
-/// [`ApiError::TooLarge`], or [`ApiError::BadData`] if the client aborts mid-body.
+/// [`ApiError::TooLarge`], [`ApiError::BodyTimeout`] past `--body-read-timeout`, or
+/// [`ApiError::BadData`] if the client aborts mid-body.
 pub async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
     read_admitted(headers, body, limit, None).await
 }
@@ -56,7 +58,10 @@ pub async fn read_admitted(
     let mut buf = BytesMut::with_capacity(if refused.is_none() { reserved } else { 0 });
     let mut seen: u64 = 0;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| ApiError::BadData(format!("reading request body: {e}")))?;
+        let frame = frame.map_err(|e| match body_deadline::timed_out(&e) {
+            Some(t) => ApiError::BodyTimeout(t.to_string()),
+            None => ApiError::BadData(format!("reading request body: {e}")),
+        })?;
         let Ok(data) = frame.into_data() else { continue };
         seen += data.len() as u64;
         if seen > drain_cap {

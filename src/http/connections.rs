@@ -10,7 +10,8 @@
 //! - a new connection must complete its first request head (TLS handshake included) within
 //!   `header_read_timeout`;
 //! - a kept-alive connection must complete its next request head within `idle_timeout` of the
-//!   previous response (hyper's header-read timer, which starts when hyper waits for a head).
+//!   previous response (hyper's header-read timer, which starts when hyper waits for a head);
+//! - a request's body must arrive within `body_read_timeout` of its head (`body_deadline.rs`).
 //!
 //! Stopping closes the listener, lets in-flight requests finish (hyper's graceful shutdown
 //! closes idle connections at once) and returns when every connection has ended.
@@ -32,9 +33,12 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 
+use super::body_deadline::TimedBody;
+use crate::metrics::{ConnectionMetrics, EarlyClose};
 use super::client_addr::ClientAddr;
 
-/// Bounds on open connections (`--max-connections`, `--header-read-timeout`, `--idle-timeout`).
+/// Bounds on open connections (`--max-connections`, `--header-read-timeout`, `--idle-timeout`,
+/// `--body-read-timeout`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// Most connections open at once.
@@ -43,6 +47,8 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     /// Longest a kept-alive connection may wait for its next complete request head.
     pub idle_timeout: Duration,
+    /// Longest a request's body may take to arrive, from its head (see `body_deadline.rs`).
+    pub body_read_timeout: Duration,
 }
 
 /// Default `--max-connections`: Prometheus' `--web.max-connections`.
@@ -54,6 +60,8 @@ impl Default for ConnectionLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            // Prometheus' --web.read-timeout.
+            body_read_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -147,6 +155,7 @@ impl Slots {
 struct Context {
     router: Router,
     limits: ConnectionLimits,
+    metrics: ConnectionMetrics,
     tls: Option<TlsAcceptor>,
     stop: watch::Receiver<bool>,
 }
@@ -161,11 +170,12 @@ pub async fn serve(
     tls: Option<TlsAcceptor>,
     router: Router,
     limits: ConnectionLimits,
+    metrics: ConnectionMetrics,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let slots = Slots::new(limits.max_connections);
     let mut stopping = stop.clone();
-    let context = Context { router, limits, tls, stop };
+    let context = Context { router, limits, metrics, tls, stop };
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -191,27 +201,36 @@ pub async fn serve(
     Ok(())
 }
 
-/// One connection from accept to close; holds its slot (`_permit`) throughout.
-async fn run(
-    stream: TcpStream,
-    peer: ClientAddr,
-    standing: Arc<Standing>,
-    mut cx: Context,
-    _permit: OwnedSemaphorePermit,
-) {
+/// One connection from accept to close; holds its slot (`_permit`) throughout and counts as
+/// open in the metrics meanwhile.
+async fn run(stream: TcpStream, peer: ClientAddr, standing: Arc<Standing>, cx: Context, _permit: OwnedSemaphorePermit) {
+    let metrics = cx.metrics.clone();
+    metrics.accepted();
+    serve_connection(stream, peer, standing, cx).await;
+    metrics.closed();
+}
+
+/// The TLS handshake when configured, then HTTP.
+async fn serve_connection(stream: TcpStream, peer: ClientAddr, standing: Arc<Standing>, mut cx: Context) {
     let first_head_by = Instant::now() + cx.limits.header_read_timeout;
     let Some(acceptor) = cx.tls.clone() else {
         return serve_http(stream, peer, &standing, cx, first_head_by).await;
     };
     let handshake = tokio::select! {
         tls = tokio::time::timeout_at(first_head_by, acceptor.accept(stream)) => tls,
-        () = standing.evict.notified() => return,
+        () = standing.evict.notified() => return cx.metrics.closed_early(EarlyClose::Evicted),
         _ = cx.stop.wait_for(|&s| s) => return,
     };
     match handshake {
         Ok(Ok(tls)) => serve_http(tls, peer, &standing, cx, first_head_by).await,
-        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-        Err(_) => tracing::debug!("TLS handshake timed out"),
+        Ok(Err(e)) => {
+            cx.metrics.closed_early(EarlyClose::TlsHandshake);
+            tracing::debug!(error = %e, "TLS handshake failed");
+        }
+        Err(_) => {
+            cx.metrics.closed_early(EarlyClose::TlsHandshake);
+            tracing::debug!("TLS handshake timed out");
+        }
     }
 }
 
@@ -222,11 +241,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let router = cx.router.clone();
+    let body_limit = cx.limits.body_read_timeout;
     let seen = Arc::clone(standing);
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         seen.served.store(true, Ordering::Release);
         let mut router = router.clone();
-        let mut req = req.map(axum::body::Body::new);
+        let mut req = req.map(|body| axum::body::Body::new(TimedBody::new(body, body_limit)));
         req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
         async move { Ok::<_, Infallible>(router.call(req).await.unwrap_or_else(|e| match e {})) }
     });
@@ -247,6 +267,7 @@ where
             }
             () = &mut first_head, if watching_first_head => {
                 if standing.is_pending() {
+                    cx.metrics.closed_early(EarlyClose::HeaderTimeout);
                     tracing::debug!("no complete request head within the header read timeout; closing");
                     return;
                 }
@@ -254,6 +275,7 @@ where
             }
             () = standing.evict.notified() => {
                 if standing.is_pending() {
+                    cx.metrics.closed_early(EarlyClose::Evicted);
                     tracing::debug!("closing a pending connection to make room for a new one");
                     return;
                 }

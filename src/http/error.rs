@@ -31,6 +31,9 @@ pub enum ApiError {
     /// Too much load right now; retry later (429 with `Retry-After`).
     #[error("{0}")]
     Overloaded(String),
+    /// The request body did not arrive in time (408, `timeout`); the connection is closed.
+    #[error("{0}")]
+    BodyTimeout(String),
     /// Query ran out of time (503, `timeout`).
     #[error("{0}")]
     Timeout(String),
@@ -61,6 +64,7 @@ impl ApiError {
             Self::Execution(_) => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),
             Self::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "unavailable"),
             Self::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
+            Self::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "timeout"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "unavailable"),
             Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "bad_data"),
@@ -103,6 +107,10 @@ impl IntoResponse for ApiError {
         let mut resp = (status, axum::Json(body)).into_response();
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still be on its way: the connection cannot be reused.
+            resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         resp
     }

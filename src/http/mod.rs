@@ -7,6 +7,7 @@ pub mod admission;
 pub mod api;
 pub mod blocking;
 pub mod body;
+pub mod body_deadline;
 pub mod client_addr;
 pub mod connections;
 pub mod error;

@@ -2,7 +2,8 @@
 //! cannot hold more than `--max-connections` file descriptors of the server, normal queries and
 //! writes keep being served during the flood, and the server closes every held connection
 //! (`--header-read-timeout`); a kept-alive connection left idle is closed after
-//! `--idle-timeout`.
+//! `--idle-timeout`; a request body that stalls gets a 408 (`--body-read-timeout`) and frees its
+//! write slot.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -172,4 +173,59 @@ fn slow_clients_do_not_hold_up_a_graceful_shutdown() {
     bin.terminate();
     assert!(started.elapsed() < Duration::from_secs(10), "shutdown took {:?}", started.elapsed());
     assert!(held.iter().all(|s| closed_by_server(s, Duration::from_secs(1))), "a slow connection outlived the server");
+}
+
+/// Reads what the server sends on `s` until it closes the connection (or `wait` passes).
+fn read_until_closed(s: &mut TcpStream, wait: Duration) -> String {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The value of one sample line of `/metrics` (`name{labels}` exactly as rendered).
+fn metric(base: &str, series: &str) -> Option<f64> {
+    let text = reqwest::blocking::get(format!("{base}/metrics")).ok()?.text().ok()?;
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[test]
+fn a_body_that_stalls_gets_a_408_and_frees_its_write_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Binary::spawn(
+        dir.path(),
+        &["--retention", "0", "--body-read-timeout", "2s", "--header-read-timeout", "1s", "--max-concurrent-writes", "2"],
+    );
+    let base = format!("http://{}", bin.addr);
+    // Every write slot is taken by a client that declares a body and then sends only a part of it.
+    let started = Instant::now();
+    let mut stalled: Vec<TcpStream> = (0..2)
+        .map(|i| {
+            let mut s = TcpStream::connect(bin.addr).unwrap();
+            let head = format!("POST /api/v1/import HTTP/1.1\r\nHost: stall{i}\r\nContent-Length: 1000\r\n\r\n");
+            s.write_all(head.as_bytes()).unwrap();
+            s.write_all(br#"{"metric":{"__name__":"stalled"},"#).unwrap();
+            s
+        })
+        .collect();
+    // A connection that never finishes its head, for the early-close count.
+    let slow = slow_connection(bin.addr).unwrap();
+    for s in &mut stalled {
+        let answer = read_until_closed(s, Duration::from_secs(8));
+        assert!(answer.starts_with("HTTP/1.1 408"), "a stalled body was answered {answer:?}");
+        assert!(answer.contains("--body-read-timeout"), "the 408 does not name the flag: {answer}");
+    }
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(1_900) && waited < Duration::from_secs(8), "answered after {waited:?}");
+    assert!(closed_by_server(&slow, Duration::from_secs(3)), "the slow head is still open");
+    // The write slots are free again and nothing of the stalled bodies was written.
+    normal_round(&base, 7).expect("a write and a query after the stalled bodies");
+    let export = reqwest::blocking::get(format!("{base}/api/v1/export?match[]=stalled")).unwrap().text().unwrap();
+    assert_eq!(export.trim(), "", "a stalled body wrote samples");
+    assert_eq!(metric(&base, r#"saltdb_http_connections_closed_early_total{reason="header_timeout"}"#), Some(1.0));
+    let accepted = metric(&base, "saltdb_http_connections_accepted_total").unwrap_or(0.0);
+    assert!(accepted >= 4.0, "accepted connections: {accepted}");
+    let open = metric(&base, "saltdb_http_connections_open").unwrap_or(-1.0);
+    assert!((1.0..=3.0).contains(&open), "open connections during a scrape: {open}");
+    bin.terminate();
 }
