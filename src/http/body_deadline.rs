@@ -109,9 +109,7 @@ mod tests {
     }
 
     /// A receiver as a stream (without pulling in tokio-stream).
-    fn tokio_stream_from<T>(
-        mut rx: tokio::sync::mpsc::Receiver<T>,
-    ) -> impl futures_util::Stream<Item = T> + Unpin {
+    fn tokio_stream_from<T>(mut rx: tokio::sync::mpsc::Receiver<T>) -> impl futures_util::Stream<Item = T> + Unpin {
         Box::pin(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)))
     }
 }

@@ -34,8 +34,8 @@ use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 
 use super::body_deadline::TimedBody;
-use crate::metrics::{ConnectionMetrics, EarlyClose};
 use super::client_addr::ClientAddr;
+use crate::metrics::{ConnectionMetrics, EarlyClose};
 
 /// Bounds on open connections (`--max-connections`, `--header-read-timeout`, `--idle-timeout`,
 /// `--body-read-timeout`).

@@ -4,7 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -51,6 +51,9 @@ pub(crate) struct Query<'o> {
     /// shared by the forks that evaluate parts of a range query in parallel.
     data: Arc<HashMap<usize, Vec<SeriesSamples>>>,
     deadline: Instant,
+    /// Set when the request is abandoned (the client went away): the querier's flag, taken by
+    /// [`Query::preload`].
+    cancel: Option<Arc<AtomicBool>>,
     loaded: Cell<usize>,
     /// Bytes held by this query and its forks (loaded series, caches), against
     /// `max_memory_bytes`; see `footprint.rs`.
@@ -129,6 +132,7 @@ impl<'o> Query<'o> {
             interval,
             data: Arc::new(HashMap::new()),
             deadline: deadline_after(opts.timeout),
+            cancel: None,
             loaded: Cell::new(0),
             held: Arc::new(AtomicUsize::new(0)),
             annotations: RefCell::new(Annotations::new()),
@@ -168,6 +172,7 @@ impl<'o> Query<'o> {
             interval: self.interval,
             data: Arc::clone(&self.data),
             deadline: self.deadline,
+            cancel: self.cancel.clone(),
             loaded: Cell::new(self.loaded.get()),
             held: Arc::clone(&self.held),
             annotations: RefCell::new(Annotations::new()),
@@ -194,9 +199,13 @@ impl<'o> Query<'o> {
         self.annotations.borrow_mut().info(msg);
     }
 
+    /// Fails once the query is past its deadline or its request was abandoned.
     pub fn check_deadline(&self) -> Result<()> {
         if Instant::now() > self.deadline {
             return Err(EvalError::Timeout("query evaluation"));
+        }
+        if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(EvalError::Storage(crate::storage::StorageError::Cancelled));
         }
         Ok(())
     }
@@ -261,6 +270,7 @@ impl<'o> Query<'o> {
 
     /// Loads, once, the series every selector of `expr` needs over the whole query.
     pub fn preload(&mut self, src: &dyn Querier, expr: &Expr) -> Result<()> {
+        self.cancel = src.cancellation();
         let mut plan = Vec::new();
         self.plan(expr, self.start, self.end, self.interval > 0, &mut plan);
         let steps = if self.interval > 0 {

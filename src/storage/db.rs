@@ -651,6 +651,10 @@ pub struct StorageQuerier {
 }
 
 impl Querier for StorageQuerier {
+    fn cancellation(&self) -> Option<Arc<std::sync::atomic::AtomicBool>> {
+        self.limits.cancel.clone()
+    }
+
     fn select(
         &self,
         matchers: &[Matcher],

@@ -95,6 +95,12 @@ impl SampleBudget {
 /// are those with data in the time windows the range overlaps (the index's granularity, as
 /// Prometheus answers per block and VictoriaMetrics per day).
 pub trait Querier: Send + Sync {
+    /// The flag that is set when this querier's request is abandoned, so that work done
+    /// outside the querier (evaluating what it returned) stops too; `None` when it cannot be.
+    fn cancellation(&self) -> Option<Arc<AtomicBool>> {
+        None
+    }
+
     /// Every series matching all `matchers` with at least one sample in `[start_ms, end_ms]`,
     /// with exactly the samples in that range, ascending by timestamp; the order of the series
     /// is unspecified. `map`, when given, is applied to each series on the thread that read it,

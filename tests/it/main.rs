@@ -3,6 +3,7 @@
 
 mod common;
 
+mod abandoned_query;
 mod bad_input;
 mod browser;
 mod clean_close;

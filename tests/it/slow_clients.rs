@@ -194,7 +194,16 @@ fn a_body_that_stalls_gets_a_408_and_frees_its_write_slot() {
     let dir = tempfile::tempdir().unwrap();
     let bin = Binary::spawn(
         dir.path(),
-        &["--retention", "0", "--body-read-timeout", "2s", "--header-read-timeout", "1s", "--max-concurrent-writes", "2"],
+        &[
+            "--retention",
+            "0",
+            "--body-read-timeout",
+            "2s",
+            "--header-read-timeout",
+            "1s",
+            "--max-concurrent-writes",
+            "2",
+        ],
     );
     let base = format!("http://{}", bin.addr);
     // Every write slot is taken by a client that declares a body and then sends only a part of it.
