@@ -10,9 +10,7 @@ use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use serde_json::{Map, Number, Value};
 
-use super::body::read_decoded;
 use super::error::ApiError;
-use super::params::Params;
 use super::router::AppState;
 use crate::sample::{is_stale_marker, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 use crate::storage::Querier;
@@ -55,12 +53,7 @@ pub async fn export(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let form = if method == Method::POST {
-        Some(read_decoded(&headers, body, state.limits.max_request_bytes, None).await?)
-    } else {
-        None
-    };
-    let params = Params::parse(query.as_deref(), form.as_deref());
+    let params = super::api::params(&state, &method, query.as_deref(), &headers, body).await?;
     params.reject_unknown(&["match[]", "start", "end"])?;
     let selectors = params.selectors("match[]")?;
     if selectors.is_empty() {

@@ -299,6 +299,7 @@ fn cases(t0: i64) -> Vec<Case> {
         send("query empty POST", "POST", "/api/v1/query", &[FORM], vec![], 400, "missing parameter \"query\""),
         send("query JSON body", "POST", "/api/v1/query", &[("Content-Type", "application/json")], br#"{"query":"up"}"#.to_vec(), 415, "application/x-www-form-urlencoded"),
         send("query brotli body", "POST", "/api/v1/query", &[FORM, ("Content-Encoding", "br")], b"query=up".to_vec(), 415, "Content-Encoding"),
+        send("export JSON body", "POST", "/api/v1/export", &[("Content-Type", "application/json")], br#"{"match[]":"up"}"#.to_vec(), 415, "application/x-www-form-urlencoded"),
         send("query gzip bomb", "POST", "/api/v1/query", &[FORM, ("Content-Encoding", "gzip")], gzip_bomb, 413, "larger than the limit"),
         send("query form over the limit", "POST", "/api/v1/query", &[FORM], too_big, 413, "larger than the limit"),
         send("query DELETE", "DELETE", "/api/v1/query", &[], vec![], 405, "method DELETE is not allowed"),
