@@ -66,12 +66,15 @@ impl PostingsBuilder {
 }
 
 /// The value of a postings block holding `ids` (ascending, distinct, not empty): the deltas
-/// of `ids[1..]`, each from the id before it, as varints.
+/// of `ids[1..]`, each from the id before it, as varints. Every caller builds `ids` sorted
+/// (the builder sorts and dedups; removal and reseal filter decoded blocks, which keeps them
+/// ascending); [`decode_block`] refuses the zero or wrapped delta an unsorted list would give.
 pub fn encode_block(ids: &[SeriesId], dst: &mut Vec<u8>) {
     dst.clear();
     for pair in ids.windows(2) {
         if let [a, b] = pair {
-            crate::varint::put(dst, b - a);
+            debug_assert!(a < b, "BUG: postings block ids not ascending: {a} then {b}");
+            crate::varint::put(dst, b.wrapping_sub(*a));
         }
     }
 }
