@@ -1,6 +1,7 @@
 // The range-query graph, hand-written SVG: one line per series (gaps where samples are
-// missing), time and value axes, a legend whose entries toggle their line, a hover readout of
-// the values nearest the pointer, and drag-to-zoom (select a time span to query it).
+// missing), time and value axes, a legend whose entries toggle their line, a readout of the
+// values nearest the pointer (or the keyboard cursor: focus the plot, then arrows, Page Up/Down,
+// Home/End, Escape), and drag-to-zoom (select a time span to query it).
 import { h } from './dom.js';
 import { seriesName, utc } from './format.js';
 
@@ -84,7 +85,7 @@ export function graph(result, { startMs, endMs, stepMs, onZoom }) {
       width,
       height: HEIGHT,
       viewBox: `0 0 ${width} ${HEIGHT}`,
-      role: 'img',
+      role: 'group',
       'aria-label': `Graph of ${series.length} series from ${utc(startMs)} to ${utc(endMs)} UTC`,
     });
     for (const v of yTicks) {
@@ -112,8 +113,46 @@ export function graph(result, { startMs, endMs, stepMs, onZoom }) {
     }
     const cursor = h('svg:line', { class: 'cursor', y1: PAD.top, y2: HEIGHT - PAD.bottom, visibility: 'hidden' });
     const selection = h('svg:rect', { class: 'selection', y: PAD.top, height: HEIGHT - PAD.top - PAD.bottom, visibility: 'hidden' });
-    const overlay = h('svg:rect', { class: 'overlay', x: PAD.left, y: PAD.top, width: width - PAD.left - PAD.right, height: HEIGHT - PAD.top - PAD.bottom });
+    const overlay = h('svg:rect', {
+      class: 'overlay',
+      x: PAD.left,
+      y: PAD.top,
+      width: width - PAD.left - PAD.right,
+      height: HEIGHT - PAD.top - PAD.bottom,
+      tabindex: '0',
+      role: 'slider',
+      'aria-label': 'Time cursor: arrows move one step, Page Up and Page Down ten, Home and End to the ends',
+      'aria-valuemin': startMs,
+      'aria-valuemax': endMs,
+    });
     svg.append(cursor, selection, overlay);
+    const hideCursor = () => {
+      cursor.setAttribute('visibility', 'hidden');
+      readout.hidden = true;
+    };
+    // The keyboard cursor: a time on the step grid, shown like the pointer's.
+    let keyMs = null;
+    const placeAt = (t) => {
+      keyMs = Math.min(Math.max(t, startMs), endMs);
+      const px = x(keyMs);
+      cursor.setAttribute('x1', px);
+      cursor.setAttribute('x2', px);
+      cursor.setAttribute('visibility', 'visible');
+      showReadout(keyMs, px, width);
+      overlay.setAttribute('aria-valuenow', keyMs);
+      overlay.setAttribute('aria-valuetext', `${utc(keyMs)} UTC`);
+    };
+    overlay.addEventListener('focus', () => placeAt(keyMs ?? endMs));
+    overlay.addEventListener('blur', hideCursor);
+    overlay.addEventListener('keydown', (e) => {
+      const moves = { ArrowLeft: -1, ArrowDown: -1, ArrowRight: 1, ArrowUp: 1, PageUp: -10, PageDown: 10 };
+      if (e.key in moves) placeAt((keyMs ?? endMs) + moves[e.key] * stepMs);
+      else if (e.key === 'Home') placeAt(startMs);
+      else if (e.key === 'End') placeAt(endMs);
+      else if (e.key === 'Escape') hideCursor();
+      else return;
+      e.preventDefault();
+    });
     const timeAt = (px) => startMs + ((px - PAD.left) / (width - PAD.left - PAD.right)) * (endMs - startMs);
     const localX = (e) => e.clientX - svg.getBoundingClientRect().left;
     let dragFrom = null;

@@ -294,6 +294,27 @@ fn web_ui_in_a_real_browser() {
         })
         .await;
         assert_eq!(readout.matches(TOP_METRIC).count(), 5, "{readout}");
+        // The same readout from the keyboard: focus the plot, End jumps to the newest step and
+        // an arrow moves one step back.
+        overlay.send_keys(&Key::End.to_string()).await.unwrap();
+        let newest = overlay.attr("aria-valuemax").await.unwrap();
+        let (at_end, end_text) = eventually("the keyboard cursor at the end", || async {
+            let now = overlay.attr("aria-valuenow").await.ok()??;
+            let t = texts(&c, ".readout").await.join("\n");
+            (Some(&now) == newest.as_ref() && t.contains(TOP_METRIC)).then_some((now, t))
+        })
+        .await;
+        overlay.send_keys(&Key::Left.to_string()).await.unwrap();
+        let (back, back_text) = eventually("the keyboard cursor one step back", || async {
+            let now = overlay.attr("aria-valuenow").await.ok()??;
+            let t = texts(&c, ".readout").await.join("\n");
+            (now != at_end).then_some((now, t))
+        })
+        .await;
+        let (end_ms, back_ms): (f64, f64) = (at_end.parse().unwrap(), back.parse().unwrap());
+        assert!(back_ms < end_ms, "the left arrow moved the cursor from {end_ms} to {back_ms}");
+        assert_ne!(end_text, back_text, "the readout did not follow the keyboard cursor");
+        assert_eq!(back_text.matches(TOP_METRIC).count(), 5, "{back_text}");
         screenshot(&c, "query-graph").await;
         // Drag over a part of the graph: the range shrinks to it.
         let before = c.current_url().await.unwrap().to_string();
