@@ -91,12 +91,28 @@ export function queryPage(main) {
   const showTab = () => {
     tabTable.setAttribute('aria-selected', String(state.tab === 'table'));
     tabGraph.setAttribute('aria-selected', String(state.tab === 'graph'));
+    // Roving focus (WAI-ARIA tabs): only the selected tab is in the Tab order.
+    tabTable.tabIndex = state.tab === 'table' ? 0 : -1;
+    tabGraph.tabIndex = state.tab === 'graph' ? 0 : -1;
     rangeParts.hidden = state.tab === 'table';
     stepField.hidden = state.tab === 'table';
     endText.textContent = state.tab === 'table' ? 'Evaluation time (UTC)' : 'End (UTC)';
   };
   tabTable.addEventListener('click', () => { state.tab = 'table'; showTab(); run(true); });
   tabGraph.addEventListener('click', () => { state.tab = 'graph'; showTab(); run(true); });
+  // Arrow keys, Home and End move between the tabs and select the one they reach.
+  for (const tab of [tabTable, tabGraph]) {
+    tab.addEventListener('keydown', (e) => {
+      const order = [tabTable, tabGraph];
+      const i = order.indexOf(tab);
+      const next = { ArrowLeft: i - 1, ArrowRight: i + 1, Home: 0, End: order.length - 1 }[e.key];
+      if (next === undefined) return;
+      e.preventDefault();
+      const target = order[(next + order.length) % order.length];
+      target.focus();
+      target.click();
+    });
+  }
   execute.addEventListener('click', () => run(true));
   for (const input of [rangeInput, endInput, stepInput]) {
     input.addEventListener('keydown', (e) => { if (e.key === 'Enter') run(true); });

@@ -261,8 +261,12 @@ fn web_ui_in_a_real_browser() {
         screenshot(&c, "query-table").await;
         failures.extend(console_errors(&c).await.into_iter().map(|e| format!("query table: {e}")));
 
-        // Graph: one line per series, the legend naming each.
-        c.find(Locator::Css("#tab-graph")).await.unwrap().click().await.unwrap();
+        // Graph, reached from the keyboard (arrow keys move between the tabs): one line per
+        // series, the legend naming each.
+        c.find(Locator::Css("#tab-table")).await.unwrap().send_keys(&Key::Right.to_string()).await.unwrap();
+        let graph_tab = c.find(Locator::Css("#tab-graph")).await.unwrap();
+        assert_eq!(graph_tab.attr("aria-selected").await.unwrap().as_deref(), Some("true"), "the right arrow selects the graph tab");
+        assert_eq!(graph_tab.attr("tabindex").await.unwrap().as_deref(), Some("0"), "the selected tab is in the Tab order");
         // (name, points) of every line, read in one go (a redraw replaces the elements).
         let lines = eventually("five lines", || async {
             let mut out = Vec::new();
