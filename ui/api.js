@@ -1,5 +1,7 @@
 // The saltdb/Prometheus HTTP API as the pages use it: GET with repeated parameters, the
-// {"status","data","warnings"} envelope unwrapped, failures turned into ApiError.
+// {"status","data","warnings"} envelope unwrapped, failures turned into ApiError; a 401 asks
+// for read credentials (credentials.js) and retries.
+import { askCredentials, authorization, forgetCredentials } from './credentials.js';
 
 export class ApiError extends Error {
   constructor(status, type, message) {
@@ -18,11 +20,13 @@ export async function api(path, params = {}) {
       if (one !== undefined && one !== null && one !== '') url.searchParams.append(k, String(one));
     }
   }
-  let resp;
-  try {
-    resp = await fetch(url, { headers: { Accept: 'application/json' } });
-  } catch (e) {
-    throw new ApiError(0, 'network', `cannot reach saltdb: ${e.message}`);
+  let resp = await send(url);
+  // Refused credentials are dropped and asked for again (a few times, then the 401 shows).
+  for (let tries = 0; resp.status === 401 && tries < 3; tries++) {
+    const refusal = await resp.json().catch(() => ({}));
+    forgetCredentials();
+    await askCredentials(refusal.error || 'saltdb needs read credentials.');
+    resp = await send(url);
   }
   let body;
   try {
@@ -34,6 +38,17 @@ export async function api(path, params = {}) {
     throw new ApiError(resp.status, body.errorType || 'unknown', body.error || `HTTP ${resp.status}`);
   }
   return { data: body.data, warnings: body.warnings || [], infos: body.infos || [] };
+}
+
+async function send(url) {
+  const headers = { Accept: 'application/json' };
+  const auth = authorization();
+  if (auth) headers.Authorization = auth;
+  try {
+    return await fetch(url, { headers });
+  } catch (e) {
+    throw new ApiError(0, 'network', `cannot reach saltdb: ${e.message}`);
+  }
 }
 
 // Memoizes GETs whose answers change slowly (metric and label names for autocomplete).

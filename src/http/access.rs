@@ -6,6 +6,7 @@
 //! | `/api/v1/write`, `/api/v1/import`, `/api/v1/admin/*` | write credentials, if any are set |
 //! | `/metrics` | read credentials if `--metrics-auth read`, else nothing |
 //! | `/-/healthy`, `/-/ready` | read credentials if `--health-auth read`, else nothing |
+//! | the web UI's pages (`/`, `/graph`, ...) and `/ui/<file>` | nothing: they hold no data; the API requests they make need the read credentials |
 //! | everything else (queries, series, labels, export, remote read, status, unknown paths) | read credentials, if any are set |
 //!
 //! Invariants: secrets are compared in constant time (both sides hashed with SHA-256 first, so
@@ -228,6 +229,9 @@ pub struct AccessPolicy {
 /// The path classes of the table in the module docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Class {
+    /// The web UI's pages and scripts: no data, served without credentials (the API requests
+    /// they make need the read credentials).
+    Shell,
     Write,
     Read,
     Metrics,
@@ -236,6 +240,7 @@ enum Class {
 
 fn class_of(path: &str) -> Class {
     match path {
+        p if super::ui::is_shell(p) => Class::Shell,
         "/api/v1/write" | "/api/v1/import" => Class::Write,
         p if p.starts_with("/api/v1/admin/") => Class::Write,
         "/metrics" => Class::Metrics,
@@ -252,6 +257,7 @@ enum Denied {
 impl AccessPolicy {
     fn required(&self, path: &str) -> Option<(&Credentials, &'static str)> {
         match class_of(path) {
+            Class::Shell => None,
             Class::Write => Some((&self.write, "write")),
             Class::Read => Some((&self.read, "read")),
             Class::Metrics => (self.metrics == Exposure::Read).then_some((&self.read, "read")),
@@ -328,5 +334,11 @@ mod tests {
         assert_eq!(class_of("/nope"), Class::Read);
         assert_eq!(class_of("/metrics"), Class::Metrics);
         assert_eq!(class_of("/-/ready"), Class::Health);
+        for shell in ["/", "/graph", "/storage", "/ui/main.js", "/ui/credentials.js"] {
+            assert_eq!(class_of(shell), Class::Shell, "{shell}");
+        }
+        for data in ["/ui/", "/ui/a/b.js", "/graphs", "/api/v1/status/flags"] {
+            assert_eq!(class_of(data), Class::Read, "{data}");
+        }
     }
 }

@@ -37,6 +37,7 @@ static ASSETS: &[Asset] = &[
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("main.js", JS),
     asset!("api.js", JS),
+    asset!("credentials.js", JS),
     asset!("dom.js", JS),
     asset!("format.js", JS),
     asset!("autocomplete.js", JS),
@@ -58,6 +59,11 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; style-src 'self' 'uns
 
 /// The page paths, each answered with the page shell.
 pub const PAGES: [&str; 5] = ["/", "/graph", "/explore", "/cardinality", "/storage"];
+
+/// True for the paths of the UI shell: the pages and `/ui/<file>` (code and styles, no data).
+pub fn is_shell(path: &str) -> bool {
+    PAGES.contains(&path) || path.strip_prefix("/ui/").is_some_and(|f| !f.is_empty() && !f.contains('/'))
+}
 
 /// `GET` of a page path: the page shell.
 pub async fn page(headers: HeaderMap) -> Response {

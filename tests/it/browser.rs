@@ -225,6 +225,17 @@ fn web_ui_in_a_real_browser() {
     let expected_warning = sorted["warnings"][0].as_str().expect("sort() in a range query warns").to_owned();
     let windows = get_json(&format!("{base}/api/v1/status/windows"))["data"].as_array().unwrap().len();
 
+    // A second server whose reads need a bearer token (writes stay open).
+    let guarded_dir = tempfile::tempdir().unwrap();
+    let mut guarded_config = saltdb::server::ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        saltdb::storage::StorageConfig::new(guarded_dir.path().to_path_buf()),
+    );
+    guarded_config.access.read = saltdb::http::access::Credentials::new(Some("s3cret"), None).expect("credentials");
+    let guarded = InProcess::start_with(runtime(), guarded_config);
+    let guarded_base = guarded.url("");
+    write_data(&guarded_base);
+
     let driver = Driver::start();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
@@ -443,9 +454,38 @@ fn web_ui_in_a_real_browser() {
         }
         failures.extend(console_errors(&c).await.into_iter().map(|e| format!("phone: {e}")));
 
+        // Reads behind a bearer token: the page loads, asks for the token, refuses a wrong one
+        // and shows the data with the right one.
+        c.set_window_size(1280, 900).await.unwrap();
+        c.goto(&format!("{guarded_base}/graph?g0.expr={TOP_METRIC}&g0.tab=1")).await.unwrap();
+        let token = c.wait().at_most(WAIT).for_element(Locator::Css("#credentials #auth-token")).await.unwrap();
+        token.send_keys("wrong").await.unwrap();
+        token.send_keys(&Key::Enter.to_string()).await.unwrap();
+        let refusal = eventually("the form again after a wrong token", || async {
+            let t = texts(&c, "#credentials p").await.join(" ");
+            t.contains("not valid").then_some(t)
+        })
+        .await;
+        assert!(refusal.contains("read"), "{refusal}");
+        let token = c.find(Locator::Css("#credentials #auth-token")).await.unwrap();
+        token.send_keys("s3cret").await.unwrap();
+        token.send_keys(&Key::Enter.to_string()).await.unwrap();
+        let rows = eventually("rows read with the token", || async {
+            let t = texts(&c, "main table tbody tr").await;
+            (t.len() == 5).then_some(t)
+        })
+        .await;
+        assert!(rows.iter().all(|r| r.contains(TOP_METRIC)), "{rows:?}");
+        screenshot(&c, "query-with-token").await;
+        // 401s are expected here; anything else is not.
+        failures.extend(
+            console_errors(&c).await.into_iter().filter(|e| !e.contains("401")).map(|e| format!("token: {e}")),
+        );
+
         c.close().await.unwrap();
         assert!(failures.is_empty(), "console errors: {failures:#?}");
     });
     eprintln!("screenshots in {}", screenshot_dir().display());
+    guarded.stop();
     server.stop();
 }
