@@ -14,6 +14,7 @@ pub mod containment;
 pub mod duration;
 pub mod excerpt;
 pub mod http;
+pub mod ingest;
 pub mod inspect;
 pub mod labels;
 pub mod logs;

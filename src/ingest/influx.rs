@@ -1,0 +1,405 @@
+//! InfluxDB line protocol (`POST /write`, `POST /api/v2/write`), mapped as VictoriaMetrics maps
+//! it: each field of a line becomes the series `{measurement}_{field}` (just `{field}` for an
+//! empty measurement) with the line's tags as labels, plus `db="<db>"` when the request names a
+//! database and no tag is called `db`.
+//!
+//! ```text
+//! weather,location=us-midwest,season=summer temperature=82,humidity=71i 1465839830100400200
+//! ```
+//!
+//! - Field values: floats, integers (`71i`), unsigned integers (`71u`) and booleans (`t`, `T`,
+//!   `true`, `True`, `TRUE` = 1, `f`... = 0) are stored. String fields (`"text"`) are skipped and
+//!   counted ([`Decoded::string_fields`]); VictoriaMetrics 1.79 stores them as 0. NaN and
+//!   infinities are not line protocol and are refused.
+//! - Escapes: `\,`, `\ ` and `\=` in tag keys, tag values and field keys; `\,` and `\ ` in
+//!   measurements; `\"` and `\\` in string fields.
+//! - Tag keys that are not valid Prometheus label names are sanitized (`host-name` ->
+//!   `host_name`); measurement and field are kept as sent in the metric name, as
+//!   VictoriaMetrics keeps them. A tag with an empty value is left out.
+//! - Timestamps are in `precision` units (nanoseconds by default), truncated to milliseconds;
+//!   a line without one gets the request's arrival time.
+//! - Blank lines and `#` comment lines are skipped. Any other malformed line refuses the whole
+//!   request, naming the line (VictoriaMetrics skips it and answers 204).
+
+use super::{at, sanitize_label_name, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
+use crate::sample::{check_timestamp, Sample, WriteBatch};
+
+/// The unit of line timestamps (`precision`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// Nanoseconds (the default).
+    #[default]
+    Nanoseconds,
+    /// Microseconds.
+    Microseconds,
+    /// Milliseconds.
+    Milliseconds,
+    /// Seconds.
+    Seconds,
+    /// Minutes (InfluxDB 1.x only).
+    Minutes,
+    /// Hours (InfluxDB 1.x only).
+    Hours,
+}
+
+impl Precision {
+    /// Parses the `precision` parameter as InfluxDB 1.x and 2.x spell it.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "ns" | "n" => Self::Nanoseconds,
+            "us" | "u" | "µ" | "µs" => Self::Microseconds,
+            "ms" => Self::Milliseconds,
+            "s" => Self::Seconds,
+            "m" => Self::Minutes,
+            "h" => Self::Hours,
+            _ => return None,
+        })
+    }
+
+    /// `ts` in this unit as milliseconds (`None` when out of the i64 range).
+    fn to_ms(self, ts: i64) -> Option<i64> {
+        match self {
+            Self::Nanoseconds => Some(ts.div_euclid(1_000_000)),
+            Self::Microseconds => Some(ts.div_euclid(1_000)),
+            Self::Milliseconds => Some(ts),
+            Self::Seconds => ts.checked_mul(1_000),
+            Self::Minutes => ts.checked_mul(60_000),
+            Self::Hours => ts.checked_mul(3_600_000),
+        }
+    }
+}
+
+/// What a request says beyond its body.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Unit of the timestamps.
+    pub precision: Precision,
+    /// The `db` parameter (v1), added as the `db` label.
+    pub db: Option<String>,
+    /// Timestamp of lines without one (the request's arrival), in milliseconds.
+    pub now_ms: i64,
+    /// Per-series limits.
+    pub limits: SeriesLimits,
+}
+
+/// A decoded body.
+#[derive(Debug, Default)]
+pub struct Decoded {
+    /// The series, one per numeric field of each line.
+    pub batch: WriteBatch,
+    /// String fields skipped.
+    pub string_fields: usize,
+}
+
+/// Decodes a whole body.
+///
+/// # Errors
+/// [`Stop::Invalid`] naming the first bad line, or the budget's refusal.
+pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<'_, E>) -> Result<Decoded, Stop<E>> {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        let line = body.get(..e.valid_up_to()).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count()) + 1;
+        Stop::Invalid(Rejection::line(line, "is not valid UTF-8"))
+    })?;
+    let mut out = BatchBuilder::new(opts.limits, reserve);
+    let mut string_fields = 0;
+    for (i, raw) in text.split('\n').enumerate() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw).trim_start();
+        if line.trim_end().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let parsed = parse_line(line).map_err(|m| Stop::Invalid(Rejection::line(i + 1, m)))?;
+        let ts = match parsed.timestamp {
+            None => opts.now_ms,
+            Some(t) => opts
+                .precision
+                .to_ms(t)
+                .filter(|ms| check_timestamp(*ms).is_ok())
+                .ok_or_else(|| Stop::Invalid(Rejection::line(i + 1, format!("timestamp {t} is out of range"))))?,
+        };
+        let mut tags: Vec<(String, String)> =
+            parsed.tags.into_iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| (sanitize_label_name(&k), v)).collect();
+        if let Some(db) = opts.db.as_ref().filter(|d| !d.is_empty()) {
+            if !tags.iter().any(|(k, _)| k == "db") {
+                tags.push(("db".to_owned(), db.clone()));
+            }
+        }
+        for (field, value) in parsed.fields {
+            let Some(value) = value else {
+                string_fields += 1;
+                continue;
+            };
+            let name =
+                if parsed.measurement.is_empty() { field } else { format!("{}_{field}", parsed.measurement) };
+            out.push(name, tags.clone(), vec![Sample::new(ts, value)]).map_err(at("line", i + 1))?;
+        }
+    }
+    Ok(Decoded { batch: out.finish(), string_fields })
+}
+
+/// One parsed line: fields with `None` for string values.
+#[derive(Debug, PartialEq)]
+struct Line {
+    measurement: String,
+    tags: Vec<(String, String)>,
+    fields: Vec<(String, Option<f64>)>,
+    timestamp: Option<i64>,
+}
+
+fn parse_line(line: &str) -> Result<Line, String> {
+    let (key, rest) = split_unescaped(line, b' ', false);
+    let rest = rest.ok_or("has no fields (expected `measurement[,tag=value...] field=value[,...] [timestamp]`)")?;
+    let rest = rest.trim_start_matches(' ');
+    let (fields, ts) = split_unescaped(rest, b' ', true);
+    let timestamp = match ts.map(str::trim) {
+        None | Some("") => None,
+        Some(t) => Some(t.parse::<i64>().map_err(|_| format!("invalid timestamp {t:?}: must be an integer"))?),
+    };
+    let mut parts = split_all(key, b',', false).into_iter();
+    let measurement = unescape(parts.next().unwrap_or_default());
+    if measurement.is_empty() && key.is_empty() {
+        return Err("has an empty measurement".into());
+    }
+    let mut tags = Vec::new();
+    for tag in parts {
+        let (k, v) = split_unescaped(tag, b'=', false);
+        let v = v.ok_or_else(|| format!("tag {:?} has no `=`", unescape(k)))?;
+        if k.is_empty() {
+            return Err(format!("a tag with value {:?} has an empty key", unescape(v)));
+        }
+        tags.push((unescape(k), unescape(v)));
+    }
+    let mut parsed = Vec::new();
+    for field in split_all(fields, b',', true) {
+        let (k, v) = split_unescaped(field, b'=', false);
+        let v = v.ok_or_else(|| format!("field {:?} has no `=`", unescape(k)))?;
+        if k.is_empty() {
+            return Err(format!("a field with value {v:?} has an empty key"));
+        }
+        parsed.push((unescape(k), field_value(v)?));
+    }
+    if parsed.is_empty() {
+        return Err("has no fields".into());
+    }
+    Ok(Line { measurement, tags, fields: parsed, timestamp })
+}
+
+/// A field value: `Some(number)`, or `None` for a string.
+fn field_value(v: &str) -> Result<Option<f64>, String> {
+    if v.len() >= 2 && v.starts_with('"') && v.ends_with('"') {
+        return Ok(None);
+    }
+    let number = match v {
+        "t" | "T" | "true" | "True" | "TRUE" => return Ok(Some(1.0)),
+        "f" | "F" | "false" | "False" | "FALSE" => return Ok(Some(0.0)),
+        _ if v.ends_with('i') => v[..v.len() - 1].parse::<i64>().map(|n| n as f64).ok(),
+        _ if v.ends_with('u') => v[..v.len() - 1].parse::<u64>().map(|n| n as f64).ok(),
+        // Only the characters of a decimal or exponent number: no `inf`, `nan` or `infinity`.
+        _ if v.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'+' | b'e' | b'E')) => {
+            v.parse::<f64>().ok()
+        }
+        _ => None,
+    };
+    match number {
+        Some(n) if n.is_finite() => Ok(Some(n)),
+        _ => Err(format!("invalid field value {v:?}: expected a number, an integer like 5i, a boolean or a quoted string")),
+    }
+}
+
+/// Splits at the first `sep` not escaped by `\` (nor inside double quotes when `quotes`).
+fn split_unescaped(s: &str, sep: u8, quotes: bool) -> (&str, Option<&str>) {
+    match find_unescaped(s.as_bytes(), sep, quotes) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    }
+}
+
+/// Splits at every `sep` not escaped by `\` (nor inside double quotes when `quotes`).
+fn split_all(s: &str, sep: u8, quotes: bool) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    loop {
+        let (head, tail) = split_unescaped(rest, sep, quotes);
+        out.push(head);
+        match tail {
+            Some(t) => rest = t,
+            None => return out,
+        }
+    }
+}
+
+fn find_unescaped(b: &[u8], sep: u8, quotes: bool) -> Option<usize> {
+    let mut in_quotes = false;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'"' if quotes => in_quotes = !in_quotes,
+            c if c == sep && !in_quotes => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Removes the `\` of `\,`, `\ `, `\=` and `\\`; other backslashes stay.
+fn unescape(s: &str) -> String {
+    if !s.contains('\\') {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(&next) = chars.peek() {
+                if matches!(next, ',' | ' ' | '=' | '\\') {
+                    out.push(next);
+                    chars.next();
+                    continue;
+                }
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::METRIC_NAME;
+
+    fn opts() -> Options {
+        Options { precision: Precision::Nanoseconds, db: None, now_ms: 1_700_000_000_000, limits: SeriesLimits::default() }
+    }
+
+    fn run(body: &str, opts: &Options) -> Result<Decoded, Rejection> {
+        decode(body.as_bytes(), opts, &mut |_| Ok::<(), ()>(())).map_err(|s| match s {
+            Stop::Invalid(r) => r,
+            Stop::Refused(()) => unreachable!(),
+        })
+    }
+
+    /// `(name, labels without the name, ts, value)` of every series.
+    fn flat(d: &Decoded) -> Vec<(String, Vec<(String, String)>, i64, f64)> {
+        d.batch
+            .series
+            .iter()
+            .map(|s| {
+                let name = s.labels.get(METRIC_NAME).unwrap_or_default().to_owned();
+                let rest = s
+                    .labels
+                    .iter()
+                    .filter(|l| l.name != METRIC_NAME)
+                    .map(|l| (l.name.clone(), l.value.clone()))
+                    .collect();
+                (name, rest, s.samples[0].timestamp_ms, s.samples[0].value)
+            })
+            .collect()
+    }
+
+    fn l(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn every_field_type_and_the_naming_of_victoriametrics() {
+        let d = run(
+            "cpu,host=a,my-tag=x usage=1.5,idle=2i,u=3u,ok=true,bad=F,msg=\"hi, there\" 1700000001000000000\n",
+            &Options { db: Some("mydb".into()), ..opts() },
+        )
+        .unwrap();
+        let tags = l(&[("db", "mydb"), ("host", "a"), ("my_tag", "x")]);
+        let t = 1_700_000_001_000;
+        assert_eq!(
+            flat(&d),
+            vec![
+                ("cpu_usage".into(), tags.clone(), t, 1.5),
+                ("cpu_idle".into(), tags.clone(), t, 2.0),
+                ("cpu_u".into(), tags.clone(), t, 3.0),
+                ("cpu_ok".into(), tags.clone(), t, 1.0),
+                ("cpu_bad".into(), tags, t, 0.0),
+            ]
+        );
+        assert_eq!(d.string_fields, 1);
+    }
+
+    #[test]
+    fn escapes_db_tags_precision_and_missing_timestamps() {
+        let d = run(
+            "weird\\ name,ta\\,g=v\\ 1,db=t f\\=x=3 5\n# comment\n\n,x=1 value=4\nm,empty= v=1",
+            &Options { precision: Precision::Seconds, db: Some("other".into()), ..opts() },
+        );
+        // A measurement cannot be empty when tags follow it? It can: VictoriaMetrics names the
+        // series after the field.
+        let d = d.unwrap();
+        assert_eq!(
+            flat(&d),
+            vec![
+                ("weird name_f=x".into(), l(&[("db", "t"), ("ta_g", "v 1")]), 5_000, 3.0),
+                ("value".into(), l(&[("db", "other"), ("x", "1")]), 1_700_000_000_000, 4.0),
+                ("m_v".into(), l(&[("db", "other")]), 1_700_000_000_000, 1.0),
+            ]
+        );
+    }
+
+    #[test]
+    fn precisions() {
+        for (p, ts, ms) in [
+            ("ns", 1_700_000_000_123_456_789i64, 1_700_000_000_123i64),
+            ("u", 1_700_000_000_123_456, 1_700_000_000_123),
+            ("ms", 1_700_000_000_123, 1_700_000_000_123),
+            ("s", 1_700_000_000, 1_700_000_000_000),
+            ("m", 28_333_333, 1_699_999_980_000),
+            ("h", 472_222, 1_699_999_200_000),
+        ] {
+            let o = Options { precision: Precision::parse(p).unwrap(), ..opts() };
+            assert_eq!(flat(&run(&format!("m v=1 {ts}"), &o).unwrap())[0].2, ms, "{p}");
+        }
+        assert_eq!(Precision::parse("x"), None);
+    }
+
+    #[test]
+    fn bad_lines_are_refused_with_their_number() {
+        for (bad, why) in [
+            ("garbage line here", "invalid timestamp"),
+            ("garbage line", "has no `=`"),
+            ("m", "has no fields"),
+            ("m v=", "invalid field value"),
+            ("m v=1 abc", "invalid timestamp"),
+            ("m v=NaN", "invalid field value"),
+            ("m v=inf", "invalid field value"),
+            ("m v=1e999", "invalid field value"),
+            ("m v=12i3", "invalid field value"),
+            ("m,tag v=1", "has no `=`"),
+            ("m,=x v=1", "empty key"),
+            ("m =1", "empty key"),
+            ("m v=1 99999999999999999999", "invalid timestamp"),
+            ("m v=1 -9223372036854775808", "out of range"),
+        ] {
+            let err = run(&format!("ok v=1\n{bad}\nok v=2"), &opts()).unwrap_err();
+            assert_eq!(err.where_, Some(("line", 2)), "{bad}");
+            assert!(err.message.contains(why), "{bad}: {}", err.message);
+        }
+        let err = run("m v=1 9223372036854775807", &Options { precision: Precision::Hours, ..opts() }).unwrap_err();
+        assert!(err.message.contains("out of range"), "{}", err.message);
+        let err = run("m,a-b=1,a_b=2 v=1", &opts()).unwrap_err();
+        assert!(err.message.contains("duplicate"), "{}", err.message);
+    }
+
+    #[test]
+    fn quoted_strings_may_hold_separators() {
+        let d = run("m s=\"a b, c=d \\\" e\",v=2 1000000", &opts()).unwrap();
+        assert_eq!(flat(&d), vec![("m_v".into(), vec![], 1, 2.0)]);
+        assert_eq!(d.string_fields, 1);
+    }
+
+    #[test]
+    fn limits_and_budget() {
+        let o = Options { limits: SeriesLimits { max_series: 2, ..SeriesLimits::default() }, ..opts() };
+        let err = run("m a=1,b=2,c=3", &o).unwrap_err();
+        assert!(err.message.contains("--max-series-per-request"), "{}", err.message);
+        let refused = decode(b"m a=1", &opts(), &mut |_| Err("full"));
+        assert!(matches!(refused, Err(Stop::Refused("full"))));
+    }
+}

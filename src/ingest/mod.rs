@@ -1,0 +1,180 @@
+//! Ingest decoders: one file per protocol, each a pure function from a request body (already
+//! read and decompressed) to a [`WriteBatch`] or a typed [`Stop`]. The HTTP pipeline
+//! (`http/ingest.rs`) owns everything else: admission, body reading, the memory budget, the
+//! hand-off to storage, metrics and the mapping of errors to statuses. Adding a protocol is one
+//! decoder file here plus one route.
+//!
+//! Every decoder validates the whole body before returning a batch (nothing of a bad request is
+//! written), and asks its `reserve` callback for the memory each decoded series holds before it
+//! keeps it.
+//!
+//! | protocol | decoder |
+//! |---|---|
+//! | InfluxDB line protocol | [`influx`] |
+//! | OpenTSDB HTTP `/api/put` | [`opentsdb`] |
+//! | Prometheus text exposition / OpenMetrics | [`prom_text`] |
+//! | VictoriaMetrics JSON lines | `http/import.rs` |
+//! | Prometheus remote-write 1.0 / 2.0 | `remote/decode.rs` |
+
+pub mod influx;
+pub mod opentsdb;
+pub mod prom_text;
+
+use crate::labels::{is_valid_label_name, Labels, METRIC_NAME};
+use crate::sample::{Sample, SeriesSamples, WriteBatch};
+
+/// Limits applied to every ingested series, whatever the protocol.
+#[derive(Clone, Copy, Debug)]
+pub struct SeriesLimits {
+    /// Most labels one series may carry (`__name__` included).
+    pub max_labels: usize,
+    /// Longest label name or value in bytes.
+    pub max_label_bytes: usize,
+    /// Most series (import lines, remote-write time series, line-protocol fields) one request
+    /// may carry.
+    pub max_series: usize,
+}
+
+impl Default for SeriesLimits {
+    fn default() -> Self {
+        Self { max_labels: 128, max_label_bytes: 16 * 1024, max_series: DEFAULT_MAX_SERIES_PER_REQUEST }
+    }
+}
+
+/// Default of `--max-series-per-request`. Prometheus sends at most `max_samples_per_send`
+/// (2,000 by default) series per remote-write request, and a 64 MiB import of one-sample lines
+/// holds about a million, so a million never refuses a normal batch or a reasonable import while
+/// bounding the memory one request's decoded series may take (a few hundred bytes each).
+pub const DEFAULT_MAX_SERIES_PER_REQUEST: usize = 1_000_000;
+
+/// Why a body was refused: what is wrong, and where (a 1-based line or item number).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", where_.map(|(what, n)| format!("{what} {n}: ")).unwrap_or_default())]
+pub struct Rejection {
+    /// `("line", 3)` or `("point", 2)`; `None` for the body as a whole.
+    pub where_: Option<(&'static str, usize)>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Rejection {
+    /// A problem with the `n`-th (1-based) line.
+    pub fn line(n: usize, message: impl Into<String>) -> Self {
+        Self { where_: Some(("line", n)), message: message.into() }
+    }
+
+    /// A problem with the body as a whole.
+    pub fn body(message: impl Into<String>) -> Self {
+        Self { where_: None, message: message.into() }
+    }
+}
+
+/// Why a decoder stopped.
+#[derive(Debug)]
+pub enum Stop<E> {
+    /// The body is invalid.
+    Invalid(Rejection),
+    /// The memory budget refused what the next series needs.
+    Refused(E),
+}
+
+/// Asks the memory budget for bytes before they are held.
+pub type Reserve<'a, E> = &'a mut dyn FnMut(usize) -> Result<(), E>;
+
+/// `name` made a valid label name: every character outside `[a-zA-Z0-9_]` becomes `_`, and a
+/// leading digit gets a `_` before it (as Prometheus' OTLP and Telegraf's outputs do).
+pub fn sanitize_label_name(name: &str) -> String {
+    if is_valid_label_name(name) {
+        return name.to_owned();
+    }
+    let mut out = String::with_capacity(name.len() + 1);
+    if name.starts_with(|c: char| c.is_ascii_digit()) || name.is_empty() {
+        out.push('_');
+    }
+    out.extend(name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }));
+    out
+}
+
+/// Collects validated series under the request's limits, reserving each one's memory first.
+pub struct BatchBuilder<'a, E> {
+    batch: WriteBatch,
+    limits: SeriesLimits,
+    reserve: Reserve<'a, E>,
+}
+
+impl<'a, E> BatchBuilder<'a, E> {
+    /// An empty batch.
+    pub fn new(limits: SeriesLimits, reserve: Reserve<'a, E>) -> Self {
+        Self { batch: WriteBatch::default(), limits, reserve }
+    }
+
+    /// Adds a series of `name` with the labels `pairs` (names already valid or sanitized) and
+    /// `samples`.
+    ///
+    /// # Errors
+    /// A message for an invalid label set or a limit exceeded (the caller says where), or the
+    /// budget's refusal.
+    pub fn push(&mut self, name: String, pairs: Vec<(String, String)>, samples: Vec<Sample>) -> Result<(), Stop<E>>
+    where
+        E: std::fmt::Debug,
+    {
+        if self.batch.series.len() >= self.limits.max_series {
+            return Err(Stop::Invalid(Rejection::body(format!(
+                "the request has more than {} series, the limit set by --max-series-per-request",
+                self.limits.max_series
+            ))));
+        }
+        let bytes = name.len()
+            + pairs.iter().map(|(k, v)| k.len() + v.len() + 48).sum::<usize>()
+            + samples.capacity() * std::mem::size_of::<Sample>()
+            + 64;
+        (self.reserve)(bytes).map_err(Stop::Refused)?;
+        let mut all = pairs;
+        all.push((METRIC_NAME.to_owned(), name));
+        let labels = Labels::from_pairs(all).map_err(|e| Stop::Invalid(Rejection::body(e.to_string())))?;
+        labels
+            .check_limits(self.limits.max_labels, self.limits.max_label_bytes)
+            .map_err(|e| Stop::Invalid(Rejection::body(e.to_string())))?;
+        self.batch.series.push(SeriesSamples { labels, samples });
+        Ok(())
+    }
+
+    /// The batch.
+    pub fn finish(self) -> WriteBatch {
+        self.batch
+    }
+}
+
+/// Gives a body-level rejection the place it was found at (`("line", n)`), keeping a refusal.
+pub fn at<E>(what: &'static str, n: usize) -> impl Fn(Stop<E>) -> Stop<E> {
+    move |stop| match stop {
+        Stop::Invalid(r) if r.where_.is_none() => Stop::Invalid(Rejection { where_: Some((what, n)), message: r.message }),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_names_are_sanitized_like_prometheus() {
+        assert_eq!(sanitize_label_name("host"), "host");
+        assert_eq!(sanitize_label_name("my-tag"), "my_tag");
+        assert_eq!(sanitize_label_name("host.name"), "host_name");
+        assert_eq!(sanitize_label_name("1st"), "_1st");
+        assert_eq!(sanitize_label_name("ünï"), "_n_");
+        assert_eq!(sanitize_label_name(""), "_");
+        for s in ["a b", "9", "x/y.z", "__ok"] {
+            assert!(is_valid_label_name(&sanitize_label_name(s)), "{s}");
+        }
+    }
+
+    #[test]
+    fn rejections_say_where() {
+        assert_eq!(Rejection::line(3, "bad").to_string(), "line 3: bad");
+        assert_eq!(Rejection::body("bad").to_string(), "bad");
+        let Stop::<()>::Invalid(r) = at("point", 2)(Stop::Invalid(Rejection::body("x"))) else { panic!() };
+        assert_eq!(r.to_string(), "point 2: x");
+    }
+}

@@ -1,0 +1,236 @@
+//! Prometheus text exposition format and OpenMetrics (`POST /api/v1/import/prometheus`), as a
+//! scrape would see them:
+//!
+//! ```text
+//! # HELP http_requests_total Requests.
+//! # TYPE http_requests_total counter
+//! http_requests_total{method="post",code="200"} 1027 1395066363000
+//! http_requests_total{method="post",code="400"}    3
+//! ```
+//!
+//! - Comment lines (`# HELP`, `# TYPE`, `# UNIT`, `# EOF`) and blank lines are skipped.
+//! - Values: floats, `NaN`, `+Inf`, `-Inf`.
+//! - Timestamps are integer milliseconds in the Prometheus format and (possibly fractional)
+//!   seconds in OpenMetrics; a line without one gets the request's default timestamp (the
+//!   `timestamp` parameter, else the arrival time).
+//! - OpenMetrics exemplars (`# {trace_id="x"} 1 1.5` after the value) are skipped.
+//! - Label values may escape `\\`, `\"` and `\n`.
+//!
+//! A malformed line refuses the whole request, naming the line.
+
+use super::{at, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
+use crate::labels::is_valid_label_name;
+use crate::sample::{check_timestamp, Sample, WriteBatch};
+
+/// What a request says beyond its body.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// OpenMetrics (timestamps in seconds) rather than the Prometheus format (milliseconds).
+    pub openmetrics: bool,
+    /// Timestamp of lines without one, in milliseconds.
+    pub default_ms: i64,
+    /// Per-series limits.
+    pub limits: SeriesLimits,
+}
+
+/// Decodes a whole body.
+///
+/// # Errors
+/// [`Stop::Invalid`] naming the first bad line, or the budget's refusal.
+pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<'_, E>) -> Result<WriteBatch, Stop<E>> {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        let line = body.get(..e.valid_up_to()).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count()) + 1;
+        Stop::Invalid(Rejection::line(line, "is not valid UTF-8"))
+    })?;
+    let mut out = BatchBuilder::new(opts.limits, reserve);
+    for (i, raw) in text.split('\n').enumerate() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw).trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, labels, value, ts) = parse_line(line, opts).map_err(|m| Stop::Invalid(Rejection::line(i + 1, m)))?;
+        let ts = ts.unwrap_or(opts.default_ms);
+        check_timestamp(ts).map_err(|e| Stop::Invalid(Rejection::line(i + 1, e.to_string())))?;
+        out.push(name, labels, vec![Sample::new(ts, value)]).map_err(at("line", i + 1))?;
+    }
+    Ok(out.finish())
+}
+
+type Parsed = (String, Vec<(String, String)>, f64, Option<i64>);
+
+fn parse_line(line: &str, opts: &Options) -> Result<Parsed, String> {
+    let name_end = line.find(|c: char| c == '{' || c.is_ascii_whitespace()).unwrap_or(line.len());
+    let name = &line[..name_end];
+    if !is_valid_metric_name(name) {
+        return Err(format!("invalid metric name {name:?}: must match [a-zA-Z_:][a-zA-Z0-9_:]*"));
+    }
+    let mut rest = &line[name_end..];
+    let mut labels = Vec::new();
+    if let Some(inner) = rest.strip_prefix('{') {
+        let (parsed, after) = parse_labels(inner)?;
+        labels = parsed;
+        rest = after;
+    }
+    // The value, an optional timestamp, and an optional exemplar after `#`.
+    let rest = rest.split(" # ").next().unwrap_or_default();
+    let mut parts = rest.split_ascii_whitespace();
+    let value = parts.next().ok_or("has no value")?;
+    let value = parse_value(value).ok_or_else(|| format!("invalid value {value:?}"))?;
+    let ts = match parts.next() {
+        None => None,
+        Some(t) if opts.openmetrics => {
+            let secs: f64 = t.parse().map_err(|_| format!("invalid timestamp {t:?}: must be seconds"))?;
+            let ms = (secs * 1000.0).round();
+            if !(-9.2e18..=9.2e18).contains(&ms) {
+                return Err(format!("timestamp {t} is out of range"));
+            }
+            Some(ms as i64)
+        }
+        Some(t) => Some(t.parse::<i64>().map_err(|_| format!("invalid timestamp {t:?}: must be integer milliseconds"))?),
+    };
+    if let Some(extra) = parts.next() {
+        return Err(format!("unexpected {extra:?} after the timestamp"));
+    }
+    Ok((name.to_owned(), labels, value, ts))
+}
+
+fn is_valid_metric_name(name: &str) -> bool {
+    let mut b = name.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_' || c == b':')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+}
+
+fn parse_value(v: &str) -> Option<f64> {
+    match v {
+        "NaN" | "nan" => Some(f64::NAN),
+        "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
+        "-Inf" | "-inf" => Some(f64::NEG_INFINITY),
+        _ if v.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'+' | b'e' | b'E')) => v.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Parses `name="value",...}` and returns the labels and what follows the `}`.
+fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), String> {
+    let mut out = Vec::new();
+    loop {
+        s = s.trim_start();
+        if let Some(after) = s.strip_prefix('}') {
+            return Ok((out, after));
+        }
+        let eq = s.find('=').ok_or("a label has no `=`")?;
+        let name = s[..eq].trim();
+        if !is_valid_label_name(name) {
+            return Err(format!("invalid label name {name:?}"));
+        }
+        s = s[eq + 1..].trim_start();
+        s = s.strip_prefix('"').ok_or_else(|| format!("the value of label {name:?} is not quoted"))?;
+        let mut value = String::new();
+        let mut chars = s.char_indices();
+        let end = loop {
+            match chars.next() {
+                None => return Err(format!("the value of label {name:?} is not closed")),
+                Some((i, '"')) => break i,
+                Some((_, '\\')) => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, c @ ('\\' | '"'))) => value.push(c),
+                    Some((_, c)) => {
+                        value.push('\\');
+                        value.push(c);
+                    }
+                    None => return Err(format!("the value of label {name:?} is not closed")),
+                },
+                Some((_, c)) => value.push(c),
+            }
+        };
+        out.push((name.to_owned(), value));
+        s = s[end + 1..].trim_start();
+        if let Some(after) = s.strip_prefix(',') {
+            s = after;
+        } else if !s.starts_with('}') {
+            return Err("labels must be separated by `,` and closed by `}`".into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::METRIC_NAME;
+
+    fn opts(openmetrics: bool) -> Options {
+        Options { openmetrics, default_ms: 1_700_000_000_000, limits: SeriesLimits::default() }
+    }
+
+    fn run(body: &str, o: &Options) -> Result<Vec<(String, f64, i64)>, Rejection> {
+        let b = decode(body.as_bytes(), o, &mut |_| Ok::<(), ()>(())).map_err(|s| match s {
+            Stop::Invalid(r) => r,
+            Stop::Refused(()) => unreachable!(),
+        })?;
+        Ok(b.series
+            .iter()
+            .map(|s| {
+                let labels: Vec<String> = s
+                    .labels
+                    .iter()
+                    .filter(|l| l.name != METRIC_NAME)
+                    .map(|l| format!("{}={}", l.name, l.value))
+                    .collect();
+                let name = s.labels.get(METRIC_NAME).unwrap_or_default();
+                (format!("{name}{{{}}}", labels.join(",")), s.samples[0].value, s.samples[0].timestamp_ms)
+            })
+            .collect())
+    }
+
+    #[test]
+    fn prometheus_format() {
+        let got = run(
+            "# HELP x Requests.\n# TYPE x counter\nx{method=\"post\",code=\"200\"} 1027 1395066363000\nx{ code = \"4\\\"0\\\\0\\n\" , } 3\nup 1e3\n\n",
+            &opts(false),
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("x{code=200,method=post}".into(), 1027.0, 1_395_066_363_000),
+                ("x{code=4\"0\\0\n}".into(), 3.0, 1_700_000_000_000),
+                ("up{}".into(), 1000.0, 1_700_000_000_000),
+            ]
+        );
+        let special = run("a +Inf\nb -Inf\nc NaN", &opts(false)).unwrap();
+        assert_eq!(special[0].1, f64::INFINITY);
+        assert_eq!(special[1].1, f64::NEG_INFINITY);
+        assert!(special[2].1.is_nan());
+    }
+
+    #[test]
+    fn openmetrics_seconds_and_exemplars() {
+        let got = run("# TYPE a counter\na_total{x=\"1\"} 5 1700000000.5 # {trace_id=\"t\"} 1 1700000000.1\n# EOF\n", &opts(true))
+            .unwrap();
+        assert_eq!(got, vec![("a_total{x=1}".into(), 5.0, 1_700_000_000_500)]);
+        let got = run("a 1 # {trace_id=\"t\"} 1", &opts(false)).unwrap();
+        assert_eq!(got, vec![("a{}".into(), 1.0, 1_700_000_000_000)]);
+    }
+
+    #[test]
+    fn bad_lines_name_the_problem() {
+        for (bad, why) in [
+            ("1abc 1", "invalid metric name"),
+            ("a{b=\"1\" 1", "closed"),
+            ("a{b=1} 1", "not quoted"),
+            ("a{b-c=\"1\"} 1", "invalid label name"),
+            ("a{b=\"1\"}", "has no value"),
+            ("a x", "invalid value"),
+            ("a 1 1.5", "integer milliseconds"),
+            ("a 1 2 3", "unexpected"),
+            ("a 1 -1", "outside the supported range"),
+            ("a{b=\"1\",b=\"2\"} 1", "duplicate"),
+        ] {
+            let err = run(&format!("ok 1\n{bad}\n"), &opts(false)).unwrap_err();
+            assert_eq!(err.where_, Some(("line", 2)), "{bad}");
+            assert!(err.message.contains(why), "{bad}: {}", err.message);
+        }
+        let err = run("a 1 1e300", &opts(true)).unwrap_err();
+        assert!(err.message.contains("out of range"), "{}", err.message);
+    }
+}
