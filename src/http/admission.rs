@@ -25,16 +25,6 @@ const UNIT: usize = 1024;
 /// each request's exact needs.
 pub const DECODED_FACTOR: usize = 3;
 
-/// The `reason` label (of `saltdb_write_requests_rejected_total`) of a write the budget or a
-/// size limit refused.
-pub fn refusal_reason(e: &ApiError) -> &'static str {
-    if matches!(e, ApiError::Overloaded(_)) {
-        "overloaded"
-    } else {
-        "too_large"
-    }
-}
-
 /// Default `--max-concurrent-writes`.
 pub const DEFAULT_MAX_CONCURRENT_WRITES: usize = 64;
 

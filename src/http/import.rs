@@ -14,37 +14,15 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::admission::refusal_reason;
 use super::error::ApiError;
+use super::ingest::{self, Batch, Coding, Refusal};
 use super::params::Params;
 use super::router::AppState;
-use super::{blocking, body};
 use crate::labels::Labels;
 use crate::metrics::Protocol;
 use crate::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
 
-/// Limits applied to every ingested series, whatever the protocol.
-#[derive(Clone, Copy, Debug)]
-pub struct SeriesLimits {
-    /// Most labels one series may carry (`__name__` included).
-    pub max_labels: usize,
-    /// Longest label name or value in bytes.
-    pub max_label_bytes: usize,
-    /// Most series (import lines, remote-write time series) one request may carry.
-    pub max_series: usize,
-}
-
-impl Default for SeriesLimits {
-    fn default() -> Self {
-        Self { max_labels: 128, max_label_bytes: 16 * 1024, max_series: DEFAULT_MAX_SERIES_PER_REQUEST }
-    }
-}
-
-/// Default of `--max-series-per-request`. Prometheus sends at most `max_samples_per_send`
-/// (2,000 by default) series per remote-write request, and a 64 MiB import of one-sample lines
-/// holds about a million, so a million never refuses a normal batch or a reasonable import while
-/// bounding the memory one request's decoded series may take (a few hundred bytes each).
-pub const DEFAULT_MAX_SERIES_PER_REQUEST: usize = 1_000_000;
+pub use crate::ingest::{SeriesLimits, DEFAULT_MAX_SERIES_PER_REQUEST};
 
 /// A rejected line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -213,7 +191,7 @@ fn validate(line: Line, limits: SeriesLimits) -> Result<SeriesSamples, String> {
 ///
 /// # Errors
 /// 400 naming the bad line, 413 over the size limit, 415 for an unknown encoding, 5xx when
-/// storage fails.
+/// storage fails (see `http/ingest.rs`).
 pub async fn import(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
@@ -221,49 +199,16 @@ pub async fn import(
     body: Body,
 ) -> Result<StatusCode, ApiError> {
     Params::parse(query.as_deref(), None).reject_unknown(&[])?;
-    let overloaded = |e: ApiError| {
-        if matches!(e, ApiError::Overloaded(_)) {
-            state.metrics.rejected(Protocol::Import, "overloaded", 0, true);
-        }
-        e
-    };
-    let mut ticket = match state.admission.admit() {
-        Ok(t) => t,
-        Err(e) => {
-            body::discard(body, state.limits.max_request_bytes.saturating_mul(2)).await;
-            return Err(overloaded(e));
-        }
-    };
-    let bytes = body::read_decoded(&headers, body, state.limits.max_request_bytes, Some(&mut ticket))
-        .await
-        .map_err(overloaded)?;
-    let storage = state.storage.clone();
     let limits = state.limits.series;
-    let st = state.clone();
-    blocking::run(move || {
-        // Each line's decoded memory is reserved before it is parsed; all of it is given back
-        // when the ticket drops, once the batch is durable.
-        let batch = decode_lines_reserving(&bytes, limits, &mut |n| ticket.reserve(n)).map_err(|stop| match stop {
+    ingest::run(&state, Protocol::Import, &headers, body, Coding::Declared, move |bytes, reserve| {
+        // Each line's decoded memory is reserved before it is parsed.
+        let batch = decode_lines_reserving(bytes, limits, reserve).map_err(|stop| match stop {
             ImportStop::Line(e) => {
-                st.metrics.rejected(Protocol::Import, "invalid_line", 0, true);
-                ApiError::BadData(e.to_string())
+                Refusal::Invalid { reason: "invalid_line", samples: 0, error: ApiError::BadData(e.to_string()) }
             }
-            ImportStop::Refused(e) => {
-                st.metrics.rejected(Protocol::Import, refusal_reason(&e), 0, true);
-                e
-            }
+            ImportStop::Refused(e) => Refusal::Budget(e),
         })?;
-        let samples = batch.sample_count();
-        let started = std::time::Instant::now();
-        let written = storage.write(batch);
-        st.metrics.observe_write(Protocol::Import, started.elapsed().as_secs_f64());
-        if let Err(e) = written {
-            let reason = if e.is_client_error() { "storage_rejected" } else { "storage_failure" };
-            st.metrics.rejected(Protocol::Import, reason, samples, e.is_client_error());
-            return Err(e.into());
-        }
-        st.metrics.ingested(Protocol::Import, samples);
-        Ok(())
+        Ok((Batch::Series(batch), ()))
     })
     .await?;
     Ok(StatusCode::NO_CONTENT)

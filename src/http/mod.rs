@@ -15,6 +15,7 @@ pub mod export;
 pub mod federate;
 pub mod health;
 pub mod import;
+pub mod ingest;
 pub mod metrics;
 pub mod params;
 pub mod piped;

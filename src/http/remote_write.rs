@@ -21,10 +21,9 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::admission::{refusal_reason, Ticket};
 use super::error::ApiError;
+use super::ingest::{self, Batch, Coding, Refusal};
 use super::router::AppState;
-use super::{blocking, body};
 use crate::metrics::Protocol as MetricsProtocol;
 use crate::remote::decode::{decode_write_reserving, DecodeError, DecodeLimits, Protocol, Stopped};
 use crate::remote::metadata::MetadataStore;
@@ -87,10 +86,9 @@ pub fn protocol_of(headers: &HeaderMap) -> Result<Protocol, ApiError> {
     }
 }
 
-/// What a stored request held.
+/// What a stored request held beside its samples.
 #[derive(Clone, Copy, Debug, Default)]
-struct Written {
-    samples: usize,
+struct Dropped {
     histograms: usize,
     exemplars: usize,
 }
@@ -105,27 +103,36 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
         }
     };
     let mp = metrics_protocol(protocol);
-    // Refused before decoding: counted by why (the write budget, or the size limits).
-    let refuse = |e: ApiError| {
-        state.metrics.rejected(mp, refusal_reason(&e), 0, true);
-        e.into_response()
+    let limits = DecodeLimits {
+        max_decoded_bytes: state.limits.max_request_bytes,
+        max_labels: state.limits.series.max_labels,
+        max_label_len: state.limits.series.max_label_bytes,
+        max_series: state.limits.series.max_series,
     };
-    let mut ticket = match state.admission.admit() {
-        Ok(t) => t,
-        Err(e) => {
-            body::discard(body, state.limits.max_request_bytes.saturating_mul(2)).await;
-            return refuse(e);
-        }
-    };
-    let raw = match body::read_admitted(&headers, body, state.limits.max_request_bytes, Some(&mut ticket)).await {
-        Ok(b) => b,
-        Err(e) => return refuse(e),
-    };
-    // The decoder reserves each step's memory (decompressed body, batch, prost's messages) in
-    // the ticket before allocating it; the ticket is dropped once the batch is committed.
-    let st = state.clone();
-    let result = blocking::run(move || store(&st, &raw, protocol, &mut ticket)).await;
-    match result {
+    let st = Arc::clone(&state);
+    // The decoder reserves each step's memory (decompressed body, batch, prost's messages)
+    // before allocating it.
+    let stored = ingest::run(&state, mp, &headers, body, Coding::Raw, move |raw, reserve| {
+        let decoded = decode_write_reserving(raw, protocol, &limits, reserve).map_err(|stop| match stop {
+            Stopped::Rejected(rej) => {
+                let reason = rej.error.reason();
+                let samples = rej.samples;
+                let error = match rej.error {
+                    DecodeError::TooLarge { limit, .. } => ApiError::TooLarge { limit },
+                    _ => ApiError::BadData(rej.to_string()),
+                };
+                Refusal::Invalid { reason, samples, error }
+            }
+            Stopped::Refused(e) => Refusal::Budget(e),
+        })?;
+        st.metrics.rejected(mp, "native_histogram", decoded.histograms, false);
+        st.metrics.rejected(mp, "exemplar", decoded.exemplars, false);
+        st.remote.metadata.record(decoded.metadata);
+        let dropped = Dropped { histograms: decoded.histograms, exemplars: decoded.exemplars };
+        Ok((Batch::Packed(decoded.batch), dropped))
+    })
+    .await;
+    match stored {
         Ok(w) => {
             let mut resp = StatusCode::NO_CONTENT.into_response();
             if protocol == Protocol::V2 {
@@ -134,7 +141,7 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
                 h.insert("X-Prometheus-Remote-Write-Histograms-Written", HeaderValue::from(0u32));
                 h.insert("X-Prometheus-Remote-Write-Exemplars-Written", HeaderValue::from(0u32));
             }
-            let _ = (w.histograms, w.exemplars);
+            let _ = (w.report.histograms, w.report.exemplars);
             resp
         }
         Err(e) => {
@@ -145,49 +152,6 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
             resp
         }
     }
-}
-
-/// Decodes, counts and commits one request (runs on the blocking pool), reserving its decoded
-/// memory in `ticket` step by step.
-fn store(state: &AppState, raw: &[u8], protocol: Protocol, ticket: &mut Ticket) -> Result<Written, ApiError> {
-    let mp = metrics_protocol(protocol);
-    let limits = DecodeLimits {
-        max_decoded_bytes: state.limits.max_request_bytes,
-        max_labels: state.limits.series.max_labels,
-        max_label_len: state.limits.series.max_label_bytes,
-        max_series: state.limits.series.max_series,
-    };
-    let decoded = decode_write_reserving(raw, protocol, &limits, &mut |bytes| ticket.reserve(bytes)).map_err(
-        |stop| match stop {
-            Stopped::Rejected(rej) => {
-                state.metrics.rejected(mp, rej.error.reason(), rej.samples, true);
-                match rej.error {
-                    DecodeError::TooLarge { limit, .. } => ApiError::TooLarge { limit },
-                    _ => ApiError::BadData(rej.to_string()),
-                }
-            }
-            Stopped::Refused(e) => {
-                state.metrics.rejected(mp, refusal_reason(&e), 0, true);
-                e
-            }
-        },
-    )?;
-    state.metrics.rejected(mp, "native_histogram", decoded.histograms, false);
-    state.metrics.rejected(mp, "exemplar", decoded.exemplars, false);
-    state.remote.metadata.record(decoded.metadata);
-    let samples = decoded.batch.sample_count();
-    if samples > 0 {
-        let started = std::time::Instant::now();
-        let written = state.storage.write_packed(decoded.batch);
-        state.metrics.observe_write(mp, started.elapsed().as_secs_f64());
-        if let Err(e) = written {
-            let reason = if e.is_client_error() { "storage_rejected" } else { "storage_failure" };
-            state.metrics.rejected(mp, reason, samples, e.is_client_error());
-            return Err(e.into());
-        }
-    }
-    state.metrics.ingested(mp, samples);
-    Ok(Written { samples, histograms: decoded.histograms, exemplars: decoded.exemplars })
 }
 
 #[cfg(test)]

@@ -1,0 +1,176 @@
+//! The ingest pipeline: every write protocol goes through [`run`], which owns admission (the
+//! write budget), reading and decompressing the body, the memory the decoder reserves, the
+//! hand-off to storage on the blocking pool, the metrics by protocol and reason, and the errors.
+//! A protocol supplies only its handler's parameters and a pure decoder (`src/ingest/`,
+//! `src/remote/decode.rs`, `http/import.rs`).
+//!
+//! | step | failure | answer | `reason` counted |
+//! |---|---|---|---|
+//! | admission | too many writes or bytes in flight | 429 + `Retry-After` | `overloaded` |
+//! | body | over `--max-request-bytes` / budget | 413 / 429 | `too_large` / `overloaded` |
+//! | body | unknown `Content-Encoding` | 415 | `unsupported_media_type` |
+//! | body | slower than `--body-read-timeout` | 408 | `body_timeout` |
+//! | decode | invalid body | 400 naming the problem | the decoder's (`invalid`, ...) |
+//! | storage | sample refused (too old, too new) | 400 | `storage_rejected` |
+//! | storage | failure | 5xx (senders retry) | `storage_failure` |
+//!
+//! A 2xx is answered only once the whole batch is durable; nothing of a refused request is
+//! written.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+
+use super::error::ApiError;
+use super::router::AppState;
+use super::{blocking, body};
+use crate::ingest::Stop;
+use crate::metrics::Protocol;
+use crate::sample::{PackedBatch, WriteBatch};
+
+/// A decoded request, in either of storage's batch forms.
+#[derive(Debug)]
+pub enum Batch {
+    /// Series with their own label sets.
+    Series(WriteBatch),
+    /// Packed labels and samples (remote-write's decoder).
+    Packed(PackedBatch),
+}
+
+impl Batch {
+    fn sample_count(&self) -> usize {
+        match self {
+            Self::Series(b) => b.sample_count(),
+            Self::Packed(b) => b.sample_count(),
+        }
+    }
+}
+
+/// Why a decoder refused a request.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The body is invalid: answered with `error`, counted under `reason` with the `samples`
+    /// it held.
+    Invalid {
+        /// The `reason` label.
+        reason: &'static str,
+        /// Samples the body held (0 when unknown).
+        samples: usize,
+        /// The answer.
+        error: ApiError,
+    },
+    /// The write budget refused the decoded memory.
+    Budget(ApiError),
+}
+
+impl From<Stop<ApiError>> for Refusal {
+    fn from(stop: Stop<ApiError>) -> Self {
+        match stop {
+            Stop::Invalid(r) => Self::Invalid { reason: "invalid", samples: 0, error: ApiError::BadData(r.to_string()) },
+            Stop::Refused(e) => Self::Budget(e),
+        }
+    }
+}
+
+/// How the body arrives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coding {
+    /// As `Content-Encoding` says (identity or gzip); the decoder sees the plain body.
+    Declared,
+    /// As sent; the decoder decompresses it itself (remote-write's snappy, which announces its
+    /// decoded size).
+    Raw,
+}
+
+/// A stored request: its samples and what the decoder reported beside the batch.
+#[derive(Debug)]
+pub struct Stored<T> {
+    /// Samples written.
+    pub samples: usize,
+    /// The decoder's report.
+    pub report: T,
+}
+
+/// The memory callback decoders get: reserves bytes in the request's write budget.
+pub type Reserve<'a> = &'a mut dyn FnMut(usize) -> Result<(), ApiError>;
+
+/// Runs one write request of `protocol` through the pipeline: admits it, reads `body`, decodes
+/// it with `decode` on the blocking pool (reserving what it keeps), writes the batch and counts
+/// everything.
+///
+/// # Errors
+/// The answer for the request, as in the module table.
+pub async fn run<T, D>(
+    state: &Arc<AppState>,
+    protocol: Protocol,
+    headers: &HeaderMap,
+    body: Body,
+    coding: Coding,
+    decode: D,
+) -> Result<Stored<T>, ApiError>
+where
+    T: Send + 'static,
+    D: FnOnce(&[u8], Reserve<'_>) -> Result<(Batch, T), Refusal> + Send + 'static,
+{
+    let refuse = |e: ApiError| {
+        state.metrics.rejected(protocol, reason_of(&e), 0, true);
+        e
+    };
+    let mut ticket = match state.admission.admit() {
+        Ok(t) => t,
+        Err(e) => {
+            body::discard(body, state.limits.max_request_bytes.saturating_mul(2)).await;
+            return Err(refuse(e));
+        }
+    };
+    let limit = state.limits.max_request_bytes;
+    let bytes = match coding {
+        Coding::Declared => body::read_decoded(headers, body, limit, Some(&mut ticket)).await,
+        Coding::Raw => body::read_admitted(headers, body, limit, Some(&mut ticket)).await,
+    }
+    .map_err(refuse)?;
+    let st = Arc::clone(state);
+    blocking::run(move || {
+        // The ticket holds the body and everything decoded from it until the batch is durable.
+        let (batch, report) = decode(&bytes, &mut |n| ticket.reserve(n)).map_err(|r| match r {
+            Refusal::Invalid { reason, samples, error } => {
+                st.metrics.rejected(protocol, reason, samples, true);
+                error
+            }
+            Refusal::Budget(e) => {
+                st.metrics.rejected(protocol, reason_of(&e), 0, true);
+                e
+            }
+        })?;
+        let samples = batch.sample_count();
+        if samples > 0 {
+            let started = std::time::Instant::now();
+            let written = match batch {
+                Batch::Series(b) => st.storage.write(b),
+                Batch::Packed(b) => st.storage.write_packed(b),
+            };
+            st.metrics.observe_write(protocol, started.elapsed().as_secs_f64());
+            if let Err(e) = written {
+                let reason = if e.is_client_error() { "storage_rejected" } else { "storage_failure" };
+                st.metrics.rejected(protocol, reason, samples, e.is_client_error());
+                return Err(e.into());
+            }
+        }
+        st.metrics.ingested(protocol, samples);
+        drop(ticket);
+        Ok(Stored { samples, report })
+    })
+    .await
+}
+
+/// The `reason` label of a request refused before decoding.
+pub fn reason_of(e: &ApiError) -> &'static str {
+    match e {
+        ApiError::Overloaded(_) => "overloaded",
+        ApiError::TooLarge { .. } | ApiError::Oversized(_) => "too_large",
+        ApiError::UnsupportedMedia(_) => "unsupported_media_type",
+        ApiError::BodyTimeout(_) => "body_timeout",
+        _ => "bad_body",
+    }
+}
