@@ -117,15 +117,28 @@ pub enum Protocol {
     RemoteWriteV2,
     /// JSON-lines import.
     Import,
+    /// InfluxDB line protocol.
+    Influx,
+    /// OpenTSDB HTTP `/api/put`.
+    OpenTsdb,
+    /// Prometheus text exposition import.
+    PromText,
 }
 
 impl Protocol {
+    /// Every protocol.
+    pub const ALL: [Self; 6] =
+        [Self::RemoteWriteV1, Self::RemoteWriteV2, Self::Import, Self::Influx, Self::OpenTsdb, Self::PromText];
+
     /// Value of the `protocol` label.
     pub fn label(self) -> &'static str {
         match self {
             Self::RemoteWriteV1 => "remote_write_v1",
             Self::RemoteWriteV2 => "remote_write_v2",
             Self::Import => "import",
+            Self::Influx => "influx",
+            Self::OpenTsdb => "opentsdb",
+            Self::PromText => "prometheus_text",
         }
     }
 }
@@ -347,11 +360,12 @@ impl Metrics {
     /// "avoid missing metrics"): a dashboard shows "0 rejected" instead of "no data", and
     /// `rate()` sees the first rejection instead of a series that appears already at 1.
     fn initialise_known_series(&self) {
-        for protocol in [Protocol::RemoteWriteV1, Protocol::RemoteWriteV2, Protocol::Import] {
+        for protocol in Protocol::ALL {
             self.samples_ingested.with_label_values(&[protocol.label()]);
             let dropped: &[&str] = match protocol {
-                Protocol::Import => &[],
-                _ => &["native_histogram", "exemplar"],
+                Protocol::RemoteWriteV1 | Protocol::RemoteWriteV2 => &["native_histogram", "exemplar"],
+                Protocol::Influx => &["string_field"],
+                _ => &[],
             };
             for reason in dropped.iter().chain(&["storage_rejected", "storage_failure"]) {
                 self.samples_rejected.with_label_values(&[protocol.label(), reason]);

@@ -3,9 +3,9 @@
 //!
 //! | path | needs |
 //! |---|---|
-//! | `/api/v1/write`, `/api/v1/import`, `/api/v1/admin/*` | write credentials, if any are set |
+//! | `/api/v1/write`, `/api/v1/import`, `/api/v1/import/prometheus`, `/write`, `/api/v2/write`, `/api/put`, `/api/v1/admin/*` | write credentials, if any are set |
 //! | `/metrics` | read credentials if `--metrics-auth read`, else nothing |
-//! | `/-/healthy`, `/-/ready` | read credentials if `--health-auth read`, else nothing |
+//! | `/-/healthy`, `/-/ready`, `/ping` | read credentials if `--health-auth read`, else nothing |
 //! | the web UI's pages (`/`, `/graph`, ...) and `/ui/<file>` | nothing: they hold no data; the API requests they make need the read credentials |
 //! | everything else (queries, series, labels, export, remote read, status, unknown paths) | read credentials, if any are set |
 //!
@@ -241,10 +241,12 @@ enum Class {
 fn class_of(path: &str) -> Class {
     match path {
         p if super::ui::is_shell(p) => Class::Shell,
-        "/api/v1/write" | "/api/v1/import" => Class::Write,
+        "/api/v1/write" | "/api/v1/import" | "/api/v1/import/prometheus" | "/write" | "/api/v2/write" | "/api/put" => {
+            Class::Write
+        }
         p if p.starts_with("/api/v1/admin/") => Class::Write,
         "/metrics" => Class::Metrics,
-        "/-/healthy" | "/-/ready" => Class::Health,
+        "/-/healthy" | "/-/ready" | "/ping" => Class::Health,
         _ => Class::Read,
     }
 }
@@ -328,6 +330,10 @@ mod tests {
     #[test]
     fn path_classes() {
         assert_eq!(class_of("/api/v1/write"), Class::Write);
+        for write in ["/api/v1/import/prometheus", "/write", "/api/v2/write", "/api/put"] {
+            assert_eq!(class_of(write), Class::Write, "{write}");
+        }
+        assert_eq!(class_of("/ping"), Class::Health);
         assert_eq!(class_of("/api/v1/admin/tsdb/snapshot"), Class::Write);
         assert_eq!(class_of("/api/v1/query"), Class::Read);
         assert_eq!(class_of("/api/v1/read"), Class::Read);

@@ -18,6 +18,7 @@ use super::error::ApiError;
 use super::ingest::{self, Batch, Coding, Refusal};
 use super::params::Params;
 use super::router::AppState;
+use crate::ingest::prom_text;
 use crate::labels::Labels;
 use crate::metrics::Protocol;
 use crate::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
@@ -208,6 +209,35 @@ pub async fn import(
             }
             ImportStop::Refused(e) => Refusal::Budget(e),
         })?;
+        Ok((Batch::Series(batch), ()))
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /api/v1/import/prometheus`: Prometheus text exposition format, or OpenMetrics when
+/// `Content-Type` says `application/openmetrics-text` (timestamps in seconds). Lines without a
+/// timestamp get the `timestamp` parameter (RFC 3339 or Unix seconds, as other API times), else
+/// the arrival time. Answers 204 once the whole body is durable.
+///
+/// # Errors
+/// 400 naming the bad line or parameter, and the pipeline's answers.
+pub async fn import_prometheus(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<StatusCode, ApiError> {
+    let params = Params::parse(query.as_deref(), None);
+    params.reject_unknown(&["timestamp"])?;
+    let default_ms = params.time_ms("timestamp", crate::storage::now_ms())?;
+    let openmetrics = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/openmetrics-text"));
+    let opts = prom_text::Options { openmetrics, default_ms, limits: state.limits.series };
+    ingest::run(&state, Protocol::PromText, &headers, body, Coding::Declared, move |bytes, reserve| {
+        let batch = prom_text::decode(bytes, &opts, reserve).map_err(Refusal::from)?;
         Ok((Batch::Series(batch), ()))
     })
     .await?;

@@ -67,7 +67,9 @@ pub enum Refusal {
 impl From<Stop<ApiError>> for Refusal {
     fn from(stop: Stop<ApiError>) -> Self {
         match stop {
-            Stop::Invalid(r) => Self::Invalid { reason: "invalid", samples: 0, error: ApiError::BadData(r.to_string()) },
+            Stop::Invalid(r) => {
+                Self::Invalid { reason: "invalid", samples: 0, error: ApiError::BadData(r.to_string()) }
+            }
             Stop::Refused(e) => Self::Budget(e),
         }
     }

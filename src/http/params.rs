@@ -31,6 +31,12 @@ impl Params {
         self.0.iter().rev().find(|(k, v)| k == name && !v.is_empty()).map(|(_, v)| v.as_str())
     }
 
+    /// Whether the flag `name` is set: given bare (`?details`) or with any value but `false` or
+    /// `0`, as OpenTSDB reads its flags.
+    pub fn flag(&self, name: &str) -> bool {
+        self.0.iter().rev().find(|(k, _)| k == name).is_some_and(|(_, v)| v != "false" && v != "0")
+    }
+
     /// Every value of `name`, in order.
     pub fn all(&self, name: &str) -> Vec<&str> {
         self.0.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect()

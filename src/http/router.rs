@@ -13,7 +13,9 @@ use super::api::{labels, query, series, status};
 use super::error::ApiError;
 use super::import::SeriesLimits;
 use super::remote_write::RemoteState;
-use super::{access, admin, api, export, federate, health, import, metrics, remote_read, remote_write, ui};
+use super::{
+    access, admin, api, export, federate, health, import, influx, metrics, opentsdb, remote_read, remote_write, ui,
+};
 use crate::metrics::Metrics;
 use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
@@ -122,6 +124,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/metadata", get(api::metadata::metadata))
         .route("/metrics", get(metrics::metrics))
         .route("/api/v1/import", post(import::import))
+        .route("/api/v1/import/prometheus", post(import::import_prometheus))
+        .route("/write", post(influx::write_v1))
+        .route("/api/v2/write", post(influx::write_v2))
+        .route("/ping", get(influx::ping).head(influx::ping))
+        .route("/api/put", post(opentsdb::put))
         .route("/api/v1/export", get(export::export).post(export::export))
         .route("/federate", get(federate::federate).post(federate::federate))
         .route("/api/v1/query", get(query::instant).post(query::instant))

@@ -128,8 +128,7 @@ pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<
                 string_fields += 1;
                 continue;
             };
-            let name =
-                if parsed.measurement.is_empty() { field } else { format!("{}_{field}", parsed.measurement) };
+            let name = if parsed.measurement.is_empty() { field } else { format!("{}_{field}", parsed.measurement) };
             out.push(name, tags.clone(), vec![Sample::new(ts, value)]).map_err(at("line", i + 1))?;
         }
     }
@@ -201,7 +200,9 @@ fn field_value(v: &str) -> Result<Option<f64>, String> {
     };
     match number {
         Some(n) if n.is_finite() => Ok(Some(n)),
-        _ => Err(format!("invalid field value {v:?}: expected a number, an integer like 5i, a boolean or a quoted string")),
+        _ => Err(format!(
+            "invalid field value {v:?}: expected a number, an integer like 5i, a boolean or a quoted string"
+        )),
     }
 }
 
@@ -270,7 +271,12 @@ mod tests {
     use crate::labels::METRIC_NAME;
 
     fn opts() -> Options {
-        Options { precision: Precision::Nanoseconds, db: None, now_ms: 1_700_000_000_000, limits: SeriesLimits::default() }
+        Options {
+            precision: Precision::Nanoseconds,
+            db: None,
+            now_ms: 1_700_000_000_000,
+            limits: SeriesLimits::default(),
+        }
     }
 
     fn run(body: &str, opts: &Options) -> Result<Decoded, Rejection> {

@@ -148,7 +148,9 @@ impl<'a, E> BatchBuilder<'a, E> {
 /// Gives a body-level rejection the place it was found at (`("line", n)`), keeping a refusal.
 pub fn at<E>(what: &'static str, n: usize) -> impl Fn(Stop<E>) -> Stop<E> {
     move |stop| match stop {
-        Stop::Invalid(r) if r.where_.is_none() => Stop::Invalid(Rejection { where_: Some((what, n)), message: r.message }),
+        Stop::Invalid(r) if r.where_.is_none() => {
+            Stop::Invalid(Rejection { where_: Some((what, n)), message: r.message })
+        }
         other => other,
     }
 }

@@ -31,7 +31,11 @@ pub struct Decoded {
 ///
 /// # Errors
 /// [`Stop::Invalid`] with the first bad point (see [`point_json`]), or the budget's refusal.
-pub fn decode<E: std::fmt::Debug>(body: &[u8], limits: SeriesLimits, reserve: Reserve<'_, E>) -> Result<Decoded, Stop<E>> {
+pub fn decode<E: std::fmt::Debug>(
+    body: &[u8],
+    limits: SeriesLimits,
+    reserve: Reserve<'_, E>,
+) -> Result<Decoded, Stop<E>> {
     let json: Value = serde_json::from_slice(body).map_err(|e| {
         Stop::Invalid(Rejection::body(format!("invalid JSON: {e} (expected a data point object or an array of them)")))
     })?;
@@ -51,7 +55,8 @@ pub fn decode<E: std::fmt::Debug>(body: &[u8], limits: SeriesLimits, reserve: Re
 
 fn point(p: &Value) -> Result<(String, Vec<(String, String)>, Sample), String> {
     let obj = p.as_object().ok_or("is not an object")?;
-    let metric = obj.get("metric").and_then(Value::as_str).filter(|m| !m.is_empty()).ok_or("has no \"metric\" string")?;
+    let metric =
+        obj.get("metric").and_then(Value::as_str).filter(|m| !m.is_empty()).ok_or("has no \"metric\" string")?;
     let ts = match obj.get("timestamp") {
         Some(Value::Number(n)) => n.as_i64().ok_or_else(|| format!("timestamp {n} is not an integer"))?,
         Some(Value::String(s)) => s.parse::<i64>().map_err(|_| format!("timestamp {s:?} is not an integer"))?,
@@ -86,14 +91,22 @@ fn point(p: &Value) -> Result<(String, Vec<(String, String)>, Sample), String> {
     Ok((metric.to_owned(), tags, Sample::new(ms, value)))
 }
 
-/// The point of a rejection, for the `details` answer.
-pub fn point_json(body: &[u8], rejection: &Rejection) -> Value {
-    let Some(("point", n)) = rejection.where_ else { return Value::Null };
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Array(mut a)) if n >= 1 && n <= a.len() => a.swap_remove(n - 1),
-        Ok(one @ Value::Object(_)) if n == 1 => one,
+/// The point a rejection names (`Value::Null` when it names none) and how many points the body
+/// holds, for OpenTSDB's `details` and `summary` answers.
+pub fn point_json(body: &[u8], rejection: &Rejection) -> (Value, usize) {
+    let (mut points, total) = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Array(a)) => {
+            let n = a.len();
+            (a, n)
+        }
+        Ok(one @ Value::Object(_)) => (vec![one], 1),
+        _ => (Vec::new(), 0),
+    };
+    let point = match rejection.where_ {
+        Some(("point", n)) if n >= 1 && n <= points.len() => points.swap_remove(n - 1),
         _ => Value::Null,
-    }
+    };
+    (point, total)
 }
 
 #[cfg(test)]
@@ -110,8 +123,12 @@ mod tests {
             .series
             .iter()
             .map(|s| {
-                let tags: Vec<String> =
-                    s.labels.iter().filter(|l| l.name != METRIC_NAME).map(|l| format!("{}={}", l.name, l.value)).collect();
+                let tags: Vec<String> = s
+                    .labels
+                    .iter()
+                    .filter(|l| l.name != METRIC_NAME)
+                    .map(|l| format!("{}={}", l.name, l.value))
+                    .collect();
                 (
                     s.labels.get(METRIC_NAME).unwrap_or_default().to_owned(),
                     tags.join(","),
@@ -124,14 +141,18 @@ mod tests {
 
     #[test]
     fn one_point_or_many_seconds_or_milliseconds() {
-        let one = run(r#"{"metric":"sys.cpu.nice","timestamp":1346846400,"value":18,"tags":{"host":"web01","dc-id":"lga"}}"#)
-            .unwrap();
+        let one =
+            run(r#"{"metric":"sys.cpu.nice","timestamp":1346846400,"value":18,"tags":{"host":"web01","dc-id":"lga"}}"#)
+                .unwrap();
         assert_eq!(one, vec![("sys.cpu.nice".into(), "dc_id=lga,host=web01".into(), 1_346_846_400_000, 18.0)]);
         let many = run(r#"[{"metric":"a","timestamp":1346846400123,"value":"1.5","tags":{"n":7}},{"metric":"b","timestamp":"1346846400","value":2}]"#)
             .unwrap();
         assert_eq!(
             many,
-            vec![("a".into(), "n=7".into(), 1_346_846_400_123, 1.5), ("b".into(), String::new(), 1_346_846_400_000, 2.0)]
+            vec![
+                ("a".into(), "n=7".into(), 1_346_846_400_123, 1.5),
+                ("b".into(), String::new(), 1_346_846_400_000, 2.0)
+            ]
         );
     }
 
@@ -157,6 +178,6 @@ mod tests {
         assert!(run("5").unwrap_err().message.contains("expected a data point"));
         let body = format!("[{ok},{{\"metric\":\"x\"}}]");
         let err = run(&body).unwrap_err();
-        assert_eq!(point_json(body.as_bytes(), &err), serde_json::json!({"metric": "x"}));
+        assert_eq!(point_json(body.as_bytes(), &err), (serde_json::json!({"metric": "x"}), 2));
     }
 }

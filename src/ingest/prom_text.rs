@@ -86,7 +86,9 @@ fn parse_line(line: &str, opts: &Options) -> Result<Parsed, String> {
             }
             Some(ms as i64)
         }
-        Some(t) => Some(t.parse::<i64>().map_err(|_| format!("invalid timestamp {t:?}: must be integer milliseconds"))?),
+        Some(t) => {
+            Some(t.parse::<i64>().map_err(|_| format!("invalid timestamp {t:?}: must be integer milliseconds"))?)
+        }
     };
     if let Some(extra) = parts.next() {
         return Err(format!("unexpected {extra:?} after the timestamp"));
@@ -205,8 +207,11 @@ mod tests {
 
     #[test]
     fn openmetrics_seconds_and_exemplars() {
-        let got = run("# TYPE a counter\na_total{x=\"1\"} 5 1700000000.5 # {trace_id=\"t\"} 1 1700000000.1\n# EOF\n", &opts(true))
-            .unwrap();
+        let got = run(
+            "# TYPE a counter\na_total{x=\"1\"} 5 1700000000.5 # {trace_id=\"t\"} 1 1700000000.1\n# EOF\n",
+            &opts(true),
+        )
+        .unwrap();
         assert_eq!(got, vec![("a_total{x=1}".into(), 5.0, 1_700_000_000_500)]);
         let got = run("a 1 # {trace_id=\"t\"} 1", &opts(false)).unwrap();
         assert_eq!(got, vec![("a{}".into(), 1.0, 1_700_000_000_000)]);

@@ -17,6 +17,7 @@ mod hostile;
 mod hostile_queries;
 mod import_export;
 mod index;
+mod ingest_protocols;
 mod logs;
 mod manifest;
 mod metadata_api;

@@ -125,12 +125,18 @@ pub struct VictoriaMetrics {
 impl VictoriaMetrics {
     /// Starts VictoriaMetrics with data under `dir` and waits until it answers.
     pub fn start(dir: &Path) -> Self {
+        Self::start_with(dir, &[])
+    }
+
+    /// [`VictoriaMetrics::start`] with extra flags (e.g. `-opentsdbHTTPListenAddr=...`).
+    pub fn start_with(dir: &Path, extra: &[String]) -> Self {
         let port = free_port();
         let log = std::fs::File::create(dir.join("victoria-metrics.log")).unwrap();
         let child = Command::new("victoria-metrics")
             .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
             .arg(format!("-storageDataPath={}", dir.join("vm-data").display()))
             .args(["-retentionPeriod=100y", "-search.disableCache", "-search.latencyOffset=0s"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
