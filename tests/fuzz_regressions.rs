@@ -83,3 +83,18 @@ fn chunk_decode() {
 fn chunk_roundtrip() {
     replay("chunk_roundtrip");
 }
+
+#[test]
+fn influx_lines() {
+    replay("influx_lines");
+}
+
+#[test]
+fn opentsdb_put() {
+    replay("opentsdb_put");
+}
+
+#[test]
+fn prometheus_text() {
+    replay("prometheus_text");
+}

@@ -25,8 +25,18 @@ use saltdb::storage::MemQuerier;
 
 /// The names of all targets, as the `fuzz_targets/*.rs` binaries and the regression folders
 /// under `tests/fuzz_regressions/` are called.
-pub const TARGETS: [&str; 7] =
-    ["remote_write_v1", "remote_write_v2", "import_lines", "promql", "promql_times", "chunk_decode", "chunk_roundtrip"];
+pub const TARGETS: [&str; 10] = [
+    "remote_write_v1",
+    "remote_write_v2",
+    "import_lines",
+    "influx_lines",
+    "opentsdb_put",
+    "prometheus_text",
+    "promql",
+    "promql_times",
+    "chunk_decode",
+    "chunk_roundtrip",
+];
 
 /// Runs the target called `name` on `data`; false when there is no such target.
 pub fn run(name: &str, data: &[u8]) -> bool {
@@ -34,6 +44,9 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "remote_write_v1" => remote_write_v1(data),
         "remote_write_v2" => remote_write_v2(data),
         "import_lines" => import_lines(data),
+        "influx_lines" => influx_lines(data),
+        "opentsdb_put" => opentsdb_put(data),
+        "prometheus_text" => prometheus_text(data),
         "promql" => promql(data),
         "promql_times" => promql_times(data),
         "chunk_decode" => chunk_decode(data),
@@ -136,6 +149,73 @@ pub fn import_lines(data: &[u8]) {
     if let Ok(batch) = decode_lines(data, limits) {
         check_batch(&batch, limits.max_labels, limits.max_label_bytes);
     }
+}
+
+/// InfluxDB line protocol: every precision, with and without a `db`; a decoded batch must
+/// pass validation and the reservations must cover what it holds.
+pub fn influx_lines(data: &[u8]) {
+    use saltdb::ingest::influx::{decode, Options, Precision};
+    let limits = SeriesLimits::default();
+    for (precision, db) in [(Precision::Nanoseconds, None), (Precision::Hours, Some("db".to_owned()))] {
+        let opts = Options { precision, db, now_ms: 1_700_000_000_000, limits };
+        let mut reserved = 0usize;
+        if let Ok(d) = decode(data, &opts, &mut |n| {
+            reserved += n;
+            Ok::<(), ()>(())
+        }) {
+            check_batch(&d.batch, limits.max_labels, limits.max_label_bytes);
+            check_reserved(&d.batch, reserved);
+        }
+    }
+}
+
+/// OpenTSDB `/api/put` bodies.
+pub fn opentsdb_put(data: &[u8]) {
+    let limits = SeriesLimits::default();
+    let mut reserved = 0usize;
+    match saltdb::ingest::opentsdb::decode(data, limits, &mut |n| {
+        reserved += n;
+        Ok::<(), ()>(())
+    }) {
+        Ok(d) => {
+            check_batch(&d.batch, limits.max_labels, limits.max_label_bytes);
+            check_reserved(&d.batch, reserved);
+        }
+        Err(saltdb::ingest::Stop::Invalid(r)) => {
+            let _ = saltdb::ingest::opentsdb::point_json(data, &r);
+        }
+        Err(saltdb::ingest::Stop::Refused(())) => {}
+    }
+}
+
+/// Prometheus text exposition and OpenMetrics.
+pub fn prometheus_text(data: &[u8]) {
+    use saltdb::ingest::prom_text::{decode, Options};
+    let limits = SeriesLimits::default();
+    for openmetrics in [false, true] {
+        let opts = Options { openmetrics, default_ms: 1_700_000_000_000, limits };
+        let mut reserved = 0usize;
+        if let Ok(batch) = decode(data, &opts, &mut |n| {
+            reserved += n;
+            Ok::<(), ()>(())
+        }) {
+            check_batch(&batch, limits.max_labels, limits.max_label_bytes);
+            check_reserved(&batch, reserved);
+        }
+    }
+}
+
+/// The memory a decoder reserved covers at least the samples and label text it kept.
+fn check_reserved(batch: &WriteBatch, reserved: usize) {
+    let held: usize = batch
+        .series
+        .iter()
+        .map(|s| {
+            s.samples.len() * std::mem::size_of::<Sample>()
+                + s.labels.iter().map(|l| l.name.len() + l.value.len()).sum::<usize>()
+        })
+        .sum();
+    assert!(reserved >= held, "reserved {reserved} bytes for a batch holding {held}");
 }
 
 /// Engine limits small enough that an expensive query fails fast instead of timing out the

@@ -287,7 +287,7 @@ mod tests {
     }
 
     /// `(name, labels without the name, ts, value)` of every series.
-    fn flat(d: &Decoded) -> Vec<(String, Vec<(String, String)>, i64, f64)> {
+    fn flat(d: &Decoded) -> Vec<(String, crate::ingest::Pairs, i64, f64)> {
         d.batch
             .series
             .iter()

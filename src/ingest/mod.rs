@@ -78,6 +78,9 @@ pub enum Stop<E> {
     Refused(E),
 }
 
+/// Label names and values of one series, the metric name aside.
+pub type Pairs = Vec<(String, String)>;
+
 /// Asks the memory budget for bytes before they are held.
 pub type Reserve<'a, E> = &'a mut dyn FnMut(usize) -> Result<(), E>;
 

@@ -12,7 +12,7 @@
 
 use serde_json::Value;
 
-use super::{at, sanitize_label_name, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
+use super::{at, sanitize_label_name, BatchBuilder, Pairs, Rejection, Reserve, SeriesLimits, Stop};
 use crate::sample::{check_timestamp, Sample, WriteBatch};
 
 /// Largest timestamp read as seconds; larger ones are milliseconds.
@@ -53,7 +53,7 @@ pub fn decode<E: std::fmt::Debug>(
     Ok(Decoded { batch: out.finish(), points: points.len() })
 }
 
-fn point(p: &Value) -> Result<(String, Vec<(String, String)>, Sample), String> {
+fn point(p: &Value) -> Result<(String, Pairs, Sample), String> {
     let obj = p.as_object().ok_or("is not an object")?;
     let metric =
         obj.get("metric").and_then(Value::as_str).filter(|m| !m.is_empty()).ok_or("has no \"metric\" string")?;

@@ -18,7 +18,7 @@
 //!
 //! A malformed line refuses the whole request, naming the line.
 
-use super::{at, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
+use super::{at, BatchBuilder, Pairs, Rejection, Reserve, SeriesLimits, Stop};
 use crate::labels::is_valid_label_name;
 use crate::sample::{check_timestamp, Sample, WriteBatch};
 
@@ -56,7 +56,7 @@ pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<
     Ok(out.finish())
 }
 
-type Parsed = (String, Vec<(String, String)>, f64, Option<i64>);
+type Parsed = (String, Pairs, f64, Option<i64>);
 
 fn parse_line(line: &str, opts: &Options) -> Result<Parsed, String> {
     let name_end = line.find(|c: char| c == '{' || c.is_ascii_whitespace()).unwrap_or(line.len());
@@ -113,7 +113,7 @@ fn parse_value(v: &str) -> Option<f64> {
 }
 
 /// Parses `name="value",...}` and returns the labels and what follows the `}`.
-fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), String> {
+fn parse_labels(mut s: &str) -> Result<(Pairs, &str), String> {
     let mut out = Vec::new();
     loop {
         s = s.trim_start();

@@ -266,6 +266,22 @@ fn cases(t0: i64) -> Vec<Case> {
         send("import snappy encoding", "POST", "/api/v1/import", &[("Content-Encoding", "snappy")], good_v1.clone(), 415, "Content-Encoding"),
         send("import body over the limit", "POST", "/api/v1/import", &[], too_big.clone(), 413, "larger than the limit"),
         send("import empty body", "POST", "/api/v1/import", &[], vec![], 204, ""),
+        // --- line protocol, OpenTSDB, Prometheus text ---
+        send("influx malformed field", "POST", "/write", &[], b"hostile_marker v=oops".to_vec(), 400, "line 1: invalid field value"),
+        send("influx NaN field", "POST", "/write", &[], b"hostile_marker v=NaN".to_vec(), 400, "invalid field value"),
+        send("influx timestamp before 1970", "POST", "/write", &[], b"hostile_marker v=1 -1".to_vec(), 400, "out of range"),
+        send("influx timestamp past i64", "POST", "/write?precision=h", &[], b"hostile_marker v=1 9223372036854775807".to_vec(), 400, "out of range"),
+        send("influx invalid UTF-8", "POST", "/write", &[], b"hostile_marker,a=\xff\xfe v=1".to_vec(), 400, "not valid UTF-8"),
+        send("influx unknown precision", "POST", "/write?precision=fortnight", &[], b"hostile_marker v=1".to_vec(), 400, "precision"),
+        send("influx gzip bomb", "POST", "/write", &[("Content-Encoding", "gzip")], gzip_bomb.clone(), 413, "larger than the limit"),
+        send("influx body over the limit", "POST", "/api/v2/write", &[], too_big.clone(), 413, "larger than the limit"),
+        send("opentsdb not JSON", "POST", "/api/put", &[], b"{nope".to_vec(), 400, "invalid JSON"),
+        send("opentsdb NaN value", "POST", "/api/put", &[], br#"{"metric":"hostile_marker","timestamp":1700000000,"value":"NaN"}"#.to_vec(), 400, "not a finite number"),
+        send("opentsdb timestamp out of range", "POST", "/api/put", &[], br#"{"metric":"hostile_marker","timestamp":-5,"value":1}"#.to_vec(), 400, "out of range"),
+        send("opentsdb gzip bomb", "POST", "/api/put", &[("Content-Encoding", "gzip")], gzip_bomb.clone(), 413, "larger than the limit"),
+        send("prometheus text invalid label name", "POST", "/api/v1/import/prometheus", &[], b"hostile_marker{1a=\"x\"} 1".to_vec(), 400, "invalid label name"),
+        send("prometheus text timestamp out of range", "POST", "/api/v1/import/prometheus", &[], b"hostile_marker 1 -1".to_vec(), 400, "outside the supported range"),
+        send("prometheus text gzip bomb", "POST", "/api/v1/import/prometheus", &[("Content-Encoding", "gzip")], gzip_bomb.clone(), 413, "larger than the limit"),
         // --- export ---
         get("export without match[]", "/api/v1/export", 400, "missing parameter \"match[]\""),
         get("export 10k nested parens in match[]", format!("/api/v1/export?match[]={}", enc(&parens(10_000, "up"))), 400, "brackets are nested more than 200 levels deep"),
@@ -336,7 +352,8 @@ fn cases(t0: i64) -> Vec<Case> {
         get("status unknown page", "/api/v1/status/config", 404, "no endpoint at /api/v1/status/config"),
         send("status windows PUT", "PUT", "/api/v1/status/windows", &[], vec![], 405, "not allowed"),
         // --- unknown paths ---
-        get("unknown API version", "/api/v2/write", 404, "no endpoint at /api/v2/write"),
+        get("unknown API version", "/api/v3/write", 404, "no endpoint at /api/v3/write"),
+        get("GET on the v2 line-protocol write", "/api/v2/write", 405, "method GET is not allowed on /api/v2/write"),
         get("encoded dot-dot path", "/%2e%2e/%2e%2e/etc/passwd", 404, "no endpoint"),
         get("60 KB path (the most an HTTP URI may hold)", format!("/{}", "a".repeat(60_000)), 404, "no endpoint"),
     ]

@@ -108,6 +108,40 @@ fn readme_quick_tour_works_against_a_fresh_server() {
 }
 
 #[test]
+fn readme_ingest_lines_work_against_a_fresh_server() {
+    let test = "readme::readme_ingest_lines_work_against_a_fresh_server";
+    if !on_path("curl") {
+        crate::skip::skip(test, "curl is not on PATH", "apt-get install curl");
+        return;
+    }
+    let block = block_after(&readme(), "### Ingest protocols", "sh");
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = Binary::spawn(&tmp.path().join("data"), &[]);
+    let script = block.replace(README_ADDR, &bin.addr.to_string());
+    let out = Command::new("sh").args(["-eu", "-c", &script]).stdin(Stdio::null()).output().expect("run sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the ingest lines failed:\n{stdout}\n{}\nscript:\n{script}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The OpenTSDB details answer, then the query.
+    let answers: Vec<Value> =
+        serde_json::Deserializer::from_str(&stdout).into_iter::<Value>().collect::<Result<_, _>>().unwrap();
+    let [put, query] = answers.as_slice() else { panic!("expected two JSON answers:\n{stdout}") };
+    assert_eq!(put["success"], 1, "{stdout}");
+    let mut names: Vec<String> = query["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["metric"]["__name__"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["cpu_usage", "http_requests_total", "mem_free", "sys.cpu.nice"], "{stdout}");
+    bin.terminate();
+}
+
+#[test]
 fn readme_prometheus_configurations_are_valid() {
     let test = "readme::readme_prometheus_configurations_are_valid";
     if !crate::peers::available("promtool", test) {
