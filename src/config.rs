@@ -242,6 +242,11 @@ pub struct ServeArgs {
     /// write credentials when they are set).
     #[arg(long)]
     pub enable_admin_api: bool,
+    /// How OTLP metric names become series names: Prometheus' default translation (invalid
+    /// characters to `_`, unit and `_total`/`_ratio` suffixes), or the name as sent (UTF-8
+    /// kept) with the same suffixes. Label names are always translated.
+    #[arg(long, value_enum, default_value_t = crate::ingest::otlp::Naming::default())]
+    pub otlp_metric_names: crate::ingest::otlp::Naming,
     /// PEM certificate chain: serve HTTPS instead of HTTP (needs --tls-key).
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -421,6 +426,7 @@ impl ServeArgs {
             },
             access,
             admin_api: self.enable_admin_api,
+            otlp_naming: self.otlp_metric_names,
             tls: match (&self.tls_cert, &self.tls_key) {
                 (Some(cert), Some(key)) => Some(TlsFiles { cert: cert.clone(), key: key.clone() }),
                 _ => None,

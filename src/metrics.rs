@@ -123,12 +123,21 @@ pub enum Protocol {
     OpenTsdb,
     /// Prometheus text exposition import.
     PromText,
+    /// OTLP metrics over HTTP.
+    Otlp,
 }
 
 impl Protocol {
     /// Every protocol.
-    pub const ALL: [Self; 6] =
-        [Self::RemoteWriteV1, Self::RemoteWriteV2, Self::Import, Self::Influx, Self::OpenTsdb, Self::PromText];
+    pub const ALL: [Self; 7] = [
+        Self::RemoteWriteV1,
+        Self::RemoteWriteV2,
+        Self::Import,
+        Self::Influx,
+        Self::OpenTsdb,
+        Self::PromText,
+        Self::Otlp,
+    ];
 
     /// Value of the `protocol` label.
     pub fn label(self) -> &'static str {
@@ -139,6 +148,7 @@ impl Protocol {
             Self::Influx => "influx",
             Self::OpenTsdb => "opentsdb",
             Self::PromText => "prometheus_text",
+            Self::Otlp => "otlp",
         }
     }
 }

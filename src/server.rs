@@ -33,6 +33,8 @@ pub struct ServerConfig {
     pub access: AccessPolicy,
     /// Whether the admin API is enabled.
     pub admin_api: bool,
+    /// How OTLP metric names are translated (`--otlp-metric-names`).
+    pub otlp_naming: crate::ingest::otlp::Naming,
     /// Serve HTTPS with this certificate and key instead of plain HTTP.
     pub tls: Option<TlsFiles>,
     /// The command line's flags and values (see [`crate::config::Cli::parse_with_flags`]),
@@ -52,6 +54,7 @@ impl ServerConfig {
             maintenance: Maintenance::default(),
             access: AccessPolicy::default(),
             admin_api: false,
+            otlp_naming: crate::ingest::otlp::Naming::default(),
             tls: None,
             flags: std::collections::BTreeMap::new(),
         }
@@ -132,6 +135,7 @@ impl Server {
         let mut state = AppState::new(storage.clone(), config.limits, config.query);
         state.access = Arc::new(config.access);
         state.admin_api = config.admin_api;
+        state.otlp_naming = config.otlp_naming;
         state.flags = Arc::new(config.flags);
         let (stop, stopped) = watch::channel(false);
         let maintenance = spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());

@@ -3,7 +3,7 @@
 //!
 //! | path | needs |
 //! |---|---|
-//! | `/api/v1/write`, `/api/v1/import`, `/api/v1/import/prometheus`, `/write`, `/api/v2/write`, `/api/put`, `/api/v1/admin/*` | write credentials, if any are set |
+//! | `/api/v1/write`, `/api/v1/import`, `/api/v1/import/prometheus`, `/write`, `/api/v2/write`, `/api/put`, `/opentelemetry/v1/metrics`, `/api/v1/otlp/v1/metrics`, `/api/v1/admin/*` | write credentials, if any are set |
 //! | `/metrics` | read credentials if `--metrics-auth read`, else nothing |
 //! | `/-/healthy`, `/-/ready`, `/ping` | read credentials if `--health-auth read`, else nothing |
 //! | the web UI's pages (`/`, `/graph`, ...) and `/ui/<file>` | nothing: they hold no data; the API requests they make need the read credentials |
@@ -241,9 +241,14 @@ enum Class {
 fn class_of(path: &str) -> Class {
     match path {
         p if super::ui::is_shell(p) => Class::Shell,
-        "/api/v1/write" | "/api/v1/import" | "/api/v1/import/prometheus" | "/write" | "/api/v2/write" | "/api/put" => {
-            Class::Write
-        }
+        "/api/v1/write"
+        | "/api/v1/import"
+        | "/api/v1/import/prometheus"
+        | "/write"
+        | "/api/v2/write"
+        | "/api/put"
+        | "/opentelemetry/v1/metrics"
+        | "/api/v1/otlp/v1/metrics" => Class::Write,
         p if p.starts_with("/api/v1/admin/") => Class::Write,
         "/metrics" => Class::Metrics,
         "/-/healthy" | "/-/ready" | "/ping" => Class::Health,
@@ -330,7 +335,7 @@ mod tests {
     #[test]
     fn path_classes() {
         assert_eq!(class_of("/api/v1/write"), Class::Write);
-        for write in ["/api/v1/import/prometheus", "/write", "/api/v2/write", "/api/put"] {
+        for write in ["/api/v1/import/prometheus", "/write", "/api/v2/write", "/api/put", "/opentelemetry/v1/metrics"] {
             assert_eq!(class_of(write), Class::Write, "{write}");
         }
         assert_eq!(class_of("/ping"), Class::Health);

@@ -19,6 +19,7 @@ pub mod influx;
 pub mod ingest;
 pub mod metrics;
 pub mod opentsdb;
+pub mod otlp;
 pub mod params;
 pub mod piped;
 pub mod remote_read;

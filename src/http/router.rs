@@ -14,7 +14,8 @@ use super::error::ApiError;
 use super::import::SeriesLimits;
 use super::remote_write::RemoteState;
 use super::{
-    access, admin, api, export, federate, health, import, influx, metrics, opentsdb, remote_read, remote_write, ui,
+    access, admin, api, export, federate, health, import, influx, metrics, opentsdb, otlp, remote_read, remote_write,
+    ui,
 };
 use crate::metrics::Metrics;
 use crate::promql::{Engine, EngineOptions};
@@ -67,6 +68,8 @@ pub struct AppState {
     pub access: Arc<AccessPolicy>,
     /// Whether `/api/v1/admin/*` is enabled (`--enable-admin-api`; off by default).
     pub admin_api: bool,
+    /// How OTLP metric names are translated.
+    pub otlp_naming: crate::ingest::otlp::Naming,
     /// The command line's flags and values, for `/api/v1/status/flags` (empty in-process).
     pub flags: Arc<std::collections::BTreeMap<String, String>>,
     /// Queries that run at least this long are logged (`--query-log-slow`; `None`: off).
@@ -90,6 +93,7 @@ impl AppState {
             admission: Admission::new(limits.max_concurrent_writes, limits.max_inflight_bytes),
             access: Arc::new(AccessPolicy::default()),
             admin_api: false,
+            otlp_naming: crate::ingest::otlp::Naming::default(),
             flags: Arc::default(),
             slow_query: query.slow_query,
             started: std::time::SystemTime::now(),
@@ -129,6 +133,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v2/write", post(influx::write_v2))
         .route("/ping", get(influx::ping).head(influx::ping))
         .route("/api/put", post(opentsdb::put))
+        .route("/opentelemetry/v1/metrics", post(otlp::metrics))
+        .route("/api/v1/otlp/v1/metrics", post(otlp::metrics))
         .route("/api/v1/export", get(export::export).post(export::export))
         .route("/federate", get(federate::federate).post(federate::federate))
         .route("/api/v1/query", get(query::instant).post(query::instant))

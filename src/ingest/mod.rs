@@ -18,6 +18,7 @@
 
 pub mod influx;
 pub mod opentsdb;
+pub mod otlp;
 pub mod prom_text;
 
 use crate::labels::{is_valid_label_name, Labels, METRIC_NAME};

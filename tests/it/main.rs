@@ -23,6 +23,7 @@ mod manifest;
 mod metadata_api;
 mod metrics_cost;
 mod operator_api;
+mod otlp;
 mod overload;
 mod peers;
 mod prometheus_diff;
