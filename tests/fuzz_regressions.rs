@@ -98,3 +98,8 @@ fn opentsdb_put() {
 fn prometheus_text() {
     replay("prometheus_text");
 }
+
+#[test]
+fn otlp_metrics() {
+    replay("otlp_metrics");
+}

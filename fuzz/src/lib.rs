@@ -25,13 +25,14 @@ use saltdb::storage::MemQuerier;
 
 /// The names of all targets, as the `fuzz_targets/*.rs` binaries and the regression folders
 /// under `tests/fuzz_regressions/` are called.
-pub const TARGETS: [&str; 10] = [
+pub const TARGETS: [&str; 11] = [
     "remote_write_v1",
     "remote_write_v2",
     "import_lines",
     "influx_lines",
     "opentsdb_put",
     "prometheus_text",
+    "otlp_metrics",
     "promql",
     "promql_times",
     "chunk_decode",
@@ -47,6 +48,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "influx_lines" => influx_lines(data),
         "opentsdb_put" => opentsdb_put(data),
         "prometheus_text" => prometheus_text(data),
+        "otlp_metrics" => otlp_metrics(data),
         "promql" => promql(data),
         "promql_times" => promql_times(data),
         "chunk_decode" => chunk_decode(data),
@@ -194,6 +196,23 @@ pub fn prometheus_text(data: &[u8]) {
     let limits = SeriesLimits::default();
     for openmetrics in [false, true] {
         let opts = Options { openmetrics, default_ms: 1_700_000_000_000, limits };
+        let mut reserved = 0usize;
+        if let Ok(batch) = decode(data, &opts, &mut |n| {
+            reserved += n;
+            Ok::<(), ()>(())
+        }) {
+            check_batch(&batch, limits.max_labels, limits.max_label_bytes);
+            check_reserved(&batch, reserved);
+        }
+    }
+}
+
+/// OTLP metrics requests (protobuf), with both name translations.
+pub fn otlp_metrics(data: &[u8]) {
+    use saltdb::ingest::otlp::{decode, Naming, Options};
+    let limits = SeriesLimits::default();
+    for naming in [Naming::UnderscoreEscapingWithSuffixes, Naming::KeepUtf8] {
+        let opts = Options { naming, limits };
         let mut reserved = 0usize;
         if let Ok(batch) = decode(data, &opts, &mut |n| {
             reserved += n;

@@ -281,6 +281,9 @@ fn cases(t0: i64) -> Vec<Case> {
         send("opentsdb gzip bomb", "POST", "/api/put", &[("Content-Encoding", "gzip")], gzip_bomb.clone(), 413, "larger than the limit"),
         send("prometheus text invalid label name", "POST", "/api/v1/import/prometheus", &[], b"hostile_marker{1a=\"x\"} 1".to_vec(), 400, "invalid label name"),
         send("prometheus text timestamp out of range", "POST", "/api/v1/import/prometheus", &[], b"hostile_marker 1 -1".to_vec(), 400, "outside the supported range"),
+        send("otlp not protobuf", "POST", "/opentelemetry/v1/metrics", &[("Content-Type", "application/x-protobuf")], b"\xff\xff\xff not protobuf".to_vec(), 400, "invalid OTLP protobuf"),
+        send("otlp JSON", "POST", "/api/v1/otlp/v1/metrics", &[("Content-Type", "application/json")], b"{}".to_vec(), 415, "OTLP/JSON is not accepted"),
+        send("otlp gzip bomb", "POST", "/opentelemetry/v1/metrics", &[("Content-Type", "application/x-protobuf"), ("Content-Encoding", "gzip")], gzip_bomb.clone(), 413, "larger than the limit"),
         send("prometheus text gzip bomb", "POST", "/api/v1/import/prometheus", &[("Content-Encoding", "gzip")], gzip_bomb.clone(), 413, "larger than the limit"),
         // --- export ---
         get("export without match[]", "/api/v1/export", 400, "missing parameter \"match[]\""),
