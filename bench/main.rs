@@ -8,6 +8,7 @@ mod fleet;
 mod flood;
 mod http_client;
 mod peers;
+mod protocols;
 mod query;
 mod size;
 mod soak;
@@ -51,6 +52,8 @@ enum Bench {
     Soak(soak::SoakArgs),
     /// kill -9 during the remote-write ingest of new series: acknowledged vs found, restart time.
     Crash(crash::CrashArgs),
+    /// Ingest throughput per protocol (line protocol, OpenTSDB, Prometheus text, JSON, OTLP) vs VictoriaMetrics.
+    Protocols(protocols::ProtocolArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -270,6 +273,11 @@ fn main() {
             if !args.keep_data {
                 let _ = std::fs::remove_dir_all(&root);
             }
+        }
+        Bench::Protocols(args) => {
+            std::fs::create_dir_all(&root).expect("work dir");
+            protocols::run(&args, &root);
+            let _ = std::fs::remove_dir_all(&root);
         }
         Bench::Soak(args) => {
             std::fs::create_dir_all(&root).expect("work dir");

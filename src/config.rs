@@ -87,6 +87,11 @@ pub enum Command {
         #[arg(long, default_value = "http://127.0.0.1:9201")]
         url: String,
     },
+    /// Send files of JSON lines, Prometheus text or InfluxDB line protocol to a running server,
+    /// in batches, with retries and progress.
+    Import(crate::backfill::ImportArgs),
+    /// Write a running server's series out as JSON lines (the import format).
+    Export(crate::backfill::ExportArgs),
 }
 
 /// `saltdb serve` flags.
@@ -299,7 +304,7 @@ fn parse_window(s: &str) -> Result<i64, String> {
 }
 
 /// Parses `65536`, `64KiB`, `64MiB`, `1GiB` (also KB/MB/GB as powers of 1000).
-fn parse_bytes(s: &str) -> Result<usize, String> {
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
     let digits = s.bytes().take_while(u8::is_ascii_digit).count();
     let (num, unit) = s.split_at(digits);
     let n: usize = num.parse().map_err(|_| format!("invalid size {s:?}: use e.g. 65536, 64KiB, 64MiB, 1GiB"))?;

@@ -31,6 +31,20 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+        Command::Import(args) => match saltdb::backfill::import(&args) {
+            Ok(_) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("saltdb import: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
+        Command::Export(args) => match saltdb::backfill::export(&args) {
+            Ok(_) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("saltdb export: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
     }
 }
 

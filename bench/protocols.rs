@@ -1,0 +1,284 @@
+//! `saltdb-bench protocols`: ingest throughput per protocol (InfluxDB line protocol, OpenTSDB
+//! `/api/put`, Prometheus text, JSON lines, OTLP) against VictoriaMetrics 1.79 in the same run
+//! (VictoriaMetrics has no OTLP receiver). Each protocol writes its own series; the first round
+//! creates them (new-series ingest), the later rounds add samples to them (known-series ingest,
+//! the steady state of a fleet), and the median round is reported. Bodies are built before the
+//! clock starts; `--concurrency` keep-alive connections send them.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::metrics::v1::{
+    metric::Data, number_data_point, Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics,
+};
+use prost::Message;
+
+use crate::http_client::{Conn, Server};
+use crate::peers::Peer;
+
+/// Options.
+#[derive(Debug, clap::Args)]
+pub struct ProtocolArgs {
+    /// Series per protocol.
+    #[arg(long, default_value_t = 20_000)]
+    series: usize,
+    /// Samples per series in each round.
+    #[arg(long, default_value_t = 10)]
+    samples: usize,
+    /// Samples per request.
+    #[arg(long, default_value_t = 10_000)]
+    per_request: usize,
+    /// Rounds (the first creates the series).
+    #[arg(long, default_value_t = 4)]
+    rounds: usize,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proto {
+    Influx,
+    OpenTsdb,
+    PromText,
+    JsonLines,
+    Otlp,
+}
+
+impl Proto {
+    const ALL: [Self; 5] = [Self::Influx, Self::OpenTsdb, Self::PromText, Self::JsonLines, Self::Otlp];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Influx => "influx line protocol",
+            Self::OpenTsdb => "opentsdb /api/put",
+            Self::PromText => "prometheus text",
+            Self::JsonLines => "json lines import",
+            Self::Otlp => "otlp (protobuf)",
+        }
+    }
+
+    fn tag(self) -> &'static str {
+        match self {
+            Self::Influx => "influx",
+            Self::OpenTsdb => "tsdb",
+            Self::PromText => "text",
+            Self::JsonLines => "json",
+            Self::Otlp => "otlp",
+        }
+    }
+}
+
+/// One request: path, headers, body, samples.
+struct Request {
+    path: &'static str,
+    headers: Vec<(&'static str, &'static str)>,
+    body: Vec<u8>,
+    samples: usize,
+}
+
+/// The requests of one round: `samples` per series starting at `t0` (ms), 15 s apart.
+fn round(p: Proto, args: &ProtocolArgs, t0: i64) -> Vec<Request> {
+    let mut out = Vec::new();
+    let per_request_series = (args.per_request / args.samples).max(1);
+    let mut s = 0;
+    while s < args.series {
+        let ids: Vec<usize> = (s..(s + per_request_series).min(args.series)).collect();
+        s += ids.len();
+        let ts = |k: usize| t0 + k as i64 * 15_000;
+        let v = |i: usize, k: usize| ((i * 31 + k * 7) % 1000) as f64 / 10.0;
+        let (path, headers, body) = match p {
+            Proto::Influx => {
+                let mut b = String::new();
+                for &i in &ids {
+                    for k in 0..args.samples {
+                        b.push_str(&format!(
+                            "bench_{},host=h{},id={i} value={} {}\n",
+                            p.tag(),
+                            i % 1000,
+                            v(i, k),
+                            ts(k)
+                        ));
+                    }
+                }
+                ("/write?precision=ms", vec![], b.into_bytes())
+            }
+            Proto::OpenTsdb => {
+                let mut pts = Vec::new();
+                for &i in &ids {
+                    for k in 0..args.samples {
+                        pts.push(serde_json::json!({"metric": "bench_tsdb", "timestamp": ts(k), "value": v(i, k), "tags": {"host": format!("h{}", i % 1000), "id": i.to_string()}}));
+                    }
+                }
+                ("/api/put", vec![], serde_json::to_vec(&pts).unwrap_or_default())
+            }
+            Proto::PromText => {
+                let mut b = String::new();
+                for &i in &ids {
+                    for k in 0..args.samples {
+                        b.push_str(&format!("bench_text{{host=\"h{}\",id=\"{i}\"}} {} {}\n", i % 1000, v(i, k), ts(k)));
+                    }
+                }
+                ("/api/v1/import/prometheus", vec![], b.into_bytes())
+            }
+            Proto::JsonLines => {
+                let mut b = String::new();
+                for &i in &ids {
+                    let values: Vec<f64> = (0..args.samples).map(|k| v(i, k)).collect();
+                    let times: Vec<i64> = (0..args.samples).map(ts).collect();
+                    b.push_str(&serde_json::json!({"metric": {"__name__": "bench_json", "host": format!("h{}", i % 1000), "id": i.to_string()}, "values": values, "timestamps": times}).to_string());
+                    b.push('\n');
+                }
+                ("/api/v1/import", vec![], b.into_bytes())
+            }
+            Proto::Otlp => {
+                let attr = |k: &str, v: String| KeyValue {
+                    key: k.into(),
+                    value: Some(AnyValue { value: Some(any_value::Value::StringValue(v)) }),
+                    ..Default::default()
+                };
+                let mut points = Vec::new();
+                for &i in &ids {
+                    for k in 0..args.samples {
+                        points.push(NumberDataPoint {
+                            attributes: vec![attr("host", format!("h{}", i % 1000)), attr("id", i.to_string())],
+                            time_unix_nano: u64::try_from(ts(k)).unwrap_or(0) * 1_000_000,
+                            value: Some(number_data_point::Value::AsDouble(v(i, k))),
+                            ..Default::default()
+                        });
+                    }
+                }
+                let metric = Metric {
+                    name: "bench.otlp".into(),
+                    data: Some(Data::Gauge(Gauge { data_points: points })),
+                    ..Default::default()
+                };
+                let req = ExportMetricsServiceRequest {
+                    resource_metrics: vec![ResourceMetrics {
+                        scope_metrics: vec![ScopeMetrics { metrics: vec![metric], ..Default::default() }],
+                        ..Default::default()
+                    }],
+                };
+                ("/opentelemetry/v1/metrics", vec![("Content-Type", "application/x-protobuf")], req.encode_to_vec())
+            }
+        };
+        out.push(Request { path, headers, body, samples: ids.len() * args.samples });
+    }
+    out
+}
+
+/// Sends every request over `concurrency` connections; samples per second, and failed requests.
+fn send(addr: SocketAddr, requests: &[Request], concurrency: usize) -> (f64, usize) {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
+    let first_error: Mutex<Option<String>> = Mutex::new(None);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..concurrency {
+            scope.spawn(|| {
+                let mut conn = Conn::connect(addr);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(r) = requests.get(i) else { break };
+                    let (status, body) = conn.request("POST", r.path, &r.headers, &r.body);
+                    if !(200..300).contains(&status) {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        let mut e = first_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        e.get_or_insert_with(|| format!("{status} {}", String::from_utf8_lossy(&body)));
+                    }
+                }
+            });
+        }
+    });
+    let secs = started.elapsed().as_secs_f64();
+    if let Some(e) = first_error.into_inner().unwrap_or(None) {
+        eprintln!("  first failure: {e}");
+    }
+    let samples: usize = requests.iter().map(|r| r.samples).sum();
+    (samples as f64 / secs, failed.into_inner())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Runs the benchmark with data under `root`.
+pub fn run(args: &ProtocolArgs, root: &Path) {
+    let tsdb_port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0);
+    let vm = Peer::victoria_metrics_with(&root.join("vm"), &[format!("-opentsdbHTTPListenAddr=127.0.0.1:{tsdb_port}")]);
+    if vm.is_none() {
+        eprintln!("victoria-metrics is not installed: saltdb alone");
+    }
+    let saltdb = Server::spawn(&root.join("saltdb"), &["--retention", "0"]);
+    let now = chrono::Utc::now().timestamp_millis();
+    let span = args.samples as i64 * 15_000;
+    let t_first = now - 2 * 3_600_000 - args.rounds as i64 * span;
+    println!(
+        "protocols: {} series x {} samples per round per protocol, {} samples per request, {} connections, {} rounds (round 1 creates the series)",
+        args.series, args.samples, args.per_request, args.concurrency, args.rounds
+    );
+    println!(
+        "{:<22} {:>16} {:>16} {:>7} {:>16} {:>16} {:>7}",
+        "protocol", "saltdb new/s", "VM new/s", "ratio", "saltdb known/s", "VM known/s", "ratio"
+    );
+    for p in Proto::ALL {
+        let mut figures: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let mut new: [f64; 2] = [0.0, 0.0];
+        for r in 0..args.rounds {
+            let requests = round(p, args, t_first + r as i64 * span);
+            let targets: Vec<(usize, Option<SocketAddr>, &[Request])> = vec![
+                (0, Some(saltdb.addr), &requests[..]),
+                (
+                    1,
+                    vm.as_ref().filter(|_| p != Proto::Otlp).and_then(|v| {
+                        let base = if p == Proto::OpenTsdb {
+                            format!("127.0.0.1:{tsdb_port}")
+                        } else {
+                            v.base.trim_start_matches("http://").to_owned()
+                        };
+                        base.parse().ok()
+                    }),
+                    &requests[..],
+                ),
+            ];
+            for (who, addr, reqs) in targets {
+                let Some(addr) = addr else { continue };
+                let (rate, failed) = send(addr, reqs, args.concurrency);
+                if failed > 0 {
+                    eprintln!(
+                        "  {} round {}: {failed} requests failed on {}",
+                        p.name(),
+                        r + 1,
+                        ["saltdb", "victoria-metrics"][who]
+                    );
+                }
+                if r == 0 {
+                    new[who] = rate;
+                } else {
+                    figures[who].push(rate);
+                }
+            }
+        }
+        let [s, v] = figures;
+        let (s, v) = (median(s), median(v));
+        let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}x", a / b) } else { "-".into() };
+        println!(
+            "{:<22} {:>16.0} {:>16.0} {:>7} {:>16.0} {:>16.0} {:>7}",
+            p.name(),
+            new[0],
+            new[1],
+            ratio(new[0], new[1]),
+            s,
+            v,
+            ratio(s, v)
+        );
+    }
+    saltdb.stop();
+}
