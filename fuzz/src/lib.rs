@@ -165,8 +165,9 @@ pub fn influx_lines(data: &[u8]) {
             reserved += n;
             Ok::<(), ()>(())
         }) {
-            check_batch(&d.batch, limits.max_labels, limits.max_label_bytes);
-            check_reserved(&d.batch, reserved);
+            let batch = d.batch.unpack().expect("the builder writes canonical label bytes");
+            check_batch(&batch, limits.max_labels, limits.max_label_bytes);
+            check_reserved(&batch, reserved);
         }
     }
 }
@@ -180,8 +181,9 @@ pub fn opentsdb_put(data: &[u8]) {
         Ok::<(), ()>(())
     }) {
         Ok(d) => {
-            check_batch(&d.batch, limits.max_labels, limits.max_label_bytes);
-            check_reserved(&d.batch, reserved);
+            let batch = d.batch.unpack().expect("the builder writes canonical label bytes");
+            check_batch(&batch, limits.max_labels, limits.max_label_bytes);
+            check_reserved(&batch, reserved);
         }
         Err(saltdb::ingest::Stop::Invalid(r)) => {
             let _ = saltdb::ingest::opentsdb::point_json(data, &r);
@@ -197,10 +199,11 @@ pub fn prometheus_text(data: &[u8]) {
     for openmetrics in [false, true] {
         let opts = Options { openmetrics, default_ms: 1_700_000_000_000, limits };
         let mut reserved = 0usize;
-        if let Ok(batch) = decode(data, &opts, &mut |n| {
+        if let Ok(packed) = decode(data, &opts, &mut |n| {
             reserved += n;
             Ok::<(), ()>(())
         }) {
+            let batch = packed.unpack().expect("the builder writes canonical label bytes");
             check_batch(&batch, limits.max_labels, limits.max_label_bytes);
             check_reserved(&batch, reserved);
         }
@@ -214,10 +217,11 @@ pub fn otlp_metrics(data: &[u8]) {
     for naming in [Naming::UnderscoreEscapingWithSuffixes, Naming::KeepUtf8] {
         let opts = Options { naming, limits };
         let mut reserved = 0usize;
-        if let Ok(batch) = decode(data, &opts, &mut |n| {
+        if let Ok(packed) = decode(data, &opts, &mut |n| {
             reserved += n;
             Ok::<(), ()>(())
         }) {
+            let batch = packed.unpack().expect("the builder writes canonical label bytes");
             check_batch(&batch, limits.max_labels, limits.max_label_bytes);
             check_reserved(&batch, reserved);
         }

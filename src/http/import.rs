@@ -238,7 +238,7 @@ pub async fn import_prometheus(
     let opts = prom_text::Options { openmetrics, default_ms, limits: state.limits.series };
     ingest::run(&state, Protocol::PromText, &headers, body, Coding::Declared, move |bytes, reserve| {
         let batch = prom_text::decode(bytes, &opts, reserve).map_err(Refusal::from)?;
-        Ok((Batch::Series(batch), ()))
+        Ok((Batch::Packed(batch), ()))
     })
     .await?;
     Ok(StatusCode::NO_CONTENT)

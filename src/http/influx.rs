@@ -67,7 +67,7 @@ async fn write(
     ingest::run(&state, Protocol::Influx, &headers, body, Coding::Declared, move |bytes, reserve| {
         let decoded = decode(bytes, &opts, reserve).map_err(Refusal::from)?;
         st.metrics.rejected(Protocol::Influx, "string_field", decoded.string_fields, false);
-        Ok((Batch::Series(decoded.batch), ()))
+        Ok((Batch::Packed(decoded.batch), ()))
     })
     .await?;
     Ok(StatusCode::NO_CONTENT)

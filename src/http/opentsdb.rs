@@ -55,7 +55,7 @@ pub async fn put(
             }
             Refusal::from(stop)
         })?;
-        Ok((Batch::Series(decoded.batch), decoded.points))
+        Ok((Batch::Packed(decoded.batch), decoded.points))
     })
     .await;
     let bad = refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();

@@ -47,7 +47,7 @@ pub async fn metrics(
     let opts = Options { naming: state.otlp_naming, limits: state.limits.series };
     ingest::run(&state, Protocol::Otlp, &headers, body, Coding::Declared, move |bytes, reserve| {
         let batch = decode(bytes, &opts, reserve).map_err(Refusal::from)?;
-        Ok((Batch::Series(batch), ()))
+        Ok((Batch::Packed(batch), ()))
     })
     .await?;
     let mut resp = (StatusCode::OK, Vec::<u8>::new()).into_response();

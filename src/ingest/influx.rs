@@ -22,7 +22,7 @@
 //!   request, naming the line (VictoriaMetrics skips it and answers 204).
 
 use super::{at, sanitize_label_name, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
-use crate::sample::{check_timestamp, Sample, WriteBatch};
+use crate::sample::{check_timestamp, PackedBatch, Sample};
 
 /// The unit of line timestamps (`precision`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub struct Options {
 #[derive(Debug, Default)]
 pub struct Decoded {
     /// The series, one per numeric field of each line.
-    pub batch: WriteBatch,
+    pub batch: PackedBatch,
     /// String fields skipped.
     pub string_fields: usize,
 }
@@ -129,7 +129,7 @@ pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<
                 continue;
             };
             let name = if parsed.measurement.is_empty() { field } else { format!("{}_{field}", parsed.measurement) };
-            out.push(name, tags.clone(), vec![Sample::new(ts, value)]).map_err(at("line", i + 1))?;
+            out.push(name, tags.clone(), &[Sample::new(ts, value)]).map_err(at("line", i + 1))?;
         }
     }
     Ok(Decoded { batch: out.finish(), string_fields })
@@ -289,6 +289,8 @@ mod tests {
     /// `(name, labels without the name, ts, value)` of every series.
     fn flat(d: &Decoded) -> Vec<(String, crate::ingest::Pairs, i64, f64)> {
         d.batch
+            .unpack()
+            .unwrap()
             .series
             .iter()
             .map(|s| {

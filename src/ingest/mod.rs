@@ -1,5 +1,5 @@
 //! Ingest decoders: one file per protocol, each a pure function from a request body (already
-//! read and decompressed) to a [`WriteBatch`] or a typed [`Stop`]. The HTTP pipeline
+//! read and decompressed) to a [`PackedBatch`] or a typed [`Stop`]. The HTTP pipeline
 //! (`http/ingest.rs`) owns everything else: admission, body reading, the memory budget, the
 //! hand-off to storage, metrics and the mapping of errors to statuses. Adding a protocol is one
 //! decoder file here plus one route.
@@ -21,8 +21,8 @@ pub mod opentsdb;
 pub mod otlp;
 pub mod prom_text;
 
-use crate::labels::{is_valid_label_name, Labels, METRIC_NAME};
-use crate::sample::{Sample, SeriesSamples, WriteBatch};
+use crate::labels::{is_valid_label_name, LabelError, METRIC_NAME};
+use crate::sample::{PackedBatch, Sample};
 
 /// Limits applied to every ingested series, whatever the protocol.
 #[derive(Clone, Copy, Debug)]
@@ -99,9 +99,11 @@ pub fn sanitize_label_name(name: &str) -> String {
     out
 }
 
-/// Collects validated series under the request's limits, reserving each one's memory first.
+/// Collects validated series under the request's limits straight into a [`PackedBatch`]
+/// (canonical label bytes, as remote-write's decoder builds them: no label set is allocated per
+/// series), reserving each one's memory first.
 pub struct BatchBuilder<'a, E> {
-    batch: WriteBatch,
+    batch: PackedBatch,
     limits: SeriesLimits,
     reserve: Reserve<'a, E>,
 }
@@ -109,42 +111,69 @@ pub struct BatchBuilder<'a, E> {
 impl<'a, E> BatchBuilder<'a, E> {
     /// An empty batch.
     pub fn new(limits: SeriesLimits, reserve: Reserve<'a, E>) -> Self {
-        Self { batch: WriteBatch::default(), limits, reserve }
+        Self { batch: PackedBatch::default(), limits, reserve }
     }
 
     /// Adds a series of `name` with the labels `pairs` (names already valid or sanitized) and
-    /// `samples`.
+    /// `samples` (timestamps already checked), validated as `Labels::from_pairs` and
+    /// `Labels::check_limits` validate: the same rules and messages.
     ///
     /// # Errors
     /// A message for an invalid label set or a limit exceeded (the caller says where), or the
     /// budget's refusal.
-    pub fn push(&mut self, name: String, pairs: Vec<(String, String)>, samples: Vec<Sample>) -> Result<(), Stop<E>>
-    where
-        E: std::fmt::Debug,
-    {
-        if self.batch.series.len() >= self.limits.max_series {
+    pub fn push(&mut self, name: String, mut pairs: Pairs, samples: &[Sample]) -> Result<(), Stop<E>> {
+        let invalid = |e: LabelError| Stop::Invalid(Rejection::body(e.to_string()));
+        if self.batch.len() >= self.limits.max_series {
             return Err(Stop::Invalid(Rejection::body(format!(
                 "the request has more than {} series, the limit set by --max-series-per-request",
                 self.limits.max_series
             ))));
         }
-        let bytes = name.len()
-            + pairs.iter().map(|(k, v)| k.len() + v.len() + 48).sum::<usize>()
-            + samples.capacity() * std::mem::size_of::<Sample>()
-            + 64;
-        (self.reserve)(bytes).map_err(Stop::Refused)?;
-        let mut all = pairs;
-        all.push((METRIC_NAME.to_owned(), name));
-        let labels = Labels::from_pairs(all).map_err(|e| Stop::Invalid(Rejection::body(e.to_string())))?;
-        labels
-            .check_limits(self.limits.max_labels, self.limits.max_label_bytes)
-            .map_err(|e| Stop::Invalid(Rejection::body(e.to_string())))?;
-        self.batch.series.push(SeriesSamples { labels, samples });
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let label_bytes = name.len() + pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum::<usize>() + 10;
+        (self.reserve)(label_bytes + std::mem::size_of_val(samples) + 16).map_err(Stop::Refused)?;
+        pairs.push((METRIC_NAME.to_owned(), name));
+        for (k, v) in &pairs {
+            if !is_valid_label_name(k) {
+                return Err(invalid(LabelError::InvalidName(k.clone())));
+            }
+            if v.as_bytes().contains(&0) {
+                return Err(invalid(LabelError::NulInValue(k.clone())));
+            }
+        }
+        pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if let Some(w) = pairs.windows(2).find(|w| matches!(w, [a, b] if a.0 == b.0)) {
+            return Err(invalid(LabelError::DuplicateName(w.first().map(|p| p.0.clone()).unwrap_or_default())));
+        }
+        pairs.retain(|(_, v)| !v.is_empty());
+        if !pairs.iter().any(|(k, _)| k == METRIC_NAME) {
+            return Err(invalid(LabelError::MissingMetricName));
+        }
+        if pairs.len() > self.limits.max_labels {
+            return Err(invalid(LabelError::TooManyLabels { count: pairs.len(), limit: self.limits.max_labels }));
+        }
+        for (k, v) in &pairs {
+            let len = k.len().max(v.len());
+            if len > self.limits.max_label_bytes {
+                let mut name = k.clone();
+                name.truncate(64);
+                return Err(invalid(LabelError::TooLong { name, len, limit: self.limits.max_label_bytes }));
+            }
+        }
+        for (k, v) in &pairs {
+            self.batch.push_label(k, v);
+        }
+        for s in samples {
+            self.batch.push_sample(*s);
+        }
+        self.batch.finish_series();
         Ok(())
     }
 
     /// The batch.
-    pub fn finish(self) -> WriteBatch {
+    pub fn finish(self) -> PackedBatch {
         self.batch
     }
 }
@@ -173,6 +202,44 @@ mod tests {
         assert_eq!(sanitize_label_name(""), "_");
         for s in ["a b", "9", "x/y.z", "__ok"] {
             assert!(is_valid_label_name(&sanitize_label_name(s)), "{s}");
+        }
+    }
+
+    use proptest::prelude::*;
+
+    /// The reference: what `Labels::from_pairs` + `require_metric_name` + `check_limits` say.
+    fn reference(name: &str, pairs: &Pairs, limits: SeriesLimits) -> Result<crate::labels::Labels, String> {
+        let mut all = pairs.clone();
+        all.push((METRIC_NAME.to_owned(), name.to_owned()));
+        let labels = crate::labels::Labels::from_pairs(all).map_err(|e| e.to_string())?;
+        labels.require_metric_name().map_err(|e| e.to_string())?;
+        labels.check_limits(limits.max_labels, limits.max_label_bytes).map_err(|e| e.to_string())?;
+        Ok(labels)
+    }
+
+    proptest! {
+        /// The builder accepts and refuses exactly what the label-set validation does, with the
+        /// same message, and what it accepts decodes to the same label set.
+        #[test]
+        fn the_builder_validates_as_labels_do(
+            name in "[a-z_]{0,3}",
+            pairs in proptest::collection::vec(("[a-c1_.]{0,3}", "[xy\\x00]{0,4}"), 0..6),
+            max_labels in 1usize..8,
+            max_bytes in 1usize..6,
+        ) {
+            let limits = SeriesLimits { max_labels, max_label_bytes: max_bytes, max_series: 10 };
+            let mut free = |_| Ok::<(), ()>(());
+            let mut b = BatchBuilder::new(limits, &mut free);
+            let got = b.push(name.clone(), pairs.clone(), &[Sample::new(1, 1.0)]);
+            match (reference(&name, &pairs, limits), got) {
+                (Ok(want), Ok(())) => {
+                    let batch = b.finish().unpack().unwrap();
+                    prop_assert_eq!(batch.series.len(), 1);
+                    prop_assert_eq!(&batch.series[0].labels, &want);
+                }
+                (Err(want), Err(Stop::Invalid(r))) => prop_assert_eq!(r.message, want),
+                (want, got) => prop_assert!(false, "reference {:?}, builder {:?}", want, got.err()),
+            }
         }
     }
 

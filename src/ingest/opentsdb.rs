@@ -13,7 +13,7 @@
 use serde_json::Value;
 
 use super::{at, sanitize_label_name, BatchBuilder, Pairs, Rejection, Reserve, SeriesLimits, Stop};
-use crate::sample::{check_timestamp, Sample, WriteBatch};
+use crate::sample::{check_timestamp, PackedBatch, Sample};
 
 /// Largest timestamp read as seconds; larger ones are milliseconds.
 const MAX_SECONDS: i64 = 9_999_999_999;
@@ -22,7 +22,7 @@ const MAX_SECONDS: i64 = 9_999_999_999;
 #[derive(Debug, Default)]
 pub struct Decoded {
     /// The series, one per point.
-    pub batch: WriteBatch,
+    pub batch: PackedBatch,
     /// Points in the body.
     pub points: usize,
 }
@@ -48,7 +48,7 @@ pub fn decode<E: std::fmt::Debug>(
     for (i, p) in points.iter().enumerate() {
         let (name, tags, sample) =
             point(p).map_err(|m| Stop::Invalid(Rejection { where_: Some(("point", i + 1)), message: m }))?;
-        out.push(name, tags, vec![sample]).map_err(at("point", i + 1))?;
+        out.push(name, tags, &[sample]).map_err(at("point", i + 1))?;
     }
     Ok(Decoded { batch: out.finish(), points: points.len() })
 }
@@ -120,6 +120,8 @@ mod tests {
             Stop::Refused(_) => unreachable!(),
         })?;
         Ok(d.batch
+            .unpack()
+            .unwrap()
             .series
             .iter()
             .map(|s| {

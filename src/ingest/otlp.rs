@@ -30,7 +30,7 @@ use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point, A
 use prost::Message;
 
 use super::{BatchBuilder, Pairs, Rejection, Reserve, SeriesLimits, Stop};
-use crate::sample::{check_timestamp, Sample, WriteBatch, STALE_NAN_BITS};
+use crate::sample::{check_timestamp, PackedBatch, Sample, STALE_NAN_BITS};
 
 /// How metric names are translated (`--otlp-metric-names`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -60,7 +60,11 @@ const MESSAGE_FACTOR: usize = 4;
 /// # Errors
 /// [`Stop::Invalid`] for a body that is not an OTLP metrics request or holds something saltdb
 /// refuses (naming the metric), or the budget's refusal.
-pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<'_, E>) -> Result<WriteBatch, Stop<E>> {
+pub fn decode<E: std::fmt::Debug>(
+    body: &[u8],
+    opts: &Options,
+    reserve: Reserve<'_, E>,
+) -> Result<PackedBatch, Stop<E>> {
     reserve(body.len().saturating_mul(MESSAGE_FACTOR)).map_err(Stop::Refused)?;
     let request = ExportMetricsServiceRequest::decode(body)
         .map_err(|e| Stop::Invalid(Rejection::body(format!("invalid OTLP protobuf: {e}"))))?;
@@ -82,7 +86,7 @@ pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<
         if let (Some(ts), false) = (newest, resource.info.is_empty()) {
             let mut labels = resource.info.clone();
             labels.extend(resource.identity());
-            out.push("target_info".to_owned(), labels, vec![Sample::new(ts, 1.0)])?;
+            out.push("target_info".to_owned(), labels, &[Sample::new(ts, 1.0)])?;
         }
     }
     Ok(out.finish())
@@ -145,7 +149,7 @@ fn translate<E: std::fmt::Debug>(
         check_timestamp(ts).map_err(|e| Stop::Invalid(Rejection::body(e.to_string())))?;
         newest = newest.max(Some(ts));
         labels.extend(resource.identity());
-        out.push(name, labels, vec![Sample::new(ts, value)])
+        out.push(name, labels, &[Sample::new(ts, value)])
     };
     match &metric.data {
         None => Ok(None),

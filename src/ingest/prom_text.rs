@@ -20,7 +20,7 @@
 
 use super::{at, BatchBuilder, Pairs, Rejection, Reserve, SeriesLimits, Stop};
 use crate::labels::is_valid_label_name;
-use crate::sample::{check_timestamp, Sample, WriteBatch};
+use crate::sample::{check_timestamp, PackedBatch, Sample};
 
 /// What a request says beyond its body.
 #[derive(Clone, Copy, Debug)]
@@ -37,7 +37,11 @@ pub struct Options {
 ///
 /// # Errors
 /// [`Stop::Invalid`] naming the first bad line, or the budget's refusal.
-pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<'_, E>) -> Result<WriteBatch, Stop<E>> {
+pub fn decode<E: std::fmt::Debug>(
+    body: &[u8],
+    opts: &Options,
+    reserve: Reserve<'_, E>,
+) -> Result<PackedBatch, Stop<E>> {
     let text = std::str::from_utf8(body).map_err(|e| {
         let line = body.get(..e.valid_up_to()).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count()) + 1;
         Stop::Invalid(Rejection::line(line, "is not valid UTF-8"))
@@ -51,7 +55,7 @@ pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<
         let (name, labels, value, ts) = parse_line(line, opts).map_err(|m| Stop::Invalid(Rejection::line(i + 1, m)))?;
         let ts = ts.unwrap_or(opts.default_ms);
         check_timestamp(ts).map_err(|e| Stop::Invalid(Rejection::line(i + 1, e.to_string())))?;
-        out.push(name, labels, vec![Sample::new(ts, value)]).map_err(at("line", i + 1))?;
+        out.push(name, labels, &[Sample::new(ts, value)]).map_err(at("line", i + 1))?;
     }
     Ok(out.finish())
 }
@@ -169,7 +173,9 @@ mod tests {
             Stop::Invalid(r) => r,
             Stop::Refused(()) => unreachable!(),
         })?;
-        Ok(b.series
+        Ok(b.unpack()
+            .unwrap()
+            .series
             .iter()
             .map(|s| {
                 let labels: Vec<String> = s

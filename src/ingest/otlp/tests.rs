@@ -75,6 +75,8 @@ fn run(body: &[u8], o: &Options) -> Result<Vec<String>, Rejection> {
         Stop::Refused(()) => unreachable!(),
     })?;
     let mut out: Vec<String> = batch
+        .unpack()
+        .unwrap()
         .series
         .iter()
         .map(|s| {
