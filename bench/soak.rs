@@ -37,6 +37,10 @@ pub struct SoakArgs {
     /// Seconds between RSS samples.
     #[arg(long, default_value_t = 10)]
     sample_every: u64,
+    /// Seconds of newest data the range, series and label queries cover (3600: the last hour,
+    /// which keeps growing for the first hour of a run).
+    #[arg(long, default_value_t = 3600)]
+    query_range: i64,
     /// Extra flags for `saltdb serve` (repeatable), e.g. `--server-flag=--max-connections=64`.
     #[arg(long = "server-flag", allow_hyphen_values = true)]
     server_flags: Vec<String>,
@@ -141,13 +145,13 @@ fn enc(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
-/// Instant, range, series and label queries over the newest hour, one after another.
-fn queries(addr: SocketAddr, tally: &Shared, stop: &AtomicBool, client: usize) {
+/// Instant, range, series and label queries over the newest `range` seconds, one after another.
+fn queries(addr: SocketAddr, tally: &Shared, stop: &AtomicBool, client: usize, range: i64) {
     let mut conn = None;
     let mut i = client;
     while !stop.load(Ordering::Relaxed) {
         let end = now_ms() / 1000;
-        let start = end - 3600;
+        let start = end - range;
         let (kind, path) = match i % 5 {
             0 => ("query", format!("/api/v1/query?query={}&time={end}", enc("sum by (job) (rate(m0[5m]))"))),
             1 => (
@@ -241,17 +245,18 @@ pub fn run(args: &SoakArgs, root: &std::path::Path) {
     let server = Server::spawn(&dir, &flags);
     let (addr, pid) = (server.addr, server.pid());
     println!(
-        "soak: {} min, fleet of {} series every 15 s ({} per request), 1,000-series import every 1 s, {} query clients, a hostile request every {} s; server flags {:?}",
-        args.minutes, args.series, args.series_per_request, args.query_clients, args.hostile_every, flags
+        "soak: {} min, fleet of {} series every 15 s ({} per request), 1,000-series import every 1 s, {} query clients over the last {} s, a hostile request every {} s; server flags {:?}",
+        args.minutes, args.series, args.series_per_request, args.query_clients, args.query_range, args.hostile_every, flags
     );
     let tally: Shared = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
+    let query_range = args.query_range.max(60);
     let rss = std::thread::scope(|s| {
         s.spawn(|| remote_write(args, addr, &tally, &stop));
         s.spawn(|| imports(addr, &tally, &stop));
         for c in 0..args.query_clients {
             let (tally, stop) = (&tally, &stop);
-            s.spawn(move || queries(addr, tally, stop, c));
+            s.spawn(move || queries(addr, tally, stop, c, query_range));
         }
         s.spawn(|| hostile(args, addr, &tally, &stop));
         let started = Instant::now();
