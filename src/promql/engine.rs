@@ -175,7 +175,7 @@ impl Engine {
     ) -> Result<QueryResult> {
         let started = Instant::now();
         check_range(start_ms, end_ms, step_ms)?;
-        let expr = parse(query)?;
+        let expr = parse_at(query, step_ms, end_ms.saturating_sub(start_ms))?;
         match expr.value_type() {
             ValueType::Scalar | ValueType::Vector => {}
             other => {
@@ -321,7 +321,18 @@ fn check_range(start_ms: i64, end_ms: i64, step_ms: i64) -> Result<()> {
 /// # Errors
 /// `bad_data` with the parser's message, or when a nesting/size limit is exceeded.
 pub fn parse(query: &str) -> Result<Expr> {
+    parse_at(query, 0, 0)
+}
+
+/// [`parse`] for a query with this step and range (end - start), in milliseconds: the values of
+/// `step()` and `range()` in duration expressions (see `duration_expr.rs`).
+///
+/// # Errors
+/// As [`parse`], and `bad_data` for a duration expression that cannot be computed.
+pub fn parse_at(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
     check_text_limits(query)?;
+    let folded = super::duration_expr::fold(query, step_ms, range_ms).map_err(EvalError::bad)?;
+    let query: &str = &folded;
     bounds::check_numeric_durations(query)?;
     // A panic of the parser on some input is contained here, whatever the caller (the blocking
     // task of a query, or the async handler of `match[]`), and answered as bad input.

@@ -7,6 +7,7 @@
 
 pub mod annotations;
 mod bounds;
+mod duration_expr;
 pub mod engine;
 pub mod error;
 mod eval;

@@ -124,3 +124,50 @@ fn query_sample_limit_is_a_clear_422() {
     assert_eq!(s, 200);
     server.stop();
 }
+
+/// Prometheus 3's duration expressions over HTTP: arithmetic in ranges and offsets, `step()`
+/// and `range()` of the query, and a clear 400 for one that cannot be computed.
+#[test]
+fn duration_expressions_in_ranges_and_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(storage_config(dir.path()));
+    let base = server.url("");
+    load(&base);
+    let c = client();
+    let at = ((T + 600_000) / 1000).to_string();
+    let value = |q: &str| {
+        let (s, v) =
+            json_of(c.get(format!("{base}/api/v1/query")).query(&[("query", q), ("time", &at)]).send().unwrap());
+        assert_eq!(s, 200, "{q}: {v}");
+        v["data"]["result"][0]["value"][1].as_str().unwrap_or_default().to_owned()
+    };
+    // 15 s samples: [2m*2+30s] holds as many as [270s]; offset (2*1m) is offset 2m.
+    assert_eq!(
+        value(r#"count_over_time(reqs_total{instance="a"}[2m*2+30s])"#),
+        value(r#"count_over_time(reqs_total{instance="a"}[270s])"#)
+    );
+    assert_eq!(value(r#"reqs_total{instance="a"} offset (2*1m)"#), value(r#"reqs_total{instance="a"} offset 2m"#));
+    assert_eq!(value(r#"reqs_total{instance="a"} offset (2*1m)"#), "480");
+    // step() of a range query: a window of exactly one step holds one 15 s sample per 15 s step.
+    let start = ((T + 300_000) / 1000).to_string();
+    let (s, v) = json_of(
+        c.get(format!("{base}/api/v1/query_range"))
+            .query(&[
+                ("query", r#"count_over_time(reqs_total{instance="a"}[step()])"#),
+                ("start", &start),
+                ("end", &at),
+                ("step", "15"),
+            ])
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(s, 200, "{v}");
+    let points = v["data"]["result"][0]["values"].as_array().unwrap();
+    assert_eq!(points.len(), 21);
+    assert!(points.iter().all(|p| p[1] == "1"), "{v}");
+    // One that cannot be computed is a 400 naming the problem.
+    let (s, v) = json_of(c.get(format!("{base}/api/v1/query")).query(&[("query", "reqs_total[1m/0]")]).send().unwrap());
+    assert_eq!(s, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("division by zero"), "{v}");
+    server.stop();
+}
