@@ -746,6 +746,11 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         "  samples verified: {} over all restarts, {} in the last check; lost = {lost}, corrupt = {corrupt}",
         totals.samples_verified, last.acked_present
     );
+    if !problems.is_empty() {
+        // Kept for a post-mortem: the data directory (open it with `saltdb serve --data-dir`)
+        // and every life's server log with the seal and retention steps.
+        println!("crash_load: data directory and logs kept in {}", tmp.keep().display());
+    }
     assert!(
         problems.is_empty(),
         "{} problems, first ones:\n{}",
