@@ -132,19 +132,33 @@ pub enum SealSwap {
 type IdSet = HashSet<SeriesId, BuildHasherDefault<IdHasher>>;
 
 /// Which series are known to have a window-index row, for the few most recent windows.
+///
+/// Invariant: a set holds every series indexed in its window's hot keyspace, *including* those
+/// the batch being built indexes (not yet committed). A series missing from the set would be
+/// indexed again, and its postings blocks (keyed by their first id) would overwrite the blocks
+/// of the earlier batch, dropping the other series those listed.
 struct Presence {
     windows: VecDeque<(i64, IdSet)>,
 }
 
 impl Presence {
-    /// Loads (by a prefix scan of the window index) or returns the set of a window.
-    fn set(&mut self, start_ms: i64, points: &fjall::Keyspace) -> Result<&mut IdSet> {
+    /// Loads (by a prefix scan of the window index) or returns the set of a window. A set
+    /// loaded here, while a batch is being built, must also hold what that batch indexes in the
+    /// window (`uncommitted`, a superset is fine): a group or flush touching more than
+    /// [`PRESENCE_WINDOWS`] windows evicts a set it has added to and loads it again.
+    fn set(
+        &mut self,
+        start_ms: i64,
+        points: &fjall::Keyspace,
+        uncommitted: impl Iterator<Item = SeriesId>,
+    ) -> Result<&mut IdSet> {
         if let Some(pos) = self.windows.iter().position(|(s, _)| *s == start_ms) {
             let entry = self.windows.remove(pos).ok_or(StorageError::ShuttingDown)?;
             self.windows.push_front(entry);
         } else {
             let mut ids = IdSet::default();
             ids.extend(postings::all_ids(points)?);
+            ids.extend(uncommitted);
             self.windows.push_front((start_ms, ids));
             self.windows.truncate(PRESENCE_WINDOWS);
         }
@@ -462,7 +476,8 @@ impl Writer {
                 &pending.hot.insert((start, ks)).1
             }
         };
-        if self.presence.set(start, ks)?.insert(id) {
+        let uncommitted = pending.marks.iter().filter(|&&(s, _)| s == start).map(|&(_, id)| id);
+        if self.presence.set(start, ks, uncommitted)?.insert(id) {
             let (ks, builder) = pending.postings.entry(start).or_insert_with(|| (ks.clone(), Default::default()));
             match canonical {
                 Some(canonical) => builder.add(fb, ks, id, canonical),

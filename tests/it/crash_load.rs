@@ -608,7 +608,20 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
             println!("  {p}");
         }
         problems.extend(c.problems.iter().map(|p| format!("after restart {life}: {p}")));
+        let lost_now = c.problems.iter().any(|p| p.contains("lost:"));
         last = c;
+        if lost_now {
+            // Post-mortem: the directory exactly as this life found it lost, before any more
+            // maintenance (seals, retention) can change it.
+            bin.kill9();
+            let copy = tmp.path().join(format!("data-at-life-{life}"));
+            let status = std::process::Command::new("cp").arg("-a").arg(&data).arg(&copy).status();
+            println!(
+                "crash_load: lost samples at life {life}; data directory copied to {} ({status:?})",
+                copy.display()
+            );
+            break;
+        }
         if life == kills {
             bin.terminate();
             let log = LifeLog::read(&log_path);

@@ -2,7 +2,8 @@
 //! windows (some sealed, some hot, some still in the head), random matchers and time ranges;
 //! every answer of the index (series, select, label names, label values, limits) must equal
 //! what filtering every series in memory gives ([`MemQuerier`]), whichever way the samples are
-//! read (a seek per series or one iterator per bucket range).
+//! read (a seek per series or one iterator per bucket range). Batches span more windows than the
+//! writer keeps presence sets for, so sets are evicted and reloaded while a batch is built.
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -17,14 +18,17 @@ const DAY: i64 = 86_400_000;
 const T0: i64 = 20_000 * DAY;
 const VALUES: [&str; 5] = ["a", "b", "ab", "abc", "b-1"];
 
+/// Days (one window each) the samples fall in: more than the writer's presence sets.
+const DAYS: i64 = 7;
+
 /// One generated series: label (name, value) indexes from a small alphabet (so matchers hit
-/// often), and the (day 0..4, offset) of each sample.
+/// often), and the (day, offset) of each sample.
 type GenSeries = (Vec<(usize, usize)>, Vec<(i64, i64)>);
 
 fn arb_series() -> impl Strategy<Value = GenSeries> {
     (
         proptest::collection::vec((0usize..4, 0usize..VALUES.len()), 0..4),
-        proptest::collection::vec((0i64..4, 0i64..DAY), 1..4),
+        proptest::collection::vec((0i64..DAYS, 0i64..DAY), 1..4),
     )
 }
 
@@ -129,19 +133,21 @@ fn index_answers_equal_a_scan_of_every_series() {
     let mut runner = TestRunner::new(Config { cases: 24, failure_persistence: None, ..Config::default() });
     let strategy = (
         proptest::collection::vec(arb_series(), 1..40),
-        proptest::collection::vec((proptest::collection::vec(arb_matcher(), 0..3), -1i64..5, 0i64..3), 12),
+        proptest::collection::vec((proptest::collection::vec(arb_matcher(), 0..3), -1i64..DAYS + 1, 0i64..3), 12),
         0usize..3,
         prop_oneof![Just(ReadStrategy::Auto), Just(ReadStrategy::Seek), Just(ReadStrategy::Range)],
+        any::<bool>(),
     );
     runner
-        .run(&strategy, |(series, queries, sealed, read_strategy)| {
+        .run(&strategy, |(series, queries, sealed, read_strategy, flush_new)| {
             let data = build(&series);
             let dir = tempfile::tempdir().unwrap();
             let mut config = storage_config(dir.path());
             config.read_strategy = read_strategy;
             let s = Storage::open(config).unwrap();
             // Days before `sealed` are written first and sealed; later ones stay hot, and the
-            // newest writes stay in the head.
+            // newest writes stay in the head (or are flushed: a flush indexes each series in
+            // each window again unless the writer knows it is there).
             let cut = T0 + sealed as i64 * DAY;
             let (old, new): (Vec<_>, Vec<_>) = data
                 .iter()
@@ -159,14 +165,41 @@ fn index_answers_equal_a_scan_of_every_series() {
             }
             s.flush_head().unwrap();
             s.write(WriteBatch { series: new.into_iter().filter(|x| !x.samples.is_empty()).collect() }).unwrap();
+            if flush_new {
+                s.flush_head().unwrap();
+            }
             let reference = MemQuerier::new(data);
             for (matchers, first_day, days) in queries {
                 let start = T0 + first_day * DAY + DAY / 3;
                 let end = start + days * DAY;
                 compare(&s, &reference, &matchers, start, end)?;
             }
-            compare(&s, &reference, &[], 0, T0 + 10 * DAY)?;
+            compare(&s, &reference, &[], 0, T0 + (DAYS + 3) * DAY)?;
             Ok(())
         })
         .unwrap();
+}
+
+/// A batch that indexes two new series in one window with series of more windows in between
+/// (so the writer evicts and reloads that window's presence set before the second), then a
+/// flush of the head (which indexes each series again unless the writer knows it is there):
+/// both series stay findable by the label pair they share. Re-indexing the first one wrote a
+/// postings block under the same key as the batch's block for both, and the second series lost
+/// its `__name__` posting (found by `crash_load`).
+#[test]
+fn a_batch_over_more_windows_than_presence_sets_keeps_every_posting() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Storage::open(storage_config(dir.path())).unwrap();
+    let series = |name: &str, id: &str, day: i64| SeriesSamples {
+        labels: Labels::from_pairs([("__name__", name), ("id", id)]).unwrap(),
+        samples: vec![Sample::new(T0 + day * DAY + 1_000, 1.0)],
+    };
+    let mut batch = vec![series("shared", "first", 0)];
+    batch.extend((1..DAYS).map(|day| series("other", &day.to_string(), day)));
+    batch.push(series("shared", "second", 0));
+    s.write(WriteBatch { series: batch }).unwrap();
+    s.flush_head().unwrap();
+    let name = [Matcher::new(MatchOp::Equal, "__name__", "shared").unwrap()];
+    let found = label_strings(s.querier(ReadLimits::none()).series(&name, T0, T0 + DAY - 1, None).unwrap());
+    assert_eq!(found, vec![r#"shared{id="first"}"#, r#"shared{id="second"}"#]);
 }
