@@ -5,8 +5,11 @@
 //! must neither exhaust file descriptors nor lock out normal clients:
 //!
 //! - at most `max_connections` are open; beyond that, accepting a new connection first closes
-//!   the oldest one that has not yet sent a complete request head (a *pending* connection), and
-//!   only when none is pending does accepting wait for a connection to end;
+//!   the oldest *stalled* one: pending (no complete request head yet) and waiting on an empty
+//!   socket (everything it sent has been read, and it was not a complete head). Only when none
+//!   is stalled does accepting wait for a connection to end. A connection not yet read from is
+//!   never evicted: its head may be sitting in the socket, and closing it would reset a normal
+//!   client that a busy server had simply not polled yet;
 //! - a new connection must complete its first request head (TLS handshake included) within
 //!   `header_read_timeout`;
 //! - a kept-alive connection must complete its next request head within `idle_timeout` of the
@@ -18,15 +21,17 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -71,6 +76,9 @@ impl Default for ConnectionLimits {
 struct Standing {
     /// A complete request head arrived (the connection is no longer pending).
     served: AtomicBool,
+    /// The last read of the socket found it empty (true from the first such read until bytes
+    /// arrive again); false before the socket was ever read.
+    waiting: AtomicBool,
     /// Asks a pending connection to close so that a new one can have its slot.
     evict: Notify,
 }
@@ -78,6 +86,57 @@ struct Standing {
 impl Standing {
     fn is_pending(&self) -> bool {
         !self.served.load(Ordering::Acquire)
+    }
+
+    /// Pending and waiting on an empty socket: whatever it sent was read and was not a
+    /// complete request head. Only stalled connections are evicted.
+    fn is_stalled(&self) -> bool {
+        self.is_pending() && self.waiting.load(Ordering::Acquire)
+    }
+}
+
+/// A connection's socket that records in its [`Standing`] whether the last read found it
+/// empty (see [`Standing::is_stalled`]).
+struct Watched<S> {
+    io: S,
+    standing: Arc<Standing>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        self.standing.waiting.store(polled.is_pending(), Ordering::Release);
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
     }
 }
 
@@ -111,13 +170,22 @@ impl Slots {
         standing
     }
 
-    /// Asks the oldest pending connection to close; false when none is pending.
-    fn evict_oldest_pending(&self) -> bool {
+    /// Asks the oldest stalled connection to close; false when none is stalled. Ended and
+    /// served connections are dropped from the queue on the way.
+    fn evict_oldest_stalled(&self) -> bool {
         let mut queue = self.queue();
-        while let Some(weak) = queue.pop_front() {
-            if let Some(standing) = weak.upgrade().filter(|s| s.is_pending()) {
-                standing.evict.notify_one();
-                return true;
+        let mut i = 0;
+        while i < queue.len() {
+            match queue[i].upgrade().filter(|s| s.is_pending()) {
+                None => {
+                    queue.remove(i);
+                }
+                Some(standing) if standing.is_stalled() => {
+                    queue.remove(i);
+                    standing.evict.notify_one();
+                    return true;
+                }
+                Some(_) => i += 1,
             }
         }
         false
@@ -131,8 +199,9 @@ impl Slots {
                 return Some(permit);
             }
             // An evicted connection ends within a poll; one that just got its head ignores the
-            // request, so wait briefly and pick the next pending one.
-            let wait = if self.evict_oldest_pending() { Duration::from_millis(50) } else { Duration::from_secs(1) };
+            // request, so wait briefly and pick the next stalled one. A connection not read from
+            // yet becomes stalled (or served) within a poll too, so retry soon either way.
+            let wait = if self.evict_oldest_stalled() { Duration::from_millis(50) } else { Duration::from_millis(200) };
             tokio::select! {
                 permit = tokio::time::timeout(wait, Arc::clone(&self.permits).acquire_owned()) => {
                     if let Ok(Ok(permit)) = permit {
@@ -193,6 +262,7 @@ pub async fn serve(
         let Some(permit) = slots.admit(&mut stopping).await else { break };
         let _ = stream.set_nodelay(true);
         let standing = slots.register();
+        let stream = Watched { io: stream, standing: Arc::clone(&standing) };
         tokio::spawn(run(stream, ClientAddr(peer), standing, context.clone(), permit));
     }
     // Release the port before waiting for the connections.
@@ -203,7 +273,13 @@ pub async fn serve(
 
 /// One connection from accept to close; holds its slot (`_permit`) throughout and counts as
 /// open in the metrics meanwhile.
-async fn run(stream: TcpStream, peer: ClientAddr, standing: Arc<Standing>, cx: Context, _permit: OwnedSemaphorePermit) {
+async fn run(
+    stream: Watched<TcpStream>,
+    peer: ClientAddr,
+    standing: Arc<Standing>,
+    cx: Context,
+    _permit: OwnedSemaphorePermit,
+) {
     let metrics = cx.metrics.clone();
     metrics.accepted();
     serve_connection(stream, peer, standing, cx).await;
@@ -211,12 +287,13 @@ async fn run(stream: TcpStream, peer: ClientAddr, standing: Arc<Standing>, cx: C
 }
 
 /// The TLS handshake when configured, then HTTP.
-async fn serve_connection(stream: TcpStream, peer: ClientAddr, standing: Arc<Standing>, mut cx: Context) {
+async fn serve_connection(stream: Watched<TcpStream>, peer: ClientAddr, standing: Arc<Standing>, mut cx: Context) {
     let first_head_by = Instant::now() + cx.limits.header_read_timeout;
     let Some(acceptor) = cx.tls.clone() else {
         return serve_http(stream, peer, &standing, cx, first_head_by).await;
     };
     let handshake = tokio::select! {
+        biased;
         tls = tokio::time::timeout_at(first_head_by, acceptor.accept(stream)) => tls,
         () = standing.evict.notified() => return cx.metrics.closed_early(EarlyClose::Evicted),
         _ = cx.stop.wait_for(|&s| s) => return,
@@ -258,7 +335,10 @@ where
     tokio::pin!(first_head);
     let mut watching_first_head = true;
     loop {
+        // Biased, connection first: a head that has arrived is parsed (and the connection
+        // marked served) before an eviction request is looked at.
         tokio::select! {
+            biased;
             done = conn.as_mut() => {
                 if let Err(e) = done {
                     tracing::debug!(error = %e, "connection ended with an error");
@@ -274,7 +354,7 @@ where
                 watching_first_head = false;
             }
             () = standing.evict.notified() => {
-                if standing.is_pending() {
+                if standing.is_stalled() {
                     cx.metrics.closed_early(EarlyClose::Evicted);
                     tracing::debug!("closing a pending connection to make room for a new one");
                     return;
