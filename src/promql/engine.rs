@@ -332,7 +332,8 @@ pub fn parse(query: &str) -> Result<Expr> {
 pub fn parse_at(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
     check_text_limits(query)?;
     let folded = super::duration_expr::fold(query, step_ms, range_ms).map_err(EvalError::bad)?;
-    let query: &str = &folded;
+    let marked = super::extended::mark(&folded).map_err(EvalError::bad)?;
+    let query: &str = &marked;
     bounds::check_numeric_durations(query)?;
     // A panic of the parser on some input is contained here, whatever the caller (the blocking
     // task of a query, or the async handler of `match[]`), and answered as bad input.

@@ -13,6 +13,7 @@ use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryEx
 use super::annotations::Annotations;
 use super::engine::{deadline_after, EngineOptions};
 use super::error::{EvalError, Result};
+use super::extended::{self, Modifier};
 use super::footprint;
 use super::functions;
 use super::functions::aggr::GroupCache;
@@ -336,12 +337,16 @@ impl<'o> Query<'o> {
             Expr::VectorSelector(vs) => {
                 let (a, b) = self.shifted(&vs.at, &vs.offset, lo, hi);
                 let lo = a.saturating_sub(self.opts.lookback_ms);
-                out.push(Planned { node: key(vs), vs, lo, hi: b, in_range: false, reduce: None });
+                // A smoothed value interpolates towards the next sample, up to the lookback ahead.
+                let ahead = if extended::of(vs) == Some(Modifier::Smoothed) { self.opts.lookback_ms } else { 0 };
+                out.push(Planned { node: key(vs), vs, lo, hi: b.saturating_add(ahead), in_range: false, reduce: None });
             }
             Expr::MatrixSelector(ms) => {
                 let (a, b) = self.shifted(&ms.vs.at, &ms.vs.offset, lo, hi);
-                let lo = a.saturating_sub(dur_ms(ms.range));
-                out.push(Planned { node: key(&ms.vs), vs: &ms.vs, lo, hi: b, in_range: true, reduce: None });
+                let (before, after) = self.extended_reach(&ms.vs);
+                let lo = a.saturating_sub(dur_ms(ms.range)).saturating_sub(before);
+                let hi = b.saturating_add(after);
+                out.push(Planned { node: key(&ms.vs), vs: &ms.vs, lo, hi, in_range: true, reduce: None });
             }
             Expr::Subquery(sq) => {
                 let (a, b) = self.shifted(&sq.at, &sq.offset, lo, hi);
@@ -380,6 +385,23 @@ impl<'o> Query<'o> {
             }
             _ => {}
         }
+    }
+
+    /// How far before and after its window a range selector reads: the lookback delta before
+    /// for `anchored` and `smoothed`, and after for `smoothed` (see `extended.rs`).
+    pub fn extended_reach(&self, vs: &VectorSelector) -> (i64, i64) {
+        match extended::of(vs) {
+            None => (0, 0),
+            Some(Modifier::Anchored) => (self.opts.lookback_ms, 0),
+            Some(Modifier::Smoothed) => (self.opts.lookback_ms, self.opts.lookback_ms),
+        }
+    }
+
+    /// The samples of `s` in `(lo, hi]`.
+    pub fn between(s: &[Sample], lo: i64, hi: i64) -> &[Sample] {
+        let a = s.partition_point(|p| p.timestamp_ms <= lo);
+        let b = s.partition_point(|p| p.timestamp_ms <= hi).max(a);
+        &s[a..b]
     }
 
     fn shifted(&self, at: &Option<AtModifier>, off: &Option<Offset>, lo: i64, hi: i64) -> (i64, i64) {
@@ -458,7 +480,9 @@ impl<'o> Query<'o> {
             Expr::Paren(p) => self.eval(&p.expr, t),
             Expr::Unary(u) => self.eval_unary(u, t),
             Expr::VectorSelector(vs) => {
-                if let Some(v) = grid::step_vector(self, PerSeries::Latest(vs), t)? {
+                if let Some(v) = grid::step_vector(self, PerSeries::Latest(vs), t)
+                    .map(|v| v.filter(|_| extended::of(vs).is_none()))?
+                {
                     return Ok(StepValue::Vector(v));
                 }
                 Ok(StepValue::Vector(self.select_instant(vs, t).into_iter().map(|(e, _)| e).collect()))
@@ -512,6 +536,17 @@ impl<'o> Query<'o> {
         let te = self.at_ms(&vs.at).unwrap_or(t).saturating_sub(offset_ms(&vs.offset));
         let lo = te.saturating_sub(self.opts.lookback_ms);
         let mut out = Vec::new();
+        if extended::of(vs) == Some(Modifier::Smoothed) {
+            let hi = te.saturating_add(self.opts.lookback_ms);
+            for s in self.series_of(vs) {
+                let around: Vec<Sample> =
+                    Self::between(&s.samples, lo, hi).iter().copied().filter(|p| !is_stale_marker(p.value)).collect();
+                if let Some(v) = extended::smoothed_value(&around, te) {
+                    out.push((Elem::new(s.labels.clone(), v, false), te));
+                }
+            }
+            return out;
+        }
         for s in self.series_of(vs) {
             let idx = s.samples.partition_point(|p| p.timestamp_ms <= te);
             let Some(last) = idx.checked_sub(1).and_then(|i| s.samples.get(i)) else {
@@ -566,6 +601,18 @@ impl<'o> Query<'o> {
     pub fn select_range(&self, ms: &MatrixSelector, t: i64) -> (Vec<Window>, i64, i64) {
         let (lo, te) = self.range_bounds(ms, t);
         let mut out = Vec::new();
+        if let Some(m) = extended::of(&ms.vs) {
+            // The window with its ends picked or interpolated (Prometheus' `extendFloats`).
+            let (before, after) = self.extended_reach(&ms.vs);
+            for s in self.series_of(&ms.vs) {
+                let around = Self::between(&s.samples, lo.saturating_sub(before), te.saturating_add(after));
+                let samples = extended::extend(around, lo, te, m == Modifier::Smoothed);
+                if !samples.is_empty() {
+                    out.push(Window { labels: s.labels.clone(), samples, drop_name: false });
+                }
+            }
+            return (out, lo, te);
+        }
         self.for_each_window(ms, t, |labels, w| {
             out.push(Window { labels: labels.clone(), samples: w.to_vec(), drop_name: false });
         });
@@ -862,6 +909,7 @@ fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
     let conv = |ms: &[promql_parser::label::Matcher]| -> Result<Vec<Matcher>> {
         let mut out = ms
             .iter()
+            .filter(|m| !extended::is_marker(m))
             .map(|m| Matcher::from_parsed(m).map_err(|e| EvalError::bad(e.to_string())))
             .collect::<Result<Vec<_>>>()?;
         if let Some(name) = &vs.name {

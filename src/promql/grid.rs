@@ -37,6 +37,8 @@ impl<'e> PerSeries<'e> {
     pub(crate) fn of(e: &'e Expr) -> Option<Self> {
         match e {
             Expr::Paren(p) => Self::of(&p.expr),
+            // An extended selector's values need samples beyond the plain window.
+            Expr::VectorSelector(vs) if super::extended::of(vs).is_some() => None,
             Expr::VectorSelector(vs) => Some(Self::Latest(vs)),
             _ => rollup::parameterless(e).map(|(f, ms)| Self::Rollup(f, ms)),
         }

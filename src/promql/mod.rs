@@ -11,6 +11,7 @@ mod duration_expr;
 pub mod engine;
 pub mod error;
 mod eval;
+mod extended;
 mod footprint;
 mod functions;
 mod grid;

@@ -171,3 +171,67 @@ fn duration_expressions_in_ranges_and_offsets() {
     assert!(v["error"].as_str().unwrap().contains("division by zero"), "{v}");
     server.stop();
 }
+
+/// Prometheus 3's `anchored` and `smoothed` modifiers over HTTP: interpolated instant values in
+/// instant and range queries, an anchored window that includes the sample before its start,
+/// and a 400 naming the problem for a function or a subquery that cannot take them.
+#[test]
+fn anchored_and_smoothed_selectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(storage_config(dir.path()));
+    let base = server.url("");
+    load(&base);
+    let c = client();
+    // Between two 15 s samples: instance "a" counts 1/s from 0 at T.
+    let at = format!("{:.1}", (T + 307_500) as f64 / 1000.0);
+    let query =
+        |q: &str| json_of(c.get(format!("{base}/api/v1/query")).query(&[("query", q), ("time", &at)]).send().unwrap());
+    let value = |q: &str| {
+        let (s, v) = query(q);
+        assert_eq!(s, 200, "{q}: {v}");
+        v["data"]["result"][0]["value"][1].as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(value(r#"reqs_total{instance="a"}"#), "300");
+    assert_eq!(value(r#"reqs_total{instance="a"} smoothed"#), "307.5");
+    // Ends interpolated at 247.5 s and 307.5 s.
+    assert_eq!(value(r#"increase(reqs_total{instance="b"}[1m] smoothed)"#), "120");
+    assert_eq!(value(r#"rate(reqs_total{instance="b"}[1m] smoothed)"#), "2");
+    // The window (247.5 s, 307.5 s] holds 4 samples; anchored, also the one at 240 s.
+    assert_eq!(value(r#"changes(reqs_total{instance="a"}[1m])"#), "3");
+    assert_eq!(value(r#"changes(reqs_total{instance="a"}[1m] anchored)"#), "4");
+    assert_eq!(value(r#"increase(reqs_total{instance="a"}[1m] anchored)"#), "60");
+    // A range query of a smoothed selector: every step interpolated.
+    let (s, v) = json_of(
+        c.get(format!("{base}/api/v1/query_range"))
+            .query(&[
+                ("query", r#"reqs_total{instance="a"} smoothed"#),
+                ("start", &format!("{}", (T + 300_000) / 1000)),
+                ("end", &format!("{}", (T + 330_000) / 1000)),
+                ("step", "7.5"),
+            ])
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(s, 200, "{v}");
+    let values: Vec<&str> =
+        v["data"]["result"][0]["values"].as_array().unwrap().iter().map(|p| p[1].as_str().unwrap()).collect();
+    assert_eq!(values, ["300", "307.5", "315", "322.5", "330"]);
+    // Misuse: clear 400s.
+    for (q, msg) in [
+        (
+            "deriv(reqs_total[1m] smoothed)",
+            "smoothed modifier can only be used with: delta, increase, rate - not with deriv",
+        ),
+        (
+            "max_over_time(reqs_total[1m] anchored)",
+            "anchored modifier can only be used with: changes, delta, increase, rate, resets",
+        ),
+        ("rate(reqs_total[5m:1m] anchored)", "anchored modifier is not supported for subqueries"),
+        ("reqs_total anchored smoothed", "anchored and smoothed modifiers cannot be used together"),
+    ] {
+        let (s, v) = query(q);
+        assert_eq!(s, 400, "{q}: {v}");
+        assert!(v["error"].as_str().unwrap().contains(msg), "{q}: {v}");
+    }
+    server.stop();
+}

@@ -19,6 +19,14 @@ use super::value::StepValue;
 pub(crate) fn call(q: &Query, c: &Call, t: i64) -> Result<StepValue> {
     let name = c.func.name;
     let args = c.args.args.as_slice();
+    // An anchored or smoothed range selector goes only to the functions that handle one.
+    for a in args {
+        if let Some(m) = rollup::matrix_selector(a).and_then(|ms| super::extended::of(&ms.vs)) {
+            if let Some(e) = m.refuses(name) {
+                return Err(EvalError::bad(e));
+            }
+        }
+    }
     if let Some(f) = rollup::lookup(name) {
         return rollup::eval(q, f, args, t);
     }

@@ -6,6 +6,7 @@ use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr};
 use super::stats::{kahan_sum, linear_regression, mean, quantile, variance};
 use crate::promql::error::{EvalError, Result};
 use crate::promql::eval::{grid_time, seek, Query};
+use crate::promql::extended::{self, Modifier};
 use crate::promql::grid::{self, PerSeries};
 use crate::promql::value::{Elem, StepValue};
 use crate::sample::Sample;
@@ -101,6 +102,9 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
             params.push(q.eval_scalar(a, t)?);
         }
     }
+    if let Some((ms, m)) = matrix_selector(arg).and_then(|ms| Some((ms, extended::of(&ms.vs)?))) {
+        return Ok(StepValue::Vector(eval_extended(q, f, ms, m, t)));
+    }
     if let Some(ms) = matrix_selector(arg).filter(|_| f != Rollup::AbsentOverTime) {
         check_params(q, f, &params)?;
         if params.is_empty() {
@@ -145,6 +149,31 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
         }
     }
     Ok(StepValue::Vector(out))
+}
+
+/// Rollup `f` (one that [`extended::Modifier::refuses`] not) over the anchored or smoothed
+/// range selector `ms` at `t` (see `extended.rs`).
+fn eval_extended(q: &Query, f: Rollup, ms: &MatrixSelector, m: Modifier, t: i64) -> Vec<Elem> {
+    let (start, end) = q.range_bounds(ms, t);
+    let (before, after) = q.extended_reach(&ms.vs);
+    let smoothed = m == Modifier::Smoothed;
+    let mut out = Vec::new();
+    for s in q.series_of(&ms.vs) {
+        let around = Query::between(&s.samples, start.saturating_sub(before), end.saturating_add(after));
+        let v = match f {
+            Rollup::Rate => extended::rate(around, start, end, smoothed, true, true),
+            Rollup::Increase => extended::rate(around, start, end, smoothed, true, false),
+            Rollup::Delta => extended::rate(around, start, end, smoothed, false, false),
+            _ => extended::anchored_from(around, start).and_then(|from| {
+                let ctx = Ctx { start, end, t, params: Vec::new(), monotonic: false };
+                compute(f, &around[from..], &ctx)
+            }),
+        };
+        if let Some(v) = v {
+            out.push(Elem::new(s.labels.clone(), v, true));
+        }
+    }
+    out
 }
 
 /// Calls `emit(i, value)` for every step `i` of `grid` (`(first, step, count)`) at which
@@ -246,7 +275,7 @@ pub(crate) fn parameterless(e: &Expr) -> Option<(Rollup, &MatrixSelector)> {
                 return None;
             }
             match c.args.args.as_slice() {
-                [arg] => matrix_selector(arg).map(|ms| (f, ms)),
+                [arg] => matrix_selector(arg).filter(|ms| extended::of(&ms.vs).is_none()).map(|ms| (f, ms)),
                 _ => None,
             }
         }
@@ -264,7 +293,7 @@ fn subquery(e: &Expr) -> Option<&SubqueryExpr> {
 }
 
 /// The range selector `e` is, through any parentheses.
-fn matrix_selector(e: &Expr) -> Option<&MatrixSelector> {
+pub(crate) fn matrix_selector(e: &Expr) -> Option<&MatrixSelector> {
     match e {
         Expr::MatrixSelector(ms) => Some(ms),
         Expr::Paren(p) => matrix_selector(&p.expr),

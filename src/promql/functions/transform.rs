@@ -166,7 +166,7 @@ pub(crate) fn absent_labels(e: &Expr) -> Labels {
     let mut out: Vec<Label> = Vec::new();
     let mut has: Vec<&str> = Vec::new();
     for m in &vs.matchers.matchers {
-        if m.name == METRIC_NAME {
+        if m.name == METRIC_NAME || crate::promql::extended::is_marker(m) {
             continue;
         }
         let is_eq = matches!(m.op, promql_parser::label::MatchOp::Equal);
