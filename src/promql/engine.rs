@@ -333,6 +333,7 @@ pub fn parse_at(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
     check_text_limits(query)?;
     let folded = super::duration_expr::fold(query, step_ms, range_ms).map_err(EvalError::bad)?;
     let marked = super::extended::mark(&folded).map_err(EvalError::bad)?;
+    let marked = super::functions::info::mark_selectors(&marked);
     let query: &str = &marked;
     bounds::check_numeric_durations(query)?;
     // A panic of the parser on some input is contained here, whatever the caller (the blocking

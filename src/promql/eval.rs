@@ -91,6 +91,9 @@ pub(crate) struct Query<'o> {
 struct Planned<'e> {
     node: usize,
     vs: &'e VectorSelector,
+    /// Matchers to select with instead of the selector's own (the info series of an `info`
+    /// call, whose `vs` is its first argument's timing selector).
+    matchers: Option<Vec<Matcher>>,
     lo: i64,
     hi: i64,
     in_range: bool,
@@ -280,8 +283,12 @@ impl<'o> Query<'o> {
             0
         };
         let mut stepped = HashSet::new();
-        for Planned { node, vs, lo, hi, in_range, reduce } in plan {
+        for Planned { node, vs, matchers, lo, hi, in_range, reduce } in plan {
             self.check_deadline()?;
+            let groups = match matchers {
+                Some(ms) => vec![ms],
+                None => matcher_groups(vs)?,
+            };
             let reduce = reduce.filter(|_| self.may_reduce);
             let (mut series, n) = match reduce {
                 Some(e) => {
@@ -293,12 +300,12 @@ impl<'o> Query<'o> {
                         read.fetch_add(s.samples.len(), Ordering::Relaxed);
                         stepper.reduce(s, (self.start, self.interval, steps), in_range);
                     };
-                    let series = select_series(src, vs, lo, hi, Some(&map))?;
+                    let series = select_series(src, &groups, lo, hi, Some(&map))?;
                     stepped.insert(node);
                     (series, read.into_inner())
                 }
                 None => {
-                    let series = select_series(src, vs, lo, hi, None)?;
+                    let series = select_series(src, &groups, lo, hi, None)?;
                     let n = series.iter().map(|s| s.samples.len()).sum();
                     (series, n)
                 }
@@ -339,14 +346,23 @@ impl<'o> Query<'o> {
                 let lo = a.saturating_sub(self.opts.lookback_ms);
                 // A smoothed value interpolates towards the next sample, up to the lookback ahead.
                 let ahead = if extended::of(vs) == Some(Modifier::Smoothed) { self.opts.lookback_ms } else { 0 };
-                out.push(Planned { node: key(vs), vs, lo, hi: b.saturating_add(ahead), in_range: false, reduce: None });
+                let hi = b.saturating_add(ahead);
+                out.push(Planned { node: key(vs), vs, matchers: None, lo, hi, in_range: false, reduce: None });
             }
             Expr::MatrixSelector(ms) => {
                 let (a, b) = self.shifted(&ms.vs.at, &ms.vs.offset, lo, hi);
                 let (before, after) = self.extended_reach(&ms.vs);
                 let lo = a.saturating_sub(dur_ms(ms.range)).saturating_sub(before);
                 let hi = b.saturating_add(after);
-                out.push(Planned { node: key(&ms.vs), vs: &ms.vs, lo, hi, in_range: true, reduce: None });
+                out.push(Planned {
+                    node: key(&ms.vs),
+                    vs: &ms.vs,
+                    matchers: None,
+                    lo,
+                    hi,
+                    in_range: true,
+                    reduce: None,
+                });
             }
             Expr::Subquery(sq) => {
                 let (a, b) = self.shifted(&sq.at, &sq.offset, lo, hi);
@@ -371,6 +387,21 @@ impl<'o> Query<'o> {
                 self.plan(&b.rhs, lo, hi, outer, out);
             }
             Expr::Paren(p) => self.plan(&p.expr, lo, hi, outer, out),
+            Expr::Call(c) if c.func.name == "info" => {
+                // The first argument as usual; the second selects info series, loaded here.
+                let args = c.args.args.as_slice();
+                if let Some(first) = args.first() {
+                    self.plan(first, lo, hi, outer, out);
+                }
+                let info = functions::info::InfoSelection::of(args).ok();
+                let timing = args.first().and_then(|a| functions::info::timing_selector(a));
+                if let (Some(info), Some(vs), Some(node)) = (info, timing, functions::info::node(args)) {
+                    let (a, b) = self.shifted(&vs.at, &vs.offset, lo, hi);
+                    let lo = a.saturating_sub(self.opts.lookback_ms);
+                    let matchers = Some(info.matchers());
+                    out.push(Planned { node, vs, matchers, lo, hi: b, in_range: false, reduce: None });
+                }
+            }
             Expr::Call(c) => {
                 let before = out.len();
                 c.args.args.iter().for_each(|a| self.plan(a, lo, hi, outer, out));
@@ -469,7 +500,12 @@ impl<'o> Query<'o> {
 
     /// The series loaded for selector `vs`.
     pub fn series_of(&self, vs: &VectorSelector) -> &[SeriesSamples] {
-        self.data.get(&key(vs)).map(Vec::as_slice).unwrap_or(&[])
+        self.series_by_key(key(vs))
+    }
+
+    /// The series loaded under node key `k` (see [`Planned::node`]).
+    pub fn series_by_key(&self, k: usize) -> &[SeriesSamples] {
+        self.data.get(&k).map(Vec::as_slice).unwrap_or(&[])
     }
 
     /// Evaluates `e` at `t`.
@@ -925,7 +961,7 @@ fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
 
 fn select_series(
     src: &dyn Querier,
-    vs: &VectorSelector,
+    groups: &[Vec<Matcher>],
     lo: i64,
     hi: i64,
     map: Option<SeriesMap<'_>>,
@@ -937,7 +973,6 @@ fn select_series(
     if end < start {
         return Ok(Vec::new());
     }
-    let groups = matcher_groups(vs)?;
     if groups.len() == 1 {
         let ms = groups.first().map(Vec::as_slice).unwrap_or(&[]);
         let mut out = select(ms, start, end)?;
@@ -946,7 +981,7 @@ fn select_series(
     }
     let mut seen: HashMap<Labels, ()> = HashMap::new();
     let mut out = Vec::new();
-    for g in &groups {
+    for g in groups {
         for s in select(g, start, end)? {
             if seen.insert(s.labels.clone(), ()).is_none() {
                 out.push(s);

@@ -240,7 +240,7 @@ fn marker_edit(b: &[u8], s: Selector, m: Modifier) -> (usize, usize, String) {
 }
 
 /// The offset just past the last non-space byte before `i`.
-fn last_non_space(b: &[u8], i: usize) -> usize {
+pub(crate) fn last_non_space(b: &[u8], i: usize) -> usize {
     let mut j = i;
     while j > 0 && b[j - 1].is_ascii_whitespace() {
         j -= 1;
@@ -249,7 +249,7 @@ fn last_non_space(b: &[u8], i: usize) -> usize {
 }
 
 /// The offset of the `close` byte matching the opener at `open` (strings skipped), or the end.
-fn closing(b: &[u8], open: usize, close: u8) -> usize {
+pub(crate) fn closing(b: &[u8], open: usize, close: u8) -> usize {
     let mut i = open + 1;
     while i < b.len() {
         match b[i] {
@@ -262,7 +262,7 @@ fn closing(b: &[u8], open: usize, close: u8) -> usize {
 }
 
 /// The offset just past the string literal starting at `i` (quote `q`).
-fn skip_string(b: &[u8], i: usize, q: u8) -> usize {
+pub(crate) fn skip_string(b: &[u8], i: usize, q: u8) -> usize {
     let mut j = i + 1;
     while j < b.len() {
         match b[j] {

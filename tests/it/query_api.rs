@@ -235,3 +235,48 @@ fn anchored_and_smoothed_selectors() {
     }
     server.stop();
 }
+
+/// `info()` over HTTP: a series gains the data labels of the `target_info` series sharing its
+/// `instance` and `job`; a data label matcher that needs a value drops the series without one;
+/// one that accepts the empty value (which a plain selector may not hold) keeps it.
+#[test]
+fn info_joins_target_info_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(storage_config(dir.path()));
+    let base = server.url("");
+    load(&base);
+    let ts: Vec<i64> = (0..=40).map(|i| T + i * 15_000).collect();
+    let info = json!({"metric":{"__name__":"target_info","job":"api","instance":"a","version":"1.2","region":"eu"},
+        "values": vec![1.0; ts.len()], "timestamps": ts});
+    assert_eq!(import(&base, info.to_string()), (204, String::new()));
+    let c = client();
+    let at = ((T + 600_000) / 1000).to_string();
+    let series = |q: &str| -> Vec<String> {
+        let (s, v) =
+            json_of(c.get(format!("{base}/api/v1/query")).query(&[("query", q), ("time", &at)]).send().unwrap());
+        assert_eq!(s, 200, "{q}: {v}");
+        let mut out: Vec<String> =
+            v["data"]["result"].as_array().unwrap().iter().map(|r| r["metric"].to_string()).collect();
+        out.sort();
+        out
+    };
+    assert_eq!(
+        series("info(reqs_total)"),
+        [
+            r#"{"__name__":"reqs_total","instance":"a","job":"api","region":"eu","version":"1.2"}"#,
+            r#"{"__name__":"reqs_total","instance":"b","job":"api"}"#
+        ]
+    );
+    assert_eq!(
+        series(r#"info(reqs_total, {version=~".+"})"#),
+        [r#"{"__name__":"reqs_total","instance":"a","job":"api","version":"1.2"}"#]
+    );
+    assert_eq!(
+        series(r#"info(reqs_total, {version=~".*"})"#),
+        [
+            r#"{"__name__":"reqs_total","instance":"a","job":"api","version":"1.2"}"#,
+            r#"{"__name__":"reqs_total","instance":"b","job":"api"}"#
+        ]
+    );
+    server.stop();
+}

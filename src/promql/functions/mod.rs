@@ -1,10 +1,12 @@
 //! Function families, one registry per file: [`rollup`] (range-vector functions),
 //! [`transform`] (instant-vector and scalar functions), [`aggr`] (aggregation operators),
-//! [`binary_op`] (operators), [`histogram`] (classic-bucket histogram functions).
+//! [`binary_op`] (operators), [`histogram`] (classic-bucket histogram functions), [`info`]
+//! (the info-series join).
 
 pub(crate) mod aggr;
 pub(crate) mod binary_op;
 pub(crate) mod histogram;
+pub(crate) mod info;
 pub(crate) mod rollup;
 pub(crate) mod stats;
 pub(crate) mod transform;

@@ -62,7 +62,7 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
         "minute" | "hour" | "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month" | "month" | "year" => {
             date_fn(q, name, args, t)?
         }
-        "info" => StepValue::Vector(vector_arg(q, args, 0, t)?),
+        "info" => StepValue::Vector(super::info::eval(q, args, t)?),
         _ => return Ok(None),
     };
     Ok(Some(out))

@@ -1,0 +1,366 @@
+//! `info(v [, {data label matchers}])` (Prometheus 3): adds to each series of `v` the labels of
+//! the info series (`target_info` by default) that share its identifying labels (`instance`,
+//! `job`).
+//!
+//! - The second argument picks the info metrics (its `__name__` matchers; only negative ones
+//!   mean "any `*_info` metric but these") and the data labels to add (its other matchers: only
+//!   those labels, from info series matching them). Without it, every label of `target_info`.
+//! - A series of `v` that is itself an info metric is passed through unchanged.
+//! - Labels the series already has are kept; two info series giving one label two values is an
+//!   error (`conflicting label`), as are two info series of one metric and identity with
+//!   samples at the same time; otherwise the newest sample's series wins.
+//! - A series no info series matches is kept unchanged, unless a data label matcher does not
+//!   match the empty value: then it is dropped.
+//!
+//! The info series are loaded with the query (see `Query::preload`), keyed by the first
+//! argument's node, over the first argument's time range (its first selector's `@` and
+//! `offset`) plus the lookback delta; at each step each one's latest sample in the lookback
+//! window counts.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use promql_parser::parser::{Expr, VectorSelector};
+
+use crate::labels::{Label, Labels, METRIC_NAME};
+use crate::matcher::{MatchOp, Matcher};
+use crate::promql::error::{EvalError, Result};
+use crate::promql::eval::{offset_ms, Query};
+use crate::promql::value::Elem;
+use crate::sample::is_stale_marker;
+
+/// A matcher [`mark_selectors`] adds to the label selector of an info call, which may hold only
+/// matchers of the empty value (`{data=~".*"}`): the parser refuses such a selector anywhere
+/// else. Ignored by [`InfoSelection::of`].
+const SELECTOR_MARKER: &str = "__saltdb_info_selector__";
+
+/// Adds [`SELECTOR_MARKER`] to the label selector (second argument) of every `info(...)` call
+/// of `query`, so that the parser accepts one whose matchers all match the empty value.
+pub(crate) fn mark_selectors(query: &str) -> Cow<'_, str> {
+    use crate::promql::extended::{closing, last_non_space, skip_string};
+    if !query.contains("info") {
+        return Cow::Borrowed(query);
+    }
+    let b = query.as_bytes();
+    let mut inserts: Vec<(usize, String)> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            q @ (b'"' | b'\'' | b'`') => i = skip_string(b, i, q),
+            b'#' => i = b[i..].iter().position(|&c| c == b'\n').map_or(b.len(), |p| i + p),
+            c if c.is_ascii_alphabetic() || c == b'_' || c == b':' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b':') {
+                    i += 1;
+                }
+                let open = i + b[i..].iter().take_while(|c| c.is_ascii_whitespace()).count();
+                if &query[start..i] != "info" || b.get(open) != Some(&b'(') {
+                    continue;
+                }
+                // The top-level comma of the call, then the selector's braces after it.
+                let (mut j, mut depth) = (open + 1, 0usize);
+                let comma = loop {
+                    match b.get(j) {
+                        None => break None,
+                        Some(&q @ (b'"' | b'\'' | b'`')) => {
+                            j = skip_string(b, j, q);
+                            continue;
+                        }
+                        Some(b'(' | b'[' | b'{') => depth += 1,
+                        Some(b')' | b']' | b'}') if depth == 0 => break None,
+                        Some(b')' | b']' | b'}') => depth -= 1,
+                        Some(b',') if depth == 0 => break Some(j),
+                        _ => {}
+                    }
+                    j += 1;
+                };
+                let Some(comma) = comma else { continue };
+                let brace = comma + 1 + b[comma + 1..].iter().take_while(|c| c.is_ascii_whitespace()).count();
+                if b.get(brace) != Some(&b'{') {
+                    continue;
+                }
+                let end = closing(b, brace, b'}');
+                let before = last_non_space(b, end);
+                let sep =
+                    if matches!(before.checked_sub(1).and_then(|p| b.get(p)), Some(b'{' | b',')) { "" } else { "," };
+                inserts.push((end, format!("{sep}{SELECTOR_MARKER}=\"1\"")));
+            }
+            _ => i += 1,
+        }
+    }
+    if inserts.is_empty() {
+        return Cow::Borrowed(query);
+    }
+    let mut out = String::with_capacity(query.len() + inserts.len() * 32);
+    let mut copied = 0;
+    for (at, text) in inserts {
+        out.push_str(&query[copied..at]);
+        out.push_str(&text);
+        copied = at;
+    }
+    out.push_str(&query[copied..]);
+    Cow::Owned(out)
+}
+
+/// The info metric used when the call names none.
+const TARGET_INFO: &str = "target_info";
+/// The labels an info series and a series must share to be joined.
+const IDENTIFYING: [&str; 2] = ["instance", "job"];
+
+/// What an info call selects, from its second argument.
+pub(crate) struct InfoSelection {
+    /// `__name__` matchers an info metric's name passes, all of them.
+    names: Vec<Matcher>,
+    /// Data label matchers by label name (not `__name__`).
+    data: BTreeMap<String, Vec<Matcher>>,
+}
+
+impl InfoSelection {
+    /// The selection of an info call with arguments `args`.
+    ///
+    /// # Errors
+    /// A second argument that is not a label selector, or a matcher that does not compile.
+    pub(crate) fn of(args: &[Box<Expr>]) -> Result<Self> {
+        let mut names = Vec::new();
+        let mut data: BTreeMap<String, Vec<Matcher>> = BTreeMap::new();
+        if let Some(arg) = args.get(1) {
+            let Expr::VectorSelector(vs) = &**arg else {
+                return Err(EvalError::bad("the second argument of info() must be a label selector"));
+            };
+            if let Some(name) = &vs.name {
+                names.push(Matcher::equal(METRIC_NAME, name.clone()));
+            }
+            for m in vs.matchers.matchers.iter().filter(|m| m.name != SELECTOR_MARKER) {
+                let m = Matcher::from_parsed(m).map_err(|e| EvalError::bad(e.to_string()))?;
+                if m.name == METRIC_NAME {
+                    names.push(m);
+                } else {
+                    data.entry(m.name.clone()).or_default().push(m);
+                }
+            }
+        }
+        let positive = names.iter().any(|m| matches!(m.op, MatchOp::Equal | MatchOp::RegexMatch));
+        if !positive {
+            let any_info = if names.is_empty() {
+                Matcher::equal(METRIC_NAME, TARGET_INFO)
+            } else {
+                Matcher::new(MatchOp::RegexMatch, METRIC_NAME, ".+_info").map_err(|e| EvalError::bad(e.to_string()))?
+            };
+            names.insert(0, any_info);
+        }
+        Ok(Self { names, data })
+    }
+
+    /// The matchers selecting the info series from storage.
+    pub(crate) fn matchers(&self) -> Vec<Matcher> {
+        self.names.iter().chain(self.data.values().flatten()).cloned().collect()
+    }
+
+    fn is_info_metric(&self, labels: &Labels) -> bool {
+        let name = labels.metric_name().unwrap_or("");
+        self.names.iter().all(|m| m.matches(name))
+    }
+}
+
+/// The selector whose `@` and `offset` govern when the info series are looked at: the first of
+/// the first argument.
+pub(crate) fn timing_selector(e: &Expr) -> Option<&VectorSelector> {
+    match e {
+        Expr::VectorSelector(vs) => Some(vs),
+        Expr::MatrixSelector(ms) => Some(&ms.vs),
+        Expr::Paren(p) => timing_selector(&p.expr),
+        Expr::Unary(u) => timing_selector(&u.expr),
+        Expr::Subquery(s) => timing_selector(&s.expr),
+        Expr::Aggregate(a) => timing_selector(&a.expr),
+        Expr::Binary(b) => timing_selector(&b.lhs).or_else(|| timing_selector(&b.rhs)),
+        Expr::Call(c) => c.args.args.iter().find_map(|a| timing_selector(a)),
+        _ => None,
+    }
+}
+
+/// The key the info series of a call are loaded under: the address of its first argument.
+pub(crate) fn node(args: &[Box<Expr>]) -> Option<usize> {
+    args.first().map(|a| &**a as *const Expr as usize)
+}
+
+/// Evaluates `info(args...)` at `t`.
+pub(crate) fn eval(q: &Query, args: &[Box<Expr>], t: i64) -> Result<Vec<Elem>> {
+    let first = args.first().ok_or_else(|| EvalError::bad("info() needs an argument"))?;
+    let base = q.eval_vector(first, t)?;
+    let sel = InfoSelection::of(args)?;
+    let te = match timing_selector(first) {
+        Some(vs) => q.at_ms(&vs.at).unwrap_or(t).saturating_sub(offset_ms(&vs.offset)),
+        None => t,
+    };
+    let lo = te.saturating_sub(q.lookback_ms());
+    let loaded = node(args).map(|k| q.series_by_key(k)).unwrap_or(&[]);
+    let names: BTreeSet<&str> = loaded.iter().filter_map(|s| s.labels.metric_name()).collect();
+    let mut latest = Vec::new();
+    for s in loaded {
+        let idx = s.samples.partition_point(|p| p.timestamp_ms <= te);
+        if let Some(p) = idx.checked_sub(1).and_then(|i| s.samples.get(i)) {
+            if p.timestamp_ms > lo && !is_stale_marker(p.value) {
+                latest.push((&s.labels, p.timestamp_ms));
+            }
+        }
+    }
+    combine(&sel, base, &names, &latest)
+}
+
+/// A series' identity towards info metric `name`: the name and its identifying labels.
+type Signature<'a> = (&'a str, [Option<&'a str>; 2]);
+
+fn signature<'a>(name: &'a str, labels: &'a Labels) -> Signature<'a> {
+    (name, IDENTIFYING.map(|l| labels.get(l).filter(|v| !v.is_empty())))
+}
+
+/// Joins `base` with the info series `info` (labels and the time of the latest sample) of the
+/// info metrics `names` (see the module documentation).
+fn combine(sel: &InfoSelection, base: Vec<Elem>, names: &BTreeSet<&str>, info: &[(&Labels, i64)]) -> Result<Vec<Elem>> {
+    // Only info series whose identifying labels take values some series of `base` has count.
+    let mut wanted: [BTreeSet<&str>; 2] = Default::default();
+    for b in base.iter().filter(|b| !sel.is_info_metric(&b.labels)) {
+        for (i, l) in IDENTIFYING.iter().enumerate() {
+            if let Some(v) = b.labels.get(l).filter(|v| !v.is_empty()) {
+                wanted[i].insert(v);
+            }
+        }
+    }
+    let mut by_signature: HashMap<Signature<'_>, (&Labels, i64)> = HashMap::new();
+    if wanted.iter().any(|w| !w.is_empty()) {
+        for &(labels, ts) in info {
+            let eligible = IDENTIFYING
+                .iter()
+                .zip(&wanted)
+                .all(|(l, w)| w.is_empty() || labels.get(l).is_some_and(|v| w.contains(v)));
+            if !eligible {
+                continue;
+            }
+            let sig = signature(labels.metric_name().unwrap_or(""), labels);
+            match by_signature.get(&sig) {
+                Some(&(_, had)) if had > ts => {}
+                Some(&(existing, had)) if had == ts => {
+                    return Err(EvalError::exec(format!(
+                        "found duplicate series for info metric: existing {existing} @ {had}, new {labels} @ {ts}"
+                    )));
+                }
+                _ => {
+                    by_signature.insert(sig, (labels, ts));
+                }
+            }
+        }
+    }
+    let data_matches_empty = sel.data.values().flatten().all(Matcher::matches_empty);
+    let mut out = Vec::with_capacity(base.len());
+    for b in base {
+        if sel.is_info_metric(&b.labels) {
+            out.push(b);
+            continue;
+        }
+        let mut added: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut matched = false;
+        for name in names {
+            let Some((info_labels, _)) = by_signature.get(&signature(name, &b.labels)) else { continue };
+            matched = true;
+            for l in info_labels.iter() {
+                if l.name == METRIC_NAME || (!sel.data.is_empty() && !sel.data.contains_key(&l.name)) {
+                    continue;
+                }
+                if added.get(l.name.as_str()).is_some_and(|v| *v != l.value) {
+                    return Err(EvalError::exec(format!("conflicting label: {}", l.name)));
+                }
+                if b.labels.get(&l.name).is_some() {
+                    continue;
+                }
+                added.insert(&l.name, &l.value);
+            }
+        }
+        if !matched && !data_matches_empty {
+            continue;
+        }
+        if added.is_empty() {
+            out.push(b);
+            continue;
+        }
+        let mut labels: Vec<Label> = b.labels.iter().cloned().collect();
+        labels.extend(added.into_iter().map(|(n, v)| Label::new(n, v)));
+        out.push(Elem::new(Labels::from_trusted(labels), b.value, b.drop_name));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        Labels::from_pairs(pairs.iter().copied()).unwrap()
+    }
+
+    fn selection(data: &[(&str, MatchOp, &str)]) -> InfoSelection {
+        let mut data_map: BTreeMap<String, Vec<Matcher>> = BTreeMap::new();
+        let mut names = Vec::new();
+        for &(n, op, v) in data {
+            let m = Matcher::new(op, n, v).unwrap();
+            if n == METRIC_NAME {
+                names.push(m);
+            } else {
+                data_map.entry(n.to_owned()).or_default().push(m);
+            }
+        }
+        if names.is_empty() {
+            names.push(Matcher::equal(METRIC_NAME, TARGET_INFO));
+        }
+        InfoSelection { names, data: data_map }
+    }
+
+    #[test]
+    fn joins_on_identifying_labels_and_keeps_the_series_own_labels() {
+        let target = labels(&[("__name__", "target_info"), ("instance", "a"), ("job", "1"), ("data", "info")]);
+        let names: BTreeSet<&str> = ["target_info"].into();
+        let base = vec![
+            Elem::new(labels(&[("__name__", "m"), ("instance", "a"), ("job", "1")]), 1.0, false),
+            Elem::new(labels(&[("__name__", "m"), ("instance", "a"), ("job", "2")]), 2.0, false),
+            Elem::new(labels(&[("__name__", "m"), ("instance", "a"), ("job", "1"), ("data", "base")]), 3.0, false),
+        ];
+        let out = combine(&selection(&[]), base.clone(), &names, &[(&target, 10)]).unwrap();
+        let shown: Vec<String> = out.iter().map(|e| e.labels.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                r#"m{data="info", instance="a", job="1"}"#,
+                r#"m{instance="a", job="2"}"#,
+                r#"m{data="base", instance="a", job="1"}"#
+            ]
+        );
+        // A data matcher not matching "" drops the series no info series matched.
+        let out = combine(&selection(&[("data", MatchOp::RegexMatch, ".+")]), base, &names, &[(&target, 10)]).unwrap();
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn selectors_of_info_calls_are_marked() {
+        let m = |q: &str| mark_selectors(q).into_owned();
+        assert_eq!(
+            m(r#"info(metric, {data=~".*"})"#),
+            format!(r#"info(metric, {{data=~".*",{SELECTOR_MARKER}="1"}})"#)
+        );
+        assert_eq!(m("info(rate(m[5m]), {})"), format!(r#"info(rate(m[5m]), {{{SELECTOR_MARKER}="1"}})"#));
+        for q in ["info(metric)", "sum(info)", r#"m{a="info(x, {})"}"#, "info_metric{a=\"b\"}"] {
+            assert_eq!(m(q), q);
+        }
+    }
+
+    #[test]
+    fn duplicates_and_conflicts_are_errors() {
+        let names: BTreeSet<&str> = ["target_info"].into();
+        let a = labels(&[("__name__", "target_info"), ("instance", "a"), ("job", "1"), ("data", "x")]);
+        let b = labels(&[("__name__", "target_info"), ("instance", "a"), ("job", "1"), ("data", "y")]);
+        let base = vec![Elem::new(labels(&[("__name__", "m"), ("instance", "a"), ("job", "1")]), 1.0, false)];
+        let e = combine(&selection(&[]), base.clone(), &names, &[(&a, 5), (&b, 5)]).unwrap_err();
+        assert!(e.to_string().contains("found duplicate series for info metric"), "{e}");
+        // The newer one wins otherwise.
+        let out = combine(&selection(&[]), base, &names, &[(&a, 5), (&b, 6)]).unwrap();
+        assert_eq!(out[0].labels.get("data"), Some("y"));
+    }
+}
