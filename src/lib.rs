@@ -10,6 +10,7 @@
 
 pub mod backfill;
 pub mod bits;
+pub mod clickhouse;
 pub mod config;
 pub mod containment;
 pub mod duration;

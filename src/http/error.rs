@@ -74,7 +74,7 @@ impl ApiError {
                 StorageError::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
                 // The client is gone; the status is for the logs.
                 StorageError::Cancelled => (StatusCode::SERVICE_UNAVAILABLE, "canceled"),
-                StorageError::Poisoned(_) | StorageError::ShuttingDown => {
+                StorageError::Poisoned(_) | StorageError::ShuttingDown | StorageError::Unavailable(_) => {
                     (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
                 }
                 _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),

@@ -63,6 +63,9 @@ pub enum StorageError {
     /// A read was abandoned (its client went away).
     #[error("query cancelled")]
     Cancelled,
+    /// A storage backend (a ClickHouse shard) is unreachable or failed; retrying may succeed.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
     /// The writer thread is gone (the server is shutting down).
     #[error("storage is shutting down")]
     ShuttingDown,

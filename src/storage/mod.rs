@@ -39,7 +39,7 @@ pub use disk::du_bytes;
 pub use error::{Result, StorageError};
 pub use keys::{BucketScheme, Bucketing};
 pub use postings::index_rows_scanned;
-pub use querier::{MemQuerier, Querier, ReadLimits, ReadStrategy, SeriesMap};
+pub use querier::{MemQuerier, Querier, ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
 pub use seal::SealOutcome;
 pub use snapshot::SnapshotOutcome;
 pub use write::{HeadLimits, SealSwap, WriteOutcome};

@@ -8,6 +8,7 @@ mod backfill;
 mod bad_input;
 mod browser;
 mod clean_close;
+mod clickhouse;
 mod crash;
 mod crash_load;
 mod disk_full;

@@ -1,0 +1,155 @@
+//! A second storage backend: saltdb's data model on ClickHouse servers (the shards), for when
+//! one machine is outgrown. saltdb nodes hold no state of their own: any number of them write
+//! to and read from the same shards.
+//!
+//! - **Series ids** come from the label set: the first 8 bytes of the MD5 of its canonical
+//!   encoding (big-endian), so nodes need no coordination. Two label sets sharing an id would
+//!   merge; at 64 bits the odds are about n^2 / 2^65 (3e-6 for 10 M series).
+//! - **Buckets and shards**: a series' bucket is the next 2 bytes of that MD5 modulo `buckets`;
+//!   the bucket's shard is `bucket % shards`. Every row of a series lives on one shard, so a
+//!   series never crosses shards and a read merges whole series.
+//! - **Tables** (per shard, see `schema.rs` and `docs/format.md`): `series` (id -> labels),
+//!   `postings` (per day: label pair -> id, the index matchers use) and `samples` (hot samples
+//!   keyed `(bucket, series_id, ts)`, partitioned by day). All are `ReplacingMergeTree`: a
+//!   retried insert (same rows) leaves no duplicate once merged, and reads drop the ones not
+//!   merged yet, so a write is idempotent.
+//! - **Writes** (`write.rs`) go synchronously to each owning shard, the series and postings
+//!   first, then the samples; the write is acknowledged only when every shard concerned has
+//!   acknowledged. A shard that fails makes the whole write fail ([`StorageError::Unavailable`]):
+//!   retrying it is safe.
+//! - **Reads** (`read.rs`) fan out to every shard in parallel and merge.
+//!
+//! Not yet: sealed chunks in saltdb's own codec, retention by dropping partitions, deletes,
+//! the server's `--storage clickhouse` flag.
+
+mod client;
+mod read;
+pub mod rowbinary;
+mod schema;
+mod write;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use md5::{Digest, Md5};
+
+use client::Shard;
+pub use client::ShardError;
+pub use read::ClickHouseQuerier;
+
+use crate::storage::{ReadLimits, StorageError};
+
+/// Where the shards are and how the data is laid out on them.
+#[derive(Clone, Debug)]
+pub struct ClickHouseConfig {
+    /// One HTTP URL per shard (`http://host:8123`); the order is the shard number, and must
+    /// stay the same for a database.
+    pub shards: Vec<String>,
+    /// The database holding saltdb's tables.
+    pub database: String,
+    /// Buckets the series are spread over (a bucket lives on shard `bucket % shards`).
+    pub buckets: u16,
+    /// Timeout of one request to a shard.
+    pub timeout: Duration,
+}
+
+impl ClickHouseConfig {
+    /// `shards` with the defaults: database `saltdb`, 64 buckets, 30 s timeout.
+    pub fn new(shards: Vec<String>) -> Self {
+        Self { shards, database: "saltdb".to_owned(), buckets: 64, timeout: Duration::from_secs(30) }
+    }
+}
+
+/// Label sets whose `series` and `postings` rows this node wrote, per day (ids are derived, so
+/// the set is only a cache: forgetting it costs rewriting rows that merge away).
+const KNOWN_LIMIT: usize = 4_000_000;
+
+/// A saltdb database on ClickHouse.
+#[derive(Clone)]
+pub struct ClickHouse {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ClickHouseConfig,
+    shards: Vec<Shard>,
+    /// `(series id, day)` whose `series` and `postings` rows are written.
+    known: Mutex<HashSet<(u64, u16)>>,
+}
+
+/// Where a series lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    pub id: u64,
+    pub bucket: u16,
+    pub shard: usize,
+}
+
+impl ClickHouse {
+    /// Connects to every shard and creates or upgrades the schema there (idempotent).
+    ///
+    /// # Errors
+    /// [`StorageError::Unavailable`] when a shard cannot be reached or refuses the schema;
+    /// [`StorageError::Manifest`] when a shard holds a schema newer than this build's, or the
+    /// configuration is unusable.
+    pub fn open(config: ClickHouseConfig) -> Result<Self, StorageError> {
+        if config.shards.is_empty() {
+            return Err(StorageError::Manifest("no ClickHouse shard URL given".to_owned()));
+        }
+        if config.buckets == 0 || usize::from(config.buckets) < config.shards.len() {
+            return Err(StorageError::Manifest(format!(
+                "{} buckets cannot cover {} shards",
+                config.buckets,
+                config.shards.len()
+            )));
+        }
+        if !config.database.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(StorageError::Manifest(format!(
+                "database name {:?} is not a plain identifier",
+                config.database
+            )));
+        }
+        let shards: Vec<Shard> = config.shards.iter().map(|u| Shard::new(u, config.timeout)).collect();
+        for shard in &shards {
+            schema::ensure(shard, &config.database)?;
+        }
+        Ok(Self { inner: Arc::new(Inner { config, shards, known: Mutex::new(HashSet::new()) }) })
+    }
+
+    /// The configuration this store was opened with.
+    pub fn config(&self) -> &ClickHouseConfig {
+        &self.inner.config
+    }
+
+    /// A reader for one request.
+    pub fn querier(&self, limits: ReadLimits) -> ClickHouseQuerier {
+        ClickHouseQuerier::new(self.clone(), limits)
+    }
+
+    /// Where the series with canonical label encoding `canonical` lives.
+    pub(crate) fn place(&self, canonical: &[u8]) -> Placement {
+        let digest = Md5::digest(canonical);
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&digest[..8]);
+        let bucket = u16::from_be_bytes([digest[8], digest[9]]) % self.inner.config.buckets;
+        let shard = usize::from(bucket) % self.inner.shards.len();
+        Placement { id: u64::from_be_bytes(id), bucket, shard }
+    }
+
+    fn table(&self, name: &str) -> String {
+        format!("{}.{name}", self.inner.config.database)
+    }
+}
+
+impl From<ShardError> for StorageError {
+    fn from(e: ShardError) -> Self {
+        StorageError::Unavailable(e.to_string())
+    }
+}
+
+/// The day (a ClickHouse `Date`: days since 1970-01-01) of a timestamp, clamped to what a
+/// `Date` holds.
+pub(crate) fn day_of(ts_ms: i64) -> u16 {
+    u16::try_from(ts_ms.div_euclid(86_400_000).clamp(0, i64::from(u16::MAX))).unwrap_or(u16::MAX)
+}

@@ -1,0 +1,300 @@
+//! Reads: every request fans out to all shards in parallel (a series lives on one shard, so
+//! shards' answers merge without overlap). On each shard, the matchers that need a value pick
+//! candidate ids from `postings` over the days of the range (regex matchers are decided here,
+//! on the label's distinct values, with saltdb's own regex semantics), the candidates' label
+//! sets come from `series` and are checked against every matcher, and their samples in the
+//! range come from `samples`, with the not-yet-merged duplicates of retried inserts dropped.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use super::client::{quote, Shard};
+use super::rowbinary::Reader;
+use super::{day_of, ClickHouse};
+use crate::labels::{Label, Labels, METRIC_NAME};
+use crate::matcher::{MatchOp, Matcher};
+use crate::sample::{Sample, SeriesSamples};
+use crate::storage::{Querier, ReadLimits, SampleBudget, SeriesMap, StorageError};
+
+type Result<T> = std::result::Result<T, StorageError>;
+
+/// Ids per `IN (...)` list (keeps statements well under ClickHouse's 256 KiB query limit).
+const IDS_PER_STATEMENT: usize = 5_000;
+
+/// A series a read selected on one shard.
+struct Candidate {
+    id: u64,
+    bucket: u16,
+    labels: Labels,
+}
+
+/// A [`Querier`] over a [`ClickHouse`] store, for one request.
+pub struct ClickHouseQuerier {
+    store: ClickHouse,
+    limits: ReadLimits,
+    budget: SampleBudget,
+}
+
+fn malformed(shard: &Shard, e: impl std::fmt::Display) -> StorageError {
+    StorageError::Unavailable(format!("{}: {e}", shard.url()))
+}
+
+impl ClickHouseQuerier {
+    pub(super) fn new(store: ClickHouse, limits: ReadLimits) -> Self {
+        let budget = SampleBudget::new(limits.max_samples);
+        Self { store, limits, budget }
+    }
+
+    /// Runs `f` on every shard in parallel; the answers in shard order.
+    fn each_shard<T: Send>(&self, f: impl Fn(&Shard) -> Result<T> + Sync) -> Result<Vec<T>> {
+        self.limits.check()?;
+        let shards = &self.store.inner.shards;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = shards.iter().map(|shard| scope.spawn(|| f(shard))).collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| Err(StorageError::Unavailable("a shard read panicked".to_owned())))
+                })
+                .collect()
+        })
+    }
+
+    fn days(start_ms: i64, end_ms: i64) -> String {
+        format!("day >= toDate({}) AND day <= toDate({})", day_of(start_ms), day_of(end_ms))
+    }
+
+    /// Distinct values of label `name` on `shard` in the days of the range.
+    fn values(&self, shard: &Shard, name: &str, start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
+        let sql = format!(
+            "SELECT DISTINCT value FROM {} WHERE name = {} AND {} FORMAT RowBinary",
+            self.store.table("postings"),
+            quote(name),
+            Self::days(start_ms, end_ms)
+        );
+        let body = shard.query(&sql)?;
+        let mut r = Reader::new(&body);
+        let mut out = Vec::new();
+        while !r.is_empty() {
+            out.push(r.str().map_err(|e| malformed(shard, e))?.to_owned());
+        }
+        Ok(out)
+    }
+
+    /// Distinct ids of `shard` whose label `name` takes one of `values` in the days of the range.
+    fn ids_with(
+        &self,
+        shard: &Shard,
+        name: &str,
+        values: &[String],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<BTreeSet<u64>> {
+        let mut ids = BTreeSet::new();
+        for chunk in values.chunks(IDS_PER_STATEMENT) {
+            let list = chunk.iter().map(|v| quote(v)).collect::<Vec<_>>().join(",");
+            let sql = format!(
+                "SELECT DISTINCT series_id FROM {} WHERE name = {} AND value IN ({list}) AND {} FORMAT RowBinary",
+                self.store.table("postings"),
+                quote(name),
+                Self::days(start_ms, end_ms)
+            );
+            let body = shard.query(&sql)?;
+            let mut r = Reader::new(&body);
+            while !r.is_empty() {
+                ids.insert(r.u64().map_err(|e| malformed(shard, e))?);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The series of `shard` matching every matcher, in the days of the range, ids ascending.
+    fn candidates(&self, shard: &Shard, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Candidate>> {
+        let mut ids: Option<BTreeSet<u64>> = None;
+        // Matchers that need the label to hold a value narrow the candidates through the index;
+        // with none, every series of the days is a candidate (all carry a name).
+        let narrowing: Vec<&Matcher> = matchers.iter().filter(|m| !m.matches_empty()).collect();
+        let every =
+            [Matcher::new(MatchOp::RegexMatch, METRIC_NAME, ".+")
+                .map_err(|e| StorageError::Manifest(e.to_string()))?];
+        let narrowing: Vec<&Matcher> = if narrowing.is_empty() { every.iter().collect() } else { narrowing };
+        for m in narrowing {
+            let values = match m.op {
+                MatchOp::Equal => vec![m.value.clone()],
+                _ => self.values(shard, &m.name, start_ms, end_ms)?.into_iter().filter(|v| m.matches(v)).collect(),
+            };
+            let found = self.ids_with(shard, &m.name, &values, start_ms, end_ms)?;
+            let next = match ids {
+                None => found,
+                Some(had) => had.intersection(&found).copied().collect(),
+            };
+            if next.is_empty() {
+                return Ok(Vec::new());
+            }
+            ids = Some(next);
+            self.limits.check()?;
+        }
+        let ids: Vec<u64> = ids.unwrap_or_default().into_iter().collect();
+        let mut out: HashMap<u64, (u16, Labels)> = HashMap::new();
+        for chunk in ids.chunks(IDS_PER_STATEMENT) {
+            let list = chunk.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+            let sql = format!(
+                "SELECT series_id, bucket, names, values FROM {} WHERE series_id IN ({list}) FORMAT RowBinary",
+                self.store.table("series")
+            );
+            let body = shard.query(&sql)?;
+            let mut r = Reader::new(&body);
+            while !r.is_empty() {
+                let id = r.u64().map_err(|e| malformed(shard, e))?;
+                let bucket = r.u16().map_err(|e| malformed(shard, e))?;
+                let names = r.strings().map_err(|e| malformed(shard, e))?;
+                let values = r.strings().map_err(|e| malformed(shard, e))?;
+                if out.contains_key(&id) || names.len() != values.len() {
+                    continue;
+                }
+                let labels = Labels::from_trusted(names.iter().zip(&values).map(|(n, v)| Label::new(*n, *v)).collect());
+                if matchers.iter().all(|m| m.matches(labels.get(&m.name).unwrap_or(""))) {
+                    out.insert(id, (bucket, labels));
+                }
+            }
+            self.limits.check()?;
+        }
+        let mut out: Vec<Candidate> =
+            out.into_iter().map(|(id, (bucket, labels))| Candidate { id, bucket, labels }).collect();
+        out.sort_unstable_by_key(|c| c.id);
+        Ok(out)
+    }
+
+    /// The samples of `series` (ids ascending) on `shard` in `[start_ms, end_ms]`.
+    fn samples(&self, shard: &Shard, series: Vec<Candidate>, start_ms: i64, end_ms: i64) -> Result<Vec<SeriesSamples>> {
+        let mut out = Vec::with_capacity(series.len());
+        for chunk in series.chunks(IDS_PER_STATEMENT) {
+            let list = chunk.iter().map(|c| c.id.to_string()).collect::<Vec<_>>().join(",");
+            let buckets: BTreeSet<u16> = chunk.iter().map(|c| c.bucket).collect();
+            let buckets = buckets.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
+            let sql = format!(
+                "SELECT series_id, ts, value FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) \
+                 AND ts >= {start_ms} AND ts <= {end_ms} ORDER BY series_id, ts FORMAT RowBinary",
+                self.store.table("samples")
+            );
+            let body = shard.query(&sql)?;
+            let mut r = Reader::new(&body);
+            let by_id: HashMap<u64, &Labels> = chunk.iter().map(|c| (c.id, &c.labels)).collect();
+            let mut current: Option<(u64, Vec<Sample>)> = None;
+            let mut read = 0usize;
+            while !r.is_empty() {
+                let id = r.u64().map_err(|e| malformed(shard, e))?;
+                let ts = r.i64().map_err(|e| malformed(shard, e))?;
+                let bits = r.u64().map_err(|e| malformed(shard, e))?;
+                read += 1;
+                if current.as_ref().is_none_or(|(c, _)| *c != id) {
+                    if let Some((c, samples)) = current.take() {
+                        out.extend(by_id.get(&c).map(|l| SeriesSamples { labels: (*l).clone(), samples }));
+                    }
+                    current = Some((id, Vec::new()));
+                }
+                if let Some((_, samples)) = current.as_mut() {
+                    let sample = Sample::new(ts, f64::from_bits(bits));
+                    // A retried insert not merged yet: the same row twice.
+                    match samples.last_mut() {
+                        Some(last) if last.timestamp_ms == ts => *last = sample,
+                        _ => samples.push(sample),
+                    }
+                }
+            }
+            if let Some((c, samples)) = current.take() {
+                out.extend(by_id.get(&c).map(|l| SeriesSamples { labels: (*l).clone(), samples }));
+            }
+            self.budget.take(read)?;
+            self.limits.check()?;
+        }
+        Ok(out)
+    }
+
+    fn labels_of_all(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Labels>> {
+        let per_shard = self.each_shard(|shard| self.candidates(shard, matchers, start_ms, end_ms))?;
+        Ok(per_shard.into_iter().flatten().map(|c| c.labels).collect())
+    }
+}
+
+impl Querier for ClickHouseQuerier {
+    fn cancellation(&self) -> Option<Arc<AtomicBool>> {
+        self.limits.cancel.clone()
+    }
+
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        map: Option<SeriesMap<'_>>,
+    ) -> Result<Vec<SeriesSamples>> {
+        let per_shard = self.each_shard(|shard| {
+            let series = self.candidates(shard, matchers, start_ms, end_ms)?;
+            let mut found = self.samples(shard, series, start_ms, end_ms)?;
+            found.retain(|s| !s.samples.is_empty());
+            if let Some(map) = map {
+                found.iter_mut().for_each(map);
+            }
+            Ok(found)
+        })?;
+        Ok(per_shard.into_iter().flatten().collect())
+    }
+
+    fn for_each_series(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        f: &mut dyn FnMut(SeriesSamples) -> bool,
+    ) -> Result<()> {
+        for s in self.select(matchers, start_ms, end_ms, None)? {
+            if !f(s) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64, limit: Option<usize>) -> Result<Vec<Labels>> {
+        let mut out = self.labels_of_all(matchers, start_ms, end_ms)?;
+        out.sort();
+        out.truncate(limit.unwrap_or(usize::MAX));
+        Ok(out)
+    }
+
+    fn label_names(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>> {
+        let names: BTreeSet<String> = self
+            .labels_of_all(matchers, start_ms, end_ms)?
+            .iter()
+            .flat_map(|l| l.iter().map(|l| l.name.clone()).collect::<Vec<_>>())
+            .collect();
+        Ok(names.into_iter().take(limit.unwrap_or(usize::MAX)).collect())
+    }
+
+    fn label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>> {
+        let values: BTreeSet<String> = if matchers.is_empty() {
+            self.each_shard(|shard| self.values(shard, name, start_ms, end_ms))?.into_iter().flatten().collect()
+        } else {
+            self.labels_of_all(matchers, start_ms, end_ms)?
+                .iter()
+                .filter_map(|l| l.get(name).map(str::to_owned))
+                .collect()
+        };
+        Ok(values.into_iter().filter(|v| !v.is_empty()).take(limit.unwrap_or(usize::MAX)).collect())
+    }
+}

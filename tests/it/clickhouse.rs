@@ -1,0 +1,263 @@
+//! The ClickHouse backend against real ClickHouse 18.16 servers: two `clickhouse-server`
+//! processes on loopback (their own ports and data under the test's temp directory, killed at
+//! the end) form a two-shard cluster. The same data is written to the embedded store and to the
+//! cluster, and the same questions (PromQL and the series/labels reads) must get the same
+//! answers; a write retried as a whole leaves no duplicate; a shard that is down makes writes
+//! and reads that need it fail clearly.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use saltdb::clickhouse::{ClickHouse, ClickHouseConfig};
+use saltdb::labels::Labels;
+use saltdb::matcher::{MatchOp, Matcher};
+use saltdb::promql::{Engine, EngineOptions, Value};
+use saltdb::sample::{PackedBatch, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
+use saltdb::storage::{Querier, ReadLimits, Storage, StorageError};
+
+use crate::common::storage_config;
+use crate::peers::{free_port, installed};
+
+/// One `clickhouse-server` process.
+struct Shard {
+    child: Child,
+    url: String,
+    dir: PathBuf,
+}
+
+impl Shard {
+    fn start(dir: &Path) -> Shard {
+        std::fs::create_dir_all(dir).unwrap();
+        let (http, tcp) = (free_port(), free_port());
+        let d = dir.display();
+        let config = format!(
+            r#"<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><console>1</console></logger>
+  <http_port>{http}</http_port>
+  <tcp_port>{tcp}</tcp_port>
+  <listen_host>127.0.0.1</listen_host>
+  <path>{d}/data/</path>
+  <tmp_path>{d}/tmp/</tmp_path>
+  <user_files_path>{d}/user_files/</user_files_path>
+  <users_config>/etc/clickhouse-server/users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <mark_cache_size>5368709120</mark_cache_size>
+</yandex>
+"#
+        );
+        std::fs::write(dir.join("config.xml"), config).unwrap();
+        let log = std::fs::File::create(dir.join("server.log")).unwrap();
+        let child = Command::new("clickhouse-server")
+            .arg(format!("--config-file={}", dir.join("config.xml").display()))
+            .current_dir(dir)
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start clickhouse-server");
+        let shard = Shard { child, url: format!("http://127.0.0.1:{http}"), dir: dir.to_owned() };
+        shard.wait_ready();
+        shard
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let client = reqwest::blocking::Client::new();
+        while Instant::now() < deadline {
+            if client.get(format!("{}/?query=SELECT%201", self.url)).send().is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        panic!("clickhouse-server at {} did not answer within 60 s; its log:\n{log}", self.url);
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Two shards, or `None` (announced) when ClickHouse is not installed.
+fn cluster(dir: &Path, test: &str) -> Option<Vec<Shard>> {
+    if !installed("clickhouse-server", test, "clickhouse-server") {
+        return None;
+    }
+    Some(vec![Shard::start(&dir.join("shard-0")), Shard::start(&dir.join("shard-1"))])
+}
+
+const T0: i64 = 1_700_000_000_000;
+const DAY: i64 = 86_400_000;
+
+/// Series over three days: counters and gauges of several jobs and instances, jittered, with
+/// a NaN and a staleness marker.
+fn data() -> WriteBatch {
+    let mut series = Vec::new();
+    for job in ["api", "db", "web"] {
+        for instance in 0..6 {
+            for (name, counter) in [("reqs_total", true), ("temp_celsius", false)] {
+                let labels = Labels::from_pairs([
+                    ("__name__", name.to_owned()),
+                    ("job", job.to_owned()),
+                    ("instance", format!("host-{instance}:9100")),
+                    ("zone", if instance % 2 == 0 { "eu".to_owned() } else { "us".to_owned() }),
+                ])
+                .unwrap();
+                let mut samples = Vec::new();
+                let mut v = 0.0;
+                for i in 0..(3 * 24 * 4) {
+                    let ts = T0 + i * 900_000 + (i * 7_919 + instance * 131) % 5_000;
+                    v = if counter {
+                        v + ((i + instance) % 11) as f64
+                    } else {
+                        20.0 + ((i * 13 + instance) % 17) as f64 / 4.0
+                    };
+                    samples.push(Sample::new(ts, v));
+                }
+                if job == "db" && instance == 3 {
+                    samples[100].value = f64::NAN;
+                    samples[200].value = f64::from_bits(STALE_NAN_BITS);
+                }
+                series.push(SeriesSamples { labels, samples });
+            }
+        }
+    }
+    WriteBatch { series }
+}
+
+/// A value with its float bits made comparable (NaN payloads aside, equal values print alike).
+fn show(v: &Value) -> String {
+    match v {
+        Value::Vector(samples) => {
+            let mut lines: Vec<String> = samples.iter().map(|s| format!("{:?}", s)).collect();
+            lines.sort();
+            lines.join("\n")
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+const QUERIES: [&str; 12] = [
+    "reqs_total",
+    r#"temp_celsius{zone="eu"}"#,
+    r#"sum by (job) (rate(reqs_total[1h]))"#,
+    r#"max_over_time(temp_celsius{job=~"d.*|web", instance!="host-1:9100"}[3h])"#,
+    r#"count({__name__=~".+", zone!~"e.*"})"#,
+    r#"histogram_quantile(0.9, sum by (le) (rate(reqs_total[2h])))"#,
+    r#"topk(3, increase(reqs_total{job="db"}[6h]))"#,
+    r#"absent(nonexistent_metric)"#,
+    r#"temp_celsius offset 1d"#,
+    r#"avg_over_time(temp_celsius{job="db",instance="host-3:9100"}[1d])"#,
+    r#"last_over_time(temp_celsius{job="db"}[30m])"#,
+    r#"label_replace(reqs_total{job="api"}, "host", "$1", "instance", "(.*):.*")"#,
+];
+
+#[test]
+fn clickhouse_backend_answers_like_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_shards) = cluster(dir.path(), "clickhouse_backend_answers_like_the_embedded_store") else { return };
+    let urls: Vec<String> = _shards.iter().map(|s| s.url.clone()).collect();
+    let ch = ClickHouse::open(ClickHouseConfig::new(urls.clone())).expect("schema on both shards");
+    // Opening again (another node, a restart) finds the schema and changes nothing.
+    let ch2 = ClickHouse::open(ClickHouseConfig::new(urls)).unwrap();
+    let mut config = storage_config(&dir.path().join("embedded"));
+    config.retention_ms = None;
+    let embedded = Storage::open(config).unwrap();
+
+    let batch = data();
+    embedded.write(batch.clone()).unwrap();
+    let packed = PackedBatch::from(&batch);
+    assert_eq!(ch.write(&packed).unwrap(), packed.sample_count());
+    // The same batch again, through the other node (a retry after a lost acknowledgement).
+    ch2.write(&packed).unwrap();
+
+    let engine = Engine::new(EngineOptions::default());
+    let (eq, cq) = (embedded.querier(ReadLimits::none()), ch.querier(ReadLimits::none()));
+    let mut compared = 0;
+    for q in QUERIES {
+        for t in [T0 + DAY / 2, T0 + DAY + 3_600_123, T0 + 3 * DAY - 60_000] {
+            let want = engine.instant(&eq, q, t).unwrap_or_else(|e| panic!("{q} @ {t}: {e}"));
+            let got = engine.instant(&cq, q, t).unwrap_or_else(|e| panic!("{q} @ {t} on ClickHouse: {e}"));
+            assert_eq!(show(&got.value), show(&want.value), "{q} @ {t}");
+            compared += 1;
+        }
+        let want = engine.range(&eq, q, T0 + DAY, T0 + 2 * DAY, 600_000).unwrap();
+        let got = engine.range(&cq, q, T0 + DAY, T0 + 2 * DAY, 600_000).unwrap();
+        assert_eq!(format!("{:?}", got.value), format!("{:?}", want.value), "range {q}");
+        compared += 1;
+    }
+    // Every sample, bit for bit (the NaN and the staleness marker included), exactly once.
+    let all = [Matcher::new(MatchOp::RegexMatch, "__name__", ".+").unwrap()];
+    let bits = |q: &dyn Querier| {
+        let mut v: Vec<(String, Vec<(i64, u64)>)> = q
+            .select(&all, i64::MIN / 2, i64::MAX / 2, None)
+            .unwrap()
+            .into_iter()
+            .map(|s| (s.labels.to_string(), s.samples.iter().map(|p| (p.timestamp_ms, p.value.to_bits())).collect()))
+            .collect();
+        v.sort();
+        v
+    };
+    let (want, got) = (bits(&eq), bits(&cq));
+    assert_eq!(got.len(), 36);
+    // Both shards hold series, each series on one of them only.
+    let http = reqwest::blocking::Client::new();
+    let per_shard: Vec<u64> = _shards
+        .iter()
+        .map(|sh| {
+            let sql = "SELECT uniqExact(series_id) FROM saltdb.samples";
+            let text = http.post(format!("{}/", sh.url)).body(sql).send().unwrap().text().unwrap();
+            text.trim().parse().unwrap_or_else(|_| panic!("{}: {text}", sh.url))
+        })
+        .collect();
+    assert!(per_shard.iter().all(|&n| n > 0) && per_shard.iter().sum::<u64>() == 36, "series per shard: {per_shard:?}");
+    assert_eq!(got, want);
+    // Series, label names and values over a day.
+    let job_db = [Matcher::equal("job", "db")];
+    let (s, e) = (T0 + DAY, T0 + 2 * DAY - 1);
+    let sorted = |mut v: Vec<Labels>| {
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(cq.series(&job_db, s, e, None).unwrap()), sorted(eq.series(&job_db, s, e, None).unwrap()));
+    assert_eq!(cq.label_names(&[], s, e, None).unwrap(), eq.label_names(&[], s, e, None).unwrap());
+    assert_eq!(
+        cq.label_values("instance", &job_db, s, e, None).unwrap(),
+        eq.label_values("instance", &job_db, s, e, None).unwrap()
+    );
+    assert_eq!(cq.label_values("zone", &[], s, e, None).unwrap(), ["eu", "us"]);
+    println!(
+        "clickhouse: {compared} PromQL answers equal to the embedded store's over 2 shards ({per_shard:?} series); \
+         36 series bit-exact after a retried write"
+    );
+}
+
+#[test]
+fn a_shard_that_is_down_fails_writes_and_reads_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut shards) = cluster(dir.path(), "a_shard_that_is_down_fails_writes_and_reads_clearly") else { return };
+    let mut config = ClickHouseConfig::new(shards.iter().map(|s| s.url.clone()).collect());
+    config.timeout = Duration::from_secs(5);
+    let ch = ClickHouse::open(config).unwrap();
+    let packed = PackedBatch::from(&data());
+    ch.write(&packed).unwrap();
+    shards[1].kill9();
+    match ch.write(&packed) {
+        Err(StorageError::Unavailable(msg)) => assert!(msg.contains(&shards[1].url), "{msg}"),
+        other => panic!("a write to a dead shard gave {other:?}"),
+    }
+    let q = ch.querier(ReadLimits::none());
+    match q.select(&[Matcher::equal("job", "api")], T0, T0 + DAY, None) {
+        Err(StorageError::Unavailable(msg)) => assert!(msg.contains(&shards[1].url), "{msg}"),
+        other => panic!("a read needing a dead shard gave {other:?}"),
+    }
+}
