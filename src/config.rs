@@ -103,6 +103,22 @@ pub struct ServeArgs {
     /// Data directory; created if missing.
     #[arg(long, default_value = "./saltdb-data")]
     pub data_dir: PathBuf,
+    /// Where the data lives: `embedded` (in --data-dir) or `clickhouse` (on the shards of
+    /// --clickhouse-url; this node then keeps no data, and any number of nodes can share them).
+    #[arg(long, value_enum, default_value_t = StorageKind::Embedded)]
+    pub storage: StorageKind,
+    /// ClickHouse shards for `--storage clickhouse`: comma-separated HTTP URLs
+    /// (`http://h1:8123,http://h2:8123`). Their order is the shard numbering and must stay the
+    /// same for a database.
+    #[arg(long, value_delimiter = ',')]
+    pub clickhouse_url: Vec<String>,
+    /// ClickHouse database holding saltdb's tables (created on every shard at start-up).
+    #[arg(long, default_value = "saltdb")]
+    pub clickhouse_database: String,
+    /// Buckets the series are spread over on ClickHouse (a bucket lives on shard
+    /// `bucket % shards`). Fixed for a database.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub clickhouse_buckets: u16,
     /// Number of buckets (1..=4096) the row keys are spread over. Fixed when the data directory
     /// is created; opening it with another value fails.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
@@ -263,9 +279,23 @@ pub struct ServeArgs {
     pub flags: std::collections::BTreeMap<String, String>,
 }
 
+/// Where a server's data lives (`--storage`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum StorageKind {
+    /// The embedded store in `--data-dir`.
+    #[default]
+    Embedded,
+    /// The ClickHouse shards of `--clickhouse-url`.
+    #[value(name = "clickhouse")]
+    ClickHouse,
+}
+
 /// Flags that are individually valid but cannot work together, or files that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// `--storage clickhouse` without shards.
+    #[error("--storage clickhouse needs --clickhouse-url (the shards' HTTP URLs, comma-separated)")]
+    NoClickHouseShards,
     /// A basic-auth file is unusable.
     #[error("{0}")]
     Credentials(#[from] CredentialsError),
@@ -395,9 +425,25 @@ impl ServeArgs {
             max_samples: self.head_max_samples.max(1),
             max_age: std::time::Duration::from_millis(self.head_flush_interval.max(0).unsigned_abs()),
         };
+        let clickhouse = match self.storage {
+            StorageKind::Embedded => None,
+            StorageKind::ClickHouse => {
+                if self.clickhouse_url.iter().all(|u| u.trim().is_empty()) {
+                    return Err(ConfigError::NoClickHouseShards);
+                }
+                let mut ch = crate::clickhouse::ClickHouseConfig::new(
+                    self.clickhouse_url.iter().map(|u| u.trim().to_owned()).filter(|u| !u.is_empty()).collect(),
+                );
+                ch.database.clone_from(&self.clickhouse_database);
+                ch.buckets = self.clickhouse_buckets;
+                ch.timeout = std::time::Duration::from_millis(self.query_timeout.unsigned_abs()).max(ch.timeout);
+                Some(ch)
+            }
+        };
         Ok(ServerConfig {
             listen: self.listen,
             storage,
+            clickhouse,
             limits: Limits {
                 max_request_bytes: self.max_request_bytes,
                 series: SeriesLimits {

@@ -8,6 +8,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::backend::Backend;
 use crate::http::access::AccessPolicy;
 use crate::http::connections::{self, ConnectionLimits};
 use crate::http::tls::{self, TlsError, TlsFiles};
@@ -19,8 +20,10 @@ use crate::storage::{Storage, StorageConfig, StorageError};
 pub struct ServerConfig {
     /// Address to listen on (port 0 picks a free one).
     pub listen: SocketAddr,
-    /// Storage settings.
+    /// Storage settings (of the embedded store).
     pub storage: StorageConfig,
+    /// Run on these ClickHouse shards instead of the embedded store (`--storage clickhouse`).
+    pub clickhouse: Option<crate::clickhouse::ClickHouseConfig>,
     /// Request limits.
     pub limits: Limits,
     /// Open connections and their timeouts.
@@ -48,6 +51,7 @@ impl ServerConfig {
         Self {
             listen,
             storage,
+            clickhouse: None,
             limits: Limits::default(),
             connections: ConnectionLimits::default(),
             query: QueryConfig::default(),
@@ -102,10 +106,11 @@ pub enum ServeError {
 /// A running server.
 pub struct Server {
     addr: SocketAddr,
-    storage: Storage,
+    backend: Backend,
     stop: watch::Sender<bool>,
     task: JoinHandle<std::io::Result<()>>,
-    maintenance: JoinHandle<()>,
+    /// Retention and sealing of the embedded store (none on ClickHouse).
+    maintenance: Option<JoinHandle<()>>,
 }
 
 impl Server {
@@ -117,14 +122,18 @@ impl Server {
         // Refuse a bad certificate before touching the data directory.
         let acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
         let storage_config = config.storage.clone();
-        let storage = tokio::task::spawn_blocking(move || -> Result<Storage, StorageError> {
+        let clickhouse = config.clickhouse.clone();
+        let backend = tokio::task::spawn_blocking(move || -> Result<Backend, StorageError> {
+            if let Some(ch) = clickhouse {
+                return Ok(Backend::ClickHouse(crate::clickhouse::ClickHouse::open(ch)?));
+            }
             let storage = Storage::open(storage_config)?;
             let dropped = storage.enforce_retention(crate::storage::now_ms())?;
             if !dropped.is_empty() {
                 tracing::info!(windows = dropped.len(), "dropped windows past retention at start-up");
             }
             storage.refresh_active_series()?;
-            Ok(storage)
+            Ok(Backend::Embedded(storage))
         })
         .await
         .map_err(|e| ServeError::Io(std::io::Error::other(e)))??;
@@ -132,20 +141,20 @@ impl Server {
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let addr = listener.local_addr()?;
-        let mut state = AppState::new(storage.clone(), config.limits, config.query);
+        let mut state = AppState::over(backend.clone(), config.limits, config.query);
         state.access = Arc::new(config.access);
         state.admin_api = config.admin_api;
         state.otlp_naming = config.otlp_naming;
         state.flags = Arc::new(config.flags);
         let (stop, stopped) = watch::channel(false);
-        let maintenance = spawn_maintenance(storage.clone(), config.maintenance, stopped.clone());
+        let maintenance = backend.embedded().map(|s| spawn_maintenance(s.clone(), config.maintenance, stopped.clone()));
         // Each connection's remote address reaches handlers (the slow-query log names it), as
         // `ConnectInfo<ClientAddr>` (see `connections.rs`).
         let connection_metrics = state.metrics.connections();
         let app = router(Arc::new(state));
         let task =
             tokio::spawn(connections::serve(listener, acceptor, app, config.connections, connection_metrics, stopped));
-        Ok(Self { addr, storage, stop, task, maintenance })
+        Ok(Self { addr, backend, stop, task, maintenance })
     }
 
     /// The bound address.
@@ -153,9 +162,10 @@ impl Server {
         self.addr
     }
 
-    /// The storage behind the server (for in-process tests and benchmarks).
-    pub fn storage(&self) -> &Storage {
-        &self.storage
+    /// The embedded store behind the server (for in-process tests and benchmarks); `None` on
+    /// ClickHouse.
+    pub fn storage(&self) -> Option<&Storage> {
+        self.backend.embedded()
     }
 
     /// Stops accepting, finishes in-flight requests, and closes storage.
@@ -166,8 +176,10 @@ impl Server {
         let _ = self.stop.send(true);
         let result = self.task.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
         // A running maintenance pass holds a storage handle until it ends.
-        self.maintenance.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
-        let storage = self.storage;
+        if let Some(m) = self.maintenance {
+            m.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
+        }
+        let storage = self.backend;
         // Dropping the last handle joins the writer, flushes the head and every table and
         // empties the journal (see `storage/close.rs`): do it off the executor.
         tokio::task::spawn_blocking(move || drop(storage))

@@ -103,3 +103,8 @@ fn prometheus_text() {
 fn otlp_metrics() {
     replay("otlp_metrics");
 }
+
+#[test]
+fn clickhouse_rowbinary() {
+    replay("clickhouse_rowbinary");
+}

@@ -25,7 +25,7 @@ use saltdb::storage::MemQuerier;
 
 /// The names of all targets, as the `fuzz_targets/*.rs` binaries and the regression folders
 /// under `tests/fuzz_regressions/` are called.
-pub const TARGETS: [&str; 11] = [
+pub const TARGETS: [&str; 12] = [
     "remote_write_v1",
     "remote_write_v2",
     "import_lines",
@@ -37,6 +37,7 @@ pub const TARGETS: [&str; 11] = [
     "promql_times",
     "chunk_decode",
     "chunk_roundtrip",
+    "clickhouse_rowbinary",
 ];
 
 /// Runs the target called `name` on `data`; false when there is no such target.
@@ -53,6 +54,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "promql_times" => promql_times(data),
         "chunk_decode" => chunk_decode(data),
         "chunk_roundtrip" => chunk_roundtrip(data),
+        "clickhouse_rowbinary" => clickhouse_rowbinary(data),
         _ => return false,
     }
     true
@@ -575,4 +577,23 @@ pub fn chunk_roundtrip(data: &[u8]) {
     }
     let bits = |s: &[Sample]| s.iter().map(|p| (p.timestamp_ms, p.value.to_bits())).collect::<Vec<_>>();
     assert_eq!(bits(&out), bits(&samples), "chunk round trip changed the samples");
+}
+
+/// A ClickHouse `RowBinary` answer (network bytes) read the way the ClickHouse backend reads
+/// its three row shapes: samples `(UInt64, Int64, UInt64)`, series `(UInt64, UInt16,
+/// Array(String), Array(String))` and strings. Errors are expected; a panic is not.
+pub fn clickhouse_rowbinary(data: &[u8]) {
+    use saltdb::clickhouse::rowbinary::Reader;
+    let Some((&shape, rest)) = data.split_first() else { return };
+    let mut r = Reader::new(rest);
+    while !r.is_empty() {
+        let ok = match shape % 3 {
+            0 => r.u64().and_then(|_| r.i64()).and_then(|_| r.u64()).is_ok(),
+            1 => r.u64().and_then(|_| r.u16()).and_then(|_| r.strings()).and_then(|_| r.strings()).is_ok(),
+            _ => r.str().is_ok(),
+        };
+        if !ok {
+            break;
+        }
+    }
 }

@@ -50,7 +50,7 @@ pub async fn delete_series(
         return Err(ApiError::BadData("no match[] parameter provided".into()));
     }
     let (start, end) = time_range(&p)?;
-    let storage = state.storage.clone();
+    let storage = state.embedded("deleting series")?.clone();
     let outcome = blocking::run(move || {
         let mut total = crate::storage::DeleteOutcome::default();
         for matchers in &selectors {
@@ -80,8 +80,8 @@ pub async fn snapshot(
     // in-memory head before pinning the snapshot, so it always includes the most recent samples.
     p.reject_unknown(&["skip_head"])?;
     let name = snapshot_name(crate::storage::now_ms());
-    let dir = state.storage.data_dir().join("snapshots").join(&name);
-    let storage = state.storage.clone();
+    let storage = state.embedded("a snapshot")?.clone();
+    let dir = storage.data_dir().join("snapshots").join(&name);
     let outcome = blocking::run(move || Ok(storage.snapshot(&dir)?)).await?;
     tracing::info!(name = %name, keyspaces = outcome.keyspaces, rows = outcome.rows, "snapshot written");
     Ok(success(json!({ "name": name }), Vec::new()))

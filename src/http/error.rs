@@ -43,6 +43,9 @@ pub enum ApiError {
     /// No such route or resource (404).
     #[error("{0}")]
     NotFound(String),
+    /// The endpoint needs what the server's storage backend does not have (501).
+    #[error("{0}")]
+    NotSupported(String),
     /// The route exists but not for this method (405).
     #[error("{0}")]
     MethodNotAllowed(String),
@@ -66,6 +69,7 @@ impl ApiError {
             Self::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
             Self::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "timeout"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::NotSupported(_) => (StatusCode::NOT_IMPLEMENTED, "unavailable"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "unavailable"),
             Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "bad_data"),
             Self::Storage(e) => match e {

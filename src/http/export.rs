@@ -13,7 +13,6 @@ use serde_json::{Map, Number, Value};
 use super::error::ApiError;
 use super::router::AppState;
 use crate::sample::{is_stale_marker, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
-use crate::storage::Querier;
 
 /// JSON form of a value: numbers as numbers, the rest as the strings import accepts.
 fn json_value(v: f64) -> Value {
@@ -70,7 +69,7 @@ pub async fn export(
     let timeout = state.engine.options().timeout;
     let slot = super::api::query_slot(&state, timeout).await?;
     let (limits, cancel_on_drop) = super::blocking::read_limits(None, timeout);
-    let querier = state.storage.querier(limits);
+    let querier = state.backend.querier(limits);
     tokio::task::spawn_blocking(move || {
         let (_slot, _cancel_on_drop) = (slot, cancel_on_drop);
         let mut seen: HashSet<Vec<u8>> = HashSet::new();

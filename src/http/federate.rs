@@ -23,7 +23,6 @@ use super::error::ApiError;
 use super::router::AppState;
 use crate::labels::{Labels, METRIC_NAME};
 use crate::sample::is_stale_marker;
-use crate::storage::Querier;
 
 /// The text exposition format's content type.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -55,7 +54,7 @@ pub async fn federate(
     let timeout = state.engine.options().timeout;
     let slot = super::api::query_slot(&state, timeout).await?;
     let (limits, _cancel_on_drop) = super::blocking::read_limits(Some(state.engine.options().max_samples), timeout);
-    let querier = state.storage.querier(limits);
+    let querier = state.backend.querier(limits);
     let mut latest = super::blocking::run(move || {
         let _slot = slot;
         let mut seen: HashSet<Vec<u8>> = HashSet::new();

@@ -14,7 +14,7 @@ pub async fn healthy() -> &'static str {
 
 /// 200 when writes are accepted; 503 once storage refuses writes after a failed commit.
 pub async fn ready(State(state): State<Arc<AppState>>) -> (StatusCode, String) {
-    match state.storage.poisoned() {
+    match state.backend.embedded().and_then(|s| s.poisoned()) {
         None => (StatusCode::OK, "saltdb is Ready.\n".into()),
         Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("saltdb is not ready: {reason}\n")),
     }

@@ -149,8 +149,8 @@ where
         if samples > 0 {
             let started = std::time::Instant::now();
             let written = match batch {
-                Batch::Series(b) => st.storage.write(b),
-                Batch::Packed(b) => st.storage.write_packed(b),
+                Batch::Series(b) => st.backend.write(b),
+                Batch::Packed(b) => st.backend.write_packed(b),
             };
             st.metrics.observe_write(protocol, started.elapsed().as_secs_f64());
             if let Err(e) = written {

@@ -21,11 +21,13 @@ use crate::metrics::{StorageFigures, TEXT_CONTENT_TYPE};
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let st = state.clone();
     let text = blocking::run(move || {
-        let stats = st.storage.stats()?;
-        let engine = st.storage.engine_stats()?;
+        // Only the embedded store has figures of its own to report.
+        let Some(storage) = st.backend.embedded() else { return Ok(st.metrics.render()) };
+        let stats = storage.stats()?;
+        let engine = storage.engine_stats()?;
         let figures = StorageFigures {
             series_total: stats.series_total,
-            active_series: st.storage.active_series(),
+            active_series: storage.active_series(),
             index_rows_scanned: crate::storage::index_rows_scanned(),
             series_created: stats.series_created,
             samples_per_bucket: stats.samples_per_bucket,

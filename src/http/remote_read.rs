@@ -17,7 +17,7 @@ use crate::remote::decode::DecodeError;
 use crate::remote::proto::ResponseType;
 use crate::remote::read;
 use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
-use crate::storage::{Querier, ReadLimits};
+use crate::storage::ReadLimits;
 
 /// Most samples one remote-read request may load (across its queries).
 pub const MAX_READ_SAMPLES: usize = 20_000_000;
@@ -57,11 +57,11 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
         let clamp = |t: i64| t.clamp(MIN_TIMESTAMP_MS, MAX_TIMESTAMP_MS);
         queries.push((matchers, clamp(q.start_timestamp_ms), clamp(q.end_timestamp_ms)));
     }
-    let storage = state.storage.clone();
+    let backend = state.backend.clone();
     let timeout = state.engine.options().timeout;
     let slot = super::api::query_slot(&state, timeout).await?;
     if response_type == ResponseType::StreamedXorChunks {
-        return streamed(storage, queries, slot, timeout).await;
+        return streamed(backend, queries, slot, timeout).await;
     }
     let (limits, _cancel_on_drop) = blocking::read_limits(None, timeout);
     let results = blocking::run(move || {
@@ -69,7 +69,7 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
         let mut left = MAX_READ_SAMPLES;
         let mut out = Vec::with_capacity(queries.len());
         for (matchers, start, end) in &queries {
-            let querier = storage.querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
+            let querier = backend.querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
             let series = querier.select(matchers, *start, *end, None)?;
             left = left.saturating_sub(series.iter().map(|s| s.samples.len()).sum());
             out.push(series);
@@ -89,7 +89,7 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
 /// counts across the request's queries; past it, or on a storage failure, the transfer is cut
 /// (a 422 or 5xx when that happens before the first frame).
 async fn streamed(
-    storage: crate::storage::Storage,
+    backend: crate::backend::Backend,
     queries: Vec<(Vec<Matcher>, i64, i64)>,
     slot: tokio::sync::OwnedSemaphorePermit,
     timeout: std::time::Duration,
@@ -101,7 +101,7 @@ async fn streamed(
         let mut read = 0usize;
         for (i, (matchers, start, end)) in queries.iter().enumerate() {
             let left = MAX_READ_SAMPLES.saturating_sub(read);
-            let querier = storage.querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
+            let querier = backend.querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
             let result = querier.for_each_series(matchers, *start, *end, &mut |s| {
                 read = read.saturating_add(s.samples.len());
                 let mut frame = Vec::new();

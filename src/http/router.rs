@@ -17,6 +17,7 @@ use super::{
     access, admin, api, export, federate, health, import, influx, metrics, opentsdb, otlp, remote_read, remote_write,
     ui,
 };
+use crate::backend::Backend;
 use crate::metrics::Metrics;
 use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
@@ -49,7 +50,7 @@ impl Default for Limits {
 /// What every handler can reach.
 pub struct AppState {
     /// The database.
-    pub storage: Storage,
+    pub backend: Backend,
     /// Request limits.
     pub limits: Limits,
     /// The PromQL evaluator with the server's query limits.
@@ -79,11 +80,27 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State for a server over `storage`.
+    /// The embedded store, or a 501 naming `what` needs it when the server runs on another
+    /// backend.
+    ///
+    /// # Errors
+    /// [`ApiError::NotSupported`].
+    pub fn embedded(&self, what: &str) -> Result<&Storage, ApiError> {
+        self.backend.embedded().ok_or_else(|| {
+            ApiError::NotSupported(format!("{what} is not available on the {} storage backend", self.backend.name()))
+        })
+    }
+
+    /// State for a server over the embedded `storage`.
     pub fn new(storage: Storage, limits: Limits, query: QueryConfig) -> Self {
+        Self::over(Backend::Embedded(storage), limits, query)
+    }
+
+    /// State for a server over `backend`.
+    pub fn over(backend: Backend, limits: Limits, query: QueryConfig) -> Self {
         let slots = query.max_concurrency.max(1);
         Self {
-            storage,
+            backend,
             limits,
             engine: Engine::new(query.engine),
             query_slots: Arc::new(Semaphore::new(slots)),

@@ -261,3 +261,76 @@ fn a_shard_that_is_down_fails_writes_and_reads_clearly() {
         other => panic!("a read needing a dead shard gave {other:?}"),
     }
 }
+
+/// `saltdb serve --storage clickhouse`: two saltdb nodes over the same two shards. Samples
+/// imported through either node are answered by both (queries, series, labels, export), the
+/// nodes keep no data of their own, and an endpoint that needs the embedded store is a 501.
+#[test]
+fn two_stateless_nodes_serve_one_clickhouse_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(shards) = cluster(dir.path(), "two_stateless_nodes_serve_one_clickhouse_cluster") else { return };
+    let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
+    let args = ["--storage", "clickhouse", "--clickhouse-url", &urls, "--retention", "0"];
+    let (dir_a, dir_b) = (dir.path().join("node-a"), dir.path().join("node-b"));
+    let a = crate::common::Binary::spawn(&dir_a, &args);
+    let b = crate::common::Binary::spawn(&dir_b, &args);
+    let now = chrono::Utc::now().timestamp_millis() / 1000 * 1000;
+    // Each node imports half of the series.
+    let lines = |node: usize| -> String {
+        (0..10)
+            .filter(|i| i % 2 == node)
+            .map(|i| {
+                let ts: Vec<i64> = (0..30).map(|k| now - 600_000 + k * 20_000).collect();
+                let values: Vec<f64> = (0..30).map(|k| (i * 100 + k) as f64).collect();
+                serde_json::json!({"metric": {"__name__": "ch_up", "node": node.to_string(), "i": i.to_string()}, "values": values, "timestamps": ts})
+                    .to_string()
+                    + "\n"
+            })
+            .collect()
+    };
+    assert_eq!(crate::common::import(&a.url(""), lines(0)), (204, String::new()));
+    assert_eq!(crate::common::import(&b.url(""), lines(1)), (204, String::new()));
+    let http = reqwest::blocking::Client::new();
+    for node in [&a, &b] {
+        let v: serde_json::Value = http
+            .get(node.url("/api/v1/query"))
+            .query(&[("query", "sum(ch_up)"), ("time", &(now / 1000).to_string())])
+            .send()
+            .unwrap()
+            .text()
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .unwrap();
+        // The newest samples: i*100 + 29 for i in 0..10.
+        assert_eq!(v["data"]["result"][0]["value"][1], "4790", "{v}");
+        let v: serde_json::Value = http
+            .get(node.url("/api/v1/query_range"))
+            .query(&[
+                ("query", "count(ch_up)"),
+                ("start", &((now - 300_000) / 1000).to_string()),
+                ("end", &(now / 1000).to_string()),
+                ("step", "60"),
+            ])
+            .send()
+            .unwrap()
+            .text()
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .unwrap();
+        let points = v["data"]["result"][0]["values"].as_array().unwrap();
+        assert!(points.len() == 6 && points.iter().all(|p| p[1] == "10"), "{v}");
+        let v: serde_json::Value =
+            serde_json::from_str(&http.get(node.url("/api/v1/label/i/values")).send().unwrap().text().unwrap())
+                .unwrap();
+        assert_eq!(v["data"].as_array().unwrap().len(), 10, "{v}");
+        let exported = crate::common::export(&node.url(""), "{__name__=\"ch_up\"}");
+        assert_eq!(exported.len(), 10);
+        assert!(exported.values().all(|s| s.len() == 30));
+        // Needs the embedded store: a clear 501.
+        let resp = http.get(node.url("/api/v1/status/tsdb")).send().unwrap();
+        assert_eq!(resp.status().as_u16(), 501);
+        assert!(resp.text().unwrap().contains("not available on the clickhouse storage backend"));
+    }
+    // Stateless: neither node wrote a data directory.
+    assert!(!dir_a.join("keyspaces").exists() && !dir_b.join("keyspaces").exists());
+    a.terminate();
+    b.terminate();
+}

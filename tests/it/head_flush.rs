@@ -42,7 +42,7 @@ fn maintenance_passes_leave_a_head_that_is_not_due() {
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage);
     config.maintenance = Maintenance { interval: Duration::from_millis(50), ooo_grace_ms: Some(0) };
     let server = InProcess::start_with(runtime(), config);
-    let s = server.server.as_ref().unwrap().storage().clone();
+    let s = server.server.as_ref().unwrap().storage().expect("embedded store").clone();
     // Samples of today's window, which no pass seals or drops.
     let recent = (now - 60_000).max(today);
     s.write(batch("recent", 20, recent, 50)).unwrap();

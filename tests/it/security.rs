@@ -238,7 +238,15 @@ fn delete_series_removes_the_range_from_hot_and_sealed_windows() {
     let body = line("del_me", "a", &points) + &line("del_me", "b", &points) + &line("keep_me", "a", &points);
     assert_eq!(import(&base, body).0, 204);
     // Seal the first day so the deletion has to rewrite chunks there.
-    let sealed = server.server.as_ref().unwrap().storage().seal_window(day0).unwrap().expect("first day sealed");
+    let sealed = server
+        .server
+        .as_ref()
+        .unwrap()
+        .storage()
+        .expect("embedded store")
+        .seal_window(day0)
+        .unwrap()
+        .expect("first day sealed");
     assert_eq!(sealed.samples, 3 * 24);
 
     // Delete host a of del_me from hour 20 to hour 30 (crossing the window boundary).

@@ -228,7 +228,7 @@ fn tsdb_status_counts_each_series_once_across_windows_and_keyspaces() {
     ]
     .concat();
     assert_eq!(import(&base, first), (204, String::new()));
-    let storage = saltdb.server.as_ref().unwrap().storage().clone();
+    let storage = saltdb.server.as_ref().unwrap().storage().expect("embedded store").clone();
     storage.flush_head().unwrap();
     assert!(storage.seal_window(day).unwrap().is_some(), "the first window seals");
     // Late samples into the sealed window: one known series, one new.

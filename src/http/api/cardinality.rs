@@ -51,7 +51,7 @@ pub async fn tsdb(
     let timeout = state.engine.options().timeout;
     let slot = query_slot(&state, timeout).await?;
     let (limits, _cancel_on_drop) = crate::http::blocking::read_limits(None, timeout);
-    let storage = state.storage.clone();
+    let storage = state.embedded("the cardinality statistics")?.clone();
     let c = crate::http::blocking::run(move || {
         let _slot = slot;
         Ok(storage.cardinality(&query, &limits)?)

@@ -129,13 +129,13 @@ where
     let timeout = state.engine.options().timeout;
     let slot = query_slot(state, timeout).await?;
     let (limits, _cancel_on_drop) = super::blocking::read_limits(Some(state.engine.options().max_samples), timeout);
-    let querier = state.storage.querier(limits);
+    let querier = state.backend.querier(limits);
     let each = limit.map(|n| n.saturating_add(1));
     let mut found: Vec<T> = super::blocking::run(move || {
         let _slot = slot;
         let mut all = std::collections::BTreeSet::new();
         for matchers in &selectors {
-            all.extend(lookup(&querier, matchers, start, end, each)?);
+            all.extend(lookup(&*querier, matchers, start, end, each)?);
         }
         Ok(all.into_iter().collect())
     })

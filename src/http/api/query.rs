@@ -120,19 +120,19 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
     let o = engine.options();
     let max_read = o.max_samples.min(o.max_memory_bytes / std::mem::size_of::<crate::sample::Sample>());
     let (limits, _cancel_on_drop) = blocking::read_limits(Some(max_read), timeout);
-    let source = state.storage.querier(limits);
+    let source = state.backend.querier(limits);
     let text = query.clone();
     let counted = stats.is_some();
     let result = blocking::run(move || {
         let _slot = slot;
         let r = match (kind, counted) {
-            (Kind::Instant { time_ms }, false) => engine.instant(&source, &query, time_ms),
-            (Kind::Instant { time_ms }, true) => engine.instant_with_stats(&source, &query, time_ms),
+            (Kind::Instant { time_ms }, false) => engine.instant(&*source, &query, time_ms),
+            (Kind::Instant { time_ms }, true) => engine.instant_with_stats(&*source, &query, time_ms),
             (Kind::Range { start_ms, end_ms, step_ms }, false) => {
-                engine.range(&source, &query, start_ms, end_ms, step_ms)
+                engine.range(&*source, &query, start_ms, end_ms, step_ms)
             }
             (Kind::Range { start_ms, end_ms, step_ms }, true) => {
-                engine.range_with_stats(&source, &query, start_ms, end_ms, step_ms)
+                engine.range_with_stats(&*source, &query, start_ms, end_ms, step_ms)
             }
         };
         r.map_err(ApiError::from)

@@ -18,8 +18,11 @@ use crate::http::router::AppState;
 pub async fn runtimeinfo(State(state): State<Arc<AppState>>) -> Response {
     let started = DateTime::<Utc>::from(state.started).to_rfc3339_opts(SecondsFormat::AutoSi, true);
     let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
-    let retention =
-        state.storage.retention_ms().map_or_else(|| "forever".to_owned(), crate::duration::format_prometheus);
+    let retention = state
+        .backend
+        .embedded()
+        .and_then(|s| s.retention_ms())
+        .map_or_else(|| "forever".to_owned(), crate::duration::format_prometheus);
     success(
         json!({
             "startTime": started,

@@ -36,7 +36,7 @@ pub async fn query_exemplars() -> Response {
 pub async fn windows(
     axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::http::router::AppState>>,
 ) -> Result<Response, crate::http::error::ApiError> {
-    let storage = state.storage.clone();
+    let storage = state.embedded("the window status")?.clone();
     let windows = crate::http::blocking::run(move || Ok(storage.window_status()?)).await?;
     let data: Vec<serde_json::Value> = windows
         .iter()

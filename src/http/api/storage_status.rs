@@ -18,11 +18,10 @@ use crate::http::router::AppState;
 /// # Errors
 /// 5xx when storage fails.
 pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    let storage = state.storage.clone();
+    let storage = state.embedded("the storage status")?.clone();
+    let (config, bucketing, poisoned) = (storage.config().clone(), storage.bucketing(), storage.poisoned());
     let (stats, head_samples) =
         crate::http::blocking::run(move || Ok((storage.stats()?, storage.head_samples()))).await?;
-    let config = state.storage.config();
-    let bucketing = state.storage.bucketing();
     let tables: serde_json::Map<String, Value> =
         stats.table_bytes.iter().map(|(name, bytes)| ((*name).to_owned(), Value::from(*bytes))).collect();
     Ok(success(
@@ -43,7 +42,7 @@ pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, Api
             "tableBytes": tables,
             "seriesCreated": stats.series_created,
             "seriesTotal": stats.series_total,
-            "poisoned": state.storage.poisoned(),
+            "poisoned": poisoned,
         }),
         Vec::new(),
     ))
