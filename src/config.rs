@@ -437,6 +437,8 @@ impl ServeArgs {
                 ch.database.clone_from(&self.clickhouse_database);
                 ch.buckets = self.clickhouse_buckets;
                 ch.timeout = std::time::Duration::from_millis(self.query_timeout.unsigned_abs()).max(ch.timeout);
+                ch.retention_ms = storage.retention_ms;
+                ch.max_future_ms = storage.max_future_ms;
                 Some(ch)
             }
         };

@@ -109,8 +109,8 @@ pub struct Server {
     backend: Backend,
     stop: watch::Sender<bool>,
     task: JoinHandle<std::io::Result<()>>,
-    /// Retention and sealing of the embedded store (none on ClickHouse).
-    maintenance: Option<JoinHandle<()>>,
+    /// Retention and sealing (on ClickHouse, retention only).
+    maintenance: JoinHandle<()>,
 }
 
 impl Server {
@@ -147,7 +147,10 @@ impl Server {
         state.otlp_naming = config.otlp_naming;
         state.flags = Arc::new(config.flags);
         let (stop, stopped) = watch::channel(false);
-        let maintenance = backend.embedded().map(|s| spawn_maintenance(s.clone(), config.maintenance, stopped.clone()));
+        let maintenance = match &backend {
+            Backend::Embedded(s) => spawn_maintenance(s.clone(), config.maintenance, stopped.clone()),
+            Backend::ClickHouse(c) => spawn_clickhouse_retention(c.clone(), config.maintenance, stopped.clone()),
+        };
         // Each connection's remote address reaches handlers (the slow-query log names it), as
         // `ConnectInfo<ClientAddr>` (see `connections.rs`).
         let connection_metrics = state.metrics.connections();
@@ -176,9 +179,7 @@ impl Server {
         let _ = self.stop.send(true);
         let result = self.task.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
         // A running maintenance pass holds a storage handle until it ends.
-        if let Some(m) = self.maintenance {
-            m.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
-        }
+        self.maintenance.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
         let storage = self.backend;
         // Dropping the last handle joins the writer, flushes the head and every table and
         // empties the journal (see `storage/close.rs`): do it off the executor.
@@ -202,6 +203,30 @@ fn spawn_maintenance(storage: Storage, every: Maintenance, mut stopped: watch::R
             let work = tokio::task::spawn_blocking(move || maintain(&s, every.ooo_grace_ms));
             if let Err(e) = work.await {
                 tracing::error!(error = %e, "maintenance task failed");
+            }
+        }
+    })
+}
+
+/// Drops the ClickHouse partitions past retention at every maintenance interval.
+fn spawn_clickhouse_retention(
+    store: crate::clickhouse::ClickHouse,
+    every: Maintenance,
+    mut stopped: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every.interval);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stopped.wait_for(|&s| s) => return,
+            }
+            let s = store.clone();
+            match tokio::task::spawn_blocking(move || s.enforce_retention(crate::storage::now_ms())).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(n)) => tracing::info!(partitions = n, "dropped ClickHouse partitions past retention"),
+                Ok(Err(e)) => tracing::error!(error = %e, "ClickHouse retention failed"),
+                Err(e) => tracing::error!(error = %e, "ClickHouse retention task failed"),
             }
         }
     })

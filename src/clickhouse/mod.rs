@@ -19,11 +19,13 @@
 //!   retrying it is safe.
 //! - **Reads** (`read.rs`) fan out to every shard in parallel and merge.
 //!
-//! Not yet: sealed chunks in saltdb's own codec, retention by dropping partitions, deletes,
-//! the server's `--storage clickhouse` flag.
+//! - **Retention** (`retention.rs`) refuses samples past the cutoff and drops whole partitions.
+//!
+//! Not yet: sealed chunks in saltdb's own codec, deletes.
 
 mod client;
 mod read;
+mod retention;
 pub mod rowbinary;
 mod schema;
 mod write;
@@ -52,12 +54,25 @@ pub struct ClickHouseConfig {
     pub buckets: u16,
     /// Timeout of one request to a shard.
     pub timeout: Duration,
+    /// How long samples are kept (`None`: forever): older ones are refused, and whole days are
+    /// dropped by [`ClickHouse::enforce_retention`].
+    pub retention_ms: Option<i64>,
+    /// Samples further ahead of the clock than this are refused (`None`: any).
+    pub max_future_ms: Option<i64>,
 }
 
 impl ClickHouseConfig {
-    /// `shards` with the defaults: database `saltdb`, 64 buckets, 30 s timeout.
+    /// `shards` with the defaults: database `saltdb`, 64 buckets, 30 s timeout, samples kept
+    /// forever, any timestamp accepted.
     pub fn new(shards: Vec<String>) -> Self {
-        Self { shards, database: "saltdb".to_owned(), buckets: 64, timeout: Duration::from_secs(30) }
+        Self {
+            shards,
+            database: "saltdb".to_owned(),
+            buckets: 64,
+            timeout: Duration::from_secs(30),
+            retention_ms: None,
+            max_future_ms: None,
+        }
     }
 }
 

@@ -24,10 +24,12 @@ impl ClickHouse {
     /// returns the samples written.
     ///
     /// # Errors
-    /// [`StorageError::Unavailable`] when a shard concerned fails (parts of the batch may have
+    /// [`StorageError::TooOld`] / [`StorageError::TooNew`] for a sample outside the accepted
+    /// range (nothing is written); [`StorageError::Unavailable`] when a shard concerned fails (parts of the batch may have
     /// been stored: retrying the batch is safe); [`StorageError::Corrupt`] for label bytes that
     /// are not canonical.
     pub fn write(&self, batch: &PackedBatch) -> Result<usize, StorageError> {
+        self.check_time_range(batch, crate::storage::now_ms())?;
         let mut per_shard: Vec<ShardRows> = (0..self.inner.shards.len()).map(|_| ShardRows::default()).collect();
         {
             let known = self.inner.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -334,3 +334,51 @@ fn two_stateless_nodes_serve_one_clickhouse_cluster() {
     a.terminate();
     b.terminate();
 }
+
+/// Retention on ClickHouse: whole days past the cutoff are dropped on every shard (the start of
+/// the day `now - retention` falls in is kept), and writes outside the accepted range are
+/// refused with nothing written.
+#[test]
+fn retention_drops_whole_days_and_refuses_old_and_future_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(shards) = cluster(dir.path(), "retention_drops_whole_days_and_refuses_old_and_future_samples") else {
+        return;
+    };
+    let urls: Vec<String> = shards.iter().map(|s| s.url.clone()).collect();
+    let forever = ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let series: Vec<SeriesSamples> = (0..8)
+        .map(|i| SeriesSamples {
+            labels: Labels::from_pairs([("__name__", "kept_for".to_owned()), ("i", i.to_string())]).unwrap(),
+            samples: (0..20).map(|k| Sample::new(now - 5 * DAY + k * 6 * 3_600_000, k as f64)).collect(),
+        })
+        .collect();
+    forever.write(&PackedBatch::from(&WriteBatch { series })).unwrap();
+    let mut config = ClickHouseConfig::new(urls);
+    config.retention_ms = Some(2 * DAY);
+    config.max_future_ms = Some(3_600_000);
+    let kept = ClickHouse::open(config).unwrap();
+    let cutoff = kept.retention_cutoff(now).unwrap();
+    let dropped = kept.enforce_retention(now).unwrap();
+    assert!(dropped >= 3, "dropped {dropped} partitions");
+    // Running it again (another node's maintenance) drops nothing more.
+    assert_eq!(kept.enforce_retention(now).unwrap(), 0);
+    let all = [Matcher::equal("__name__", "kept_for")];
+    let left = kept.querier(ReadLimits::none()).select(&all, 0, now + DAY, None).unwrap();
+    assert_eq!(left.len(), 8);
+    for s in &left {
+        let want: Vec<i64> = (0..20).map(|k| now - 5 * DAY + k * 6 * 3_600_000).filter(|&t| t >= cutoff).collect();
+        assert_eq!(s.samples.iter().map(|p| p.timestamp_ms).collect::<Vec<_>>(), want);
+    }
+    let one = |ts: i64| {
+        PackedBatch::from(&WriteBatch {
+            series: vec![SeriesSamples {
+                labels: Labels::from_pairs([("__name__", "kept_for"), ("i", "new")]).unwrap(),
+                samples: vec![Sample::new(ts, 1.0)],
+            }],
+        })
+    };
+    assert!(matches!(kept.write(&one(cutoff - 1)), Err(StorageError::TooOld { .. })));
+    assert!(matches!(kept.write(&one(now + 2 * 3_600_000)), Err(StorageError::TooNew { .. })));
+    assert_eq!(kept.write(&one(now)).unwrap(), 1);
+}
