@@ -22,6 +22,9 @@
 //! | `saltdb_http_connections_open` | gauge | |
 //! | `saltdb_http_connections_accepted_total` | counter | |
 //! | `saltdb_http_connections_closed_early_total` (closed by the server before their first request head) | counter | `reason` (`header_timeout`, `evicted`, `tls_handshake`) |
+//! | `saltdb_clickhouse_requests_total` (on `--storage clickhouse`) | counter | `shard`, `outcome` (`ok`, `failed`) |
+//! | `saltdb_clickhouse_request_seconds_total` (time spent in requests; divided by the requests, the mean latency) | counter | `shard` |
+//! | `saltdb_clickhouse_rows_written_total` | counter | `shard`, `table` (`series`, `postings`, `samples`) |
 //! | `process_*` (RSS, CPU, open fds, threads, start time) | from the `prometheus` crate | |
 //!
 //! Protocol label values: [`Protocol::label`]. The ingest series of every protocol and the
@@ -202,6 +205,9 @@ pub struct Metrics {
     fjall_compactions: IntCounter,
     fjall_compaction_seconds: prometheus::Counter,
     connections: ConnectionMetrics,
+    clickhouse_requests: IntCounterVec,
+    clickhouse_seconds: prometheus::CounterVec,
+    clickhouse_rows: IntCounterVec,
     /// Serialises scrapes so counters mirrored from storage move monotonically.
     refresh: std::sync::Mutex<()>,
 }
@@ -304,6 +310,26 @@ impl Metrics {
                     "Rows read by full walks of a window's series index (seals, retention, measuring the active series); a scrape does none.",
                 )
                 .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            clickhouse_requests: counter_vec(
+                &r,
+                "saltdb_clickhouse_requests_total",
+                "Requests to each ClickHouse shard, by outcome.",
+                &["shard", "outcome"],
+            ),
+            clickhouse_seconds: register(
+                &r,
+                prometheus::CounterVec::new(
+                    Opts::new("saltdb_clickhouse_request_seconds_total", "Time spent in requests to each ClickHouse shard."),
+                    &["shard"],
+                )
+                .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            clickhouse_rows: counter_vec(
+                &r,
+                "saltdb_clickhouse_rows_written_total",
+                "Rows inserted into each ClickHouse shard, by table.",
+                &["shard", "table"],
             ),
             samples_written: counter_vec(
                 &r,
@@ -441,6 +467,24 @@ impl Metrics {
             }
         }
         self.metadata_families.set(clamp(metadata_families as u64));
+    }
+
+    /// Mirrors the ClickHouse shards' counters (shards labelled by number, in `--clickhouse-url`
+    /// order).
+    pub fn set_clickhouse(&self, shards: &[crate::clickhouse::ShardFigures]) {
+        let _guard = self.refresh.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, s) in shards.iter().enumerate() {
+            let shard = i.to_string();
+            advance(&self.clickhouse_requests.with_label_values(&[&shard, "ok"]), s.requests_ok);
+            advance(&self.clickhouse_requests.with_label_values(&[&shard, "failed"]), s.requests_failed);
+            let seconds = self.clickhouse_seconds.with_label_values(&[&shard]);
+            if s.request_seconds > seconds.get() {
+                seconds.inc_by(s.request_seconds - seconds.get());
+            }
+            for (table, n) in s.rows_written {
+                advance(&self.clickhouse_rows.with_label_values(&[&shard, table]), n);
+            }
+        }
     }
 
     /// Renders every metric in the Prometheus text exposition format.

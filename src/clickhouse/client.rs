@@ -3,7 +3,9 @@
 //! Blocking (called from the storage threads, never from the async executor).
 
 use std::io::Read;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Most bytes of a response read (a larger one is an error, not an allocation).
 const MAX_RESPONSE_BYTES: u64 = 1 << 30;
@@ -31,11 +33,25 @@ pub enum ShardError {
     },
 }
 
+/// What a shard was asked since the process started (read by `/metrics`).
+#[derive(Debug, Default)]
+pub struct ShardStats {
+    /// Requests answered with 200.
+    pub ok: AtomicU64,
+    /// Requests that failed (unreachable, or refused).
+    pub failed: AtomicU64,
+    /// Time spent in requests, in microseconds.
+    pub micros: AtomicU64,
+    /// Rows inserted into `series`, `postings` and `samples`.
+    pub rows: [AtomicU64; 3],
+}
+
 /// A shard's HTTP endpoint.
 #[derive(Clone)]
 pub struct Shard {
     url: String,
     agent: ureq::Agent,
+    stats: Arc<ShardStats>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -49,7 +65,12 @@ impl Shard {
     pub fn new(url: &str, timeout: Duration) -> Self {
         let agent =
             ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout)).build().new_agent();
-        Self { url: url.trim_end_matches('/').to_owned(), agent }
+        Self { url: url.trim_end_matches('/').to_owned(), agent, stats: Arc::default() }
+    }
+
+    /// The shard's request counters.
+    pub fn stats(&self) -> &ShardStats {
+        &self.stats
     }
 
     /// The shard's URL.
@@ -65,21 +86,36 @@ impl Shard {
         self.post(&format!("{}/", self.url), sql.as_bytes())
     }
 
-    /// Inserts `rows` (`RowBinary`) with `insert` (`INSERT INTO t (cols)`).
+    /// Inserts `count` rows (`rows`, `RowBinary`) with `insert` (`INSERT INTO t (cols)`),
+    /// counted under `table` (0 `series`, 1 `postings`, 2 `samples`).
     ///
     /// # Errors
     /// [`ShardError`].
-    pub fn insert(&self, insert: &str, rows: &[u8]) -> Result<(), ShardError> {
+    pub fn insert(&self, insert: &str, rows: &[u8], table: usize, count: u64) -> Result<(), ShardError> {
         let statement = format!("{insert} FORMAT RowBinary");
         let url = format!(
             "{}/?query={}",
             self.url,
             form_urlencoded::byte_serialize(statement.as_bytes()).collect::<String>()
         );
-        self.post(&url, rows).map(|_| ())
+        self.post(&url, rows)?;
+        if let Some(c) = self.stats.rows.get(table) {
+            c.fetch_add(count, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     fn post(&self, url: &str, body: &[u8]) -> Result<Vec<u8>, ShardError> {
+        let started = Instant::now();
+        let result = self.post_timed(url, body);
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.stats.micros.fetch_add(micros, Ordering::Relaxed);
+        let outcome = if result.is_ok() { &self.stats.ok } else { &self.stats.failed };
+        outcome.fetch_add(1, Ordering::Relaxed);
+        result
+    }
+
+    fn post_timed(&self, url: &str, body: &[u8]) -> Result<Vec<u8>, ShardError> {
         let unreachable =
             |e: &dyn std::fmt::Display| ShardError::Unreachable { url: self.url.clone(), detail: e.to_string() };
         let mut resp = self.agent.post(url).send(body).map_err(|e| unreachable(&e))?;

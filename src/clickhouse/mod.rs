@@ -93,6 +93,21 @@ struct Inner {
     known: Mutex<HashSet<(u64, u16)>>,
 }
 
+/// One shard's counters since the process started.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShardFigures {
+    /// The shard's URL.
+    pub url: String,
+    /// Requests that succeeded.
+    pub requests_ok: u64,
+    /// Requests that failed (unreachable or refused).
+    pub requests_failed: u64,
+    /// Time spent in requests.
+    pub request_seconds: f64,
+    /// Rows inserted per table.
+    pub rows_written: [(&'static str, u64); 3],
+}
+
 /// Where a series lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Placement {
@@ -150,6 +165,29 @@ impl ClickHouse {
         let bucket = u16::from_be_bytes([digest[8], digest[9]]) % self.inner.config.buckets;
         let shard = usize::from(bucket) % self.inner.shards.len();
         Placement { id: u64::from_be_bytes(id), bucket, shard }
+    }
+
+    /// Per shard (in shard order): its URL and request counters, for `/metrics`.
+    pub fn shard_figures(&self) -> Vec<ShardFigures> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.inner
+            .shards
+            .iter()
+            .map(|s| {
+                let st = s.stats();
+                ShardFigures {
+                    url: s.url().to_owned(),
+                    requests_ok: st.ok.load(Relaxed),
+                    requests_failed: st.failed.load(Relaxed),
+                    request_seconds: st.micros.load(Relaxed) as f64 / 1e6,
+                    rows_written: [
+                        ("series", st.rows[0].load(Relaxed)),
+                        ("postings", st.rows[1].load(Relaxed)),
+                        ("samples", st.rows[2].load(Relaxed)),
+                    ],
+                }
+            })
+            .collect()
     }
 
     fn table(&self, name: &str) -> String {

@@ -17,6 +17,8 @@ struct ShardRows {
     samples: Vec<u8>,
     /// `(id, day)` whose series and postings rows are in `series`/`postings`.
     indexed: Vec<(u64, u16)>,
+    /// Rows in `series`, `postings` and `samples`.
+    counts: [u64; 3],
 }
 
 impl ClickHouse {
@@ -46,6 +48,7 @@ impl ClickHouse {
                     };
                     if !series_row {
                         series_row = true;
+                        rows.counts[0] += 1;
                         rows.series.extend_from_slice(&place.id.to_le_bytes());
                         rows.series.extend_from_slice(&place.bucket.to_le_bytes());
                         put_len(&mut rows.series, l.len() as u64);
@@ -57,6 +60,7 @@ impl ClickHouse {
                             put_str(&mut rows.series, label.value.as_bytes());
                         }
                     }
+                    rows.counts[1] += l.len() as u64;
                     for label in l.iter() {
                         rows.postings.extend_from_slice(&day.to_le_bytes());
                         put_str(&mut rows.postings, label.name.as_bytes());
@@ -65,6 +69,7 @@ impl ClickHouse {
                     }
                     rows.indexed.push((place.id, day));
                 }
+                rows.counts[2] += s.samples.len() as u64;
                 for p in s.samples {
                     rows.samples.extend_from_slice(&place.bucket.to_le_bytes());
                     rows.samples.extend_from_slice(&place.id.to_le_bytes());
@@ -87,16 +92,20 @@ impl ClickHouse {
                             shard.insert(
                                 &format!("INSERT INTO {series} (series_id, bucket, names, values)"),
                                 &rows.series,
+                                0,
+                                rows.counts[0],
                             )?;
                         }
                         if !rows.postings.is_empty() {
                             shard.insert(
                                 &format!("INSERT INTO {postings} (day, name, value, series_id)"),
                                 &rows.postings,
+                                1,
+                                rows.counts[1],
                             )?;
                         }
-                        shard
-                            .insert(&format!("INSERT INTO {samples} (bucket, series_id, ts, value)"), &rows.samples)?;
+                        let insert = format!("INSERT INTO {samples} (bucket, series_id, ts, value)");
+                        shard.insert(&insert, &rows.samples, 2, rows.counts[2])?;
                         Ok(())
                     })
                 })

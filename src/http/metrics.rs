@@ -21,8 +21,14 @@ use crate::metrics::{StorageFigures, TEXT_CONTENT_TYPE};
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let st = state.clone();
     let text = blocking::run(move || {
-        // Only the embedded store has figures of its own to report.
-        let Some(storage) = st.backend.embedded() else { return Ok(st.metrics.render()) };
+        // The embedded store's figures, or the ClickHouse shards' counters.
+        let storage = match &st.backend {
+            crate::backend::Backend::Embedded(s) => s,
+            crate::backend::Backend::ClickHouse(c) => {
+                st.metrics.set_clickhouse(&c.shard_figures());
+                return Ok(st.metrics.render());
+            }
+        };
         let stats = storage.stats()?;
         let engine = storage.engine_stats()?;
         let figures = StorageFigures {

@@ -338,6 +338,19 @@ fn two_stateless_nodes_serve_one_clickhouse_cluster() {
         assert_eq!(resp.status().as_u16(), 501);
         assert!(resp.text().unwrap().contains("not available on the clickhouse storage backend"));
     }
+    // Per-shard counters in /metrics: node a inserted its 5 series x 30 samples.
+    let text = http.get(a.url("/metrics")).send().unwrap().text().unwrap();
+    let value = |prefix: &str| -> f64 {
+        text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+    };
+    assert_eq!(
+        value("saltdb_clickhouse_rows_written_total{shard=\"0\",table=\"samples\"}")
+            + value("saltdb_clickhouse_rows_written_total{shard=\"1\",table=\"samples\"}"),
+        150.0,
+        "{text}"
+    );
+    assert!(value("saltdb_clickhouse_requests_total{outcome=\"ok\",shard=\"0\"}") > 0.0, "{text}");
+    assert!(value("saltdb_clickhouse_request_seconds_total{shard=\"1\"}") > 0.0, "{text}");
     // Stateless: neither node wrote a data directory.
     assert!(!dir_a.join("keyspaces").exists() && !dir_b.join("keyspaces").exists());
     a.terminate();
