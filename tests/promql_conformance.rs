@@ -3,7 +3,9 @@
 //! evals are also run with `@`-pinned variants and re-run as range queries.
 //!
 //! Data goes through saltdb's real storage: every `load` is a `WriteBatch` written to a
-//! `Storage` in a temporary directory, and `clear` opens a fresh one.
+//! `Storage` in a temporary directory, and `clear` opens a fresh one. A second test runs every
+//! script again on the ClickHouse backend (two real `clickhouse-server` shards, a fresh database
+//! per `clear`) and must pass every eval the ratchet records, like the embedded store.
 //!
 //! Directory: env `SALTDB_PROMQL_TESTS` (default `../shared/promql-tests/promql`, which exists
 //! only in the team's workspace). Without the scripts the test prints a `SKIPPED:` line and
@@ -15,6 +17,8 @@
 //! the file is missing or unreadable. `SALTDB_PROMQL_RATCHET_UPDATE=1` records newly passing
 //! evals; it refuses to drop a recorded one unless `SALTDB_PROMQL_RATCHET_ALLOW_DROP=1` is set.
 
+#[path = "it/clickhouse_cluster.rs"]
+mod clickhouse_cluster;
 #[path = "promql_conformance/ratchet.rs"]
 mod ratchet;
 #[path = "promql_conformance/script.rs"]
@@ -27,11 +31,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use promql_parser::parser::{AtModifier, Expr};
+use saltdb::clickhouse::{ClickHouse, ClickHouseConfig};
 use saltdb::labels::{Label, Labels};
 use saltdb::matcher::Matcher as LabelMatcher;
 use saltdb::promql::{Annotations, Engine, EngineOptions, InstantSample, Value};
 use saltdb::sample::{is_stale_marker, Sample, SeriesSamples, WriteBatch};
-use saltdb::storage::{FsyncMode, ReadLimits, Storage, StorageConfig};
+use saltdb::storage::{FsyncMode, Querier, ReadLimits, Storage, StorageConfig};
 use script::{Command, Eval, Expected, Load, Matcher, SeqValue, SeriesDesc};
 
 const RATCHET_FILE: &str = "tests/promql_ratchet.txt";
@@ -80,6 +85,25 @@ struct Runner {
     dir: tempfile::TempDir,
     /// Native histogram series currently loaded (never written to saltdb).
     histograms: Vec<Labels>,
+    /// When set, data goes to (and is read from) this ClickHouse cluster instead of `store`.
+    clickhouse: Option<OnClickHouse>,
+}
+
+/// The ClickHouse cluster a run uses: its shards and the database of the current `clear`.
+struct OnClickHouse {
+    urls: Vec<String>,
+    /// Databases opened so far in this run (names are `conformance_<file>_<n>`).
+    opened: usize,
+    file: String,
+    store: ClickHouse,
+}
+
+impl OnClickHouse {
+    fn open(urls: &[String], file: &str, n: usize) -> ClickHouse {
+        let mut config = ClickHouseConfig::new(urls.to_vec());
+        config.database = format!("conformance_{}_{n}", file.replace(|c: char| !c.is_ascii_alphanumeric(), "_"));
+        ClickHouse::open(config).expect("a database on the ClickHouse shards")
+    }
 }
 
 fn open_storage() -> (Storage, tempfile::TempDir) {
@@ -96,11 +120,40 @@ impl Runner {
         let opts = EngineOptions { timeout: Duration::from_secs(100), ..EngineOptions::default() };
         let (store, dir) = open_storage();
         let spare = Some(std::thread::spawn(open_storage));
-        Self { engine: Engine::new(opts), spare, closing: Vec::new(), store, dir, histograms: Vec::new() }
+        Self {
+            engine: Engine::new(opts),
+            spare,
+            closing: Vec::new(),
+            store,
+            dir,
+            histograms: Vec::new(),
+            clickhouse: None,
+        }
+    }
+
+    /// A runner whose data lives on the ClickHouse shards at `urls`.
+    fn on_clickhouse(urls: &[String], file: &str) -> Self {
+        let mut r = Self::new();
+        let store = OnClickHouse::open(urls, file, 0);
+        r.clickhouse = Some(OnClickHouse { urls: urls.to_vec(), opened: 1, file: file.to_owned(), store });
+        r
+    }
+
+    fn querier(&self) -> Box<dyn Querier> {
+        match &self.clickhouse {
+            Some(ch) => Box::new(ch.store.querier(ReadLimits::none())),
+            None => Box::new(self.store.querier(ReadLimits::none())),
+        }
     }
 
     /// Switches to a fresh, empty database.
     fn clear(&mut self) {
+        if let Some(ch) = &mut self.clickhouse {
+            ch.store = OnClickHouse::open(&ch.urls, &ch.file, ch.opened);
+            ch.opened += 1;
+            self.histograms.clear();
+            return;
+        }
         let fresh = match self.spare.take().map(std::thread::JoinHandle::join) {
             Some(Ok(s)) => s,
             _ => open_storage(),
@@ -143,7 +196,12 @@ impl Runner {
             })
             .filter(|s| !s.samples.is_empty())
             .collect();
-        self.store.write(WriteBatch { series }).map(|_| ()).map_err(|e| format!("load failed: {e}"))
+        let batch = WriteBatch { series };
+        match &self.clickhouse {
+            Some(ch) => ch.store.write(&saltdb::sample::PackedBatch::from(&batch)).map(|_| ()),
+            None => self.store.write(batch).map(|_| ()),
+        }
+        .map_err(|e| format!("load failed: {e}"))
     }
 
     /// True when the eval touches native histograms (loaded or expected).
@@ -184,8 +242,7 @@ impl Runner {
     }
 
     fn run_range(&self, ev: &Eval) -> Result<(), String> {
-        let res =
-            self.engine.range(&self.store.querier(ReadLimits::none()), &ev.expr, ev.start_ms, ev.end_ms, ev.step_ms);
+        let res = self.engine.range(&*self.querier(), &ev.expr, ev.start_ms, ev.end_ms, ev.step_ms);
         let Some(r) = check_failure(ev, res)? else {
             return Ok(());
         };
@@ -194,7 +251,7 @@ impl Runner {
     }
 
     fn run_instant(&self, ev: &Eval, expr: &str, t: i64) -> Result<(), String> {
-        let res = self.engine.instant(&self.store.querier(ReadLimits::none()), expr, t);
+        let res = self.engine.instant(&*self.querier(), expr, t);
         let Some(r) = check_failure(ev, res).map_err(|e| format!("{e} (query {expr:?} at {t})"))? else {
             return Ok(());
         };
@@ -206,7 +263,7 @@ impl Runner {
         }
         let rr = self
             .engine
-            .range(&self.store.querier(ReadLimits::none()), expr, t - 60_000, t + 60_000, 60_000)
+            .range(&*self.querier(), expr, t - 60_000, t + 60_000, 60_000)
             .map_err(|e| format!("range mode of {expr:?} at {t}: error {e}"))?;
         if ev.expect.ordered {
             return Ok(());
@@ -511,7 +568,9 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
     }
 }
 
-fn run_file(path: &Path, name: &str) -> FileStats {
+/// Runs one script, on the embedded store or (with `clickhouse`, the shards' URLs) on
+/// ClickHouse.
+fn run_file(path: &Path, name: &str, clickhouse: Option<&[String]>) -> FileStats {
     let mut stats = FileStats::default();
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -528,7 +587,10 @@ fn run_file(path: &Path, name: &str) -> FileStats {
         }
     };
     let mut ids = ratchet::Identifier::new(name, &text);
-    let mut runner = Runner::new();
+    let mut runner = match clickhouse {
+        Some(urls) => Runner::on_clickhouse(urls, name),
+        None => Runner::new(),
+    };
     for cmd in &cmds {
         match cmd {
             Command::Clear => runner.clear(),
@@ -592,23 +654,67 @@ fn tests_dir() -> Option<PathBuf> {
     None
 }
 
-#[test]
-fn promql_conformance() {
-    let Some(dir) = tests_dir() else { return };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+/// The `*.test` scripts of `dir`, sorted.
+fn scripts(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("cannot read {}: {e} (set SALTDB_PROMQL_TESTS)", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "test"))
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no *.test scripts in {}", dir.display());
+    files
+}
+
+/// Every script again on the ClickHouse backend (two shards): every eval the ratchet records
+/// as passing on the embedded store must pass here too.
+#[test]
+fn promql_conformance_on_clickhouse() {
+    let Some(dir) = tests_dir() else { return };
+    if !clickhouse_cluster::installed() {
+        skip::skip(
+            "promql_conformance_on_clickhouse",
+            "clickhouse-server is not on PATH",
+            "apt-get install clickhouse-server",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = clickhouse_cluster::start(tmp.path(), 2);
+    let urls: Vec<String> = shards.iter().map(|s| s.url.clone()).collect();
+    let started = std::time::Instant::now();
+    let (mut passing, mut failing) = (BTreeMap::new(), BTreeMap::new());
+    for f in scripts(&dir) {
+        let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let s = run_file(&f, &name, Some(&urls));
+        passing.extend(s.passing);
+        failing.extend(s.failing);
+    }
+    let ratchet_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(RATCHET_FILE);
+    let recorded = ratchet::read(&ratchet_path).unwrap_or_else(|e| panic!("PromQL conformance ratchet: {e}"));
+    let lost = ratchet::lost(&recorded, &passing, &failing);
+    println!(
+        "on ClickHouse (2 shards): {} evals pass, {} fail, in {:.0} s; {} of the {} recorded pass",
+        passing.len(),
+        failing.len(),
+        started.elapsed().as_secs_f64(),
+        recorded.len() - lost.len(),
+        recorded.len()
+    );
+    assert!(lost.is_empty(), "{} recorded evals fail on the ClickHouse backend:\n{}", lost.len(), lost.join("\n"));
+}
+
+#[test]
+fn promql_conformance() {
+    let Some(dir) = tests_dir() else { return };
+    let files = scripts(&dir);
     let mut summary = String::new();
     let mut total = FileStats::default();
     summary.push_str(&format!("{:<28} {:>5} {:>6} {:>6} {:>7}\n", "file", "run", "passed", "failed", "skipped"));
     for f in &files {
         let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let started = std::time::Instant::now();
-        let s = run_file(f, &name);
+        let s = run_file(f, &name, None);
         eprintln!("{name}: {:.1}s", started.elapsed().as_secs_f64());
         summary.push_str(&format!(
             "{:<28} {:>5} {:>6} {:>6} {:>7}\n",

@@ -5,9 +5,8 @@
 //! answers; a write retried as a whole leaves no duplicate; a shard that is down makes writes
 //! and reads that need it fail clearly.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use saltdb::clickhouse::{ClickHouse, ClickHouseConfig};
 use saltdb::labels::Labels;
@@ -16,92 +15,16 @@ use saltdb::promql::{Engine, EngineOptions, Value};
 use saltdb::sample::{PackedBatch, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
 use saltdb::storage::{Querier, ReadLimits, Storage, StorageError};
 
+use crate::clickhouse_cluster::Shard;
 use crate::common::storage_config;
-use crate::peers::{free_port, installed};
-
-/// One `clickhouse-server` process.
-struct Shard {
-    child: Child,
-    url: String,
-    dir: PathBuf,
-}
-
-impl Shard {
-    fn start(dir: &Path) -> Shard {
-        std::fs::create_dir_all(dir).unwrap();
-        let (http, tcp) = (free_port(), free_port());
-        let d = dir.display();
-        let config = format!(
-            r#"<?xml version="1.0"?>
-<yandex>
-  <logger><level>warning</level><console>1</console></logger>
-  <http_port>{http}</http_port>
-  <tcp_port>{tcp}</tcp_port>
-  <listen_host>127.0.0.1</listen_host>
-  <path>{d}/data/</path>
-  <tmp_path>{d}/tmp/</tmp_path>
-  <user_files_path>{d}/user_files/</user_files_path>
-  <users_config>/etc/clickhouse-server/users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <mark_cache_size>5368709120</mark_cache_size>
-</yandex>
-"#
-        );
-        std::fs::write(dir.join("config.xml"), config).unwrap();
-        let shard = Shard { child: Self::spawn(dir), url: format!("http://127.0.0.1:{http}"), dir: dir.to_owned() };
-        shard.wait_ready();
-        shard
-    }
-
-    fn spawn(dir: &Path) -> Child {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
-        Command::new("clickhouse-server")
-            .arg(format!("--config-file={}", dir.join("config.xml").display()))
-            .current_dir(dir)
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start clickhouse-server")
-    }
-
-    /// Starts the server again on its ports and data (after [`Shard::kill9`]).
-    fn restart(&mut self) {
-        self.child = Self::spawn(&self.dir);
-        self.wait_ready();
-    }
-
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let client = reqwest::blocking::Client::new();
-        while Instant::now() < deadline {
-            if client.get(format!("{}/?query=SELECT%201", self.url)).send().is_ok_and(|r| r.status().is_success()) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
-        panic!("clickhouse-server at {} did not answer within 60 s; its log:\n{log}", self.url);
-    }
-
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Shard {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
+use crate::peers::installed;
 
 /// Two shards, or `None` (announced) when ClickHouse is not installed.
 fn cluster(dir: &Path, test: &str) -> Option<Vec<Shard>> {
     if !installed("clickhouse-server", test, "clickhouse-server") {
         return None;
     }
-    Some(vec![Shard::start(&dir.join("shard-0")), Shard::start(&dir.join("shard-1"))])
+    Some(crate::clickhouse_cluster::start(dir, 2))
 }
 
 const T0: i64 = 1_700_000_000_000;
