@@ -79,6 +79,31 @@ impl Peer {
         wait_ready(&peer.base, "/health").then_some(peer)
     }
 
+    /// One ClickHouse server (a shard for `saltdb serve --storage clickhouse`) with its data in
+    /// `dir`, or `None` when not installed or not ready within 60 s.
+    pub fn clickhouse(dir: &Path) -> Option<Self> {
+        let (http, tcp) = (free_port(), free_port());
+        std::fs::create_dir_all(dir).ok()?;
+        let d = dir.display();
+        let config = format!(
+            "<?xml version=\"1.0\"?>\n<yandex>\n  <logger><level>warning</level><console>1</console></logger>\n  \
+             <http_port>{http}</http_port>\n  <tcp_port>{tcp}</tcp_port>\n  <listen_host>127.0.0.1</listen_host>\n  \
+             <path>{d}/data/</path>\n  <tmp_path>{d}/tmp/</tmp_path>\n  <user_files_path>{d}/user_files/</user_files_path>\n  \
+             <users_config>/etc/clickhouse-server/users.xml</users_config>\n  <default_profile>default</default_profile>\n  \
+             <default_database>default</default_database>\n  <mark_cache_size>5368709120</mark_cache_size>\n</yandex>\n"
+        );
+        std::fs::write(dir.join("config.xml"), config).ok()?;
+        let child = Command::new("clickhouse-server")
+            .arg(format!("--config-file={}", dir.join("config.xml").display()))
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let peer = Self { name: "clickhouse", base: format!("http://127.0.0.1:{http}"), child };
+        wait_ready(&peer.base, "/ping").then_some(peer)
+    }
+
     /// Process id, for /proc.
     pub fn pid(&self) -> String {
         self.child.id().to_string()

@@ -43,6 +43,10 @@ pub struct QueryArgs {
     /// step (repeatable), e.g. a subquery: `--query 'sum(max_over_time(bench_requests_total[10m:1m]))'`.
     #[arg(long = "query")]
     queries: Vec<String>,
+    /// Also a saltdb node on ClickHouse (`--storage clickhouse`, two local `clickhouse-server`
+    /// shards) as target `saltdb-clickhouse`: load time, query latency, bytes in the shards.
+    #[arg(long)]
+    clickhouse: bool,
 }
 
 const LES: [&str; 10] = ["0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "+Inf"];
@@ -260,6 +264,23 @@ pub fn run(args: &QueryArgs, root: &Path) {
         targets.push(("saltdb-baseline".into(), format!("http://{}", b.addr)));
         pids.push(b.pid());
     }
+    let shards: Vec<Peer> = if args.clickhouse && crate::peers::installed("clickhouse-server") {
+        (0..2).filter_map(|i| Peer::clickhouse(&root.join(format!("clickhouse-{i}")))).collect()
+    } else {
+        if args.clickhouse {
+            println!("(clickhouse-server missing: apt-get install clickhouse-server)");
+        }
+        Vec::new()
+    };
+    let on_clickhouse = (shards.len() == 2).then(|| {
+        let urls = shards.iter().map(|s| s.base.as_str()).collect::<Vec<_>>().join(",");
+        let flags = ["--storage", "clickhouse", "--clickhouse-url", &urls, "--retention", "0"];
+        Server::spawn(&root.join("saltdb-clickhouse"), &flags)
+    });
+    if let Some(s) = &on_clickhouse {
+        targets.push(("saltdb-clickhouse".into(), format!("http://{}", s.addr)));
+        pids.push(s.pid());
+    }
     let vm = Peer::victoria_metrics(&root.join("vm"));
     let prom = Peer::prometheus(&root.join("prom"));
     for p in [&vm, &prom].into_iter().flatten() {
@@ -276,7 +297,7 @@ pub fn run(args: &QueryArgs, root: &Path) {
     if let Some(vm) = &vm {
         let _ = crate::http_client::get_status(&vm.base, "/internal/force_flush");
     }
-    for (name, base) in targets.iter().filter(|(name, _)| name.starts_with("saltdb")) {
+    for (name, base) in targets.iter().filter(|(name, _)| name.starts_with("saltdb") && name != "saltdb-clickhouse") {
         wait_until_sealed(name, base);
     }
     println!(
@@ -326,8 +347,25 @@ pub fn run(args: &QueryArgs, root: &Path) {
     for p in [&vm, &prom].into_iter().flatten() {
         rss.push((p.name.to_owned(), crate::peak_rss(&p.pid())));
     }
+    for s in &shards {
+        rss.push((format!("clickhouse shard {}", s.base), crate::peak_rss(&s.pid())));
+    }
     for (name, bytes) in rss {
         println!("peak RSS {name}: {:.1} MiB", bytes as f64 / (1 << 20) as f64);
+    }
+    if let Some(s) = on_clickhouse {
+        s.stop();
+        // Merged as they settle; bytes as `du` sees both shards' data directories.
+        let du: u64 = (0..2)
+            .map(|i| saltdb::storage::du_bytes(&root.join(format!("clickhouse-{i}")).join("data")).unwrap_or(0))
+            .sum();
+        let salt_du = saltdb::storage::du_bytes(&root.join("saltdb")).unwrap_or(0);
+        println!(
+            "on disk: saltdb {:.2} B/sample, ClickHouse shards {:.2} B/sample ({} samples)",
+            salt_du as f64 / samples as f64,
+            du as f64 / samples as f64,
+            samples
+        );
     }
     salt.stop();
 }
