@@ -19,11 +19,13 @@
 //!   retrying it is safe.
 //! - **Reads** (`read.rs`) fan out to every shard in parallel and merge.
 //!
-//! - **Retention** (`retention.rs`) refuses samples past the cutoff and drops whole partitions.
+//! - **Retention** (`retention.rs`) refuses samples past the cutoff and drops whole partitions;
+//!   **deletes** (`delete.rs`) are mutations waited for.
 //!
-//! Not yet: sealed chunks in saltdb's own codec, deletes.
+//! Not yet: sealed chunks in saltdb's own codec.
 
 mod client;
+mod delete;
 mod read;
 mod retention;
 pub mod rowbinary;

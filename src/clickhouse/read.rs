@@ -20,13 +20,13 @@ use crate::storage::{Querier, ReadLimits, SampleBudget, SeriesMap, StorageError}
 type Result<T> = std::result::Result<T, StorageError>;
 
 /// Ids per `IN (...)` list (keeps statements well under ClickHouse's 256 KiB query limit).
-const IDS_PER_STATEMENT: usize = 5_000;
+pub(super) const IDS_PER_STATEMENT: usize = 5_000;
 
 /// A series a read selected on one shard.
-struct Candidate {
-    id: u64,
-    bucket: u16,
-    labels: Labels,
+pub(super) struct Candidate {
+    pub(super) id: u64,
+    pub(super) bucket: u16,
+    pub(super) labels: Labels,
 }
 
 /// A [`Querier`] over a [`ClickHouse`] store, for one request.
@@ -47,7 +47,7 @@ impl ClickHouseQuerier {
     }
 
     /// Runs `f` on every shard in parallel; the answers in shard order.
-    fn each_shard<T: Send>(&self, f: impl Fn(&Shard) -> Result<T> + Sync) -> Result<Vec<T>> {
+    pub(super) fn each_shard<T: Send>(&self, f: impl Fn(&Shard) -> Result<T> + Sync) -> Result<Vec<T>> {
         self.limits.check()?;
         let shards = &self.store.inner.shards;
         std::thread::scope(|scope| {
@@ -110,7 +110,13 @@ impl ClickHouseQuerier {
     }
 
     /// The series of `shard` matching every matcher, in the days of the range, ids ascending.
-    fn candidates(&self, shard: &Shard, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Candidate>> {
+    pub(super) fn candidates(
+        &self,
+        shard: &Shard,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<Candidate>> {
         let mut ids: Option<BTreeSet<u64>> = None;
         // Matchers that need the label to hold a value narrow the candidates through the index;
         // with none, every series of the days is a candidate (all carry a name).

@@ -50,16 +50,30 @@ pub async fn delete_series(
         return Err(ApiError::BadData("no match[] parameter provided".into()));
     }
     let (start, end) = time_range(&p)?;
-    let storage = state.embedded("deleting series")?.clone();
-    let outcome = blocking::run(move || {
-        let mut total = crate::storage::DeleteOutcome::default();
-        for matchers in &selectors {
-            total += storage.delete_series(matchers, start, end)?;
+    match state.backend.clone() {
+        crate::backend::Backend::Embedded(storage) => {
+            let outcome = blocking::run(move || {
+                let mut total = crate::storage::DeleteOutcome::default();
+                for matchers in &selectors {
+                    total += storage.delete_series(matchers, start, end)?;
+                }
+                Ok(total)
+            })
+            .await?;
+            tracing::info!(samples = outcome.samples, chunks = outcome.chunks, start, end, "deleted series samples");
         }
-        Ok(total)
-    })
-    .await?;
-    tracing::info!(samples = outcome.samples, chunks = outcome.chunks, start, end, "deleted series samples");
+        crate::backend::Backend::ClickHouse(ch) => {
+            let series = blocking::run(move || {
+                let mut total = 0;
+                for matchers in &selectors {
+                    total += ch.delete_series(matchers, start, end)?;
+                }
+                Ok(total)
+            })
+            .await?;
+            tracing::info!(series, start, end, "deleted series samples on ClickHouse");
+        }
+    }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

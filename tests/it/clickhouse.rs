@@ -202,7 +202,7 @@ fn two_stateless_nodes_serve_one_clickhouse_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let Some(shards) = cluster(dir.path(), "two_stateless_nodes_serve_one_clickhouse_cluster") else { return };
     let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
-    let args = ["--storage", "clickhouse", "--clickhouse-url", &urls, "--retention", "0"];
+    let args = ["--storage", "clickhouse", "--clickhouse-url", &urls, "--retention", "0", "--enable-admin-api"];
     let (dir_a, dir_b) = (dir.path().join("node-a"), dir.path().join("node-b"));
     let a = crate::common::Binary::spawn(&dir_a, &args);
     let b = crate::common::Binary::spawn(&dir_b, &args);
@@ -261,6 +261,12 @@ fn two_stateless_nodes_serve_one_clickhouse_cluster() {
         assert_eq!(resp.status().as_u16(), 501);
         assert!(resp.text().unwrap().contains("not available on the clickhouse storage backend"));
     }
+    // A deletion through one node is seen by the other.
+    let resp =
+        http.post(a.url("/api/v1/admin/tsdb/delete_series")).form(&[("match[]", r#"{i=~"0|1"}"#)]).send().unwrap();
+    assert_eq!(resp.status().as_u16(), 204, "{}", resp.text().unwrap_or_default());
+    let exported = crate::common::export(&b.url(""), "{__name__=\"ch_up\"}");
+    assert_eq!(exported.len(), 8, "{:?}", exported.keys().collect::<Vec<_>>());
     // Per-shard counters in /metrics: node a inserted its 5 series x 30 samples.
     let text = http.get(a.url("/metrics")).send().unwrap().text().unwrap();
     let value = |prefix: &str| -> f64 {
