@@ -224,13 +224,37 @@ fn prometheus_remote_writes_to_saltdb_and_reads_back() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let saltdb = Binary::spawn(&dir.path().join("saltdb"), &["--retention", "0"]);
+    remote_write_and_read_back(dir.path(), &["--retention", "0"], "");
+}
+
+/// The same with saltdb on the ClickHouse backend (two real shards).
+#[test]
+fn prometheus_remote_writes_to_saltdb_on_clickhouse_and_reads_back() {
+    let test = "real_prometheus::prometheus_remote_writes_to_saltdb_on_clickhouse_and_reads_back";
+    if !peers_available() || !crate::peers::installed("clickhouse-server", test, "clickhouse-server") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let shards = crate::clickhouse_cluster::start(&dir.path().join("clickhouse"), 2);
+    let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
+    remote_write_and_read_back(
+        dir.path(),
+        &["--retention", "0", "--storage", "clickhouse", "--clickhouse-url", &urls],
+        " on ClickHouse",
+    );
+}
+
+/// Prometheus scrapes node_exporter and saltdb (started with `args`) and remote-writes to it;
+/// saltdb must then answer exactly what Prometheus holds, through export, streamed remote read
+/// and a second Prometheus reading through `remote_read`.
+fn remote_write_and_read_back(dir: &Path, args: &[&str], what: &str) {
+    let saltdb = Binary::spawn(&dir.join("saltdb"), args);
     let saltdb_base = saltdb.url("");
 
     let ne_port = free_port();
     let mut node_exporter = Peer::spawn(
         "node_exporter",
-        dir.path(),
+        dir,
         Command::new("prometheus-node-exporter")
             .arg(format!("--web.listen-address=127.0.0.1:{ne_port}"))
             .arg("--no-collector.systemd"),
@@ -238,7 +262,7 @@ fn prometheus_remote_writes_to_saltdb_and_reads_back() {
     node_exporter.wait_ready(&format!("http://127.0.0.1:{ne_port}/metrics"));
 
     let config = crate::peers::scrape_and_remote_write_config(ne_port, saltdb.addr);
-    let (writer, prom_base) = prometheus(dir.path(), "prometheus-writer", &config);
+    let (writer, prom_base) = prometheus(dir, "prometheus-writer", &config);
     // Prometheus applies new scrape targets up to 5 s after start: wait for the first scrapes.
     let deadline = Instant::now() + Duration::from_secs(60);
     while matrix(&prom_base, "up[1m]", chrono::Utc::now().timestamp_millis()).len() < 2 {
@@ -268,7 +292,7 @@ fn prometheus_remote_writes_to_saltdb_and_reads_back() {
     }
     assert!(got == want, "saltdb differs from Prometheus for {selector} over {range_s}s:\n{}", diff(&want, &got));
     let samples: usize = want.values().map(Vec::len).sum();
-    println!("real_prometheus: {} series, {samples} samples equal in Prometheus and saltdb", want.len());
+    println!("real_prometheus: {} series, {samples} samples equal in Prometheus and saltdb{what}", want.len());
 
     // Prometheus' own STREAMED_XOR_CHUNKS answer, decoded by saltdb's XOR decoder, equals
     // saltdb's streamed answer (staleness markers included, bit for bit).
@@ -288,7 +312,7 @@ fn prometheus_remote_writes_to_saltdb_and_reads_back() {
 
     // A second Prometheus with no data of its own reads through remote_read from saltdb.
     let config = format!("global: {{}}\nremote_read:\n  - url: {saltdb_base}/api/v1/read\n    read_recent: true\n");
-    let (_reader, reader_base) = prometheus(dir.path(), "prometheus-reader", &config);
+    let (_reader, reader_base) = prometheus(dir, "prometheus-reader", &config);
     for query in [format!(r#"{{job="node"}}[{range_s}s]"#), format!(r#"up[{range_s}s]"#)] {
         let want_q = want
             .iter()
