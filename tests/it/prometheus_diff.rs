@@ -401,9 +401,31 @@ fn promql_answers_match_prometheus() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("prom")).unwrap();
-    let prom = Prometheus::start(&dir.path().join("prom"), "global:\n  scrape_interval: 1h\n");
-    let salt = InProcess::start(storage_config(&dir.path().join("salt")));
+    answers_match_prometheus(dir.path(), None);
+}
+
+/// The same with saltdb on the ClickHouse backend (two real shards).
+#[test]
+fn promql_answers_on_clickhouse_match_prometheus() {
+    let test = "prometheus_diff::promql_answers_on_clickhouse_match_prometheus";
+    if !available("prometheus", test) || !crate::peers::installed("clickhouse-server", test, "clickhouse-server") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let shards = crate::clickhouse_cluster::start(&dir.path().join("clickhouse"), 2);
+    answers_match_prometheus(dir.path(), Some(shards.iter().map(|s| s.url.clone()).collect()));
+}
+
+/// Writes the same data to Prometheus and to saltdb (on ClickHouse when `clickhouse` names
+/// shards) and compares ~125 queries' answers, instant and range.
+fn answers_match_prometheus(dir: &std::path::Path, clickhouse: Option<Vec<String>>) {
+    std::fs::create_dir_all(dir.join("prom")).unwrap();
+    let prom = Prometheus::start(&dir.join("prom"), "global:\n  scrape_interval: 1h\n");
+    let mut config =
+        saltdb::server::ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(&dir.join("salt")));
+    config.clickhouse = clickhouse.map(saltdb::clickhouse::ClickHouseConfig::new);
+    let on = if config.clickhouse.is_some() { " on ClickHouse" } else { "" };
+    let salt = InProcess::start_with(crate::common::runtime(), config);
     let now = chrono::Utc::now().timestamp_millis();
     let t0 = now - now % 60_000 - SCRAPES * STEP_MS;
     for req in requests(t0) {
@@ -443,7 +465,7 @@ fn promql_answers_match_prometheus() {
             }
         }
     }
-    eprintln!("prometheus_diff: {compared} comparisons, {} differ", failures.len());
+    eprintln!("prometheus_diff{on}: {compared} comparisons, {} differ", failures.len());
     assert!(compared >= 300, "too few comparisons: {compared}");
     assert!(
         failures.is_empty(),
