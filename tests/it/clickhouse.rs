@@ -200,7 +200,7 @@ fn a_shard_that_is_down_fails_writes_and_reads_clearly() {
 #[test]
 fn two_stateless_nodes_serve_one_clickhouse_cluster() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(shards) = cluster(dir.path(), "two_stateless_nodes_serve_one_clickhouse_cluster") else { return };
+    let Some(mut shards) = cluster(dir.path(), "two_stateless_nodes_serve_one_clickhouse_cluster") else { return };
     let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
     let args = ["--storage", "clickhouse", "--clickhouse-url", &urls, "--retention", "0", "--enable-admin-api"];
     let (dir_a, dir_b) = (dir.path().join("node-a"), dir.path().join("node-b"));
@@ -280,6 +280,15 @@ fn two_stateless_nodes_serve_one_clickhouse_cluster() {
     );
     assert!(value("saltdb_clickhouse_requests_total{outcome=\"ok\",shard=\"0\"}") > 0.0, "{text}");
     assert!(value("saltdb_clickhouse_request_seconds_total{shard=\"1\"}") > 0.0, "{text}");
+    // A shard down: a write that needs it is a 503 with Retry-After naming the shard, and a
+    // query that needs it a 503 too.
+    shards[1].kill9();
+    let resp = http.post(a.url("/api/v1/import")).body(lines(0)).send().unwrap();
+    assert_eq!(resp.status().as_u16(), 503);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    assert!(resp.text().unwrap().contains(&shards[1].url));
+    let resp = http.get(b.url("/api/v1/query")).query(&[("query", "sum(ch_up)")]).send().unwrap();
+    assert_eq!(resp.status().as_u16(), 503);
     // Stateless: neither node wrote a data directory.
     assert!(!dir_a.join("keyspaces").exists() && !dir_b.join("keyspaces").exists());
     a.terminate();
