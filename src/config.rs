@@ -119,6 +119,10 @@ pub struct ServeArgs {
     /// `bucket % shards`). Fixed for a database.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub clickhouse_buckets: u16,
+    /// When a ClickHouse shard is down, answer queries from the others with a warning naming
+    /// it (as Thanos and Mimir can) instead of a 503. Writes that need it still fail.
+    #[arg(long)]
+    pub clickhouse_partial_reads: bool,
     /// Number of buckets (1..=4096) the row keys are spread over. Fixed when the data directory
     /// is created; opening it with another value fails.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
@@ -439,6 +443,7 @@ impl ServeArgs {
                 ch.timeout = std::time::Duration::from_millis(self.query_timeout.unsigned_abs()).max(ch.timeout);
                 ch.retention_ms = storage.retention_ms;
                 ch.max_future_ms = storage.max_future_ms;
+                ch.partial_reads = self.clickhouse_partial_reads;
                 Some(ch)
             }
         };

@@ -23,7 +23,8 @@ impl ClickHouse {
     /// the request timeout (it then goes on in the background).
     pub fn delete_series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<usize, StorageError> {
         let q = self.querier(ReadLimits::none());
-        let per_shard = q.each_shard(|shard| {
+        // Never partial: a deletion must reach every shard.
+        let per_shard = q.each_shard_with(false, |shard| {
             let ids: Vec<u64> = q.candidates(shard, matchers, start_ms, end_ms)?.into_iter().map(|c| c.id).collect();
             for chunk in ids.chunks(IDS_PER_STATEMENT) {
                 let list = chunk.iter().map(u64::to_string).collect::<Vec<_>>().join(",");

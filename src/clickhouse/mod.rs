@@ -61,6 +61,9 @@ pub struct ClickHouseConfig {
     pub retention_ms: Option<i64>,
     /// Samples further ahead of the clock than this are refused (`None`: any).
     pub max_future_ms: Option<i64>,
+    /// Reads answer from the shards that are up when some are down, with a warning naming
+    /// the missing ones, instead of failing (`--clickhouse-partial-reads`).
+    pub partial_reads: bool,
 }
 
 impl ClickHouseConfig {
@@ -74,6 +77,7 @@ impl ClickHouseConfig {
             timeout: Duration::from_secs(30),
             retention_ms: None,
             max_future_ms: None,
+            partial_reads: false,
         }
     }
 }

@@ -34,6 +34,8 @@ pub struct ClickHouseQuerier {
     store: ClickHouse,
     limits: ReadLimits,
     budget: SampleBudget,
+    /// Shards left out of answers (with `partial_reads`), as warnings.
+    missing: std::sync::Mutex<Vec<String>>,
 }
 
 fn malformed(shard: &Shard, e: impl std::fmt::Display) -> StorageError {
@@ -43,14 +45,24 @@ fn malformed(shard: &Shard, e: impl std::fmt::Display) -> StorageError {
 impl ClickHouseQuerier {
     pub(super) fn new(store: ClickHouse, limits: ReadLimits) -> Self {
         let budget = SampleBudget::new(limits.max_samples);
-        Self { store, limits, budget }
+        Self { store, limits, budget, missing: std::sync::Mutex::new(Vec::new()) }
     }
 
-    /// Runs `f` on every shard in parallel; the answers in shard order.
-    pub(super) fn each_shard<T: Send>(&self, f: impl Fn(&Shard) -> Result<T> + Sync) -> Result<Vec<T>> {
+    /// Runs `f` on every shard in parallel; the answers in shard order. With `partial_reads`,
+    /// a shard that is unavailable answers `T::default()` and is recorded as missing.
+    pub(super) fn each_shard<T: Send + Default>(&self, f: impl Fn(&Shard) -> Result<T> + Sync) -> Result<Vec<T>> {
+        self.each_shard_with(self.store.inner.config.partial_reads, f)
+    }
+
+    /// [`Self::each_shard`], partial only when `partial`.
+    pub(super) fn each_shard_with<T: Send + Default>(
+        &self,
+        partial: bool,
+        f: impl Fn(&Shard) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
         self.limits.check()?;
         let shards = &self.store.inner.shards;
-        std::thread::scope(|scope| {
+        let results: Vec<Result<T>> = std::thread::scope(|scope| {
             let handles: Vec<_> = shards.iter().map(|shard| scope.spawn(|| f(shard))).collect();
             handles
                 .into_iter()
@@ -58,7 +70,21 @@ impl ClickHouseQuerier {
                     h.join().unwrap_or_else(|_| Err(StorageError::Unavailable("a shard read panicked".to_owned())))
                 })
                 .collect()
-        })
+        });
+        results
+            .into_iter()
+            .map(|r| match r {
+                Err(StorageError::Unavailable(why)) if partial => {
+                    let mut missing = self.missing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let warning = format!("partial answer: a ClickHouse shard is missing from it ({why})");
+                    if !missing.contains(&warning) {
+                        missing.push(warning);
+                    }
+                    Ok(T::default())
+                }
+                other => other,
+            })
+            .collect()
     }
 
     fn days(start_ms: i64, end_ms: i64) -> String {
@@ -222,6 +248,10 @@ impl ClickHouseQuerier {
 impl Querier for ClickHouseQuerier {
     fn cancellation(&self) -> Option<Arc<AtomicBool>> {
         self.limits.cancel.clone()
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.missing.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     fn select(

@@ -101,6 +101,12 @@ pub trait Querier: Send + Sync {
         None
     }
 
+    /// Warnings about what this querier's answers lack so far (a backend answering partially
+    /// when part of it is down); the query API adds them to the response's warnings.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Every series matching all `matchers` with at least one sample in `[start_ms, end_ms]`,
     /// with exactly the samples in that range, ascending by timestamp; the order of the series
     /// is unspecified. `map`, when given, is applied to each series on the thread that read it,

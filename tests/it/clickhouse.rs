@@ -465,3 +465,49 @@ fn acknowledged_writes_survive_a_shard_killed_during_writes() {
         acked.len()
     );
 }
+
+/// `--clickhouse-partial-reads`: with a shard down, queries answer from the other shard with a
+/// warning naming the missing one (instead of a 503); writes that need it still fail.
+#[test]
+fn partial_reads_answer_from_the_live_shard_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut shards) = cluster(dir.path(), "partial_reads_answer_from_the_live_shard_with_a_warning") else {
+        return;
+    };
+    let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
+    let node = crate::common::Binary::spawn(
+        &dir.path().join("node"),
+        &["--storage", "clickhouse", "--clickhouse-url", &urls, "--retention", "0", "--clickhouse-partial-reads"],
+    );
+    let now = chrono::Utc::now().timestamp_millis() / 1000 * 1000;
+    let body: String = (0..40)
+        .map(|i| serde_json::json!({"metric": {"__name__": "part_up", "i": i.to_string()}, "values": [1], "timestamps": [now]}).to_string() + "\n")
+        .collect();
+    assert_eq!(crate::common::import(&node.url(""), body.clone()), (204, String::new()));
+    let http = reqwest::blocking::Client::new();
+    let count = |v: &serde_json::Value| v["data"]["result"][0]["value"][1].as_str().unwrap_or("none").to_owned();
+    let get = |path: &str, q: &[(&str, &str)]| -> (u16, serde_json::Value) {
+        let resp = http.get(node.url(path)).query(q).send().unwrap();
+        let status = resp.status().as_u16();
+        (status, serde_json::from_str(&resp.text().unwrap()).unwrap())
+    };
+    let t = (now / 1000).to_string();
+    let (s, v) = get("/api/v1/query", &[("query", "count(part_up)"), ("time", &t)]);
+    assert_eq!((s, count(&v)), (200, "40".to_owned()), "{v}");
+    assert!(v.get("warnings").is_none(), "{v}");
+    shards[1].kill9();
+    let (s, v) = get("/api/v1/query", &[("query", "count(part_up)"), ("time", &t)]);
+    assert_eq!(s, 200, "{v}");
+    let live: u32 = count(&v).parse().unwrap();
+    assert!(live > 0 && live < 40, "{v}");
+    let warnings = v["warnings"].to_string();
+    assert!(warnings.contains("partial answer") && warnings.contains(&shards[1].url), "{v}");
+    let (s, v) = get("/api/v1/series", &[("match[]", "part_up")]);
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"].as_array().unwrap().len() as u32, live, "{v}");
+    assert!(v["warnings"].to_string().contains("partial answer"), "{v}");
+    let resp = http.post(node.url("/api/v1/import")).body(body).send().unwrap();
+    assert_eq!(resp.status().as_u16(), 503);
+    println!("partial reads: {live} of 40 series answered with shard 1 down");
+    node.terminate();
+}

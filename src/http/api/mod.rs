@@ -131,17 +131,18 @@ where
     let (limits, _cancel_on_drop) = super::blocking::read_limits(Some(state.engine.options().max_samples), timeout);
     let querier = state.backend.querier(limits);
     let each = limit.map(|n| n.saturating_add(1));
-    let mut found: Vec<T> = super::blocking::run(move || {
+    let mut found: (Vec<T>, Vec<String>) = super::blocking::run(move || {
         let _slot = slot;
         let mut all = std::collections::BTreeSet::new();
         for matchers in &selectors {
             all.extend(lookup(&*querier, matchers, start, end, each)?);
         }
-        Ok(all.into_iter().collect())
+        Ok((all.into_iter().collect(), querier.warnings()))
     })
     .await?;
-    let warnings = apply_limit(&mut found, limit);
-    Ok((found, warnings))
+    let mut warnings = apply_limit(&mut found.0, limit);
+    warnings.extend(found.1);
+    Ok((found.0, warnings))
 }
 
 /// Truncates to `limit`, returning the warning Prometheus gives when it does.

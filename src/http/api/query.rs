@@ -135,7 +135,13 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
                 engine.range_with_stats(&*source, &query, start_ms, end_ms, step_ms)
             }
         };
-        r.map_err(ApiError::from)
+        r.map(|mut r| {
+            for w in source.warnings() {
+                r.annotations.warn(w);
+            }
+            r
+        })
+        .map_err(ApiError::from)
     })
     .await;
     if let Some(threshold) = state.slow_query {
