@@ -166,3 +166,46 @@ fn readme_prometheus_configurations_are_valid() {
         );
     }
 }
+
+/// The README's two-shard ClickHouse walkthrough, pasted into a shell: both shards start, and a
+/// node started with the walkthrough's `serve` flags stores and answers through them.
+#[test]
+fn readme_clickhouse_walkthrough_works() {
+    let test = "readme::readme_clickhouse_walkthrough_works";
+    if !crate::peers::installed("clickhouse-server", test, "clickhouse-server") {
+        return;
+    }
+    let block = block_after(&readme(), "### On a ClickHouse cluster (in progress)", "sh");
+    let (shards, serve) = block.trim_end().rsplit_once('\n').expect("shard setup, then the serve line");
+    let serve_args: Vec<&str> =
+        serve.split_once(" -- serve ").expect("a `cargo run --release -- serve` line").1.split_whitespace().collect();
+    let out = Command::new("sh").args(["-eu", "-c", shards]).stdin(Stdio::null()).output().expect("run sh");
+    assert!(out.status.success(), "the walkthrough failed: {}", String::from_utf8_lossy(&out.stderr));
+    let stop = || {
+        let _ = Command::new("pkill").args(["-f", "saltdb-ch-"]).status();
+    };
+    let ready = |port: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            if reqwest::blocking::get(format!("http://127.0.0.1:{port}/ping")).is_ok_and(|r| r.status().is_success()) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        false
+    };
+    if !(ready("8120") && ready("8121")) {
+        stop();
+        panic!("the walkthrough's shards did not answer on 8120 and 8121");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let node = Binary::spawn(&tmp.path().join("node"), &serve_args);
+    let now = chrono::Utc::now().timestamp_millis();
+    let line = format!(r#"{{"metric":{{"__name__":"walkthrough","a":"1"}},"values":[7],"timestamps":[{now}]}}"#);
+    let stored = import(&node.url(""), line);
+    let answer = get_json(&format!("{}/api/v1/query?query=walkthrough", node.url("")));
+    node.terminate();
+    stop();
+    assert_eq!(stored, (204, String::new()));
+    assert_eq!(answer["data"]["result"][0]["value"][1], "7", "{answer}");
+}
