@@ -290,9 +290,29 @@ pub fn run(args: &QueryArgs, root: &Path) {
     if vm.is_none() || prom.is_none() {
         println!("(peers missing: apt-get install prometheus victoria-metrics)");
     }
-    for (name, base) in &targets {
+    for ((name, base), pid) in targets.iter().zip(&pids) {
+        let shard_pids: Vec<String> =
+            if name == "saltdb-clickhouse" { shards.iter().map(Peer::pid).collect() } else { Vec::new() };
+        let (cpu_before, shards_before): (f64, f64) =
+            (crate::cpu_seconds(pid), shard_pids.iter().map(|p| crate::cpu_seconds(p)).sum());
         let secs = load(name, base, &bodies);
-        println!("loaded {name} in {secs:.1}s ({:.0} samples/s)", samples as f64 / secs);
+        let cpu = crate::cpu_seconds(pid) - cpu_before;
+        let shards_cpu: f64 = shard_pids.iter().map(|p| crate::cpu_seconds(p)).sum::<f64>() - shards_before;
+        let per_m = |c: f64| c / samples as f64 * 1e6;
+        if shard_pids.is_empty() {
+            println!(
+                "loaded {name} in {secs:.1}s ({:.0} samples/s; {:.2} cpu s per M samples)",
+                samples as f64 / secs,
+                per_m(cpu)
+            );
+        } else {
+            println!(
+                "loaded {name} in {secs:.1}s ({:.0} samples/s; cpu s per M samples: node {:.2}, shards {:.2})",
+                samples as f64 / secs,
+                per_m(cpu),
+                per_m(shards_cpu)
+            );
+        }
     }
     if let Some(vm) = &vm {
         let _ = crate::http_client::get_status(&vm.base, "/internal/force_flush");
