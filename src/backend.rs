@@ -44,7 +44,7 @@ impl Backend {
         match self {
             Self::Embedded(s) => s.write_packed(batch),
             // Series ids are derived, not allocated: a write cannot tell which series are new.
-            Self::ClickHouse(c) => c.write(&batch).map(|samples| WriteOutcome { samples, series_created: 0 }),
+            Self::ClickHouse(c) => c.write_owned(batch).map(|samples| WriteOutcome { samples, series_created: 0 }),
         }
     }
 

@@ -13,10 +13,11 @@
 //!   keyed `(bucket, series_id, ts)`, partitioned by day). All are `ReplacingMergeTree`: a
 //!   retried insert (same rows) leaves no duplicate once merged, and reads drop the ones not
 //!   merged yet, so a write is idempotent.
-//! - **Writes** (`write.rs`) go synchronously to each owning shard, the series and postings
-//!   first, then the samples; the write is acknowledged only when every shard concerned has
-//!   acknowledged. A shard that fails makes the whole write fail ([`StorageError::Unavailable`]):
-//!   retrying it is safe.
+//! - **Writes** (`write.rs`) are grouped (concurrent requests share one insert per table and
+//!   shard) and go synchronously to each owning shard, the series and postings first, then the
+//!   samples; a write is acknowledged only when every shard it touched has acknowledged. A
+//!   shard that fails fails the writes that touched it ([`StorageError::Unavailable`]):
+//!   retrying them is safe.
 //! - **Reads** (`read.rs`) fan out to every shard in parallel and merge.
 //!
 //! - **Retention** (`retention.rs`) refuses samples past the cutoff and drops whole partitions;
@@ -97,6 +98,8 @@ struct Inner {
     shards: Vec<Shard>,
     /// `(series id, day)` whose `series` and `postings` rows are written.
     known: Mutex<HashSet<(u64, u16)>>,
+    /// The writer thread's queue (see `write.rs`); the thread ends when this is dropped.
+    writer: std::sync::mpsc::SyncSender<write::Job>,
 }
 
 /// One shard's counters since the process started.
@@ -150,7 +153,11 @@ impl ClickHouse {
         for shard in &shards {
             schema::ensure(shard, &config.database)?;
         }
-        Ok(Self { inner: Arc::new(Inner { config, shards, known: Mutex::new(HashSet::new()) }) })
+        let (writer, jobs) = std::sync::mpsc::sync_channel(write::QUEUE);
+        let inner = Arc::new(Inner { config, shards, known: Mutex::new(HashSet::new()), writer });
+        write::start(&inner, jobs)
+            .map_err(|e| StorageError::Unavailable(format!("starting the ClickHouse writer: {e}")))?;
+        Ok(Self { inner })
     }
 
     /// The configuration this store was opened with.

@@ -511,3 +511,42 @@ fn partial_reads_answer_from_the_live_shard_with_a_warning() {
     println!("partial reads: {live} of 40 series answered with shard 1 down");
     node.terminate();
 }
+
+/// Concurrent writes are grouped: 40 writers x 25 small batches cost far fewer inserts than
+/// batches (one per table and shard per group), and every sample is stored.
+#[test]
+fn concurrent_writes_share_inserts() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(shards) = cluster(dir.path(), "concurrent_writes_share_inserts") else { return };
+    let ch = ClickHouse::open(ClickHouseConfig::new(shards.iter().map(|s| s.url.clone()).collect())).unwrap();
+    let requests = |c: &ClickHouse| c.shard_figures().iter().map(|f| f.requests_ok).sum::<u64>();
+    let before = requests(&ch);
+    std::thread::scope(|scope| {
+        for w in 0..40 {
+            let ch = &ch;
+            scope.spawn(move || {
+                for k in 0..25 {
+                    let series = (0..5)
+                        .map(|i| SeriesSamples {
+                            labels: Labels::from_pairs([
+                                ("__name__", "grouped".to_owned()),
+                                ("w", w.to_string()),
+                                ("i", i.to_string()),
+                            ])
+                            .unwrap(),
+                            samples: vec![Sample::new(T0 + k * 1_000, k as f64)],
+                        })
+                        .collect();
+                    ch.write(&PackedBatch::from(&WriteBatch { series })).unwrap();
+                }
+            });
+        }
+    });
+    let inserts = requests(&ch) - before;
+    let found =
+        ch.querier(ReadLimits::none()).select(&[Matcher::equal("__name__", "grouped")], T0, T0 + DAY, None).unwrap();
+    assert_eq!(found.len(), 200);
+    assert!(found.iter().all(|s| s.samples.len() == 25));
+    assert!(inserts < 1_000, "1,000 writes took {inserts} inserts");
+    println!("grouped writes: 1,000 writes of 5 series in {inserts} inserts over 2 shards x 3 tables");
+}
