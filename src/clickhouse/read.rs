@@ -214,24 +214,33 @@ impl ClickHouseQuerier {
             );
             let body = shard.query(&sql)?;
             let mut r = Reader::new(&body);
-            let mut by_id: HashMap<u64, (&Labels, Vec<Sample>)> =
-                chunk.iter().map(|c| (c.id, (&c.labels, Vec::new()))).collect();
+            // Series index by id; rows of one series mostly come together (a part is sorted by
+            // series), so the last series found is tried first.
+            let index: HashMap<u64, usize> = chunk.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+            let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); chunk.len()];
+            let mut last: Option<(u64, usize)> = None;
             let mut read = 0usize;
             while !r.is_empty() {
                 let id = r.u64().map_err(|e| malformed(shard, e))?;
                 let ts = r.i64().map_err(|e| malformed(shard, e))?;
                 let bits = r.u64().map_err(|e| malformed(shard, e))?;
                 read += 1;
-                if let Some((_, samples)) = by_id.get_mut(&id) {
-                    samples.push(Sample::new(ts, f64::from_bits(bits)));
+                let at = match last {
+                    Some((l, at)) if l == id => Some(at),
+                    _ => index.get(&id).copied(),
+                };
+                if let Some(at) = at {
+                    last = Some((id, at));
+                    if let Some(v) = samples.get_mut(at) {
+                        v.push(Sample::new(ts, f64::from_bits(bits)));
+                    }
                 }
             }
-            for c in chunk {
-                let Some((labels, mut samples)) = by_id.remove(&c.id) else { continue };
+            for (c, mut samples) in chunk.iter().zip(samples) {
                 // Stable: of a row read twice (a retried insert not merged yet), one is kept.
                 samples.sort_by_key(|p| p.timestamp_ms);
                 samples.dedup_by_key(|p| p.timestamp_ms);
-                out.push(SeriesSamples { labels: labels.clone(), samples });
+                out.push(SeriesSamples { labels: c.labels.clone(), samples });
             }
             self.budget.take(read)?;
             self.limits.check()?;
