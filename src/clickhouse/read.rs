@@ -237,9 +237,14 @@ impl ClickHouseQuerier {
                 }
             }
             for (c, mut samples) in chunk.iter().zip(samples) {
-                // Stable: of a row read twice (a retried insert not merged yet), one is kept.
+                // Rows of one timestamp: a retried insert not merged yet (equal rows), or two
+                // samples of one series and time in one write, which a part holds in write
+                // order and a merge reduces to the last one. The sort is stable and the last of
+                // equal timestamps is kept, as the merge and the embedded store keep it.
                 samples.sort_by_key(|p| p.timestamp_ms);
+                samples.reverse();
                 samples.dedup_by_key(|p| p.timestamp_ms);
+                samples.reverse();
                 out.push(SeriesSamples { labels: c.labels.clone(), samples });
             }
             self.budget.take(read)?;

@@ -550,3 +550,30 @@ fn concurrent_writes_share_inserts() {
     assert!(inserts < 1_000, "1,000 writes took {inserts} inserts");
     println!("grouped writes: 1,000 writes of 5 series in {inserts} inserts over 2 shards x 3 tables");
 }
+
+/// A series given twice in one write, with different values at one time: the later value is
+/// the one stored (as on the embedded store and as Prometheus' test loader expects), before and
+/// after ClickHouse merges the parts.
+#[test]
+fn the_later_of_two_samples_at_one_time_in_a_write_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(shards) = cluster(dir.path(), "the_later_of_two_samples_at_one_time_in_a_write_wins") else { return };
+    let ch = ClickHouse::open(ClickHouseConfig::new(shards.iter().map(|s| s.url.clone()).collect())).unwrap();
+    let labels = Labels::from_pairs([("__name__", "twice"), ("k", "v")]).unwrap();
+    let series =
+        |v: f64| SeriesSamples { labels: labels.clone(), samples: vec![Sample::new(T0, v), Sample::new(T0 + 1, v)] };
+    ch.write(&PackedBatch::from(&WriteBatch { series: vec![series(f64::INFINITY), series(f64::NEG_INFINITY)] }))
+        .unwrap();
+    let read = || {
+        let found =
+            ch.querier(ReadLimits::none()).select(&[Matcher::equal("__name__", "twice")], T0, T0 + 1, None).unwrap();
+        found[0].samples.iter().map(|p| p.value).collect::<Vec<f64>>()
+    };
+    assert_eq!(read(), [f64::NEG_INFINITY, f64::NEG_INFINITY]);
+    let http = reqwest::blocking::Client::new();
+    for sh in &shards {
+        let r = http.post(format!("{}/", sh.url)).body("OPTIMIZE TABLE saltdb.samples FINAL").send().unwrap();
+        assert!(r.status().is_success(), "{}", r.text().unwrap_or_default());
+    }
+    assert_eq!(read(), [f64::NEG_INFINITY, f64::NEG_INFINITY]);
+}
