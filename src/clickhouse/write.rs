@@ -26,7 +26,7 @@ pub(super) struct Job {
 /// Jobs waiting for the writer thread (beyond that, writers wait to queue).
 pub(super) const QUEUE: usize = 1024;
 /// A group stops growing once no job arrived for this long...
-const QUIET: Duration = Duration::from_millis(2);
+const QUIET: Duration = Duration::from_micros(200);
 /// ...or it has waited this long since its first job...
 const MAX_WAIT: Duration = Duration::from_millis(100);
 /// ...or it holds this many samples.
