@@ -19,7 +19,10 @@ use crate::storage::{Querier, ReadLimits, SampleBudget, SeriesMap, StorageError}
 
 type Result<T> = std::result::Result<T, StorageError>;
 
-/// Ids per `IN (...)` list (keeps statements well under ClickHouse's 256 KiB query limit).
+/// Bytes of quoted values per `IN (...)` list (statements stay well under ClickHouse's
+/// 256 KiB query limit).
+const VALUE_LIST_BYTES: usize = 64 * 1024;
+/// Ids per `IN (...)` list (at most 21 bytes each: about 105 KiB).
 pub(super) const IDS_PER_STATEMENT: usize = 5_000;
 
 /// A series a read selected on one shard.
@@ -118,8 +121,18 @@ impl ClickHouseQuerier {
         end_ms: i64,
     ) -> Result<BTreeSet<u64>> {
         let mut ids = BTreeSet::new();
-        for chunk in values.chunks(IDS_PER_STATEMENT) {
-            let list = chunk.iter().map(|v| quote(v)).collect::<Vec<_>>().join(",");
+        // Values may be long: lists are cut by bytes, well under ClickHouse's query size limit.
+        let mut lists: Vec<String> = Vec::new();
+        for v in values {
+            match lists.last_mut() {
+                Some(list) if list.len() < VALUE_LIST_BYTES => {
+                    list.push(',');
+                    list.push_str(&quote(v));
+                }
+                _ => lists.push(quote(v)),
+            }
+        }
+        for list in lists {
             let sql = format!(
                 "SELECT DISTINCT series_id FROM {} WHERE name = {} AND value IN ({list}) AND {} FORMAT RowBinary",
                 self.store.table("postings"),
