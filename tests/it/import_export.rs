@@ -5,10 +5,33 @@ use crate::common::*;
 #[test]
 fn import_export_round_trip_survives_restart() {
     let dir = tempfile::tempdir().unwrap();
+    round_trip(dir.path(), None);
+}
+
+/// The same on the ClickHouse backend (two real shards); the restart is a new node.
+#[test]
+fn import_export_round_trip_on_clickhouse() {
+    let test = "import_export::import_export_round_trip_on_clickhouse";
+    if !crate::peers::installed("clickhouse-server", test, "clickhouse-server") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let shards = crate::clickhouse_cluster::start(&dir.path().join("clickhouse"), 2);
+    round_trip(dir.path(), Some(shards.iter().map(|s| s.url.clone()).collect()));
+}
+
+/// Imports 1,000 series of 100 samples in two requests, exports them (all, one series, a time
+/// range), restarts the server and exports again.
+fn round_trip(dir: &std::path::Path, clickhouse: Option<Vec<String>>) {
     let t0 = 1_700_000_000_000;
     let (body, expected) = dataset(1000, 100, t0, "rt");
+    let start = || {
+        let mut config = saltdb::server::ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(dir));
+        config.clickhouse = clickhouse.clone().map(saltdb::clickhouse::ClickHouseConfig::new);
+        InProcess::start_with(crate::common::runtime(), config)
+    };
 
-    let server = InProcess::start(storage_config(dir.path()));
+    let server = start();
     let base = server.url("");
     // Two requests, so ids are allocated across group commits too.
     let split = body[..body.len() / 2].rfind('\n').unwrap() + 1;
@@ -37,7 +60,7 @@ fn import_export_round_trip_survives_restart() {
     assert_eq!(samples.iter().map(|s| s.0).collect::<Vec<_>>(), vec![t0 + 15_000, t0 + 30_000, t0 + 45_000]);
 
     server.stop();
-    let server = InProcess::start(storage_config(dir.path()));
+    let server = start();
     let again = export(&server.url(""), r#"{__name__=~"rt_.*"}"#);
     assert_eq!(again, expected, "export after restart differs");
     server.stop();
