@@ -21,23 +21,8 @@ impl ClickHouse {
 
     /// Refuses a batch with a sample before the retention cutoff or past the future limit.
     pub(crate) fn check_time_range(&self, batch: &PackedBatch, now_ms: i64) -> Result<(), StorageError> {
-        let cutoff = self.retention_cutoff(now_ms);
         let limit = self.inner.config.max_future_ms.map(|ahead| now_ms.saturating_add(ahead.max(0)));
-        if cutoff.is_none() && limit.is_none() {
-            return Ok(());
-        }
-        let (mut oldest, mut newest) = (i64::MAX, i64::MIN);
-        for s in batch.samples() {
-            oldest = oldest.min(s.timestamp_ms);
-            newest = newest.max(s.timestamp_ms);
-        }
-        if let Some(cutoff_ms) = cutoff.filter(|&c| oldest < c) {
-            return Err(StorageError::TooOld { ts_ms: oldest, cutoff_ms });
-        }
-        if let Some(limit_ms) = limit.filter(|&l| newest > l) {
-            return Err(StorageError::TooNew { ts_ms: newest, limit_ms });
-        }
-        Ok(())
+        crate::storage::check_time_range(batch, self.retention_cutoff(now_ms), limit)
     }
 
     /// Drops, on every shard, the partitions that lie entirely before the retention cutoff at

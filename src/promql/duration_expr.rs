@@ -22,6 +22,8 @@
 
 use std::borrow::Cow;
 
+use super::extended::skip_string;
+
 /// Folds the duration expressions of `query` for a query with this `step` and `range` (end -
 /// start), in milliseconds.
 ///
@@ -92,19 +94,6 @@ struct Context {
 
 fn contains_ci(s: &str, word: &str) -> bool {
     s.to_ascii_lowercase().contains(word)
-}
-
-/// The index just past a string literal opened by `quote` at `i`.
-fn skip_string(b: &[u8], i: usize, quote: u8) -> usize {
-    let mut j = i + 1;
-    while j < b.len() {
-        match b[j] {
-            b'\\' if quote != b'`' => j += 2,
-            c if c == quote => return j + 1,
-            _ => j += 1,
-        }
-    }
-    b.len()
 }
 
 fn is_ident(c: u8) -> bool {

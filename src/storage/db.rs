@@ -317,22 +317,7 @@ impl Storage {
 
     /// Refuses a batch with a sample before the retention cutoff or past the future limit.
     fn check_time_range(&self, batch: &PackedBatch, now_ms: i64) -> Result<()> {
-        let (cutoff, limit) = (self.retention_cutoff(now_ms), self.future_limit(now_ms));
-        if cutoff.is_none() && limit.is_none() {
-            return Ok(());
-        }
-        let (mut oldest, mut newest) = (i64::MAX, i64::MIN);
-        for s in batch.samples() {
-            oldest = oldest.min(s.timestamp_ms);
-            newest = newest.max(s.timestamp_ms);
-        }
-        if let Some(cutoff_ms) = cutoff.filter(|&c| oldest < c) {
-            return Err(StorageError::TooOld { ts_ms: oldest, cutoff_ms });
-        }
-        if let Some(limit_ms) = limit.filter(|&l| newest > l) {
-            return Err(StorageError::TooNew { ts_ms: newest, limit_ms });
-        }
-        Ok(())
+        check_time_range(batch, self.retention_cutoff(now_ms), self.future_limit(now_ms))
     }
 
     /// Drops every window that lies entirely before the retention cutoff at `now_ms`; returns
@@ -868,4 +853,28 @@ impl Storage {
         sh.set_measured_series(MeasuredSeries { start_ms: newest.start_ms, state, count });
         Ok(())
     }
+}
+
+/// Refuses a batch with a sample before `cutoff` ([`StorageError::TooOld`]) or after `limit`
+/// ([`StorageError::TooNew`]); nothing is refused for a bound that is `None`. Shared by every
+/// backend, so both refuse the same samples with the same errors.
+///
+/// # Errors
+/// As above.
+pub fn check_time_range(batch: &PackedBatch, cutoff: Option<i64>, limit: Option<i64>) -> Result<()> {
+    if cutoff.is_none() && limit.is_none() {
+        return Ok(());
+    }
+    let (mut oldest, mut newest) = (i64::MAX, i64::MIN);
+    for s in batch.samples() {
+        oldest = oldest.min(s.timestamp_ms);
+        newest = newest.max(s.timestamp_ms);
+    }
+    if let Some(cutoff_ms) = cutoff.filter(|&c| oldest < c) {
+        return Err(StorageError::TooOld { ts_ms: oldest, cutoff_ms });
+    }
+    if let Some(limit_ms) = limit.filter(|&l| newest > l) {
+        return Err(StorageError::TooNew { ts_ms: newest, limit_ms });
+    }
+    Ok(())
 }

@@ -31,8 +31,8 @@ mod write;
 
 pub use cardinality::{Cardinality, CardinalityQuery, Stat};
 pub use db::{
-    now_ms, EngineStats, FsyncMode, Storage, StorageConfig, StorageQuerier, StorageStats, WindowState, WindowStats,
-    WindowStatus,
+    check_time_range, now_ms, EngineStats, FsyncMode, Storage, StorageConfig, StorageQuerier, StorageStats,
+    WindowState, WindowStats, WindowStatus,
 };
 pub use delete::DeleteOutcome;
 pub use disk::du_bytes;
