@@ -109,7 +109,7 @@ fn build_batches(args: &Args) -> (Vec<WriteBatch>, usize) {
 /// CPU time (user + system) the process has used so far, in seconds (`/proc/<pid>/stat`, in
 /// clock ticks of 10 ms). On a shared machine a query's CPU time varies far less than its
 /// latency, which waits for whatever else is running.
-fn cpu_seconds(pid: &str) -> f64 {
+pub(crate) fn cpu_seconds(pid: &str) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may hold spaces), from field 3 on.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);

@@ -4,6 +4,13 @@
 //! creates them (new-series ingest), the later rounds add samples to them (known-series ingest,
 //! the steady state of a fleet), and the median round is reported. Bodies are built before the
 //! clock starts; `--concurrency` keep-alive connections send them.
+//!
+//! VictoriaMetrics acknowledges a write before it has stored it (it buffers about a second), so
+//! after each send the bench waits until the server that took it is idle again (below 5% of a
+//! core over 200 ms, at most 10 s) before the other server's turn: otherwise one server's
+//! leftover work runs during the other's measurement. The CPU time each server used from the
+//! first request until idle is reported too (microseconds per sample): on a shared machine it
+//! varies less than the rate.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -25,7 +32,7 @@ use crate::peers::Peer;
 #[derive(Debug, clap::Args)]
 pub struct ProtocolArgs {
     /// Series per protocol.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 100_000)]
     series: usize,
     /// Samples per series in each round.
     #[arg(long, default_value_t = 10)]
@@ -34,11 +41,17 @@ pub struct ProtocolArgs {
     #[arg(long, default_value_t = 10_000)]
     per_request: usize,
     /// Rounds (the first creates the series).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Concurrent connections.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
+    /// Only these protocols (`influx`, `tsdb`, `text`, `json`, `otlp`; repeatable). All by default.
+    #[arg(long)]
+    only: Vec<String>,
+    /// Leave VictoriaMetrics out (saltdb alone, e.g. under a profiler).
+    #[arg(long)]
+    no_peer: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,8 +185,34 @@ fn round(p: Proto, args: &ProtocolArgs, t0: i64) -> Vec<Request> {
     out
 }
 
-/// Sends every request over `concurrency` connections; samples per second, and failed requests.
-fn send(addr: SocketAddr, requests: &[Request], concurrency: usize) -> (f64, usize) {
+/// What one send measured.
+struct Sent {
+    /// Samples per second, first request to last answer.
+    rate: f64,
+    /// CPU microseconds the server used per sample, first request until it was idle again.
+    cpu_us: f64,
+    /// Requests answered with a status other than 2xx.
+    failed: usize,
+}
+
+/// Waits until the process `pid` uses less than 5% of a core over 200 ms (at most 10 s).
+fn settle(pid: &str) {
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    let mut last = crate::cpu_seconds(pid);
+    while Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = crate::cpu_seconds(pid);
+        if now - last < 0.01 {
+            return;
+        }
+        last = now;
+    }
+}
+
+/// Sends every request over `concurrency` connections to the server of process `pid`, then
+/// waits for that server to be idle.
+fn send(addr: SocketAddr, pid: &str, requests: &[Request], concurrency: usize) -> Sent {
+    let cpu_before = crate::cpu_seconds(pid);
     let next = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);
     let first_error: Mutex<Option<String>> = Mutex::new(None);
@@ -200,7 +239,9 @@ fn send(addr: SocketAddr, requests: &[Request], concurrency: usize) -> (f64, usi
         eprintln!("  first failure: {e}");
     }
     let samples: usize = requests.iter().map(|r| r.samples).sum();
-    (samples as f64 / secs, failed.into_inner())
+    settle(pid);
+    let cpu = crate::cpu_seconds(pid) - cpu_before;
+    Sent { rate: samples as f64 / secs, cpu_us: cpu * 1e6 / samples.max(1) as f64, failed: failed.into_inner() }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -212,11 +253,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 pub fn run(args: &ProtocolArgs, root: &Path) {
     let tsdb_port =
         std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0);
-    let vm = Peer::victoria_metrics_with(&root.join("vm"), &[format!("-opentsdbHTTPListenAddr=127.0.0.1:{tsdb_port}")]);
-    if vm.is_none() {
+    let vm = if args.no_peer {
+        None
+    } else {
+        Peer::victoria_metrics_with(&root.join("vm"), &[format!("-opentsdbHTTPListenAddr=127.0.0.1:{tsdb_port}")])
+    };
+    if vm.is_none() && !args.no_peer {
         eprintln!("victoria-metrics is not installed: saltdb alone");
     }
     let saltdb = Server::spawn(&root.join("saltdb"), &["--retention", "0"]);
+    let saltdb_pid = saltdb.pid();
+    eprintln!("saltdb: pid {saltdb_pid}, {}", saltdb.addr);
     let now = chrono::Utc::now().timestamp_millis();
     let span = args.samples as i64 * 15_000;
     let t_first = now - 2 * 3_600_000 - args.rounds as i64 * span;
@@ -225,16 +272,26 @@ pub fn run(args: &ProtocolArgs, root: &Path) {
         args.series, args.samples, args.per_request, args.concurrency, args.rounds
     );
     println!(
-        "{:<22} {:>16} {:>16} {:>7} {:>16} {:>16} {:>7}",
-        "protocol", "saltdb new/s", "VM new/s", "ratio", "saltdb known/s", "VM known/s", "ratio"
+        "{:<22} {:>13} {:>13} {:>6} {:>13} {:>13} {:>6} {:>15} {:>6}",
+        "protocol",
+        "saltdb new/s",
+        "VM new/s",
+        "ratio",
+        "saltdb known/s",
+        "VM known/s",
+        "ratio",
+        "known CPU us/s",
+        "ratio"
     );
-    for p in Proto::ALL {
+    for p in Proto::ALL.into_iter().filter(|p| args.only.is_empty() || args.only.iter().any(|o| o == p.tag())) {
         let mut figures: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let mut cpu: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         let mut new: [f64; 2] = [0.0, 0.0];
         for r in 0..args.rounds {
             let requests = round(p, args, t_first + r as i64 * span);
-            let targets: Vec<(usize, Option<SocketAddr>, &[Request])> = vec![
-                (0, Some(saltdb.addr), &requests[..]),
+            let vm_pid = vm.as_ref().map(Peer::pid).unwrap_or_default();
+            let targets: Vec<(usize, Option<SocketAddr>, &str, &[Request])> = vec![
+                (0, Some(saltdb.addr), &saltdb_pid, &requests[..]),
                 (
                     1,
                     vm.as_ref().filter(|_| p != Proto::Otlp).and_then(|v| {
@@ -245,12 +302,13 @@ pub fn run(args: &ProtocolArgs, root: &Path) {
                         };
                         base.parse().ok()
                     }),
+                    &vm_pid,
                     &requests[..],
                 ),
             ];
-            for (who, addr, reqs) in targets {
+            for (who, addr, pid, reqs) in targets {
                 let Some(addr) = addr else { continue };
-                let (rate, failed) = send(addr, reqs, args.concurrency);
+                let Sent { rate, cpu_us, failed } = send(addr, pid, reqs, args.concurrency);
                 if failed > 0 {
                     eprintln!(
                         "  {} round {}: {failed} requests failed on {}",
@@ -263,21 +321,27 @@ pub fn run(args: &ProtocolArgs, root: &Path) {
                     new[who] = rate;
                 } else {
                     figures[who].push(rate);
+                    cpu[who].push(cpu_us);
                 }
             }
         }
         let [s, v] = figures;
         let (s, v) = (median(s), median(v));
+        let [cs, cv] = cpu;
+        let (cs, cv) = (median(cs), median(cv));
         let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}x", a / b) } else { "-".into() };
         println!(
-            "{:<22} {:>16.0} {:>16.0} {:>7} {:>16.0} {:>16.0} {:>7}",
+            "{:<22} {:>13.0} {:>13.0} {:>6} {:>13.0} {:>13.0} {:>6} {:>7.2} / {:<5.2} {:>6}",
             p.name(),
             new[0],
             new[1],
             ratio(new[0], new[1]),
             s,
             v,
-            ratio(s, v)
+            ratio(s, v),
+            cs,
+            cv,
+            ratio(cs, cv)
         );
     }
     saltdb.stop();

@@ -47,7 +47,11 @@ pub struct Admission {
 pub struct Ticket {
     _slot: OwnedSemaphorePermit,
     bytes: Arc<Semaphore>,
+    /// Whole units taken from the budget; always covers `used`.
     held: Option<OwnedSemaphorePermit>,
+    /// Bytes reserved so far (decoders reserve per series: a few hundred bytes at a time, so
+    /// the budget's semaphore is only touched when `used` outgrows `held`).
+    used: usize,
     max_bytes: usize,
 }
 
@@ -76,7 +80,7 @@ impl Admission {
                 self.max_concurrent
             ))
         })?;
-        Ok(Ticket { _slot: slot, bytes: self.bytes.clone(), held: None, max_bytes: self.max_bytes })
+        Ok(Ticket { _slot: slot, bytes: self.bytes.clone(), held: None, used: 0, max_bytes: self.max_bytes })
     }
 
     /// Bytes currently reserved by requests in flight (rounded to the accounting unit).
@@ -95,7 +99,12 @@ impl Ticket {
         if bytes == 0 {
             return Ok(());
         }
-        let total = bytes.saturating_add(self.reserved());
+        let total = bytes.saturating_add(self.used);
+        let held = self.reserved();
+        if total <= held {
+            self.used = total;
+            return Ok(());
+        }
         if total > self.max_bytes {
             return Err(ApiError::Oversized(format!(
                 "this request needs at least {} KiB of memory to decode (body, decompressed body and decoded samples), more than the whole {} MiB budget (--max-inflight-bytes); send smaller requests",
@@ -103,16 +112,17 @@ impl Ticket {
                 self.max_bytes >> 20
             )));
         }
-        let units = u32::try_from(bytes.div_ceil(UNIT)).map_err(|_| self.refuse(bytes))?;
+        let units = u32::try_from((total - held).div_ceil(UNIT)).map_err(|_| self.refuse(bytes))?;
         let permit = self.bytes.clone().try_acquire_many_owned(units).map_err(|_| self.refuse(bytes))?;
         match &mut self.held {
             Some(held) => held.merge(permit),
             None => self.held = Some(permit),
         }
+        self.used = total;
         Ok(())
     }
 
-    /// Bytes this request holds.
+    /// Bytes this request holds (what it reserved, rounded up to the accounting unit).
     pub fn reserved(&self) -> usize {
         self.held.as_ref().map_or(0, |p| p.num_permits() * UNIT)
     }
@@ -148,6 +158,20 @@ mod tests {
         t2.reserve(10 * UNIT).unwrap();
         drop(t2);
         assert!(a.admit().is_ok());
+    }
+
+    #[test]
+    fn small_reservations_add_up_to_bytes_not_units() {
+        let a = Admission::new(1, 200 * UNIT);
+        let mut t = a.admit().unwrap();
+        for _ in 0..1000 {
+            t.reserve(100).unwrap();
+        }
+        assert_eq!(t.reserved(), 100_000usize.div_ceil(UNIT) * UNIT);
+        assert_eq!(a.bytes_in_use(), t.reserved());
+        let err = t.reserve(200 * UNIT).unwrap_err();
+        assert!(matches!(err, ApiError::Oversized(_)), "{err}");
+        assert_eq!(a.bytes_in_use(), t.reserved(), "a refused reservation takes nothing");
     }
 
     #[test]

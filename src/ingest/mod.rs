@@ -21,6 +21,8 @@ pub mod opentsdb;
 pub mod otlp;
 pub mod prom_text;
 
+use std::borrow::Cow;
+
 use crate::labels::{is_valid_label_name, LabelError, METRIC_NAME};
 use crate::sample::{PackedBatch, Sample};
 
@@ -87,16 +89,16 @@ pub type Reserve<'a, E> = &'a mut dyn FnMut(usize) -> Result<(), E>;
 
 /// `name` made a valid label name: every character outside `[a-zA-Z0-9_]` becomes `_`, and a
 /// leading digit gets a `_` before it (as Prometheus' OTLP and Telegraf's outputs do).
-pub fn sanitize_label_name(name: &str) -> String {
+pub fn sanitize_label_name(name: &str) -> Cow<'_, str> {
     if is_valid_label_name(name) {
-        return name.to_owned();
+        return Cow::Borrowed(name);
     }
     let mut out = String::with_capacity(name.len() + 1);
     if name.starts_with(|c: char| c.is_ascii_digit()) || name.is_empty() {
         out.push('_');
     }
     out.extend(name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }));
-    out
+    Cow::Owned(out)
 }
 
 /// Collects validated series under the request's limits straight into a [`PackedBatch`]
@@ -122,6 +124,20 @@ impl<'a, E> BatchBuilder<'a, E> {
     /// A message for an invalid label set or a limit exceeded (the caller says where), or the
     /// budget's refusal.
     pub fn push(&mut self, name: String, mut pairs: Pairs, samples: &[Sample]) -> Result<(), Stop<E>> {
+        self.push_pairs(&name, &mut pairs, samples)
+    }
+
+    /// [`push`](Self::push) without owning anything: `pairs` may borrow from the request body
+    /// (`&str`, or `Cow` where an escape had to be undone). `pairs` is sorted by name in place.
+    ///
+    /// # Errors
+    /// As [`push`](Self::push).
+    pub fn push_pairs<K: AsRef<str>, V: AsRef<str>>(
+        &mut self,
+        name: &str,
+        pairs: &mut [(K, V)],
+        samples: &[Sample],
+    ) -> Result<(), Stop<E>> {
         let invalid = |e: LabelError| Stop::Invalid(Rejection::body(e.to_string()));
         if self.batch.len() >= self.limits.max_series {
             return Err(Stop::Invalid(Rejection::body(format!(
@@ -132,37 +148,65 @@ impl<'a, E> BatchBuilder<'a, E> {
         if samples.is_empty() {
             return Ok(());
         }
-        let label_bytes = name.len() + pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum::<usize>() + 10;
+        let label_bytes =
+            name.len() + pairs.iter().map(|(k, v)| k.as_ref().len() + v.as_ref().len() + 2).sum::<usize>() + 10;
         (self.reserve)(label_bytes + std::mem::size_of_val(samples) + 16).map_err(Stop::Refused)?;
-        pairs.push((METRIC_NAME.to_owned(), name));
-        for (k, v) in &pairs {
+        for (k, v) in pairs.iter() {
+            let (k, v) = (k.as_ref(), v.as_ref());
             if !is_valid_label_name(k) {
-                return Err(invalid(LabelError::InvalidName(k.clone())));
+                return Err(invalid(LabelError::InvalidName(k.to_owned())));
             }
             if v.as_bytes().contains(&0) {
-                return Err(invalid(LabelError::NulInValue(k.clone())));
+                return Err(invalid(LabelError::NulInValue(k.to_owned())));
             }
         }
-        pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        if let Some(w) = pairs.windows(2).find(|w| matches!(w, [a, b] if a.0 == b.0)) {
-            return Err(invalid(LabelError::DuplicateName(w.first().map(|p| p.0.clone()).unwrap_or_default())));
+        if name.as_bytes().contains(&0) {
+            return Err(invalid(LabelError::NulInValue(METRIC_NAME.to_owned())));
         }
-        pairs.retain(|(_, v)| !v.is_empty());
-        if !pairs.iter().any(|(k, _)| k == METRIC_NAME) {
+        if !pairs.windows(2).all(|w| matches!(w, [a, b] if a.0.as_ref() < b.0.as_ref())) {
+            pairs.sort_unstable_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
+        }
+        // The first duplicate name in sorted order, `__name__` (always present) included.
+        let duplicate = pairs.windows(2).find_map(|w| match w {
+            [a, b] if a.0.as_ref() == b.0.as_ref() => Some(a.0.as_ref()),
+            _ => None,
+        });
+        let name_duplicate = pairs.binary_search_by(|p| p.0.as_ref().cmp(METRIC_NAME)).is_ok();
+        let duplicate = match (duplicate, name_duplicate) {
+            (Some(d), true) => Some(d.min(METRIC_NAME)),
+            (d, n) => d.or(n.then_some(METRIC_NAME)),
+        };
+        if let Some(d) = duplicate {
+            return Err(invalid(LabelError::DuplicateName(d.to_owned())));
+        }
+        if name.is_empty() {
             return Err(invalid(LabelError::MissingMetricName));
         }
-        if pairs.len() > self.limits.max_labels {
-            return Err(invalid(LabelError::TooManyLabels { count: pairs.len(), limit: self.limits.max_labels }));
+        // The label set in canonical order: `pairs` with `__name__` at its place, empty values
+        // left out.
+        let at = pairs.partition_point(|p| p.0.as_ref() < METRIC_NAME);
+        let (before, after) = pairs.split_at(at);
+        let ordered = || {
+            let named = std::iter::once((METRIC_NAME, name));
+            before
+                .iter()
+                .map(|(k, v)| (k.as_ref(), v.as_ref()))
+                .chain(named)
+                .chain(after.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
+                .filter(|(_, v)| !v.is_empty())
+        };
+        let count = ordered().count();
+        if count > self.limits.max_labels {
+            return Err(invalid(LabelError::TooManyLabels { count, limit: self.limits.max_labels }));
         }
-        for (k, v) in &pairs {
-            let len = k.len().max(v.len());
-            if len > self.limits.max_label_bytes {
-                let mut name = k.clone();
-                name.truncate(64);
-                return Err(invalid(LabelError::TooLong { name, len, limit: self.limits.max_label_bytes }));
-            }
+        if let Some((k, len)) =
+            ordered().map(|(k, v)| (k, k.len().max(v.len()))).find(|&(_, len)| len > self.limits.max_label_bytes)
+        {
+            let mut name = k.to_owned();
+            name.truncate(64);
+            return Err(invalid(LabelError::TooLong { name, len, limit: self.limits.max_label_bytes }));
         }
-        for (k, v) in &pairs {
+        for (k, v) in ordered() {
             self.batch.push_label(k, v);
         }
         for s in samples {
@@ -223,7 +267,10 @@ mod tests {
         #[test]
         fn the_builder_validates_as_labels_do(
             name in "[a-z_]{0,3}",
-            pairs in proptest::collection::vec(("[a-c1_.]{0,3}", "[xy\\x00]{0,4}"), 0..6),
+            pairs in proptest::collection::vec(
+                (prop_oneof![4 => "[A-Ca-c1_.]{0,3}", 1 => Just("__name__".to_owned())], "[xy\\x00]{0,4}"),
+                0..6,
+            ),
             max_labels in 1usize..8,
             max_bytes in 1usize..6,
         ) {

@@ -10,9 +10,12 @@
 //!   tells them apart; `value`: a number or a string holding one.
 //! - A bad point refuses the whole request, naming the point (1-based) and the problem.
 
+use std::borrow::Cow;
+
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::{at, sanitize_label_name, BatchBuilder, Pairs, Rejection, Reserve, SeriesLimits, Stop};
+use super::{at, sanitize_label_name, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
 use crate::sample::{check_timestamp, PackedBatch, Sample};
 
 /// Largest timestamp read as seconds; larger ones are milliseconds.
@@ -29,6 +32,10 @@ pub struct Decoded {
 
 /// Decodes a whole body.
 ///
+/// Points are deserialized straight into borrowed fields (no `serde_json::Value` tree, no copy
+/// of a string without escapes); unknown fields are ignored, and a key given twice keeps its last
+/// value, as a JSON object would.
+///
 /// # Errors
 /// [`Stop::Invalid`] with the first bad point (see [`point_json`]), or the budget's refusal.
 pub fn decode<E: std::fmt::Debug>(
@@ -36,59 +43,288 @@ pub fn decode<E: std::fmt::Debug>(
     limits: SeriesLimits,
     reserve: Reserve<'_, E>,
 ) -> Result<Decoded, Stop<E>> {
-    let json: Value = serde_json::from_slice(body).map_err(|e| {
-        Stop::Invalid(Rejection::body(format!("invalid JSON: {e} (expected a data point object or an array of them)")))
+    let Body(points) = serde_json::from_slice(body).map_err(|e| {
+        // Every value below the top level is accepted whatever its type (and checked after), so
+        // a data error can only be a body that is neither an array nor an object.
+        Stop::Invalid(Rejection::body(if e.is_data() {
+            "expected a data point object or an array of them".to_owned()
+        } else {
+            format!("invalid JSON: {e} (expected a data point object or an array of them)")
+        }))
     })?;
-    let points = match json {
-        Value::Array(a) => a,
-        one @ Value::Object(_) => vec![one],
-        _ => return Err(Stop::Invalid(Rejection::body("expected a data point object or an array of them"))),
-    };
     let mut out = BatchBuilder::new(limits, reserve);
+    let mut tags = Vec::new();
     for (i, p) in points.iter().enumerate() {
-        let (name, tags, sample) =
-            point(p).map_err(|m| Stop::Invalid(Rejection { where_: Some(("point", i + 1)), message: m }))?;
-        out.push(name, tags, &[sample]).map_err(at("point", i + 1))?;
+        let (name, sample) = point(p, &mut tags)
+            .map_err(|m| Stop::Invalid(Rejection { where_: Some(("point", i + 1)), message: m }))?;
+        out.push_pairs(name, &mut tags, &[sample]).map_err(at("point", i + 1))?;
     }
     Ok(Decoded { batch: out.finish(), points: points.len() })
 }
 
-fn point(p: &Value) -> Result<(String, Pairs, Sample), String> {
-    let obj = p.as_object().ok_or("is not an object")?;
-    let metric =
-        obj.get("metric").and_then(Value::as_str).filter(|m| !m.is_empty()).ok_or("has no \"metric\" string")?;
-    let ts = match obj.get("timestamp") {
-        Some(Value::Number(n)) => n.as_i64().ok_or_else(|| format!("timestamp {n} is not an integer"))?,
-        Some(Value::String(s)) => s.parse::<i64>().map_err(|_| format!("timestamp {s:?} is not an integer"))?,
+/// The points of a body: an array of them, or one object.
+struct Body<'a>(Vec<Point<'a>>);
+
+/// One element of the body, before it is checked.
+enum Point<'a> {
+    /// Anything but an object.
+    NotObject,
+    /// An object; `None` for a missing field.
+    Object { metric: Option<Scalar<'a>>, timestamp: Option<Scalar<'a>>, value: Option<Scalar<'a>>, tags: Option<Tags<'a>> },
+}
+
+/// A JSON value where a scalar is expected.
+enum Scalar<'a> {
+    Number(serde_json::Number),
+    Str(Cow<'a, str>),
+    /// Anything else, named (`null`, `a boolean`, `an array`, `an object`).
+    Other(&'static str),
+}
+
+/// The `tags` member of a point.
+enum Tags<'a> {
+    Null,
+    Object(Vec<(Cow<'a, str>, Scalar<'a>)>),
+    NotObject,
+}
+
+/// Checks a point; its tags (sanitized, empty values left out) go to `tags`.
+fn point<'a>(p: &'a Point<'a>, tags: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>) -> Result<(&'a str, Sample), String> {
+    tags.clear();
+    let Point::Object { metric, timestamp, value, tags: raw_tags } = p else {
+        return Err("is not an object".into());
+    };
+    let metric = match metric {
+        Some(Scalar::Str(m)) if !m.is_empty() => m.as_ref(),
+        _ => return Err("has no \"metric\" string".into()),
+    };
+    let ts = match timestamp {
+        Some(Scalar::Number(n)) => n.as_i64().ok_or_else(|| format!("timestamp {n} is not an integer"))?,
+        Some(Scalar::Str(s)) => s.parse::<i64>().map_err(|_| format!("timestamp {s:?} is not an integer"))?,
         _ => return Err("has no \"timestamp\"".into()),
     };
     let ms = if ts > MAX_SECONDS { Some(ts) } else { ts.checked_mul(1000) };
     let ms = ms.filter(|ms| check_timestamp(*ms).is_ok()).ok_or_else(|| format!("timestamp {ts} is out of range"))?;
-    let value = match obj.get("value") {
-        Some(Value::Number(n)) => n.as_f64(),
-        Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
-        _ => return Err("has no \"value\"".into()),
-    }
-    .filter(|v| v.is_finite())
-    .ok_or_else(|| format!("value {} is not a finite number", obj.get("value").unwrap_or(&Value::Null)))?;
-    let mut tags = Vec::new();
-    match obj.get("tags") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(t)) => {
-            for (k, v) in t {
+    let parsed = match value {
+        Some(Scalar::Number(n)) => n.as_f64(),
+        Some(Scalar::Str(s)) => s.trim().parse::<f64>().ok(),
+        Some(Scalar::Other(_)) | None if value.is_none() => return Err("has no \"value\"".into()),
+        Some(Scalar::Other(_)) | None => None,
+    };
+    let value = parsed.filter(|v| v.is_finite()).ok_or_else(|| {
+        let shown = match value {
+            Some(Scalar::Number(n)) => n.to_string(),
+            Some(Scalar::Str(s)) => format!("{s:?}"),
+            Some(Scalar::Other(what)) => (*what).to_owned(),
+            None => String::new(),
+        };
+        format!("value {shown} is not a finite number")
+    })?;
+    match raw_tags {
+        None | Some(Tags::Null) => {}
+        Some(Tags::NotObject) => return Err("\"tags\" is not an object".into()),
+        Some(Tags::Object(t)) => {
+            for (i, (k, v)) in t.iter().enumerate() {
+                if t.get(i + 1..).is_some_and(|later| later.iter().any(|(later, _)| later == k)) {
+                    continue; // A key given twice keeps its last value.
+                }
                 let v = match v {
-                    Value::String(s) => s.clone(),
-                    Value::Number(n) => n.to_string(),
-                    _ => return Err(format!("tag {k:?} is not a string")),
+                    Scalar::Str(s) => Cow::Borrowed(s.as_ref()),
+                    Scalar::Number(n) => Cow::Owned(n.to_string()),
+                    Scalar::Other(_) => return Err(format!("tag {k:?} is not a string")),
                 };
                 if !v.is_empty() {
                     tags.push((sanitize_label_name(k), v));
                 }
             }
         }
-        Some(_) => return Err("\"tags\" is not an object".into()),
     }
-    Ok((metric.to_owned(), tags, Sample::new(ms, value)))
+    Ok((metric, Sample::new(ms, value)))
+}
+
+impl<'de> Deserialize<'de> for Body<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Body<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a data point object or an array of them")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Body<'de>, A::Error> {
+                let mut points = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+                while let Some(p) = seq.next_element()? {
+                    points.push(p);
+                }
+                Ok(Body(points))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Body<'de>, A::Error> {
+                Ok(Body(vec![PointVisitor.visit_map(map)?]))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Reads one element of the body; anything but an object is [`Point::NotObject`].
+struct PointVisitor;
+
+impl<'de> Visitor<'de> for PointVisitor {
+    type Value = Point<'de>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a data point")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Point<'de>, A::Error> {
+        let (mut metric, mut timestamp, mut value, mut tags) = (None, None, None, None);
+        while let Some(Key(key)) = map.next_key()? {
+            match key.as_ref() {
+                "metric" => metric = Some(map.next_value()?),
+                "timestamp" => timestamp = Some(map.next_value()?),
+                "value" => value = Some(map.next_value()?),
+                "tags" => tags = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Point::Object { metric, timestamp, value, tags })
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Point<'de>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Point::NotObject)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Point<'de>, E> {
+        Ok(Point::NotObject)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Point<'de>, E> {
+        Ok(Point::NotObject)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Point<'de>, E> {
+        Ok(Point::NotObject)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Point<'de>, E> {
+        Ok(Point::NotObject)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Point<'de>, E> {
+        Ok(Point::NotObject)
+    }
+    fn visit_unit<E>(self) -> Result<Point<'de>, E> {
+        Ok(Point::NotObject)
+    }
+}
+
+impl<'de> Deserialize<'de> for Point<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(PointVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Number(n.into()))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Number(n.into()))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<Scalar<'de>, E> {
+                Ok(serde_json::Number::from_f64(n).map_or(Scalar::Other("a number out of range"), Scalar::Number))
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Str(Cow::Owned(s.to_owned())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Str(Cow::Owned(s)))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Other("a boolean"))
+            }
+            fn visit_unit<E>(self) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Other("null"))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar<'de>, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other("an array"))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar<'de>, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other("an object"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An object key, borrowed from the body unless it holds an escape.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(s.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Tags<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Tags<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of tags")
+            }
+            fn visit_unit<E>(self) -> Result<Tags<'de>, E> {
+                Ok(Tags::Null)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tags<'de>, A::Error> {
+                let mut tags = Vec::new();
+                while let Some((Key(k), v)) = map.next_entry()? {
+                    tags.push((k, v));
+                }
+                Ok(Tags::Object(tags))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tags<'de>, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Tags::NotObject)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Tags<'de>, E> {
+                Ok(Tags::NotObject)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Tags<'de>, E> {
+                Ok(Tags::NotObject)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Tags<'de>, E> {
+                Ok(Tags::NotObject)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Tags<'de>, E> {
+                Ok(Tags::NotObject)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Tags<'de>, E> {
+                Ok(Tags::NotObject)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// The point a rejection names (`Value::Null` when it names none) and how many points the body
@@ -177,7 +413,11 @@ mod tests {
             assert!(err.message.contains(why), "{bad}: {}", err.message);
         }
         assert!(run("nope").unwrap_err().message.contains("invalid JSON"));
-        assert!(run("5").unwrap_err().message.contains("expected a data point"));
+        assert_eq!(run("5").unwrap_err().message, "expected a data point object or an array of them");
+        assert!(run("[1,").unwrap_err().message.starts_with("invalid JSON"));
+        // Keys given twice keep their last value; unknown keys are ignored; escapes are undone.
+        let twice = run(r#"{"metric":"a","metric":"b\u0063","timestamp":1,"value":1,"x":[{}],"tags":{"h":"1","h":"2"}}"#);
+        assert_eq!(twice.unwrap(), vec![("bc".into(), "h=2".into(), 1_000, 1.0)]);
         let body = format!("[{ok},{{\"metric\":\"x\"}}]");
         let err = run(&body).unwrap_err();
         assert_eq!(point_json(body.as_bytes(), &err), (serde_json::json!({"metric": "x"}), 2));

@@ -18,7 +18,9 @@
 //!
 //! A malformed line refuses the whole request, naming the line.
 
-use super::{at, BatchBuilder, Pairs, Rejection, Reserve, SeriesLimits, Stop};
+use std::borrow::Cow;
+
+use super::{at, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
 use crate::labels::is_valid_label_name;
 use crate::sample::{check_timestamp, PackedBatch, Sample};
 
@@ -47,33 +49,37 @@ pub fn decode<E: std::fmt::Debug>(
         Stop::Invalid(Rejection::line(line, "is not valid UTF-8"))
     })?;
     let mut out = BatchBuilder::new(opts.limits, reserve);
+    // Reused from line to line: label names and values borrow from the body (a value is copied
+    // only when it holds an escape).
+    let mut labels = Vec::new();
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw).trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let (name, labels, value, ts) = parse_line(line, opts).map_err(|m| Stop::Invalid(Rejection::line(i + 1, m)))?;
+        let (name, value, ts) =
+            parse_line(line, opts, &mut labels).map_err(|m| Stop::Invalid(Rejection::line(i + 1, m)))?;
         let ts = ts.unwrap_or(opts.default_ms);
         check_timestamp(ts).map_err(|e| Stop::Invalid(Rejection::line(i + 1, e.to_string())))?;
-        out.push(name, labels, &[Sample::new(ts, value)]).map_err(at("line", i + 1))?;
+        out.push_pairs(name, &mut labels, &[Sample::new(ts, value)]).map_err(at("line", i + 1))?;
     }
     Ok(out.finish())
 }
 
-type Parsed = (String, Pairs, f64, Option<i64>);
+/// Label names and values of one line.
+type Pairs<'a> = Vec<(&'a str, Cow<'a, str>)>;
 
-fn parse_line(line: &str, opts: &Options) -> Result<Parsed, String> {
+/// Parses `line` into its name, value and timestamp; its labels go to `labels` (cleared first).
+fn parse_line<'a>(line: &'a str, opts: &Options, labels: &mut Pairs<'a>) -> Result<(&'a str, f64, Option<i64>), String> {
+    labels.clear();
     let name_end = line.find(|c: char| c == '{' || c.is_ascii_whitespace()).unwrap_or(line.len());
     let name = &line[..name_end];
     if !is_valid_metric_name(name) {
         return Err(format!("invalid metric name {name:?}: must match [a-zA-Z_:][a-zA-Z0-9_:]*"));
     }
     let mut rest = &line[name_end..];
-    let mut labels = Vec::new();
     if let Some(inner) = rest.strip_prefix('{') {
-        let (parsed, after) = parse_labels(inner)?;
-        labels = parsed;
-        rest = after;
+        rest = parse_labels(inner, labels)?;
     }
     // The value, an optional timestamp, and an optional exemplar after `#`.
     let rest = rest.split(" # ").next().unwrap_or_default();
@@ -97,7 +103,7 @@ fn parse_line(line: &str, opts: &Options) -> Result<Parsed, String> {
     if let Some(extra) = parts.next() {
         return Err(format!("unexpected {extra:?} after the timestamp"));
     }
-    Ok((name.to_owned(), labels, value, ts))
+    Ok((name, value, ts))
 }
 
 fn is_valid_metric_name(name: &str) -> bool {
@@ -116,13 +122,12 @@ fn parse_value(v: &str) -> Option<f64> {
     }
 }
 
-/// Parses `name="value",...}` and returns the labels and what follows the `}`.
-fn parse_labels(mut s: &str) -> Result<(Pairs, &str), String> {
-    let mut out = Vec::new();
+/// Parses `name="value",...}` into `out` and returns what follows the `}`.
+fn parse_labels<'a>(mut s: &'a str, out: &mut Pairs<'a>) -> Result<&'a str, String> {
     loop {
         s = s.trim_start();
         if let Some(after) = s.strip_prefix('}') {
-            return Ok((out, after));
+            return Ok(after);
         }
         let eq = s.find('=').ok_or("a label has no `=`")?;
         let name = s[..eq].trim();
@@ -131,30 +136,39 @@ fn parse_labels(mut s: &str) -> Result<(Pairs, &str), String> {
         }
         s = s[eq + 1..].trim_start();
         s = s.strip_prefix('"').ok_or_else(|| format!("the value of label {name:?} is not quoted"))?;
-        let mut value = String::new();
-        let mut chars = s.char_indices();
-        let end = loop {
-            match chars.next() {
-                None => return Err(format!("the value of label {name:?} is not closed")),
-                Some((i, '"')) => break i,
-                Some((_, '\\')) => match chars.next() {
-                    Some((_, 'n')) => value.push('\n'),
-                    Some((_, c @ ('\\' | '"'))) => value.push(c),
-                    Some((_, c)) => {
-                        value.push('\\');
-                        value.push(c);
-                    }
-                    None => return Err(format!("the value of label {name:?} is not closed")),
-                },
-                Some((_, c)) => value.push(c),
-            }
-        };
-        out.push((name.to_owned(), value));
+        let (value, end) = label_value(s).ok_or_else(|| format!("the value of label {name:?} is not closed"))?;
+        out.push((name, value));
         s = s[end + 1..].trim_start();
         if let Some(after) = s.strip_prefix(',') {
             s = after;
         } else if !s.starts_with('}') {
             return Err("labels must be separated by `,` and closed by `}`".into());
+        }
+    }
+}
+
+/// The quoted label value at the start of `s` (after its opening quote), escapes undone, and the
+/// index of its closing quote; `None` when it is not closed.
+fn label_value(s: &str) -> Option<(Cow<'_, str>, usize)> {
+    let b = s.as_bytes();
+    let end = b.iter().position(|&c| c == b'"' || c == b'\\')?;
+    if b.get(end) == Some(&b'"') {
+        return Some((Cow::Borrowed(s.get(..end)?), end));
+    }
+    let mut value = String::from(s.get(..end)?);
+    let mut chars = s.get(end..)?.char_indices();
+    loop {
+        match chars.next()? {
+            (i, '"') => return Some((Cow::Owned(value), end + i)),
+            (_, '\\') => match chars.next()? {
+                (_, 'n') => value.push('\n'),
+                (_, c @ ('\\' | '"')) => value.push(c),
+                (_, c) => {
+                    value.push('\\');
+                    value.push(c);
+                }
+            },
+            (_, c) => value.push(c),
         }
     }
 }
