@@ -72,7 +72,7 @@ type Pairs<'a> = Vec<(&'a str, Cow<'a, str>)>;
 /// Parses `line` into its name, value and timestamp; its labels go to `labels` (cleared first).
 fn parse_line<'a>(line: &'a str, opts: &Options, labels: &mut Pairs<'a>) -> Result<(&'a str, f64, Option<i64>), String> {
     labels.clear();
-    let name_end = line.find(|c: char| c == '{' || c.is_ascii_whitespace()).unwrap_or(line.len());
+    let name_end = line.bytes().position(|c| c == b'{' || c.is_ascii_whitespace()).unwrap_or(line.len());
     let name = &line[..name_end];
     if !is_valid_metric_name(name) {
         return Err(format!("invalid metric name {name:?}: must match [a-zA-Z_:][a-zA-Z0-9_:]*"));
@@ -82,7 +82,7 @@ fn parse_line<'a>(line: &'a str, opts: &Options, labels: &mut Pairs<'a>) -> Resu
         rest = parse_labels(inner, labels)?;
     }
     // The value, an optional timestamp, and an optional exemplar after `#`.
-    let rest = rest.split(" # ").next().unwrap_or_default();
+    let rest = before_exemplar(rest);
     let mut parts = rest.split_ascii_whitespace();
     let value = parts.next().ok_or("has no value")?;
     let value = parse_value(value).ok_or_else(|| format!("invalid value {value:?}"))?;
@@ -147,6 +147,15 @@ fn parse_labels<'a>(mut s: &'a str, out: &mut Pairs<'a>) -> Result<&'a str, Stri
     }
 }
 
+/// `s` up to its first ` # ` (an OpenMetrics exemplar follows it), or all of `s`.
+fn before_exemplar(s: &str) -> &str {
+    let b = s.as_bytes();
+    memchr::memchr_iter(b'#', b)
+        .find(|&i| i > 0 && b.get(i - 1) == Some(&b' ') && b.get(i + 1) == Some(&b' '))
+        .and_then(|i| s.get(..i - 1))
+        .unwrap_or(s)
+}
+
 /// The quoted label value at the start of `s` (after its opening quote), escapes undone, and the
 /// index of its closing quote; `None` when it is not closed.
 fn label_value(s: &str) -> Option<(Cow<'_, str>, usize)> {
@@ -176,6 +185,13 @@ fn label_value(s: &str) -> Option<(Cow<'_, str>, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn before_exemplar_cuts_at_the_first_space_hash_space(s in "[a #]{0,12}") {
+            proptest::prop_assert_eq!(before_exemplar(&s), s.split(" # ").next().unwrap_or_default());
+        }
+    }
     use crate::labels::METRIC_NAME;
 
     fn opts(openmetrics: bool) -> Options {
