@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::{at, sanitize_label_name, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
@@ -32,9 +32,10 @@ pub struct Decoded {
 
 /// Decodes a whole body.
 ///
-/// Points are deserialized straight into borrowed fields (no `serde_json::Value` tree, no copy
-/// of a string without escapes); unknown fields are ignored, and a key given twice keeps its last
-/// value, as a JSON object would.
+/// Points are deserialized one at a time straight into borrowed fields and added to the batch
+/// as they come (no `serde_json::Value` tree, no list of points, no copy of a string without
+/// escapes); unknown fields are ignored, and a key given twice keeps its last value, as a JSON
+/// object would. The first bad point stops the decoding.
 ///
 /// # Errors
 /// [`Stop::Invalid`] with the first bad point (see [`point_json`]), or the budget's refusal.
@@ -43,7 +44,9 @@ pub fn decode<E: std::fmt::Debug>(
     limits: SeriesLimits,
     reserve: Reserve<'_, E>,
 ) -> Result<Decoded, Stop<E>> {
-    let Body(points) = serde_json::from_slice(body).map_err(|e| {
+    let mut sink = Sink { out: BatchBuilder::new(limits, reserve), points: 0, stop: None };
+    let mut json = serde_json::Deserializer::from_slice(body);
+    BodySeed(&mut sink).deserialize(&mut json).and_then(|()| json.end()).map_err(|e| {
         // Every value below the top level is accepted whatever its type (and checked after), so
         // a data error can only be a body that is neither an array nor an object.
         Stop::Invalid(Rejection::body(if e.is_data() {
@@ -52,18 +55,66 @@ pub fn decode<E: std::fmt::Debug>(
             format!("invalid JSON: {e} (expected a data point object or an array of them)")
         }))
     })?;
-    let mut out = BatchBuilder::new(limits, reserve);
-    let mut tags = Vec::new();
-    for (i, p) in points.iter().enumerate() {
-        let (name, sample) = point(p, &mut tags)
-            .map_err(|m| Stop::Invalid(Rejection { where_: Some(("point", i + 1)), message: m }))?;
-        out.push_pairs(name, &mut tags, &[sample]).map_err(at("point", i + 1))?;
+    if let Some(stop) = sink.stop {
+        return Err(stop);
     }
-    Ok(Decoded { batch: out.finish(), points: points.len() })
+    Ok(Decoded { batch: sink.out.finish(), points: sink.points })
 }
 
-/// The points of a body: an array of them, or one object.
-struct Body<'a>(Vec<Point<'a>>);
+/// Where decoded points go.
+struct Sink<'a, E> {
+    out: BatchBuilder<'a, E>,
+    /// Points seen so far.
+    points: usize,
+    /// Why the request is refused, once a point was bad.
+    stop: Option<Stop<E>>,
+}
+
+impl<E> Sink<'_, E> {
+    /// Checks and adds the next point unless an earlier one was refused (the rest of the body
+    /// is still read, so that invalid JSON is reported as such whatever comes first).
+    fn accept(&mut self, p: &Point<'_>) {
+        self.points += 1;
+        if self.stop.is_some() {
+            return;
+        }
+        let n = self.points;
+        let mut tags = Vec::new();
+        let added = point(p, &mut tags)
+            .map_err(|m| Stop::Invalid(Rejection { where_: Some(("point", n)), message: m }))
+            .and_then(|(name, sample)| self.out.push_pairs(name, &mut tags, &[sample]).map_err(at("point", n)));
+        if let Err(stop) = added {
+            self.stop = Some(stop);
+        }
+    }
+}
+
+/// Reads the body, an array of points or one point, into a [`Sink`].
+struct BodySeed<'s, 'a, E>(&'s mut Sink<'a, E>);
+
+impl<'de, E> DeserializeSeed<'de> for BodySeed<'_, '_, E> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, E> Visitor<'de> for BodySeed<'_, '_, E> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a data point object or an array of them")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(p) = seq.next_element::<Point<'de>>()? {
+            self.0.accept(&p);
+        }
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        self.0.accept(&PointVisitor.visit_map(map)?);
+        Ok(())
+    }
+}
 
 /// One element of the body, before it is checked.
 enum Point<'a> {
@@ -140,29 +191,6 @@ fn point<'a>(p: &'a Point<'a>, tags: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>) -> 
         }
     }
     Ok((metric, Sample::new(ms, value)))
-}
-
-impl<'de> Deserialize<'de> for Body<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Body<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a data point object or an array of them")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Body<'de>, A::Error> {
-                let mut points = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-                while let Some(p) = seq.next_element()? {
-                    points.push(p);
-                }
-                Ok(Body(points))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Body<'de>, A::Error> {
-                Ok(Body(vec![PointVisitor.visit_map(map)?]))
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 /// Reads one element of the body; anything but an object is [`Point::NotObject`].
