@@ -444,6 +444,7 @@ impl ServeArgs {
                 ch.retention_ms = storage.retention_ms;
                 ch.max_future_ms = storage.max_future_ms;
                 ch.partial_reads = self.clickhouse_partial_reads;
+                ch.seal_after_ms = Some(self.ooo_grace.max(0));
                 Some(ch)
             }
         };

@@ -24,7 +24,7 @@
 //! | `saltdb_http_connections_closed_early_total` (closed by the server before their first request head) | counter | `reason` (`header_timeout`, `evicted`, `tls_handshake`) |
 //! | `saltdb_clickhouse_requests_total` (on `--storage clickhouse`) | counter | `shard`, `outcome` (`ok`, `failed`) |
 //! | `saltdb_clickhouse_request_seconds_total` (time spent in requests; divided by the requests, the mean latency) | counter | `shard` |
-//! | `saltdb_clickhouse_rows_written_total` | counter | `shard`, `table` (`series`, `postings`, `samples`) |
+//! | `saltdb_clickhouse_rows_written_total` | counter | `shard`, `table` (`series`, `postings`, `samples`, `chunks`) |
 //! | `process_*` (RSS, CPU, open fds, threads, start time) | from the `prometheus` crate | |
 //!
 //! Protocol label values: [`Protocol::label`]. The ingest series of every protocol and the

@@ -149,7 +149,7 @@ impl Server {
         let (stop, stopped) = watch::channel(false);
         let maintenance = match &backend {
             Backend::Embedded(s) => spawn_maintenance(s.clone(), config.maintenance, stopped.clone()),
-            Backend::ClickHouse(c) => spawn_clickhouse_retention(c.clone(), config.maintenance, stopped.clone()),
+            Backend::ClickHouse(c) => spawn_clickhouse_maintenance(c.clone(), config.maintenance, stopped.clone()),
         };
         // Each connection's remote address reaches handlers (the slow-query log names it), as
         // `ConnectInfo<ClientAddr>` (see `connections.rs`).
@@ -208,8 +208,9 @@ fn spawn_maintenance(storage: Storage, every: Maintenance, mut stopped: watch::R
     })
 }
 
-/// Drops the ClickHouse partitions past retention at every maintenance interval.
-fn spawn_clickhouse_retention(
+/// At every maintenance interval: drops the ClickHouse partitions past retention, then seals the
+/// closed days (see `clickhouse/seal.rs`).
+fn spawn_clickhouse_maintenance(
     store: crate::clickhouse::ClickHouse,
     every: Maintenance,
     mut stopped: watch::Receiver<bool>,
@@ -222,11 +223,23 @@ fn spawn_clickhouse_retention(
                 _ = stopped.wait_for(|&s| s) => return,
             }
             let s = store.clone();
-            match tokio::task::spawn_blocking(move || s.enforce_retention(crate::storage::now_ms())).await {
-                Ok(Ok(0)) => {}
-                Ok(Ok(n)) => tracing::info!(partitions = n, "dropped ClickHouse partitions past retention"),
-                Ok(Err(e)) => tracing::error!(error = %e, "ClickHouse retention failed"),
-                Err(e) => tracing::error!(error = %e, "ClickHouse retention task failed"),
+            // Retention first (never seal what is about to be dropped), then sealing.
+            let pass = tokio::task::spawn_blocking(move || {
+                let now = crate::storage::now_ms();
+                (s.enforce_retention(now), s.seal_closed_days(now))
+            });
+            match pass.await {
+                Ok((retention, sealed)) => {
+                    match retention {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(partitions = n, "dropped ClickHouse partitions past retention"),
+                        Err(e) => tracing::error!(error = %e, "ClickHouse retention failed"),
+                    }
+                    if let Err(e) = sealed {
+                        tracing::error!(error = %e, "ClickHouse sealing failed");
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "ClickHouse maintenance task failed"),
             }
         }
     })

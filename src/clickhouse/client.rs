@@ -42,8 +42,8 @@ pub struct ShardStats {
     pub failed: AtomicU64,
     /// Time spent in requests, in microseconds.
     pub micros: AtomicU64,
-    /// Rows inserted into `series`, `postings` and `samples`.
-    pub rows: [AtomicU64; 3],
+    /// Rows inserted into `series`, `postings`, `samples` and `chunks`.
+    pub rows: [AtomicU64; 4],
 }
 
 /// A shard's HTTP endpoint.
@@ -87,7 +87,7 @@ impl Shard {
     }
 
     /// Inserts `count` rows (`rows`, `RowBinary`) with `insert` (`INSERT INTO t (cols)`),
-    /// counted under `table` (0 `series`, 1 `postings`, 2 `samples`).
+    /// counted under `table` (0 `series`, 1 `postings`, 2 `samples`, 3 `chunks`).
     ///
     /// # Errors
     /// [`ShardError`].

@@ -2,15 +2,23 @@
 //! found as a read finds them, then each shard runs an `ALTER TABLE samples DELETE` mutation for
 //! its series in the time range, and the call returns once every mutation is done (ClickHouse
 //! applies mutations in the background; 18.16 has no synchronous option, so they are polled).
+//! Sealed days are rewritten: each chunk row of those series and days is decoded, the range
+//! taken out, and what is left written back under a new version before the old versions are
+//! deleted (as a seal does, see `seal.rs`). A seal running on another node at the same moment
+//! may fold the deleted samples back in from the version it read; deleting again removes them.
 //! The series' `series` and `postings` rows stay: a series left without samples answers no
 //! selection of samples, but still lists in `/api/v1/series` for its days.
 
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
 use super::client::{quote, Shard};
 use super::read::IDS_PER_STATEMENT;
-use super::rowbinary::Reader;
-use super::ClickHouse;
+use super::rowbinary::{put_str, Reader};
+use super::{day_of, ClickHouse};
+use crate::sample::Sample;
+use crate::storage::chunk;
 use crate::matcher::Matcher;
 use crate::storage::{ReadLimits, StorageError};
 
@@ -34,17 +42,91 @@ impl ClickHouse {
                 ))?;
             }
             if !ids.is_empty() {
-                self.wait_for_mutations(shard)?;
+                self.delete_sealed(shard, &ids, start_ms, end_ms)?;
+                self.wait_for_mutations(shard, "samples")?;
+                self.wait_for_mutations(shard, "chunks")?;
             }
             Ok(ids.len())
         })?;
         Ok(per_shard.into_iter().sum())
     }
 
-    fn wait_for_mutations(&self, shard: &Shard) -> Result<(), StorageError> {
+    /// Takes `[start_ms, end_ms]` out of the chunk rows of series `ids` on `shard`.
+    fn delete_sealed(&self, shard: &Shard, ids: &[u64], start_ms: i64, end_ms: i64) -> Result<(), StorageError> {
+        let chunks = self.table("chunks");
+        let (first, last) = (day_of(start_ms), day_of(end_ms));
+        let malformed = |e| StorageError::Unavailable(format!("{}: malformed answer: {e}", shard.url()));
+        for batch in ids.chunks(IDS_PER_STATEMENT) {
+            let list = batch.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+            let body = shard.query(&format!(
+                "SELECT bucket, series_id, day, version, data FROM {chunks} WHERE series_id IN ({list}) \
+                 AND day >= {first} AND day <= {last} ORDER BY series_id, day, version FORMAT RowBinary"
+            ))?;
+            let mut r = Reader::new(&body);
+            // Per (series, day): its bucket, versions and samples (later versions win).
+            let mut days: BTreeMap<(u64, u16), (u16, Vec<i64>, BTreeMap<i64, u64>)> = BTreeMap::new();
+            let mut decoded = Vec::new();
+            while !r.is_empty() {
+                let bucket = r.u16().map_err(malformed)?;
+                let id = r.u64().map_err(malformed)?;
+                let day = r.u16().map_err(malformed)?;
+                let version = r.i64().map_err(malformed)?;
+                let data = r.bytes().map_err(malformed)?;
+                decoded.clear();
+                chunk::decode(data, &mut decoded).map_err(|_| StorageError::Corrupt { what: "ClickHouse chunk" })?;
+                let entry = days.entry((id, day)).or_insert_with(|| (bucket, Vec::new(), BTreeMap::new()));
+                entry.1.push(version);
+                entry.2.extend(decoded.iter().map(|p| (p.timestamp_ms, p.value.to_bits())));
+            }
+            let (mut rows, mut count, mut old) = (Vec::new(), 0u64, Vec::new());
+            let mut run: Vec<Sample> = Vec::new();
+            let mut data = Vec::new();
+            for ((id, day), (bucket, versions, points)) in &days {
+                if !points.keys().any(|ts| (start_ms..=end_ms).contains(ts)) {
+                    continue;
+                }
+                old.extend(versions.iter().map(|v| format!("({id},{day},{v})")));
+                run.clear();
+                run.extend(
+                    points
+                        .iter()
+                        .filter(|(ts, _)| !(start_ms..=end_ms).contains(*ts))
+                        .map(|(&ts, &bits)| Sample::new(ts, f64::from_bits(bits))),
+                );
+                if run.is_empty() {
+                    continue;
+                }
+                data.clear();
+                chunk::encode(&run, crate::storage::seal::ZSTD_LEVEL, &mut data)
+                    .map_err(|_| StorageError::Corrupt { what: "chunk samples" })?;
+                let version = versions.iter().max().copied().unwrap_or(0).saturating_add(1);
+                rows.extend_from_slice(&bucket.to_le_bytes());
+                rows.extend_from_slice(&id.to_le_bytes());
+                rows.extend_from_slice(&day.to_le_bytes());
+                rows.extend_from_slice(&version.to_le_bytes());
+                put_str(&mut rows, &data);
+                count += 1;
+            }
+            if count > 0 {
+                let insert = format!("INSERT INTO {chunks} (bucket, series_id, day, version, data)");
+                shard.insert(&insert, &rows, 3, count)?;
+            }
+            for pairs in old.chunks(IDS_PER_STATEMENT) {
+                shard.query(&format!(
+                    "ALTER TABLE {chunks} DELETE WHERE (series_id, day, version) IN ({})",
+                    pairs.join(",")
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until no mutation of `table` is running on `shard` (at most the request timeout).
+    pub(super) fn wait_for_mutations(&self, shard: &Shard, table: &str) -> Result<(), StorageError> {
         let sql = format!(
-            "SELECT count() FROM system.mutations WHERE database = {} AND table = 'samples' AND is_done = 0 FORMAT RowBinary",
-            quote(&self.inner.config.database)
+            "SELECT count() FROM system.mutations WHERE database = {} AND table = {} AND is_done = 0 FORMAT RowBinary",
+            quote(&self.inner.config.database),
+            quote(table)
         );
         let deadline = Instant::now() + self.inner.config.timeout;
         loop {

@@ -20,10 +20,12 @@
 //!   retrying them is safe.
 //! - **Reads** (`read.rs`) fan out to every shard in parallel and merge.
 //!
+//! - **Sealing** (`seal.rs`): once a day has been closed for `--ooo-grace`, its samples are
+//!   encoded per series into saltdb's chunk codec (the `chunks` table) and removed from
+//!   `samples`; late samples land in `samples` again and the next seal folds them in. Reads
+//!   merge both.
 //! - **Retention** (`retention.rs`) refuses samples past the cutoff and drops whole partitions;
 //!   **deletes** (`delete.rs`) are mutations waited for.
-//!
-//! Not yet: sealed chunks in saltdb's own codec.
 
 mod client;
 mod delete;
@@ -31,6 +33,7 @@ mod read;
 mod retention;
 pub mod rowbinary;
 mod schema;
+mod seal;
 mod write;
 
 use std::collections::HashSet;
@@ -42,6 +45,7 @@ use md5::{Digest, Md5};
 use client::Shard;
 pub use client::ShardError;
 pub use read::ClickHouseQuerier;
+pub use seal::Sealed;
 
 use crate::storage::{ReadLimits, StorageError};
 
@@ -65,11 +69,13 @@ pub struct ClickHouseConfig {
     /// Reads answer from the shards that are up when some are down, with a warning naming
     /// the missing ones, instead of failing (`--clickhouse-partial-reads`).
     pub partial_reads: bool,
+    /// A day is sealed into chunks once it ended this long ago (`--ooo-grace`); `None`: never.
+    pub seal_after_ms: Option<i64>,
 }
 
 impl ClickHouseConfig {
     /// `shards` with the defaults: database `saltdb`, 64 buckets, 30 s timeout, samples kept
-    /// forever, any timestamp accepted.
+    /// forever, any timestamp accepted, days sealed an hour after they end.
     pub fn new(shards: Vec<String>) -> Self {
         Self {
             shards,
@@ -79,6 +85,7 @@ impl ClickHouseConfig {
             retention_ms: None,
             max_future_ms: None,
             partial_reads: false,
+            seal_after_ms: Some(3_600_000),
         }
     }
 }
@@ -114,7 +121,7 @@ pub struct ShardFigures {
     /// Time spent in requests.
     pub request_seconds: f64,
     /// Rows inserted per table.
-    pub rows_written: [(&'static str, u64); 3],
+    pub rows_written: [(&'static str, u64); 4],
 }
 
 /// Where a series lives.
@@ -197,6 +204,7 @@ impl ClickHouse {
                         ("series", st.rows[0].load(Relaxed)),
                         ("postings", st.rows[1].load(Relaxed)),
                         ("samples", st.rows[2].load(Relaxed)),
+                        ("chunks", st.rows[3].load(Relaxed)),
                     ],
                 }
             })

@@ -3,7 +3,9 @@
 //! candidate ids from `postings` over the days of the range (regex matchers are decided here,
 //! on the label's distinct values, with saltdb's own regex semantics), the candidates' label
 //! sets come from `series` and are checked against every matcher, and their samples in the
-//! range come from `samples`, with the not-yet-merged duplicates of retried inserts dropped.
+//! range come from `chunks` (sealed days, by ascending version) and then `samples`, the later
+//! of two samples at one time winning (which also drops the not-yet-merged duplicates of
+//! retried inserts and of a seal in progress).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
@@ -225,14 +227,14 @@ impl ClickHouseQuerier {
                  AND ts >= {start_ms} AND ts <= {end_ms} FORMAT RowBinary",
                 self.store.table("samples")
             );
-            let body = shard.query(&sql)?;
-            let mut r = Reader::new(&body);
             // Series index by id; rows of one series mostly come together (a part is sorted by
             // series), so the last series found is tried first.
             let index: HashMap<u64, usize> = chunk.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
             let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); chunk.len()];
+            let mut read = self.sealed(shard, &buckets, &list, &index, &mut samples, start_ms, end_ms)?;
+            let body = shard.query(&sql)?;
+            let mut r = Reader::new(&body);
             let mut last: Option<(u64, usize)> = None;
-            let mut read = 0usize;
             while !r.is_empty() {
                 let id = r.u64().map_err(|e| malformed(shard, e))?;
                 let ts = r.i64().map_err(|e| malformed(shard, e))?;
@@ -264,6 +266,54 @@ impl ClickHouseQuerier {
             self.limits.check()?;
         }
         Ok(out)
+    }
+
+    /// Adds to `samples` (indexed as `index` says) the sealed samples in `[start_ms, end_ms]`
+    /// of the series `list` (in `buckets`), oldest chunk version first; returns how many.
+    #[allow(clippy::too_many_arguments)]
+    fn sealed(
+        &self,
+        shard: &Shard,
+        buckets: &str,
+        list: &str,
+        index: &HashMap<u64, usize>,
+        samples: &mut [Vec<Sample>],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<usize> {
+        let (first, last) = (day_of(start_ms), day_of(end_ms));
+        let sql = format!(
+            "SELECT series_id, version, data FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) \
+             AND day >= {first} AND day <= {last} FORMAT RowBinary",
+            self.store.table("chunks")
+        );
+        let body = shard.query(&sql)?;
+        let mut r = Reader::new(&body);
+        let mut rows: Vec<(usize, i64, &[u8])> = Vec::new();
+        while !r.is_empty() {
+            let id = r.u64().map_err(|e| malformed(shard, e))?;
+            let version = r.i64().map_err(|e| malformed(shard, e))?;
+            let data = r.bytes().map_err(|e| malformed(shard, e))?;
+            if let Some(&at) = index.get(&id) {
+                rows.push((at, version, data));
+            }
+        }
+        // A series' chunk rows oldest version first: the caller's stable sort by time keeps the
+        // last sample of a timestamp, so a later version, and then a sample row, wins.
+        rows.sort_by_key(|&(at, version, _)| (at, version));
+        let mut read = 0;
+        let mut decoded = Vec::new();
+        for (at, _, data) in rows {
+            decoded.clear();
+            crate::storage::chunk::decode(data, &mut decoded)
+                .map_err(|_| StorageError::Corrupt { what: "ClickHouse chunk" })?;
+            if let Some(v) = samples.get_mut(at) {
+                let before = v.len();
+                v.extend(decoded.iter().filter(|p| (start_ms..=end_ms).contains(&p.timestamp_ms)));
+                read += v.len() - before;
+            }
+        }
+        Ok(read)
     }
 
     fn labels_of_all(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Labels>> {

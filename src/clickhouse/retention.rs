@@ -1,7 +1,7 @@
 //! Retention and the accepted time range on ClickHouse: samples older than the retention
 //! cutoff (the start of the day `now - retention` falls in) or further ahead than
 //! `max_future` are refused like on the embedded store, and whole partitions past the cutoff
-//! are dropped: days of `samples`, months of `postings`. Any node may run it (dropping a
+//! are dropped: days of `samples` and `chunks`, months of `postings`. Any node may run it (dropping a
 //! partition that is gone already is a no-op), so every node's maintenance loop does.
 
 use super::client::{quote, Shard};
@@ -45,9 +45,9 @@ impl ClickHouse {
 
     fn drop_partitions(&self, shard: &Shard, cutoff_day: i64) -> Result<usize, StorageError> {
         let mut dropped = 0;
-        // `samples`: one partition per day number; `postings`: one per month (YYYYMM), dropped
+        // `samples` and `chunks`: one partition per day number; `postings`: one per month (YYYYMM), dropped
         // once its last day is before the cutoff.
-        for (table, expired) in [("samples", Expiry::Day), ("postings", Expiry::Month)] {
+        for (table, expired) in [("samples", Expiry::Day), ("chunks", Expiry::Day), ("postings", Expiry::Month)] {
             for partition in self.partitions(shard, table)? {
                 let Ok(p) = partition.parse::<i64>() else { continue };
                 let gone = match expired {
@@ -63,7 +63,9 @@ impl ClickHouse {
         Ok(dropped)
     }
 
-    fn partitions(&self, shard: &Shard, table: &str) -> Result<Vec<String>, StorageError> {
+    /// The active partitions of `table` on `shard` (their ids: day numbers for `samples` and
+    /// `chunks`, months for `postings`).
+    pub(super) fn partitions(&self, shard: &Shard, table: &str) -> Result<Vec<String>, StorageError> {
         let sql = format!(
             "SELECT DISTINCT partition FROM system.parts WHERE database = {} AND table = {} AND active FORMAT RowBinary",
             quote(&self.inner.config.database),

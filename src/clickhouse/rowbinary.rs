@@ -95,6 +95,12 @@ impl<'a> Reader<'a> {
         Err(Malformed("length too long"))
     }
 
+    /// A `String` holding any bytes.
+    pub fn bytes(&mut self) -> Result<&'a [u8], Malformed> {
+        let n = self.len()?;
+        self.take(n)
+    }
+
     /// A `String` (UTF-8).
     pub fn str(&mut self) -> Result<&'a str, Malformed> {
         let n = self.len()?;

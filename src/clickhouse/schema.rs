@@ -5,8 +5,10 @@ use super::client::Shard;
 use super::rowbinary::Reader;
 use crate::storage::StorageError;
 
-/// The schema version this build creates and reads.
-pub const VERSION: u32 = 1;
+/// The schema version this build creates and reads. Version 2 added `samples.inserted_at` and
+/// the `chunks` table (sealed days in saltdb's chunk codec); a version-1 database is upgraded in
+/// place (its rows read `inserted_at` 0, so they are sealed like any other).
+pub const VERSION: u32 = 2;
 
 /// Creates the database and tables of version [`VERSION`] on `shard` unless they exist, and
 /// records the version.
@@ -30,14 +32,22 @@ pub fn ensure(shard: &Shard, db: &str) -> Result<(), StorageError> {
     for statement in tables(db) {
         shard.query(&statement)?;
     }
+    // Version 1's `samples` lacks `inserted_at` (18.16 has no `ADD COLUMN IF NOT EXISTS`).
+    let has = shard.query(&format!(
+        "SELECT count() FROM system.columns WHERE database = {} AND table = 'samples' AND name = 'inserted_at' FORMAT RowBinary",
+        super::client::quote(db)
+    ))?;
+    if Reader::new(&has).u64().map_err(|e| StorageError::Unavailable(format!("{}: {e}", shard.url())))? == 0 {
+        shard.query(&format!("ALTER TABLE {db}.samples ADD COLUMN inserted_at Int64 DEFAULT 0"))?;
+    }
     if stored < VERSION {
         shard.query(&format!("INSERT INTO {db}.schema_version VALUES ({VERSION})"))?;
     }
     Ok(())
 }
 
-/// The statements creating version 1's tables.
-fn tables(db: &str) -> [String; 3] {
+/// The statements creating the tables.
+fn tables(db: &str) -> [String; 4] {
     [
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.series (series_id UInt64, bucket UInt16, names Array(String), \
@@ -48,8 +58,15 @@ fn tables(db: &str) -> [String; 3] {
              ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (name, value, day, series_id)"
         ),
         format!(
-            "CREATE TABLE IF NOT EXISTS {db}.samples (bucket UInt16, series_id UInt64, ts Int64, value UInt64) \
+            "CREATE TABLE IF NOT EXISTS {db}.samples (bucket UInt16, series_id UInt64, ts Int64, value UInt64, \
+             inserted_at Int64 DEFAULT 0) \
              ENGINE = ReplacingMergeTree PARTITION BY intDiv(ts, 86400000) ORDER BY (bucket, series_id, ts)"
+        ),
+        // Plain MergeTree: a seal removes exactly the versions it merged (see `seal.rs`); a
+        // replacing engine could drop a version another node's seal had not read yet.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.chunks (bucket UInt16, series_id UInt64, day UInt16, version Int64, \
+             data String) ENGINE = MergeTree PARTITION BY day ORDER BY (bucket, series_id, day, version)"
         ),
     ]
 }

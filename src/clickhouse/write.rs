@@ -44,6 +44,9 @@ struct ShardRows {
     with_series_row: HashSet<u64>,
     /// Rows in `series`, `postings` and `samples`.
     counts: [u64; 3],
+    /// The `inserted_at` of this group's samples: this node's clock when the group was built
+    /// (a seal leaves rows inserted after its watermark for the next seal, see `seal.rs`).
+    stamp: i64,
 }
 
 impl ShardRows {
@@ -94,6 +97,7 @@ impl ShardRows {
             self.samples.extend_from_slice(&place.id.to_le_bytes());
             self.samples.extend_from_slice(&p.timestamp_ms.to_le_bytes());
             self.samples.extend_from_slice(&p.value.to_bits().to_le_bytes());
+            self.samples.extend_from_slice(&self.stamp.to_le_bytes());
         }
         Ok(())
     }
@@ -155,7 +159,8 @@ pub(super) fn run(store: Weak<Inner>, jobs: Receiver<Job>) {
 /// Stores one group and answers each of its jobs.
 fn store_group(store: &ClickHouse, group: Vec<Job>) {
     let shards = store.inner.shards.len();
-    let mut per_shard: Vec<ShardRows> = (0..shards).map(|_| ShardRows::default()).collect();
+    let stamp = crate::storage::now_ms();
+    let mut per_shard: Vec<ShardRows> = (0..shards).map(|_| ShardRows { stamp, ..ShardRows::default() }).collect();
     // Per job: the shards it touched, or why it cannot be stored.
     let mut touched: Vec<Result<Vec<bool>, StorageError>> = Vec::with_capacity(group.len());
     {
@@ -220,7 +225,7 @@ fn insert_all(store: &ClickHouse, per_shard: &[ShardRows]) -> Vec<Result<(), Sto
                         let insert = format!("INSERT INTO {postings} (day, name, value, series_id)");
                         shard.insert(&insert, &rows.postings, 1, rows.counts[1])?;
                     }
-                    let insert = format!("INSERT INTO {samples} (bucket, series_id, ts, value)");
+                    let insert = format!("INSERT INTO {samples} (bucket, series_id, ts, value, inserted_at)");
                     shard.insert(&insert, &rows.samples, 2, rows.counts[2])?;
                     Ok(())
                 })

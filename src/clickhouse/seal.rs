@@ -1,0 +1,226 @@
+//! Sealing on ClickHouse: the samples of a closed day, one row per sample in `samples`
+//! (26 bytes before ClickHouse's own compression), become one row per series in `chunks`, its
+//! samples in saltdb's chunk codec (`storage::chunk`, about a byte per sample), and leave
+//! `samples`.
+//!
+//! A day is sealed once it ended `--ooo-grace` ago, by every node's maintenance pass, shard by
+//! shard and bucket by bucket (a bucket's day is read in parts of at most [`PART_ROWS`] rows, so
+//! memory stays bounded however big the day).
+//!
+//! Invariants, which make a seal safe against concurrent writes, concurrent seals by other
+//! nodes and a crash at any step:
+//! - **The watermark.** Every sample row carries `inserted_at`, the writing node's clock when
+//!   its group was built. A seal reads only rows with `inserted_at <= W`, where `W` is the
+//!   sealing node's clock minus [`margin`] (the request timeout plus a minute: an insert still
+//!   in flight, and clocks of nodes that differ by up to a minute, stay above it), and then
+//!   deletes exactly those rows (`ALTER TABLE samples DELETE WHERE day AND inserted_at <= W`).
+//!   A late sample written during the seal is above `W`: it stays in `samples` for the next
+//!   seal. Nodes' clocks must agree within a minute (NTP).
+//! - **Versions.** A seal rewrites only the series that have sample rows to fold in: it writes
+//!   their chunk rows with a version above every version of the day, and then deletes exactly
+//!   the `(series, version)` rows it merged (`chunks` is a plain `MergeTree`, so nothing else
+//!   removes a version). Two nodes sealing the same day at once each fold in what they read
+//!   and remove only that: no row is lost, at worst some are held twice until the next seal.
+//! - **Reads** merge, per series and timestamp, the chunk rows by ascending version and then
+//!   the sample rows: a later write wins, as on the embedded store. Between a seal's insert and
+//!   its deletions both copies are visible and equal.
+//!
+//! A crash between the steps leaves duplicates (equal values) that the next seal removes.
+
+use std::collections::BTreeMap;
+
+use super::client::Shard;
+use super::rowbinary::{put_str, Reader};
+use super::ClickHouse;
+use crate::sample::Sample;
+use crate::storage::{chunk, StorageError};
+
+const DAY_MS: i64 = 86_400_000;
+
+/// Most sample rows one part of a seal holds in memory (about 40 bytes each while merged).
+const PART_ROWS: u64 = 4_000_000;
+
+/// What one pass sealed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sealed {
+    /// Shard-days sealed.
+    pub days: usize,
+    /// Sample rows moved into chunks.
+    pub samples: u64,
+    /// Chunk rows written.
+    pub chunks: u64,
+}
+
+impl ClickHouse {
+    /// Seals, on every shard, each day that ended at least `seal_after` before `now_ms` and
+    /// still has sample rows at or below the watermark.
+    ///
+    /// # Errors
+    /// [`StorageError::Unavailable`] when a shard fails (the other shards are still sealed).
+    pub fn seal_closed_days(&self, now_ms: i64) -> Result<Sealed, StorageError> {
+        let Some(after) = self.inner.config.seal_after_ms else { return Ok(Sealed::default()) };
+        let watermark = now_ms.saturating_sub(self.margin());
+        let cutoff = self.retention_cutoff(now_ms).map_or(i64::MIN, |c| c.div_euclid(DAY_MS));
+        let (mut total, mut failed) = (Sealed::default(), None);
+        for (index, shard) in self.inner.shards.iter().enumerate() {
+            let days = match self.partitions(shard, "samples") {
+                Ok(p) => p,
+                Err(e) => {
+                    failed = Some(e);
+                    continue;
+                }
+            };
+            for day in days.iter().filter_map(|p| p.parse::<i64>().ok()) {
+                let closed = (day + 1).saturating_mul(DAY_MS).saturating_add(after) <= now_ms;
+                if !closed || day < cutoff {
+                    continue;
+                }
+                match self.seal_day(shard, index, day, watermark) {
+                    Ok(s) => {
+                        total.days += usize::from(s.samples > 0);
+                        total.samples += s.samples;
+                        total.chunks += s.chunks;
+                    }
+                    Err(e) => failed = Some(e),
+                }
+            }
+        }
+        match failed {
+            Some(e) if total.days == 0 => Err(e),
+            Some(e) => {
+                tracing::warn!(error = %e, "a ClickHouse shard could not be sealed");
+                Ok(total)
+            }
+            None => Ok(total),
+        }
+    }
+
+    /// How far below the clock a seal's watermark lies.
+    fn margin(&self) -> i64 {
+        i64::try_from(self.inner.config.timeout.as_millis()).unwrap_or(i64::MAX / 2).saturating_add(60_000)
+    }
+
+    /// Seals day `day` (days since the epoch) on `shard` (number `index`).
+    fn seal_day(&self, shard: &Shard, index: usize, day: i64, watermark: i64) -> Result<Sealed, StorageError> {
+        let (samples, chunks) = (self.table("samples"), self.table("chunks"));
+        let malformed = |e| StorageError::Unavailable(format!("{}: malformed answer: {e}", shard.url()));
+        let in_day = format!("intDiv(ts, {DAY_MS}) = {day} AND inserted_at <= {watermark}");
+        let count = |sql: String| -> Result<u64, StorageError> {
+            Reader::new(&shard.query(&format!("{sql} FORMAT RowBinary"))?).u64().map_err(malformed)
+        };
+        if count(format!("SELECT count() FROM {samples} WHERE {in_day}"))? == 0 {
+            return Ok(Sealed::default());
+        }
+        let versions = chunk_versions(shard, &chunks, day)?;
+        let version = versions.last().map_or(watermark, |&v| v.saturating_add(1).max(watermark));
+        let shards = self.inner.shards.len();
+        let mut sealed = Sealed::default();
+        for bucket in (0..self.inner.config.buckets).filter(|b| usize::from(*b) % shards == index) {
+            let rows = count(format!("SELECT count() FROM {samples} WHERE bucket = {bucket} AND {in_day}"))?;
+            if rows == 0 {
+                continue;
+            }
+            let parts = rows.div_ceil(PART_ROWS);
+            for part in 0..parts {
+                let which = format!("bucket = {bucket} AND series_id % {parts} = {part}");
+                let s = self.seal_part(shard, &which, bucket, day, &in_day, version)?;
+                sealed.samples += s.samples;
+                sealed.chunks += s.chunks;
+            }
+        }
+        shard.query(&format!("ALTER TABLE {samples} DELETE WHERE {in_day}"))?;
+        self.wait_for_mutations(shard, "chunks")?;
+        self.wait_for_mutations(shard, "samples")?;
+        tracing::info!(shard = shard.url(), day, samples = sealed.samples, chunks = sealed.chunks, "sealed a ClickHouse day");
+        Ok(sealed)
+    }
+
+    /// Reads the sample rows under the watermark of the series `which` selects on day `day`,
+    /// merges them into those series' chunk rows (only theirs: a late sample re-seals its own
+    /// series, not the day), writes one chunk row per series of version `version`, and deletes
+    /// the versions it merged.
+    fn seal_part(
+        &self,
+        shard: &Shard,
+        which: &str,
+        bucket: u16,
+        day: i64,
+        in_day: &str,
+        version: i64,
+    ) -> Result<Sealed, StorageError> {
+        let malformed = |e| StorageError::Unavailable(format!("{}: malformed answer: {e}", shard.url()));
+        let body = shard.query(&format!(
+            "SELECT series_id, ts, value FROM {} WHERE {which} AND {in_day} FORMAT RowBinary",
+            self.table("samples")
+        ))?;
+        let mut r = Reader::new(&body);
+        let mut rows_read: Vec<(u64, i64, u64)> = Vec::new();
+        while !r.is_empty() {
+            rows_read.push((r.u64().map_err(malformed)?, r.i64().map_err(malformed)?, r.u64().map_err(malformed)?));
+        }
+        // Per series: timestamp -> value bits, filled in precedence order (later wins): chunk
+        // versions oldest first, then the sample rows.
+        let mut merged: BTreeMap<u64, BTreeMap<i64, u64>> = rows_read.iter().map(|&(id, _, _)| (id, BTreeMap::new())).collect();
+        let mut merged_versions: Vec<(u64, i64)> = Vec::new();
+        let body = shard.query(&format!(
+            "SELECT series_id, version, data FROM {} WHERE day = {day} AND {which} ORDER BY series_id, version FORMAT RowBinary",
+            self.table("chunks")
+        ))?;
+        let mut r = Reader::new(&body);
+        let mut decoded = Vec::new();
+        while !r.is_empty() {
+            let id = r.u64().map_err(malformed)?;
+            let old = r.i64().map_err(malformed)?;
+            let data = r.bytes().map_err(malformed)?;
+            let Some(series) = merged.get_mut(&id) else { continue };
+            decoded.clear();
+            chunk::decode(data, &mut decoded).map_err(|_| StorageError::Corrupt { what: "ClickHouse chunk" })?;
+            series.extend(decoded.iter().map(|p| (p.timestamp_ms, p.value.to_bits())));
+            merged_versions.push((id, old));
+        }
+        let samples = rows_read.len() as u64;
+        for (id, ts, bits) in rows_read {
+            merged.entry(id).or_default().insert(ts, bits);
+        }
+        let mut rows = Vec::new();
+        let mut run: Vec<Sample> = Vec::new();
+        let mut data = Vec::new();
+        let mut count = 0u64;
+        for (id, points) in &merged {
+            run.clear();
+            run.extend(points.iter().map(|(&ts, &bits)| Sample::new(ts, f64::from_bits(bits))));
+            data.clear();
+            chunk::encode(&run, crate::storage::seal::ZSTD_LEVEL, &mut data)
+                .map_err(|_| StorageError::Corrupt { what: "samples to seal" })?;
+            rows.extend_from_slice(&bucket.to_le_bytes());
+            rows.extend_from_slice(&id.to_le_bytes());
+            rows.extend_from_slice(&u16::try_from(day).unwrap_or(u16::MAX).to_le_bytes());
+            rows.extend_from_slice(&version.to_le_bytes());
+            put_str(&mut rows, &data);
+            count += 1;
+        }
+        if count > 0 {
+            let insert = format!("INSERT INTO {} (bucket, series_id, day, version, data)", self.table("chunks"));
+            shard.insert(&insert, &rows, 3, count)?;
+        }
+        for pairs in merged_versions.chunks(super::read::IDS_PER_STATEMENT) {
+            let list = pairs.iter().map(|(id, v)| format!("({id},{v})")).collect::<Vec<_>>().join(",");
+            shard.query(&format!(
+                "ALTER TABLE {} DELETE WHERE day = {day} AND (series_id, version) IN ({list})",
+                self.table("chunks")
+            ))?;
+        }
+        Ok(Sealed { days: 0, samples, chunks: count })
+    }
+}
+
+/// The distinct chunk versions of day `day` on `shard`, ascending.
+fn chunk_versions(shard: &Shard, chunks: &str, day: i64) -> Result<Vec<i64>, StorageError> {
+    let body = shard.query(&format!("SELECT DISTINCT version FROM {chunks} WHERE day = {day} ORDER BY version FORMAT RowBinary"))?;
+    let mut r = Reader::new(&body);
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        out.push(r.i64().map_err(|e| StorageError::Unavailable(format!("{}: malformed answer: {e}", shard.url())))?);
+    }
+    Ok(out)
+}
