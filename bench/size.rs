@@ -32,6 +32,11 @@ pub struct SizeArgs {
     /// decode throughput; no database, no peers.
     #[arg(long)]
     breakdown: bool,
+    /// Also the ClickHouse backend (two local `clickhouse-server` shards): bytes per sample of
+    /// the merged `samples` table (ClickHouse's own compression), then of the `chunks` table
+    /// once the days are sealed (saltdb's codec).
+    #[arg(long)]
+    clickhouse: bool,
 }
 
 fn batches(args: &SizeArgs) -> (Vec<WriteBatch>, usize, i64, i64) {
@@ -270,8 +275,89 @@ pub fn run(args: &SizeArgs, root: &Path) {
     }
     saltdb(args, &data, samples, start, end, root);
     breakdown(&data, samples);
+    if args.clickhouse {
+        clickhouse(&data, samples, root);
+    }
     if !args.no_peers {
         victoria_metrics(&data, samples, root);
         prometheus(&data, samples, root);
     }
+}
+
+/// Bytes per sample on a two-shard ClickHouse cluster, before and after sealing.
+fn clickhouse(data: &[WriteBatch], samples: usize, root: &Path) {
+    use saltdb::clickhouse::{ClickHouse, ClickHouseConfig};
+    let shards: Vec<Peer> = (0..2).filter_map(|i| Peer::clickhouse(&root.join(format!("clickhouse-{i}")))).collect();
+    if shards.len() != 2 {
+        println!("clickhouse: clickhouse-server is missing or did not start (apt-get install clickhouse-server)");
+        return;
+    }
+    let http = |base: &str, sql: &str| -> String {
+        ureq::post(&format!("{base}/")).send(sql).ok().and_then(|mut r| r.body_mut().read_to_string().ok()).unwrap_or_default()
+    };
+    let store = match ClickHouse::open(ClickHouseConfig::new(shards.iter().map(|s| s.base.clone()).collect())) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("clickhouse: {e}");
+            return;
+        }
+    };
+    let t = Instant::now();
+    for b in data {
+        if let Err(e) = store.write(&saltdb::sample::PackedBatch::from(b)) {
+            println!("clickhouse: write failed: {e}");
+            return;
+        }
+    }
+    let load = t.elapsed().as_secs_f64();
+    // Bytes of a table's active parts on both shards, after merging it into one part per partition.
+    let table_bytes = |table: &str| -> u64 {
+        shards
+            .iter()
+            .map(|s| {
+                http(&s.base, &format!("OPTIMIZE TABLE saltdb.{table} FINAL"));
+                let sql = format!(
+                    "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = 'saltdb' AND table = '{table}' AND active"
+                );
+                http(&s.base, &sql).trim().parse::<u64>().unwrap_or(0)
+            })
+            .sum()
+    };
+    // Once replaced parts are gone (the shards keep them 5 s, see `Peer::clickhouse`).
+    let du = || -> u64 {
+        std::thread::sleep(Duration::from_secs(8));
+        (0..2).map(|i| saltdb::storage::du_bytes(&root.join(format!("clickhouse-{i}")).join("data")).unwrap_or(0)).sum()
+    };
+    let per = |b: u64| b as f64 / samples as f64;
+    let before = table_bytes("samples");
+    let du_before = du();
+    let t = Instant::now();
+    let sealed = store.seal_closed_days(chrono::Utc::now().timestamp_millis() + 600_000);
+    let seal_secs = t.elapsed().as_secs_f64();
+    let after = table_bytes("chunks");
+    let left = table_bytes("samples");
+    let du_after = du();
+    println!(
+        "clickhouse (2 shards): load {load:.1} s ({:.0} samples/s); samples table merged {:.2} B/sample, \
+         data directories {:.2} B/sample",
+        samples as f64 / load,
+        per(before),
+        per(du_before)
+    );
+    let tables = shards
+        .iter()
+        .map(|s| {
+            let sql = "SELECT database, table, sum(bytes_on_disk), count() FROM system.parts WHERE active \
+                       GROUP BY database, table ORDER BY database, table FORMAT TSV";
+            http(&s.base, sql).trim().replace('\n', "; ").replace('\t', " ")
+        })
+        .collect::<Vec<_>>();
+    println!("clickhouse parts per table (database, table, bytes, active parts), per shard: {tables:?}");
+    println!(
+        "clickhouse sealed in {seal_secs:.1} s ({sealed:?}): chunks table {:.2} B/sample ({:.1}x smaller), \
+         samples table left {left} B, data directories {:.2} B/sample",
+        per(after),
+        before as f64 / after.max(1) as f64,
+        per(du_after)
+    );
 }
