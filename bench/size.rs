@@ -293,7 +293,11 @@ fn clickhouse(data: &[WriteBatch], samples: usize, root: &Path) {
         return;
     }
     let http = |base: &str, sql: &str| -> String {
-        ureq::post(&format!("{base}/")).send(sql).ok().and_then(|mut r| r.body_mut().read_to_string().ok()).unwrap_or_default()
+        ureq::post(&format!("{base}/"))
+            .send(sql)
+            .ok()
+            .and_then(|mut r| r.body_mut().read_to_string().ok())
+            .unwrap_or_default()
     };
     let store = match ClickHouse::open(ClickHouseConfig::new(shards.iter().map(|s| s.base.clone()).collect())) {
         Ok(s) => s,

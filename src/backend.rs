@@ -25,6 +25,16 @@ impl Backend {
         }
     }
 
+    /// A reader for one request whose answer has no place for a warning (export, federation,
+    /// remote read): on ClickHouse it fails when a shard is down, even with
+    /// `--clickhouse-partial-reads`.
+    pub fn complete_querier(&self, limits: ReadLimits) -> Box<dyn Querier> {
+        match self {
+            Self::Embedded(s) => Box::new(s.querier(limits)),
+            Self::ClickHouse(c) => Box::new(c.querier(limits).complete()),
+        }
+    }
+
     /// Stores a validated batch (blocks: call it off the async executor).
     ///
     /// # Errors

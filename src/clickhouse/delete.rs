@@ -17,9 +17,9 @@ use super::client::{quote, Shard};
 use super::read::IDS_PER_STATEMENT;
 use super::rowbinary::{put_str, Reader};
 use super::{day_of, ClickHouse};
+use crate::matcher::Matcher;
 use crate::sample::Sample;
 use crate::storage::chunk;
-use crate::matcher::Matcher;
 use crate::storage::{ReadLimits, StorageError};
 
 impl ClickHouse {

@@ -41,6 +41,9 @@ pub struct ClickHouseQuerier {
     budget: SampleBudget,
     /// Shards left out of answers (with `partial_reads`), as warnings.
     missing: std::sync::Mutex<Vec<String>>,
+    /// Whether a shard that is down may be left out (`--clickhouse-partial-reads`, unless
+    /// [`ClickHouseQuerier::complete`]).
+    partial: bool,
 }
 
 fn malformed(shard: &Shard, e: impl std::fmt::Display) -> StorageError {
@@ -50,13 +53,21 @@ fn malformed(shard: &Shard, e: impl std::fmt::Display) -> StorageError {
 impl ClickHouseQuerier {
     pub(super) fn new(store: ClickHouse, limits: ReadLimits) -> Self {
         let budget = SampleBudget::new(limits.max_samples);
-        Self { store, limits, budget, missing: std::sync::Mutex::new(Vec::new()) }
+        let partial = store.inner.config.partial_reads;
+        Self { store, limits, budget, missing: std::sync::Mutex::new(Vec::new()), partial }
+    }
+
+    /// This reader, never answering partially: for answers whose format has no place for a
+    /// warning (export, federation, remote read), a shard that is down fails the request.
+    pub fn complete(mut self) -> Self {
+        self.partial = false;
+        self
     }
 
     /// Runs `f` on every shard in parallel; the answers in shard order. With `partial_reads`,
     /// a shard that is unavailable answers `T::default()` and is recorded as missing.
     pub(super) fn each_shard<T: Send + Default>(&self, f: impl Fn(&Shard) -> Result<T> + Sync) -> Result<Vec<T>> {
-        self.each_shard_with(self.store.inner.config.partial_reads, f)
+        self.each_shard_with(self.partial, f)
     }
 
     /// [`Self::each_shard`], partial only when `partial`.

@@ -131,7 +131,13 @@ impl ClickHouse {
         shard.query(&format!("ALTER TABLE {samples} DELETE WHERE {in_day}"))?;
         self.wait_for_mutations(shard, "chunks")?;
         self.wait_for_mutations(shard, "samples")?;
-        tracing::info!(shard = shard.url(), day, samples = sealed.samples, chunks = sealed.chunks, "sealed a ClickHouse day");
+        tracing::info!(
+            shard = shard.url(),
+            day,
+            samples = sealed.samples,
+            chunks = sealed.chunks,
+            "sealed a ClickHouse day"
+        );
         Ok(sealed)
     }
 
@@ -160,7 +166,8 @@ impl ClickHouse {
         }
         // Per series: timestamp -> value bits, filled in precedence order (later wins): chunk
         // versions oldest first, then the sample rows.
-        let mut merged: BTreeMap<u64, BTreeMap<i64, u64>> = rows_read.iter().map(|&(id, _, _)| (id, BTreeMap::new())).collect();
+        let mut merged: BTreeMap<u64, BTreeMap<i64, u64>> =
+            rows_read.iter().map(|&(id, _, _)| (id, BTreeMap::new())).collect();
         let mut merged_versions: Vec<(u64, i64)> = Vec::new();
         let body = shard.query(&format!(
             "SELECT series_id, version, data FROM {} WHERE day = {day} AND {which} ORDER BY series_id, version FORMAT RowBinary",
@@ -216,7 +223,8 @@ impl ClickHouse {
 
 /// The distinct chunk versions of day `day` on `shard`, ascending.
 fn chunk_versions(shard: &Shard, chunks: &str, day: i64) -> Result<Vec<i64>, StorageError> {
-    let body = shard.query(&format!("SELECT DISTINCT version FROM {chunks} WHERE day = {day} ORDER BY version FORMAT RowBinary"))?;
+    let body = shard
+        .query(&format!("SELECT DISTINCT version FROM {chunks} WHERE day = {day} ORDER BY version FORMAT RowBinary"))?;
     let mut r = Reader::new(&body);
     let mut out = Vec::new();
     while !r.is_empty() {

@@ -69,7 +69,7 @@ pub async fn export(
     let timeout = state.engine.options().timeout;
     let slot = super::api::query_slot(&state, timeout).await?;
     let (limits, cancel_on_drop) = super::blocking::read_limits(None, timeout);
-    let querier = state.backend.querier(limits);
+    let querier = state.backend.complete_querier(limits);
     tokio::task::spawn_blocking(move || {
         let (_slot, _cancel_on_drop) = (slot, cancel_on_drop);
         let mut seen: HashSet<Vec<u8>> = HashSet::new();

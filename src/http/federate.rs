@@ -54,7 +54,7 @@ pub async fn federate(
     let timeout = state.engine.options().timeout;
     let slot = super::api::query_slot(&state, timeout).await?;
     let (limits, _cancel_on_drop) = super::blocking::read_limits(Some(state.engine.options().max_samples), timeout);
-    let querier = state.backend.querier(limits);
+    let querier = state.backend.complete_querier(limits);
     let mut latest = super::blocking::run(move || {
         let _slot = slot;
         let mut seen: HashSet<Vec<u8>> = HashSet::new();

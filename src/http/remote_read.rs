@@ -69,7 +69,7 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
         let mut left = MAX_READ_SAMPLES;
         let mut out = Vec::with_capacity(queries.len());
         for (matchers, start, end) in &queries {
-            let querier = backend.querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
+            let querier = backend.complete_querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
             let series = querier.select(matchers, *start, *end, None)?;
             left = left.saturating_sub(series.iter().map(|s| s.samples.len()).sum());
             out.push(series);
@@ -101,7 +101,7 @@ async fn streamed(
         let mut read = 0usize;
         for (i, (matchers, start, end)) in queries.iter().enumerate() {
             let left = MAX_READ_SAMPLES.saturating_sub(read);
-            let querier = backend.querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
+            let querier = backend.complete_querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
             let result = querier.for_each_series(matchers, *start, *end, &mut |s| {
                 read = read.saturating_add(s.samples.len());
                 let mut frame = Vec::new();

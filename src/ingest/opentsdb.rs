@@ -121,7 +121,12 @@ enum Point<'a> {
     /// Anything but an object.
     NotObject,
     /// An object; `None` for a missing field.
-    Object { metric: Option<Scalar<'a>>, timestamp: Option<Scalar<'a>>, value: Option<Scalar<'a>>, tags: Option<Tags<'a>> },
+    Object {
+        metric: Option<Scalar<'a>>,
+        timestamp: Option<Scalar<'a>>,
+        value: Option<Scalar<'a>>,
+        tags: Option<Tags<'a>>,
+    },
 }
 
 /// A JSON value where a scalar is expected.
@@ -444,7 +449,8 @@ mod tests {
         assert_eq!(run("5").unwrap_err().message, "expected a data point object or an array of them");
         assert!(run("[1,").unwrap_err().message.starts_with("invalid JSON"));
         // Keys given twice keep their last value; unknown keys are ignored; escapes are undone.
-        let twice = run(r#"{"metric":"a","metric":"b\u0063","timestamp":1,"value":1,"x":[{}],"tags":{"h":"1","h":"2"}}"#);
+        let twice =
+            run(r#"{"metric":"a","metric":"b\u0063","timestamp":1,"value":1,"x":[{}],"tags":{"h":"1","h":"2"}}"#);
         assert_eq!(twice.unwrap(), vec![("bc".into(), "h=2".into(), 1_000, 1.0)]);
         let body = format!("[{ok},{{\"metric\":\"x\"}}]");
         let err = run(&body).unwrap_err();

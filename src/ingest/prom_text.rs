@@ -70,7 +70,11 @@ pub fn decode<E: std::fmt::Debug>(
 type Pairs<'a> = Vec<(&'a str, Cow<'a, str>)>;
 
 /// Parses `line` into its name, value and timestamp; its labels go to `labels` (cleared first).
-fn parse_line<'a>(line: &'a str, opts: &Options, labels: &mut Pairs<'a>) -> Result<(&'a str, f64, Option<i64>), String> {
+fn parse_line<'a>(
+    line: &'a str,
+    opts: &Options,
+    labels: &mut Pairs<'a>,
+) -> Result<(&'a str, f64, Option<i64>), String> {
     labels.clear();
     let name_end = line.bytes().position(|c| c == b'{' || c.is_ascii_whitespace()).unwrap_or(line.len());
     let name = &line[..name_end];

@@ -192,8 +192,15 @@ fn compare_answers(eq: &dyn Querier, cq: &dyn Querier, when: &str) -> usize {
     let (got, want) = (bits(cq), bits(eq));
     if let Some((g, w)) = got.iter().zip(&want).find(|(g, w)| g != w) {
         let first = g.1.iter().zip(&w.1).position(|(a, b)| a != b);
-        panic!("{when}: series {} differs from {} at sample {first:?}: {:?} vs {:?} ({} vs {} samples)",
-            g.0, w.0, first.and_then(|i| g.1.get(i)), first.and_then(|i| w.1.get(i)), g.1.len(), w.1.len());
+        panic!(
+            "{when}: series {} differs from {} at sample {first:?}: {:?} vs {:?} ({} vs {} samples)",
+            g.0,
+            w.0,
+            first.and_then(|i| g.1.get(i)),
+            first.and_then(|i| w.1.get(i)),
+            g.1.len(),
+            w.1.len()
+        );
     }
     assert_eq!(got.len(), want.len(), "{when}: series");
     for q in QUERIES {
@@ -275,7 +282,10 @@ fn sealed_days_answer_like_the_embedded_store_and_take_late_samples() {
     let old = &batch.series[5];
     let late = WriteBatch {
         series: vec![
-            SeriesSamples { labels: old.labels.clone(), samples: vec![Sample::new(old.samples[10].timestamp_ms, -7.5)] },
+            SeriesSamples {
+                labels: old.labels.clone(),
+                samples: vec![Sample::new(old.samples[10].timestamp_ms, -7.5)],
+            },
             SeriesSamples {
                 labels: job(&[("__name__", "temp_celsius"), ("job", "late"), ("instance", "x"), ("zone", "eu")]),
                 samples: vec![Sample::new(T0 + DAY + 1_000, 3.25), Sample::new(T0 + DAY + 901_000, 4.5)],
@@ -651,7 +661,12 @@ fn partial_reads_answer_from_the_live_shard_with_a_warning() {
     assert!(v["warnings"].to_string().contains("partial answer"), "{v}");
     let resp = http.post(node.url("/api/v1/import")).body(body).send().unwrap();
     assert_eq!(resp.status().as_u16(), 503);
-    println!("partial reads: {live} of 40 series answered with shard 1 down");
+    // Answers without a place for a warning are never partial.
+    let export = http.get(node.url("/api/v1/export")).query(&[("match[]", "part_up")]).send().unwrap();
+    assert_eq!(export.status().as_u16(), 503, "export");
+    let federate = http.get(node.url("/federate")).query(&[("match[]", "part_up")]).send().unwrap();
+    assert_eq!(federate.status().as_u16(), 503, "federate");
+    println!("partial reads: {live} of 40 series answered with shard 1 down; export and federate refused");
     node.terminate();
 }
 

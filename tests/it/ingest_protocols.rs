@@ -274,7 +274,9 @@ fn the_same_bodies_as_victoriametrics() {
     let expected: Exported = expected
         .into_iter()
         .filter(|(l, _)| l.get("__name__").map(String::as_str) != Some("cpu_note"))
-        .map(|(l, s)| (l.into_iter().map(|(k, v)| (saltdb::ingest::sanitize_label_name(&k).into_owned(), v)).collect(), s))
+        .map(|(l, s)| {
+            (l.into_iter().map(|(k, v)| (saltdb::ingest::sanitize_label_name(&k).into_owned(), v)).collect(), s)
+        })
         .collect();
     let got = everything(&base);
     assert_eq!(got.len(), 14, "{got:#?}");
