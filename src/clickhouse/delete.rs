@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 
 use super::client::{quote, Shard};
 use super::read::IDS_PER_STATEMENT;
+use super::recency::Candidates;
 use super::rowbinary::{put_str, Reader};
 use super::{day_of, ClickHouse};
 use crate::matcher::Matcher;
-use crate::sample::Sample;
 use crate::storage::chunk;
 use crate::storage::{ReadLimits, StorageError};
 
@@ -63,8 +63,8 @@ impl ClickHouse {
                  AND day >= {first} AND day <= {last} ORDER BY series_id, day, version FORMAT RowBinary"
             ))?;
             let mut r = Reader::new(&body);
-            // Per (series, day): its bucket, versions and samples (later versions win).
-            let mut days: BTreeMap<(u64, u16), (u16, Vec<i64>, BTreeMap<i64, u64>)> = BTreeMap::new();
+            // Per (series, day): its bucket, versions and candidate samples (by recency).
+            let mut days: BTreeMap<(u64, u16), (u16, Vec<i64>, Candidates)> = BTreeMap::new();
             let mut decoded = Vec::new();
             while !r.is_empty() {
                 let bucket = r.u16().map_err(malformed)?;
@@ -74,25 +74,22 @@ impl ClickHouse {
                 let data = r.bytes().map_err(malformed)?;
                 decoded.clear();
                 chunk::decode(data, &mut decoded).map_err(|_| StorageError::Corrupt { what: "ClickHouse chunk" })?;
-                let entry = days.entry((id, day)).or_insert_with(|| (bucket, Vec::new(), BTreeMap::new()));
+                let entry = days.entry((id, day)).or_insert_with(|| (bucket, Vec::new(), Candidates::default()));
                 entry.1.push(version);
-                entry.2.extend(decoded.iter().map(|p| (p.timestamp_ms, p.value.to_bits())));
+                for p in &decoded {
+                    entry.2.push(p.timestamp_ms, version, p.value.to_bits());
+                }
             }
             let (mut rows, mut count, mut old) = (Vec::new(), 0u64, Vec::new());
-            let mut run: Vec<Sample> = Vec::new();
             let mut data = Vec::new();
-            for ((id, day), (bucket, versions, points)) in &days {
-                if !points.keys().any(|ts| (start_ms..=end_ms).contains(ts)) {
+            for ((id, day), (bucket, versions, candidates)) in days {
+                let mut run = candidates.resolve();
+                let before = run.len();
+                run.retain(|p| !(start_ms..=end_ms).contains(&p.timestamp_ms));
+                if run.len() == before {
                     continue;
                 }
                 old.extend(versions.iter().map(|v| format!("({id},{day},{v})")));
-                run.clear();
-                run.extend(
-                    points
-                        .iter()
-                        .filter(|(ts, _)| !(start_ms..=end_ms).contains(*ts))
-                        .map(|(&ts, &bits)| Sample::new(ts, f64::from_bits(bits))),
-                );
                 if run.is_empty() {
                     continue;
                 }

@@ -30,6 +30,7 @@
 mod client;
 mod delete;
 mod read;
+mod recency;
 mod retention;
 pub mod rowbinary;
 mod schema;
@@ -71,6 +72,9 @@ pub struct ClickHouseConfig {
     pub partial_reads: bool,
     /// A day is sealed into chunks once it ended this long ago (`--ooo-grace`); `None`: never.
     pub seal_after_ms: Option<i64>,
+    /// A seal takes only sample rows inserted at least this long before it starts (`None`: the
+    /// request timeout plus a minute; see `seal.rs`). Smaller only in tests.
+    pub seal_margin_ms: Option<i64>,
 }
 
 impl ClickHouseConfig {
@@ -86,6 +90,7 @@ impl ClickHouseConfig {
             max_future_ms: None,
             partial_reads: false,
             seal_after_ms: Some(3_600_000),
+            seal_margin_ms: None,
         }
     }
 }

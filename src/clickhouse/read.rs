@@ -12,11 +12,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::client::{quote, Shard};
+use super::recency::Candidates;
 use super::rowbinary::Reader;
 use super::{day_of, ClickHouse};
 use crate::labels::{Label, Labels, METRIC_NAME};
 use crate::matcher::{MatchOp, Matcher};
-use crate::sample::{Sample, SeriesSamples};
+use crate::sample::SeriesSamples;
 use crate::storage::{Querier, ReadLimits, SampleBudget, SeriesMap, StorageError};
 
 type Result<T> = std::result::Result<T, StorageError>;
@@ -234,14 +235,14 @@ impl ClickHouseQuerier {
             // No ORDER BY: ClickHouse 18.16 would sort every row, though each series' rows are
             // already nearly in order; they are grouped and put in order here instead.
             let sql = format!(
-                "SELECT series_id, ts, value FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) \
-                 AND ts >= {start_ms} AND ts <= {end_ms} FORMAT RowBinary",
+                "SELECT series_id, ts, value, inserted_at FROM {} WHERE bucket IN ({buckets}) \
+                 AND series_id IN ({list}) AND ts >= {start_ms} AND ts <= {end_ms} FORMAT RowBinary",
                 self.store.table("samples")
             );
             // Series index by id; rows of one series mostly come together (a part is sorted by
             // series), so the last series found is tried first.
             let index: HashMap<u64, usize> = chunk.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
-            let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); chunk.len()];
+            let mut samples: Vec<Candidates> = vec![Candidates::default(); chunk.len()];
             let mut read = self.sealed(shard, &buckets, &list, &index, &mut samples, start_ms, end_ms)?;
             let body = shard.query(&sql)?;
             let mut r = Reader::new(&body);
@@ -250,6 +251,7 @@ impl ClickHouseQuerier {
                 let id = r.u64().map_err(|e| malformed(shard, e))?;
                 let ts = r.i64().map_err(|e| malformed(shard, e))?;
                 let bits = r.u64().map_err(|e| malformed(shard, e))?;
+                let inserted_at = r.i64().map_err(|e| malformed(shard, e))?;
                 read += 1;
                 let at = match last {
                     Some((l, at)) if l == id => Some(at),
@@ -258,20 +260,15 @@ impl ClickHouseQuerier {
                 if let Some(at) = at {
                     last = Some((id, at));
                     if let Some(v) = samples.get_mut(at) {
-                        v.push(Sample::new(ts, f64::from_bits(bits)));
+                        v.push(ts, inserted_at, bits);
                     }
                 }
             }
-            for (c, mut samples) in chunk.iter().zip(samples) {
-                // Rows of one timestamp: a retried insert not merged yet (equal rows), or two
-                // samples of one series and time in one write, which a part holds in write
-                // order and a merge reduces to the last one. The sort is stable and the last of
-                // equal timestamps is kept, as the merge and the embedded store keep it.
-                samples.sort_by_key(|p| p.timestamp_ms);
-                samples.reverse();
-                samples.dedup_by_key(|p| p.timestamp_ms);
-                samples.reverse();
-                out.push(SeriesSamples { labels: c.labels.clone(), samples });
+            for (c, samples) in chunk.iter().zip(samples) {
+                // Samples of one timestamp: a retried insert or a seal not merged yet (equal
+                // values), a late write over a sealed sample, or two samples of one series and
+                // time in one write (a part holds them in write order): the most recent wins.
+                out.push(SeriesSamples { labels: c.labels.clone(), samples: samples.resolve() });
             }
             self.budget.take(read)?;
             self.limits.check()?;
@@ -280,7 +277,7 @@ impl ClickHouseQuerier {
     }
 
     /// Adds to `samples` (indexed as `index` says) the sealed samples in `[start_ms, end_ms]`
-    /// of the series `list` (in `buckets`), oldest chunk version first; returns how many.
+    /// of the series `list` (in `buckets`), as recent as their chunk's version; returns how many.
     #[allow(clippy::too_many_arguments)]
     fn sealed(
         &self,
@@ -288,7 +285,7 @@ impl ClickHouseQuerier {
         buckets: &str,
         list: &str,
         index: &HashMap<u64, usize>,
-        samples: &mut [Vec<Sample>],
+        samples: &mut [Candidates],
         start_ms: i64,
         end_ms: i64,
     ) -> Result<usize> {
@@ -309,19 +306,17 @@ impl ClickHouseQuerier {
                 rows.push((at, version, data));
             }
         }
-        // A series' chunk rows oldest version first: the caller's stable sort by time keeps the
-        // last sample of a timestamp, so a later version, and then a sample row, wins.
-        rows.sort_by_key(|&(at, version, _)| (at, version));
         let mut read = 0;
         let mut decoded = Vec::new();
-        for (at, _, data) in rows {
+        for (at, version, data) in rows {
             decoded.clear();
             crate::storage::chunk::decode(data, &mut decoded)
                 .map_err(|_| StorageError::Corrupt { what: "ClickHouse chunk" })?;
             if let Some(v) = samples.get_mut(at) {
-                let before = v.len();
-                v.extend(decoded.iter().filter(|p| (start_ms..=end_ms).contains(&p.timestamp_ms)));
-                read += v.len() - before;
+                for p in decoded.iter().filter(|p| (start_ms..=end_ms).contains(&p.timestamp_ms)) {
+                    v.push(p.timestamp_ms, version, p.value.to_bits());
+                    read += 1;
+                }
             }
         }
         Ok(read)

@@ -21,15 +21,16 @@
 //!   the `(series, version)` rows it merged (`chunks` is a plain `MergeTree`, so nothing else
 //!   removes a version). Two nodes sealing the same day at once each fold in what they read
 //!   and remove only that: no row is lost, at worst some are held twice until the next seal.
-//! - **Reads** merge, per series and timestamp, the chunk rows by ascending version and then
-//!   the sample rows: a later write wins, as on the embedded store. Between a seal's insert and
-//!   its deletions both copies are visible and equal.
+//! - **Reads** resolve, per series and timestamp, the chunk rows' and sample rows' samples by
+//!   recency (`recency.rs`): a later write wins, as on the embedded store. Between a seal's
+//!   insert and its deletions both copies are visible and equal.
 //!
 //! A crash between the steps leaves duplicates (equal values) that the next seal removes.
 
 use std::collections::BTreeMap;
 
 use super::client::Shard;
+use super::recency::Candidates;
 use super::rowbinary::{put_str, Reader};
 use super::ClickHouse;
 use crate::sample::Sample;
@@ -97,7 +98,9 @@ impl ClickHouse {
 
     /// How far below the clock a seal's watermark lies.
     fn margin(&self) -> i64 {
-        i64::try_from(self.inner.config.timeout.as_millis()).unwrap_or(i64::MAX / 2).saturating_add(60_000)
+        self.inner.config.seal_margin_ms.unwrap_or_else(|| {
+            i64::try_from(self.inner.config.timeout.as_millis()).unwrap_or(i64::MAX / 2).saturating_add(60_000)
+        })
     }
 
     /// Seals day `day` (days since the epoch) on `shard` (number `index`).
@@ -156,21 +159,24 @@ impl ClickHouse {
     ) -> Result<Sealed, StorageError> {
         let malformed = |e| StorageError::Unavailable(format!("{}: malformed answer: {e}", shard.url()));
         let body = shard.query(&format!(
-            "SELECT series_id, ts, value FROM {} WHERE {which} AND {in_day} FORMAT RowBinary",
+            "SELECT series_id, ts, value, inserted_at FROM {} WHERE {which} AND {in_day} FORMAT RowBinary",
             self.table("samples")
         ))?;
         let mut r = Reader::new(&body);
-        let mut rows_read: Vec<(u64, i64, u64)> = Vec::new();
+        // Per series with rows to fold in: every candidate sample with its recency (see
+        // `recency.rs`): its chunk rows' and its sample rows'.
+        let mut merged: BTreeMap<u64, Candidates> = BTreeMap::new();
+        let mut samples = 0u64;
         while !r.is_empty() {
-            rows_read.push((r.u64().map_err(malformed)?, r.i64().map_err(malformed)?, r.u64().map_err(malformed)?));
+            let id = r.u64().map_err(malformed)?;
+            let (ts, bits, inserted_at) =
+                (r.i64().map_err(malformed)?, r.u64().map_err(malformed)?, r.i64().map_err(malformed)?);
+            merged.entry(id).or_default().push(ts, inserted_at, bits);
+            samples += 1;
         }
-        // Per series: timestamp -> value bits, filled in precedence order (later wins): chunk
-        // versions oldest first, then the sample rows.
-        let mut merged: BTreeMap<u64, BTreeMap<i64, u64>> =
-            rows_read.iter().map(|&(id, _, _)| (id, BTreeMap::new())).collect();
         let mut merged_versions: Vec<(u64, i64)> = Vec::new();
         let body = shard.query(&format!(
-            "SELECT series_id, version, data FROM {} WHERE day = {day} AND {which} ORDER BY series_id, version FORMAT RowBinary",
+            "SELECT series_id, version, data FROM {} WHERE day = {day} AND {which} FORMAT RowBinary",
             self.table("chunks")
         ))?;
         let mut r = Reader::new(&body);
@@ -182,20 +188,20 @@ impl ClickHouse {
             let Some(series) = merged.get_mut(&id) else { continue };
             decoded.clear();
             chunk::decode(data, &mut decoded).map_err(|_| StorageError::Corrupt { what: "ClickHouse chunk" })?;
-            series.extend(decoded.iter().map(|p| (p.timestamp_ms, p.value.to_bits())));
+            for p in &decoded {
+                series.push(p.timestamp_ms, old, p.value.to_bits());
+            }
             merged_versions.push((id, old));
         }
-        let samples = rows_read.len() as u64;
-        for (id, ts, bits) in rows_read {
-            merged.entry(id).or_default().insert(ts, bits);
-        }
+        // Above every version merged here (one another node may have written meanwhile).
+        let version = merged_versions.iter().map(|&(_, v)| v.saturating_add(1)).fold(version, i64::max);
         let mut rows = Vec::new();
         let mut run: Vec<Sample> = Vec::new();
         let mut data = Vec::new();
         let mut count = 0u64;
-        for (id, points) in &merged {
+        for (id, candidates) in merged {
             run.clear();
-            run.extend(points.iter().map(|(&ts, &bits)| Sample::new(ts, f64::from_bits(bits))));
+            run.extend(candidates.resolve());
             data.clear();
             chunk::encode(&run, crate::storage::seal::ZSTD_LEVEL, &mut data)
                 .map_err(|_| StorageError::Corrupt { what: "samples to seal" })?;

@@ -241,8 +241,12 @@ fn sealed_days_answer_like_the_embedded_store_and_take_late_samples() {
         return;
     };
     let urls: Vec<String> = shards.iter().map(|s| s.url.clone()).collect();
-    let ch = ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap();
-    let other_node = ClickHouse::open(ClickHouseConfig::new(urls)).unwrap();
+    // Seals take rows inserted up to 50 ms before they start, instead of the request timeout
+    // plus a minute, so the test need not wait.
+    let mut config = ClickHouseConfig::new(urls.clone());
+    config.seal_margin_ms = Some(50);
+    let ch = ClickHouse::open(config.clone()).unwrap();
+    let other_node = ClickHouse::open(config).unwrap();
     let mut config = storage_config(&dir.path().join("embedded"));
     config.retention_ms = None;
     let embedded = Storage::open(config).unwrap();
@@ -263,11 +267,11 @@ fn sealed_days_answer_like_the_embedded_store_and_take_late_samples() {
     compare_answers(&eq, &cq, "before sealing");
     let samples_bytes = bytes("samples");
 
-    // A seal leaves rows inserted within its margin (request timeout + 1 min) for later: run it
-    // as if ten minutes had passed.
-    let later = |minutes: i64| chrono::Utc::now().timestamp_millis() + minutes * 60_000;
-    assert_eq!(ch.seal_closed_days(later(0)).unwrap().samples, 0, "rows inserted just now wait");
-    let sealed = ch.seal_closed_days(later(10)).unwrap();
+    // A seal leaves rows inserted within its margin for a later one.
+    let now = || chrono::Utc::now().timestamp_millis();
+    assert_eq!(ch.seal_closed_days(now() - 60_000).unwrap().samples, 0, "rows inserted just now wait");
+    std::thread::sleep(Duration::from_millis(100));
+    let sealed = ch.seal_closed_days(now()).unwrap();
     assert_eq!(sealed.samples, total as u64, "{sealed:?}");
     assert!(sealed.days >= 6, "three or four days on each of two shards: {sealed:?}");
     assert_eq!(rows("samples").iter().sum::<u64>(), 0, "sealed rows leave `samples`");
@@ -275,7 +279,7 @@ fn sealed_days_answer_like_the_embedded_store_and_take_late_samples() {
     let chunks_bytes = bytes("chunks");
     let compared = compare_answers(&eq, &cq, "after sealing");
     // Another node's pass finds nothing left to seal.
-    assert_eq!(other_node.seal_closed_days(later(10)).unwrap().samples, 0);
+    assert_eq!(other_node.seal_closed_days(now()).unwrap().samples, 0);
 
     // Late samples: one overwrites a sealed sample, one is new, in a sealed day.
     let job = |labels: &[(&str, &str)]| Labels::from_pairs(labels.iter().map(|(k, v)| (*k, (*v).to_owned()))).unwrap();
@@ -295,9 +299,10 @@ fn sealed_days_answer_like_the_embedded_store_and_take_late_samples() {
     embedded.write(late.clone()).unwrap();
     ch.write(&PackedBatch::from(&late)).unwrap();
     compare_answers(&eq, &cq, "after late samples");
-    // The late rows are above this seal's watermark (inserted just now): they stay for later.
-    assert_eq!(ch.seal_closed_days(later(0)).unwrap().samples, 0);
-    let resealed = other_node.seal_closed_days(later(10)).unwrap();
+    // The late rows are above the watermark of a seal that started before them: they wait.
+    assert_eq!(ch.seal_closed_days(now() - 60_000).unwrap().samples, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    let resealed = other_node.seal_closed_days(now()).unwrap();
     assert_eq!(resealed.samples, 3, "{resealed:?}");
     assert_eq!(rows("samples").iter().sum::<u64>(), 0);
     let doubled = per_shard_count(
