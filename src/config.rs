@@ -191,7 +191,8 @@ pub struct ServeArgs {
     pub max_series_per_request: usize,
     /// Memory for the in-memory cache from label set to series id (about 40 bytes a series;
     /// a series missing from it costs one point read per write). `auto`: 1/32 of the machine's
-    /// memory, between 64MiB and 2GiB (768MiB, ~20M series, on a 24 GiB machine).
+    /// memory, between 64MiB and 2GiB (768MiB, ~20M series, on a 24 GiB machine). On ClickHouse,
+    /// the node's set of series already indexed that day (about 32 bytes a series and day).
     #[arg(long, default_value = "auto", value_parser = parse_bytes_or_auto)]
     pub series_cache: MemorySize,
     /// Samples the in-memory head holds before it is flushed into the window keyspaces (about
@@ -445,6 +446,7 @@ impl ServeArgs {
                 ch.max_future_ms = storage.max_future_ms;
                 ch.partial_reads = self.clickhouse_partial_reads;
                 ch.seal_after_ms = Some(self.ooo_grace.max(0));
+                ch.known_series = (cache_bytes / crate::clickhouse::KNOWN_ENTRY_BYTES).max(2);
                 Some(ch)
             }
         };

@@ -75,6 +75,11 @@ pub struct ClickHouseConfig {
     /// A seal takes only sample rows inserted at least this long before it starts (`None`: the
     /// request timeout plus a minute; see `seal.rs`). Smaller only in tests.
     pub seal_margin_ms: Option<i64>,
+    /// Most `(series, day)` pairs this node remembers having indexed (`--series-cache`, at
+    /// [`KNOWN_ENTRY_BYTES`] each). The set is only a cache (ids are derived): when it is full it
+    /// starts over, and each series then costs its `series` and `postings` rows once more, which
+    /// merges remove. It should cover the series active in a day.
+    pub known_series: usize,
 }
 
 impl ClickHouseConfig {
@@ -91,13 +96,14 @@ impl ClickHouseConfig {
             partial_reads: false,
             seal_after_ms: Some(3_600_000),
             seal_margin_ms: None,
+            known_series: 4_000_000,
         }
     }
 }
 
-/// Label sets whose `series` and `postings` rows this node wrote, per day (ids are derived, so
-/// the set is only a cache: forgetting it costs rewriting rows that merge away).
-const KNOWN_LIMIT: usize = 4_000_000;
+/// About what one entry of the node's set of indexed `(series, day)` costs in memory (16 bytes
+/// and the hash set's overhead at its usual load).
+pub const KNOWN_ENTRY_BYTES: usize = 32;
 
 /// A saltdb database on ClickHouse.
 #[derive(Clone)]

@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::rowbinary::{put_len, put_str};
-use super::{day_of, ClickHouse, Inner, Placement, KNOWN_LIMIT};
+use super::{day_of, ClickHouse, Inner, Placement};
 use crate::labels::Labels;
 use crate::sample::PackedBatch;
 use crate::storage::StorageError;
@@ -183,7 +183,7 @@ fn store_group(store: &ClickHouse, group: Vec<Job>) {
     let results = insert_all(store, &per_shard);
     {
         let mut known = store.inner.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if known.len() > KNOWN_LIMIT {
+        if known.len() > store.inner.config.known_series {
             known.clear();
         }
         for (rows, result) in per_shard.iter().zip(&results) {
