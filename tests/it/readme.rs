@@ -175,7 +175,7 @@ fn readme_clickhouse_walkthrough_works() {
     if !crate::peers::installed("clickhouse-server", test, "clickhouse-server") {
         return;
     }
-    let block = block_after(&readme(), "### On a ClickHouse cluster (in progress)", "sh");
+    let block = block_after(&readme(), "### On a ClickHouse cluster", "sh");
     let (shards, serve) = block.trim_end().rsplit_once('\n').expect("shard setup, then the serve line");
     let serve_args: Vec<&str> =
         serve.split_once(" -- serve ").expect("a `cargo run --release -- serve` line").1.split_whitespace().collect();
