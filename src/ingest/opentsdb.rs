@@ -198,6 +198,32 @@ fn point<'a>(p: &'a Point<'a>, tags: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>) -> 
     Ok((metric, Sample::new(ms, value)))
 }
 
+/// The visitor methods that take an array, a boolean, a number or a string (read through and
+/// dropped) as `$other`, for a value whose type is checked after deserializing.
+macro_rules! anything_else {
+    ($value:ty, $other:expr) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<$value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($other)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<$value, E> {
+            Ok($other)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<$value, E> {
+            Ok($other)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<$value, E> {
+            Ok($other)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<$value, E> {
+            Ok($other)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<$value, E> {
+            Ok($other)
+        }
+    };
+}
+
 /// Reads one element of the body; anything but an object is [`Point::NotObject`].
 struct PointVisitor;
 
@@ -221,28 +247,10 @@ impl<'de> Visitor<'de> for PointVisitor {
         }
         Ok(Point::Object { metric, timestamp, value, tags })
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Point<'de>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Point::NotObject)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Point<'de>, E> {
-        Ok(Point::NotObject)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Point<'de>, E> {
-        Ok(Point::NotObject)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Point<'de>, E> {
-        Ok(Point::NotObject)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Point<'de>, E> {
-        Ok(Point::NotObject)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Point<'de>, E> {
-        Ok(Point::NotObject)
-    }
     fn visit_unit<E>(self) -> Result<Point<'de>, E> {
         Ok(Point::NotObject)
     }
+    anything_else!(Point<'de>, Point::NotObject);
 }
 
 impl<'de> Deserialize<'de> for Point<'de> {
@@ -336,25 +344,7 @@ impl<'de> Deserialize<'de> for Tags<'de> {
                 }
                 Ok(Tags::Object(tags))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tags<'de>, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Tags::NotObject)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Tags<'de>, E> {
-                Ok(Tags::NotObject)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Tags<'de>, E> {
-                Ok(Tags::NotObject)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Tags<'de>, E> {
-                Ok(Tags::NotObject)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Tags<'de>, E> {
-                Ok(Tags::NotObject)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Tags<'de>, E> {
-                Ok(Tags::NotObject)
-            }
+            anything_else!(Tags<'de>, Tags::NotObject);
         }
         d.deserialize_any(V)
     }
