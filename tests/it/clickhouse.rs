@@ -299,6 +299,60 @@ fn sealed_days_answer_like_the_embedded_store_and_take_late_samples() {
     );
 }
 
+/// A database of schema version 1 (no `inserted_at`, no `chunks`) is upgraded in place when a
+/// node of this build opens it: nothing is lost, its old rows are sealed like new ones, and a
+/// second open changes nothing.
+#[test]
+fn a_version_1_database_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(shards) = cluster(dir.path(), "a_version_1_database_is_upgraded_in_place") else { return };
+    let urls: Vec<String> = shards.iter().map(|s| s.url.clone()).collect();
+    let mut config = ClickHouseConfig::new(urls);
+    config.seal_margin_ms = Some(50);
+    let batch = data();
+    let total: usize = batch.series.iter().map(|s| s.samples.len()).sum();
+    ClickHouse::open(config.clone()).unwrap().write(&PackedBatch::from(&batch)).unwrap();
+    // Back to version 1's tables, as a node of the previous build left them.
+    let http = reqwest::blocking::Client::new();
+    for sql in [
+        "ALTER TABLE saltdb.samples DROP COLUMN inserted_at",
+        "DROP TABLE saltdb.chunks",
+        "DROP TABLE saltdb.schema_version",
+        "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
+        "INSERT INTO saltdb.schema_version VALUES (1)",
+    ] {
+        for sh in &shards {
+            let resp = http.post(format!("{}/", sh.url)).body(sql).send().unwrap();
+            assert!(resp.status().is_success(), "{sql}: {}", resp.text().unwrap_or_default());
+        }
+    }
+    assert_eq!(
+        per_shard_count(
+            &shards,
+            "SELECT count() FROM system.columns WHERE database = 'saltdb' AND name = 'inserted_at'"
+        ),
+        [0, 0]
+    );
+
+    let upgraded = ClickHouse::open(config.clone()).unwrap();
+    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [2, 2]);
+    assert_eq!(
+        per_shard_count(&shards, "SELECT count() FROM saltdb.samples WHERE inserted_at = 0").iter().sum::<u64>(),
+        total as u64
+    );
+    ClickHouse::open(config).unwrap();
+    let mut embedded_config = storage_config(&dir.path().join("embedded"));
+    embedded_config.retention_ms = None;
+    let embedded = Storage::open(embedded_config).unwrap();
+    embedded.write(batch).unwrap();
+    let (eq, cq) = (embedded.querier(ReadLimits::none()), upgraded.querier(ReadLimits::none()));
+    compare_answers(&eq, &cq, "after the upgrade");
+    std::thread::sleep(Duration::from_millis(100));
+    let sealed = upgraded.seal_closed_days(chrono::Utc::now().timestamp_millis()).unwrap();
+    assert_eq!(sealed.samples, total as u64, "{sealed:?}");
+    compare_answers(&eq, &cq, "after sealing the upgraded rows");
+}
+
 #[test]
 fn a_shard_that_is_down_fails_writes_and_reads_clearly() {
     let dir = tempfile::tempdir().unwrap();
