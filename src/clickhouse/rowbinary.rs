@@ -56,10 +56,15 @@ impl<'a> Reader<'a> {
         self.take(N).and_then(|b| <[u8; N]>::try_from(b).map_err(|_| Malformed("truncated")))
     }
 
-    /// A `UInt16`.
+    /// A `UInt8`.
     ///
     /// # Errors
     /// [`Malformed`] when the bytes end early (likewise below).
+    pub fn u8(&mut self) -> Result<u8, Malformed> {
+        self.fixed().map(u8::from_le_bytes)
+    }
+
+    /// A `UInt16`.
     pub fn u16(&mut self) -> Result<u16, Malformed> {
         self.fixed().map(u16::from_le_bytes)
     }
