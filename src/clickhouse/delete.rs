@@ -9,17 +9,16 @@
 //! The series' `series` and `postings` rows stay: a series left without samples answers no
 //! selection of samples, but still lists in `/api/v1/series` for its days.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use std::collections::BTreeMap;
-
 use super::client::{quote, Shard};
-use super::read::IDS_PER_STATEMENT;
+use super::read::{malformed, IDS_PER_STATEMENT};
 use super::recency::Candidates;
-use super::rowbinary::{put_str, Reader};
+use super::rowbinary::Reader;
+use super::seal::put_chunk_row;
 use super::{day_of, ClickHouse};
 use crate::matcher::Matcher;
-use crate::storage::chunk;
 use crate::storage::{ReadLimits, StorageError};
 
 impl ClickHouse {
@@ -55,7 +54,7 @@ impl ClickHouse {
     fn delete_sealed(&self, shard: &Shard, ids: &[u64], start_ms: i64, end_ms: i64) -> Result<(), StorageError> {
         let chunks = self.table("chunks");
         let (first, last) = (day_of(start_ms), day_of(end_ms));
-        let malformed = |e| StorageError::Unavailable(format!("{}: malformed answer: {e}", shard.url()));
+        let malformed = |e| malformed(shard, e);
         for batch in ids.chunks(IDS_PER_STATEMENT) {
             let list = batch.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
             let body = shard.query(&format!(
@@ -72,16 +71,11 @@ impl ClickHouse {
                 let day = r.u16().map_err(malformed)?;
                 let version = r.i64().map_err(malformed)?;
                 let data = r.bytes().map_err(malformed)?;
-                decoded.clear();
-                chunk::decode(data, &mut decoded).map_err(|_| StorageError::Corrupt { what: "ClickHouse chunk" })?;
                 let entry = days.entry((id, day)).or_insert_with(|| (bucket, Vec::new(), Candidates::default()));
                 entry.1.push(version);
-                for p in &decoded {
-                    entry.2.push(p.timestamp_ms, version, p.value.to_bits());
-                }
+                entry.2.push_chunk(data, version, |_| true, &mut decoded)?;
             }
             let (mut rows, mut count, mut old) = (Vec::new(), 0u64, Vec::new());
-            let mut data = Vec::new();
             for ((id, day), (bucket, versions, candidates)) in days {
                 let mut run = candidates.resolve();
                 let before = run.len();
@@ -93,15 +87,8 @@ impl ClickHouse {
                 if run.is_empty() {
                     continue;
                 }
-                data.clear();
-                chunk::encode(&run, crate::storage::seal::ZSTD_LEVEL, &mut data)
-                    .map_err(|_| StorageError::Corrupt { what: "chunk samples" })?;
                 let version = versions.iter().max().copied().unwrap_or(0).saturating_add(1);
-                rows.extend_from_slice(&bucket.to_le_bytes());
-                rows.extend_from_slice(&id.to_le_bytes());
-                rows.extend_from_slice(&day.to_le_bytes());
-                rows.extend_from_slice(&version.to_le_bytes());
-                put_str(&mut rows, &data);
+                put_chunk_row(&mut rows, bucket, id, day, version, &run)?;
                 count += 1;
             }
             if count > 0 {

@@ -47,7 +47,8 @@ pub struct ClickHouseQuerier {
     partial: bool,
 }
 
-fn malformed(shard: &Shard, e: impl std::fmt::Display) -> StorageError {
+/// A shard's answer that cannot be read.
+pub(super) fn malformed(shard: &Shard, e: impl std::fmt::Display) -> StorageError {
     StorageError::Unavailable(format!("{}: {e}", shard.url()))
 }
 
@@ -276,13 +277,7 @@ impl ClickHouseQuerier {
                     read += 1;
                 } else {
                     // A sealed chunk: its samples are as recent as its version `t`.
-                    decoded.clear();
-                    crate::storage::chunk::decode(data, &mut decoded)
-                        .map_err(|_| StorageError::Corrupt { what: "ClickHouse chunk" })?;
-                    for p in decoded.iter().filter(|p| (start_ms..=end_ms).contains(&p.timestamp_ms)) {
-                        v.push(p.timestamp_ms, t, p.value.to_bits());
-                        read += 1;
-                    }
+                    read += v.push_chunk(data, t, |ts| (start_ms..=end_ms).contains(&ts), &mut decoded)?;
                 }
             }
             for (c, samples) in chunk.iter().zip(samples) {

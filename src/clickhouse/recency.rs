@@ -8,6 +8,7 @@
 //! once, or a seal racing a late write, cannot put an older value over a newer one.
 
 use crate::sample::Sample;
+use crate::storage::{chunk, StorageError};
 
 /// The samples of one series gathered from chunk rows and sample rows, each with its recency.
 #[derive(Clone, Debug, Default)]
@@ -17,6 +18,28 @@ impl Candidates {
     /// Adds a sample at `ts` with float bits `bits`, as recent as `recency`.
     pub fn push(&mut self, ts: i64, recency: i64, bits: u64) {
         self.0.push((ts, recency, bits));
+    }
+
+    /// Adds the samples of a `chunks` row (`data` in the chunk codec) for which `keep` holds on
+    /// the timestamp, as recent as the row's `version`; returns how many. `scratch` is a decode
+    /// buffer reused across calls.
+    ///
+    /// # Errors
+    /// [`StorageError::Corrupt`] when `data` does not decode.
+    pub fn push_chunk(
+        &mut self,
+        data: &[u8],
+        version: i64,
+        keep: impl Fn(i64) -> bool,
+        scratch: &mut Vec<Sample>,
+    ) -> Result<usize, StorageError> {
+        scratch.clear();
+        chunk::decode(data, scratch).map_err(|_| StorageError::Corrupt { what: "ClickHouse chunk" })?;
+        let before = self.0.len();
+        self.0.extend(
+            scratch.iter().filter(|p| keep(p.timestamp_ms)).map(|p| (p.timestamp_ms, version, p.value.to_bits())),
+        );
+        Ok(self.0.len() - before)
     }
 
     /// One sample per timestamp, the most recent (the last added among equally recent ones),

@@ -40,8 +40,6 @@ pub fn ensure(shard: &Shard, db: &str) -> Result<(), StorageError> {
         if !described.split(|&b| b == b'\n').any(|line| line.starts_with(b"inserted_at\t")) {
             shard.query(&format!("ALTER TABLE {db}.samples ADD COLUMN inserted_at Int64 DEFAULT 0"))?;
         }
-    }
-    if stored < VERSION {
         shard.query(&format!("INSERT INTO {db}.schema_version VALUES ({VERSION})"))?;
     }
     Ok(())

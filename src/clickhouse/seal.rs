@@ -17,7 +17,8 @@
 //!   A late sample written during the seal is above `W`: it stays in `samples` for the next
 //!   seal. Nodes' clocks must agree within a minute (NTP).
 //! - **Versions.** A seal rewrites only the series that have sample rows to fold in: it writes
-//!   their chunk rows with a version above every version of the day, and then deletes exactly
+//!   their chunk rows with the watermark as version, or one above the highest version it merged
+//!   for that series (so never one it deletes), and then deletes exactly
 //!   the `(series, version)` rows it merged (`chunks` is a plain `MergeTree`, so nothing else
 //!   removes a version). Two nodes sealing the same day at once each fold in what they read
 //!   and remove only that: no row is lost, at worst some are held twice until the next seal.
@@ -30,6 +31,7 @@
 use std::collections::BTreeMap;
 
 use super::client::Shard;
+use super::read::malformed;
 use super::recency::Candidates;
 use super::rowbinary::{put_str, Reader};
 use super::ClickHouse;
@@ -63,7 +65,7 @@ impl ClickHouse {
         let watermark = now_ms.saturating_sub(self.margin());
         let cutoff = self.retention_cutoff(now_ms).map_or(i64::MIN, |c| c.div_euclid(DAY_MS));
         let (mut total, mut failed) = (Sealed::default(), None);
-        for (index, shard) in self.inner.shards.iter().enumerate() {
+        for shard in &self.inner.shards {
             let days = match self.partitions(shard, "samples") {
                 Ok(p) => p,
                 Err(e) => {
@@ -76,7 +78,7 @@ impl ClickHouse {
                 if !closed || day < cutoff {
                     continue;
                 }
-                match self.seal_day(shard, index, day, watermark) {
+                match self.seal_day(shard, day, watermark) {
                     Ok(s) => {
                         total.days += usize::from(s.samples > 0);
                         total.samples += s.samples;
@@ -103,30 +105,27 @@ impl ClickHouse {
         })
     }
 
-    /// Seals day `day` (days since the epoch) on `shard` (number `index`).
-    fn seal_day(&self, shard: &Shard, index: usize, day: i64, watermark: i64) -> Result<Sealed, StorageError> {
-        let (samples, chunks) = (self.table("samples"), self.table("chunks"));
-        let malformed = |e| StorageError::Unavailable(format!("{}: malformed answer: {e}", shard.url()));
+    /// Seals day `day` (days since the epoch) on `shard`.
+    fn seal_day(&self, shard: &Shard, day: i64, watermark: i64) -> Result<Sealed, StorageError> {
+        let samples = self.table("samples");
         let in_day = format!("intDiv(ts, {DAY_MS}) = {day} AND inserted_at <= {watermark}");
-        let count = |sql: String| -> Result<u64, StorageError> {
-            Reader::new(&shard.query(&format!("{sql} FORMAT RowBinary"))?).u64().map_err(malformed)
-        };
-        if count(format!("SELECT count() FROM {samples} WHERE {in_day}"))? == 0 {
+        // Rows to seal per bucket (a bucket lives on one shard: these are this shard's).
+        let body = shard
+            .query(&format!("SELECT bucket, count() FROM {samples} WHERE {in_day} GROUP BY bucket FORMAT RowBinary"))?;
+        let mut r = Reader::new(&body);
+        let mut buckets = Vec::new();
+        while !r.is_empty() {
+            buckets.push((r.u16().map_err(|e| malformed(shard, e))?, r.u64().map_err(|e| malformed(shard, e))?));
+        }
+        if buckets.is_empty() {
             return Ok(Sealed::default());
         }
-        let versions = chunk_versions(shard, &chunks, day)?;
-        let version = versions.last().map_or(watermark, |&v| v.saturating_add(1).max(watermark));
-        let shards = self.inner.shards.len();
         let mut sealed = Sealed::default();
-        for bucket in (0..self.inner.config.buckets).filter(|b| usize::from(*b) % shards == index) {
-            let rows = count(format!("SELECT count() FROM {samples} WHERE bucket = {bucket} AND {in_day}"))?;
-            if rows == 0 {
-                continue;
-            }
+        for (bucket, rows) in buckets {
             let parts = rows.div_ceil(PART_ROWS);
             for part in 0..parts {
                 let which = format!("bucket = {bucket} AND series_id % {parts} = {part}");
-                let s = self.seal_part(shard, &which, bucket, day, &in_day, version)?;
+                let s = self.seal_part(shard, &which, bucket, day, &in_day, watermark)?;
                 sealed.samples += s.samples;
                 sealed.chunks += s.chunks;
             }
@@ -146,8 +145,8 @@ impl ClickHouse {
 
     /// Reads the sample rows under the watermark of the series `which` selects on day `day`,
     /// merges them into those series' chunk rows (only theirs: a late sample re-seals its own
-    /// series, not the day), writes one chunk row per series of version `version`, and deletes
-    /// the versions it merged.
+    /// series, not the day), writes one chunk row per series, of the watermark as version or one
+    /// above the highest version merged, and deletes the versions it merged.
     fn seal_part(
         &self,
         shard: &Shard,
@@ -155,9 +154,9 @@ impl ClickHouse {
         bucket: u16,
         day: i64,
         in_day: &str,
-        version: i64,
+        watermark: i64,
     ) -> Result<Sealed, StorageError> {
-        let malformed = |e| StorageError::Unavailable(format!("{}: malformed answer: {e}", shard.url()));
+        let malformed = |e| malformed(shard, e);
         let body = shard.query(&format!(
             "SELECT series_id, ts, value, inserted_at FROM {} WHERE {which} AND {in_day} FORMAT RowBinary",
             self.table("samples")
@@ -186,30 +185,16 @@ impl ClickHouse {
             let old = r.i64().map_err(malformed)?;
             let data = r.bytes().map_err(malformed)?;
             let Some(series) = merged.get_mut(&id) else { continue };
-            decoded.clear();
-            chunk::decode(data, &mut decoded).map_err(|_| StorageError::Corrupt { what: "ClickHouse chunk" })?;
-            for p in &decoded {
-                series.push(p.timestamp_ms, old, p.value.to_bits());
-            }
+            series.push_chunk(data, old, |_| true, &mut decoded)?;
             merged_versions.push((id, old));
         }
         // Above every version merged here (one another node may have written meanwhile).
-        let version = merged_versions.iter().map(|&(_, v)| v.saturating_add(1)).fold(version, i64::max);
+        let version = merged_versions.iter().map(|&(_, v)| v.saturating_add(1)).fold(watermark, i64::max);
         let mut rows = Vec::new();
-        let mut run: Vec<Sample> = Vec::new();
-        let mut data = Vec::new();
         let mut count = 0u64;
+        let day = u16::try_from(day).unwrap_or(u16::MAX);
         for (id, candidates) in merged {
-            run.clear();
-            run.extend(candidates.resolve());
-            data.clear();
-            chunk::encode(&run, crate::storage::seal::ZSTD_LEVEL, &mut data)
-                .map_err(|_| StorageError::Corrupt { what: "samples to seal" })?;
-            rows.extend_from_slice(&bucket.to_le_bytes());
-            rows.extend_from_slice(&id.to_le_bytes());
-            rows.extend_from_slice(&u16::try_from(day).unwrap_or(u16::MAX).to_le_bytes());
-            rows.extend_from_slice(&version.to_le_bytes());
-            put_str(&mut rows, &data);
+            put_chunk_row(&mut rows, bucket, id, day, version, &candidates.resolve())?;
             count += 1;
         }
         if count > 0 {
@@ -227,14 +212,26 @@ impl ClickHouse {
     }
 }
 
-/// The distinct chunk versions of day `day` on `shard`, ascending.
-fn chunk_versions(shard: &Shard, chunks: &str, day: i64) -> Result<Vec<i64>, StorageError> {
-    let body = shard
-        .query(&format!("SELECT DISTINCT version FROM {chunks} WHERE day = {day} ORDER BY version FORMAT RowBinary"))?;
-    let mut r = Reader::new(&body);
-    let mut out = Vec::new();
-    while !r.is_empty() {
-        out.push(r.i64().map_err(|e| StorageError::Unavailable(format!("{}: malformed answer: {e}", shard.url())))?);
-    }
-    Ok(out)
+/// Appends one `chunks` row (`RowBinary`, columns `bucket, series_id, day, version, data`) to
+/// `rows`: `samples` (ascending, one per timestamp) encoded in the chunk codec.
+///
+/// # Errors
+/// [`StorageError::Corrupt`] when the samples cannot be encoded (out of order).
+pub(super) fn put_chunk_row(
+    rows: &mut Vec<u8>,
+    bucket: u16,
+    id: u64,
+    day: u16,
+    version: i64,
+    samples: &[Sample],
+) -> Result<(), StorageError> {
+    let mut data = Vec::new();
+    chunk::encode(samples, crate::storage::seal::ZSTD_LEVEL, &mut data)
+        .map_err(|_| StorageError::Corrupt { what: "samples to seal" })?;
+    rows.extend_from_slice(&bucket.to_le_bytes());
+    rows.extend_from_slice(&id.to_le_bytes());
+    rows.extend_from_slice(&day.to_le_bytes());
+    rows.extend_from_slice(&version.to_le_bytes());
+    put_str(rows, &data);
+    Ok(())
 }
