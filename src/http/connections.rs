@@ -5,11 +5,16 @@
 //! must neither exhaust file descriptors nor lock out normal clients:
 //!
 //! - at most `max_connections` are open; beyond that, accepting a new connection first closes
-//!   the oldest *stalled* one: pending (no complete request head yet) and waiting on an empty
-//!   socket (everything it sent has been read, and it was not a complete head). Only when none
-//!   is stalled does accepting wait for a connection to end. A connection not yet read from is
-//!   never evicted: its head may be sitting in the socket, and closing it would reset a normal
-//!   client that a busy server had simply not polled yet;
+//!   the oldest *stalled* one: pending (no complete request head yet), waiting on an empty
+//!   socket (everything it sent has been read, and it was not a complete head), and either
+//!   the last to speak (it sent part of a head and went quiet) or quiet for [`STALL_GRACE`]
+//!   (it has sent nothing yet, or nothing since the server last wrote to it, as in a TLS
+//!   handshake). Only when none is stalled does accepting wait, for a connection to end or to
+//!   become stalled. A connection not yet read from is never evicted: its head may be sitting in
+//!   the socket, and closing it would reset a normal client that a busy server had simply not
+//!   polled yet. Nor is one that is silent only for a moment after connecting: a normal client
+//!   sends its request right away, but a busy client machine or a lost packet can delay it, and
+//!   under a flood the oldest stalled connection is reached within milliseconds;
 //! - a new connection must complete its first request head (TLS handshake included) within
 //!   `header_read_timeout`;
 //! - a kept-alive connection must complete its next request head within `idle_timeout` of the
@@ -22,7 +27,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
@@ -56,6 +61,15 @@ pub struct ConnectionLimits {
     pub body_read_timeout: Duration,
 }
 
+/// How long a pending connection that is not the last to have spoken (it has sent nothing, or
+/// nothing since the server wrote to it) must wait on an empty socket before it may be closed
+/// to make room for a new one: the pause a normal client may take between connecting and
+/// sending its request, or in a TLS handshake, without being taken for a slow client: longer
+/// than Linux's shortest retransmission timeout (200 ms), so one lost packet is forgiven. A
+/// flood of connections that send nothing is turned over at most `max_connections` per grace
+/// (about 210 a second at 64 connections, 1,700 at the default 512).
+pub const STALL_GRACE: Duration = Duration::from_millis(300);
+
 /// Default `--max-connections`: Prometheus' `--web.max-connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
@@ -72,26 +86,77 @@ impl Default for ConnectionLimits {
 }
 
 /// One connection's standing: pending until its first request head is complete.
-#[derive(Default)]
 struct Standing {
+    /// When the connection was accepted; `waiting_since` counts from here.
+    accepted: Instant,
     /// A complete request head arrived (the connection is no longer pending).
     served: AtomicBool,
-    /// The last read of the socket found it empty (true from the first such read until bytes
-    /// arrive again); false before the socket was ever read.
-    waiting: AtomicBool,
+    /// Microseconds after `accepted` at which a read of the socket first found it empty, since
+    /// bytes last arrived; [`NOT_WAITING`] before the socket was ever read and while reads
+    /// return bytes.
+    waiting_since: AtomicU64,
+    /// The client spoke last: a read returned bytes and nothing was written to it since.
+    spoke_last: AtomicBool,
     /// Asks a pending connection to close so that a new one can have its slot.
     evict: Notify,
 }
 
+/// `Standing::waiting_since` when the last read returned bytes (or none was made yet).
+const NOT_WAITING: u64 = u64::MAX;
+
 impl Standing {
+    fn new() -> Self {
+        Self {
+            accepted: Instant::now(),
+            served: AtomicBool::new(false),
+            waiting_since: AtomicU64::new(NOT_WAITING),
+            spoke_last: AtomicBool::new(false),
+            evict: Notify::new(),
+        }
+    }
+
     fn is_pending(&self) -> bool {
         !self.served.load(Ordering::Acquire)
     }
 
-    /// Pending and waiting on an empty socket: whatever it sent was read and was not a
-    /// complete request head. Only stalled connections are evicted.
+    /// Records the outcome of a read: empty (`pending`), bytes (`got` of them) or not.
+    fn read_polled(&self, pending: bool, got: usize) {
+        if got > 0 {
+            self.spoke_last.store(true, Ordering::Release);
+        }
+        if pending {
+            let now = u64::try_from(self.accepted.elapsed().as_micros()).unwrap_or(NOT_WAITING - 1);
+            // Keeps the first empty read of a run of them.
+            let _ = self.waiting_since.compare_exchange(NOT_WAITING, now, Ordering::AcqRel, Ordering::Acquire);
+        } else {
+            self.waiting_since.store(NOT_WAITING, Ordering::Release);
+        }
+    }
+
+    /// Records a write to the client: whatever it says next answers the server.
+    fn written(&self) {
+        self.spoke_last.store(false, Ordering::Release);
+    }
+
+    /// How much longer this pending connection must wait on an empty socket before it is
+    /// stalled: zero when it is, `None` when it is not waiting (or no longer pending).
+    fn stalled_in(&self, now: Instant) -> Option<Duration> {
+        let since = self.waiting_since.load(Ordering::Acquire);
+        if since == NOT_WAITING || !self.is_pending() {
+            return None;
+        }
+        if self.spoke_last.load(Ordering::Acquire) {
+            return Some(Duration::ZERO);
+        }
+        let stalled_at = self.accepted + Duration::from_micros(since) + STALL_GRACE;
+        Some(stalled_at.saturating_duration_since(now))
+    }
+
+    /// Pending, waiting on an empty socket, and either the last to speak or quiet for
+    /// [`STALL_GRACE`]: whatever it sent was read and was not a complete request head. Only
+    /// stalled connections are evicted.
     fn is_stalled(&self) -> bool {
-        self.is_pending() && self.waiting.load(Ordering::Acquire)
+        self.stalled_in(Instant::now()).is_some_and(|d| d.is_zero())
     }
 }
 
@@ -108,15 +173,20 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         cx: &mut TaskContext<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        self.standing.waiting.store(polled.is_pending(), Ordering::Release);
+        self.standing.read_polled(polled.is_pending(), buf.filled().len() - before);
         polled
     }
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.standing.written();
+        }
+        polled
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
@@ -132,12 +202,24 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut TaskContext<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.standing.written();
+        }
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {
         self.io.is_write_vectored()
     }
+}
+
+/// What [`Slots::evict_oldest_stalled`] did.
+enum Eviction {
+    /// A stalled connection was asked to close.
+    Asked,
+    /// None is stalled; `soonest` is when the first waiting one will be, if any waits.
+    NoneStalled { soonest: Option<Duration> },
 }
 
 /// The slots: one permit per open connection, and the pending connections, oldest first.
@@ -161,7 +243,7 @@ impl Slots {
 
     /// Registers a newly accepted connection as pending.
     fn register(&self) -> Arc<Standing> {
-        let standing = Arc::new(Standing::default());
+        let standing = Arc::new(Standing::new());
         let mut queue = self.queue();
         if queue.len() >= 2 * self.total as usize {
             queue.retain(|w| w.upgrade().is_some_and(|s| s.is_pending()));
@@ -170,25 +252,30 @@ impl Slots {
         standing
     }
 
-    /// Asks the oldest stalled connection to close; false when none is stalled. Ended and
-    /// served connections are dropped from the queue on the way.
-    fn evict_oldest_stalled(&self) -> bool {
+    /// Asks the oldest stalled connection to close. Ended and served connections are dropped
+    /// from the queue on the way.
+    fn evict_oldest_stalled(&self) -> Eviction {
+        let now = Instant::now();
         let mut queue = self.queue();
+        let mut soonest: Option<Duration> = None;
         let mut i = 0;
         while i < queue.len() {
-            match queue[i].upgrade().filter(|s| s.is_pending()) {
-                None => {
-                    queue.remove(i);
-                }
-                Some(standing) if standing.is_stalled() => {
+            let Some(standing) = queue[i].upgrade().filter(|s| s.is_pending()) else {
+                queue.remove(i);
+                continue;
+            };
+            match standing.stalled_in(now) {
+                Some(d) if d.is_zero() => {
                     queue.remove(i);
                     standing.evict.notify_one();
-                    return true;
+                    return Eviction::Asked;
                 }
-                Some(_) => i += 1,
+                Some(d) => soonest = Some(soonest.map_or(d, |s| s.min(d))),
+                None => {}
             }
+            i += 1;
         }
-        false
+        Eviction::NoneStalled { soonest }
     }
 
     /// A slot for a just-accepted connection, closing a pending one if all are taken; `None`
@@ -199,9 +286,15 @@ impl Slots {
                 return Some(permit);
             }
             // An evicted connection ends within a poll; one that just got its head ignores the
-            // request, so wait briefly and pick the next stalled one. A connection not read from
-            // yet becomes stalled (or served) within a poll too, so retry soon either way.
-            let wait = if self.evict_oldest_stalled() { Duration::from_millis(50) } else { Duration::from_millis(200) };
+            // request, so wait briefly and pick the next stalled one. Otherwise retry when the
+            // first waiting connection becomes stalled, or soon (a connection not read from yet
+            // starts waiting within a poll).
+            let wait = match self.evict_oldest_stalled() {
+                Eviction::Asked => Duration::from_millis(50),
+                Eviction::NoneStalled { soonest } => {
+                    soonest.map_or(Duration::from_millis(20), |d| d.clamp(Duration::from_millis(1), STALL_GRACE))
+                }
+            };
             tokio::select! {
                 permit = tokio::time::timeout(wait, Arc::clone(&self.permits).acquire_owned()) => {
                     if let Ok(Ok(permit)) = permit {
@@ -371,5 +464,33 @@ where
     conn.as_mut().graceful_shutdown();
     if let Err(e) = conn.await {
         tracing::debug!(error = %e, "connection ended with an error during shutdown");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_is_stalled_at_once_after_part_of_a_head_and_after_the_grace_when_silent() {
+        let s = Standing::new();
+        let now = Instant::now();
+        assert_eq!(s.stalled_in(now), None, "never read: not waiting");
+        // Connected and silent: stalled only after the grace.
+        s.read_polled(true, 0);
+        let left = s.stalled_in(now).expect("waiting");
+        assert!(left > STALL_GRACE / 2 && left < STALL_GRACE * 2, "{left:?}");
+        assert_eq!(s.stalled_in(now + STALL_GRACE * 2), Some(Duration::ZERO));
+        // Part of a head, then quiet: stalled at once.
+        s.read_polled(false, 10);
+        assert_eq!(s.stalled_in(now), None, "bytes arrived: not waiting");
+        s.read_polled(true, 0);
+        assert_eq!(s.stalled_in(now), Some(Duration::ZERO));
+        // The server wrote (a TLS handshake): the client's silence is forgiven for the grace.
+        s.written();
+        assert!(s.stalled_in(now).is_some_and(|d| !d.is_zero()));
+        // A complete head: never stalled.
+        s.served.store(true, Ordering::Release);
+        assert_eq!(s.stalled_in(now + STALL_GRACE * 2), None);
     }
 }

@@ -41,22 +41,49 @@ fn closed_by_server(mut s: &TcpStream, wait: Duration) -> bool {
     }
 }
 
+/// A request error with its causes (reqwest's own message hides whether it was the connect,
+/// a reset or the timeout).
+fn chain(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
 /// One write and one query that must succeed within a few seconds.
 fn normal_round(base: &str, round: u64) -> Result<(), String> {
     let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
     let t = recent_ms() + round as i64;
     let line = serde_json::json!({"metric": {"__name__": "during_flood", "round": round.to_string()}, "values": [round], "timestamps": [t]});
-    let resp = client.post(format!("{base}/api/v1/import")).body(line.to_string()).send().map_err(|e| e.to_string())?;
+    let resp = client.post(format!("{base}/api/v1/import")).body(line.to_string()).send().map_err(|e| chain(&e))?;
     if resp.status().as_u16() != 204 {
         return Err(format!("import answered {}", resp.status()));
     }
     let q = format!("{base}/api/v1/query?query=count(during_flood)&time={}", t / 1000 + 1);
-    let resp = client.get(q).send().map_err(|e| e.to_string())?;
+    let resp = client.get(q).send().map_err(|e| chain(&e))?;
     let status = resp.status().as_u16();
     let text = resp.text().map_err(|e| e.to_string())?;
     let body: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
     if status != 200 || body["data"]["result"][0]["value"][1].as_str().is_none() {
         return Err(format!("query answered {status}: {body}"));
+    }
+    Ok(())
+}
+
+/// A client that connects and only then, after a pause (a busy client machine, a congested
+/// network), sends a complete request: sending nothing for a moment does not make it a slow
+/// client, so the flood must not cost it its connection.
+fn late_talker_round(addr: SocketAddr, pause: Duration) -> Result<(), String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(|e| format!("connect: {e}"))?;
+    std::thread::sleep(pause);
+    s.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: late\r\nConnection: close\r\n\r\n")
+        .map_err(|e| format!("a client that paused {pause:?} before its request could not send it: {e}"))?;
+    let answer = read_until_closed(&mut s, Duration::from_secs(10));
+    if !answer.starts_with("HTTP/1.1 200") {
+        return Err(format!("a client that paused {pause:?} before its request was answered {answer:?}"));
     }
     Ok(())
 }
@@ -78,7 +105,7 @@ fn a_slow_client_flood_is_bounded_and_normal_clients_are_served() {
         ],
     );
     let base = bin.url("");
-    let pid = bin.child.id();
+    let (pid, addr) = (bin.child.id(), bin.addr);
     normal_round(&base, 0).expect("a normal round before the flood");
     let baseline_fds = open_fds(pid);
 
@@ -92,6 +119,7 @@ fn a_slow_client_flood_is_bounded_and_normal_clients_are_served() {
             while !stop.load(Ordering::Relaxed) {
                 let started = Instant::now();
                 normal_round(&base, round).map_err(|e| format!("round {round}: {e}"))?;
+                late_talker_round(addr, Duration::from_millis(50)).map_err(|e| format!("round {round}: {e}"))?;
                 served.fetch_add(1, Ordering::Relaxed);
                 peak_fds.fetch_max(open_fds(pid) as u64, Ordering::Relaxed);
                 assert!(started.elapsed() < Duration::from_secs(5), "round {round} took {:?}", started.elapsed());
