@@ -16,6 +16,7 @@ pub mod config;
 pub mod containment;
 pub mod duration;
 pub mod excerpt;
+pub mod histogram;
 pub mod http;
 pub mod ingest;
 pub mod inspect;

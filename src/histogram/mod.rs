@@ -1,0 +1,34 @@
+//! Native histograms (Prometheus' sparse, exponential-bucket histograms, and histograms with
+//! custom buckets): the value type, bucket bounds, PromQL arithmetic and the chunk codec. Pure:
+//! no I/O, no dependency on storage, remote-write or PromQL, which build on it.
+//!
+//! - [`Histogram`]: one sample in float form, built from remote-write's integer or float form
+//!   ([`Histogram::from_integer_deltas`], [`Histogram::from_float_counts`]) and checked with
+//!   [`Histogram::validate`].
+//! - [`bucket_bound`] and the bucket iterators: bounds to the last bit as Prometheus computes
+//!   them.
+//! - [`Histogram::add`], [`Histogram::sub`], [`Histogram::mul`], [`Histogram::div`],
+//!   [`Histogram::compact`], [`Histogram::reduce_resolution`], [`detect_reset`],
+//!   [`Histogram::equals`]: Prometheus' `FloatHistogram` semantics.
+//! - [`chunk`]: the compressed chunk of a run of samples (`docs/format.md`, *Histogram chunks*).
+
+mod arith;
+mod buckets;
+pub mod chunk;
+mod compare;
+mod layout;
+mod types;
+mod validate;
+
+pub use arith::Combined;
+pub use buckets::{bucket_bound, exponential_bound, target_index, Bucket};
+pub use compare::detect_reset;
+pub use layout::ArithError;
+pub use types::{
+    is_custom_schema, is_exponential_schema, CounterResetHint, Histogram, IntegerCounts, Layout, Span,
+    CUSTOM_BUCKETS_SCHEMA, MAX_EXPONENTIAL_SCHEMA, MIN_EXPONENTIAL_SCHEMA,
+};
+pub use validate::{Side, ValidationError};
+
+#[cfg(test)]
+mod tests;
