@@ -5,8 +5,8 @@
 //! - [`Histogram`]: one sample in float form, built from remote-write's integer or float form
 //!   ([`Histogram::from_integer_deltas`], [`Histogram::from_float_counts`]) and checked with
 //!   [`Histogram::validate`].
-//! - [`bucket_bound`] and the bucket iterators: bounds to the last bit as Prometheus computes
-//!   them.
+//! - [`bucket_bound`] and the bucket iterators: bounds as Prometheus builds them, to within a
+//!   few binary places (its fraction table is computed here, not copied).
 //! - [`Histogram::add`], [`Histogram::sub`], [`Histogram::mul`], [`Histogram::div`],
 //!   [`Histogram::compact`], [`Histogram::reduce_resolution`], [`detect_reset`],
 //!   [`Histogram::equals`]: Prometheus' `FloatHistogram` semantics.

@@ -101,6 +101,10 @@ struct Planned<'e> {
     /// that streams its input ([`PerSeries`]), evaluated at the outer steps of a range query
     /// only (not in a subquery): nothing else reads the selector's samples.
     reduce: Option<PerSeries<'e>>,
+    /// An instant vector selector evaluated at one time only (`hi`: an instant query, or a
+    /// selector pinned by `@`): only its newest sample at or before `hi` is ever read (see
+    /// [`Query::select_instant`]), so the others are dropped where the samples are read.
+    latest_only: bool,
 }
 
 fn key<T>(node: &T) -> usize {
@@ -283,7 +287,7 @@ impl<'o> Query<'o> {
             0
         };
         let mut stepped = HashSet::new();
-        for Planned { node, vs, matchers, lo, hi, in_range, reduce } in plan {
+        for Planned { node, vs, matchers, lo, hi, in_range, reduce, latest_only } in plan {
             self.check_deadline()?;
             let groups = match matchers {
                 Some(ms) => vec![ms],
@@ -303,6 +307,17 @@ impl<'o> Query<'o> {
                     let series = select_series(src, &groups, lo, hi, Some(&map))?;
                     stepped.insert(node);
                     (series, read.into_inner())
+                }
+                None if latest_only => {
+                    // Selected samples are in `(lo, hi]`: the newest is the last one.
+                    let map = |s: &mut SeriesSamples| {
+                        let drop = s.samples.len().saturating_sub(1);
+                        s.samples.drain(..drop);
+                        s.samples.shrink_to_fit();
+                    };
+                    let series = select_series(src, &groups, lo, hi, Some(&map))?;
+                    let n = series.iter().map(|s| s.samples.len()).sum();
+                    (series, n)
                 }
                 None => {
                     let series = select_series(src, &groups, lo, hi, None)?;
@@ -347,7 +362,17 @@ impl<'o> Query<'o> {
                 // A smoothed value interpolates towards the next sample, up to the lookback ahead.
                 let ahead = if extended::of(vs) == Some(Modifier::Smoothed) { self.opts.lookback_ms } else { 0 };
                 let hi = b.saturating_add(ahead);
-                out.push(Planned { node: key(vs), vs, matchers: None, lo, hi, in_range: false, reduce: None });
+                let latest_only = a == b && ahead == 0;
+                out.push(Planned {
+                    node: key(vs),
+                    vs,
+                    matchers: None,
+                    lo,
+                    hi,
+                    in_range: false,
+                    reduce: None,
+                    latest_only,
+                });
             }
             Expr::MatrixSelector(ms) => {
                 let (a, b) = self.shifted(&ms.vs.at, &ms.vs.offset, lo, hi);
@@ -362,6 +387,7 @@ impl<'o> Query<'o> {
                     hi,
                     in_range: true,
                     reduce: None,
+                    latest_only: false,
                 });
             }
             Expr::Subquery(sq) => {
@@ -399,7 +425,16 @@ impl<'o> Query<'o> {
                     let (a, b) = self.shifted(&vs.at, &vs.offset, lo, hi);
                     let lo = a.saturating_sub(self.opts.lookback_ms);
                     let matchers = Some(info.matchers());
-                    out.push(Planned { node, vs, matchers, lo, hi: b, in_range: false, reduce: None });
+                    out.push(Planned {
+                        node,
+                        vs,
+                        matchers,
+                        lo,
+                        hi: b,
+                        in_range: false,
+                        reduce: None,
+                        latest_only: false,
+                    });
                 }
             }
             Expr::Call(c) => {
