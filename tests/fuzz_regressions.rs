@@ -80,6 +80,11 @@ fn chunk_decode() {
 }
 
 #[test]
+fn histogram_chunk() {
+    replay("histogram_chunk");
+}
+
+#[test]
 fn chunk_roundtrip() {
     replay("chunk_roundtrip");
 }

@@ -25,7 +25,7 @@ use saltdb::storage::MemQuerier;
 
 /// The names of all targets, as the `fuzz_targets/*.rs` binaries and the regression folders
 /// under `tests/fuzz_regressions/` are called.
-pub const TARGETS: [&str; 12] = [
+pub const TARGETS: [&str; 13] = [
     "remote_write_v1",
     "remote_write_v2",
     "import_lines",
@@ -38,6 +38,7 @@ pub const TARGETS: [&str; 12] = [
     "chunk_decode",
     "chunk_roundtrip",
     "clickhouse_rowbinary",
+    "histogram_chunk",
 ];
 
 /// Runs the target called `name` on `data`; false when there is no such target.
@@ -55,6 +56,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "chunk_decode" => chunk_decode(data),
         "chunk_roundtrip" => chunk_roundtrip(data),
         "clickhouse_rowbinary" => clickhouse_rowbinary(data),
+        "histogram_chunk" => histogram_chunk(data),
         _ => return false,
     }
     true
@@ -491,6 +493,26 @@ pub fn chunk_decode(data: &[u8]) {
             n.map(|n| n as usize),
             "decoded a different number of samples than the header says"
         );
+    }
+}
+
+/// Histogram chunk decoding of arbitrary bytes: never panics; a successful decode yields the
+/// header's sample count, and encoding the samples again decodes to the same samples bit for
+/// bit.
+pub fn histogram_chunk(data: &[u8]) {
+    use saltdb::histogram::chunk as histogram_chunk;
+    let Ok(samples) = histogram_chunk::decode(data) else { return };
+    assert_eq!(
+        histogram_chunk::sample_count(data).ok(),
+        Some(samples.len()),
+        "decoded a different number of samples than the header says"
+    );
+    let mut again = Vec::new();
+    histogram_chunk::encode(&samples, &mut again).expect("decoded samples must encode");
+    let back = histogram_chunk::decode(&again).expect("an encoded chunk must decode");
+    assert_eq!(back.len(), samples.len());
+    for ((t, h), (wt, wh)) in back.iter().zip(&samples) {
+        assert!(t == wt && h.identical(wh), "re-encoded sample differs: {h:?} vs {wh:?}");
     }
 }
 
