@@ -175,7 +175,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        self.standing.read_polled(polled.is_pending(), buf.filled().len() - before);
+        self.standing.read_polled(polled.is_pending(), buf.filled().len().saturating_sub(before));
         polled
     }
 }
