@@ -20,6 +20,7 @@ pub mod histogram;
 pub mod http;
 pub mod ingest;
 pub mod inspect;
+pub mod kahan;
 pub mod labels;
 pub mod logs;
 pub mod matcher;

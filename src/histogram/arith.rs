@@ -12,6 +12,7 @@ use std::cmp::Ordering;
 use super::buckets::{bucket_bound, exponential_bound, Entries};
 use super::layout::{build, reduce, ArithError};
 use super::types::{is_exponential_schema, CounterResetHint, Histogram, Span};
+use crate::kahan::kahan_inc;
 
 /// What an addition or subtraction noticed (PromQL reports these as annotations).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -304,24 +305,12 @@ fn merge_mismatched(a: &Histogram, b: &Histogram, bounds: &[f64], negate: bool) 
                 }
             }
             if let Some(slot) = sums.get_mut(target) {
-                *slot = kahan_inc(if negative { -count } else { count }, *slot);
+                let (sum, c) = *slot;
+                *slot = kahan_inc(if negative { -count } else { count }, sum, c);
             }
         }
     }
     build(sums.iter().enumerate().filter(|(_, &(s, c))| s != 0.0 || c != 0.0).map(|(i, &(s, _))| (i as i32, s)))
-}
-
-/// One step of Neumaier-compensated summation (Prometheus' `kahansum.Inc`): `(sum, c)`.
-fn kahan_inc(inc: f64, (sum, c): (f64, f64)) -> (f64, f64) {
-    let t = sum + inc;
-    let c = if t.is_infinite() {
-        0.0
-    } else if sum.abs() >= inc.abs() {
-        c + ((sum - t) + inc)
-    } else {
-        c + ((inc - t) + sum)
-    };
-    (t, c)
 }
 
 #[cfg(test)]

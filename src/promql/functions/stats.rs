@@ -1,20 +1,8 @@
 //! Numerics shared by rollups and aggregations: compensated sums, means, quantiles and the
 //! least-squares fit, each following Prometheus' float behaviour (NaN and ±Inf included).
 
+use crate::kahan::kahan_inc;
 use crate::sample::Sample;
-
-/// One step of Kahan-Neumaier summation: returns the new sum and compensation.
-pub(crate) fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
-    let t = sum + inc;
-    let c = if t.is_infinite() {
-        0.0
-    } else if sum.abs() >= inc.abs() {
-        c + ((sum - t) + inc)
-    } else {
-        c + ((inc - t) + sum)
-    };
-    (t, c)
-}
 
 /// A running Kahan-Neumaier sum: [`KahanSum::add`] values one at a time, read the sum with
 /// [`KahanSum::value`] at any point. Same arithmetic, in the same order, as [`kahan_sum`].
