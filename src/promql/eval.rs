@@ -308,19 +308,15 @@ impl<'o> Query<'o> {
                     stepped.insert(node);
                     (series, read.into_inner())
                 }
-                None if latest_only => {
+                None => {
                     // Selected samples are in `(lo, hi]`: the newest is the last one.
-                    let map = |s: &mut SeriesSamples| {
+                    let newest = |s: &mut SeriesSamples| {
                         let drop = s.samples.len().saturating_sub(1);
                         s.samples.drain(..drop);
                         s.samples.shrink_to_fit();
                     };
-                    let series = select_series(src, &groups, lo, hi, Some(&map))?;
-                    let n = series.iter().map(|s| s.samples.len()).sum();
-                    (series, n)
-                }
-                None => {
-                    let series = select_series(src, &groups, lo, hi, None)?;
+                    let map: Option<SeriesMap<'_>> = if latest_only { Some(&newest) } else { None };
+                    let series = select_series(src, &groups, lo, hi, map)?;
                     let n = series.iter().map(|s| s.samples.len()).sum();
                     (series, n)
                 }
