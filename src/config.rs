@@ -196,10 +196,17 @@ pub struct ServeArgs {
     #[arg(long, default_value = "auto", value_parser = parse_bytes_or_auto)]
     pub series_cache: MemorySize,
     /// Samples the in-memory head holds before it is flushed into the window keyspaces (about
-    /// 16 bytes each). Acknowledged samples in the head are in the write-ahead log, replayed at
-    /// the next start after a crash.
+    /// 16 bytes each), or 4 per series it holds when that is more (so that each series' run on
+    /// disk holds several samples at millions of active series), within `--head-max-memory`.
+    /// Acknowledged samples in the head are in the write-ahead log, replayed at the next start
+    /// after a crash.
     #[arg(long, default_value_t = 4_000_000)]
     pub head_max_samples: usize,
+    /// Most memory the head may take (samples at 16 bytes, plus 64 bytes a series it holds)
+    /// before it is flushed, whatever `--head-max-samples` allows. `auto`: 1/16 of the machine's
+    /// memory, between 256MiB and 4GiB (1.5GiB on a 24 GiB machine).
+    #[arg(long, default_value = "auto", value_parser = parse_bytes_or_auto)]
+    pub head_max_memory: MemorySize,
     /// Longest a sample stays in the head before a flush (bounds the log replayed after a
     /// crash; longer gives longer runs on disk, which read faster).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
@@ -386,6 +393,12 @@ fn auto_series_cache_bytes() -> usize {
     physical_memory().map_or(256 << 20, |m| (m / 32).clamp(64 << 20, 2 << 30))
 }
 
+/// The default head memory bound: 1/16 of memory, between 256 MiB and 4 GiB (1 GiB where the
+/// memory is unknown).
+fn auto_head_bytes() -> usize {
+    physical_memory().map_or(1 << 30, |m| (m / 16).clamp(256 << 20, 4 << 30))
+}
+
 impl ServeArgs {
     /// The server configuration these flags describe.
     ///
@@ -428,6 +441,10 @@ impl ServeArgs {
         storage.read_strategy = self.read_strategy;
         storage.head = HeadLimits {
             max_samples: self.head_max_samples.max(1),
+            max_bytes: match self.head_max_memory {
+                MemorySize::Auto => auto_head_bytes(),
+                MemorySize::Bytes(n) => n.max(1),
+            },
             max_age: std::time::Duration::from_millis(self.head_flush_interval.max(0).unsigned_abs()),
         };
         let clickhouse = match self.storage {

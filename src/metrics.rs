@@ -17,6 +17,7 @@
 //! | `saltdb_windows` | gauge | |
 //! | `saltdb_disk_bytes`, `saltdb_table_disk_bytes` | gauge | `table` |
 //! | `saltdb_metadata_families` | gauge | |
+//! | `saltdb_head_samples`, `saltdb_head_series`, `saltdb_head_bytes` (the in-memory head, see `--head-max-memory`) | gauge | |
 //! | `saltdb_fjall_write_buffer_bytes`, `saltdb_fjall_outstanding_flushes`, `saltdb_fjall_active_compactions`, `saltdb_fjall_journal_files`, `saltdb_fjall_journal_bytes` | gauge | |
 //! | `saltdb_fjall_compactions_completed_total`, `saltdb_fjall_compaction_seconds_total` | counter | |
 //! | `saltdb_http_connections_open` | gauge | |
@@ -197,6 +198,9 @@ pub struct Metrics {
     disk_bytes: IntGauge,
     table_bytes: IntGaugeVec,
     metadata_families: IntGauge,
+    head_samples: IntGauge,
+    head_series: IntGauge,
+    head_bytes: IntGauge,
     fjall_write_buffer: IntGauge,
     fjall_outstanding_flushes: IntGauge,
     fjall_active_compactions: IntGauge,
@@ -356,6 +360,9 @@ impl Metrics {
                 "saltdb_metadata_families",
                 "Metric families with metadata received through remote-write.",
             ),
+            head_samples: gauge(&r, "saltdb_head_samples", "Samples in the in-memory head, not yet flushed."),
+            head_series: gauge(&r, "saltdb_head_series", "Series holding samples in the in-memory head."),
+            head_bytes: gauge(&r, "saltdb_head_bytes", "Memory the in-memory head takes (bounded by --head-max-memory)."),
             fjall_write_buffer: gauge(&r, "saltdb_fjall_write_buffer_bytes", "Bytes in fjall's memtables."),
             fjall_outstanding_flushes: gauge(
                 &r,
@@ -454,6 +461,9 @@ impl Metrics {
             self.table_bytes.with_label_values(&[table]).set(clamp(*bytes));
         }
         if let Some(e) = &s.engine {
+            self.head_samples.set(clamp(e.head.samples));
+            self.head_series.set(clamp(e.head.series));
+            self.head_bytes.set(clamp(e.head.bytes));
             self.fjall_write_buffer.set(clamp(e.write_buffer_bytes));
             self.fjall_outstanding_flushes.set(clamp(e.outstanding_flushes));
             self.fjall_active_compactions.set(clamp(e.active_compactions));

@@ -80,7 +80,7 @@ impl StorageConfig {
             fsync: FsyncMode::Batch,
             series_cache_size: 1_000_000,
             block_cache_bytes: 256 << 20,
-            head: HeadLimits { max_samples: 4_000_000, max_age: Duration::from_secs(300) },
+            head: HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(300) },
             read_strategy: ReadStrategy::Auto,
         }
     }
@@ -486,6 +486,12 @@ impl Storage {
         self.inner.shared.head.len()
     }
 
+    /// What the in-memory head holds now.
+    pub fn head_figures(&self) -> HeadFigures {
+        let head = &self.inner.shared.head;
+        HeadFigures { samples: head.len() as u64, series: head.series() as u64, bytes: head.bytes() as u64 }
+    }
+
     /// Compacts the write-ahead log's keyspace when its tables hold more than
     /// `WAL_COMPACT_BYTES` and mostly dead rows (over 4x what the head holds, at ~12 bytes a
     /// sample): its rows are deleted at every head flush, but the deleted rows and their
@@ -781,9 +787,22 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// fjall engine figures for `/metrics` (what fjall exposes; it has no write-stall counter).
+/// What the in-memory head holds (see [`Storage::head_figures`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeadFigures {
+    /// Samples held.
+    pub samples: u64,
+    /// Series holding at least one sample.
+    pub series: u64,
+    /// Memory taken, estimated from the series' vectors (the quantity `--head-max-memory` bounds).
+    pub bytes: u64,
+}
+
+/// Engine figures for `/metrics`: fjall's (it has no write-stall counter) and the head's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
+    /// What the in-memory head holds.
+    pub head: HeadFigures,
     /// Bytes in active and sealed memtables.
     pub write_buffer_bytes: u64,
     /// Memtables waiting to be flushed.
@@ -809,6 +828,7 @@ impl Storage {
     pub fn engine_stats(&self) -> Result<EngineStats> {
         let db = &self.inner.shared.db;
         Ok(EngineStats {
+            head: self.head_figures(),
             write_buffer_bytes: db.write_buffer_size(),
             outstanding_flushes: db.outstanding_flushes() as u64,
             active_compactions: db.active_compactions() as u64,

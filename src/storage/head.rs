@@ -46,10 +46,22 @@ pub type IdMap<V> = HashMap<SeriesId, V, BuildHasherDefault<IdHasher>>;
 /// One bucket's series in the head.
 pub type Shard = IdMap<Vec<Sample>>;
 
+/// Bytes the head counts for each series it holds besides its samples' slots: the map entry
+/// (id and vector header) with the hash table's slack, and the allocation's own overhead.
+pub const SERIES_BYTES: usize = 64;
+/// Bytes of one sample slot in a series' vector.
+const SLOT_BYTES: usize = std::mem::size_of::<Sample>();
+
 /// The in-memory head.
+///
+/// Invariants (writer thread updates, anyone reads): `samples` is the number of samples held,
+/// `series` the number of series holding at least one, and `bytes` is
+/// `series * SERIES_BYTES + slots * SLOT_BYTES` over the vectors' capacities.
 pub struct Head {
     shards: Vec<RwLock<Shard>>,
     samples: AtomicUsize,
+    series: AtomicUsize,
+    bytes: AtomicUsize,
 }
 
 impl Head {
@@ -58,6 +70,8 @@ impl Head {
         Self {
             shards: (0..buckets.max(1)).map(|_| RwLock::new(Shard::default())).collect(),
             samples: AtomicUsize::new(0),
+            series: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
         }
     }
 
@@ -89,11 +103,24 @@ impl Head {
         self.len() == 0
     }
 
+    /// Series holding at least one sample.
+    pub fn series(&self) -> usize {
+        self.series.load(Ordering::Relaxed)
+    }
+
+    /// The memory the head's series and samples take, estimated from their vectors' capacities
+    /// (see [`SERIES_BYTES`]).
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
     /// Adds samples (any order) to series `id`. Writer thread only. `entries` should be grouped
     /// by bucket for fewer lock acquisitions; any order is correct.
     pub fn append<'a>(&self, entries: impl IntoIterator<Item = (u16, SeriesId, &'a [Sample])>) {
         let mut current: Option<(u16, RwLockWriteGuard<'_, Shard>)> = None;
-        let mut added = 0usize;
+        let (mut added, mut new_series) = (0usize, 0usize);
+        // Slots gained and lost (a bulk merge may reallocate smaller).
+        let (mut gained, mut lost) = (0usize, 0usize);
         for (bucket, id, samples) in entries {
             if samples.is_empty() {
                 continue;
@@ -103,11 +130,17 @@ impl Head {
             }
             let Some((_, shard)) = current.as_mut() else { continue };
             let series = shard.entry(id).or_default();
-            let before = series.len();
+            let (before, slots) = (series.len(), series.capacity());
+            new_series += usize::from(before == 0);
             insert(series, samples);
             added += series.len() - before;
+            gained += series.capacity().saturating_sub(slots);
+            lost += slots.saturating_sub(series.capacity());
         }
         self.samples.fetch_add(added, Ordering::Relaxed);
+        self.series.fetch_add(new_series, Ordering::Relaxed);
+        self.bytes.fetch_add(new_series * SERIES_BYTES + gained * SLOT_BYTES, Ordering::Relaxed);
+        self.bytes.fetch_sub(lost * SLOT_BYTES, Ordering::Relaxed);
     }
 
     /// Appends the samples of series `id` in `[start, end]` to `out`, ascending.
@@ -159,9 +192,13 @@ impl Head {
         let Some(shard) = self.shards.get(index) else { return };
         let mut shard = shard.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         let held: usize = shard.values().map(Vec::len).sum();
+        let slots: usize = shard.values().map(Vec::capacity).sum();
+        let series = shard.len();
         // Keep no capacity: the next flush period may hold other series.
         *shard = Shard::default();
         self.samples.fetch_sub(held, Ordering::Relaxed);
+        self.series.fetch_sub(series, Ordering::Relaxed);
+        self.bytes.fetch_sub(series * SERIES_BYTES + slots * SLOT_BYTES, Ordering::Relaxed);
     }
 
     /// Empties the head (after a flush committed everything in it). Writer thread only.
@@ -172,6 +209,8 @@ impl Head {
             *shard = Shard::default();
         }
         self.samples.store(0, Ordering::Relaxed);
+        self.series.store(0, Ordering::Relaxed);
+        self.bytes.store(0, Ordering::Relaxed);
     }
 }
 
@@ -239,7 +278,42 @@ mod tests {
         assert_eq!(head.latest(2, 7, 45), None);
     }
 
+    /// The counters against a walk of the shards.
+    fn assert_counted(head: &Head) {
+        let (mut samples, mut series, mut slots) = (0, 0, 0);
+        for i in 0..head.shard_count() {
+            let shard = head.read_shard(i).unwrap();
+            series += shard.len();
+            samples += shard.values().map(Vec::len).sum::<usize>();
+            slots += shard.values().map(Vec::capacity).sum::<usize>();
+        }
+        assert_eq!(
+            (head.len(), head.series(), head.bytes()),
+            (samples, series, series * SERIES_BYTES + slots * SLOT_BYTES)
+        );
+    }
+
     proptest! {
+        #[test]
+        fn counters_follow_appends_and_clears(
+            writes in proptest::collection::vec((0u16..3, 0u64..6, proptest::collection::vec(0i64..40, 0..10)), 0..30),
+            clear_at in 0usize..30,
+        ) {
+            let head = Head::new(3);
+            for (i, (bucket, id, times)) in writes.iter().enumerate() {
+                let batch: Vec<Sample> = times.iter().map(|&t| Sample::new(t, 1.0)).collect();
+                head.append([(*bucket, *id, batch.as_slice())]);
+                assert_counted(&head);
+                if i == clear_at {
+                    head.clear_shard(usize::from(*bucket));
+                    assert_counted(&head);
+                }
+            }
+            head.clear();
+            assert_counted(&head);
+            prop_assert_eq!(head.bytes(), 0);
+        }
+
         #[test]
         fn appends_in_any_order_keep_the_last_write(
             writes in proptest::collection::vec(proptest::collection::vec((0i64..60, -5i32..5), 0..12), 0..12)

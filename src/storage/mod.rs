@@ -31,8 +31,8 @@ mod write;
 
 pub use cardinality::{Cardinality, CardinalityQuery, Stat};
 pub use db::{
-    check_time_range, now_ms, EngineStats, FsyncMode, Storage, StorageConfig, StorageQuerier, StorageStats,
-    WindowState, WindowStats, WindowStatus,
+    check_time_range, now_ms, EngineStats, FsyncMode, HeadFigures, Storage, StorageConfig, StorageQuerier,
+    StorageStats, WindowState, WindowStats, WindowStatus,
 };
 pub use delete::DeleteOutcome;
 pub use disk::du_bytes;
@@ -42,4 +42,4 @@ pub use postings::index_rows_scanned;
 pub use querier::{MemQuerier, Querier, ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
 pub use seal::SealOutcome;
 pub use snapshot::SnapshotOutcome;
-pub use write::{HeadLimits, SealSwap, WriteOutcome};
+pub use write::{HeadLimits, SealSwap, WriteOutcome, RUN_SAMPLES};

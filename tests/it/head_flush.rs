@@ -29,7 +29,7 @@ fn maintenance_passes_leave_a_head_that_is_not_due() {
     let dir = tempfile::tempdir().unwrap();
     let mut storage = storage_config(dir.path());
     storage.retention_ms = Some(30 * DAY);
-    storage.head = HeadLimits { max_samples: 4_000_000, max_age: Duration::from_secs(3600) };
+    storage.head = HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(3600) };
     let now = chrono::Utc::now().timestamp_millis();
     let today = now - now % DAY;
     // A closed window with flushed hot rows, for the maintenance pass to seal.
@@ -68,7 +68,7 @@ fn the_head_is_flushed_when_a_window_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let mut storage = storage_config(dir.path());
     storage.retention_ms = Some(3 * DAY);
-    storage.head = HeadLimits { max_samples: 4_000_000, max_age: Duration::from_secs(3600) };
+    storage.head = HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(3600) };
     let now = chrono::Utc::now().timestamp_millis();
     let today = now - now % DAY;
     let s = Storage::open(storage).unwrap();
@@ -87,7 +87,7 @@ fn the_head_is_flushed_when_a_window_is_dropped() {
 fn sealing_a_window_flushes_the_head_only_for_that_windows_samples() {
     let dir = tempfile::tempdir().unwrap();
     let mut storage = storage_config(dir.path());
-    storage.head = HeadLimits { max_samples: 4_000_000, max_age: Duration::from_secs(3600) };
+    storage.head = HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(3600) };
     let now = chrono::Utc::now().timestamp_millis();
     let today = now - now % DAY;
     let s = Storage::open(storage).unwrap();
@@ -111,7 +111,7 @@ fn sealing_a_window_flushes_the_head_only_for_that_windows_samples() {
 fn a_due_head_drains_in_steps_while_writes_go_on() {
     let dir = tempfile::tempdir().unwrap();
     let mut storage = storage_config(dir.path());
-    storage.head = HeadLimits { max_samples: 20_000, max_age: Duration::from_secs(3600) };
+    storage.head = HeadLimits { max_samples: 20_000, max_bytes: 1 << 30, max_age: Duration::from_secs(3600) };
     let now = chrono::Utc::now().timestamp_millis();
     let s = Storage::open(storage).unwrap();
     let all = saltdb::matcher::Matcher::new(saltdb::matcher::MatchOp::RegexMatch, "__name__", ".+").unwrap();
@@ -131,4 +131,52 @@ fn a_due_head_drains_in_steps_while_writes_go_on() {
     }
     let got: usize = s.select(&[all], 0, now, usize::MAX).unwrap().iter().map(|x| x.samples.len()).sum();
     assert_eq!(got, written);
+}
+
+/// At many series the head gathers several samples a series before it is due by size (so each
+/// series' run on disk is not one sample long), and its memory bound flushes it whatever the
+/// sample counts allow.
+#[test]
+fn the_head_bound_follows_the_series_it_holds_within_its_memory() {
+    let now = chrono::Utc::now().timestamp_millis();
+    let t0 = now - 3_600_000;
+    let all = || saltdb::matcher::Matcher::new(saltdb::matcher::MatchOp::RegexMatch, "__name__", ".+").unwrap();
+    let wait_drained = |s: &Storage, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while s.head_samples() > 0 {
+            assert!(Instant::now() < deadline, "{what}: the head never drained ({} samples)", s.head_samples());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+
+    // 2,000 series, one sample each a round, with max_samples 1,000: due at 4 samples a series.
+    let dir = tempfile::tempdir().unwrap();
+    let mut storage = storage_config(dir.path());
+    storage.head = HeadLimits { max_samples: 1_000, max_bytes: 1 << 30, max_age: Duration::from_secs(3600) };
+    let s = Storage::open(storage).unwrap();
+    for round in 0..3 {
+        s.write(batch("wide", 2_000, t0 + round * 10_000, 1)).unwrap();
+    }
+    // Any flush would have begun right after the last group commit.
+    std::thread::sleep(Duration::from_millis(500));
+    let held = s.head_figures();
+    assert_eq!((held.samples, held.series), (6_000, 2_000), "3 samples a series are not due");
+    assert!(held.bytes >= 2_000 * (64 + 3 * 16), "the head's bytes count its series and samples: {held:?}");
+    s.write(batch("wide", 2_000, t0 + 3 * 10_000, 1)).unwrap();
+    wait_drained(&s, "4 samples a series");
+    assert_eq!(s.head_figures(), saltdb::storage::HeadFigures::default());
+    let got: usize = s.select(&[all()], 0, now, usize::MAX).unwrap().iter().map(|x| x.samples.len()).sum();
+    assert_eq!(got, 8_000);
+    drop(s);
+
+    // The memory bound: 2,000 series of one sample (at least 64 + 16 bytes each) exceed 100 KiB
+    // though the sample counts are far from due.
+    let dir = tempfile::tempdir().unwrap();
+    let mut storage = storage_config(dir.path());
+    storage.head = HeadLimits { max_samples: 1_000_000, max_bytes: 100 << 10, max_age: Duration::from_secs(3600) };
+    let s = Storage::open(storage).unwrap();
+    s.write(batch("wide", 2_000, t0, 1)).unwrap();
+    wait_drained(&s, "past max_bytes");
+    let got: usize = s.select(&[all()], 0, now, usize::MAX).unwrap().iter().map(|x| x.samples.len()).sum();
+    assert_eq!(got, 2_000);
 }

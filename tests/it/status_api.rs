@@ -331,6 +331,12 @@ fn storage_status_reports_buckets_head_and_settings() {
     assert!(written.iter().filter(|&&n| n > 0).count() > 1, "20 series spread over buckets: {written:?}");
     assert_eq!(d["buckets"]["scheme"], "hash");
     assert_eq!(d["head"]["samples"], 60);
+    assert_eq!(d["head"]["series"], 20);
+    // 20 series of 3 samples, 64 bytes a series and 16 a sample slot (at least 3 slots each).
+    let bytes = d["head"]["bytes"].as_u64().unwrap();
+    assert!((20 * (64 + 3 * 16)..=20 * (64 + 8 * 16)).contains(&bytes), "head bytes {bytes}");
+    assert_eq!(d["head"]["maxSamples"], 4_000_000);
+    assert_eq!(d["head"]["maxBytes"], 1u64 << 30);
     assert_eq!(d["windowMs"], 86_400_000);
     assert_eq!(d["retentionMs"], 90 * 86_400_000i64);
     assert_eq!(d["seriesCreated"], 20);

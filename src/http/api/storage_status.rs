@@ -20,8 +20,7 @@ use crate::http::router::AppState;
 pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let storage = state.embedded("the storage status")?.clone();
     let (config, bucketing, poisoned) = (storage.config().clone(), storage.bucketing(), storage.poisoned());
-    let (stats, head_samples) =
-        crate::http::blocking::run(move || Ok((storage.stats()?, storage.head_samples()))).await?;
+    let (stats, head) = crate::http::blocking::run(move || Ok((storage.stats()?, storage.head_figures()))).await?;
     let tables: serde_json::Map<String, Value> =
         stats.table_bytes.iter().map(|(name, bytes)| ((*name).to_owned(), Value::from(*bytes))).collect();
     Ok(success(
@@ -32,8 +31,11 @@ pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, Api
                 "samplesWritten": stats.samples_per_bucket,
             },
             "head": {
-                "samples": head_samples,
+                "samples": head.samples,
+                "series": head.series,
+                "bytes": head.bytes,
                 "maxSamples": config.head.max_samples,
+                "maxBytes": config.head.max_bytes,
                 "flushIntervalMs": u64::try_from(config.head.max_age.as_millis()).unwrap_or(u64::MAX),
             },
             "windowMs": config.window_ms,

@@ -1,6 +1,6 @@
 //! Flushing the head into runs of the window keyspaces.
 //!
-//! A flush that falls due (`--head-max-samples` or `--head-flush-interval`) runs as a *cycle*
+//! A flush that falls due (by size, see [`super::HeadLimits`], or `--head-flush-interval`) runs as a *cycle*
 //! of steps, one head shard (bucket) at a time, between group commits: writes keep being
 //! acknowledged while the head drains, instead of stalling for the whole flush. Each step
 //! commits its shard's runs, then removes that shard's series from the head (readers read the
@@ -43,7 +43,8 @@ impl Writer {
     /// Begins a flush cycle when one falls due, and advances the current one by a step.
     pub(super) fn flush_if_due(&mut self) {
         if self.cycle.is_none() {
-            let due = self.shared.head.len() >= self.limits.max_samples
+            let head = &self.shared.head;
+            let due = self.limits.full(head.len(), head.series(), head.bytes())
                 || self.head_since.is_some_and(|t| t.elapsed() >= self.limits.max_age);
             if !due || self.wal.first == self.wal.next {
                 return;
