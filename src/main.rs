@@ -6,10 +6,37 @@ use saltdb::server::Server;
 /// mimalloc instead of glibc malloc: ingest allocates a few small strings per series per request
 /// on many threads at once, where glibc's arenas spent a quarter of the server's CPU (profile of
 /// `saltdb-rw-bench`, see bench/README.md).
+/// Off with `--no-default-features`, for heap profilers that see only the system allocator
+/// (heaptrack).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `mi_option_purge_delay` (index in mimalloc 3's `mi_option_t`).
+#[cfg(feature = "mimalloc")]
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Makes mimalloc return freed memory to the system at once instead of after its default delay
+/// (10 ms), unless `MIMALLOC_PURGE_DELAY` is set. Measured at 1 M active series
+/// (`saltdb-bench cardinality`): peak RSS 995-1,008 MiB with the delay, 927 MiB without, the
+/// server's CPU per query unchanged. The option's index is checked against its documented
+/// default first, so a different mimalloc leaves the default alone.
+#[cfg(feature = "mimalloc")]
+fn purge_freed_memory_at_once() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
+    // SAFETY: reading and setting a process-wide option; mimalloc allows both at any time.
+    unsafe {
+        if libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) == 10 {
+            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
+    #[cfg(feature = "mimalloc")]
+    purge_freed_memory_at_once();
     let cli = Cli::parse_with_flags();
     saltdb::logs::init(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("saltdb-http").build() {

@@ -18,7 +18,7 @@
 //! | `saltdb_disk_bytes`, `saltdb_table_disk_bytes` | gauge | `table` |
 //! | `saltdb_metadata_families` | gauge | |
 //! | `saltdb_head_samples`, `saltdb_head_series`, `saltdb_head_bytes` (the in-memory head, see `--head-max-memory`) | gauge | |
-//! | `saltdb_fjall_write_buffer_bytes`, `saltdb_fjall_outstanding_flushes`, `saltdb_fjall_active_compactions`, `saltdb_fjall_journal_files`, `saltdb_fjall_journal_bytes` | gauge | |
+//! | `saltdb_fjall_write_buffer_bytes`, `saltdb_fjall_block_cache_bytes`, `saltdb_fjall_outstanding_flushes`, `saltdb_fjall_active_compactions`, `saltdb_fjall_journal_files`, `saltdb_fjall_journal_bytes` | gauge | |
 //! | `saltdb_fjall_compactions_completed_total`, `saltdb_fjall_compaction_seconds_total` | counter | |
 //! | `saltdb_http_connections_open` | gauge | |
 //! | `saltdb_http_connections_accepted_total` | counter | |
@@ -202,6 +202,7 @@ pub struct Metrics {
     head_series: IntGauge,
     head_bytes: IntGauge,
     fjall_write_buffer: IntGauge,
+    fjall_block_cache: IntGauge,
     fjall_outstanding_flushes: IntGauge,
     fjall_active_compactions: IntGauge,
     fjall_journal_files: IntGauge,
@@ -364,6 +365,7 @@ impl Metrics {
             head_series: gauge(&r, "saltdb_head_series", "Series holding samples in the in-memory head."),
             head_bytes: gauge(&r, "saltdb_head_bytes", "Memory the in-memory head takes (bounded by --head-max-memory)."),
             fjall_write_buffer: gauge(&r, "saltdb_fjall_write_buffer_bytes", "Bytes in fjall's memtables."),
+            fjall_block_cache: gauge(&r, "saltdb_fjall_block_cache_bytes", "Bytes in the block cache (bounded by --block-cache)."),
             fjall_outstanding_flushes: gauge(
                 &r,
                 "saltdb_fjall_outstanding_flushes",
@@ -465,6 +467,7 @@ impl Metrics {
             self.head_series.set(clamp(e.head.series));
             self.head_bytes.set(clamp(e.head.bytes));
             self.fjall_write_buffer.set(clamp(e.write_buffer_bytes));
+            self.fjall_block_cache.set(clamp(e.block_cache_bytes));
             self.fjall_outstanding_flushes.set(clamp(e.outstanding_flushes));
             self.fjall_active_compactions.set(clamp(e.active_compactions));
             self.fjall_journal_files.set(clamp(e.journal_files));

@@ -805,6 +805,8 @@ pub struct EngineStats {
     pub head: HeadFigures,
     /// Bytes in active and sealed memtables.
     pub write_buffer_bytes: u64,
+    /// Bytes in the block cache (bounded by `--block-cache`).
+    pub block_cache_bytes: u64,
     /// Memtables waiting to be flushed.
     pub outstanding_flushes: u64,
     /// Compactions running now.
@@ -830,6 +832,7 @@ impl Storage {
         Ok(EngineStats {
             head: self.head_figures(),
             write_buffer_bytes: db.write_buffer_size(),
+            block_cache_bytes: db.cache_size(),
             outstanding_flushes: db.outstanding_flushes() as u64,
             active_compactions: db.active_compactions() as u64,
             compactions_completed: db.compactions_completed() as u64,

@@ -31,6 +31,14 @@ use crate::sample::{PackedBatch, Sample};
 const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
 /// Windows whose series-presence sets are kept in memory (the newest ones written to).
 const PRESENCE_WINDOWS: usize = 4;
+/// Bytes of new series rows (`series` and `series_by_labels`) after which the writer rotates
+/// those keyspaces' memtables, rather than fjall's 64 MiB each (which it cannot lower for a
+/// keyspace that exists). Those rows are written once and read from disk or the series cache
+/// afterwards, so a big memtable only holds memory: at 1 M new series, ~1.9x its accounted
+/// bytes (heaptrack), and until the next burst of new series, which may never come.
+const SERIES_MEMTABLE_BYTES: usize = 16 << 20;
+/// fjall's accounting of one row in a memtable besides its key and value, roughly.
+const MEMTABLE_ROW_BYTES: usize = 32;
 
 /// When the head is flushed into window keyspaces.
 ///
@@ -220,10 +228,11 @@ pub struct Writer {
     limits: HeadLimits,
     /// When the head last went from empty to holding samples.
     head_since: Option<Instant>,
-    /// Per series, the window last flushed into and an upper bound of the series' timestamps
-    /// stored in that window: a run starting after it cannot overlap a stored run (no read
-    /// needed). Deletions and seals only lower the true maximum, so the bound stays valid.
-    flushed_max: IdMap<(i64, i64)>,
+    /// Per series, an upper bound of the series' timestamps stored in the window last flushed
+    /// into (always a timestamp of that window, so the window is `start_of` it): a run
+    /// starting after it cannot overlap a stored run (no read needed). Deletions and seals only
+    /// lower the true maximum, so the bound stays valid. 16 bytes a series, not 24.
+    flushed_max: IdMap<i64>,
     /// The first id this writer allocated: a series with an id at or above it that has no
     /// `flushed_max` entry has never had a run written (by this life or an earlier one), so its
     /// first flush needs no read of the keyspace.
@@ -231,6 +240,8 @@ pub struct Writer {
     /// The head flush under way, if any (see `flush.rs`).
     cycle: Option<flush::FlushCycle>,
     log_buf: Vec<u8>,
+    /// Bytes of series rows written since the series keyspaces' memtables were last rotated.
+    series_rows_bytes: usize,
 }
 
 /// What a group adds on top of committed state; applied to the caches only after commit.
@@ -238,6 +249,8 @@ pub struct Writer {
 struct Pending {
     ids: HashMap<[u8; 16], (SeriesId, u16)>,
     created: usize,
+    /// Bytes of the series rows this group writes (see [`SERIES_MEMTABLE_BYTES`]).
+    series_rows_bytes: usize,
     marks: Vec<(i64, SeriesId)>,
     /// Samples per bucket, indexed by bucket.
     per_bucket: Vec<u64>,
@@ -289,6 +302,7 @@ impl Writer {
             fresh_from: next_id,
             cycle: None,
             log_buf: Vec::new(),
+            series_rows_bytes: 0,
         }
     }
 
@@ -425,6 +439,17 @@ impl Writer {
             self.cache.insert(hash, id);
         }
         sh.record_written(&pending.per_bucket, pending.created);
+        self.series_rows_bytes += pending.series_rows_bytes;
+        if self.series_rows_bytes >= SERIES_MEMTABLE_BYTES {
+            self.series_rows_bytes = 0;
+            // Sealed memtables are flushed by fjall's workers; a failure here only leaves a
+            // memtable bigger, and fjall reports its flush errors itself.
+            for ks in [&sh.series, &sh.series_by_labels] {
+                if let Err(e) = ks.rotate_memtable() {
+                    tracing::warn!(error = %e, keyspace = %ks.name(), "rotating a series memtable failed");
+                }
+            }
+        }
         if let Some((start, set)) = self.presence.windows.iter().max_by_key(|(start, _)| *start) {
             sh.set_newest_window_series(*start, set.len() as u64);
         }
@@ -542,6 +567,8 @@ impl Writer {
                 let primary_taken = primary_taken || !pending.primaries.insert(hash);
                 series::insert_by_labels(fb, &sh.series_by_labels, &hash, id, canonical, primary_taken);
                 pending.created += 1;
+                // Both rows: the id and the label set, the hash and the id with the label set.
+                pending.series_rows_bytes += 2 * (canonical.len() + MEMTABLE_ROW_BYTES) + 8 + 24;
                 id
             }
         };

@@ -190,7 +190,7 @@ impl Writer {
     ) -> Result<usize> {
         let (Some(first), Some(last)) = (piece.first(), piece.last()) else { return Ok(0) };
         let (a, b) = (first.timestamp_ms, last.timestamp_ms);
-        let flushed = self.flushed_max.get(&id).copied();
+        let flushed = self.flushed_max.get(&id).map(|&m| (self.shared.windows.start_of(m), m));
         // Never flushed, and created by this writer: nothing of it is stored anywhere.
         let never_stored = flushed.is_none() && id >= self.fresh_from;
         let known = flushed.filter(|(w, _)| *w == window).map(|(_, m)| m);
@@ -211,7 +211,8 @@ impl Writer {
             },
         };
         newest = newest.max(b);
-        self.flushed_max.insert(id, (window, newest));
+        // Within the window: `b` is, and a stored newest read from this window's keyspace is.
+        self.flushed_max.insert(id, newest);
         let mut old_keys: Vec<fjall::Slice> = Vec::new();
         let mut old: Vec<Sample> = Vec::new();
         if may_overlap {
