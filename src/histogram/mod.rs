@@ -10,6 +10,10 @@
 //! - [`Histogram::add`], [`Histogram::sub`], [`Histogram::mul`], [`Histogram::div`],
 //!   [`Histogram::compact`], [`Histogram::reduce_resolution`], [`detect_reset`],
 //!   [`Histogram::equals`]: Prometheus' `FloatHistogram` semantics.
+//! - [`quantile()`], [`fraction()`], [`std_var`], [`std_dev`]: PromQL's `histogram_quantile`,
+//!   `histogram_fraction`, `histogram_stdvar` and `histogram_stddev` with Prometheus 3.x's
+//!   interpolation; quantile and fraction return an [`Estimate`] whose [`Note`] carries the
+//!   info annotation to raise.
 //! - [`chunk`]: the compressed chunk of a run of samples (`docs/format.md`, *Histogram chunks*).
 
 mod arith;
@@ -17,6 +21,8 @@ mod buckets;
 pub mod chunk;
 mod compare;
 mod layout;
+mod quantile;
+mod spread;
 mod types;
 mod validate;
 
@@ -24,11 +30,15 @@ pub use arith::Combined;
 pub use buckets::{bucket_bound, exponential_bound, target_index, Bucket};
 pub use compare::detect_reset;
 pub use layout::ArithError;
+pub use quantile::{fraction, quantile, Estimate, Note};
+pub use spread::{std_dev, std_var};
 pub use types::{
     is_custom_schema, is_exponential_schema, CounterResetHint, Histogram, IntegerCounts, Layout, Span,
     CUSTOM_BUCKETS_SCHEMA, MAX_EXPONENTIAL_SCHEMA, MIN_EXPONENTIAL_SCHEMA,
 };
 pub use validate::{Side, ValidationError};
 
+#[cfg(test)]
+mod stats_tests;
 #[cfg(test)]
 mod tests;
