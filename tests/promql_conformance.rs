@@ -19,6 +19,8 @@
 
 #[path = "it/clickhouse_cluster.rs"]
 mod clickhouse_cluster;
+#[path = "promql_conformance/histogram_notation.rs"]
+mod histogram_notation;
 #[path = "promql_conformance/ratchet.rs"]
 mod ratchet;
 #[path = "promql_conformance/script.rs"]

@@ -5,17 +5,21 @@ use std::collections::BTreeMap;
 use saltdb::labels::{Label, Labels};
 use saltdb::sample::STALE_NAN_BITS;
 
-/// One value in a series description: a float, or nothing at that step.
-#[derive(Clone, Copy, Debug, PartialEq)]
+use crate::histogram_notation::{self, HistogramValue};
+
+/// One value in a series description: a float, a native histogram, or nothing at that step.
+#[derive(Clone, Debug)]
 pub enum SeqValue {
     Omitted,
     Float(f64),
+    Histogram(Box<HistogramValue>),
 }
 
 /// A series line of a `load` block or an expected result.
 #[derive(Clone, Debug)]
 pub struct SeriesDesc {
     pub labels: Labels,
+    /// One value per step, floats and histograms in line order.
     pub values: Vec<SeqValue>,
     /// The line holds native histogram values (`{{...}}`).
     pub histogram: bool,
@@ -250,14 +254,20 @@ pub fn parse_metric(s: &str) -> Result<Labels, String> {
 pub fn parse_series(line: &str) -> Result<SeriesDesc, String> {
     let (metric, values) = split_series_line(line);
     let labels = parse_metric(metric)?;
-    if values.contains("{{") {
-        return Ok(SeriesDesc { labels, values: Vec::new(), histogram: true });
-    }
+    // `values` ends where `line` does, but for trailing whitespace.
+    let values_at = line.trim_end().len() - values.len();
     let mut out = Vec::new();
-    for tok in values.split_whitespace() {
-        expand(tok, &mut out)?;
+    for (at, item) in histogram_notation::split_items(values) {
+        if !item.starts_with("{{") {
+            expand(item, &mut out)?;
+            continue;
+        }
+        let hs = histogram_notation::expand_item(item)
+            .map_err(|e| format!("column {}: {}", values_at + at + e.offset + 1, e.problem))?;
+        out.extend(hs.into_iter().map(|h| SeqValue::Histogram(Box::new(h))));
     }
-    Ok(SeriesDesc { labels, values: out, histogram: false })
+    let histogram = out.iter().any(|v| matches!(v, SeqValue::Histogram(_)));
+    Ok(SeriesDesc { labels, values: out, histogram })
 }
 
 fn parse_expect_matcher(rest: &str) -> Result<Matcher, String> {
