@@ -155,7 +155,37 @@ impl std::fmt::Display for Matcher {
     }
 }
 
+/// Compiled regexes remembered by [`compile`]; it remembers patterns of at most
+/// `REGEX_CACHE_MAX_LEN` bytes and [`regex_cost`] `REGEX_CACHE_MAX_COST`, whose compiled
+/// programs are small (tens of KiB at most), so the cache stays within a few tens of MiB
+/// whatever clients send.
+const REGEX_CACHE_ENTRIES: usize = 512;
+const REGEX_CACHE_MAX_LEN: usize = 1024;
+const REGEX_CACHE_MAX_COST: u64 = 1_000;
+
+/// Compiled matcher regexes by pattern: dashboards repeat the same few regexes in every refresh
+/// (compiling one costs tens of microseconds, more than answering a small request), and a
+/// cached regex keeps its lazy-DFA state between requests. Clones share the compiled program.
+fn regex_cache() -> &'static quick_cache::sync::Cache<String, Regex> {
+    static CACHE: std::sync::OnceLock<quick_cache::sync::Cache<String, Regex>> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| quick_cache::sync::Cache::new(REGEX_CACHE_ENTRIES))
+}
+
+/// The anchored regex of a matcher's pattern, from [`regex_cache`] when it was compiled before
+/// (only successes are remembered).
 fn compile(name: &str, pattern: &str) -> Result<Regex, MatcherError> {
+    let short = pattern.len() <= REGEX_CACHE_MAX_LEN;
+    if let Some(re) = regex_cache().get(pattern).filter(|_| short) {
+        return Ok(re);
+    }
+    let re = compile_uncached(name, pattern)?;
+    if short && regex_cost(pattern).is_some_and(|c| c <= REGEX_CACHE_MAX_COST) {
+        regex_cache().insert(pattern.to_owned(), re.clone());
+    }
+    Ok(re)
+}
+
+fn compile_uncached(name: &str, pattern: &str) -> Result<Regex, MatcherError> {
     let err =
         |reason: String| MatcherError { name: name.to_owned(), pattern: crate::excerpt::excerpt(pattern, 200), reason };
     if let Some(cost) = regex_cost(pattern).filter(|&c| c > MAX_REGEX_COST) {
@@ -237,5 +267,20 @@ mod tests {
     #[test]
     fn bad_regex_is_an_error() {
         assert!(Matcher::new(MatchOp::RegexMatch, "a", "(").is_err());
+    }
+
+    #[test]
+    fn remembered_regexes_match_as_compiled_ones_and_errors_are_not_remembered() {
+        for _ in 0..2 {
+            let m = Matcher::new(MatchOp::RegexMatch, "job", "api|web.*").unwrap();
+            assert!(m.matches("api") && m.matches("web-1") && !m.matches("apix") && !m.matches("db"));
+            let e = Matcher::new(MatchOp::RegexMatch, "job", "(a|").unwrap_err();
+            assert_eq!(e.name, "job");
+        }
+        // The same pattern on another label: the error names that label.
+        assert_eq!(Matcher::new(MatchOp::RegexMatch, "env", "(a|").unwrap_err().name, "env");
+        // Too costly to remember: still compiled, and correct.
+        let big = Matcher::new(MatchOp::RegexMatch, "a", "[a-z]{300}").unwrap();
+        assert!(big.matches(&"q".repeat(300)) && !big.matches(&"q".repeat(299)));
     }
 }

@@ -120,12 +120,40 @@ pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
     crate::duration::parse_ms(s).map_err(|e| e.to_string())
 }
 
+/// Selectors remembered by [`parse_selector`].
+const SELECTOR_CACHE_ENTRIES: usize = 1024;
+/// Longest selector text [`parse_selector`] remembers (bounds the cache's memory).
+const SELECTOR_CACHE_MAX_LEN: usize = 1024;
+
+/// Parsed selectors by their text. Dashboards send the same few `match[]` selectors again and
+/// again (template variables, one host's panels); parsing one, with its regexes compiled twice
+/// (by the parser, then with saltdb's anchoring), was a fifth of a `label values` request with a
+/// regex `match[]` at 1 M series. Cached matchers also share their regexes' lazy-DFA state.
+fn selector_cache() -> &'static quick_cache::sync::Cache<String, std::sync::Arc<Vec<Vec<Matcher>>>> {
+    static CACHE: std::sync::OnceLock<quick_cache::sync::Cache<String, std::sync::Arc<Vec<Vec<Matcher>>>>> =
+        std::sync::OnceLock::new();
+    CACHE.get_or_init(|| quick_cache::sync::Cache::new(SELECTOR_CACHE_ENTRIES))
+}
+
 /// Parses a series selector (`up`, `{job="x"}`, `up{a=~"b.*"}`, `{a="1" or b="2"}`) into one
-/// matcher list per alternative.
+/// matcher list per alternative. Selectors up to [`SELECTOR_CACHE_MAX_LEN`] bytes that parse
+/// are remembered (see [`selector_cache`]); errors are not.
 ///
 /// # Errors
 /// A message from the parser, or one saying the text is not a plain selector.
 pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, String> {
+    if s.len() > SELECTOR_CACHE_MAX_LEN {
+        return parse_selector_uncached(s);
+    }
+    if let Some(found) = selector_cache().get(s) {
+        return Ok(found.as_ref().clone());
+    }
+    let parsed = parse_selector_uncached(s)?;
+    selector_cache().insert(s.to_owned(), std::sync::Arc::new(parsed.clone()));
+    Ok(parsed)
+}
+
+fn parse_selector_uncached(s: &str) -> Result<Vec<Vec<Matcher>>, String> {
     use promql_parser::parser::Expr;
     // The guarded parser: the raw promql-parser recurses once per bracket and would overflow the
     // stack (aborting the whole server) on a selector of 100k nested parentheses.
@@ -192,5 +220,21 @@ mod tests {
         assert!(ms.iter().any(|m| m.name == "job" && m.op == MatchOp::RegexMatch));
         assert!(parse_selector("rate(up[5m])").is_err());
         assert!(parse_selector("{").is_err());
+    }
+
+    #[test]
+    fn remembered_selectors_answer_as_parsed_ones_and_errors_are_not_remembered() {
+        let text = r#"node_load1{instance=~"host-1.*" or job="db"}"#;
+        let first = parse_selector(text).unwrap();
+        let again = parse_selector(text).unwrap();
+        assert_eq!(first.len(), 2);
+        assert_eq!(format!("{first:?}"), format!("{again:?}"));
+        assert!(again[0].iter().any(|m| m.name == "instance" && m.matches("host-12") && !m.matches("db-1")));
+        for _ in 0..2 {
+            assert!(parse_selector("up{").unwrap_err().contains("up{"));
+        }
+        // Longer than the cache takes: parsed every time, same answer.
+        let long = format!("up{{job=\"{}\"}}", "x".repeat(SELECTOR_CACHE_MAX_LEN));
+        assert_eq!(parse_selector(&long).unwrap()[0].len(), 2);
     }
 }
