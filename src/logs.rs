@@ -52,7 +52,10 @@ fn colours() -> bool {
 
 /// Installs the process-wide subscriber. Call once, first thing in `main`.
 pub fn init(format: LogFormat) {
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr);
+    // The builder's own level (INFO unless told) would hide what `Targets` lets through.
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::TRACE)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.with_ansi(colours()).finish().with(filter()).init(),
         LogFormat::Json => builder.json().with_ansi(false).finish().with(filter()).init(),

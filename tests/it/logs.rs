@@ -80,3 +80,17 @@ fn json_log_is_one_object_per_line_and_rust_log_still_decides_the_level() {
     assert_eq!(listening, 2, "{log}");
     assert!(storage > 0, "RUST_LOG=info should show the storage library's INFO lines:\n{log}");
 }
+
+#[test]
+fn rust_log_target_directives_reach_debug_and_hide_info() {
+    // `warn` by default, debug for the storage module: the head flush at shutdown logs at
+    // debug, the listening line at info.
+    let log = two_runs(&[], Some("warn,saltdb::storage=debug"));
+    assert!(log.contains("DEBUG saltdb::storage::write::flush: flushed head shards"), "{log}");
+    assert!(!log.contains("saltdb listening"), "an INFO line past RUST_LOG=warn:\n{log}");
+    assert!(!log.contains("ignoring RUST_LOG"), "{log}");
+    // An invalid RUST_LOG is reported and replaced by the default.
+    let log = two_runs(&[], Some("saltdb=loud"));
+    assert!(log.contains("ignoring RUST_LOG=\"saltdb=loud\""), "{log}");
+    assert_eq!(log.matches("saltdb listening").count(), 2, "{log}");
+}

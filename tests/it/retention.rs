@@ -8,7 +8,9 @@ const DAY: i64 = 86_400_000;
 fn old_windows_are_dropped_at_startup() {
     let dir = tempfile::tempdir().unwrap();
     let now = chrono::Utc::now().timestamp_millis();
-    let old = now - 40 * DAY;
+    // An hour into the day 40 days ago, so that `old + 60 s` is in the same window whatever the
+    // time of day the test runs (it failed once a minute before midnight UTC).
+    let old = now - 40 * DAY - (now - 40 * DAY).rem_euclid(DAY) + 3_600_000;
     let recent = now - DAY;
     let body = format!(
         "{}\n{}\n",
