@@ -175,20 +175,24 @@ fn regex_cache() -> &'static quick_cache::sync::Cache<String, Regex> {
 /// (only successes are remembered).
 fn compile(name: &str, pattern: &str) -> Result<Regex, MatcherError> {
     let short = pattern.len() <= REGEX_CACHE_MAX_LEN;
-    if let Some(re) = regex_cache().get(pattern).filter(|_| short) {
-        return Ok(re);
+    if short {
+        if let Some(re) = regex_cache().get(pattern) {
+            return Ok(re);
+        }
     }
-    let re = compile_uncached(name, pattern)?;
-    if short && regex_cost(pattern).is_some_and(|c| c <= REGEX_CACHE_MAX_COST) {
+    let cost = regex_cost(pattern);
+    let re = compile_uncached(name, pattern, cost)?;
+    if short && cost.is_some_and(|c| c <= REGEX_CACHE_MAX_COST) {
         regex_cache().insert(pattern.to_owned(), re.clone());
     }
     Ok(re)
 }
 
-fn compile_uncached(name: &str, pattern: &str) -> Result<Regex, MatcherError> {
+/// Compiles `pattern`, whose [`regex_cost`] is `cost`, anchored.
+fn compile_uncached(name: &str, pattern: &str, cost: Option<u64>) -> Result<Regex, MatcherError> {
     let err =
         |reason: String| MatcherError { name: name.to_owned(), pattern: crate::excerpt::excerpt(pattern, 200), reason };
-    if let Some(cost) = regex_cost(pattern).filter(|&c| c > MAX_REGEX_COST) {
+    if let Some(cost) = cost.filter(|&c| c > MAX_REGEX_COST) {
         return Err(err(format!("regex is too complex (estimated size {cost}, limit {MAX_REGEX_COST})")));
     }
     let build = |p: &str| {

@@ -145,12 +145,9 @@ pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, String> {
     if s.len() > SELECTOR_CACHE_MAX_LEN {
         return parse_selector_uncached(s);
     }
-    if let Some(found) = selector_cache().get(s) {
-        return Ok(found.as_ref().clone());
-    }
-    let parsed = parse_selector_uncached(s)?;
-    selector_cache().insert(s.to_owned(), std::sync::Arc::new(parsed.clone()));
-    Ok(parsed)
+    // Inserts only what parsed; concurrent requests for one selector parse it once.
+    let parsed = selector_cache().get_or_insert_with(s, || parse_selector_uncached(s).map(std::sync::Arc::new))?;
+    Ok(parsed.as_ref().clone())
 }
 
 fn parse_selector_uncached(s: &str) -> Result<Vec<Vec<Matcher>>, String> {
