@@ -250,12 +250,7 @@ fn run_default(kind: TargetKind, args: &CardinalityArgs, root: &Path, tl: Timeli
     }
     for p in probes {
         let t = time_probe(&target, p, args.runs);
-        println!(
-            "  {:<36} {:>10} ms  {}",
-            p.name,
-            t.median_ms().map_or("-".into(), |m| format!("{m:.1}")),
-            t.answer.map_or("-".into(), Answer::show)
-        );
+        println!("  {:<36} {:>10} ms  {}", p.name, report::ms(Some(&t)), t.answer.map_or("-".into(), Answer::show));
         report.timings.push(t);
     }
     report.settled = settle(target, args);

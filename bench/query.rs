@@ -205,6 +205,7 @@ fn in_process(args: &QueryArgs, root: &Path) {
                     labels: saltdb::labels::Labels::from_pairs(ts.labels.iter().map(|l| (&*l.name, &*l.value)))
                         .expect("labels"),
                     samples: ts.samples.iter().map(|p| saltdb::sample::Sample::new(p.timestamp, p.value)).collect(),
+                    histograms: Vec::new(),
                 })
                 .collect();
             storage.write(saltdb::sample::WriteBatch { series }).expect("write");

@@ -163,7 +163,7 @@ impl Workload {
                 samples.push(Sample::new(t0 + k as i64 * 15_000 + (r * 5.0) as i64, v));
             }
             if let Some((labels, _)) = self.series.get(i) {
-                out.series.push(SeriesSamples { labels: labels.clone(), samples });
+                out.series.push(SeriesSamples { labels: labels.clone(), samples, histograms: Vec::new() });
             }
         }
         out

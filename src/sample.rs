@@ -1,5 +1,8 @@
 //! Samples and the write batch every ingest protocol decodes into.
 
+use std::sync::Arc;
+
+use crate::histogram::Histogram;
 use crate::labels::{LabelError, Labels};
 
 /// Smallest accepted timestamp: 1970-01-01T00:00:00Z.
@@ -49,14 +52,36 @@ pub fn check_timestamp(ts_ms: i64) -> Result<(), TimestampOutOfRange> {
     }
 }
 
-/// The samples of one series. In a [`WriteBatch`] they may come in any order; as a read
-/// result they must be sorted by ascending timestamp with no duplicate timestamps.
+/// One native histogram sample: milliseconds since the Unix epoch and the histogram (shared, so
+/// that reads hand it on without copying its buckets).
+#[derive(Clone, Debug)]
+pub struct HistogramSample {
+    /// Milliseconds since the Unix epoch, within `MIN_TIMESTAMP_MS..=MAX_TIMESTAMP_MS`.
+    pub timestamp_ms: i64,
+    /// The histogram; a stale marker is a histogram whose sum is [`STALE_NAN_BITS`].
+    pub histogram: Arc<Histogram>,
+}
+
+/// Equal timestamps and [`Histogram::equals`] histograms (Prometheus' equality: bit patterns of
+/// the counts, hint and integer flag aside).
+impl PartialEq for HistogramSample {
+    fn eq(&self, other: &Self) -> bool {
+        self.timestamp_ms == other.timestamp_ms && self.histogram.equals(&other.histogram)
+    }
+}
+
+/// The samples of one series: float samples and native histogram samples. In a [`WriteBatch`]
+/// they may come in any order; as a read result each vector must be sorted by ascending
+/// timestamp with no duplicate timestamps, and no timestamp may appear in both (a series holds
+/// a float or a histogram at each instant, as in Prometheus).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeriesSamples {
     /// The series identity.
     pub labels: Labels,
-    /// The points.
+    /// The float points.
     pub samples: Vec<Sample>,
+    /// The native histogram points.
+    pub histograms: Vec<HistogramSample>,
 }
 
 impl SeriesSamples {
@@ -250,7 +275,13 @@ impl PackedBatch {
     pub fn unpack(&self) -> Result<WriteBatch, LabelError> {
         let series = self
             .series()
-            .map(|s| Ok(SeriesSamples { labels: Labels::decode(s.labels)?, samples: s.samples.to_vec() }))
+            .map(|s| {
+                Ok(SeriesSamples {
+                    labels: Labels::decode(s.labels)?,
+                    samples: s.samples.to_vec(),
+                    histograms: Vec::new(),
+                })
+            })
             .collect::<Result<_, LabelError>>()?;
         Ok(WriteBatch { series })
     }

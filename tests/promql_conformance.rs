@@ -195,6 +195,7 @@ impl Runner {
             .map(|(labels, points)| SeriesSamples {
                 labels,
                 samples: points.into_iter().map(|(t, v)| Sample::new(t, v)).collect(),
+                histograms: Vec::new(),
             })
             .filter(|s| !s.samples.is_empty())
             .collect();

@@ -24,8 +24,9 @@ pub(super) fn thousands(n: u64) -> String {
     out
 }
 
-fn ms(t: Option<&Timing>) -> String {
-    t.and_then(Timing::median_ms).map_or("-".into(), |m| format!("{m:.1}"))
+/// A median in milliseconds, to a hundredth below 10 ms.
+pub(super) fn ms(t: Option<&Timing>) -> String {
+    t.and_then(Timing::median_ms).map_or("-".into(), |m| if m < 10.0 { format!("{m:.2}") } else { format!("{m:.1}") })
 }
 
 pub(super) fn print_churn_header() {

@@ -262,7 +262,7 @@ const RANGE: (i64, i64, i64) = (0, 600_000, 6_000);
 
 fn series(pairs: &[(&str, &str)], samples: Vec<Sample>) -> SeriesSamples {
     match Labels::from_pairs(pairs.iter().copied()) {
-        Ok(labels) => SeriesSamples { labels, samples },
+        Ok(labels) => SeriesSamples { labels, samples, histograms: Vec::new() },
         Err(e) => panic!("fixture labels {pairs:?}: {e}"),
     }
 }

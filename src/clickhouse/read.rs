@@ -284,7 +284,11 @@ impl ClickHouseQuerier {
                 // Samples of one timestamp: a retried insert or a seal not merged yet (equal
                 // values), a late write over a sealed sample, or two samples of one series and
                 // time in one write (a part holds them in write order): the most recent wins.
-                out.push(SeriesSamples { labels: c.labels.clone(), samples: samples.resolve() });
+                out.push(SeriesSamples {
+                    labels: c.labels.clone(),
+                    samples: samples.resolve(),
+                    histograms: Vec::new(),
+                });
             }
             self.budget.take(read)?;
             self.limits.check()?;

@@ -185,7 +185,7 @@ fn validate(line: Line, limits: SeriesLimits) -> Result<SeriesSamples, String> {
         check_timestamp(ts).map_err(|e| e.to_string())?;
         samples.push(Sample::new(ts, v));
     }
-    Ok(SeriesSamples { labels, samples })
+    Ok(SeriesSamples { labels, samples, histograms: Vec::new() })
 }
 
 /// The handler. Answers 204 once the whole body is durable.

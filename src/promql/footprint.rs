@@ -65,7 +65,7 @@ mod tests {
         assert!(alone >= 2 * size_of::<Label>() + 5, "{alone}");
         let elems = vec![Elem::new(labels.clone(), 1.0, false), Elem::new(labels.clone(), 2.0, false)];
         assert_eq!(elems_bytes(&elems), 2 * size_of::<Elem>());
-        let series = SeriesSamples { labels, samples: Vec::with_capacity(100) };
+        let series = SeriesSamples { labels, samples: Vec::with_capacity(100), histograms: Vec::new() };
         assert!(series_bytes(&series) >= 100 * SAMPLE_BYTES + alone);
     }
 }

@@ -10,6 +10,7 @@ fn series(pairs: &[(&str, &str)], step: i64, values: &[f64]) -> SeriesSamples {
     SeriesSamples {
         labels: Labels::from_pairs(pairs.iter().copied()).unwrap(),
         samples: values.iter().enumerate().map(|(i, v)| Sample::new(i as i64 * step, *v)).collect(),
+        histograms: Vec::new(),
     }
 }
 
@@ -196,7 +197,11 @@ fn jittered_fixture() -> MemQuerier {
             value += per_scrape * (1.0 + (i % 7) as f64 / 10.0);
             samples.push(Sample::new(i * 15_000 + 137 + (i * 7_919) % 2_000, value));
         }
-        SeriesSamples { labels: Labels::from_pairs([("__name__", "req_total"), ("job", job)]).unwrap(), samples }
+        SeriesSamples {
+            labels: Labels::from_pairs([("__name__", "req_total"), ("job", job)]).unwrap(),
+            samples,
+            histograms: Vec::new(),
+        }
     };
     let mut reset = counter("reset", 0, 5.0);
     for (i, p) in reset.samples.iter_mut().enumerate() {
@@ -289,7 +294,7 @@ fn range_steps_equal_instant_queries_for_subqueries() {
 fn rate_near_series_start_clamps_to_zero_point_after_half_interval() {
     let labels = Labels::from_pairs([("__name__", "c_total")]).unwrap();
     let samples = vec![Sample::new(137, 250.0), Sample::new(16_090, 543.03), Sample::new(30_433, 737.48)];
-    let src = MemQuerier::new(vec![SeriesSamples { labels, samples }]);
+    let src = MemQuerier::new(vec![SeriesSamples { labels, samples, histograms: Vec::new() }]);
     let got = Engine::new(EngineOptions::default()).instant(&src, "rate(c_total[5m])", 45_000).unwrap();
     let Value::Vector(v) = got.value else { panic!("not a vector") };
     let value = v.first().map(|s| s.value).unwrap_or(f64::NAN);

@@ -263,6 +263,7 @@ mod tests {
         SeriesSamples {
             labels: Labels::from_pairs([("__name__", "up"), ("job", "x")]).unwrap(),
             samples: (0..n).map(|i| Sample::new(1_700_000_000_000 + i as i64 * 15_000, i as f64 / 3.0)).collect(),
+            histograms: Vec::new(),
         }
     }
 

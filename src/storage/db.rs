@@ -289,8 +289,13 @@ impl Storage {
     /// # Errors
     /// [`StorageError::TooOld`] when a sample is outside retention, [`StorageError::TooNew`]
     /// when one is further ahead than `max_future_ms` (nothing is written);
+    /// [`StorageError::HistogramsUnsupported`] for histogram samples (nothing is written);
     /// [`StorageError::Poisoned`] after an earlier failed commit; engine errors.
     pub fn write(&self, batch: WriteBatch) -> Result<WriteOutcome> {
+        let count = batch.series.iter().map(|s| s.histograms.len()).sum();
+        if count > 0 {
+            return Err(StorageError::HistogramsUnsupported { count });
+        }
         self.write_packed(PackedBatch::from(&batch))
     }
 

@@ -202,6 +202,7 @@ impl MemQuerier {
                     .filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms <= end_ms)
                     .copied()
                     .collect(),
+                histograms: Vec::new(),
             })
             .filter(|s| !s.samples.is_empty())
     }

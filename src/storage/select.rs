@@ -266,7 +266,7 @@ impl Scan<'_> {
                     continue;
                 }
                 self.budget.take(samples.len())?;
-                let mut series = SeriesSamples { labels, samples };
+                let mut series = SeriesSamples { labels, samples, histograms: Vec::new() };
                 if let Some(map) = map {
                     map(&mut series);
                 }
@@ -333,7 +333,7 @@ pub fn for_each_series(
                 continue;
             }
             budget.take(samples.len())?;
-            if !f(SeriesSamples { labels, samples }) {
+            if !f(SeriesSamples { labels, samples, histograms: Vec::new() }) {
                 return Ok(());
             }
         }

@@ -103,6 +103,7 @@ fn one(name: &str, samples: &[(i64, f64)]) -> WriteBatch {
         series: vec![SeriesSamples {
             labels: Labels::from_pairs([("__name__", "closing"), ("s", name)]).unwrap(),
             samples: samples.iter().map(|&(t, v)| Sample::new(t, v)).collect(),
+            histograms: Vec::new(),
         }],
     }
 }

@@ -59,7 +59,7 @@ fn data() -> WriteBatch {
                     samples[100].value = f64::NAN;
                     samples[200].value = f64::from_bits(STALE_NAN_BITS);
                 }
-                series.push(SeriesSamples { labels, samples });
+                series.push(SeriesSamples { labels, samples, histograms: Vec::new() });
             }
         }
     }
@@ -257,10 +257,12 @@ fn sealed_days_answer_like_the_embedded_store_and_take_late_samples() {
             SeriesSamples {
                 labels: old.labels.clone(),
                 samples: vec![Sample::new(old.samples[10].timestamp_ms, -7.5)],
+                histograms: Vec::new(),
             },
             SeriesSamples {
                 labels: job(&[("__name__", "temp_celsius"), ("job", "late"), ("instance", "x"), ("zone", "eu")]),
                 samples: vec![Sample::new(T0 + DAY + 1_000, 3.25), Sample::new(T0 + DAY + 901_000, 4.5)],
+                histograms: Vec::new(),
             },
         ],
     };
@@ -491,6 +493,7 @@ fn retention_drops_whole_days_and_refuses_old_and_future_samples() {
         .map(|i| SeriesSamples {
             labels: Labels::from_pairs([("__name__", "kept_for".to_owned()), ("i", i.to_string())]).unwrap(),
             samples: (0..20).map(|k| Sample::new(now - 5 * DAY + k * 6 * 3_600_000, k as f64)).collect(),
+            histograms: Vec::new(),
         })
         .collect();
     forever.write(&PackedBatch::from(&WriteBatch { series })).unwrap();
@@ -515,6 +518,7 @@ fn retention_drops_whole_days_and_refuses_old_and_future_samples() {
             series: vec![SeriesSamples {
                 labels: Labels::from_pairs([("__name__", "kept_for"), ("i", "new")]).unwrap(),
                 samples: vec![Sample::new(ts, 1.0)],
+                histograms: Vec::new(),
             }],
         })
     };
@@ -546,6 +550,7 @@ fn two_nodes_writing_the_same_series_concurrently_lose_and_duplicate_nothing() {
                     samples: (0..10)
                         .map(|k| Sample::new(T0 + (b * 10 + k) * 15_000, (b * 10 + k + i) as f64))
                         .collect(),
+                    histograms: Vec::new(),
                 })
                 .collect();
             PackedBatch::from(&WriteBatch { series })
@@ -603,6 +608,7 @@ fn acknowledged_writes_survive_a_shard_killed_during_writes() {
                         labels: Labels::from_pairs([("__name__", "fault_total".to_owned()), ("n", n.to_string())])
                             .unwrap(),
                         samples: vec![Sample::new(T0 + n, n as f64)],
+                        histograms: Vec::new(),
                     }],
                 });
                 let was_down = down.load(Ordering::SeqCst);
@@ -720,6 +726,7 @@ fn concurrent_writes_share_inserts() {
                             ])
                             .unwrap(),
                             samples: vec![Sample::new(T0 + k * 1_000, k as f64)],
+                            histograms: Vec::new(),
                         })
                         .collect();
                     ch.write(&PackedBatch::from(&WriteBatch { series })).unwrap();
@@ -745,8 +752,11 @@ fn the_later_of_two_samples_at_one_time_in_a_write_wins() {
     let Some(shards) = cluster(dir.path(), "the_later_of_two_samples_at_one_time_in_a_write_wins") else { return };
     let ch = ClickHouse::open(ClickHouseConfig::new(shards.iter().map(|s| s.url.clone()).collect())).unwrap();
     let labels = Labels::from_pairs([("__name__", "twice"), ("k", "v")]).unwrap();
-    let series =
-        |v: f64| SeriesSamples { labels: labels.clone(), samples: vec![Sample::new(T0, v), Sample::new(T0 + 1, v)] };
+    let series = |v: f64| SeriesSamples {
+        labels: labels.clone(),
+        samples: vec![Sample::new(T0, v), Sample::new(T0 + 1, v)],
+        histograms: Vec::new(),
+    };
     ch.write(&PackedBatch::from(&WriteBatch { series: vec![series(f64::INFINITY), series(f64::NEG_INFINITY)] }))
         .unwrap();
     let read = || {
@@ -775,6 +785,7 @@ fn a_regex_over_many_long_values_selects_them_all() {
         .map(|i| SeriesSamples {
             labels: Labels::from_pairs([("__name__", "long".to_owned()), ("path", format!("/{i:0>119}"))]).unwrap(),
             samples: vec![Sample::new(T0, i as f64)],
+            histograms: Vec::new(),
         })
         .collect();
     ch.write(&PackedBatch::from(&WriteBatch { series })).unwrap();

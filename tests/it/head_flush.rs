@@ -19,6 +19,7 @@ fn batch(name: &str, series: usize, t0: i64, samples: usize) -> WriteBatch {
             .map(|s| SeriesSamples {
                 labels: Labels::from_pairs([("__name__", name), ("s", &s.to_string())]).unwrap(),
                 samples: (0..samples).map(|i| Sample::new(t0 + i as i64 * 1000, i as f64)).collect(),
+                histograms: Vec::new(),
             })
             .collect(),
     }

@@ -72,7 +72,7 @@ fn build(series: &[GenSeries]) -> Vec<SeriesSamples> {
             times.iter().map(|&(day, off)| Sample::new(T0 + day * DAY + off, (day * 10 + off % 7) as f64)).collect();
         samples.sort_by_key(|s| s.timestamp_ms);
         samples.dedup_by_key(|s| s.timestamp_ms);
-        out.push(SeriesSamples { labels: Labels::from_pairs(labels).unwrap(), samples });
+        out.push(SeriesSamples { labels: Labels::from_pairs(labels).unwrap(), samples, histograms: Vec::new() });
     }
     out
 }
@@ -154,8 +154,8 @@ fn index_answers_equal_a_scan_of_every_series() {
                 .map(|d| {
                     let (a, b): (Vec<Sample>, Vec<Sample>) = d.samples.iter().partition(|x| x.timestamp_ms < cut);
                     (
-                        SeriesSamples { labels: d.labels.clone(), samples: a },
-                        SeriesSamples { labels: d.labels.clone(), samples: b },
+                        SeriesSamples { labels: d.labels.clone(), samples: a, histograms: Vec::new() },
+                        SeriesSamples { labels: d.labels.clone(), samples: b, histograms: Vec::new() },
                     )
                 })
                 .unzip();
@@ -193,6 +193,7 @@ fn a_batch_over_more_windows_than_presence_sets_keeps_every_posting() {
     let series = |name: &str, id: &str, day: i64| SeriesSamples {
         labels: Labels::from_pairs([("__name__", name), ("id", id)]).unwrap(),
         samples: vec![Sample::new(T0 + day * DAY + 1_000, 1.0)],
+        histograms: Vec::new(),
     };
     let mut batch = vec![series("shared", "first", 0)];
     batch.extend((1..DAYS).map(|day| series("other", &day.to_string(), day)));

@@ -62,6 +62,7 @@ fn series_without_data_in_kept_windows_are_removed() {
     let series = |name: &str, ts: i64| SeriesSamples {
         labels: Labels::from_pairs([("__name__", name), ("job", "churn")]).unwrap(),
         samples: vec![Sample::new(ts, 1.0)],
+        histograms: Vec::new(),
     };
     {
         let s = Storage::open(storage_config(dir.path())).unwrap();

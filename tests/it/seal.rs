@@ -31,6 +31,7 @@ fn batch(series: &[(String, Vec<(i64, f64)>)]) -> WriteBatch {
             .map(|(name, pts)| SeriesSamples {
                 labels: Labels::from_pairs([("__name__", "sealme"), ("s", name.as_str())]).unwrap(),
                 samples: pts.iter().map(|&(t, v)| Sample::new(t, v)).collect(),
+                histograms: Vec::new(),
             })
             .collect(),
     }

@@ -14,6 +14,7 @@ fn series(pairs: &[(&str, &str)], samples: &[(i64, f64)]) -> SeriesSamples {
     SeriesSamples {
         labels: Labels::from_pairs(pairs.iter().copied()).unwrap(),
         samples: samples.iter().map(|&(t, v)| Sample::new(t, v)).collect(),
+        histograms: Vec::new(),
     }
 }
 

@@ -79,6 +79,7 @@ fn upgraded_at_open(name: &str) {
             series: vec![saltdb::sample::SeriesSamples {
                 labels: saltdb::labels::Labels::from_pairs([("__name__", "up"), ("job", "new")]).unwrap(),
                 samples: vec![saltdb::sample::Sample::new(D0 + DAY + 5, 1.0)],
+                histograms: Vec::new(),
             }],
         };
         s.write(more).unwrap();
