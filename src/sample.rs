@@ -102,9 +102,14 @@ pub struct WriteBatch {
 }
 
 impl WriteBatch {
-    /// Total number of samples in the batch.
+    /// Total number of float samples in the batch.
     pub fn sample_count(&self) -> usize {
         self.series.iter().map(|s| s.samples.len()).sum()
+    }
+
+    /// Total number of histogram samples in the batch.
+    pub fn histogram_count(&self) -> usize {
+        self.series.iter().map(|s| s.histograms.len()).sum()
     }
 }
 
@@ -123,6 +128,11 @@ pub struct PackedBatch {
     /// Per finished series: the end of its label bytes and of its samples. Anything after the
     /// last ends is the series being built.
     ends: Vec<(usize, usize)>,
+    /// Native histogram samples, back to back (empty for a batch of floats only).
+    histograms: Vec<HistogramSample>,
+    /// Per finished series, the end of its histograms; empty until the batch's first histogram
+    /// (then filled with zeros for the series before it), so float batches never touch it.
+    histogram_ends: Vec<usize>,
 }
 
 /// Makes room for `extra` more elements in `v`, asking `grant` for the bytes first.
@@ -144,8 +154,10 @@ fn grow<T>(v: &mut Vec<T>, extra: usize, grant: &mut dyn FnMut(usize) -> bool) -
 pub struct PackedSeries<'a> {
     /// The canonical encoding of the label set.
     pub labels: &'a [u8],
-    /// The points.
+    /// The float points.
     pub samples: &'a [Sample],
+    /// The native histogram points.
+    pub histograms: &'a [HistogramSample],
 }
 
 impl PackedBatch {
@@ -155,6 +167,7 @@ impl PackedBatch {
             labels: Vec::with_capacity(series * 64),
             samples: Vec::with_capacity(samples),
             ends: Vec::with_capacity(series),
+            ..Self::default()
         }
     }
 
@@ -165,6 +178,7 @@ impl PackedBatch {
             labels: Vec::with_capacity(label_bytes),
             samples: Vec::with_capacity(samples),
             ends: Vec::with_capacity(series),
+            ..Self::default()
         }
     }
 
@@ -190,18 +204,39 @@ impl PackedBatch {
         self.labels.capacity()
             + self.samples.capacity() * std::mem::size_of::<Sample>()
             + self.ends.capacity() * std::mem::size_of::<(usize, usize)>()
+            + self.histograms.iter().map(|h| h.histogram.heap_bytes()).sum::<usize>()
+            + self.histograms.capacity() * std::mem::size_of::<HistogramSample>()
+            + self.histogram_ends.capacity() * std::mem::size_of::<usize>()
     }
 
     /// Appends a series (skipped when `samples` is empty), dropping any series being built.
     /// `labels` must carry `__name__`; timestamps must pass [`check_timestamp`].
     pub fn push(&mut self, labels: &Labels, samples: &[Sample]) {
+        self.push_mixed(labels, samples, &[]);
+    }
+
+    /// [`PackedBatch::push`] for a series with float and histogram samples (skipped when both
+    /// are empty).
+    pub fn push_mixed(&mut self, labels: &Labels, samples: &[Sample], histograms: &[HistogramSample]) {
         self.abandon_series();
-        if samples.is_empty() {
+        if samples.is_empty() && histograms.is_empty() {
             return;
         }
         labels.encode(&mut self.labels);
         self.samples.extend_from_slice(samples);
+        for h in histograms {
+            self.push_histogram(h.clone());
+        }
         self.finish_series();
+    }
+
+    /// Adds one native histogram sample to the series being built; its timestamp must pass
+    /// [`check_timestamp`] and the histogram must be valid ([`Histogram::validate`]).
+    pub fn push_histogram(&mut self, sample: HistogramSample) {
+        if self.histogram_ends.len() < self.ends.len() {
+            self.histogram_ends.resize(self.ends.len(), 0);
+        }
+        self.histograms.push(sample);
     }
 
     /// Adds one label to the series being built. Labels must come in ascending name order, with
@@ -223,9 +258,12 @@ impl PackedBatch {
         self.samples.len() - self.ends.last().map_or(0, |&(_, s)| s)
     }
 
-    /// Ends the series being built (it must have labels and at least one sample).
+    /// Ends the series being built (it must have labels and at least one sample or histogram).
     pub fn finish_series(&mut self) {
         self.ends.push((self.labels.len(), self.samples.len()));
+        if !self.histograms.is_empty() {
+            self.histogram_ends.push(self.histograms.len());
+        }
     }
 
     /// Drops whatever was added to the series being built.
@@ -233,6 +271,7 @@ impl PackedBatch {
         let (labels, samples) = self.ends.last().copied().unwrap_or((0, 0));
         self.labels.truncate(labels);
         self.samples.truncate(samples);
+        self.histograms.truncate(self.histogram_ends.last().copied().unwrap_or(0));
     }
 
     /// Number of series.
@@ -245,9 +284,19 @@ impl PackedBatch {
         self.ends.is_empty()
     }
 
-    /// Total number of samples in the finished series.
+    /// Total number of float samples in the finished series.
     pub fn sample_count(&self) -> usize {
         self.ends.last().map_or(0, |&(_, s)| s)
+    }
+
+    /// Total number of histogram samples in the finished series.
+    pub fn histogram_count(&self) -> usize {
+        self.histogram_ends.last().copied().unwrap_or(0)
+    }
+
+    /// The histogram samples of every finished series, back to back.
+    pub fn histograms(&self) -> &[HistogramSample] {
+        self.histograms.get(..self.histogram_count()).unwrap_or_default()
     }
 
     /// The samples of every finished series, back to back.
@@ -260,9 +309,12 @@ impl PackedBatch {
         (0..self.ends.len()).map(|i| {
             let (l0, s0) = i.checked_sub(1).and_then(|p| self.ends.get(p)).copied().unwrap_or((0, 0));
             let (l1, s1) = self.ends.get(i).copied().unwrap_or((l0, s0));
+            let h0 = i.checked_sub(1).and_then(|p| self.histogram_ends.get(p)).copied().unwrap_or(0);
+            let h1 = self.histogram_ends.get(i).copied().unwrap_or(h0);
             PackedSeries {
                 labels: self.labels.get(l0..l1).unwrap_or_default(),
                 samples: self.samples.get(s0..s1).unwrap_or_default(),
+                histograms: self.histograms.get(h0..h1).unwrap_or_default(),
             }
         })
     }
@@ -279,7 +331,7 @@ impl PackedBatch {
                 Ok(SeriesSamples {
                     labels: Labels::decode(s.labels)?,
                     samples: s.samples.to_vec(),
-                    histograms: Vec::new(),
+                    histograms: s.histograms.to_vec(),
                 })
             })
             .collect::<Result<_, LabelError>>()?;
@@ -296,6 +348,8 @@ impl PartialEq for PackedBatch {
             && self.labels.get(..self.ends.last().map_or(0, |e| e.0))
                 == other.labels.get(..other.ends.last().map_or(0, |e| e.0))
             && bits(self) == bits(other)
+            && self.histograms() == other.histograms()
+            && self.histogram_ends == other.histogram_ends
     }
 }
 
@@ -303,8 +357,52 @@ impl From<&WriteBatch> for PackedBatch {
     fn from(batch: &WriteBatch) -> Self {
         let mut packed = Self::with_capacity(batch.series.len(), batch.sample_count());
         for s in &batch.series {
-            packed.push(&s.labels, &s.samples);
+            packed.push_mixed(&s.labels, &s.samples, &s.histograms);
         }
         packed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn hist(t: i64, c: f64) -> HistogramSample {
+        let h = Histogram { count: c, sum: c, zero_count: c, ..Default::default() };
+        HistogramSample { timestamp_ms: t, histogram: Arc::new(h) }
+    }
+
+    proptest! {
+        /// A packed batch of series with floats, histograms or both reads back as the batch it
+        /// was packed from; a series abandoned halfway leaves nothing behind.
+        #[test]
+        fn mixed_batches_pack_and_unpack(
+            series in proptest::collection::vec((0usize..4, 0usize..4, any::<bool>()), 0..12),
+        ) {
+            let mut want = WriteBatch::default();
+            let mut packed = PackedBatch::default();
+            for (i, &(floats, hists, abandon)) in series.iter().enumerate() {
+                let labels = Labels::from_pairs([("__name__", "m"), ("i", &i.to_string())]).unwrap();
+                let samples: Vec<Sample> = (0..floats).map(|t| Sample::new(t as i64, i as f64)).collect();
+                let histograms: Vec<HistogramSample> = (0..hists).map(|t| hist(t as i64, i as f64)).collect();
+                if abandon {
+                    // Built, then dropped: nothing of it may stay.
+                    packed.push_label("__name__", "gone");
+                    packed.push_sample(Sample::new(1, 1.0));
+                    packed.push_histogram(hist(1, 1.0));
+                    packed.abandon_series();
+                }
+                packed.push_mixed(&labels, &samples, &histograms);
+                if floats + hists > 0 {
+                    want.series.push(SeriesSamples { labels, samples, histograms });
+                }
+            }
+            prop_assert_eq!(packed.len(), want.series.len());
+            prop_assert_eq!(packed.sample_count(), want.sample_count());
+            prop_assert_eq!(packed.histogram_count(), want.histogram_count());
+            prop_assert_eq!(&packed.unpack().unwrap(), &want);
+            prop_assert_eq!(&PackedBatch::from(&want), &packed);
+        }
     }
 }

@@ -141,6 +141,13 @@ pub struct IntegerCounts {
 }
 
 impl Histogram {
+    /// Heap bytes held by the histogram's vectors (their capacities), for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        (self.positive_spans.capacity() + self.negative_spans.capacity()) * std::mem::size_of::<Span>()
+            + (self.positive_buckets.capacity() + self.negative_buckets.capacity() + self.custom_values.capacity())
+                * std::mem::size_of::<f64>()
+    }
+
     /// A histogram from remote-write's integer form: bucket counts are the running sums of the
     /// deltas. The result has `integer` set; it is not validated (see [`Histogram::validate`]).
     ///

@@ -103,6 +103,10 @@ async fn streamed(
             let left = MAX_READ_SAMPLES.saturating_sub(read);
             let querier = backend.complete_querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
             let result = querier.for_each_series(matchers, *start, *end, &mut |s| {
+                // Streamed chunks of native histograms are not written yet.
+                if s.samples.is_empty() {
+                    return true;
+                }
                 read = read.saturating_add(s.samples.len());
                 let mut frame = Vec::new();
                 read::write_frame(&mut frame, i, &s);

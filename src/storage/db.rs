@@ -289,13 +289,8 @@ impl Storage {
     /// # Errors
     /// [`StorageError::TooOld`] when a sample is outside retention, [`StorageError::TooNew`]
     /// when one is further ahead than `max_future_ms` (nothing is written);
-    /// [`StorageError::HistogramsUnsupported`] for histogram samples (nothing is written);
     /// [`StorageError::Poisoned`] after an earlier failed commit; engine errors.
     pub fn write(&self, batch: WriteBatch) -> Result<WriteOutcome> {
-        let count = batch.series.iter().map(|s| s.histograms.len()).sum();
-        if count > 0 {
-            return Err(StorageError::HistogramsUnsupported { count });
-        }
         self.write_packed(PackedBatch::from(&batch))
     }
 
@@ -749,8 +744,12 @@ fn replay_wal(sh: &Shared) -> Result<WalPosition> {
             pos.first = seq;
         }
         pos.next = seq.saturating_add(1);
-        wal::decode(&value, |id, samples| sh.head.append([(sh.bucketing.bucket(id), id, samples)]))
-            .map_err(|_| StorageError::Corrupt { what: "write-ahead log row" })?;
+        wal::decode_all(
+            &value,
+            |id, samples| sh.head.append([(sh.bucketing.bucket(id), id, samples)]),
+            |id, samples| sh.head.append_histograms([(sh.bucketing.bucket(id), id, samples)]),
+        )
+        .map_err(|_| StorageError::Corrupt { what: "write-ahead log row" })?;
         rows += 1;
     }
     if rows > 0 {
@@ -894,9 +893,9 @@ pub fn check_time_range(batch: &PackedBatch, cutoff: Option<i64>, limit: Option<
         return Ok(());
     }
     let (mut oldest, mut newest) = (i64::MAX, i64::MIN);
-    for s in batch.samples() {
-        oldest = oldest.min(s.timestamp_ms);
-        newest = newest.max(s.timestamp_ms);
+    for t in batch.samples().iter().map(|s| s.timestamp_ms).chain(batch.histograms().iter().map(|h| h.timestamp_ms)) {
+        oldest = oldest.min(t);
+        newest = newest.max(t);
     }
     if let Some(cutoff_ms) = cutoff.filter(|&c| oldest < c) {
         return Err(StorageError::TooOld { ts_ms: oldest, cutoff_ms });

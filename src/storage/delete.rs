@@ -12,6 +12,7 @@
 
 use super::chunk;
 use super::error::{Result, StorageError};
+use super::histogram_run;
 use super::keys;
 use super::postings;
 use super::run;
@@ -109,6 +110,9 @@ pub fn delete_in_window(
                 }
                 present |= !samples.is_empty();
             }
+            let (removed, left) = histogram_run::delete_range(&mut batch, ks, bucket, id, (start, end))?;
+            out.samples += removed;
+            present |= left;
         }
         if !present {
             let index = keys::window_index_key(id);

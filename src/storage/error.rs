@@ -51,8 +51,10 @@ pub enum StorageError {
         /// Newest timestamp accepted.
         limit_ms: i64,
     },
-    /// The batch holds native histogram samples, which this store cannot keep yet.
-    #[error("native histograms are not stored yet: {count} histogram samples refused, nothing written")]
+    /// The batch holds native histogram samples, which this backend (ClickHouse) cannot keep yet.
+    #[error(
+        "native histograms are not stored by this backend yet: {count} histogram samples refused, nothing written"
+    )]
     HistogramsUnsupported {
         /// Histogram samples in the batch.
         count: usize,

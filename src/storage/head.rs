@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::series::SeriesId;
-use crate::sample::Sample;
+use crate::sample::{HistogramSample, Sample};
 
 /// Hashes series ids (dense integers) with one multiplication instead of SipHash.
 #[derive(Default)]
@@ -46,19 +46,32 @@ pub type IdMap<V> = HashMap<SeriesId, V, BuildHasherDefault<IdHasher>>;
 /// One bucket's series in the head.
 pub type Shard = IdMap<Vec<Sample>>;
 
+/// One bucket's native histogram series in the head (same invariants as [`Shard`]).
+pub type HistogramShard = IdMap<Vec<HistogramSample>>;
+
 /// Bytes the head counts for each series it holds besides its samples' slots: the map entry
 /// (id and vector header) with the hash table's slack, and the allocation's own overhead.
 pub const SERIES_BYTES: usize = 64;
 /// Bytes of one sample slot in a series' vector.
 const SLOT_BYTES: usize = std::mem::size_of::<Sample>();
 
+/// Bytes of one histogram slot besides its buckets.
+const HISTOGRAM_SLOT_BYTES: usize =
+    std::mem::size_of::<HistogramSample>() + std::mem::size_of::<crate::histogram::Histogram>() + 16;
+
 /// The in-memory head.
 ///
-/// Invariants (writer thread updates, anyone reads): `samples` is the number of samples held,
-/// `series` the number of series holding at least one, and `bytes` is
-/// `series * SERIES_BYTES + slots * SLOT_BYTES` over the vectors' capacities.
+/// Invariants (writer thread updates, anyone reads): `samples` is the number of float and
+/// histogram samples held, `series` the number of entries of the float and histogram maps (a
+/// series holding both counts twice), and `bytes` is `series * SERIES_BYTES + slots * SLOT_BYTES`
+/// over the float vectors' capacities plus, per histogram held, [`HISTOGRAM_SLOT_BYTES`] and its
+/// buckets. No timestamp of a series is in both its float and its histogram vector: a write of
+/// one kind removes the other kind's sample at that timestamp (last write wins).
 pub struct Head {
     shards: Vec<RwLock<Shard>>,
+    histograms: Vec<RwLock<HistogramShard>>,
+    /// Series held in the histogram maps: while 0, float appends skip them.
+    histogram_series: AtomicUsize,
     samples: AtomicUsize,
     series: AtomicUsize,
     bytes: AtomicUsize,
@@ -69,6 +82,8 @@ impl Head {
     pub fn new(buckets: u16) -> Self {
         Self {
             shards: (0..buckets.max(1)).map(|_| RwLock::new(Shard::default())).collect(),
+            histograms: (0..buckets.max(1)).map(|_| RwLock::new(HistogramShard::default())).collect(),
+            histogram_series: AtomicUsize::new(0),
             samples: AtomicUsize::new(0),
             series: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
@@ -136,11 +151,92 @@ impl Head {
             added += series.len() - before;
             gained += series.capacity().saturating_sub(slots);
             lost += slots.saturating_sub(series.capacity());
+            if self.histogram_series.load(Ordering::Relaxed) > 0 {
+                self.remove_histograms_at(bucket, id, samples.iter().map(|s| s.timestamp_ms));
+            }
         }
         self.samples.fetch_add(added, Ordering::Relaxed);
         self.series.fetch_add(new_series, Ordering::Relaxed);
         self.bytes.fetch_add(new_series * SERIES_BYTES + gained * SLOT_BYTES, Ordering::Relaxed);
         self.bytes.fetch_sub(lost * SLOT_BYTES, Ordering::Relaxed);
+    }
+
+    /// Adds histogram samples (any order; later entries win on equal timestamps) to series
+    /// `id`, removing its float samples at those timestamps. Writer thread only.
+    pub fn append_histograms<'a>(&self, entries: impl IntoIterator<Item = (u16, SeriesId, &'a [HistogramSample])>) {
+        for (bucket, id, samples) in entries {
+            if samples.is_empty() {
+                continue;
+            }
+            self.remove_floats_at(bucket, id, samples.iter().map(|s| s.timestamp_ms));
+            let Some(shard) = self.histograms.get(usize::from(bucket)) else { continue };
+            let mut shard = shard.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let series = shard.entry(id).or_default();
+            let (before, bytes_before) = (series.len(), histogram_bytes(series));
+            if before == 0 {
+                self.histogram_series.fetch_add(1, Ordering::Relaxed);
+                self.series.fetch_add(1, Ordering::Relaxed);
+                self.bytes.fetch_add(SERIES_BYTES, Ordering::Relaxed);
+            }
+            insert(series, samples);
+            self.samples.fetch_add(series.len() - before, Ordering::Relaxed);
+            self.bytes.fetch_add(histogram_bytes(series), Ordering::Relaxed);
+            self.bytes.fetch_sub(bytes_before, Ordering::Relaxed);
+        }
+    }
+
+    /// Removes the histogram samples of series `id` at `times` (a float was written there).
+    fn remove_histograms_at(&self, bucket: u16, id: SeriesId, times: impl Iterator<Item = i64>) {
+        let Some(shard) = self.histograms.get(usize::from(bucket)) else { return };
+        let mut shard = shard.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(series) = shard.get_mut(&id) else { return };
+        let (before, bytes_before) = (series.len(), histogram_bytes(series));
+        for t in times {
+            if let Ok(i) = series.binary_search_by_key(&t, |h| h.timestamp_ms) {
+                series.remove(i);
+            }
+        }
+        self.samples.fetch_sub(before - series.len(), Ordering::Relaxed);
+        self.bytes.fetch_sub(bytes_before - histogram_bytes(series), Ordering::Relaxed);
+    }
+
+    /// Removes the float samples of series `id` at `times` (a histogram was written there).
+    fn remove_floats_at(&self, bucket: u16, id: SeriesId, times: impl Iterator<Item = i64>) {
+        let Some(mut shard) = self.write_shard(bucket) else { return };
+        let Some(series) = shard.get_mut(&id) else { return };
+        let before = series.len();
+        for t in times {
+            if let Ok(i) = series.binary_search_by_key(&t, |s| s.timestamp_ms) {
+                series.remove(i);
+            }
+        }
+        self.samples.fetch_sub(before - series.len(), Ordering::Relaxed);
+    }
+
+    /// Appends the histogram samples of series `id` in `[start, end]` to `out`, ascending.
+    pub fn read_histograms(
+        &self,
+        bucket: u16,
+        id: SeriesId,
+        start_ms: i64,
+        end_ms: i64,
+        out: &mut Vec<HistogramSample>,
+    ) {
+        if self.histogram_series.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let Some(shard) = self.histograms.get(usize::from(bucket)) else { return };
+        let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(series) = shard.get(&id) {
+            let from = series.partition_point(|s| s.timestamp_ms < start_ms);
+            let to = series.partition_point(|s| s.timestamp_ms <= end_ms);
+            out.extend_from_slice(series.get(from..to).unwrap_or_default());
+        }
+    }
+
+    /// Read access to one shard's histograms (for flushing).
+    pub fn read_histogram_shard(&self, index: usize) -> Option<RwLockReadGuard<'_, HistogramShard>> {
+        self.histograms.get(index).map(|s| s.read().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// Appends the samples of series `id` in `[start, end]` to `out`, ascending.
@@ -172,6 +268,13 @@ impl Head {
                     - series.partition_point(|s| s.timestamp_ms < start_ms);
             }
         }
+        for shard in &self.histograms {
+            let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for series in shard.values() {
+                n += series.partition_point(|s| s.timestamp_ms < end_ms)
+                    - series.partition_point(|s| s.timestamp_ms < start_ms);
+            }
+        }
         n
     }
 
@@ -179,6 +282,12 @@ impl Head {
     /// first such series.
     pub fn any_in(&self, start_ms: i64, end_ms: i64) -> bool {
         self.shards.iter().any(|shard| {
+            let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            shard.values().any(|series| {
+                let from = series.partition_point(|s| s.timestamp_ms < start_ms);
+                series.get(from).is_some_and(|s| s.timestamp_ms < end_ms)
+            })
+        }) || self.histograms.iter().any(|shard| {
             let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             shard.values().any(|series| {
                 let from = series.partition_point(|s| s.timestamp_ms < start_ms);
@@ -199,6 +308,17 @@ impl Head {
         self.samples.fetch_sub(held, Ordering::Relaxed);
         self.series.fetch_sub(series, Ordering::Relaxed);
         self.bytes.fetch_sub(series * SERIES_BYTES + slots * SLOT_BYTES, Ordering::Relaxed);
+        drop(shard);
+        let Some(hist) = self.histograms.get(index) else { return };
+        let mut hist = hist.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held: usize = hist.values().map(Vec::len).sum();
+        let bytes: usize = hist.values().map(|s| histogram_bytes(s)).sum();
+        let series = hist.len();
+        *hist = HistogramShard::default();
+        self.histogram_series.fetch_sub(series, Ordering::Relaxed);
+        self.samples.fetch_sub(held, Ordering::Relaxed);
+        self.series.fetch_sub(series, Ordering::Relaxed);
+        self.bytes.fetch_sub(series * SERIES_BYTES + bytes, Ordering::Relaxed);
     }
 
     /// Empties the head (after a flush committed everything in it). Writer thread only.
@@ -208,17 +328,43 @@ impl Head {
             // Keep no capacity: the next flush period may hold other series.
             *shard = Shard::default();
         }
+        for shard in &self.histograms {
+            *shard.write().unwrap_or_else(std::sync::PoisonError::into_inner) = HistogramShard::default();
+        }
+        self.histogram_series.store(0, Ordering::Relaxed);
         self.samples.store(0, Ordering::Relaxed);
         self.series.store(0, Ordering::Relaxed);
         self.bytes.store(0, Ordering::Relaxed);
     }
 }
 
+/// Bytes the head counts for a series' histogram vector (see [`Head`]).
+fn histogram_bytes(series: &[HistogramSample]) -> usize {
+    series.iter().map(|h| HISTOGRAM_SLOT_BYTES + h.histogram.heap_bytes()).sum()
+}
+
+/// A sample kind the head holds: it has a timestamp.
+trait Timed: Clone {
+    fn ts(&self) -> i64;
+}
+
+impl Timed for Sample {
+    fn ts(&self) -> i64 {
+        self.timestamp_ms
+    }
+}
+
+impl Timed for HistogramSample {
+    fn ts(&self) -> i64 {
+        self.timestamp_ms
+    }
+}
+
 /// Merges `new` (any order; later entries win on equal timestamps) into the sorted `series`.
-fn insert(series: &mut Vec<Sample>, new: &[Sample]) {
-    let ascending = new.windows(2).all(|w| matches!(w, [a, b] if a.timestamp_ms < b.timestamp_ms));
+fn insert<T: Timed>(series: &mut Vec<T>, new: &[T]) {
+    let ascending = new.windows(2).all(|w| matches!(w, [a, b] if a.ts() < b.ts()));
     let after_last = match (series.last(), new.first()) {
-        (Some(last), Some(first)) => last.timestamp_ms < first.timestamp_ms,
+        (Some(last), Some(first)) => last.ts() < first.ts(),
         _ => true,
     };
     if ascending && after_last {
@@ -232,25 +378,25 @@ fn insert(series: &mut Vec<Sample>, new: &[Sample]) {
         return;
     }
     if new.len() <= 4 {
-        for &s in new {
-            match series.binary_search_by_key(&s.timestamp_ms, |x| x.timestamp_ms) {
+        for s in new {
+            match series.binary_search_by_key(&s.ts(), T::ts) {
                 Ok(i) => {
                     if let Some(slot) = series.get_mut(i) {
-                        *slot = s;
+                        *slot = s.clone();
                     }
                 }
-                Err(i) => series.insert(i, s),
+                Err(i) => series.insert(i, s.clone()),
             }
         }
         return;
     }
     // Bulk: stable sort keeps arrival order among equal timestamps; keep the last of each.
     series.extend_from_slice(new);
-    series.sort_by_key(|s| s.timestamp_ms);
-    let mut kept: Vec<Sample> = Vec::with_capacity(series.len());
-    for &s in series.iter() {
+    series.sort_by_key(T::ts);
+    let mut kept: Vec<T> = Vec::with_capacity(series.len());
+    for s in series.drain(..) {
         match kept.last_mut() {
-            Some(last) if last.timestamp_ms == s.timestamp_ms => *last = s,
+            Some(last) if last.ts() == s.ts() => *last = s,
             _ => kept.push(s),
         }
     }

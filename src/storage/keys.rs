@@ -10,6 +10,7 @@
 //! | `series_by_labels`  | `md5(canonical label set) [16]` `series_id u64`            | canonical label set         |
 //! | `wal`               | group-commit sequence number `u64`                         | the group's samples (`wal`) |
 //! | `points_`, `chunks_`| `bucket u16` `series_id u64` `u64::MAX - first ts_ms`      | a run of samples (`run`)    |
+//! | `points_`, `chunks_`| `0x8000 + bucket u16` `series_id u64` `u64::MAX - first ts_ms` | histogram run (`histogram_run`) |
 //! | `points_`, `chunks_`| `0xFFFF` `series_id u64` (window index: series has data)   | empty                       |
 //! | `points_`, `chunks_`| `0xFFFE` `name 0x00 value 0x00` `series_id u64` (window postings) | empty               |
 //!
@@ -38,6 +39,12 @@ pub const WINDOW_POSTINGS_PREFIX: [u8; 2] = WINDOW_POSTINGS_BUCKET.to_be_bytes()
 /// First byte of every index row of a window keyspace (no point key starts with it).
 pub const INDEX_ROW_BYTE: u8 = 0xFF;
 const _: () = assert!(MAX_BUCKETS.to_be_bytes()[0] < INDEX_ROW_BYTE);
+/// Added to the bucket in the keys of histogram rows: a series' histogram runs sit in their own
+/// key range, apart from its float runs, so float reads never meet them.
+pub const HISTOGRAM_FAMILY: u16 = 0x8000;
+const _: () = assert!((MAX_BUCKETS as u32) <= HISTOGRAM_FAMILY as u32);
+const _: () = assert!(((HISTOGRAM_FAMILY + MAX_BUCKETS) as u32) < WINDOW_POSTINGS_BUCKET as u32);
+const _: () = assert!((HISTOGRAM_FAMILY + MAX_BUCKETS).to_be_bytes()[0] < INDEX_ROW_BYTE);
 /// Length of a point key.
 pub const POINT_KEY_LEN: usize = 18;
 /// Length of the `bucket, series_id` prefix shared by a series' point keys.
@@ -131,6 +138,28 @@ pub fn decode_point_key(key: &[u8]) -> Option<(u16, u64, i64)> {
     let series_id = u64::from_be_bytes(sid.try_into().ok()?);
     let ts = u64::MAX - u64::from_be_bytes(rev.try_into().ok()?);
     Some((bucket, series_id, i64::try_from(ts).ok()?))
+}
+
+/// The key of a histogram run of series `series_id` in `bucket` (`< MAX_BUCKETS`) starting at
+/// `ts_ms`: a point key in the histogram family.
+pub fn histogram_key(bucket: u16, series_id: u64, ts_ms: i64) -> [u8; POINT_KEY_LEN] {
+    point_key(HISTOGRAM_FAMILY + bucket, series_id, ts_ms)
+}
+
+/// The prefix shared by the histogram run keys of a series.
+pub fn histogram_series_prefix(bucket: u16, series_id: u64) -> [u8; SERIES_PREFIX_LEN] {
+    series_prefix(HISTOGRAM_FAMILY + bucket, series_id)
+}
+
+/// The bucket of a histogram run key's bucket field (`None` for a float run's).
+pub fn histogram_bucket(field: u16) -> Option<u16> {
+    field.checked_sub(HISTOGRAM_FAMILY).filter(|b| *b < MAX_BUCKETS)
+}
+
+/// The first and last key of the histogram family: a keyspace with no key in between holds no
+/// histogram.
+pub fn histogram_family_bounds() -> ([u8; 2], [u8; 2]) {
+    (HISTOGRAM_FAMILY.to_be_bytes(), (HISTOGRAM_FAMILY + MAX_BUCKETS).to_be_bytes())
 }
 
 /// The prefix shared by all point keys of a series (and, with [`WINDOW_INDEX_BUCKET`],

@@ -2,7 +2,7 @@
 //!
 //! | key               | value                         |
 //! |-------------------|-------------------------------|
-//! | `format_version`  | `u32` BE, currently 3         |
+//! | `format_version`  | `u32` BE, currently 4         |
 //! | `bucket_scheme`   | `hash` or `modulo`            |
 //! | `buckets`         | `u16` BE                      |
 //! | `window_ms`       | `i64` BE                      |
@@ -18,7 +18,10 @@ use super::keys::{BucketScheme, Bucketing};
 /// - 3: a window postings row may be a block of several ids (see `postings.rs`); format 2's
 ///   rows are blocks of one, so 2 upgrades by writing the new version alone (a build that
 ///   reads only 2 must not open a directory holding blocks).
-pub const FORMAT_VERSION: u32 = 3;
+/// - 4: window keyspaces may hold histogram runs (keys in the histogram family, see `keys.rs`)
+///   and the write-ahead log rows of version 2; 3 upgrades by writing the new version alone (a
+///   build that reads only 3 would not see the histograms, and refuse their log rows).
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format this build upgrades at open.
 pub const OLDEST_UPGRADABLE: u32 = 1;
 /// Manifest key of the format version.

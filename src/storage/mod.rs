@@ -12,6 +12,7 @@ mod delete;
 mod disk;
 mod error;
 mod head;
+mod histogram_run;
 pub mod keys;
 pub mod manifest;
 mod matchers;

@@ -28,6 +28,7 @@ use std::sync::mpsc::{self, SyncSender};
 
 use super::chunk;
 use super::error::{Result, StorageError};
+use super::histogram_run;
 use super::keys;
 use super::postings;
 use super::run;
@@ -36,7 +37,7 @@ use super::series::SeriesId;
 use super::shared::Shared;
 use super::window;
 use super::write::{Command, DropOverlay, SealSwap};
-use crate::sample::Sample;
+use crate::sample::{HistogramSample, Sample};
 
 /// Rows per write batch while re-sealing (bounds memory); a series is never split.
 const BATCH_ROWS: usize = 20_000;
@@ -45,6 +46,8 @@ const BATCH_ROWS: usize = 20_000;
 enum RowKind {
     /// A run or chunk of series `id` in `bucket`.
     Point(u16, SeriesId),
+    /// A histogram run of series `id` in `bucket`.
+    Histogram(u16, SeriesId),
     /// An index row: copied as it is.
     Index,
 }
@@ -59,6 +62,9 @@ fn classify(key: &[u8]) -> Result<RowKind> {
     }
     match keys::decode_point_key(key) {
         Some((bucket, id, _)) if bucket < keys::MAX_BUCKETS => Ok(RowKind::Point(bucket, id)),
+        Some((field, id, _)) => keys::histogram_bucket(field)
+            .map(|bucket| RowKind::Histogram(bucket, id))
+            .ok_or(StorageError::Corrupt { what: "overlay key" }),
         _ => Err(StorageError::Corrupt { what: "overlay key" }),
     }
 }
@@ -143,6 +149,17 @@ impl<'a> Pass<'a> {
         Ok(())
     }
 
+    /// Merges the overlay's histograms of one series (ascending) into the chunks keyspace's.
+    fn merge_histograms(&mut self, bucket: u16, id: SeriesId, hot: &[HistogramSample]) -> Result<()> {
+        self.outcome.chunks += histogram_run::write(&mut self.batch, self.chunks, bucket, id, hot)?;
+        self.sealed_samples += hot.len() as u64;
+        self.outcome.samples += hot.len();
+        if self.batch.len() >= BATCH_ROWS {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
     /// Copies an index row of the overlay into the chunks keyspace. A postings block keeps only
     /// the series not yet indexed in the chunks keyspace (an indexed series has all its
     /// postings there already); rows come in key order, so the window-index rows this pass
@@ -202,10 +219,22 @@ pub fn merge_overlay(
     let mut pass = Pass::new(sh, start_ms, chunks)?;
     let mut series: Option<(u16, SeriesId)> = None;
     let mut rows: Vec<Vec<Sample>> = Vec::new();
+    let mut histogram_series: Option<(u16, SeriesId)> = None;
+    let mut histogram_rows: Vec<Vec<HistogramSample>> = Vec::new();
     for guard in points.iter() {
         let (key, value) = guard.into_inner()?;
         match classify(&key)? {
             RowKind::Index => pass.copy_index_row(key, value)?,
+            RowKind::Histogram(bucket, id) => {
+                if let Some((b, i)) = histogram_series.filter(|s| *s != (bucket, id)) {
+                    let rows = std::mem::take(&mut histogram_rows);
+                    pass.merge_histograms(b, i, &rows.into_iter().rev().flatten().collect::<Vec<_>>())?;
+                }
+                histogram_series = Some((bucket, id));
+                let mut run = Vec::new();
+                histogram_run::decode(&value, &mut run)?;
+                histogram_rows.push(run);
+            }
             RowKind::Point(bucket, id) => {
                 if series.is_some_and(|s| s != (bucket, id)) {
                     if let Some((b, i)) = series {
@@ -221,6 +250,9 @@ pub fn merge_overlay(
     }
     if let Some((b, i)) = series {
         pass.merge_series(b, i, &ascending(rows))?;
+    }
+    if let Some((b, i)) = histogram_series {
+        pass.merge_histograms(b, i, &histogram_rows.into_iter().rev().flatten().collect::<Vec<_>>())?;
     }
     pass.commit()?;
     // The merged chunks go to tables before the overlay's keyspace is deleted: their durability

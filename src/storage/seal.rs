@@ -8,10 +8,11 @@ use std::sync::mpsc::{self, SyncSender};
 
 use super::chunk;
 use super::error::{Result, StorageError};
+use super::histogram_run;
 use super::keys;
 use super::postings;
 use super::reseal;
-use super::select::{read_series, universe};
+use super::select::{read_histograms, read_series, universe, HistogramSources};
 use super::series;
 use super::shared::Shared;
 use super::window;
@@ -129,14 +130,21 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
     let mut batch = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
     let mut buf = Vec::new();
     let mut index = postings::PostingsBuilder::default();
+    let sources = HistogramSources::probe(std::slice::from_ref(w))?;
     for id in ids {
         let bucket = sh.bucketing.bucket(id);
         let mut samples = Vec::new();
         read_series(std::slice::from_ref(w), None, bucket, id, 0, MAX_TIMESTAMP_MS, &mut samples)?;
-        if samples.is_empty() {
+        let histograms = read_histograms(std::slice::from_ref(w), &sources, None, bucket, id, 0, MAX_TIMESTAMP_MS)?;
+        if samples.is_empty() && histograms.is_empty() {
             continue;
         }
         index.add(&mut batch, chunks_ks, id, &series::canonical_of(&sh.series, id)?);
+        if !histograms.is_empty() {
+            histogram_run::drop_shadowed(&mut samples, &histograms);
+            outcome.chunks += histogram_run::write(&mut batch, chunks_ks, bucket, id, &histograms)?;
+            outcome.samples += histograms.len();
+        }
         for run in samples.chunks(CHUNK_SAMPLES) {
             let Some(head) = run.first() else { continue };
             buf.clear();

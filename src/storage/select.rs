@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use super::error::Result;
 use super::head::Head;
+use super::histogram_run;
 use super::matchers::{self, Selection};
 use super::postings;
 use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
@@ -16,7 +17,7 @@ use super::series::{self, SeriesId};
 use super::shared::Shared;
 use super::window::Window;
 use crate::labels::Labels;
-use crate::sample::{Sample, SeriesSamples};
+use crate::sample::{HistogramSample, Sample, SeriesSamples};
 
 /// Series read between two checks of the deadline and cancellation flag (and read together).
 const CHECK_EVERY: usize = 64;
@@ -130,6 +131,63 @@ pub fn read_series(
     Ok(())
 }
 
+/// Which keyspaces of a read's windows hold histogram rows (found with one seek each), so that
+/// series of floats only cost nothing more.
+pub struct HistogramSources {
+    /// Per window: (sealed chunks hold histograms, hot runs hold histograms).
+    windows: Vec<(bool, bool)>,
+}
+
+impl HistogramSources {
+    /// Probes each keyspace of `windows`.
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn probe(windows: &[Window]) -> Result<Self> {
+        let has = |ks: Option<&fjall::Keyspace>| ks.map_or(Ok(false), histogram_run::any);
+        let windows = windows
+            .iter()
+            .map(|w| Ok((has(w.chunks.as_ref().map(|(_, ks)| ks))?, has(w.points.as_ref())?)))
+            .collect::<Result<_>>()?;
+        Ok(Self { windows })
+    }
+}
+
+/// The histogram samples of one series in `[start, end]`, ascending: the head first (see
+/// [`read_series`] for why), then per window the sealed chunks and the hot runs; hot wins over
+/// sealed and the head over both on equal timestamps.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn read_histograms(
+    windows: &[Window],
+    sources: &HistogramSources,
+    head: Option<&Head>,
+    bucket: u16,
+    id: SeriesId,
+    start_ms: i64,
+    end_ms: i64,
+) -> Result<Vec<HistogramSample>> {
+    let mut recent = Vec::new();
+    if let Some(head) = head {
+        head.read_histograms(bucket, id, start_ms, end_ms, &mut recent);
+    }
+    let mut out = Vec::new();
+    for (w, &(cold, hot)) in windows.iter().zip(&sources.windows) {
+        let mut stored = Vec::new();
+        if let Some((_, ks)) = w.chunks.as_ref().filter(|_| cold) {
+            histogram_run::read(ks, bucket, id, start_ms, end_ms, &mut stored)?;
+        }
+        if let Some(ks) = w.points.as_ref().filter(|_| hot) {
+            let mut newer = Vec::new();
+            histogram_run::read(ks, bucket, id, start_ms, end_ms, &mut newer)?;
+            stored = histogram_run::merge(&stored, &newer);
+        }
+        out.extend(stored);
+    }
+    Ok(if recent.is_empty() { out } else { histogram_run::merge(&out, &recent) })
+}
+
 /// Adds the head's samples of a series (`recent`) to its stored samples (`out[base..]`): the
 /// head usually holds only newer samples, appended; otherwise the two are merged, the head
 /// winning on equal timestamps.
@@ -219,6 +277,7 @@ struct Scan<'a> {
     end_ms: i64,
     limits: &'a ReadLimits,
     budget: SampleBudget,
+    histograms: HistogramSources,
 }
 
 impl Scan<'_> {
@@ -261,12 +320,22 @@ impl Scan<'_> {
                 }
                 each
             };
-            for (labels, samples) in labels.into_iter().zip(samples) {
-                if samples.is_empty() {
+            for ((labels, mut samples), id) in labels.into_iter().zip(samples).zip(accepted) {
+                let histograms = read_histograms(
+                    self.windows,
+                    &self.histograms,
+                    Some(&self.sh.head),
+                    *bucket,
+                    id,
+                    self.start_ms,
+                    self.end_ms,
+                )?;
+                if samples.is_empty() && histograms.is_empty() {
                     continue;
                 }
-                self.budget.take(samples.len())?;
-                let mut series = SeriesSamples { labels, samples, histograms: Vec::new() };
+                histogram_run::drop_shadowed(&mut samples, &histograms);
+                self.budget.take(samples.len() + histograms.len())?;
+                let mut series = SeriesSamples { labels, samples, histograms };
                 if let Some(map) = map {
                     map(&mut series);
                 }
@@ -294,8 +363,16 @@ pub fn select(
     limits.check()?;
     let (windows, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
     let groups = by_bucket(sh, &ids);
-    let scan =
-        Scan { sh, sel, windows: &windows, start_ms, end_ms, limits, budget: SampleBudget::new(limits.max_samples) };
+    let scan = Scan {
+        sh,
+        sel,
+        windows: &windows,
+        start_ms,
+        end_ms,
+        limits,
+        budget: SampleBudget::new(limits.max_samples),
+        histograms: HistogramSources::probe(&windows)?,
+    };
     let parts: Vec<Result<Vec<SeriesSamples>>> = if groups.len() <= 1 || ids.len() < 2 * CHECK_EVERY {
         groups.iter().map(|g| scan.bucket(g, map)).collect()
     } else {
@@ -323,17 +400,20 @@ pub fn for_each_series(
 ) -> Result<()> {
     let (windows, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
     let budget = SampleBudget::new(limits.max_samples);
+    let sources = HistogramSources::probe(&windows)?;
     for (bucket, ids) in by_bucket(sh, &ids) {
         for id in ids {
             limits.check()?;
             let Some(labels) = accepted_labels(sh, sel, id)? else { continue };
             let mut samples = Vec::new();
             read_series(&windows, Some(&sh.head), bucket, id, start_ms, end_ms, &mut samples)?;
-            if samples.is_empty() {
+            let histograms = read_histograms(&windows, &sources, Some(&sh.head), bucket, id, start_ms, end_ms)?;
+            if samples.is_empty() && histograms.is_empty() {
                 continue;
             }
-            budget.take(samples.len())?;
-            if !f(SeriesSamples { labels, samples, histograms: Vec::new() }) {
+            histogram_run::drop_shadowed(&mut samples, &histograms);
+            budget.take(samples.len() + histograms.len())?;
+            if !f(SeriesSamples { labels, samples, histograms }) {
                 return Ok(());
             }
         }

@@ -16,6 +16,7 @@ use super::churn;
 use super::delete::{self, DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
 use super::head::{IdHasher, IdMap};
+use super::histogram_run;
 use super::keys;
 use super::manifest::NEXT_SERIES_ID;
 use super::postings;
@@ -25,7 +26,7 @@ use super::shared::Shared;
 use super::snapshot::Pinned;
 use super::wal;
 use super::window;
-use crate::sample::{PackedBatch, Sample};
+use crate::sample::{HistogramSample, PackedBatch, Sample};
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
 const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
@@ -431,6 +432,15 @@ impl Writer {
         // writes of one series keep their order (the later one wins).
         entries.sort_by_key(|&(bucket, _, _)| bucket);
         sh.head.append(entries);
+        let series = group.iter().flat_map(|(b, _)| b.batch.series());
+        sh.head.append_histograms(
+            pending
+                .resolved
+                .iter()
+                .zip(series)
+                .filter(|(_, s)| !s.histograms.is_empty())
+                .map(|(&(bucket, id), s)| (bucket, id, s.histograms)),
+        );
         if self.head_since.is_none() && !sh.head.is_empty() {
             self.head_since = Some(Instant::now());
         }
@@ -467,12 +477,15 @@ impl Writer {
         let mut outcomes = Vec::new();
         let mut log = std::mem::take(&mut self.log_buf);
         wal::begin(&mut log);
+        let mut histogram_log = Vec::new();
         for Prepared { batch, keys } in batches {
             let created_before = pending.created;
             for (s, key) in batch.series().zip(keys) {
                 let (id, bucket) = self.resolve(fb, pending, s.labels, key)?;
                 pending.resolved.push((bucket, id));
-                wal::push(&mut log, id, s.samples);
+                if !s.samples.is_empty() {
+                    wal::push(&mut log, id, s.samples);
+                }
                 let mut window: Option<i64> = None;
                 for sample in s.samples {
                     let start = sh.windows.start_of(sample.timestamp_ms);
@@ -482,17 +495,33 @@ impl Writer {
                     window = Some(start);
                     self.mark_present(fb, pending, start, id, Some(s.labels))?;
                 }
+                if !s.histograms.is_empty() {
+                    let ascending = ascending_last_wins(s.histograms);
+                    wal::push_histograms(&mut histogram_log, id, &ascending)
+                        .map_err(|_| StorageError::Corrupt { what: "histogram samples to log" })?;
+                    let mut window: Option<i64> = None;
+                    for h in &ascending {
+                        let start = sh.windows.start_of(h.timestamp_ms);
+                        if window != Some(start) {
+                            window = Some(start);
+                            self.mark_present(fb, pending, start, id, Some(s.labels))?;
+                        }
+                    }
+                }
                 let b = usize::from(bucket);
                 if pending.per_bucket.len() <= b {
                     pending.per_bucket.resize(b + 1, 0);
                 }
                 if let Some(n) = pending.per_bucket.get_mut(b) {
-                    *n += s.samples.len() as u64;
+                    *n += (s.samples.len() + s.histograms.len()) as u64;
                 }
             }
-            outcomes
-                .push(WriteOutcome { samples: batch.sample_count(), series_created: pending.created - created_before });
+            outcomes.push(WriteOutcome {
+                samples: batch.sample_count() + batch.histogram_count(),
+                series_created: pending.created - created_before,
+            });
         }
+        wal::finish(&mut log, &histogram_log);
         pending.write_postings(fb);
         // Copied once, into the batch's own value (a clone first would copy it twice).
         fb.insert(&sh.wal, wal::key(self.wal.next), log.as_slice());
@@ -694,6 +723,21 @@ impl Writer {
             }
         }
     }
+}
+
+/// `samples` (any order) sorted by timestamp, the last of equal timestamps kept (as the head
+/// keeps the last write).
+fn ascending_last_wins(samples: &[HistogramSample]) -> Vec<HistogramSample> {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by_key(|h| h.timestamp_ms);
+    let mut kept: Vec<HistogramSample> = Vec::with_capacity(sorted.len());
+    for h in sorted {
+        match kept.last_mut() {
+            Some(last) if last.timestamp_ms == h.timestamp_ms => *last = h,
+            _ => kept.push(h),
+        }
+    }
+    kept
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod disk_full;
 mod future_timestamps;
 mod grafana;
 mod head_flush;
+mod histograms;
 mod hostile;
 mod hostile_queries;
 mod import_export;

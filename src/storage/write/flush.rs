@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{keys, run, wal, Pending, Result, Sample, SeriesId, StorageError, Writer};
+use super::{histogram_run, keys, run, wal, Pending, Result, Sample, SeriesId, StorageError, Writer};
 
 /// Rows per fjall batch while flushing (bounds the batch's memory; the log rows are removed
 /// only by the last batch, so a crash in between replays and merges idempotently).
@@ -164,6 +164,23 @@ impl Writer {
                 if fb.len() >= FLUSH_BATCH_ROWS {
                     pending.write_postings(&mut fb);
                     std::mem::replace(&mut fb, sh.db.batch().durability(self.durability)).commit()?;
+                }
+            }
+            drop(series);
+            let Some(histograms) = sh.head.read_histogram_shard(shard) else { continue };
+            for (&id, all) in histograms.iter() {
+                let bucket = sh.bucketing.bucket(id);
+                let mut rest = all.as_slice();
+                while let Some(first) = rest.first() {
+                    let start = sh.windows.start_of(first.timestamp_ms);
+                    let end = start.saturating_add(sh.windows.window_ms());
+                    let (piece, tail) = rest.split_at(rest.partition_point(|s| s.timestamp_ms < end));
+                    rest = tail;
+                    self.mark_present(&mut fb, pending, start, id, None)?;
+                    let ks = pending.hot.as_ref().map(|(_, ks)| ks.clone()).ok_or(StorageError::ShuttingDown)?;
+                    pending.windows.insert(start);
+                    runs += histogram_run::write(&mut fb, &ks, bucket, id, piece)?;
+                    samples += piece.len();
                 }
             }
         }
