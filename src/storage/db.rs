@@ -61,6 +61,8 @@ pub struct StorageConfig {
     pub series_cache_size: usize,
     /// fjall block cache in bytes.
     pub block_cache_bytes: u64,
+    /// Bytes of decoded label sets the read path keeps (see [`super::series::LabelsCache`]).
+    pub labels_cache_bytes: u64,
     /// When the in-memory head is flushed into window keyspaces.
     pub head: HeadLimits,
     /// How reads take the samples of many series (for measuring; default `Auto`).
@@ -80,6 +82,7 @@ impl StorageConfig {
             fsync: FsyncMode::Batch,
             series_cache_size: 1_000_000,
             block_cache_bytes: 256 << 20,
+            labels_cache_bytes: 64 << 20,
             head: HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(300) },
             read_strategy: ReadStrategy::Auto,
         }
@@ -230,7 +233,7 @@ impl Storage {
             (read_pool()?, config.read_strategy),
             windows,
             manifest.bucketing,
-            next_id,
+            (next_id, config.labels_cache_bytes),
         ));
         super::churn::recover(&shared)?;
         let wal = replay_wal(&shared)?;

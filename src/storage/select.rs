@@ -13,7 +13,7 @@ use super::matchers::{self, Selection};
 use super::postings;
 use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
 use super::run;
-use super::series::{self, SeriesId};
+use super::series::SeriesId;
 use super::shared::Shared;
 use super::window::Window;
 use crate::labels::Labels;
@@ -87,7 +87,7 @@ pub fn accepted_ids(sh: &Shared, sel: &Selection, start_ms: i64, end_ms: i64) ->
 /// The labels of a candidate when it passes every matcher; `None` when it does not, or when its
 /// series row is gone (retention removed the series after the candidates were read).
 fn accepted_labels(sh: &Shared, sel: &Selection, id: SeriesId) -> Result<Option<Labels>> {
-    Ok(series::labels_if_present(&sh.series, id)?.filter(|labels| sel.accepts(labels)))
+    Ok(sh.labels.get(&sh.series, id)?.filter(|labels| sel.accepts(labels)))
 }
 
 /// Appends the samples of one series in `[start, end]` to `out`, ascending. The head (when

@@ -19,6 +19,8 @@ pub struct Shared {
     pub series: fjall::Keyspace,
     /// `md5(labels) series_id -> canonical labels`.
     pub series_by_labels: fjall::Keyspace,
+    /// Decoded label sets of `series` rows, for reads.
+    pub labels: super::series::LabelsCache,
     /// The head's write-ahead log (see [`super::wal`]).
     pub wal: fjall::Keyspace,
     /// Acknowledged samples not yet flushed into window keyspaces.
@@ -61,13 +63,14 @@ impl Shared {
         (pool, read_strategy): (Arc<rayon::ThreadPool>, ReadStrategy),
         windows: Windows,
         bucketing: Bucketing,
-        next_id: u64,
+        (next_id, labels_cache_bytes): (u64, u64),
     ) -> Self {
         Self {
             db,
             meta,
             series,
             series_by_labels,
+            labels: super::series::LabelsCache::new(labels_cache_bytes),
             wal,
             pool,
             read_strategy,
