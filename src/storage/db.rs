@@ -17,6 +17,7 @@ use super::migrate;
 use super::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap};
 use super::seal::{self, SealOutcome};
 use super::select;
+use super::series;
 use super::shared::MeasuredSeries;
 use super::shared::Shared;
 use super::snapshot::{self, SnapshotOutcome};
@@ -221,7 +222,11 @@ impl Storage {
         )?;
         let next_id = manifest::next_series_id(&meta)?;
         let windows = Windows::load(&db, &meta, manifest.window_ms)?;
-        let (series, series_by_labels) = (ks("series")?, ks("series_by_labels")?);
+        // Label sets repeat their names and most values from row to row: LZ4 on every level
+        // (fjall leaves L0 and L1 raw by default) about halves the series tables. Options are
+        // fixed when a keyspace is created; older directories keep theirs.
+        let series_table = |name: &str| db.keyspace(name, series::table_options);
+        let (series, series_by_labels) = (series_table("series")?, series_table("series_by_labels")?);
         if let Some(from) = manifest.upgrade_from {
             migrate::upgrade(&db, &meta, [&series, &series_by_labels], &windows, from)?;
         }

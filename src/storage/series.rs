@@ -215,6 +215,15 @@ pub fn canonical_of(series: &fjall::Keyspace, id: SeriesId) -> Result<fjall::Sli
     series.get(id.to_be_bytes())?.ok_or(StorageError::Corrupt { what: "series row (missing)" })
 }
 
+/// Options of the `series` and `series_by_labels` tables when they are created: LZ4 blocks on
+/// every level.
+pub fn table_options() -> fjall::KeyspaceCreateOptions {
+    use fjall::config::CompressionPolicy;
+    fjall::KeyspaceCreateOptions::default()
+        .data_block_compression_policy(CompressionPolicy::all(fjall::CompressionType::Lz4))
+        .index_block_compression_policy(CompressionPolicy::all(fjall::CompressionType::Lz4))
+}
+
 /// Reads the label set of a series, `None` when its row is gone (retention removes the rows of
 /// series left without data; a read that found the id earlier may race that).
 ///
