@@ -21,6 +21,10 @@ pub struct Shared {
     pub series_by_labels: fjall::Keyspace,
     /// Decoded label sets of `series` rows, for reads.
     pub labels: super::series::LabelsCache,
+    /// The newest exemplars (see [`super::exemplars`]).
+    pub exemplars: super::exemplars::ExemplarStore,
+    /// Their rows.
+    pub exemplar_rows: fjall::Keyspace,
     /// The head's write-ahead log (see [`super::wal`]).
     pub wal: fjall::Keyspace,
     /// Acknowledged samples not yet flushed into window keyspaces.
@@ -64,6 +68,7 @@ impl Shared {
         windows: Windows,
         bucketing: Bucketing,
         (next_id, labels_cache_bytes): (u64, u64),
+        (exemplars, exemplar_rows): (super::exemplars::ExemplarStore, fjall::Keyspace),
     ) -> Self {
         Self {
             db,
@@ -71,6 +76,8 @@ impl Shared {
             series,
             series_by_labels,
             labels: super::series::LabelsCache::new(labels_cache_bytes),
+            exemplars,
+            exemplar_rows,
             wal,
             pool,
             read_strategy,

@@ -13,6 +13,7 @@ mod clickhouse_cluster;
 mod crash;
 mod crash_load;
 mod disk_full;
+mod exemplars;
 mod future_timestamps;
 mod grafana;
 mod head_flush;
