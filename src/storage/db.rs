@@ -11,6 +11,7 @@ use super::delete::{DeleteOutcome, DeleteRange};
 use super::disk::du_bytes;
 use super::error::{Result, StorageError};
 use super::exemplars::{self, ExemplarStore, SeriesExemplars};
+use super::histogram_run;
 use super::keys::{BucketScheme, Bucketing};
 use super::manifest::{self, Manifest};
 use super::matchers::Selection;
@@ -255,6 +256,13 @@ impl Storage {
             (next_id, config.labels_cache_bytes),
             (exemplars, exemplar_rows),
         ));
+        for w in shared.windows.all() {
+            for ks in select::keyspaces(&w) {
+                if histogram_run::any(ks)? {
+                    shared.mark_histograms_stored();
+                }
+            }
+        }
         super::churn::recover(&shared)?;
         let wal = replay_wal(&shared)?;
 
@@ -829,7 +837,7 @@ fn spawn_syncer(shared: Arc<Shared>) -> Result<(SyncSender<()>, JoinHandle<()>)>
 
 /// The shared read pool: one thread per core (see [`Shared::pool`]).
 fn read_pool() -> Result<Arc<rayon::ThreadPool>> {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = crate::cores::available();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("saltdb-read-{i}"))

@@ -25,6 +25,12 @@ pub struct Shared {
     pub exemplars: super::exemplars::ExemplarStore,
     /// Their rows.
     pub exemplar_rows: fjall::Keyspace,
+    /// Set once any window keyspace may hold histogram runs (at open when one does; by a flush
+    /// before it commits its first). Reads skip the histogram family while it is false. A read
+    /// takes a series' head histograms *before* looking at it, and a flush sets it before its
+    /// commit, which comes before it clears the head: a read that found the head cleared also
+    /// finds the flag set, and the runs.
+    histograms_stored: std::sync::atomic::AtomicBool,
     /// The head's write-ahead log (see [`super::wal`]).
     pub wal: fjall::Keyspace,
     /// Acknowledged samples not yet flushed into window keyspaces.
@@ -60,6 +66,16 @@ pub struct Shared {
 const NEXT_GENERATION: &str = "next_keyspace_generation";
 
 impl Shared {
+    /// Whether any window keyspace may hold histogram runs (see the field).
+    pub fn histograms_stored(&self) -> bool {
+        self.histograms_stored.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Records that window keyspaces may hold histogram runs, before they are committed.
+    pub fn mark_histograms_stored(&self) {
+        self.histograms_stored.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// Bundles the opened parts.
     pub fn new(
         db: fjall::Database,
@@ -78,6 +94,7 @@ impl Shared {
             labels: super::series::LabelsCache::new(labels_cache_bytes),
             exemplars,
             exemplar_rows,
+            histograms_stored: std::sync::atomic::AtomicBool::new(false),
             wal,
             pool,
             read_strategy,
