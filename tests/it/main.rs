@@ -36,6 +36,7 @@ mod query_api;
 mod query_memory;
 mod readme;
 mod real_prometheus;
+mod remote_histograms;
 mod remote_write;
 mod retention;
 mod seal;
