@@ -10,6 +10,7 @@ mod http_client;
 mod peers;
 mod protocols;
 mod query;
+mod histogram_size;
 mod size;
 mod soak;
 mod workload;
