@@ -12,11 +12,13 @@
 //!
 //! Every rejection is counted in `saltdb_write_requests_rejected_total{protocol,reason}` and its
 //! samples (float and native histogram samples alike) in `saltdb_samples_rejected_total`. Native
-//! histograms are stored like float samples and counted in `saltdb_samples_ingested_total`;
-//! exemplars in an otherwise valid request are dropped and counted (`reason="exemplar"`).
+//! histograms are stored like float samples and counted in `saltdb_samples_ingested_total`.
+//! Exemplars are stored (see `storage/exemplars.rs`); those dropped, invalid (labels over 128
+//! characters, a bad timestamp) or out of order and duplicate per series, are counted with
+//! `reason="exemplar"` and do not fail the request, as in Prometheus.
 //! Remote-write 2.0 answers carry `X-Prometheus-Remote-Write-Samples-Written` (float samples),
-//! `-Histograms-Written` (native histogram samples) and `-Exemplars-Written` (always 0): exactly
-//! what was stored, all 0 on a 4xx.
+//! `-Histograms-Written` (native histogram samples) and `-Exemplars-Written`: exactly what was
+//! stored, all 0 on a 4xx.
 
 use std::sync::Arc;
 
@@ -90,12 +92,6 @@ pub fn protocol_of(headers: &HeaderMap) -> Result<Protocol, ApiError> {
     }
 }
 
-/// What a stored request held and did not store.
-#[derive(Clone, Copy, Debug, Default)]
-struct Dropped {
-    exemplars: usize,
-}
-
 /// The handler.
 pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let protocol = match protocol_of(&headers) {
@@ -128,10 +124,10 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
             }
             Stopped::Refused(e) => Refusal::Budget(e),
         })?;
-        st.metrics.rejected(mp, "exemplar", decoded.exemplars, false);
+        st.metrics.rejected(mp, "exemplar", decoded.exemplars_dropped, false);
         st.remote.metadata.record(decoded.metadata);
-        let dropped = Dropped { exemplars: decoded.exemplars };
-        Ok((Batch::Packed(decoded.batch), dropped))
+        let sent = decoded.batch.exemplar_count();
+        Ok((Batch::Packed(decoded.batch), sent))
     })
     .await;
     match stored {
@@ -141,9 +137,10 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
                 let h = resp.headers_mut();
                 h.insert("X-Prometheus-Remote-Write-Samples-Written", HeaderValue::from(w.samples));
                 h.insert("X-Prometheus-Remote-Write-Histograms-Written", HeaderValue::from(w.histograms));
-                h.insert("X-Prometheus-Remote-Write-Exemplars-Written", HeaderValue::from(0u32));
+                h.insert("X-Prometheus-Remote-Write-Exemplars-Written", HeaderValue::from(w.exemplars));
             }
-            let _ = w.report.exemplars;
+            // Out-of-order and duplicate exemplars storage left out.
+            state.metrics.rejected(mp, "exemplar", w.report.saturating_sub(w.exemplars), false);
             resp
         }
         Err(e) => {

@@ -5,8 +5,9 @@
 //! A request is accepted or rejected as a whole: one bad series (bad labels, a timestamp out of
 //! range, an invalid native histogram) rejects the request, so nothing is ever partially applied.
 //! Float samples and native histograms (integer and float forms, every schema, custom buckets
-//! included; see [`crate::remote::histogram`]) go into the batch; exemplars are not stored, only
-//! counted in [`Decoded`] so the caller can report them.
+//! included; see [`crate::remote::histogram`]) and exemplars go into the batch. An invalid
+//! exemplar does not fail the request (Prometheus logs and drops it): it is left out and
+//! counted in [`Decoded::exemplars_dropped`].
 
 use std::convert::Infallible;
 
@@ -16,7 +17,9 @@ use crate::remote::histogram::{self, HistogramProblem};
 use crate::remote::metadata::MetricMetadata;
 use crate::remote::proto::{self, MetricType};
 use crate::remote::scan::scan_v1_granted;
-use crate::sample::{check_timestamp, HistogramSample, PackedBatch, Sample, TimestampOutOfRange};
+use crate::sample::{
+    check_timestamp, Exemplar, HistogramSample, PackedBatch, Sample, TimestampOutOfRange, MAX_EXEMPLAR_LABEL_CHARS,
+};
 use prost::Message;
 use std::sync::Arc;
 
@@ -55,8 +58,11 @@ pub struct Decoded {
     pub batch: PackedBatch,
     /// Metric metadata carried by the request.
     pub metadata: Vec<MetricMetadata>,
-    /// Exemplars in the request (not stored).
-    pub exemplars: usize,
+    /// Exemplars of the request left out of the batch, as Prometheus drops them without
+    /// failing the request: labels that are not a valid label set or longer than
+    /// [`MAX_EXEMPLAR_LABEL_CHARS`] characters, or a timestamp out of range. The others are in
+    /// the batch (storage still drops out-of-order and duplicate ones).
+    pub exemplars_dropped: usize,
 }
 
 /// Why a remote-write body was rejected. Every variant is the sender's fault (HTTP 400).
@@ -346,9 +352,17 @@ fn reference_v1(raw: &[u8], limits: &DecodeLimits, footprint: &Footprint) -> Res
         ..Decoded::default()
     };
     for (index, ts) in req.timeseries.into_iter().enumerate() {
-        out.exemplars += ts.exemplars.len();
+        // The exemplars' label strings move out of prost's messages (nothing is copied beyond
+        // what the reservation counted for those).
+        let received = ts.exemplars.len();
+        let exemplars: Vec<Exemplar> = ts
+            .exemplars
+            .into_iter()
+            .filter_map(|e| exemplar(e.labels.into_iter().map(|l| (l.name, l.value)).collect(), e.value, e.timestamp))
+            .collect();
+        out.exemplars_dropped += received - exemplars.len();
         let pairs: Vec<(String, String)> = ts.labels.into_iter().map(|l| (l.name, l.value)).collect();
-        push_series(&mut out.batch, index, pairs, &ts.samples, &ts.histograms, limits).map_err(reject)?;
+        push_series(&mut out.batch, index, pairs, (&ts.samples, &ts.histograms, exemplars), limits).map_err(reject)?;
     }
     out.metadata = req
         .metadata
@@ -390,15 +404,25 @@ fn decode_v2_reserving<E>(raw: &[u8], limits: &DecodeLimits, reserve: Reserve<'_
     Ok(decode_v2_series(&req, limits, PackedBatch::sized(footprint.series, footprint.samples, text)).map_err(reject)?)
 }
 
+/// Bytes an exemplar of the batch takes besides its label text: the [`Exemplar`] in the batch's
+/// vector (which may double) and its label set's shared allocation.
+const EXEMPLAR_BYTES: usize = 2 * std::mem::size_of::<Exemplar>() + 64;
+
 /// Bytes of label and metadata text a 2.0 request's references expand to, with a separator per
-/// label name and value (the canonical encoding's).
+/// label name and value (the canonical encoding's), and of the exemplars built from them.
 fn expanded_text(req: &proto::v2::Request) -> usize {
     let len = |r: &u32| req.symbols.get(*r as usize).map_or(0, |s| s.len() + 1);
     req.timeseries
         .iter()
         .map(|ts| {
             let meta = ts.metadata.as_ref().map_or(0, |m| len(&m.help_ref) + len(&m.unit_ref));
-            ts.labels_refs.iter().map(len).sum::<usize>() + meta
+            // Exemplars: their label text, and a label set's headers for each.
+            let exemplars: usize = ts
+                .exemplars
+                .iter()
+                .map(|e| EXEMPLAR_BYTES + e.labels_refs.iter().map(len).sum::<usize>() + e.labels_refs.len() / 2 * 48)
+                .sum();
+            ts.labels_refs.iter().map(len).sum::<usize>() + meta + exemplars
         })
         .fold(0usize, usize::saturating_add)
 }
@@ -419,7 +443,20 @@ fn decode_v2_series(
     };
     let mut out = Decoded { batch, ..Decoded::default() };
     for (index, ts) in req.timeseries.iter().enumerate() {
-        out.exemplars += ts.exemplars.len();
+        let mut exemplars = Vec::with_capacity(ts.exemplars.len());
+        for e in &ts.exemplars {
+            let mut pairs = Vec::with_capacity(e.labels_refs.len() / 2);
+            for pair in e.labels_refs.chunks(2) {
+                match pair {
+                    [n, v] => pairs.push((symbol(index, *n)?.clone(), symbol(index, *v)?.clone())),
+                    _ => pairs.push((String::new(), String::new())),
+                }
+            }
+            match exemplar(pairs, e.value, e.timestamp) {
+                Some(x) => exemplars.push(x),
+                None => out.exemplars_dropped += 1,
+            }
+        }
         if ts.labels_refs.len() % 2 != 0 {
             return Err(DecodeError::Symbols {
                 index,
@@ -441,7 +478,7 @@ fn decode_v2_series(
             }
         }
         let name = pairs.iter().find(|(n, _)| n == METRIC_NAME).map(|(_, v)| v.clone());
-        push_series(&mut out.batch, index, pairs, &ts.samples, &ts.histograms, limits)?;
+        push_series(&mut out.batch, index, pairs, (&ts.samples, &ts.histograms, exemplars), limits)?;
         if let (Some(md), Some(metric)) = (&ts.metadata, name) {
             let kind = MetricType::try_from(md.r#type).unwrap_or(MetricType::Unknown);
             let (help, unit) = (symbol(index, md.help_ref)?, symbol(index, md.unit_ref)?);
@@ -452,6 +489,20 @@ fn decode_v2_series(
         }
     }
     Ok(out)
+}
+
+/// A received exemplar, checked as Prometheus checks it: `None` (dropped without failing the
+/// request) when its labels are not a valid label set (empty values are dropped first, as for
+/// series), their names and values are longer than [`MAX_EXEMPLAR_LABEL_CHARS`] characters in
+/// all, or its timestamp is out of range.
+fn exemplar(pairs: Vec<(String, String)>, value: f64, timestamp_ms: i64) -> Option<Exemplar> {
+    let chars: usize = pairs.iter().map(|(n, v)| n.chars().count() + v.chars().count()).sum();
+    if chars > MAX_EXEMPLAR_LABEL_CHARS || check_timestamp(timestamp_ms).is_err() {
+        return None;
+    }
+    let pairs: Vec<(String, String)> = pairs.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+    let labels = Labels::from_pairs(pairs).ok()?;
+    Some(Exemplar { labels, value, timestamp_ms })
 }
 
 /// Fails when a request has more series than allowed: checked on the walk, before prost
@@ -472,8 +523,7 @@ fn push_series(
     batch: &mut PackedBatch,
     index: usize,
     pairs: Vec<(String, String)>,
-    samples: &[proto::Sample],
-    histograms: &[proto::Histogram],
+    (samples, histograms, exemplars): (&[proto::Sample], &[proto::Histogram], Vec<Exemplar>),
     limits: &DecodeLimits,
 ) -> Result<(), DecodeError> {
     if let Err(problem) = validate_labels(&pairs, limits) {
@@ -486,7 +536,7 @@ fn push_series(
         series: String::from("{}"),
         problem: e.into(),
     })?;
-    if samples.is_empty() && histograms.is_empty() {
+    if samples.is_empty() && histograms.is_empty() && exemplars.is_empty() {
         return Ok(());
     }
     let times = samples.iter().map(|s| s.timestamp).chain(histograms.iter().map(|h| h.timestamp));
@@ -511,6 +561,9 @@ fn push_series(
             problem: Box::new(problem),
         })?;
         batch.push_histogram(HistogramSample { timestamp_ms: h.timestamp, histogram: Arc::new(histogram) });
+    }
+    for e in exemplars {
+        batch.push_exemplar(e);
     }
     batch.finish_series();
     Ok(())

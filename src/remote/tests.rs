@@ -508,7 +508,7 @@ fn scanner_leaves_metadata_exemplars_and_histograms_to_prost() {
         let raw = req.encode_to_vec();
         assert!(super::scan::scan_v1(&raw, &limits).is_none());
         let d = super::decode::decode_v1(&raw, &limits).unwrap();
-        assert_eq!((d.batch.sample_count(), d.exemplars), (1, exemplars));
+        assert_eq!((d.batch.sample_count(), d.batch.exemplar_count(), d.exemplars_dropped), (1, exemplars, 0));
     }
     // A plain request is the scanner's, and labels with empty values are dropped as prost's path does.
     let raw = proto::WriteRequest {

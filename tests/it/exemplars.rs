@@ -1,5 +1,5 @@
-//! Exemplars (issue 17, item 3): stored with the write that carried them, bounded by
-//! `--max-exemplars`, kept across a restart and a crash, and answered by
+//! Exemplars (issue 17, item 3): stored with the write that carried them (remote-write 1.0 and
+//! 2.0), bounded by `--max-exemplars`, kept across a restart and a crash, and answered by
 //! `/api/v1/query_exemplars` over HTTP in Prometheus' shape.
 
 use saltdb::labels::Labels;
@@ -7,7 +7,11 @@ use saltdb::matcher::{MatchOp, Matcher};
 use saltdb::sample::{Exemplar, PackedBatch, Sample};
 use saltdb::storage::Storage;
 
+use saltdb::remote::proto::{self, v2};
+use saltdb::remote::snappy_body;
+
 use crate::common::*;
+use crate::remote_write::{metric_value, metrics};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -157,4 +161,59 @@ fn query_exemplars_answers_over_http_like_prometheus() {
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("invalid parameter \\\"query\\\""), "{body}");
     bin.terminate();
+}
+
+#[test]
+fn remote_write_exemplars_are_stored_and_counted_as_prometheus_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(storage_config(dir.path()));
+    let base = server.url("");
+    let t0 = recent_ms() - 600_000;
+    // 2.0: symbols, one series with three exemplars: valid, labels over 128 characters
+    // (dropped), and one older than the first (out of order: dropped by storage).
+    let long = "x".repeat(130);
+    let symbols: Vec<String> =
+        ["", "__name__", "rpc_seconds", "job", "v2", "trace_id", "a1", "b2", &long].map(String::from).to_vec();
+    let req = v2::Request {
+        symbols,
+        timeseries: vec![v2::TimeSeries {
+            labels_refs: vec![1, 2, 3, 4],
+            samples: vec![proto::Sample { value: 1.0, timestamp: t0 }],
+            exemplars: vec![
+                v2::Exemplar { labels_refs: vec![5, 6], value: 0.25, timestamp: t0 },
+                v2::Exemplar { labels_refs: vec![5, 8], value: 0.5, timestamp: t0 + 1 },
+                v2::Exemplar { labels_refs: vec![5, 7], value: 0.75, timestamp: t0 - 5 },
+            ],
+            ..Default::default()
+        }],
+    };
+    let (status, h, text) = post(&format!("{base}/api/v1/write"), &V2_HEADERS, snappy_body(&req));
+    assert_eq!((status, text.as_str()), (204, ""));
+    assert_eq!(h["x-prometheus-remote-write-samples-written"], "1");
+    assert_eq!(h["x-prometheus-remote-write-exemplars-written"], "1");
+    // 1.0: an exemplar for the same series, newer.
+    let mut ts = series(&[("__name__", "rpc_seconds"), ("job", "v2")], &[(t0 + 15_000, 2.0)]);
+    ts.exemplars = vec![proto::Exemplar {
+        labels: vec![proto::Label { name: "trace_id".into(), value: "c3".into() }],
+        value: 1.5,
+        timestamp: t0 + 15_000,
+    }];
+    let body = snappy_body(&proto::WriteRequest { timeseries: vec![ts], metadata: vec![] });
+    let (status, _, text) = post(&format!("{base}/api/v1/write"), &V1_HEADERS, body);
+    assert_eq!((status, text.as_str()), (204, ""));
+
+    let mut u = reqwest::Url::parse(&format!("{base}/api/v1/query_exemplars")).unwrap();
+    u.query_pairs_mut()
+        .append_pair("query", "rate(rpc_seconds[5m])")
+        .append_pair("start", &(t0 / 1000 - 60).to_string())
+        .append_pair("end", &(t0 / 1000 + 60).to_string());
+    let got = get_json(u.as_str());
+    let exemplars = &got["data"][0]["exemplars"];
+    let traces: Vec<&str> =
+        exemplars.as_array().unwrap().iter().map(|e| e["labels"]["trace_id"].as_str().unwrap()).collect();
+    assert_eq!(traces, ["a1", "c3"], "{got}");
+    assert_eq!(got["data"][0]["seriesLabels"]["job"], "v2");
+    assert_eq!(exemplars[1]["value"], "1.5");
+    let m = metrics(&base);
+    assert_eq!(metric_value(&m, r#"saltdb_samples_rejected_total{protocol="remote_write_v2",reason="exemplar"}"#), 2.0);
 }
