@@ -24,7 +24,7 @@ pub mod prom_text;
 use std::borrow::Cow;
 
 use crate::labels::{is_valid_label_name, LabelError, METRIC_NAME};
-use crate::sample::{PackedBatch, Sample};
+use crate::sample::{HistogramSample, PackedBatch, Sample};
 
 /// Limits applied to every ingested series, whatever the protocol.
 #[derive(Clone, Copy, Debug)]
@@ -138,6 +138,24 @@ impl<'a, E> BatchBuilder<'a, E> {
         pairs: &mut [(K, V)],
         samples: &[Sample],
     ) -> Result<(), Stop<E>> {
+        self.push_points(name, pairs, samples, None)
+    }
+
+    /// [`push`](Self::push) for one native histogram sample (validated by the caller).
+    ///
+    /// # Errors
+    /// As [`push`](Self::push).
+    pub fn push_histogram(&mut self, name: String, mut pairs: Pairs, sample: HistogramSample) -> Result<(), Stop<E>> {
+        self.push_points(&name, &mut pairs, &[], Some(sample))
+    }
+
+    fn push_points<K: AsRef<str>, V: AsRef<str>>(
+        &mut self,
+        name: &str,
+        pairs: &mut [(K, V)],
+        samples: &[Sample],
+        histogram: Option<HistogramSample>,
+    ) -> Result<(), Stop<E>> {
         let invalid = |e: LabelError| Stop::Invalid(Rejection::body(e.to_string()));
         if self.batch.len() >= self.limits.max_series {
             return Err(Stop::Invalid(Rejection::body(format!(
@@ -145,12 +163,20 @@ impl<'a, E> BatchBuilder<'a, E> {
                 self.limits.max_series
             ))));
         }
-        if samples.is_empty() {
+        if samples.is_empty() && histogram.is_none() {
             return Ok(());
         }
         let label_bytes =
             name.len() + pairs.iter().map(|(k, v)| k.as_ref().len() + v.as_ref().len() + 2).sum::<usize>() + 10;
-        (self.reserve)(label_bytes + std::mem::size_of_val(samples) + 16).map_err(Stop::Refused)?;
+        // The histogram (built by the caller, at most the size of the buckets prost decoded),
+        // its slot in the batch (which may double) and an end per series.
+        let histogram_bytes = histogram.as_ref().map_or(0, |h| {
+            h.histogram.heap_bytes()
+                + std::mem::size_of::<crate::histogram::Histogram>()
+                + 2 * std::mem::size_of::<HistogramSample>()
+                + 16
+        });
+        (self.reserve)(label_bytes + std::mem::size_of_val(samples) + histogram_bytes + 16).map_err(Stop::Refused)?;
         for (k, v) in pairs.iter() {
             let (k, v) = (k.as_ref(), v.as_ref());
             if !is_valid_label_name(k) {
@@ -211,6 +237,9 @@ impl<'a, E> BatchBuilder<'a, E> {
         }
         for s in samples {
             self.batch.push_sample(*s);
+        }
+        if let Some(h) = histogram {
+            self.batch.push_histogram(h);
         }
         self.batch.finish_series();
         Ok(())

@@ -19,10 +19,10 @@
 //!   histograms as classic `_bucket{le}` (cumulative), `_sum`, `_count`; summaries as
 //!   `{quantile}`, `_sum`, `_count`. A point flagged "no recorded value" becomes a staleness
 //!   marker.
+//! - **Exponential histograms** as native histograms (see [`exponential`]), named like gauges
+//!   (no suffix but the unit's).
 //! - **Refused with 400**: delta temporality (Prometheus 3 drops it unless a feature flag
-//!   converts it; saltdb says so instead of storing wrong counters), and exponential histograms
-//!   (native histograms are not stored yet: [`exponential_histogram`] is the one place that
-//!   will convert them).
+//!   converts it; saltdb says so instead of storing wrong counters).
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
@@ -30,7 +30,10 @@ use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point, A
 use prost::Message;
 
 use super::{BatchBuilder, Pairs, Rejection, Reserve, SeriesLimits, Stop};
-use crate::sample::{check_timestamp, PackedBatch, Sample, STALE_NAN_BITS};
+use crate::sample::{check_timestamp, HistogramSample, PackedBatch, Sample, STALE_NAN_BITS};
+
+#[path = "otlp/exponential.rs"]
+pub mod exponential;
 
 /// How metric names are translated (`--otlp-metric-names`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -220,16 +223,25 @@ fn translate<E: std::fmt::Debug>(
             }
             Ok(newest)
         }
-        Some(Data::ExponentialHistogram(_)) => Err(exponential_histogram()),
+        Some(Data::ExponentialHistogram(e)) => {
+            if e.aggregation_temporality == AggregationTemporality::Delta as i32 {
+                return Err(invalid("delta temporality is not accepted (as Prometheus 3 without its delta conversion): configure the sender for cumulative temporality"));
+            }
+            let name = metric_name(metric, Kind::Other, naming)?;
+            let mut newest = None;
+            for p in &e.data_points {
+                let ts = i64::try_from(p.time_unix_nano / 1_000_000).unwrap_or(i64::MAX);
+                check_timestamp(ts).map_err(|e| Stop::Invalid(Rejection::body(e.to_string())))?;
+                let histogram = exponential::to_native(p).map_err(|m| invalid(&m))?;
+                newest = newest.max(Some(ts));
+                let mut labels = labels_of(p.attributes.iter())?;
+                labels.extend(resource.identity());
+                let sample = HistogramSample { timestamp_ms: ts, histogram: std::sync::Arc::new(histogram) };
+                out.push_histogram(name.clone(), labels, sample)?;
+            }
+            Ok(newest)
+        }
     }
-}
-
-/// The single place exponential histograms would become native histograms; until saltdb stores
-/// native histograms they are refused, never dropped silently.
-fn exponential_histogram<E>() -> Stop<E> {
-    Stop::Invalid(Rejection::body(
-        "exponential histograms are not accepted yet: saltdb does not store native histograms; send explicit-bucket histograms (the SDK's default aggregation)",
-    ))
 }
 
 /// A number point's value: a staleness marker when flagged "no recorded value".

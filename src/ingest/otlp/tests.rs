@@ -3,9 +3,9 @@
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{
-    metric::Data, number_data_point, summary_data_point::ValueAtQuantile, AggregationTemporality, ExponentialHistogram,
-    Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum, Summary,
-    SummaryDataPoint,
+    exponential_histogram_data_point::Buckets, metric::Data, number_data_point, summary_data_point::ValueAtQuantile,
+    AggregationTemporality, ExponentialHistogram, ExponentialHistogramDataPoint, Gauge, Histogram, HistogramDataPoint,
+    Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum, Summary, SummaryDataPoint,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
@@ -221,9 +221,14 @@ fn histograms_summaries_and_stale_points() {
 fn refusals_name_the_metric() {
     let delta = run(&request(vec![], vec![sum("reqs", "", true, AggregationTemporality::Delta)]), &opts()).unwrap_err();
     assert!(delta.message.contains("\"reqs\"") && delta.message.contains("delta temporality"), "{delta}");
-    let exp = metric("lat", "s", Data::ExponentialHistogram(ExponentialHistogram::default()));
+    let coarse = ExponentialHistogramDataPoint { scale: -5, count: 1, time_unix_nano: T, ..Default::default() };
+    let exp = metric(
+        "lat",
+        "s",
+        Data::ExponentialHistogram(ExponentialHistogram { data_points: vec![coarse], aggregation_temporality: 2 }),
+    );
     let err = run(&request(vec![], vec![exp]), &opts()).unwrap_err();
-    assert!(err.message.contains("exponential histograms"), "{err}");
+    assert!(err.message.contains("\"lat\"") && err.message.contains("scale -5"), "{err}");
     assert!(run(b"\xff\xff\xff", &opts()).unwrap_err().message.contains("invalid OTLP protobuf"));
     let bad = metric("x", "", Data::Gauge(Gauge { data_points: vec![point(1.0, vec![s("...", "v")])] }));
     assert!(run(&request(vec![], vec![bad]), &opts()).unwrap_err().message.contains("no valid label name"));
@@ -245,4 +250,36 @@ fn refusals_name_the_metric() {
         }),
     );
     assert!(run(&request(vec![], vec![bad_buckets]), &opts()).unwrap_err().message.contains("bucket counts"));
+}
+
+/// An exponential histogram becomes one native histogram series named like a gauge (unit
+/// suffix only), with the resource's `job` and `instance`.
+#[test]
+fn exponential_histograms_become_native_histograms() {
+    let p = ExponentialHistogramDataPoint {
+        attributes: vec![s("route", "/a")],
+        time_unix_nano: T,
+        count: 6,
+        sum: Some(4.5),
+        scale: 1,
+        zero_count: 1,
+        positive: Some(Buckets { offset: -1, bucket_counts: vec![2, 0, 3] }),
+        ..Default::default()
+    };
+    let exp = metric(
+        "rpc.latency",
+        "s",
+        Data::ExponentialHistogram(ExponentialHistogram { data_points: vec![p], aggregation_temporality: 2 }),
+    );
+    let body = request(vec![s("service.name", "api")], vec![exp]);
+    let batch = decode(&body, &opts(), &mut |_| Ok::<(), ()>(())).map_err(|_| ()).unwrap().unpack().unwrap();
+    let series: Vec<_> = batch.series.iter().filter(|x| !x.histograms.is_empty()).collect();
+    assert_eq!(series.len(), 1);
+    assert_eq!(series[0].labels.to_string(), r#"rpc_latency_seconds{job="api", route="/a"}"#);
+    let h = &series[0].histograms[0];
+    assert_eq!(h.timestamp_ms, MS);
+    assert_eq!((h.histogram.schema, h.histogram.count, h.histogram.sum, h.histogram.zero_count), (1, 6.0, 4.5, 1.0));
+    // OTLP buckets -1..=1 are Prometheus buckets 0..=2.
+    assert_eq!(h.histogram.positive_spans, vec![crate::histogram::Span { offset: 0, length: 3 }]);
+    assert_eq!(h.histogram.positive_buckets, vec![2.0, 0.0, 3.0]);
 }
