@@ -2,6 +2,7 @@
 
 pub mod cardinality;
 pub mod flags;
+pub mod histogram_json;
 pub mod labels;
 pub mod metadata;
 pub mod query;
