@@ -21,7 +21,7 @@ pub(crate) fn sum_or_avg(q: &Query, average: bool, labels: Labels, elems: &[Elem
     }
     let mut hists = elems.iter().filter_map(|e| e.hist.as_deref().map(|h| (h, &e.labels)));
     let (first, _) = hists.next()?;
-    let mut sum: Histogram = first.clone();
+    let mut running = CompensatedSum::new(first);
     let (mut reset, mut not_reset) = (false, false);
     let mut track = |h: &Histogram| match h.counter_reset_hint {
         CounterResetHint::CounterReset => reset = true,
@@ -31,10 +31,11 @@ pub(crate) fn sum_or_avg(q: &Query, average: bool, labels: Labels, elems: &[Elem
     track(first);
     for (h, l) in hists {
         track(h);
-        if !add_noting(q, l.get(METRIC_NAME).unwrap_or(""), &mut sum, h, "aggregation") {
+        if !running.add(q, l.get(METRIC_NAME).unwrap_or(""), h, "aggregation") {
             return None;
         }
     }
+    let mut sum = running.finish();
     if average {
         sum.div(elems.len() as f64);
     }
@@ -53,4 +54,75 @@ pub(crate) fn without_histograms(q: &Query, aggregation: &str, mut elems: Vec<El
         elems.retain(Elem::is_float);
     }
     elems
+}
+
+/// A running sum of histograms with Kahan compensation of the count, the sum and (while the
+/// zero buckets agree) the zero count, as Prometheus' `KahanAdd` compensates them; buckets are
+/// added plainly with [`Histogram::add`].
+pub(crate) struct CompensatedSum {
+    acc: Histogram,
+    /// Compensations of `count`, `sum` and `zero_count`.
+    c: [f64; 3],
+}
+
+impl CompensatedSum {
+    /// A sum starting at `first`.
+    pub(crate) fn new(first: &Histogram) -> Self {
+        Self { acc: first.clone(), c: [0.0; 3] }
+    }
+
+    /// Adds `other`, raising the annotations of [`add_noting`]; `false` when it cannot be added.
+    pub(crate) fn add(&mut self, q: &Query, name: &str, other: &Histogram, operation: &str) -> bool {
+        let before = [self.acc.count, self.acc.sum, self.acc.zero_count];
+        let same_zero = self.acc.zero_threshold == other.zero_threshold;
+        if !add_noting(q, name, &mut self.acc, other, operation) {
+            return false;
+        }
+        let incs = [other.count, other.sum, other.zero_count];
+        for (k, (&inc, &sum)) in incs.iter().zip(&before).enumerate() {
+            if k == 2 && !(same_zero && self.acc.zero_threshold == other.zero_threshold) {
+                continue;
+            }
+            let (t, c) = crate::kahan::kahan_inc(inc, sum, self.c[k]);
+            self.c[k] = c;
+            match k {
+                0 => self.acc.count = t,
+                1 => self.acc.sum = t,
+                _ => self.acc.zero_count = t,
+            }
+        }
+        true
+    }
+
+    /// The compensated sum.
+    pub(crate) fn finish(mut self) -> Histogram {
+        let fields = [&mut self.acc.count, &mut self.acc.sum, &mut self.acc.zero_count];
+        for (v, c) in fields.into_iter().zip(self.c) {
+            if !v.is_infinite() {
+                *v += c;
+            }
+        }
+        self.acc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::EngineOptions;
+
+    #[test]
+    fn compensated_sum_keeps_small_terms() {
+        let opts = EngineOptions::default();
+        let q = Query::new(&opts, 0, 0, 0);
+        let h = |sum: f64| Histogram { sum, count: 1.0, ..Histogram::default() };
+        let mut s = CompensatedSum::new(&h(1e100));
+        for x in [1.0, -1e100] {
+            assert!(s.add(&q, "x", &h(x), "aggregation"));
+        }
+        let got = s.finish();
+        // Plain addition loses the 1 (1e100 + 1 == 1e100).
+        assert_eq!(got.sum, 1.0);
+        assert_eq!(got.count, 3.0);
+    }
 }

@@ -154,9 +154,8 @@ pub(crate) fn add_noting(q: &Query, name: &str, acc: &mut Histogram, other: &His
 /// among them raises a warning.
 fn sum_histograms(q: &Query, name: &str, hists: &[HistogramSample]) -> Option<Histogram> {
     let (first, rest) = hists.split_first()?;
-    let mut sum = (*first.histogram).clone();
+    let mut sum = super::native_aggr::CompensatedSum::new(&first.histogram);
     let (mut reset, mut not_reset) = (false, false);
-    let mut reconciled = false;
     for h in hists {
         match h.histogram.counter_reset_hint {
             CounterResetHint::CounterReset => reset = true,
@@ -165,21 +164,14 @@ fn sum_histograms(q: &Query, name: &str, hists: &[HistogramSample]) -> Option<Hi
         }
     }
     for h in rest {
-        match sum.add(&h.histogram) {
-            Ok(c) => reconciled |= c.custom_bounds_reconciled,
-            Err(_) => {
-                q.warn(note::mixed_exponential_custom(name));
-                return None;
-            }
+        if !sum.add(q, name, &h.histogram, "aggregation") {
+            return None;
         }
     }
     if reset && not_reset {
         q.warn(note::counter_reset_collision("aggregation"));
     }
-    if reconciled {
-        q.info(note::reconciled_custom_buckets("aggregation"));
-    }
-    Some(sum)
+    Some(sum.finish())
 }
 
 /// `resets` (`resets = true`) or `changes` over a window mixing floats and histograms: a
