@@ -6,6 +6,7 @@ mod cardinality;
 mod crash;
 mod fleet;
 mod flood;
+mod histogram_size;
 mod http_client;
 mod peers;
 mod protocols;

@@ -41,6 +41,11 @@ fn wait_ready(base: &str, path: &str) -> bool {
 impl Peer {
     /// Prometheus as a remote-write receiver (no scrapes), or `None` when not installed.
     pub fn prometheus(dir: &Path) -> Option<Self> {
+        Self::prometheus_with(dir, &[])
+    }
+
+    /// [`Peer::prometheus`] with extra flags (e.g. `--enable-feature=native-histograms`).
+    pub fn prometheus_with(dir: &Path, extra: &[&str]) -> Option<Self> {
         let port = free_port();
         std::fs::create_dir_all(dir).ok()?;
         std::fs::write(dir.join("prometheus.yml"), "global:\n  scrape_interval: 1h\n").ok()?;
@@ -49,6 +54,7 @@ impl Peer {
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .args(["--storage.tsdb.retention.time=15d", "--web.enable-remote-write-receiver", "--web.enable-admin-api"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

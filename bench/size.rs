@@ -37,6 +37,16 @@ pub struct SizeArgs {
     /// once the days are sealed (saltdb's codec).
     #[arg(long)]
     clickhouse: bool,
+    /// Native histograms instead (see `histogram_size.rs`): saltdb's sealed histogram chunks
+    /// against Prometheus 2.42 with `--enable-feature=native-histograms`, same series.
+    #[arg(long)]
+    histograms: bool,
+    /// Histogram series for `--histograms`.
+    #[arg(long, default_value_t = 200)]
+    histogram_series: usize,
+    /// Observations added to each histogram per scrape for `--histograms`.
+    #[arg(long, default_value_t = 100)]
+    observations: usize,
 }
 
 fn batches(args: &SizeArgs) -> (Vec<WriteBatch>, usize, i64, i64) {
@@ -263,6 +273,10 @@ fn prometheus(data: &[WriteBatch], samples: usize, root: &Path) -> Option<f64> {
 
 /// Runs the benchmark in `root`.
 pub fn run(args: &SizeArgs, root: &Path) {
+    if args.histograms {
+        crate::histogram_size::run(args.histogram_series, args.hours, args.observations, args.no_peers, root);
+        return;
+    }
     let (data, samples, start, end) = batches(args);
     println!(
         "dataset: {} series, {samples} samples, {} h at 15 s",

@@ -57,7 +57,9 @@ impl Backend {
                 Err(crate::storage::StorageError::HistogramsUnsupported { count: batch.histogram_count() })
             }
             // Series ids are derived, not allocated: a write cannot tell which series are new.
-            Self::ClickHouse(c) => c.write_owned(batch).map(|samples| WriteOutcome { samples, series_created: 0 }),
+            Self::ClickHouse(c) => {
+                c.write_owned(batch).map(|samples| WriteOutcome { samples, series_created: 0, exemplars: 0 })
+            }
         }
     }
 

@@ -250,6 +250,14 @@ pub struct ServeArgs {
     /// Block cache size for reads (e.g. 256MiB).
     #[arg(long, default_value = "256MiB", value_parser = parse_bytes)]
     pub block_cache: usize,
+    /// Exemplars kept (the newest, over all series), in memory and on disk, as Prometheus'
+    /// `--storage.exemplars.max-exemplars`; 0 stores none.
+    #[arg(long, default_value_t = crate::storage::DEFAULT_MAX_EXEMPLARS)]
+    pub max_exemplars: usize,
+    /// Memory for decoded label sets on the read path (about 150-300 bytes a series): series a
+    /// request asks about again (a dashboard's refresh) skip the `series` table.
+    #[arg(long, default_value = "64MiB", value_parser = parse_bytes)]
+    pub labels_cache: usize,
     /// Bearer token required on the write paths (`/api/v1/write`, `/api/v1/import`, admin API).
     /// Prefer the environment variable: command lines are visible to other users.
     #[arg(long, env = "SALTDB_WRITE_TOKEN", hide_env_values = true)]
@@ -438,6 +446,8 @@ impl ServeArgs {
         };
         storage.series_cache_size = (cache_bytes / crate::storage::series::CACHE_ENTRY_BYTES).max(2);
         storage.block_cache_bytes = self.block_cache as u64;
+        storage.labels_cache_bytes = self.labels_cache as u64;
+        storage.max_exemplars = self.max_exemplars;
         storage.read_strategy = self.read_strategy;
         storage.head = HeadLimits {
             max_samples: self.head_max_samples.max(1),

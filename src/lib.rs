@@ -14,6 +14,7 @@ pub mod bits;
 pub mod clickhouse;
 pub mod config;
 pub mod containment;
+pub mod cores;
 pub mod duration;
 pub mod excerpt;
 pub mod histogram;

@@ -62,6 +62,23 @@ pub struct HistogramSample {
     pub histogram: Arc<Histogram>,
 }
 
+/// An exemplar: a sample of an event that contributed to a series (usually a trace id and the
+/// observed value), as Prometheus' exemplar storage keeps them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exemplar {
+    /// The exemplar's own labels (e.g. `trace_id`), at most [`MAX_EXEMPLAR_LABEL_CHARS`]
+    /// characters of names and values together; may be empty.
+    pub labels: Labels,
+    /// The observed value (any bit pattern).
+    pub value: f64,
+    /// Milliseconds since the Unix epoch, within `MIN_TIMESTAMP_MS..=MAX_TIMESTAMP_MS`.
+    pub timestamp_ms: i64,
+}
+
+/// Most characters (Unicode scalar values) of an exemplar's label names and values together, as
+/// Prometheus' `ExemplarMaxLabelSetLength`.
+pub const MAX_EXEMPLAR_LABEL_CHARS: usize = 128;
+
 /// Equal timestamps and [`Histogram::equals`] histograms (Prometheus' equality: bit patterns of
 /// the counts, hint and integer flag aside).
 impl PartialEq for HistogramSample {
@@ -133,6 +150,9 @@ pub struct PackedBatch {
     /// Per finished series, the end of its histograms; empty until the batch's first histogram
     /// (then filled with zeros for the series before it), so float batches never touch it.
     histogram_ends: Vec<usize>,
+    /// Exemplars, back to back, with the end of each finished series' as for histograms.
+    exemplars: Vec<Exemplar>,
+    exemplar_ends: Vec<usize>,
 }
 
 /// Makes room for `extra` more elements in `v`, asking `grant` for the bytes first.
@@ -158,6 +178,8 @@ pub struct PackedSeries<'a> {
     pub samples: &'a [Sample],
     /// The native histogram points.
     pub histograms: &'a [HistogramSample],
+    /// The series' exemplars.
+    pub exemplars: &'a [Exemplar],
 }
 
 impl PackedBatch {
@@ -207,6 +229,13 @@ impl PackedBatch {
             + self.histograms.iter().map(|h| h.histogram.heap_bytes()).sum::<usize>()
             + self.histograms.capacity() * std::mem::size_of::<HistogramSample>()
             + self.histogram_ends.capacity() * std::mem::size_of::<usize>()
+            + self.exemplars.capacity() * std::mem::size_of::<Exemplar>()
+            + self
+                .exemplars
+                .iter()
+                .map(|e| e.labels.iter().map(|l| l.name.len() + l.value.len() + 48).sum::<usize>())
+                .sum::<usize>()
+            + self.exemplar_ends.capacity() * std::mem::size_of::<usize>()
     }
 
     /// Appends a series (skipped when `samples` is empty), dropping any series being built.
@@ -258,11 +287,24 @@ impl PackedBatch {
         self.samples.len() - self.ends.last().map_or(0, |&(_, s)| s)
     }
 
-    /// Ends the series being built (it must have labels and at least one sample or histogram).
+    /// Adds one exemplar to the series being built; its timestamp must pass
+    /// [`check_timestamp`] and its labels fit [`MAX_EXEMPLAR_LABEL_CHARS`].
+    pub fn push_exemplar(&mut self, exemplar: Exemplar) {
+        if self.exemplar_ends.len() < self.ends.len() {
+            self.exemplar_ends.resize(self.ends.len(), 0);
+        }
+        self.exemplars.push(exemplar);
+    }
+
+    /// Ends the series being built (it must have labels and at least one sample, histogram or
+    /// exemplar).
     pub fn finish_series(&mut self) {
         self.ends.push((self.labels.len(), self.samples.len()));
         if !self.histograms.is_empty() {
             self.histogram_ends.push(self.histograms.len());
+        }
+        if !self.exemplars.is_empty() {
+            self.exemplar_ends.push(self.exemplars.len());
         }
     }
 
@@ -272,6 +314,7 @@ impl PackedBatch {
         self.labels.truncate(labels);
         self.samples.truncate(samples);
         self.histograms.truncate(self.histogram_ends.last().copied().unwrap_or(0));
+        self.exemplars.truncate(self.exemplar_ends.last().copied().unwrap_or(0));
     }
 
     /// Number of series.
@@ -294,6 +337,11 @@ impl PackedBatch {
         self.histogram_ends.last().copied().unwrap_or(0)
     }
 
+    /// Total number of exemplars in the finished series.
+    pub fn exemplar_count(&self) -> usize {
+        self.exemplar_ends.last().copied().unwrap_or(0)
+    }
+
     /// The histogram samples of every finished series, back to back.
     pub fn histograms(&self) -> &[HistogramSample] {
         self.histograms.get(..self.histogram_count()).unwrap_or_default()
@@ -311,10 +359,13 @@ impl PackedBatch {
             let (l1, s1) = self.ends.get(i).copied().unwrap_or((l0, s0));
             let h0 = i.checked_sub(1).and_then(|p| self.histogram_ends.get(p)).copied().unwrap_or(0);
             let h1 = self.histogram_ends.get(i).copied().unwrap_or(h0);
+            let e0 = i.checked_sub(1).and_then(|p| self.exemplar_ends.get(p)).copied().unwrap_or(0);
+            let e1 = self.exemplar_ends.get(i).copied().unwrap_or(e0);
             PackedSeries {
                 labels: self.labels.get(l0..l1).unwrap_or_default(),
                 samples: self.samples.get(s0..s1).unwrap_or_default(),
                 histograms: self.histograms.get(h0..h1).unwrap_or_default(),
+                exemplars: self.exemplars.get(e0..e1).unwrap_or_default(),
             }
         })
     }
@@ -350,6 +401,8 @@ impl PartialEq for PackedBatch {
             && bits(self) == bits(other)
             && self.histograms() == other.histograms()
             && self.histogram_ends == other.histogram_ends
+            && self.exemplars.get(..self.exemplar_count()) == other.exemplars.get(..other.exemplar_count())
+            && self.exemplar_ends == other.exemplar_ends
     }
 }
 

@@ -82,6 +82,7 @@ fn remote_write(data: &[u8], protocol: Protocol) {
     if let Ok(decoded) = decode_write(data, protocol, &limits) {
         check_decoded(&decoded, &limits);
     }
+    reservation_covers_batch(data, protocol, &limits);
     // The raw bytes as an already decompressed body, so protobuf parsing is reached directly.
     let direct = match protocol {
         Protocol::V1 => decode_v1(data, &limits),
@@ -119,7 +120,7 @@ fn scanner_agrees_with_prost(raw: &[u8], limits: &DecodeLimits) {
     if let Some(batch) = scan_v1(raw, limits) {
         match decode_v1_reference(raw, limits) {
             Ok(reference) => assert!(
-                reference.batch == batch && reference.metadata.is_empty() && reference.histograms == 0,
+                reference.batch == batch && reference.metadata.is_empty() && reference.batch.histogram_count() == 0,
                 "the scanner and prost disagree: {batch:?} vs {:?}",
                 reference.batch
             ),
@@ -128,11 +129,37 @@ fn scanner_agrees_with_prost(raw: &[u8], limits: &DecodeLimits) {
     }
 }
 
+/// What the decoder reserves covers the decompressed body and the batch it returns (its
+/// float samples and native histograms).
+fn reservation_covers_batch(data: &[u8], protocol: Protocol, limits: &DecodeLimits) {
+    let mut reserved = 0usize;
+    let decoded = saltdb::remote::decode::decode_write_reserving(data, protocol, limits, &mut |n| {
+        reserved = reserved.saturating_add(n);
+        Ok::<(), ()>(())
+    });
+    if let Ok(d) = decoded {
+        let held = d.batch.heap_bytes();
+        assert!(reserved >= held, "reserved {reserved} bytes for a batch holding {held}");
+    }
+}
+
 /// What every accepted request must satisfy before it reaches storage.
 fn check_decoded(d: &Decoded, limits: &DecodeLimits) {
     match d.batch.unpack() {
         Ok(batch) => check_batch(&batch, limits.max_labels, limits.max_label_len),
         Err(e) => panic!("accepted a batch whose label bytes do not decode: {e}"),
+    }
+    // Every accepted histogram is valid and survives remote read's encoding bit for bit.
+    for h in d.batch.histograms() {
+        assert!(check_timestamp(h.timestamp_ms).is_ok(), "accepted histogram timestamp {}", h.timestamp_ms);
+        assert!(h.histogram.validate().is_ok(), "accepted an invalid histogram: {:?}", h.histogram);
+        let back =
+            saltdb::remote::histogram::from_proto(&saltdb::remote::histogram::to_proto(h.timestamp_ms, &h.histogram));
+        assert!(
+            back.as_ref().is_ok_and(|b| b.identical(&h.histogram)),
+            "histogram does not survive remote read: {:?} vs {back:?}",
+            h.histogram
+        );
     }
 }
 

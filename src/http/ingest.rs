@@ -45,6 +45,20 @@ impl Batch {
             Self::Packed(b) => b.sample_count(),
         }
     }
+
+    fn histogram_count(&self) -> usize {
+        match self {
+            Self::Series(b) => b.histogram_count(),
+            Self::Packed(b) => b.histogram_count(),
+        }
+    }
+
+    fn exemplar_count(&self) -> usize {
+        match self {
+            Self::Series(_) => 0,
+            Self::Packed(b) => b.exemplar_count(),
+        }
+    }
 }
 
 /// Why a decoder refused a request.
@@ -88,8 +102,12 @@ pub enum Coding {
 /// A stored request: its samples and what the decoder reported beside the batch.
 #[derive(Debug)]
 pub struct Stored<T> {
-    /// Samples written.
+    /// Float samples written.
     pub samples: usize,
+    /// Native histogram samples written.
+    pub histograms: usize,
+    /// Exemplars stored.
+    pub exemplars: usize,
     /// The decoder's report.
     pub report: T,
 }
@@ -145,23 +163,29 @@ where
                 e
             }
         })?;
-        let samples = batch.sample_count();
-        if samples > 0 {
+        let (samples, histograms) = (batch.sample_count(), batch.histogram_count());
+        // Float and histogram samples are counted alike in the ingest and rejection metrics.
+        let all = samples.saturating_add(histograms);
+        let mut exemplars = 0;
+        if all > 0 || batch.exemplar_count() > 0 {
             let started = std::time::Instant::now();
             let written = match batch {
                 Batch::Series(b) => st.backend.write(b),
                 Batch::Packed(b) => st.backend.write_packed(b),
             };
             st.metrics.observe_write(protocol, started.elapsed().as_secs_f64());
-            if let Err(e) = written {
-                let reason = if e.is_client_error() { "storage_rejected" } else { "storage_failure" };
-                st.metrics.rejected(protocol, reason, samples, e.is_client_error());
-                return Err(e.into());
+            match written {
+                Ok(outcome) => exemplars = outcome.exemplars,
+                Err(e) => {
+                    let reason = if e.is_client_error() { "storage_rejected" } else { "storage_failure" };
+                    st.metrics.rejected(protocol, reason, all, e.is_client_error());
+                    return Err(e.into());
+                }
             }
         }
-        st.metrics.ingested(protocol, samples);
+        st.metrics.ingested(protocol, all);
         drop(ticket);
-        Ok(Stored { samples, report })
+        Ok(Stored { samples, histograms, exemplars, report })
     })
     .await
 }

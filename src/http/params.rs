@@ -158,6 +158,15 @@ fn parse_selector_uncached(s: &str) -> Result<Vec<Vec<Matcher>>, String> {
     let Expr::VectorSelector(vs) = expr else {
         return Err(format!("{} is not a series selector", truncated(s)));
     };
+    selector_groups(&vs)
+}
+
+/// The matcher lists of a parsed selector: its matchers plus the metric name written before the
+/// braces, one list per `or` group.
+///
+/// # Errors
+/// A matcher saltdb cannot build (a regex that does not compile).
+pub fn selector_groups(vs: &promql_parser::parser::VectorSelector) -> Result<Vec<Vec<Matcher>>, String> {
     let convert = |ms: &[promql_parser::label::Matcher]| -> Result<Vec<Matcher>, String> {
         let mut out: Vec<Matcher> =
             ms.iter().map(Matcher::from_parsed).collect::<Result<_, _>>().map_err(|e| e.to_string())?;

@@ -1,6 +1,7 @@
 //! `POST /api/v1/read`: Prometheus remote read. Answers `SAMPLES` (one snappy-compressed
-//! `ReadResponse`) or, when the client prefers it, `STREAMED_XOR_CHUNKS` (frames of XOR
-//! chunks); see [`crate::remote::read`] for both encodings.
+//! `ReadResponse`, float samples and native histograms) or, when the client prefers it,
+//! `STREAMED_XOR_CHUNKS` (frames of XOR chunks; a series with native histograms stops the stream
+//! with an error naming it); see [`crate::remote::read`] for both encodings.
 
 use std::sync::Arc;
 
@@ -19,7 +20,8 @@ use crate::remote::read;
 use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 use crate::storage::ReadLimits;
 
-/// Most samples one remote-read request may load (across its queries).
+/// Most samples (float and histogram samples alike) one remote-read request may load (across its
+/// queries).
 pub const MAX_READ_SAMPLES: usize = 20_000_000;
 
 /// The handler.
@@ -71,7 +73,7 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
         for (matchers, start, end) in &queries {
             let querier = backend.complete_querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
             let series = querier.select(matchers, *start, *end, None)?;
-            left = left.saturating_sub(series.iter().map(|s| s.samples.len()).sum());
+            left = left.saturating_sub(series.iter().map(|s| s.samples.len() + s.histograms.len()).sum());
             out.push(series);
         }
         Ok(out)
@@ -102,10 +104,13 @@ async fn streamed(
         for (i, (matchers, start, end)) in queries.iter().enumerate() {
             let left = MAX_READ_SAMPLES.saturating_sub(read);
             let querier = backend.complete_querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
+            let mut unstreamable = None;
             let result = querier.for_each_series(matchers, *start, *end, &mut |s| {
-                // Streamed chunks of native histograms are not written yet.
-                if s.samples.is_empty() {
-                    return true;
+                // Prometheus' histogram chunk encodings are not written: a series with native
+                // histograms stops the stream rather than being sent without them.
+                if let Err(e) = read::check_streamable(&s) {
+                    unstreamable = Some(e);
+                    return false;
                 }
                 read = read.saturating_add(s.samples.len());
                 let mut frame = Vec::new();
@@ -113,6 +118,10 @@ async fn streamed(
                 tx.blocking_send(Ok(Bytes::from(frame))).is_ok()
             });
             let result = result.and_then(|()| {
+                if let Some(e) = unstreamable.take() {
+                    // Storage has no variant for this; `Unavailable` (503) carries the message.
+                    return Err(crate::storage::StorageError::Unavailable(e.to_string()));
+                }
                 if read > MAX_READ_SAMPLES {
                     return Err(crate::storage::StorageError::TooManySamples { limit: MAX_READ_SAMPLES });
                 }

@@ -3,7 +3,7 @@
 //! | request | answer |
 //! |---|---|
 //! | valid, stored durably | 204, empty body (2.0: `X-Prometheus-Remote-Write-*-Written` headers) |
-//! | bad snappy/protobuf, bad labels, bad timestamps, only native histograms | 400, reason in the body |
+//! | bad snappy/protobuf, bad labels, bad timestamps, an invalid native histogram | 400, reason in the body; nothing written |
 //! | body over `--max-request-bytes` (compressed, or as announced by the snappy header) | 413 |
 //! | body that decodes to more memory than the whole `--max-inflight-bytes` | 413 |
 //! | `Content-Type`/`Content-Encoding` other than protobuf + snappy | 415 |
@@ -11,8 +11,14 @@
 //! | storage failure | 500/503 (senders retry) |
 //!
 //! Every rejection is counted in `saltdb_write_requests_rejected_total{protocol,reason}` and its
-//! samples in `saltdb_samples_rejected_total`. Native histograms and exemplars in an otherwise
-//! valid request are dropped and counted (`reason="native_histogram"`/`"exemplar"`).
+//! samples (float and native histogram samples alike) in `saltdb_samples_rejected_total`. Native
+//! histograms are stored like float samples and counted in `saltdb_samples_ingested_total`.
+//! Exemplars are stored (see `storage/exemplars.rs`); those dropped, invalid (labels over 128
+//! characters, a bad timestamp) or out of order and duplicate per series, are counted with
+//! `reason="exemplar"` and do not fail the request, as in Prometheus.
+//! Remote-write 2.0 answers carry `X-Prometheus-Remote-Write-Samples-Written` (float samples),
+//! `-Histograms-Written` (native histogram samples) and `-Exemplars-Written`: exactly what was
+//! stored, all 0 on a 4xx.
 
 use std::sync::Arc;
 
@@ -86,13 +92,6 @@ pub fn protocol_of(headers: &HeaderMap) -> Result<Protocol, ApiError> {
     }
 }
 
-/// What a stored request held beside its samples.
-#[derive(Clone, Copy, Debug, Default)]
-struct Dropped {
-    histograms: usize,
-    exemplars: usize,
-}
-
 /// The handler.
 pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let protocol = match protocol_of(&headers) {
@@ -125,11 +124,10 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
             }
             Stopped::Refused(e) => Refusal::Budget(e),
         })?;
-        st.metrics.rejected(mp, "native_histogram", decoded.histograms, false);
-        st.metrics.rejected(mp, "exemplar", decoded.exemplars, false);
+        st.metrics.rejected(mp, "exemplar", decoded.exemplars_dropped, false);
         st.remote.metadata.record(decoded.metadata);
-        let dropped = Dropped { histograms: decoded.histograms, exemplars: decoded.exemplars };
-        Ok((Batch::Packed(decoded.batch), dropped))
+        let sent = decoded.batch.exemplar_count();
+        Ok((Batch::Packed(decoded.batch), sent))
     })
     .await;
     match stored {
@@ -138,16 +136,24 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
             if protocol == Protocol::V2 {
                 let h = resp.headers_mut();
                 h.insert("X-Prometheus-Remote-Write-Samples-Written", HeaderValue::from(w.samples));
-                h.insert("X-Prometheus-Remote-Write-Histograms-Written", HeaderValue::from(0u32));
-                h.insert("X-Prometheus-Remote-Write-Exemplars-Written", HeaderValue::from(0u32));
+                h.insert("X-Prometheus-Remote-Write-Histograms-Written", HeaderValue::from(w.histograms));
+                h.insert("X-Prometheus-Remote-Write-Exemplars-Written", HeaderValue::from(w.exemplars));
             }
-            let _ = (w.report.histograms, w.report.exemplars);
+            // Out-of-order and duplicate exemplars storage left out.
+            state.metrics.rejected(mp, "exemplar", w.report.saturating_sub(w.exemplars), false);
             resp
         }
         Err(e) => {
             let mut resp = e.into_response();
             if protocol == Protocol::V2 && resp.status().is_client_error() {
-                resp.headers_mut().insert("X-Prometheus-Remote-Write-Samples-Written", HeaderValue::from(0u32));
+                let h = resp.headers_mut();
+                for name in [
+                    "X-Prometheus-Remote-Write-Samples-Written",
+                    "X-Prometheus-Remote-Write-Histograms-Written",
+                    "X-Prometheus-Remote-Write-Exemplars-Written",
+                ] {
+                    h.insert(name, HeaderValue::from(0u32));
+                }
             }
             resp
         }

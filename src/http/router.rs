@@ -9,7 +9,7 @@ use tokio::sync::Semaphore;
 
 use super::access::AccessPolicy;
 use super::admission::{Admission, DEFAULT_MAX_CONCURRENT_WRITES, DEFAULT_MAX_INFLIGHT_BYTES};
-use super::api::{labels, query, series, status};
+use super::api::{exemplars, labels, query, series, status};
 use super::error::ApiError;
 use super::import::SeriesLimits;
 use super::remote_write::RemoteState;
@@ -165,7 +165,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/status/flags", get(api::flags::flags))
         .route("/api/v1/status/storage", get(api::storage_status::storage))
         .route("/api/v1/status/runtimeinfo", get(api::runtimeinfo::runtimeinfo))
-        .route("/api/v1/query_exemplars", get(status::query_exemplars).post(status::query_exemplars))
+        .route("/api/v1/query_exemplars", get(exemplars::query_exemplars).post(exemplars::query_exemplars))
         .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
         .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))
         .route("/-/healthy", get(health::healthy).head(health::healthy))

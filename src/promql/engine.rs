@@ -202,7 +202,7 @@ impl Engine {
         let evaluating = Instant::now();
         // Steps are independent: long ranges are cut into contiguous parts evaluated in parallel.
         let steps = (end_ms - start_ms) / step_ms + 1;
-        let cores = std::thread::available_parallelism().map_or(1, usize::from) as i64;
+        let cores = crate::cores::available() as i64;
         let parts = cores.min(steps / MIN_STEPS_PER_PART).max(1);
         let per_part = (steps + parts - 1) / parts;
         let points = AtomicUsize::new(0);

@@ -2,20 +2,26 @@
 //! checked before allocating, protobuf decoding (1.0 and 2.0), and the label and timestamp
 //! checks remote-write needs on top of [`Labels::from_pairs`].
 //!
-//! A request is accepted or rejected as a whole: one bad series rejects the request, so nothing
-//! is ever partially applied. Native histograms and exemplars are not stored; they are counted in
-//! [`Decoded`] so the caller can report them, and a request that carries nothing else is an error
-//! ([`DecodeError::OnlyNativeHistograms`]).
+//! A request is accepted or rejected as a whole: one bad series (bad labels, a timestamp out of
+//! range, an invalid native histogram) rejects the request, so nothing is ever partially applied.
+//! Float samples and native histograms (integer and float forms, every schema, custom buckets
+//! included; see [`crate::remote::histogram`]) and exemplars go into the batch. An invalid
+//! exemplar does not fail the request (Prometheus logs and drops it): it is left out and
+//! counted in [`Decoded::exemplars_dropped`].
 
 use std::convert::Infallible;
 
 use crate::labels::{is_valid_label_name, LabelError, Labels, METRIC_NAME};
 use crate::remote::footprint::Footprint;
+use crate::remote::histogram::{self, HistogramProblem};
 use crate::remote::metadata::MetricMetadata;
 use crate::remote::proto::{self, MetricType};
 use crate::remote::scan::scan_v1_granted;
-use crate::sample::{check_timestamp, PackedBatch, Sample, TimestampOutOfRange};
+use crate::sample::{
+    check_timestamp, Exemplar, HistogramSample, PackedBatch, Sample, TimestampOutOfRange, MAX_EXEMPLAR_LABEL_CHARS,
+};
 use prost::Message;
+use std::sync::Arc;
 
 /// Which remote-write protocol a body is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,14 +54,15 @@ impl Default for DecodeLimits {
 /// A decoded, fully validated remote-write request.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Decoded {
-    /// The float samples, ready for storage.
+    /// The float samples and native histograms, validated, ready for storage.
     pub batch: PackedBatch,
     /// Metric metadata carried by the request.
     pub metadata: Vec<MetricMetadata>,
-    /// Native histogram samples in the request (not stored).
-    pub histograms: usize,
-    /// Exemplars in the request (not stored).
-    pub exemplars: usize,
+    /// Exemplars of the request left out of the batch, as Prometheus drops them without
+    /// failing the request: labels that are not a valid label set or longer than
+    /// [`MAX_EXEMPLAR_LABEL_CHARS`] characters, or a timestamp out of range. The others are in
+    /// the batch (storage still drops out-of-order and duplicate ones).
+    pub exemplars_dropped: usize,
 }
 
 /// Why a remote-write body was rejected. Every variant is the sender's fault (HTTP 400).
@@ -126,11 +133,19 @@ pub enum DecodeError {
         /// The limit in bytes.
         limit: usize,
     },
-    /// The request held native histograms and nothing saltdb can store.
-    #[error("native histograms are not supported yet: {count} histogram samples rejected and the request has no float samples or metadata")]
-    OnlyNativeHistograms {
-        /// Histogram samples in the request.
-        count: usize,
+    /// An invalid native histogram sample.
+    #[error("series #{index} {series}: native histogram #{sample} (timestamp {timestamp_ms}): {problem}")]
+    Histogram {
+        /// Position of the series in the request.
+        index: usize,
+        /// The series' labels (truncated).
+        series: String,
+        /// Position of the histogram in the series.
+        sample: usize,
+        /// Its timestamp.
+        timestamp_ms: i64,
+        /// What was wrong (boxed: it is the largest of the errors).
+        problem: Box<HistogramProblem>,
     },
 }
 
@@ -142,8 +157,7 @@ pub struct Rejection {
     /// What was wrong.
     #[source]
     pub error: DecodeError,
-    /// Samples in the request (float samples, or histogram samples for
-    /// [`DecodeError::OnlyNativeHistograms`]).
+    /// Samples in the request: float samples plus native histogram samples.
     pub samples: usize,
 }
 
@@ -191,7 +205,7 @@ impl DecodeError {
             Self::Symbols { .. } => "invalid_symbol_ref",
             Self::TooManySeries { .. } => "too_many_series",
             Self::ExpandsTooMuch { .. } => "expansion_too_large",
-            Self::OnlyNativeHistograms { .. } => "native_histogram",
+            Self::Histogram { .. } => "invalid_histogram",
         }
     }
 }
@@ -276,15 +290,10 @@ pub fn decode_write_reserving<E>(
     reserve: Reserve<'_, E>,
 ) -> Result<Decoded, Stopped<E>> {
     let raw = decompress_reserving(body, limits.max_decoded_bytes, reserve)?;
-    let decoded = match protocol {
-        Protocol::V1 => decode_v1_reserving(&raw, limits, reserve)?,
-        Protocol::V2 => decode_v2_reserving(&raw, limits, reserve)?,
-    };
-    if decoded.batch.is_empty() && decoded.metadata.is_empty() && decoded.histograms > 0 {
-        let count = decoded.histograms;
-        return Err(Rejection { error: DecodeError::OnlyNativeHistograms { count }, samples: count }.into());
+    match protocol {
+        Protocol::V1 => decode_v1_reserving(&raw, limits, reserve),
+        Protocol::V2 => decode_v2_reserving(&raw, limits, reserve),
     }
-    Ok(decoded)
 }
 
 /// Decodes an uncompressed `prometheus.WriteRequest`: plain float series through the zero-copy
@@ -336,17 +345,24 @@ pub fn decode_v1_reference(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded,
 fn reference_v1(raw: &[u8], limits: &DecodeLimits, footprint: &Footprint) -> Result<Decoded, Rejection> {
     let req = proto::WriteRequest::decode(raw)
         .map_err(|source| DecodeError::Protobuf { message: "prometheus.WriteRequest", source })?;
-    let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
+    let samples = req.timeseries.iter().map(|t| t.samples.len() + t.histograms.len()).sum();
     let reject = |error| Rejection { error, samples };
     let mut out = Decoded {
         batch: PackedBatch::sized(footprint.series, footprint.samples, footprint.label_bytes),
         ..Decoded::default()
     };
     for (index, ts) in req.timeseries.into_iter().enumerate() {
-        out.histograms += ts.histograms.len();
-        out.exemplars += ts.exemplars.len();
+        // The exemplars' label strings move out of prost's messages (nothing is copied beyond
+        // what the reservation counted for those).
+        let received = ts.exemplars.len();
+        let exemplars: Vec<Exemplar> = ts
+            .exemplars
+            .into_iter()
+            .filter_map(|e| exemplar(e.labels.into_iter().map(|l| (l.name, l.value)).collect(), e.value, e.timestamp))
+            .collect();
+        out.exemplars_dropped += received - exemplars.len();
         let pairs: Vec<(String, String)> = ts.labels.into_iter().map(|l| (l.name, l.value)).collect();
-        push_series(&mut out.batch, index, pairs, &ts.samples, limits).map_err(reject)?;
+        push_series(&mut out.batch, index, pairs, (&ts.samples, &ts.histograms, exemplars), limits).map_err(reject)?;
     }
     out.metadata = req
         .metadata
@@ -376,7 +392,7 @@ fn decode_v2_reserving<E>(raw: &[u8], limits: &DecodeLimits, reserve: Reserve<'_
     reserve(footprint.prost_bytes).map_err(Stopped::Refused)?;
     let req = proto::v2::Request::decode(raw)
         .map_err(|source| DecodeError::Protobuf { message: "io.prometheus.write.v2.Request", source })?;
-    let samples = req.timeseries.iter().map(|t| t.samples.len()).sum();
+    let samples = req.timeseries.iter().map(|t| t.samples.len() + t.histograms.len()).sum();
     let reject = |error| Rejection { error, samples };
     // The text the symbol references expand to, reserved before it is copied out. References
     // out of range count nothing here: the decode below rejects them.
@@ -388,15 +404,25 @@ fn decode_v2_reserving<E>(raw: &[u8], limits: &DecodeLimits, reserve: Reserve<'_
     Ok(decode_v2_series(&req, limits, PackedBatch::sized(footprint.series, footprint.samples, text)).map_err(reject)?)
 }
 
+/// Bytes an exemplar of the batch takes besides its label text: the [`Exemplar`] in the batch's
+/// vector (which may double) and its label set's shared allocation.
+const EXEMPLAR_BYTES: usize = 2 * std::mem::size_of::<Exemplar>() + 64;
+
 /// Bytes of label and metadata text a 2.0 request's references expand to, with a separator per
-/// label name and value (the canonical encoding's).
+/// label name and value (the canonical encoding's), and of the exemplars built from them.
 fn expanded_text(req: &proto::v2::Request) -> usize {
     let len = |r: &u32| req.symbols.get(*r as usize).map_or(0, |s| s.len() + 1);
     req.timeseries
         .iter()
         .map(|ts| {
             let meta = ts.metadata.as_ref().map_or(0, |m| len(&m.help_ref) + len(&m.unit_ref));
-            ts.labels_refs.iter().map(len).sum::<usize>() + meta
+            // Exemplars: their label text, and a label set's headers for each.
+            let exemplars: usize = ts
+                .exemplars
+                .iter()
+                .map(|e| EXEMPLAR_BYTES + e.labels_refs.iter().map(len).sum::<usize>() + e.labels_refs.len() / 2 * 48)
+                .sum();
+            ts.labels_refs.iter().map(len).sum::<usize>() + meta + exemplars
         })
         .fold(0usize, usize::saturating_add)
 }
@@ -417,8 +443,20 @@ fn decode_v2_series(
     };
     let mut out = Decoded { batch, ..Decoded::default() };
     for (index, ts) in req.timeseries.iter().enumerate() {
-        out.histograms += ts.histograms.len();
-        out.exemplars += ts.exemplars.len();
+        let mut exemplars = Vec::with_capacity(ts.exemplars.len());
+        for e in &ts.exemplars {
+            let mut pairs = Vec::with_capacity(e.labels_refs.len() / 2);
+            for pair in e.labels_refs.chunks(2) {
+                match pair {
+                    [n, v] => pairs.push((symbol(index, *n)?.clone(), symbol(index, *v)?.clone())),
+                    _ => pairs.push((String::new(), String::new())),
+                }
+            }
+            match exemplar(pairs, e.value, e.timestamp) {
+                Some(x) => exemplars.push(x),
+                None => out.exemplars_dropped += 1,
+            }
+        }
         if ts.labels_refs.len() % 2 != 0 {
             return Err(DecodeError::Symbols {
                 index,
@@ -440,7 +478,7 @@ fn decode_v2_series(
             }
         }
         let name = pairs.iter().find(|(n, _)| n == METRIC_NAME).map(|(_, v)| v.clone());
-        push_series(&mut out.batch, index, pairs, &ts.samples, limits)?;
+        push_series(&mut out.batch, index, pairs, (&ts.samples, &ts.histograms, exemplars), limits)?;
         if let (Some(md), Some(metric)) = (&ts.metadata, name) {
             let kind = MetricType::try_from(md.r#type).unwrap_or(MetricType::Unknown);
             let (help, unit) = (symbol(index, md.help_ref)?, symbol(index, md.unit_ref)?);
@@ -453,24 +491,39 @@ fn decode_v2_series(
     Ok(out)
 }
 
+/// A received exemplar, checked as Prometheus checks it: `None` (dropped without failing the
+/// request) when its labels are not a valid label set (empty values are dropped first, as for
+/// series), their names and values are longer than [`MAX_EXEMPLAR_LABEL_CHARS`] characters in
+/// all, or its timestamp is out of range.
+fn exemplar(pairs: Vec<(String, String)>, value: f64, timestamp_ms: i64) -> Option<Exemplar> {
+    let chars: usize = pairs.iter().map(|(n, v)| n.chars().count() + v.chars().count()).sum();
+    if chars > MAX_EXEMPLAR_LABEL_CHARS || check_timestamp(timestamp_ms).is_err() {
+        return None;
+    }
+    let pairs: Vec<(String, String)> = pairs.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+    let labels = Labels::from_pairs(pairs).ok()?;
+    Some(Exemplar { labels, value, timestamp_ms })
+}
+
 /// Fails when a request has more series than allowed: checked on the walk, before prost
 /// allocates a struct per series.
 fn check_series_count(footprint: &Footprint, limits: &DecodeLimits) -> Result<(), Rejection> {
     let count = footprint.series;
     if count > limits.max_series {
         let error = DecodeError::TooManySeries { count, limit: limits.max_series };
-        return Err(Rejection { error, samples: footprint.samples });
+        return Err(Rejection { error, samples: footprint.samples.saturating_add(footprint.histograms) });
     }
     Ok(())
 }
 
-/// Validates one series and appends it to the batch (series without float samples are skipped,
-/// after validation, so a bad label set is reported even on a histogram-only series).
+/// Validates one series and appends it to the batch with its float samples and native
+/// histograms (a series with neither is skipped, after validation, so a bad label set is
+/// reported even on an empty series).
 fn push_series(
     batch: &mut PackedBatch,
     index: usize,
     pairs: Vec<(String, String)>,
-    samples: &[proto::Sample],
+    (samples, histograms, exemplars): (&[proto::Sample], &[proto::Histogram], Vec<Exemplar>),
     limits: &DecodeLimits,
 ) -> Result<(), DecodeError> {
     if let Err(problem) = validate_labels(&pairs, limits) {
@@ -483,14 +536,36 @@ fn push_series(
         series: String::from("{}"),
         problem: e.into(),
     })?;
-    if samples.is_empty() {
+    if samples.is_empty() && histograms.is_empty() && exemplars.is_empty() {
         return Ok(());
     }
-    if let Some(source) = samples.iter().find_map(|s| check_timestamp(s.timestamp).err()) {
+    let times = samples.iter().map(|s| s.timestamp).chain(histograms.iter().map(|h| h.timestamp));
+    if let Some(source) = times.map(check_timestamp).find_map(Result::err) {
         return Err(DecodeError::Timestamp { index, series: labels.to_string(), source });
     }
-    let samples: Vec<Sample> = samples.iter().map(|s| Sample::new(s.timestamp, s.value)).collect();
-    batch.push(&labels, &samples);
+    // Built in place (no per-series vectors): labels, floats, then each histogram as it is
+    // validated. On an error the request is rejected and the batch dropped whole.
+    batch.abandon_series();
+    for l in labels.iter() {
+        batch.push_label(&l.name, &l.value);
+    }
+    for s in samples {
+        batch.push_sample(Sample::new(s.timestamp, s.value));
+    }
+    for (sample, h) in histograms.iter().enumerate() {
+        let histogram = histogram::from_proto(h).map_err(|problem| DecodeError::Histogram {
+            index,
+            series: labels.to_string(),
+            sample,
+            timestamp_ms: h.timestamp,
+            problem: Box::new(problem),
+        })?;
+        batch.push_histogram(HistogramSample { timestamp_ms: h.timestamp, histogram: Arc::new(histogram) });
+    }
+    for e in exemplars {
+        batch.push_exemplar(e);
+    }
+    batch.finish_series();
     Ok(())
 }
 

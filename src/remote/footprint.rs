@@ -24,7 +24,8 @@ use std::mem::size_of;
 
 use super::proto;
 use super::scan::{Cursor, FIXED32, FIXED64, LEN, VARINT};
-use crate::sample::Sample;
+use crate::histogram::{Histogram, Span};
+use crate::sample::{HistogramSample, Sample};
 
 /// What a walk found in one body.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,6 +39,12 @@ pub struct Footprint {
     /// Bytes of the 1.0 `Label` messages: at least their canonical encoding (name, value and a
     /// separator each), which is shorter than the wire's two keys and two lengths.
     pub label_bytes: usize,
+    /// `Histogram` messages inside the series.
+    pub histograms: usize,
+    /// At least the elements of the vectors a decoded [`Histogram`] holds (spans, bucket
+    /// counts, custom bounds), all fields of either form together: a packed field counts
+    /// its bytes divided by the smallest wire size of an element.
+    pub histogram_elements: usize,
 }
 
 impl Footprint {
@@ -58,11 +65,30 @@ impl Footprint {
     }
 
     /// Bytes of a [`crate::sample::PackedBatch`] holding all the body's series and samples with
-    /// `label_bytes` of canonical labels, as [`crate::sample::PackedBatch::sized`] sizes it.
+    /// `label_bytes` of canonical labels, as [`crate::sample::PackedBatch::sized`] sizes it,
+    /// plus its native histograms ([`Footprint::histogram_bytes`]).
     pub fn batch_bytes(&self, label_bytes: usize) -> usize {
         label_bytes
             .saturating_add(self.samples.saturating_mul(size_of::<Sample>()))
             .saturating_add(self.series.saturating_mul(size_of::<(usize, usize)>()))
+            .saturating_add(self.histogram_bytes())
+    }
+
+    /// Upper bound on the bytes the body's native histograms take in a batch: the batch's
+    /// vector of [`HistogramSample`]s as it grows by doubling, its per-series ends (resized to
+    /// the series count, then doubled at worst), each histogram's shared allocation, and the
+    /// vectors inside the histograms (every element 8 bytes: a [`Span`], an `f64`).
+    pub fn histogram_bytes(&self) -> usize {
+        if self.histograms == 0 {
+            return 0;
+        }
+        const _: () = assert!(size_of::<Span>() == size_of::<f64>());
+        let samples = vec_capacity(self.histograms).saturating_mul(size_of::<HistogramSample>());
+        let ends = self.series.max(4).saturating_mul(2 * size_of::<usize>());
+        // An `Arc<Histogram>`'s allocation: the value and two counters.
+        let shared = self.histograms.saturating_mul(size_of::<Histogram>() + 2 * size_of::<usize>());
+        let elements = self.histogram_elements.saturating_mul(size_of::<f64>());
+        samples.saturating_add(ends).saturating_add(shared).saturating_add(elements)
     }
 }
 
@@ -101,10 +127,14 @@ enum Count {
     Series,
     Samples,
     LabelBytes,
+    Histograms,
+    /// Elements of a decoded histogram's vectors; the number is the smallest wire size of one
+    /// element in a packed field (1 for varints, 8 for doubles).
+    HistogramElements(usize),
 }
 
 /// Most fields a [`Schema`] lists.
-const MAX_FIELDS: usize = 4;
+const MAX_FIELDS: usize = 8;
 
 const fn field(tag: u32, kind: Kind) -> Field {
     Field { tag, kind, count: Count::Nothing }
@@ -125,8 +155,17 @@ static LABEL: Schema = Schema { fields: &[field(1, Kind::Text), field(2, Kind::T
 
 static V1_EXEMPLAR: Schema = Schema { fields: &[field(1, messages::<proto::Label>(&LABEL))] };
 
-static V1_HISTOGRAM: Schema = Schema {
-    fields: &[field(11, messages::<proto::BucketSpan>(&PLAIN)), field(12, Kind::Scalars { size: size_of::<i64>() })],
+/// `prometheus.Histogram`, also remote-write 2.0's (same fields and numbers).
+static HISTOGRAM: Schema = Schema {
+    fields: &[
+        counted(8, messages::<proto::BucketSpan>(&PLAIN), Count::HistogramElements(1)),
+        counted(9, Kind::Scalars { size: size_of::<i64>() }, Count::HistogramElements(1)),
+        counted(10, Kind::Scalars { size: size_of::<f64>() }, Count::HistogramElements(8)),
+        counted(11, messages::<proto::BucketSpan>(&PLAIN), Count::HistogramElements(1)),
+        counted(12, Kind::Scalars { size: size_of::<i64>() }, Count::HistogramElements(1)),
+        counted(13, Kind::Scalars { size: size_of::<f64>() }, Count::HistogramElements(8)),
+        counted(16, Kind::Scalars { size: size_of::<f64>() }, Count::HistogramElements(8)),
+    ],
 };
 
 static V1_TIME_SERIES: Schema = Schema {
@@ -134,7 +173,7 @@ static V1_TIME_SERIES: Schema = Schema {
         counted(1, messages::<proto::Label>(&LABEL), Count::LabelBytes),
         counted(2, messages::<proto::Sample>(&PLAIN), Count::Samples),
         field(3, messages::<proto::Exemplar>(&V1_EXEMPLAR)),
-        field(4, messages::<proto::Histogram>(&V1_HISTOGRAM)),
+        counted(4, messages::<proto::Histogram>(&HISTOGRAM), Count::Histograms),
     ],
 };
 
@@ -151,15 +190,11 @@ const REFS: Kind = Kind::Scalars { size: size_of::<u32>() };
 
 static V2_EXEMPLAR: Schema = Schema { fields: &[field(1, REFS)] };
 
-static V2_HISTOGRAM: Schema = Schema {
-    fields: &[field(11, messages::<proto::BucketSpan>(&PLAIN)), field(12, Kind::Scalars { size: size_of::<i64>() })],
-};
-
 static V2_TIME_SERIES: Schema = Schema {
     fields: &[
         field(1, REFS),
         counted(2, messages::<proto::Sample>(&PLAIN), Count::Samples),
-        field(3, messages::<proto::v2::Histogram>(&V2_HISTOGRAM)),
+        counted(3, messages::<proto::v2::Histogram>(&HISTOGRAM), Count::Histograms),
         field(4, messages::<proto::v2::Exemplar>(&V2_EXEMPLAR)),
     ],
 };
@@ -229,6 +264,8 @@ impl Walk {
                         Count::Series => self.out.series += 1,
                         Count::Samples => self.out.samples += 1,
                         Count::LabelBytes => self.out.label_bytes += body.len(),
+                        Count::Histograms => self.out.histograms += 1,
+                        Count::HistogramElements(_) => self.out.histogram_elements += 1,
                         Count::Nothing => {}
                     }
                     self.message(body, schema)?;
@@ -255,9 +292,18 @@ impl Walk {
                     *slot += 1;
                     self.add(len.max(8));
                 }
-                (Kind::Scalars { .. }, LEN) => *slot += c.bytes()?.len(),
+                (Kind::Scalars { .. }, LEN) => {
+                    let len = c.bytes()?.len();
+                    *slot += len;
+                    if let Count::HistogramElements(min_wire) = field.count {
+                        self.out.histogram_elements += len.div_ceil(min_wire.max(1));
+                    }
+                }
                 (Kind::Scalars { .. }, VARINT | FIXED64 | FIXED32) => {
                     *slot += 1;
+                    if let Count::HistogramElements(_) = field.count {
+                        self.out.histogram_elements += 1;
+                    }
                     c.skip(wire)?;
                 }
                 // prost rejects a known field with another wire type.
@@ -343,6 +389,16 @@ pub mod held {
         vec(l) + l.iter().map(label).sum::<usize>()
     }
 
+    fn histogram(h: &proto::Histogram) -> usize {
+        vec(&h.negative_spans)
+            + vec(&h.negative_deltas)
+            + vec(&h.negative_counts)
+            + vec(&h.positive_spans)
+            + vec(&h.positive_deltas)
+            + vec(&h.positive_counts)
+            + vec(&h.custom_values)
+    }
+
     /// Of a remote-write 1.0 request.
     pub fn v1(r: &proto::WriteRequest) -> usize {
         let series: usize = r
@@ -354,7 +410,7 @@ pub mod held {
                     + vec(&t.exemplars)
                     + t.exemplars.iter().map(|e| labels(&e.labels)).sum::<usize>()
                     + vec(&t.histograms)
-                    + t.histograms.iter().map(|h| vec(&h.positive_spans) + vec(&h.positive_deltas)).sum::<usize>()
+                    + t.histograms.iter().map(histogram).sum::<usize>()
             })
             .sum();
         let metadata: usize =
@@ -373,7 +429,7 @@ pub mod held {
                     + vec(&t.exemplars)
                     + t.exemplars.iter().map(|e| vec(&e.labels_refs)).sum::<usize>()
                     + vec(&t.histograms)
-                    + t.histograms.iter().map(|h| vec(&h.positive_spans) + vec(&h.positive_deltas)).sum::<usize>()
+                    + t.histograms.iter().map(histogram).sum::<usize>()
             })
             .sum();
         vec(&r.symbols) + r.symbols.iter().map(String::capacity).sum::<usize>() + vec(&r.timeseries) + series
@@ -402,8 +458,16 @@ mod tests {
 
     #[test]
     fn schemas_fit_the_field_table() {
-        for s in [&V1_WRITE_REQUEST, &V1_TIME_SERIES, &V1_METADATA, &V2_REQUEST, &V2_TIME_SERIES, &READ_REQUEST, &QUERY]
-        {
+        for s in [
+            &V1_WRITE_REQUEST,
+            &V1_TIME_SERIES,
+            &V1_METADATA,
+            &HISTOGRAM,
+            &V2_REQUEST,
+            &V2_TIME_SERIES,
+            &READ_REQUEST,
+            &QUERY,
+        ] {
             assert!(s.fields.len() <= MAX_FIELDS);
         }
     }

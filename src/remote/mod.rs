@@ -4,6 +4,7 @@
 
 pub mod decode;
 pub mod footprint;
+pub mod histogram;
 pub mod metadata;
 pub mod proto;
 pub mod read;

@@ -60,26 +60,65 @@ pub struct Exemplar {
     pub timestamp: i64,
 }
 
-/// A native histogram sample. saltdb only needs to detect and count these, so the bucket
-/// fields are modelled just enough to build test requests that look like real ones.
+/// A native histogram sample (`prometheus.Histogram`; remote-write 2.0's
+/// `io.prometheus.write.v2.Histogram` has the same fields and numbers, see [`v2::Histogram`]).
+///
+/// The form is chosen by the `count` oneof: `CountFloat` makes a float histogram (absolute
+/// counts in `*_counts`, `zero_count` as `ZeroCountFloat`), anything else an integer histogram
+/// (delta-encoded counts in `*_deltas`), as Prometheus' `IsFloatHistogram` decides.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Histogram {
-    #[prost(uint64, tag = "1")]
-    pub count_int: u64,
+    #[prost(oneof = "histogram::Count", tags = "1, 2")]
+    pub count: Option<histogram::Count>,
     #[prost(double, tag = "3")]
     pub sum: f64,
     #[prost(sint32, tag = "4")]
     pub schema: i32,
     #[prost(double, tag = "5")]
     pub zero_threshold: f64,
-    #[prost(uint64, tag = "6")]
-    pub zero_count_int: u64,
+    #[prost(oneof = "histogram::ZeroCount", tags = "6, 7")]
+    pub zero_count: Option<histogram::ZeroCount>,
+    #[prost(message, repeated, tag = "8")]
+    pub negative_spans: Vec<BucketSpan>,
+    #[prost(sint64, repeated, tag = "9")]
+    pub negative_deltas: Vec<i64>,
+    #[prost(double, repeated, tag = "10")]
+    pub negative_counts: Vec<f64>,
     #[prost(message, repeated, tag = "11")]
     pub positive_spans: Vec<BucketSpan>,
     #[prost(sint64, repeated, tag = "12")]
     pub positive_deltas: Vec<i64>,
+    #[prost(double, repeated, tag = "13")]
+    pub positive_counts: Vec<f64>,
+    /// `ResetHint`: 0 unknown, 1 yes, 2 no, 3 gauge.
+    #[prost(int32, tag = "14")]
+    pub reset_hint: i32,
     #[prost(int64, tag = "15")]
     pub timestamp: i64,
+    /// Bounds of the custom buckets (schema -53).
+    #[prost(double, repeated, tag = "16")]
+    pub custom_values: Vec<f64>,
+}
+
+/// The oneofs of [`Histogram`].
+pub mod histogram {
+    /// `oneof count`.
+    #[derive(Clone, Copy, PartialEq, prost::Oneof)]
+    pub enum Count {
+        #[prost(uint64, tag = "1")]
+        CountInt(u64),
+        #[prost(double, tag = "2")]
+        CountFloat(f64),
+    }
+
+    /// `oneof zero_count`.
+    #[derive(Clone, Copy, PartialEq, prost::Oneof)]
+    pub enum ZeroCount {
+        #[prost(uint64, tag = "6")]
+        ZeroCountInt(u64),
+        #[prost(double, tag = "7")]
+        ZeroCountFloat(f64),
+    }
 }
 
 /// A run of consecutive histogram buckets.
@@ -138,8 +177,6 @@ impl MetricType {
 
 /// Remote-write 2.0 messages (`io.prometheus.write.v2`).
 pub mod v2 {
-    use super::BucketSpan;
-
     /// Remote-write 2.0 request: strings are interned in `symbols`, `symbols[0]` must be `""`.
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct Request {
@@ -189,22 +226,8 @@ pub mod v2 {
         pub unit_ref: u32,
     }
 
-    /// A native histogram sample (detected and counted only).
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Histogram {
-        #[prost(uint64, tag = "1")]
-        pub count_int: u64,
-        #[prost(double, tag = "3")]
-        pub sum: f64,
-        #[prost(sint32, tag = "4")]
-        pub schema: i32,
-        #[prost(message, repeated, tag = "11")]
-        pub positive_spans: Vec<BucketSpan>,
-        #[prost(sint64, repeated, tag = "12")]
-        pub positive_deltas: Vec<i64>,
-        #[prost(int64, tag = "15")]
-        pub timestamp: i64,
-    }
+    /// A native histogram sample: the same message as remote-write 1.0's.
+    pub type Histogram = super::Histogram;
 }
 
 /// Remote-read request: one or more queries and the response types the client accepts,

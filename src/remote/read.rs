@@ -2,6 +2,12 @@
 //! encodings — `SAMPLES` (one snappy-compressed `ReadResponse`) and `STREAMED_XOR_CHUNKS`
 //! (a stream of `ChunkedReadResponse` frames with XOR chunks, not compressed).
 //!
+//! Native histograms: a `SAMPLES` response carries them in `TimeSeries.histograms`, in the form
+//! Prometheus' `codec.go` answers with ([`crate::remote::histogram::to_proto`]). Streamed
+//! responses carry float samples only: saltdb does not write Prometheus' histogram chunk
+//! encodings, so a streamed read that meets a series with native histograms fails loudly
+//! ([`HistogramsNotStreamed`]) instead of leaving them out.
+//!
 //! Stream framing, as Prometheus' `storage/remote/chunked.go` writes it:
 //!
 //! | part | encoding |
@@ -14,6 +20,7 @@ use crate::labels::Labels;
 use crate::matcher::{MatchOp, Matcher, MatcherError};
 use crate::remote::decode::{decompress, DecodeError};
 use crate::remote::footprint::Footprint;
+use crate::remote::histogram;
 use crate::remote::proto::{self, ChunkEncoding, MatcherType, ResponseType};
 use crate::remote::xor;
 use crate::sample::SeriesSamples;
@@ -136,6 +143,11 @@ pub fn samples_response(results: &[Vec<SeriesSamples>]) -> Vec<u8> {
                             .iter()
                             .map(|p| proto::Sample { value: p.value, timestamp: p.timestamp_ms })
                             .collect(),
+                        histograms: s
+                            .histograms
+                            .iter()
+                            .map(|h| histogram::to_proto(h.timestamp_ms, &h.histogram))
+                            .collect(),
                         ..Default::default()
                     })
                     .collect(),
@@ -143,6 +155,27 @@ pub fn samples_response(results: &[Vec<SeriesSamples>]) -> Vec<u8> {
             .collect(),
     };
     compress(&resp.encode_to_vec())
+}
+
+/// A streamed read met a series with native histograms, which XOR chunks cannot carry.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("series {series} has {count} native histogram samples, which saltdb does not stream as chunks yet; ask for the SAMPLES response type (0) to read them")]
+pub struct HistogramsNotStreamed {
+    /// The series' labels.
+    pub series: String,
+    /// Its histogram samples in the selected range.
+    pub count: usize,
+}
+
+/// Checks that a series can go into a `STREAMED_XOR_CHUNKS` response (it has no histograms).
+///
+/// # Errors
+/// [`HistogramsNotStreamed`] naming the series.
+pub fn check_streamable(series: &SeriesSamples) -> Result<(), HistogramsNotStreamed> {
+    if series.histograms.is_empty() {
+        return Ok(());
+    }
+    Err(HistogramsNotStreamed { series: series.labels.to_string(), count: series.histograms.len() })
 }
 
 /// Snappy block compression (infallible for in-memory input below 4 GiB).
@@ -287,6 +320,37 @@ mod tests {
         }
         let (_, rest) = read_frame(&corrupt).unwrap();
         assert!(matches!(read_frame(rest), Err(ReadError::Frame("checksum mismatch"))));
+    }
+
+    #[test]
+    fn samples_response_carries_histograms_in_their_form() {
+        use crate::histogram::{CounterResetHint, Histogram, Span};
+        use crate::sample::HistogramSample;
+        use std::sync::Arc;
+        let mut s = series(1);
+        let h = |integer: bool, count: f64| Histogram {
+            counter_reset_hint: CounterResetHint::Gauge,
+            schema: 0,
+            count,
+            sum: 2.0,
+            positive_spans: vec![Span { offset: 1, length: 1 }],
+            positive_buckets: vec![count],
+            integer,
+            ..Histogram::default()
+        };
+        s.histograms = vec![
+            HistogramSample { timestamp_ms: 5, histogram: Arc::new(h(true, 3.0)) },
+            HistogramSample { timestamp_ms: 6, histogram: Arc::new(h(false, 1.5)) },
+        ];
+        assert!(check_streamable(&s).unwrap_err().to_string().contains("2 native histogram samples"));
+        let raw = decompress(&samples_response(&[vec![s]]), 1 << 20).unwrap();
+        let resp = proto::ReadResponse::decode(raw.as_slice()).unwrap();
+        let hs = &resp.results[0].timeseries[0].histograms;
+        assert_eq!(hs.len(), 2);
+        assert_eq!((hs[0].timestamp, hs[0].positive_deltas.as_slice(), hs[0].reset_hint), (5, &[3i64][..], 3));
+        assert!(!histogram::is_float(&hs[0]) && histogram::is_float(&hs[1]));
+        assert_eq!(hs[1].positive_counts, [1.5]);
+        assert!(check_streamable(&series(2)).is_ok());
     }
 
     #[test]

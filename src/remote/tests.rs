@@ -2,7 +2,7 @@
 
 use super::decode::{decode_write, DecodeError, DecodeLimits, Protocol, Rejection};
 use super::footprint::held;
-use super::proto::{self, v2, MetricType};
+use super::proto::{self, histogram::Count, v2, MetricType};
 use super::snappy_body;
 use crate::sample::STALE_NAN_BITS;
 use proptest::prelude::*;
@@ -156,21 +156,58 @@ fn v2_symbol_expansion_is_bounded_by_the_body_limit() {
     assert_eq!(decode_write(&body, Protocol::V2, &limits).unwrap().batch.len(), 4);
 }
 
+/// A valid integer histogram: 3 observations in positive bucket 1 of schema 3.
 fn histogram() -> proto::Histogram {
-    proto::Histogram { count_int: 3, sum: 1.5, schema: 3, timestamp: T, ..Default::default() }
+    proto::Histogram {
+        count: Some(Count::CountInt(3)),
+        sum: 1.5,
+        schema: 3,
+        positive_spans: vec![proto::BucketSpan { offset: 1, length: 1 }],
+        positive_deltas: vec![3],
+        timestamp: T,
+        ..Default::default()
+    }
 }
 
 #[test]
-fn native_histograms_are_counted_and_only_fatal_when_alone() {
+fn native_histograms_are_stored_alone_or_beside_floats() {
     let mut h = series(&[("__name__", "rpc_latency")], &[]);
-    h.histograms = vec![histogram(), histogram()];
-    let err = decode1(&v1(vec![h.clone()])).unwrap_err();
-    assert_eq!(err.samples, 2);
-    let err = err.error;
-    assert!(matches!(err, DecodeError::OnlyNativeHistograms { count: 2 }));
-    assert!(err.to_string().contains("native histograms are not supported"));
-    let d = decode1(&v1(vec![h, series(&[("__name__", "up")], &[(T, 1.0)])])).unwrap();
-    assert_eq!((d.histograms, d.batch.len()), (2, 1));
+    h.histograms = vec![histogram(), proto::Histogram { timestamp: T + 1, ..histogram() }];
+    let d = decode1(&v1(vec![h.clone()])).unwrap();
+    assert_eq!((d.batch.histogram_count(), d.batch.sample_count(), d.batch.len()), (2, 0, 1));
+    let d = decode1(&v1(vec![h.clone(), series(&[("__name__", "up")], &[(T, 1.0)])])).unwrap();
+    assert_eq!((d.batch.histogram_count(), d.batch.sample_count(), d.batch.len()), (2, 1, 2));
+    let batch = d.batch.unpack().unwrap();
+    assert_eq!(batch.series[0].histograms[1].timestamp_ms, T + 1);
+    assert_eq!(batch.series[0].histograms[0].histogram.positive_buckets, [3.0]);
+    assert!(batch.series[1].histograms.is_empty());
+    // The same through remote-write 2.0.
+    let body = snappy_body(&v2::Request {
+        symbols: vec!["".into(), "__name__".into(), "rpc_latency".into()],
+        timeseries: vec![v2::TimeSeries { labels_refs: vec![1, 2], histograms: h.histograms, ..Default::default() }],
+    });
+    let d = decode_write(&body, Protocol::V2, &DecodeLimits::default()).unwrap();
+    assert_eq!(d.batch.histogram_count(), 2);
+}
+
+#[test]
+fn an_invalid_histogram_rejects_the_whole_request_naming_it() {
+    let mut bad = series(&[("__name__", "rpc_latency"), ("job", "api")], &[(T, 1.0)]);
+    bad.histograms =
+        vec![histogram(), proto::Histogram { count: Some(Count::CountInt(4)), timestamp: T + 7, ..histogram() }];
+    let err = decode1(&v1(vec![series(&[("__name__", "up")], &[(T, 1.0)]), bad.clone()])).unwrap_err();
+    assert_eq!(err.samples, 4, "float and histogram samples of the request");
+    assert_eq!(err.error.reason(), "invalid_histogram");
+    let msg = err.error.to_string();
+    assert!(
+        msg.contains(r#"series #1 rpc_latency{job="api"}: native histogram #1 (timestamp 1700000000007)"#),
+        "{msg}"
+    );
+    assert!(msg.contains("3 observations found in buckets, but the count field is 4"), "{msg}");
+    // A histogram timestamp out of range is a timestamp error, as for float samples.
+    bad.histograms = vec![proto::Histogram { timestamp: i64::MAX, ..histogram() }];
+    let err = decode1(&v1(vec![bad])).unwrap_err();
+    assert_eq!(err.error.reason(), "timestamp_out_of_range");
 }
 
 #[test]
@@ -471,7 +508,7 @@ fn scanner_leaves_metadata_exemplars_and_histograms_to_prost() {
         let raw = req.encode_to_vec();
         assert!(super::scan::scan_v1(&raw, &limits).is_none());
         let d = super::decode::decode_v1(&raw, &limits).unwrap();
-        assert_eq!((d.batch.sample_count(), d.exemplars), (1, exemplars));
+        assert_eq!((d.batch.sample_count(), d.batch.exemplar_count(), d.exemplars_dropped), (1, exemplars, 0));
     }
     // A plain request is the scanner's, and labels with empty values are dropped as prost's path does.
     let raw = proto::WriteRequest {
@@ -508,13 +545,17 @@ fn arb_v1_request() -> impl Strategy<Value = proto::WriteRequest> {
         value: 1.0,
         timestamp: T,
     });
-    let hist = (proptest::collection::vec(any::<i64>(), 0..20), 0usize..3).prop_map(|(positive_deltas, spans)| {
-        proto::Histogram {
-            positive_deltas,
-            positive_spans: vec![proto::BucketSpan { offset: 1, length: 2 }; spans],
-            ..histogram()
-        }
-    });
+    // Valid histograms of every form most of the time, arbitrary deltas (mostly invalid) else.
+    let hist = prop_oneof![
+        4 => arb_valid_histogram(),
+        1 => (proptest::collection::vec(any::<i64>(), 0..20), 0usize..3).prop_map(|(positive_deltas, spans)| {
+            proto::Histogram {
+                positive_deltas,
+                positive_spans: vec![proto::BucketSpan { offset: 1, length: 2 }; spans],
+                ..histogram()
+            }
+        }),
+    ];
     let ts = (
         proptest::collection::vec(label, 0..6),
         proptest::collection::vec(sample, 0..40),
@@ -537,6 +578,57 @@ fn arb_v1_request() -> impl Strategy<Value = proto::WriteRequest> {
         .prop_map(|(timeseries, metadata)| proto::WriteRequest { timeseries, metadata })
 }
 
+/// A valid histogram: integer or float form, exponential or custom buckets, any reset hint.
+pub(super) fn arb_valid_histogram() -> impl Strategy<Value = proto::Histogram> {
+    use proto::histogram::ZeroCount;
+    let counts = proptest::collection::vec(0u32..1000, 0..12);
+    (counts.clone(), counts, 0u32..50, any::<bool>(), any::<bool>(), 0i32..4, -4i32..=8, 0i64..4_000_000_000_000)
+        .prop_map(|(pos, neg, zero, float, custom, hint, schema, timestamp)| {
+            let span =
+                |n: usize| if n == 0 { vec![] } else { vec![proto::BucketSpan { offset: -2, length: n as u32 }] };
+            let deltas = |c: &[u32]| {
+                let mut prev = 0i64;
+                c.iter().map(|&x| std::mem::replace(&mut prev, i64::from(x)).wrapping_neg() + i64::from(x)).collect()
+            };
+            let floats = |c: &[u32]| c.iter().map(|&x| f64::from(x) / 4.0).collect::<Vec<f64>>();
+            let (neg, zero) = if custom { (vec![], 0) } else { (neg, zero) };
+            let total = pos.iter().chain(&neg).map(|&x| u64::from(x)).sum::<u64>() + u64::from(zero);
+            let mut h = proto::Histogram {
+                sum: total as f64 * 1.25,
+                schema: if custom { -53 } else { schema },
+                zero_threshold: if custom { 0.0 } else { 1e-3 },
+                negative_spans: span(neg.len()),
+                reset_hint: hint,
+                timestamp,
+                ..Default::default()
+            };
+            h.positive_spans = if custom {
+                if pos.is_empty() {
+                    vec![]
+                } else {
+                    vec![proto::BucketSpan { offset: 0, length: pos.len() as u32 }]
+                }
+            } else {
+                span(pos.len())
+            };
+            if custom {
+                h.custom_values = (0..pos.len()).map(|i| i as f64 * 0.5 + 0.1).collect();
+            }
+            if float {
+                h.count = Some(Count::CountFloat(total as f64 / 4.0));
+                h.zero_count = Some(ZeroCount::ZeroCountFloat(f64::from(zero) / 4.0));
+                h.positive_counts = floats(&pos);
+                h.negative_counts = floats(&neg);
+            } else {
+                h.count = Some(Count::CountInt(total));
+                h.zero_count = Some(ZeroCount::ZeroCountInt(u64::from(zero)));
+                h.positive_deltas = deltas(&pos);
+                h.negative_deltas = deltas(&neg);
+            }
+            h
+        })
+}
+
 fn arb_v2_request() -> impl Strategy<Value = v2::Request> {
     let symbols = proptest::collection::vec("[a-z_]{0,12}", 0..10).prop_map(|mut s| {
         s.insert(0, String::new());
@@ -547,10 +639,17 @@ fn arb_v2_request() -> impl Strategy<Value = v2::Request> {
         (any::<f64>(), 0i64..4_000_000_000_000).prop_map(|(value, timestamp)| proto::Sample { value, timestamp });
     let meta = proptest::option::of((0u32..12, 0u32..12))
         .prop_map(|m| m.map(|(help_ref, unit_ref)| v2::Metadata { r#type: 1, help_ref, unit_ref }));
-    let ts = (refs.clone(), proptest::collection::vec(sample, 0..40), proptest::collection::vec(refs, 0..2), meta)
-        .prop_map(|(labels_refs, samples, exemplars, metadata)| v2::TimeSeries {
+    let ts = (
+        refs.clone(),
+        proptest::collection::vec(sample, 0..40),
+        proptest::collection::vec(refs, 0..2),
+        meta,
+        proptest::collection::vec(arb_valid_histogram(), 0..3),
+    )
+        .prop_map(|(labels_refs, samples, exemplars, metadata, histograms)| v2::TimeSeries {
             labels_refs,
             samples,
+            histograms,
             exemplars: exemplars
                 .into_iter()
                 .map(|labels_refs| v2::Exemplar { labels_refs, value: 1.0, timestamp: T })
@@ -579,6 +678,7 @@ proptest! {
         prop_assert!(f.prost_bytes >= held::v1(&req), "{} < {}", f.prost_bytes, held::v1(&req));
         prop_assert_eq!(f.series, req.timeseries.len());
         prop_assert_eq!(f.samples, req.timeseries.iter().map(|t| t.samples.len()).sum::<usize>());
+        prop_assert_eq!(f.histograms, req.timeseries.iter().map(|t| t.histograms.len()).sum::<usize>());
         // Hand-encoded bodies with unknown and repeated fields, whole and truncated.
         let raw = encode_wire(&wire, Some(3));
         let truncated = &raw[..cut % (raw.len() + 1)];
@@ -592,6 +692,7 @@ proptest! {
         let f = Footprint::of_v2(&raw);
         prop_assert!(f.prost_bytes >= held::v2(&req2), "{} < {}", f.prost_bytes, held::v2(&req2));
         prop_assert_eq!(f.series, req2.timeseries.len());
+        prop_assert_eq!(f.histograms, req2.timeseries.iter().map(|t| t.histograms.len()).sum::<usize>());
     }
 
     /// What the decoder reserves covers what it holds: the decompressed body, the batch at its
@@ -666,4 +767,77 @@ fn bodies_of_empty_messages_are_refused_before_decoding() {
     wire::len_field(&mut body, 1, &ts);
     let (reserved, _) = reserved_for(&super::read::compress(&body), Protocol::V1);
     assert!(reserved >= 16 << 20, "reserved only {reserved} bytes");
+}
+
+/// The histogram seeds of the fuzz targets are what their names say (they are hand-encoded).
+#[test]
+fn histogram_fuzz_seeds_decode_as_named() {
+    let limits = DecodeLimits::default();
+    let v1 = include_bytes!("../../tests/fuzz_regressions/remote_write_v1/histograms_every_form_raw");
+    let d = super::decode::decode_v1(v1, &limits).unwrap();
+    assert_eq!((d.batch.sample_count(), d.batch.histogram_count()), (1, 3));
+    let forms: Vec<(i32, bool)> =
+        d.batch.histograms().iter().map(|h| (h.histogram.schema, h.histogram.integer)).collect();
+    assert_eq!(forms, [(1, true), (-2, false), (-53, true)]);
+    let v2 = include_bytes!("../../tests/fuzz_regressions/remote_write_v2/histograms_every_form_raw");
+    assert_eq!(super::decode::decode_v2(v2, &limits).unwrap().batch.histogram_count(), 3);
+    let only = include_bytes!("../../tests/fuzz_regressions/remote_write_v1/histograms_only_raw");
+    assert_eq!(super::decode::decode_v1(only, &limits).unwrap().batch.histogram_count(), 1);
+    for (raw, protocol) in [
+        (&include_bytes!("../../tests/fuzz_regressions/remote_write_v1/histogram_invalid_count_raw")[..], Protocol::V1),
+        (&include_bytes!("../../tests/fuzz_regressions/remote_write_v2/histogram_invalid_count_raw")[..], Protocol::V2),
+        (&include_bytes!("../../tests/fuzz_regressions/remote_write_v2/histogram_overflow_raw")[..], Protocol::V2),
+    ] {
+        let r = match protocol {
+            Protocol::V1 => super::decode::decode_v1(raw, &limits),
+            Protocol::V2 => super::decode::decode_v2(raw, &limits),
+        };
+        assert_eq!(r.unwrap_err().error.reason(), "invalid_histogram");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Requests made of valid histograms (every form) are all accepted, every histogram lands
+    /// in the batch, and the reservation covers the batch with its histograms, in 1.0 and 2.0.
+    #[test]
+    fn histogram_requests_reserve_what_their_batch_holds(
+        hists in proptest::collection::vec(proptest::collection::vec(arb_valid_histogram(), 1..6), 1..8),
+    ) {
+        let total: usize = hists.iter().map(Vec::len).sum();
+        let timeseries = hists
+            .iter()
+            .enumerate()
+            .map(|(i, hs)| proto::TimeSeries {
+                histograms: hs.clone(),
+                ..series(&[("__name__", "h"), ("i", &i.to_string())], &[])
+            })
+            .collect();
+        let req = proto::WriteRequest { timeseries, metadata: vec![] };
+        let (reserved, result) = reserved_for(&snappy_body(&req), Protocol::V1);
+        let d = result.map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(d.batch.histogram_count(), total);
+        let raw = req.encode_to_vec();
+        prop_assert!(reserved >= raw.len() + d.batch.heap_bytes() + held::v1(&req));
+        let mut symbols = vec![String::new(), "__name__".into(), "h".into(), "i".into()];
+        let timeseries = hists
+            .iter()
+            .enumerate()
+            .map(|(i, hs)| {
+                symbols.push(i.to_string());
+                v2::TimeSeries { labels_refs: vec![1, 2, 3, symbols.len() as u32 - 1], histograms: hs.clone(), ..Default::default() }
+            })
+            .collect();
+        let req2 = v2::Request { symbols, timeseries };
+        let (reserved, result) = reserved_for(&snappy_body(&req2), Protocol::V2);
+        let d = result.map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(d.batch.histogram_count(), total);
+        let raw = req2.encode_to_vec();
+        prop_assert!(reserved >= raw.len() + d.batch.heap_bytes() + held::v2(&req2));
+        // Each decoded histogram is the message, converted.
+        for (h, msg) in d.batch.histograms().iter().zip(hists.iter().flatten()) {
+            prop_assert_eq!(super::histogram::to_proto(h.timestamp_ms, &h.histogram), msg.clone());
+        }
+    }
 }

@@ -89,6 +89,7 @@ pub fn remove(sh: &Shared, ids: &[SeriesId], durability: Option<fjall::PersistMo
     }
     batch.remove(&sh.meta, PENDING_KEY);
     batch.commit()?;
+    sh.labels.forget(ids);
     Ok(removed)
 }
 

@@ -10,6 +10,8 @@ use super::close::{self, JournalReclaim};
 use super::delete::{DeleteOutcome, DeleteRange};
 use super::disk::du_bytes;
 use super::error::{Result, StorageError};
+use super::exemplars::{self, ExemplarStore, SeriesExemplars};
+use super::histogram_run;
 use super::keys::{BucketScheme, Bucketing};
 use super::manifest::{self, Manifest};
 use super::matchers::Selection;
@@ -17,6 +19,7 @@ use super::migrate;
 use super::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap};
 use super::seal::{self, SealOutcome};
 use super::select;
+use super::series;
 use super::shared::MeasuredSeries;
 use super::shared::Shared;
 use super::snapshot::{self, SnapshotOutcome};
@@ -61,6 +64,10 @@ pub struct StorageConfig {
     pub series_cache_size: usize,
     /// fjall block cache in bytes.
     pub block_cache_bytes: u64,
+    /// Bytes of decoded label sets the read path keeps (see [`super::series::LabelsCache`]).
+    pub labels_cache_bytes: u64,
+    /// Exemplars kept, newest first (see [`super::exemplars`]); 0 keeps none.
+    pub max_exemplars: usize,
     /// When the in-memory head is flushed into window keyspaces.
     pub head: HeadLimits,
     /// How reads take the samples of many series (for measuring; default `Auto`).
@@ -80,6 +87,8 @@ impl StorageConfig {
             fsync: FsyncMode::Batch,
             series_cache_size: 1_000_000,
             block_cache_bytes: 256 << 20,
+            labels_cache_bytes: 64 << 20,
+            max_exemplars: exemplars::DEFAULT_MAX_EXEMPLARS,
             head: HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(300) },
             read_strategy: ReadStrategy::Auto,
         }
@@ -218,20 +227,42 @@ impl Storage {
         )?;
         let next_id = manifest::next_series_id(&meta)?;
         let windows = Windows::load(&db, &meta, manifest.window_ms)?;
-        let (series, series_by_labels) = (ks("series")?, ks("series_by_labels")?);
+        // Label sets repeat their names and most values from row to row: LZ4 on every level
+        // (fjall leaves L0 and L1 raw by default) about halves the series tables. Options are
+        // fixed when a keyspace is created; older directories keep theirs.
+        let series_table = |name: &str| db.keyspace(name, series::table_options);
+        let (series, series_by_labels) = (series_table("series")?, series_table("series_by_labels")?);
         if let Some(from) = manifest.upgrade_from {
             migrate::upgrade(&db, &meta, [&series, &series_by_labels], &windows, from)?;
         }
         migrate::clear_legacy_postings(&db)?;
         let tables = [meta, series, series_by_labels, ks("wal")?];
+        let exemplar_rows = ks("exemplars")?;
+        let (exemplars, beyond) = ExemplarStore::load(&exemplar_rows, config.max_exemplars)?;
+        if !beyond.is_empty() {
+            // `--max-exemplars` was lowered: the oldest rows go.
+            let mut batch = db.batch();
+            for seq in beyond {
+                batch.remove(&exemplar_rows, exemplars::key(seq));
+            }
+            batch.commit()?;
+        }
         let shared = Arc::new(Shared::new(
             db,
             tables,
             (read_pool()?, config.read_strategy),
             windows,
             manifest.bucketing,
-            next_id,
+            (next_id, config.labels_cache_bytes),
+            (exemplars, exemplar_rows),
         ));
+        for w in shared.windows.all() {
+            for ks in select::keyspaces(&w) {
+                if histogram_run::any(ks)? {
+                    shared.mark_histograms_stored();
+                }
+            }
+        }
         super::churn::recover(&shared)?;
         let wal = replay_wal(&shared)?;
 
@@ -429,6 +460,35 @@ impl Storage {
     /// Engine errors and corrupt rows.
     pub fn latest(&self, matchers: &[Matcher], at_ms: i64) -> Result<Vec<(Labels, Sample)>> {
         select::latest(&self.inner.shared, &Selection::new(matchers), at_ms, i64::MAX)
+    }
+
+    /// The exemplars in `[start, end]` of the series matching any of `selectors` (each a list
+    /// of matchers), by series labels, each series' exemplars by time.
+    ///
+    /// # Errors
+    /// Engine errors and corrupt rows.
+    pub fn exemplars(&self, selectors: &[Vec<Matcher>], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesExemplars>> {
+        let sh = &self.inner.shared;
+        let selections: Vec<Selection> = selectors.iter().map(|m| Selection::new(m)).collect();
+        let mut out = Vec::new();
+        for id in sh.exemplars.series_in(start_ms, end_ms) {
+            let Some(labels) = sh.labels.get(&sh.series, id)? else { continue };
+            if !selections.iter().any(|s| s.accepts(&labels)) {
+                continue;
+            }
+            let exemplars = sh.exemplars.of(id, start_ms, end_ms);
+            if !exemplars.is_empty() {
+                out.push(SeriesExemplars { labels, exemplars });
+            }
+        }
+        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        Ok(out)
+    }
+
+    /// Exemplars held, and the most kept (`--max-exemplars`).
+    pub fn exemplar_figures(&self) -> (usize, usize) {
+        let store = &self.inner.shared.exemplars;
+        (store.len(), store.max())
     }
 
     /// Label sets of matching series present in `[start, end]` (no limits).
@@ -777,7 +837,7 @@ fn spawn_syncer(shared: Arc<Shared>) -> Result<(SyncSender<()>, JoinHandle<()>)>
 
 /// The shared read pool: one thread per core (see [`Shared::pool`]).
 fn read_pool() -> Result<Arc<rayon::ThreadPool>> {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = crate::cores::available();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("saltdb-read-{i}"))

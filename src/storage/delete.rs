@@ -110,9 +110,11 @@ pub fn delete_in_window(
                 }
                 present |= !samples.is_empty();
             }
-            let (removed, left) = histogram_run::delete_range(&mut batch, ks, bucket, id, (start, end))?;
-            out.samples += removed;
-            present |= left;
+            if sh.histograms_stored() {
+                let (removed, left) = histogram_run::delete_range(&mut batch, ks, bucket, id, (start, end))?;
+                out.samples += removed;
+                present |= left;
+            }
         }
         if !present {
             let index = keys::window_index_key(id);

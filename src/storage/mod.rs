@@ -11,6 +11,8 @@ mod db;
 mod delete;
 mod disk;
 mod error;
+mod exemplars;
+pub use exemplars::{SeriesExemplars, DEFAULT_MAX_EXEMPLARS};
 mod head;
 mod histogram_run;
 pub mod keys;

@@ -12,7 +12,7 @@ use super::histogram_run;
 use super::keys;
 use super::postings;
 use super::reseal;
-use super::select::{read_histograms, read_series, universe, HistogramSources};
+use super::select::{read_histograms, read_series, universe};
 use super::series;
 use super::shared::Shared;
 use super::window;
@@ -130,12 +130,11 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
     let mut batch = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
     let mut buf = Vec::new();
     let mut index = postings::PostingsBuilder::default();
-    let sources = HistogramSources::probe(std::slice::from_ref(w))?;
     for id in ids {
         let bucket = sh.bucketing.bucket(id);
         let mut samples = Vec::new();
         read_series(std::slice::from_ref(w), None, bucket, id, 0, MAX_TIMESTAMP_MS, &mut samples)?;
-        let histograms = read_histograms(std::slice::from_ref(w), &sources, None, bucket, id, 0, MAX_TIMESTAMP_MS)?;
+        let histograms = read_histograms(sh, std::slice::from_ref(w), None, bucket, id, (0, MAX_TIMESTAMP_MS))?;
         if samples.is_empty() && histograms.is_empty() {
             continue;
         }

@@ -13,7 +13,7 @@ use super::matchers::{self, Selection};
 use super::postings;
 use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
 use super::run;
-use super::series::{self, SeriesId};
+use super::series::SeriesId;
 use super::shared::Shared;
 use super::window::Window;
 use crate::labels::Labels;
@@ -87,7 +87,7 @@ pub fn accepted_ids(sh: &Shared, sel: &Selection, start_ms: i64, end_ms: i64) ->
 /// The labels of a candidate when it passes every matcher; `None` when it does not, or when its
 /// series row is gone (retention removed the series after the candidates were read).
 fn accepted_labels(sh: &Shared, sel: &Selection, id: SeriesId) -> Result<Option<Labels>> {
-    Ok(series::labels_if_present(&sh.series, id)?.filter(|labels| sel.accepts(labels)))
+    Ok(sh.labels.get(&sh.series, id)?.filter(|labels| sel.accepts(labels)))
 }
 
 /// Appends the samples of one series in `[start, end]` to `out`, ascending. The head (when
@@ -131,54 +131,35 @@ pub fn read_series(
     Ok(())
 }
 
-/// Which keyspaces of a read's windows hold histogram rows (found with one seek each), so that
-/// series of floats only cost nothing more.
-pub struct HistogramSources {
-    /// Per window: (sealed chunks hold histograms, hot runs hold histograms).
-    windows: Vec<(bool, bool)>,
-}
-
-impl HistogramSources {
-    /// Probes each keyspace of `windows`.
-    ///
-    /// # Errors
-    /// Engine errors.
-    pub fn probe(windows: &[Window]) -> Result<Self> {
-        let has = |ks: Option<&fjall::Keyspace>| ks.map_or(Ok(false), histogram_run::any);
-        let windows = windows
-            .iter()
-            .map(|w| Ok((has(w.chunks.as_ref().map(|(_, ks)| ks))?, has(w.points.as_ref())?)))
-            .collect::<Result<_>>()?;
-        Ok(Self { windows })
-    }
-}
-
 /// The histogram samples of one series in `[start, end]`, ascending: the head first (see
-/// [`read_series`] for why), then per window the sealed chunks and the hot runs; hot wins over
-/// sealed and the head over both on equal timestamps.
+/// [`read_series`] for why), then, once any histogram run is stored, per window the sealed
+/// chunks and the hot runs; hot wins over sealed and the head over both on equal timestamps.
 ///
 /// # Errors
 /// Engine errors and corrupt rows.
 pub fn read_histograms(
+    sh: &Shared,
     windows: &[Window],
-    sources: &HistogramSources,
     head: Option<&Head>,
     bucket: u16,
     id: SeriesId,
-    start_ms: i64,
-    end_ms: i64,
+    (start_ms, end_ms): (i64, i64),
 ) -> Result<Vec<HistogramSample>> {
     let mut recent = Vec::new();
     if let Some(head) = head {
         head.read_histograms(bucket, id, start_ms, end_ms, &mut recent);
     }
+    // After the head (see `Shared::histograms_stored` for why the order matters).
+    if !sh.histograms_stored() {
+        return Ok(recent);
+    }
     let mut out = Vec::new();
-    for (w, &(cold, hot)) in windows.iter().zip(&sources.windows) {
+    for w in windows {
         let mut stored = Vec::new();
-        if let Some((_, ks)) = w.chunks.as_ref().filter(|_| cold) {
+        if let Some((_, ks)) = &w.chunks {
             histogram_run::read(ks, bucket, id, start_ms, end_ms, &mut stored)?;
         }
-        if let Some(ks) = w.points.as_ref().filter(|_| hot) {
+        if let Some(ks) = &w.points {
             let mut newer = Vec::new();
             histogram_run::read(ks, bucket, id, start_ms, end_ms, &mut newer)?;
             stored = histogram_run::merge(&stored, &newer);
@@ -277,7 +258,6 @@ struct Scan<'a> {
     end_ms: i64,
     limits: &'a ReadLimits,
     budget: SampleBudget,
-    histograms: HistogramSources,
 }
 
 impl Scan<'_> {
@@ -322,13 +302,12 @@ impl Scan<'_> {
             };
             for ((labels, mut samples), id) in labels.into_iter().zip(samples).zip(accepted) {
                 let histograms = read_histograms(
+                    self.sh,
                     self.windows,
-                    &self.histograms,
                     Some(&self.sh.head),
                     *bucket,
                     id,
-                    self.start_ms,
-                    self.end_ms,
+                    (self.start_ms, self.end_ms),
                 )?;
                 if samples.is_empty() && histograms.is_empty() {
                     continue;
@@ -363,16 +342,8 @@ pub fn select(
     limits.check()?;
     let (windows, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
     let groups = by_bucket(sh, &ids);
-    let scan = Scan {
-        sh,
-        sel,
-        windows: &windows,
-        start_ms,
-        end_ms,
-        limits,
-        budget: SampleBudget::new(limits.max_samples),
-        histograms: HistogramSources::probe(&windows)?,
-    };
+    let scan =
+        Scan { sh, sel, windows: &windows, start_ms, end_ms, limits, budget: SampleBudget::new(limits.max_samples) };
     let parts: Vec<Result<Vec<SeriesSamples>>> = if groups.len() <= 1 || ids.len() < 2 * CHECK_EVERY {
         groups.iter().map(|g| scan.bucket(g, map)).collect()
     } else {
@@ -400,14 +371,13 @@ pub fn for_each_series(
 ) -> Result<()> {
     let (windows, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
     let budget = SampleBudget::new(limits.max_samples);
-    let sources = HistogramSources::probe(&windows)?;
     for (bucket, ids) in by_bucket(sh, &ids) {
         for id in ids {
             limits.check()?;
             let Some(labels) = accepted_labels(sh, sel, id)? else { continue };
             let mut samples = Vec::new();
             read_series(&windows, Some(&sh.head), bucket, id, start_ms, end_ms, &mut samples)?;
-            let histograms = read_histograms(&windows, &sources, Some(&sh.head), bucket, id, start_ms, end_ms)?;
+            let histograms = read_histograms(sh, &windows, Some(&sh.head), bucket, id, (start_ms, end_ms))?;
             if samples.is_empty() && histograms.is_empty() {
                 continue;
             }

@@ -215,6 +215,15 @@ pub fn canonical_of(series: &fjall::Keyspace, id: SeriesId) -> Result<fjall::Sli
     series.get(id.to_be_bytes())?.ok_or(StorageError::Corrupt { what: "series row (missing)" })
 }
 
+/// Options of the `series` and `series_by_labels` tables when they are created: LZ4 blocks on
+/// every level.
+pub fn table_options() -> fjall::KeyspaceCreateOptions {
+    use fjall::config::CompressionPolicy;
+    fjall::KeyspaceCreateOptions::default()
+        .data_block_compression_policy(CompressionPolicy::all(fjall::CompressionType::Lz4))
+        .index_block_compression_policy(CompressionPolicy::all(fjall::CompressionType::Lz4))
+}
+
 /// Reads the label set of a series, `None` when its row is gone (retention removes the rows of
 /// series left without data; a read that found the id earlier may race that).
 ///
@@ -227,9 +236,85 @@ pub fn labels_if_present(series: &fjall::Keyspace, id: SeriesId) -> Result<Optio
     }
 }
 
+/// Decoded label sets of series ids, for reads: a dashboard asks about the same series at every
+/// refresh, and each miss costs a point read of the `series` table and a decode. Bounded by the
+/// bytes of the label sets it holds (`--labels-cache`). A series' row never changes while its
+/// id lives (ids are never reused); the churn removal forgets the ids it removes.
+pub struct LabelsCache(quick_cache::sync::Cache<SeriesId, Labels, LabelsWeight>);
+
+/// The weight of a cached label set: its strings, a `Label` (two `String` headers) per label,
+/// the shared vector's header and the cache entry.
+#[derive(Clone)]
+struct LabelsWeight;
+
+impl quick_cache::Weighter<SeriesId, Labels> for LabelsWeight {
+    fn weight(&self, _: &SeriesId, labels: &Labels) -> u64 {
+        let strings: usize = labels.iter().map(|l| l.name.len() + l.value.len()).sum();
+        (strings + labels.len() * 48 + 64) as u64
+    }
+}
+
+impl LabelsCache {
+    /// A cache holding label sets of at most `bytes` in all (none when 0).
+    pub fn new(bytes: u64) -> Self {
+        let items = usize::try_from(bytes / 256).unwrap_or(usize::MAX).max(1);
+        Self(quick_cache::sync::Cache::with_weighter(items, bytes.max(1), LabelsWeight))
+    }
+
+    /// The label set of a series ([`labels_if_present`]), from the cache when it is there.
+    ///
+    /// # Errors
+    /// As [`labels_if_present`].
+    pub fn get(&self, series: &fjall::Keyspace, id: SeriesId) -> Result<Option<Labels>> {
+        if let Some(labels) = self.0.get(&id) {
+            return Ok(Some(labels));
+        }
+        let found = labels_if_present(series, id)?;
+        if let Some(labels) = &found {
+            self.0.insert(id, labels.clone());
+        }
+        Ok(found)
+    }
+
+    /// Forgets series whose rows are removed.
+    pub fn forget(&self, ids: &[SeriesId]) {
+        for id in ids {
+            self.0.remove(id);
+        }
+    }
+
+    /// Bytes of the label sets held (their weights).
+    pub fn bytes(&self) -> u64 {
+        self.0.weight()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_cache_answers_as_the_table_and_forgets_removed_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = fjall::Database::builder(dir.path()).open().unwrap();
+        let table = db.keyspace("series", fjall::KeyspaceCreateOptions::default).unwrap();
+        let labels = |i: u64| Labels::from_pairs([("__name__", "m"), ("i", &i.to_string())]).unwrap();
+        for i in 0..100u64 {
+            table.insert(i.to_be_bytes(), labels(i).to_bytes()).unwrap();
+        }
+        // Room for a few label sets only: answers stay those of the table.
+        let cache = LabelsCache::new(1_000);
+        for round in 0..2 {
+            for i in 0..100u64 {
+                assert_eq!(cache.get(&table, i).unwrap(), Some(labels(i)), "round {round}");
+            }
+            assert!(cache.bytes() <= 1_000);
+        }
+        assert_eq!(cache.get(&table, 500).unwrap(), None);
+        table.remove(99u64.to_be_bytes()).unwrap();
+        cache.forget(&[99]);
+        assert_eq!(cache.get(&table, 99).unwrap(), None);
+    }
 
     #[test]
     fn cache_stays_bounded_and_promotes() {

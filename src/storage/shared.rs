@@ -19,6 +19,18 @@ pub struct Shared {
     pub series: fjall::Keyspace,
     /// `md5(labels) series_id -> canonical labels`.
     pub series_by_labels: fjall::Keyspace,
+    /// Decoded label sets of `series` rows, for reads.
+    pub labels: super::series::LabelsCache,
+    /// The newest exemplars (see [`super::exemplars`]).
+    pub exemplars: super::exemplars::ExemplarStore,
+    /// Their rows.
+    pub exemplar_rows: fjall::Keyspace,
+    /// Set once any window keyspace may hold histogram runs (at open when one does; by a flush
+    /// before it commits its first). Reads skip the histogram family while it is false. A read
+    /// takes a series' head histograms *before* looking at it, and a flush sets it before its
+    /// commit, which comes before it clears the head: a read that found the head cleared also
+    /// finds the flag set, and the runs.
+    histograms_stored: std::sync::atomic::AtomicBool,
     /// The head's write-ahead log (see [`super::wal`]).
     pub wal: fjall::Keyspace,
     /// Acknowledged samples not yet flushed into window keyspaces.
@@ -54,6 +66,16 @@ pub struct Shared {
 const NEXT_GENERATION: &str = "next_keyspace_generation";
 
 impl Shared {
+    /// Whether any window keyspace may hold histogram runs (see the field).
+    pub fn histograms_stored(&self) -> bool {
+        self.histograms_stored.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Records that window keyspaces may hold histogram runs, before they are committed.
+    pub fn mark_histograms_stored(&self) {
+        self.histograms_stored.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// Bundles the opened parts.
     pub fn new(
         db: fjall::Database,
@@ -61,13 +83,18 @@ impl Shared {
         (pool, read_strategy): (Arc<rayon::ThreadPool>, ReadStrategy),
         windows: Windows,
         bucketing: Bucketing,
-        next_id: u64,
+        (next_id, labels_cache_bytes): (u64, u64),
+        (exemplars, exemplar_rows): (super::exemplars::ExemplarStore, fjall::Keyspace),
     ) -> Self {
         Self {
             db,
             meta,
             series,
             series_by_labels,
+            labels: super::series::LabelsCache::new(labels_cache_bytes),
+            exemplars,
+            exemplar_rows,
+            histograms_stored: std::sync::atomic::AtomicBool::new(false),
             wal,
             pool,
             read_strategy,

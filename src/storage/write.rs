@@ -15,6 +15,7 @@ mod flush;
 use super::churn;
 use super::delete::{self, DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
+use super::exemplars;
 use super::head::{IdHasher, IdMap};
 use super::histogram_run;
 use super::keys;
@@ -26,7 +27,7 @@ use super::shared::Shared;
 use super::snapshot::Pinned;
 use super::wal;
 use super::window;
-use crate::sample::{HistogramSample, PackedBatch, Sample};
+use crate::sample::{Exemplar, HistogramSample, PackedBatch, Sample};
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
 const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
@@ -75,10 +76,12 @@ impl HeadLimits {
 /// What one write did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriteOutcome {
-    /// Samples written.
+    /// Samples written (floats and histograms).
     pub samples: usize,
     /// Series created by this write.
     pub series_created: usize,
+    /// Exemplars stored (out-of-order and duplicate ones are not).
+    pub exemplars: usize,
 }
 
 /// A batch with what can be computed before the writer thread sees it: the identity of every
@@ -267,6 +270,8 @@ struct Pending {
     primaries: HashSet<[u8; 16]>,
     /// Window postings to write with the batch, per window (see [`Pending::write_postings`]).
     postings: HashMap<i64, (fjall::Keyspace, postings::PostingsBuilder)>,
+    /// The exemplars the group stores, applied to the store once committed.
+    exemplars: exemplars::Admitted,
 }
 
 impl Pending {
@@ -423,6 +428,7 @@ impl Writer {
             }
         };
         self.wal.next += 1;
+        sh.exemplars.apply(std::mem::take(&mut pending.exemplars));
         // Only now, with the rows applied, may a seal see the windows' counters move.
         sh.windows.committed(pending.windows.iter().copied());
         let series = group.iter().flat_map(|(b, _)| b.batch.series());
@@ -478,11 +484,15 @@ impl Writer {
         let mut log = std::mem::take(&mut self.log_buf);
         wal::begin(&mut log);
         let mut histogram_log = Vec::new();
-        for Prepared { batch, keys } in batches {
+        let mut with_exemplars: Vec<(usize, SeriesId, &'a [Exemplar])> = Vec::new();
+        for (index, Prepared { batch, keys }) in batches.enumerate() {
             let created_before = pending.created;
             for (s, key) in batch.series().zip(keys) {
                 let (id, bucket) = self.resolve(fb, pending, s.labels, key)?;
                 pending.resolved.push((bucket, id));
+                if !s.exemplars.is_empty() {
+                    with_exemplars.push((index, id, s.exemplars));
+                }
                 if !s.samples.is_empty() {
                     wal::push(&mut log, id, s.samples);
                 }
@@ -519,9 +529,23 @@ impl Writer {
             outcomes.push(WriteOutcome {
                 samples: batch.sample_count() + batch.histogram_count(),
                 series_created: pending.created - created_before,
+                exemplars: 0,
             });
         }
         wal::finish(&mut log, &histogram_log);
+        if !with_exemplars.is_empty() {
+            let admitted = sh.exemplars.admit(with_exemplars);
+            for seq in &admitted.evicted {
+                fb.remove(&sh.exemplar_rows, exemplars::key(*seq));
+            }
+            for (e, &tag) in admitted.added.iter().zip(&admitted.tags) {
+                fb.insert(&sh.exemplar_rows, exemplars::key(e.seq), exemplars::encode(e.series, &e.exemplar));
+                if let Some(o) = outcomes.get_mut(tag) {
+                    o.exemplars += 1;
+                }
+            }
+            pending.exemplars = admitted;
+        }
         pending.write_postings(fb);
         // Copied once, into the batch's own value (a clone first would copy it twice).
         fb.insert(&sh.wal, wal::key(self.wal.next), log.as_slice());

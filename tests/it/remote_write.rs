@@ -8,7 +8,7 @@ use std::sync::Arc;
 use prost::Message;
 use saltdb::http::remote_write;
 use saltdb::http::{AppState, Limits};
-use saltdb::remote::proto::{self, v2, MatcherType, MetricType, ResponseType};
+use saltdb::remote::proto::{self, histogram::Count, histogram::ZeroCount, v2, MatcherType, MetricType, ResponseType};
 use saltdb::remote::{read, snappy_body, xor};
 use saltdb::sample::STALE_NAN_BITS;
 use saltdb::server::ServerConfig;
@@ -89,7 +89,7 @@ pub fn decode_read_response(content_type: &str, body: &[u8]) -> Exported {
     out
 }
 
-fn metrics(base: &str) -> String {
+pub fn metrics(base: &str) -> String {
     client().get(format!("{base}/metrics")).send().unwrap().text().unwrap()
 }
 
@@ -222,7 +222,12 @@ fn remote_write_2_0_with_symbols() {
             v2::TimeSeries {
                 labels_refs: vec![1, 2, 3, 6],
                 samples: vec![proto::Sample { value: 1.0, timestamp: t0 }],
-                histograms: vec![v2::Histogram { count_int: 1, timestamp: t0, ..Default::default() }],
+                histograms: vec![v2::Histogram {
+                    count: Some(Count::CountInt(1)),
+                    zero_count: Some(ZeroCount::ZeroCountInt(1)),
+                    timestamp: t0 + 1,
+                    ..Default::default()
+                }],
                 ..Default::default()
             },
         ],
@@ -230,18 +235,15 @@ fn remote_write_2_0_with_symbols() {
     let (status, h, text) = post(&format!("{base}/api/v1/write"), &V2_HEADERS, snappy_body(&req));
     assert_eq!((status, text.as_str()), (204, ""));
     assert_eq!(h["x-prometheus-remote-write-samples-written"], "3");
-    assert_eq!(h["x-prometheus-remote-write-histograms-written"], "0");
+    assert_eq!(h["x-prometheus-remote-write-histograms-written"], "1");
     let got = export(&base, "http_requests_total");
     assert_eq!(got.len(), 2);
     let md: serde_json::Value = get_json(&format!("{base}/api/v1/metadata"));
     assert_eq!(md["data"]["http_requests_total"][0]["type"], "counter");
     assert_eq!(md["data"]["http_requests_total"][0]["help"], "Requests served.");
     let text = metrics(&base);
-    assert_eq!(metric_value(&text, r#"saltdb_samples_ingested_total{protocol="remote_write_v2"}"#), 3.0);
-    assert_eq!(
-        metric_value(&text, r#"saltdb_samples_rejected_total{protocol="remote_write_v2",reason="native_histogram"}"#),
-        1.0
-    );
+    // Float and histogram samples alike.
+    assert_eq!(metric_value(&text, r#"saltdb_samples_ingested_total{protocol="remote_write_v2"}"#), 4.0);
     server.stop();
 }
 
@@ -266,7 +268,14 @@ fn every_bad_remote_write_gets_its_status_and_reason_and_writes_nothing() {
     let pos = bad_utf8.windows(2).position(|w| w == b"zz").unwrap();
     bad_utf8[pos] = 0xc3;
     let mut hist = series(&[("__name__", "rpc_seconds")], &[]);
-    hist.histograms = vec![proto::Histogram { count_int: 3, sum: 0.5, schema: 1, timestamp: t0, ..Default::default() }];
+    // Count 3 but no observation in any bucket: invalid.
+    hist.histograms = vec![proto::Histogram {
+        count: Some(Count::CountInt(3)),
+        sum: 0.5,
+        schema: 1,
+        timestamp: t0,
+        ..Default::default()
+    }];
     let huge = vec![series(&[("__name__", "big"), ("v", &"x".repeat(10_000))], &[(t0, 1.0)]); 200];
 
     type Case = (&'static str, Vec<(&'static str, &'static str)>, Vec<u8>, u16, &'static str, &'static str);
@@ -323,12 +332,12 @@ fn every_bad_remote_write_gets_its_status_and_reason_and_writes_nothing() {
             "timestamp_out_of_range",
         ),
         (
-            "only native histograms",
+            "invalid native histogram",
             V1_HEADERS.to_vec(),
-            v1(vec![hist]),
+            v1(vec![good(), hist]),
             400,
-            "native histograms are not supported",
-            "native_histogram",
+            "0 observations found in buckets, but the count field is 3",
+            "invalid_histogram",
         ),
         ("decompresses past the limit", V1_HEADERS.to_vec(), v1(huge), 413, "larger than the limit", "too_large"),
         (
@@ -385,21 +394,25 @@ fn every_bad_remote_write_gets_its_status_and_reason_and_writes_nothing() {
         2.0
     );
     assert_eq!(
-        metric_value(&m, r#"saltdb_samples_rejected_total{protocol="remote_write_v1",reason="native_histogram"}"#),
-        1.0
+        metric_value(&m, r#"saltdb_samples_rejected_total{protocol="remote_write_v1",reason="invalid_histogram"}"#),
+        2.0,
+        "the good float sample and the bad histogram"
     );
     assert_eq!(metric_value(&m, r#"saltdb_http_requests_total{code="415",route="/api/v1/write"}"#), 4.0);
 
-    // Native histograms beside float samples: the floats are stored, the histograms counted.
+    // Valid native histograms beside float samples: both are stored and counted as ingested.
     let mut mixed = series(&[("__name__", "rpc_seconds")], &[]);
-    mixed.histograms = vec![proto::Histogram { count_int: 3, timestamp: t0, ..Default::default() }; 2];
+    let valid = |t| proto::Histogram {
+        count: Some(Count::CountInt(3)),
+        zero_count: Some(ZeroCount::ZeroCountInt(3)),
+        timestamp: t,
+        ..Default::default()
+    };
+    mixed.histograms = vec![valid(t0), valid(t0 + 1)];
     assert_eq!(write_v1(&base, v1(vec![mixed, good()])), (204, String::new()));
     assert_eq!(export(&base, "partial").len(), 1);
     let m = metrics(&base);
-    assert_eq!(
-        metric_value(&m, r#"saltdb_samples_rejected_total{protocol="remote_write_v1",reason="native_histogram"}"#),
-        3.0
-    );
+    assert_eq!(metric_value(&m, r#"saltdb_samples_ingested_total{protocol="remote_write_v1"}"#), 3.0);
 
     // Bad remote-read requests.
     let read_url = format!("{base}/api/v1/read");

@@ -1,6 +1,7 @@
 //! The Prometheus HTTP API: parameters and response shapes as Prometheus has them.
 
 pub mod cardinality;
+pub mod exemplars;
 pub mod flags;
 pub mod histogram_json;
 pub mod labels;

@@ -31,7 +31,7 @@ pub async fn runtimeinfo(State(state): State<Arc<AppState>>) -> Response {
             "lastConfigTime": started,
             "corruptionCount": 0,
             "goroutineCount": threads(),
-            "GOMAXPROCS": std::thread::available_parallelism().map_or(1, usize::from),
+            "GOMAXPROCS": crate::cores::available(),
             "GOGC": "",
             "GODEBUG": "",
             "storageRetention": retention,

@@ -23,11 +23,6 @@ pub async fn buildinfo() -> Response {
     )
 }
 
-/// saltdb stores no exemplars: always an empty list.
-pub async fn query_exemplars() -> Response {
-    success(json!([]), Vec::new())
-}
-
 /// `GET /api/v1/status/windows`: every time window with its state, series, samples and bytes
 /// (`start`/`end` in milliseconds since the epoch).
 ///

@@ -168,6 +168,10 @@ impl Writer {
             }
             drop(series);
             let Some(histograms) = sh.head.read_histogram_shard(shard) else { continue };
+            if !histograms.is_empty() {
+                // Before the commit that makes the runs visible (see `Shared::histograms_stored`).
+                sh.mark_histograms_stored();
+            }
             for (&id, all) in histograms.iter() {
                 let bucket = sh.bucketing.bucket(id);
                 let mut rest = all.as_slice();
