@@ -18,7 +18,7 @@ use super::{bounds, footprint};
 use crate::containment;
 use crate::labels::Labels;
 use crate::matcher::MAX_REGEX_COST;
-use crate::sample::Sample;
+use crate::sample::{HistogramSample, Sample};
 use crate::storage::Querier;
 
 /// Prometheus' limit on points per series in a range query.
@@ -218,7 +218,7 @@ impl Engine {
                 counted = acc.points;
                 q.check_samples(total)?;
                 // The assembled result: every part's points, and this part's series.
-                let series = acc.series.len().saturating_mul(std::mem::size_of::<(Labels, Vec<Sample>, bool)>());
+                let series = acc.series.len().saturating_mul(std::mem::size_of::<Accumulated>());
                 q.check_held(total.saturating_mul(footprint::SAMPLE_BYTES).saturating_add(series))?;
             }
             Ok(acc)
@@ -505,6 +505,7 @@ fn instant_value(v: StepValue, t: i64) -> Result<Value> {
                 .map(|w| RangeSeries {
                     labels: if w.drop_name { without_name(&w.labels) } else { w.labels },
                     samples: w.samples,
+                    histograms: w.histograms,
                 })
                 .collect();
             out.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -520,6 +521,7 @@ fn finish_vector(elems: Vec<Elem>, t: i64) -> Result<Vec<InstantSample>> {
             labels: if e.drop_name { without_name(&e.labels) } else { e.labels },
             timestamp_ms: t,
             value: e.value,
+            histogram: e.hist,
         })
         .collect();
     let mut seen = std::collections::HashSet::with_capacity(out.len());
@@ -538,17 +540,33 @@ fn finish_vector(elems: Vec<Elem>, t: i64) -> Result<Vec<InstantSample>> {
 struct RangeAccumulator {
     by_addr: IdentityCache<usize>,
     index: HashMap<Labels, usize>,
-    series: Vec<(Labels, Vec<Sample>, bool)>,
+    series: Vec<Accumulated>,
     points: usize,
+}
+
+/// One series of a range query result being assembled: its labels, float points, histogram
+/// points (each ascending) and whether its name is dropped.
+struct Accumulated {
+    labels: Labels,
+    samples: Vec<Sample>,
+    histograms: Vec<HistogramSample>,
+    drop_name: bool,
+}
+
+impl Accumulated {
+    fn has_point_at(&self, t: i64) -> bool {
+        self.samples.last().is_some_and(|p| p.timestamp_ms == t)
+            || self.histograms.last().is_some_and(|p| p.timestamp_ms == t)
+    }
 }
 
 impl RangeAccumulator {
     fn push(&mut self, t: i64, v: StepValue) -> Result<()> {
         match v {
-            StepValue::Scalar(x) => self.add(&Labels::empty(), t, x, false)?,
+            StepValue::Scalar(x) => self.add(&Labels::empty(), t, x, None, false)?,
             StepValue::Vector(elems) => {
                 for e in elems {
-                    self.add(&e.labels, t, e.value, e.drop_name)?;
+                    self.add(&e.labels, t, e.value, e.hist, e.drop_name)?;
                 }
             }
             other => {
@@ -564,21 +582,36 @@ impl RangeAccumulator {
 
     /// Appends the point at `t`; a second point at the same `t` means the step's vector held
     /// two elements with the same labels.
-    fn add(&mut self, labels: &Labels, t: i64, value: f64, drop_name: bool) -> Result<()> {
+    fn add(
+        &mut self,
+        labels: &Labels,
+        t: i64,
+        value: f64,
+        hist: Option<std::sync::Arc<crate::histogram::Histogram>>,
+        drop_name: bool,
+    ) -> Result<()> {
         self.points += 1;
         let (index, series) = (&mut self.index, &mut self.series);
         let i = *self.by_addr.get_or_insert_with(labels, |l| {
             *index.entry(l.clone()).or_insert_with_key(|l| {
-                series.push((l.clone(), Vec::new(), false));
+                series.push(Accumulated {
+                    labels: l.clone(),
+                    samples: Vec::new(),
+                    histograms: Vec::new(),
+                    drop_name: false,
+                });
                 series.len() - 1
             })
         });
         if let Some(s) = series.get_mut(i) {
-            if s.1.last().is_some_and(|p| p.timestamp_ms == t) {
+            if s.has_point_at(t) {
                 return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
             }
-            s.1.push(Sample::new(t, value));
-            s.2 |= drop_name;
+            match hist {
+                Some(h) => s.histograms.push(HistogramSample { timestamp_ms: t, histogram: h }),
+                None => s.samples.push(Sample::new(t, value)),
+            }
+            s.drop_name |= drop_name;
         }
         Ok(())
     }
@@ -586,17 +619,18 @@ impl RangeAccumulator {
     /// Appends the points of `later` (steps after all of this one's) series by series, as if
     /// both had been accumulated in one pass.
     fn absorb(&mut self, later: RangeAccumulator) {
-        for (labels, samples, drop) in later.series {
-            match self.index.get(&labels) {
+        for more in later.series {
+            match self.index.get(&more.labels) {
                 Some(&i) => {
                     if let Some(s) = self.series.get_mut(i) {
-                        s.1.extend(samples);
-                        s.2 |= drop;
+                        s.samples.extend(more.samples);
+                        s.histograms.extend(more.histograms);
+                        s.drop_name |= more.drop_name;
                     }
                 }
                 None => {
-                    self.index.insert(labels.clone(), self.series.len());
-                    self.series.push((labels, samples, drop));
+                    self.index.insert(more.labels.clone(), self.series.len());
+                    self.series.push(more);
                 }
             }
         }
@@ -606,24 +640,32 @@ impl RangeAccumulator {
     /// Drops names where flagged, merges series that became equal (an error when they
     /// overlap in time), and sorts by labels.
     fn finish(self) -> Result<Vec<RangeSeries>> {
-        let mut merged: HashMap<Labels, Vec<Sample>> = HashMap::with_capacity(self.series.len());
-        for (labels, samples, drop) in self.series {
-            let labels = if drop { without_name(&labels) } else { labels };
+        let mut merged: HashMap<Labels, (Vec<Sample>, Vec<HistogramSample>)> =
+            HashMap::with_capacity(self.series.len());
+        for s in self.series {
+            let labels = if s.drop_name { without_name(&s.labels) } else { s.labels };
             match merged.get_mut(&labels) {
                 None => {
-                    merged.insert(labels, samples);
+                    merged.insert(labels, (s.samples, s.histograms));
                 }
-                Some(existing) => {
-                    existing.extend(samples);
-                    existing.sort_by_key(|s| s.timestamp_ms);
-                    if existing.windows(2).any(|w| matches!(w, [a, b] if a.timestamp_ms == b.timestamp_ms)) {
+                Some((floats, hists)) => {
+                    floats.extend(s.samples);
+                    floats.sort_by_key(|s| s.timestamp_ms);
+                    hists.extend(s.histograms);
+                    hists.sort_by_key(|s| s.timestamp_ms);
+                    let mut times: Vec<i64> =
+                        floats.iter().map(|p| p.timestamp_ms).chain(hists.iter().map(|p| p.timestamp_ms)).collect();
+                    times.sort_unstable();
+                    if times.windows(2).any(|w| matches!(w, [a, b] if a == b)) {
                         return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
                     }
                 }
             }
         }
-        let mut out: Vec<RangeSeries> =
-            merged.into_iter().map(|(labels, samples)| RangeSeries { labels, samples }).collect();
+        let mut out: Vec<RangeSeries> = merged
+            .into_iter()
+            .map(|(labels, (samples, histograms))| RangeSeries { labels, samples, histograms })
+            .collect();
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         Ok(out)
     }

@@ -20,10 +20,11 @@ use super::functions::aggr::GroupCache;
 use super::functions::rollup::StepWindow;
 use super::grid::{self, PerSeries};
 use super::identity::{AddrMap, IdentityCache};
-use super::value::{Elem, StepValue, Window};
+use super::points;
+use super::value::{Elem, Point, StepValue, Window};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::matcher::Matcher;
-use crate::sample::{is_stale_marker, Sample, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+use crate::sample::{is_stale_marker, HistogramSample, Sample, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 use crate::storage::{Querier, SeriesMap};
 
 /// Step of a subquery written without one (`[5m:]`), as Prometheus' default evaluation interval.
@@ -80,6 +81,9 @@ pub(crate) struct Query<'o> {
     /// Selector nodes whose loaded series hold, instead of samples, their expression's value at
     /// every outer step of the query (stamped with the step's time); see [`Planned::reduce`].
     stepped: Arc<HashSet<usize>>,
+    /// Selector nodes of which some loaded series holds native histograms: their values take
+    /// the general paths (see `points.rs`), not the float-only fast paths.
+    with_histograms: Arc<HashSet<usize>>,
     /// Whether the preload may reduce a selector's series to per-step values as it reads them
     /// (off when the query is measured: the count reads the samples themselves).
     may_reduce: bool,
@@ -153,6 +157,7 @@ impl<'o> Query<'o> {
             part: (start, if interval > 0 { usize::try_from((end - start) / interval + 1).unwrap_or(0) } else { 0 }),
             rollups: RefCell::new(HashMap::new()),
             stepped: Arc::new(HashSet::new()),
+            with_histograms: Arc::new(HashSet::new()),
             may_reduce: true,
         }
     }
@@ -191,6 +196,7 @@ impl<'o> Query<'o> {
             cursors: RefCell::new(AddrMap::default()),
             groups: RefCell::new(AddrMap::default()),
             stepped: Arc::clone(&self.stepped),
+            with_histograms: Arc::clone(&self.with_histograms),
             may_reduce: self.may_reduce,
         }
     }
@@ -287,6 +293,7 @@ impl<'o> Query<'o> {
             0
         };
         let mut stepped = HashSet::new();
+        let mut with_histograms = HashSet::new();
         for Planned { node, vs, matchers, lo, hi, in_range, reduce, latest_only } in plan {
             self.check_deadline()?;
             let groups = match matchers {
@@ -301,7 +308,7 @@ impl<'o> Query<'o> {
                     let stepper = e.stepper(self);
                     let read = AtomicUsize::new(0);
                     let map = |s: &mut SeriesSamples| {
-                        read.fetch_add(s.samples.len(), Ordering::Relaxed);
+                        read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
                         stepper.reduce(s, (self.start, self.interval, steps), in_range);
                     };
                     let series = select_series(src, &groups, lo, hi, Some(&map))?;
@@ -310,14 +317,10 @@ impl<'o> Query<'o> {
                 }
                 None => {
                     // Selected samples are in `(lo, hi]`: the newest is the last one.
-                    let newest = |s: &mut SeriesSamples| {
-                        let drop = s.samples.len().saturating_sub(1);
-                        s.samples.drain(..drop);
-                        s.samples.shrink_to_fit();
-                    };
+                    let newest = points::keep_newest;
                     let map: Option<SeriesMap<'_>> = if latest_only { Some(&newest) } else { None };
                     let series = select_series(src, &groups, lo, hi, map)?;
-                    let n = series.iter().map(|s| s.samples.len()).sum();
+                    let n = series.iter().map(|s| s.samples.len() + s.histograms.len()).sum();
                     (series, n)
                 }
             };
@@ -333,19 +336,29 @@ impl<'o> Query<'o> {
                 // Range windows never contain staleness markers: drop them once here, so
                 // windows can be borrowed from the loaded samples.
                 series.iter_mut().for_each(SeriesSamples::drop_stale_markers);
+                series.iter_mut().for_each(points::drop_stale_histograms);
             }
             if in_range || reduce.is_some() {
-                series.retain(|s| !s.samples.is_empty());
+                series.retain(|s| !s.samples.is_empty() || !s.histograms.is_empty());
+            }
+            if series.iter().any(|s| !s.histograms.is_empty()) {
+                with_histograms.insert(node);
             }
             Arc::make_mut(&mut self.data).insert(node, series);
         }
         self.stepped = Arc::new(stepped);
+        self.with_histograms = Arc::new(with_histograms);
         Ok(())
     }
 
     /// Whether the series loaded for `vs` hold step values (see [`Planned::reduce`]).
     pub fn is_stepped(&self, vs: &VectorSelector) -> bool {
         self.stepped.contains(&key(vs))
+    }
+
+    /// Whether some series loaded for `vs` holds native histograms.
+    pub fn has_histograms(&self, vs: &VectorSelector) -> bool {
+        self.with_histograms.contains(&key(vs))
     }
 
     /// Collects every selector under `e`, evaluated at times in `[lo, hi]`; `outer` when those
@@ -590,9 +603,18 @@ impl<'o> Query<'o> {
     fn eval_unary(&self, u: &UnaryExpr, t: i64) -> Result<StepValue> {
         match self.eval(&u.expr, t)? {
             StepValue::Scalar(v) => Ok(StepValue::Scalar(-v)),
-            StepValue::Vector(v) => {
-                Ok(StepValue::Vector(v.into_iter().map(|e| Elem::new(e.labels, -e.value, true)).collect()))
-            }
+            StepValue::Vector(v) => Ok(StepValue::Vector(
+                v.into_iter()
+                    .map(|e| match e.hist {
+                        Some(h) => {
+                            let mut h = Arc::unwrap_or_clone(h);
+                            h.mul(-1.0);
+                            Elem::histogram(e.labels, Arc::new(h), true)
+                        }
+                        None => Elem::new(e.labels, -e.value, true),
+                    })
+                    .collect(),
+            )),
             other => Err(EvalError::bad(format!("unary minus is not defined on {}", other.type_name()))),
         }
     }
@@ -615,6 +637,12 @@ impl<'o> Query<'o> {
             return out;
         }
         for s in self.series_of(vs) {
+            if !s.histograms.is_empty() {
+                if let Some((point, ts)) = points::latest(&s.samples, &s.histograms, te, self.opts.lookback_ms) {
+                    out.push((Elem::of_point(s.labels.clone(), point, false), ts));
+                }
+                continue;
+            }
             let idx = s.samples.partition_point(|p| p.timestamp_ms <= te);
             let Some(last) = idx.checked_sub(1).and_then(|i| s.samples.get(i)) else {
                 continue;
@@ -646,7 +674,13 @@ impl<'o> Query<'o> {
     /// by `ms` at `t`, in label order. Windows are borrowed from the loaded samples, which hold
     /// no staleness markers; the search starts where the previous evaluation's windows ended,
     /// so consecutive steps cost a few comparisons per series rather than a binary search.
-    pub fn for_each_window(&self, ms: &MatrixSelector, t: i64, mut f: impl FnMut(&Labels, &[Sample])) {
+    /// Histograms (rare) are cut from their own list by binary search.
+    pub fn for_each_window(
+        &self,
+        ms: &MatrixSelector,
+        t: i64,
+        mut f: impl FnMut(&Labels, &[Sample], &[HistogramSample]),
+    ) {
         let (lo, te) = self.range_bounds(ms, t);
         let series = self.series_of(&ms.vs);
         let mut cursors = self.cursors.borrow_mut();
@@ -656,9 +690,10 @@ impl<'o> Query<'o> {
             let a = seek(&s.samples, h.0, lo);
             let b = seek(&s.samples, h.1.max(a), te);
             *h = (a, b);
-            match s.samples.get(a..b) {
-                Some(w) if !w.is_empty() => f(&s.labels, w),
-                _ => {}
+            let w = s.samples.get(a..b).unwrap_or_default();
+            let hw = if s.histograms.is_empty() { &[] } else { points::histograms_between(&s.histograms, lo, te) };
+            if !w.is_empty() || !hw.is_empty() {
+                f(&s.labels, w, hw);
             }
         }
     }
@@ -675,13 +710,13 @@ impl<'o> Query<'o> {
                 let around = Self::between(&s.samples, lo.saturating_sub(before), te.saturating_add(after));
                 let samples = extended::extend(around, lo, te, m == Modifier::Smoothed);
                 if !samples.is_empty() {
-                    out.push(Window { labels: s.labels.clone(), samples, drop_name: false });
+                    out.push(Window::floats(s.labels.clone(), samples, false));
                 }
             }
             return (out, lo, te);
         }
-        self.for_each_window(ms, t, |labels, w| {
-            out.push(Window { labels: labels.clone(), samples: w.to_vec(), drop_name: false });
+        self.for_each_window(ms, t, |labels, w, hw| {
+            out.push(Window { labels: labels.clone(), samples: w.to_vec(), drop_name: false, histograms: hw.to_vec() });
         });
         (out, lo, te)
     }
@@ -775,14 +810,27 @@ impl<'o> Query<'o> {
             for s in self.series_of(e.selector()) {
                 self.check_deadline()?;
                 let mut samples = Vec::new();
-                stepper.each_step(&s.samples, (ts, step, steps), |i, v| {
-                    samples.push(Sample::new(grid_time(ts, step, i), v));
-                });
-                if !samples.is_empty() {
-                    points = points.saturating_add(samples.len());
+                let mut histograms = Vec::new();
+                if s.histograms.is_empty() {
+                    stepper.each_step(&s.samples, (ts, step, steps), |i, v| {
+                        samples.push(Sample::new(grid_time(ts, step, i), v));
+                    });
+                } else {
+                    e.each_mixed_point(self, s, (ts, step, steps), |i, p| {
+                        let t = grid_time(ts, step, i);
+                        match p {
+                            Point::Float(v) => samples.push(Sample::new(t, v)),
+                            Point::Histogram(h) => {
+                                histograms.push(HistogramSample { timestamp_ms: t, histogram: points::for_subquery(h) })
+                            }
+                        }
+                    });
+                }
+                if !samples.is_empty() || !histograms.is_empty() {
+                    points = points.saturating_add(samples.len() + histograms.len());
                     self.check_samples(points)?;
                     self.check_held(gathered_bytes(points, windows.len() + 1))?;
-                    windows.push(Window { labels: s.labels.clone(), samples, drop_name });
+                    windows.push(Window { labels: s.labels.clone(), samples, drop_name, histograms });
                 }
             }
             sort_windows(&mut windows);
@@ -956,14 +1004,19 @@ fn gather_step(
     let added = elems.len();
     for e in elems {
         let i = *slots.entry(ids.id(&e.labels)).or_insert_with(|| {
-            windows.push(Window { labels: e.labels.clone(), samples: Vec::new(), drop_name: false });
+            windows.push(Window::floats(e.labels.clone(), Vec::new(), false));
             windows.len() - 1
         });
         if let Some(w) = windows.get_mut(i) {
-            if w.samples.last().is_some_and(|s| s.timestamp_ms == ts) {
+            if w.samples.last().is_some_and(|s| s.timestamp_ms == ts)
+                || w.histograms.last().is_some_and(|s| s.timestamp_ms == ts)
+            {
                 return Err(EvalError::exec("vector cannot contain metrics with the same labelset"));
             }
-            w.samples.push(Sample::new(ts, e.value));
+            match e.hist {
+                Some(h) => w.histograms.push(HistogramSample { timestamp_ms: ts, histogram: points::for_subquery(h) }),
+                None => w.samples.push(Sample::new(ts, e.value)),
+            }
             w.drop_name |= e.drop_name;
         }
     }

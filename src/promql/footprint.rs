@@ -7,8 +7,9 @@
 use std::mem::size_of;
 
 use super::value::{Elem, StepValue, Window};
+use crate::histogram::Histogram;
 use crate::labels::{Label, Labels};
-use crate::sample::{Sample, SeriesSamples};
+use crate::sample::{HistogramSample, Sample, SeriesSamples};
 
 /// Bytes of one sample in a `Vec<Sample>`.
 pub const SAMPLE_BYTES: usize = size_of::<Sample>();
@@ -28,19 +29,43 @@ pub fn labels_heap_bytes(labels: &Labels) -> usize {
     2 * size_of::<usize>() + labels.len() * size_of::<Label>() + strings
 }
 
-/// A loaded series: samples (by capacity), labels and the struct.
+/// A loaded series: samples (by capacity), histograms, labels and the struct.
 pub fn series_bytes(s: &SeriesSamples) -> usize {
-    size_of::<SeriesSamples>() + s.samples.capacity() * SAMPLE_BYTES + labels_heap_bytes(&s.labels)
+    size_of::<SeriesSamples>()
+        + s.samples.capacity() * SAMPLE_BYTES
+        + histograms_bytes(&s.histograms)
+        + labels_heap_bytes(&s.labels)
+}
+
+/// Histogram points: each point and its histogram (buckets by capacity), counted whether or
+/// not the histogram is shared (an upper bound; histograms are rare).
+pub fn histograms_bytes(h: &[HistogramSample]) -> usize {
+    h.iter().map(|p| size_of::<HistogramSample>() + histogram_bytes(&p.histogram)).sum()
+}
+
+/// One histogram: the struct and its vectors by capacity.
+pub fn histogram_bytes(h: &Histogram) -> usize {
+    size_of::<Histogram>()
+        + (h.positive_buckets.capacity() + h.negative_buckets.capacity() + h.custom_values.capacity())
+            * size_of::<f64>()
+        + (h.positive_spans.capacity() + h.negative_spans.capacity()) * size_of::<crate::histogram::Span>()
 }
 
 /// An instant vector's elements.
 pub fn elems_bytes(v: &[Elem]) -> usize {
-    v.iter().map(|e| size_of::<Elem>() + labels_bytes(&e.labels)).sum()
+    v.iter().map(|e| size_of::<Elem>() + labels_bytes(&e.labels) + e.hist.as_deref().map_or(0, histogram_bytes)).sum()
 }
 
 /// A range vector's windows.
 pub fn windows_bytes(v: &[Window]) -> usize {
-    v.iter().map(|w| size_of::<Window>() + w.samples.capacity() * SAMPLE_BYTES + labels_bytes(&w.labels)).sum()
+    v.iter()
+        .map(|w| {
+            size_of::<Window>()
+                + w.samples.capacity() * SAMPLE_BYTES
+                + histograms_bytes(&w.histograms)
+                + labels_bytes(&w.labels)
+        })
+        .sum()
 }
 
 /// One step's value.

@@ -17,9 +17,12 @@ use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
 
 use super::error::{EvalError, Result};
 use super::eval::{dur_ms, grid_time, offset_ms, seek, GrowingHold, Query, StepValues};
+use super::functions::native_rollup;
 use super::functions::rollup::{self, Rollup, StepWindow};
-use super::value::Elem;
-use crate::sample::{is_stale_marker, Sample, SeriesSamples};
+use super::points;
+use super::value::{Elem, Point};
+use crate::labels::Labels;
+use crate::sample::{is_stale_marker, HistogramSample, Sample, SeriesSamples};
 
 /// An expression with at most one value per series per step, computed from that series'
 /// samples alone.
@@ -96,6 +99,45 @@ impl<'e> PerSeries<'e> {
         }
     }
 
+    /// Calls `emit(i, point)`, in step order, for every step `i` of `grid` at which this
+    /// expression has a value for `series`, a series holding native histograms (never reduced
+    /// by the preload: see [`Stepper::reduce`]). Each step is computed on its own, by binary
+    /// search, with annotations raised on `q`.
+    pub(crate) fn each_mixed_point(
+        &self,
+        q: &Query,
+        series: &SeriesSamples,
+        (first, step, steps): (i64, i64, usize),
+        mut emit: impl FnMut(usize, Point),
+    ) {
+        for i in 0..steps {
+            let t = grid_time(first, step, i);
+            if let Some(p) = self.mixed_point_at(q, series, t) {
+                emit(i, p);
+            }
+        }
+    }
+
+    /// The value of this expression at `t` for a series holding native histograms.
+    fn mixed_point_at(&self, q: &Query, series: &SeriesSamples, t: i64) -> Option<Point> {
+        match self {
+            Self::Latest(vs) => {
+                let te = q.at_ms(&vs.at).unwrap_or(t).saturating_sub(offset_ms(&vs.offset));
+                points::latest(&series.samples, &series.histograms, te, q.lookback_ms()).map(|(p, _)| p)
+            }
+            Self::Rollup(f, ms) => {
+                let (lo, hi) = q.step_window(ms).bounds(t);
+                let floats: Vec<Sample> = Query::between(&series.samples, lo, hi)
+                    .iter()
+                    .copied()
+                    .filter(|p| !is_stale_marker(p.value))
+                    .collect();
+                let hists = points::live_histograms_between(&series.histograms, lo, hi);
+                native_rollup::rollup_point(q, *f, &series.labels, &floats, &hists, (lo, hi, t), &[])
+            }
+        }
+    }
+
     /// The cache key of this expression's node.
     fn node(&self) -> (usize, usize) {
         match self {
@@ -130,9 +172,16 @@ impl Stepper {
     /// Replaces `series`' samples by the expression's values at every step of `grid`, each
     /// stamped with its step's time. `drop_stale` first removes staleness markers, as the
     /// preload does for range selectors.
+    ///
+    /// A series holding native histograms is left as read (only its float staleness markers
+    /// dropped, if asked): its values need annotations, which are raised where it is read
+    /// (see [`PerSeries::each_mixed_point`]). A reduced series therefore never holds histograms.
     pub(crate) fn reduce(&self, series: &mut SeriesSamples, grid: (i64, i64, usize), drop_stale: bool) {
         if drop_stale {
             series.drop_stale_markers();
+        }
+        if !series.histograms.is_empty() {
+            return;
         }
         let mut points = Vec::new();
         self.each_step(&series.samples, grid, |i, v| points.push(Sample::new(grid_time(grid.0, grid.1, i), v)));
@@ -185,6 +234,10 @@ pub(crate) fn subquery_step_vector(q: &Query, f: Rollup, sq: &SubqueryExpr, t: i
         let mut out: Vec<Vec<Elem>> = (0..steps).map(|_| Vec::new()).collect();
         for w in &series {
             q.check_deadline()?;
+            if !w.histograms.is_empty() {
+                mixed_window_steps(q, f, window, &w.labels, (&w.samples, &w.histograms), grid, &mut out);
+                continue;
+            }
             rollup::each_step(f, window, &w.samples, grid, |i, v| {
                 if let Some(slot) = out.get_mut(i) {
                     slot.push(Elem::new(w.labels.clone(), v, true));
@@ -195,6 +248,30 @@ pub(crate) fn subquery_step_vector(q: &Query, f: Rollup, sq: &SubqueryExpr, t: i
     };
     let node = (sq as *const SubqueryExpr as usize, f as usize);
     q.rollup_cache(node, fill, k)
+}
+
+/// [`subquery_step_vector`] for one gathered series holding histograms: each step's window
+/// rolled up on its own.
+fn mixed_window_steps(
+    q: &Query,
+    f: Rollup,
+    window: StepWindow,
+    labels: &Labels,
+    (floats, hists): (&[Sample], &[HistogramSample]),
+    (first, step, steps): (i64, i64, usize),
+    out: &mut [Vec<Elem>],
+) {
+    for i in 0..steps {
+        let t = grid_time(first, step, i);
+        let (lo, hi) = window.bounds(t);
+        let fw = Query::between(floats, lo, hi);
+        let hw = points::histograms_between(hists, lo, hi);
+        if let Some(p) = native_rollup::rollup_point(q, f, labels, fw, hw, (lo, hi, t), &[]) {
+            if let Some(slot) = out.get_mut(i) {
+                slot.push(Elem::of_point(labels.clone(), p, true));
+            }
+        }
+    }
 }
 
 /// The value of `e` at outer step `t` of a range query, from the values of all of the query
@@ -212,12 +289,21 @@ pub(crate) fn step_vector(q: &Query, e: PerSeries, t: i64) -> Result<Option<Vec<
         for series in q.series_of(e.selector()) {
             q.check_deadline()?;
             let mut elems = 0usize;
-            e.each_step(q, &series.samples, grid, |i, v| {
-                if let Some(slot) = out.get_mut(i) {
-                    slot.push(Elem::new(series.labels.clone(), v, drop));
-                    elems += 1;
-                }
-            });
+            if series.histograms.is_empty() {
+                e.each_step(q, &series.samples, grid, |i, v| {
+                    if let Some(slot) = out.get_mut(i) {
+                        slot.push(Elem::new(series.labels.clone(), v, drop));
+                        elems += 1;
+                    }
+                });
+            } else {
+                e.each_mixed_point(q, series, grid, |i, p| {
+                    if let Some(slot) = out.get_mut(i) {
+                        slot.push(Elem::of_point(series.labels.clone(), p, drop));
+                        elems += 1;
+                    }
+                });
+            }
             growing.add(elems.saturating_mul(std::mem::size_of::<Elem>()))?;
         }
         Ok(out.into_iter().map(Some).collect())

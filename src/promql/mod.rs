@@ -16,6 +16,7 @@ mod footprint;
 mod functions;
 mod grid;
 mod identity;
+mod points;
 pub mod stats;
 pub mod value;
 
@@ -25,5 +26,7 @@ pub use error::EvalError;
 pub use stats::{QueryStats, SampleStats, Timings};
 pub use value::{InstantSample, RangeSeries, Value};
 
+#[cfg(test)]
+mod native_tests;
 #[cfg(test)]
 mod tests;

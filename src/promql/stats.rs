@@ -68,7 +68,7 @@ fn walk(q: &Query<'_>, e: &Expr, steps: &[i64], counts: &mut [u64]) -> Result<()
         Expr::VectorSelector(vs) => each_step(q, steps, counts, |t| Ok(q.select_instant(vs, t).len())),
         Expr::MatrixSelector(ms) => each_step(q, steps, counts, |t| {
             let mut n = 0;
-            q.for_each_window(ms, t, |_, w| n += w.len());
+            q.for_each_window(ms, t, |_, w, h| n += w.len() + h.len());
             Ok(n)
         }),
         Expr::Subquery(sq) => {

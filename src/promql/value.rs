@@ -1,27 +1,53 @@
 //! Query results (public) and the values flowing between nodes during one evaluation step
 //! (crate-internal).
 
-use crate::labels::{Label, Labels, METRIC_NAME};
-use crate::sample::Sample;
+use std::sync::Arc;
 
-/// One element of an instant vector.
-#[derive(Clone, Debug, PartialEq)]
+use crate::histogram::Histogram;
+use crate::labels::{Label, Labels, METRIC_NAME};
+use crate::sample::{HistogramSample, Sample};
+
+/// One element of an instant vector: a float, or a native histogram.
+#[derive(Clone, Debug)]
 pub struct InstantSample {
     /// The series labels.
     pub labels: Labels,
     /// Evaluation timestamp (milliseconds).
     pub timestamp_ms: i64,
-    /// The value.
+    /// The value (0 and meaningless when `histogram` is set).
     pub value: f64,
+    /// The histogram, when the element is one (then `value` is not used).
+    pub histogram: Option<Arc<Histogram>>,
 }
 
-/// One series of a range vector (matrix).
+impl PartialEq for InstantSample {
+    fn eq(&self, other: &Self) -> bool {
+        self.labels == other.labels
+            && self.timestamp_ms == other.timestamp_ms
+            && self.value == other.value
+            && same_histogram(self.histogram.as_deref(), other.histogram.as_deref())
+    }
+}
+
+/// One series of a range vector (matrix). Invariant: both point lists ascend by timestamp
+/// and no timestamp is in both.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RangeSeries {
     /// The series labels.
     pub labels: Labels,
-    /// The points, ascending by timestamp.
+    /// The float points, ascending by timestamp.
     pub samples: Vec<Sample>,
+    /// The histogram points, ascending by timestamp.
+    pub histograms: Vec<HistogramSample>,
+}
+
+/// Data equality of two optional histograms ([`Histogram::equals`]).
+fn same_histogram(a: Option<&Histogram>, b: Option<&Histogram>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.equals(b),
+        _ => false,
+    }
 }
 
 /// The result of a query, in the four PromQL value types.
@@ -64,33 +90,79 @@ impl Value {
         match self {
             Self::Scalar { .. } | Self::String { .. } => 1,
             Self::Vector(v) => v.len(),
-            Self::Matrix(m) => m.iter().map(|s| s.samples.len()).sum(),
+            Self::Matrix(m) => m.iter().map(|s| s.samples.len() + s.histograms.len()).sum(),
         }
     }
 }
 
 /// One element of an instant vector during evaluation. `drop_name` implements Prometheus'
 /// delayed name removal: the metric name stays until the end of the query so that label
-/// functions can still read (and keep) it.
-#[derive(Clone, Debug, PartialEq)]
+/// functions can still read (and keep) it. A histogram element has `hist` set and `value` 0
+/// (a float element costs no allocation beyond its labels).
+#[derive(Clone, Debug)]
 pub(crate) struct Elem {
     pub labels: Labels,
     pub value: f64,
     pub drop_name: bool,
+    pub hist: Option<Arc<Histogram>>,
 }
 
-impl Elem {
-    pub fn new(labels: Labels, value: f64, drop_name: bool) -> Self {
-        Self { labels, value, drop_name }
+impl PartialEq for Elem {
+    fn eq(&self, other: &Self) -> bool {
+        self.labels == other.labels
+            && self.value.to_bits() == other.value.to_bits()
+            && self.drop_name == other.drop_name
+            && same_histogram(self.hist.as_deref(), other.hist.as_deref())
     }
 }
 
-/// One series of a range vector during evaluation: the samples of one window.
+impl Elem {
+    /// A float element.
+    pub fn new(labels: Labels, value: f64, drop_name: bool) -> Self {
+        Self { labels, value, drop_name, hist: None }
+    }
+
+    /// A histogram element.
+    pub fn histogram(labels: Labels, h: Arc<Histogram>, drop_name: bool) -> Self {
+        Self { labels, value: 0.0, drop_name, hist: Some(h) }
+    }
+
+    /// An element of `point`.
+    pub fn of_point(labels: Labels, point: Point, drop_name: bool) -> Self {
+        match point {
+            Point::Float(v) => Self::new(labels, v, drop_name),
+            Point::Histogram(h) => Self::histogram(labels, h, drop_name),
+        }
+    }
+
+    /// Whether the element is a float (not a histogram).
+    pub fn is_float(&self) -> bool {
+        self.hist.is_none()
+    }
+}
+
+/// One value of a series at one time: a float or a histogram.
+#[derive(Clone, Debug)]
+pub(crate) enum Point {
+    Float(f64),
+    Histogram(Arc<Histogram>),
+}
+
+/// One series of a range vector during evaluation: the samples of one window, floats and
+/// histograms apart (each ascending; no timestamp in both).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Window {
     pub labels: Labels,
     pub samples: Vec<Sample>,
     pub drop_name: bool,
+    pub histograms: Vec<HistogramSample>,
+}
+
+impl Window {
+    /// A window of floats only.
+    pub fn floats(labels: Labels, samples: Vec<Sample>, drop_name: bool) -> Self {
+        Self { labels, samples, drop_name, histograms: Vec::new() }
+    }
 }
 
 /// The value of an expression at one evaluation step.

@@ -33,6 +33,7 @@ mod overload;
 mod peers;
 mod prometheus_diff;
 mod query_api;
+mod query_histograms;
 mod query_memory;
 mod readme;
 mod real_prometheus;

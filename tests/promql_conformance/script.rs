@@ -463,10 +463,11 @@ pub fn parse_script(text: &str) -> Result<Vec<Command>, String> {
     Ok(cmds)
 }
 
-/// Points of a load block: series labels -> samples at `i * step`.
+/// Float points of a load block (histogram lines may hold some too): series labels ->
+/// samples at `i * step`.
 pub fn load_points(load: &Load) -> BTreeMap<Labels, Vec<(i64, f64)>> {
     let mut out: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
-    for s in load.series.iter().filter(|s| !s.histogram) {
+    for s in &load.series {
         let pts = out.entry(s.labels.clone()).or_default();
         for (i, v) in s.values.iter().enumerate() {
             if let SeqValue::Float(f) = v {

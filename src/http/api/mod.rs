@@ -3,6 +3,7 @@
 pub mod cardinality;
 pub mod exemplars;
 pub mod flags;
+pub mod histogram_json;
 pub mod labels;
 pub mod metadata;
 pub mod query;

@@ -267,8 +267,19 @@ fn render(result: QueryResult, limit: Option<usize>, stats: Option<(bool, Durati
             let write = |out: &mut String, s: InstantSample| {
                 out.push_str("{\"metric\":");
                 write_labels(out, &s.labels);
-                out.push_str(",\"value\":");
-                write_point(out, s.timestamp_ms, s.value);
+                match &s.histogram {
+                    Some(h) => {
+                        out.push_str(",\"histogram\":[");
+                        write_ts(out, s.timestamp_ms);
+                        out.push(',');
+                        super::histogram_json::write_histogram(out, h);
+                        out.push(']');
+                    }
+                    None => {
+                        out.push_str(",\"value\":");
+                        write_point(out, s.timestamp_ms, s.value);
+                    }
+                }
                 out.push('}');
             };
             streamed::json_response(ArrayPieces::new(head + "[", v, write, tail))
@@ -279,14 +290,32 @@ fn render(result: QueryResult, limit: Option<usize>, stats: Option<(bool, Durati
             let write = |out: &mut String, s: RangeSeries| {
                 out.push_str("{\"metric\":");
                 write_labels(out, &s.labels);
-                out.push_str(",\"values\":[");
-                for (j, p) in s.samples.iter().enumerate() {
-                    if j > 0 {
-                        out.push(',');
+                // A series without points (none in practice) keeps its empty `values`.
+                if !s.samples.is_empty() || s.histograms.is_empty() {
+                    out.push_str(",\"values\":[");
+                    for (j, p) in s.samples.iter().enumerate() {
+                        if j > 0 {
+                            out.push(',');
+                        }
+                        write_point(out, p.timestamp_ms, p.value);
                     }
-                    write_point(out, p.timestamp_ms, p.value);
+                    out.push(']');
                 }
-                out.push_str("]}");
+                if !s.histograms.is_empty() {
+                    out.push_str(",\"histograms\":[");
+                    for (j, p) in s.histograms.iter().enumerate() {
+                        if j > 0 {
+                            out.push(',');
+                        }
+                        out.push('[');
+                        write_ts(out, p.timestamp_ms);
+                        out.push(',');
+                        super::histogram_json::write_histogram(out, &p.histogram);
+                        out.push(']');
+                    }
+                    out.push(']');
+                }
+                out.push('}');
             };
             streamed::json_response(ArrayPieces::new(head + "[", m, write, tail))
         }

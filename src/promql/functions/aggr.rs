@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use promql_parser::parser::{AggregateExpr, LabelModifier};
 
+use super::native_aggr;
 use super::stats::{format_float, kahan_sum, mean, quantile, variance, KahanSum, Mean};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::promql::error::{EvalError, Result};
@@ -97,6 +98,9 @@ pub(crate) fn eval(q: &Query, a: &AggregateExpr, t: i64) -> Result<StepValue> {
     }
     let input = q.eval_vector(&a.expr, t)?;
     let node = a as *const AggregateExpr as usize;
+    if input.iter().any(|e| !e.is_float()) {
+        return with_histograms(q, op, group(q, node, input, &grouping), param, &name);
+    }
     if op == Aggr::Sum {
         return Ok(StepValue::Vector(sum_streaming(q, node, input, &grouping)));
     }
@@ -105,6 +109,45 @@ pub(crate) fn eval(q: &Query, a: &AggregateExpr, t: i64) -> Result<StepValue> {
         Aggr::Topk | Aggr::Bottomk | Aggr::Limitk => select_k(op, groups, param.unwrap_or(f64::NAN)),
         Aggr::LimitRatio => limit_ratio(q, groups, param.unwrap_or(f64::NAN)),
         _ => Ok(StepValue::Vector(reduce(q, op, groups, param)?)),
+    }
+}
+
+/// Aggregation `op` (named `name`) of `groups` when its input holds native histograms:
+/// `sum`/`avg` add them (see `native_aggr.rs`), `count`/`group`/`limitk`/`limit_ratio` take
+/// them as any element, the others ignore them with an info.
+fn with_histograms(
+    q: &Query,
+    op: Aggr,
+    groups: Vec<(Labels, Vec<Elem>)>,
+    param: Option<f64>,
+    name: &str,
+) -> Result<StepValue> {
+    match op {
+        Aggr::Limitk => select_k(op, groups, param.unwrap_or(f64::NAN)),
+        Aggr::LimitRatio => limit_ratio(q, groups, param.unwrap_or(f64::NAN)),
+        Aggr::Count | Aggr::Group => Ok(StepValue::Vector(reduce(q, op, groups, param)?)),
+        Aggr::Sum | Aggr::Avg => {
+            let mut out = Vec::with_capacity(groups.len());
+            for (labels, elems) in groups {
+                if elems.iter().all(Elem::is_float) {
+                    out.extend(reduce(q, op, vec![(labels, elems)], param)?);
+                } else if let Some(e) = native_aggr::sum_or_avg(q, op == Aggr::Avg, labels, &elems) {
+                    out.push(e);
+                }
+            }
+            Ok(StepValue::Vector(out))
+        }
+        _ => {
+            let groups: Vec<(Labels, Vec<Elem>)> = groups
+                .into_iter()
+                .map(|(l, elems)| (l, native_aggr::without_histograms(q, name, elems)))
+                .filter(|(_, elems)| !elems.is_empty())
+                .collect();
+            match op {
+                Aggr::Topk | Aggr::Bottomk => select_k(op, groups, param.unwrap_or(f64::NAN)),
+                _ => Ok(StepValue::Vector(reduce(q, op, groups, param)?)),
+            }
+        }
     }
 }
 
@@ -260,6 +303,9 @@ fn over_series(q: &Query, op: Aggr, a: &AggregateExpr, grouping: &Grouping, t: i
         return Ok(None);
     }
     let Some(input) = PerSeries::of(&a.expr) else { return Ok(None) };
+    if q.has_histograms(input.selector()) {
+        return Ok(None);
+    }
     let Some((k, grid)) = q.part_step(t) else { return Ok(None) };
     let steps = grid.2;
     let node = (a as *const AggregateExpr as usize, usize::MAX);
@@ -427,7 +473,11 @@ fn count_values(input: Vec<Elem>, grouping: &Grouping, label: &str) -> Result<St
     let mut index: HashMap<Labels, usize> = HashMap::new();
     let mut out: Vec<Elem> = Vec::new();
     for e in input {
-        let k = with_label(&grouping.key(&e.labels), label, &format_float(e.value));
+        let value = match &e.hist {
+            Some(h) => super::native::histogram_string(h),
+            None => format_float(e.value),
+        };
+        let k = with_label(&grouping.key(&e.labels), label, &value);
         match index.get(&k) {
             Some(&i) => {
                 if let Some(o) = out.get_mut(i) {

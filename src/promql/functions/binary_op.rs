@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use promql_parser::parser::{BinModifier, BinaryExpr, LabelModifier, VectorMatchCardinality};
 
+use super::native_binop::{self, Outcome};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::promql::error::{EvalError, Result};
 use crate::promql::eval::Query;
@@ -55,6 +56,29 @@ impl Op {
         })
     }
 
+    /// The operator as written.
+    pub(crate) fn symbol(self) -> &'static str {
+        use Op::*;
+        match self {
+            Add => "+",
+            Sub => "-",
+            Mul => "*",
+            Div => "/",
+            Mod => "%",
+            Pow => "^",
+            Atan2 => "atan2",
+            Eq => "==",
+            Ne => "!=",
+            Gt => ">",
+            Lt => "<",
+            Ge => ">=",
+            Le => "<=",
+            And => "and",
+            Or => "or",
+            Unless => "unless",
+        }
+    }
+
     fn is_comparison(self) -> bool {
         matches!(self, Op::Eq | Op::Ne | Op::Gt | Op::Lt | Op::Ge | Op::Le)
     }
@@ -97,16 +121,16 @@ pub(crate) fn eval(q: &Query, b: &BinaryExpr, t: i64) -> Result<StepValue> {
     match (lhs, rhs) {
         (StepValue::Scalar(l), StepValue::Scalar(r)) => Ok(StepValue::Scalar(scalar_op(op, l, r, return_bool))),
         (StepValue::Vector(v), StepValue::Scalar(s)) => {
-            Ok(StepValue::Vector(vector_scalar(op, v, s, false, return_bool)))
+            Ok(StepValue::Vector(vector_scalar(q, op, v, s, false, return_bool)))
         }
         (StepValue::Scalar(s), StepValue::Vector(v)) => {
-            Ok(StepValue::Vector(vector_scalar(op, v, s, true, return_bool)))
+            Ok(StepValue::Vector(vector_scalar(q, op, v, s, true, return_bool)))
         }
         (StepValue::Vector(l), StepValue::Vector(r)) => {
             if op.is_set() {
                 Ok(StepValue::Vector(set_op(op, l, r, m)))
             } else {
-                Ok(StepValue::Vector(vector_vector(op, l, r, m)?))
+                Ok(StepValue::Vector(vector_vector(q, op, l, r, m)?))
             }
         }
         (l, r) => Err(EvalError::bad(format!(
@@ -128,9 +152,16 @@ fn scalar_op(op: Op, l: f64, r: f64, return_bool: bool) -> f64 {
     apply(op, l, r).unwrap_or(f64::NAN)
 }
 
-fn vector_scalar(op: Op, v: Vec<Elem>, s: f64, swap: bool, return_bool: bool) -> Vec<Elem> {
+fn vector_scalar(q: &Query, op: Op, v: Vec<Elem>, s: f64, swap: bool, return_bool: bool) -> Vec<Elem> {
     let mut out = Vec::with_capacity(v.len());
     for e in v {
+        if e.hist.is_some() {
+            let (l, r) = if swap { ((s, None), (0.0, e.hist.as_ref())) } else { ((0.0, e.hist.as_ref()), (s, None)) };
+            if let Some(x) = paired(native_binop::combine(q, op, l, r), return_bool) {
+                out.push(Elem { labels: e.labels, value: x.0, drop_name: true, hist: x.1 });
+            }
+            continue;
+        }
         let (l, r) = if swap { (s, e.value) } else { (e.value, s) };
         let res = apply(op, l, r);
         if op.is_comparison() {
@@ -191,7 +222,17 @@ fn set_op(op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>) -> Ve
     }
 }
 
-fn vector_vector(op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>) -> Result<Vec<Elem>> {
+/// The element an [`Outcome`] gives (with `bool`, a kept or filtered comparison becomes 1 or 0).
+fn paired(o: Outcome, return_bool: bool) -> Option<(f64, Option<std::sync::Arc<crate::histogram::Histogram>>)> {
+    match (o, return_bool) {
+        (Outcome::Value(..), true) => Some((1.0, None)),
+        (Outcome::Filtered, true) => Some((0.0, None)),
+        (Outcome::Value(v, h), false) => Some((v, h)),
+        _ => None,
+    }
+}
+
+fn vector_vector(q: &Query, op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>) -> Result<Vec<Elem>> {
     let matching = Matching::of(m);
     let return_bool = m.is_some_and(|m| m.return_bool);
     let empty = Vec::new();
@@ -231,8 +272,24 @@ fn vector_vector(op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>
                 "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)",
             ));
         }
-        let (vl, vr) = if one_to_many { (rs.value, ls.value) } else { (ls.value, rs.value) };
+        let (el, er) = if one_to_many { (rs, ls) } else { (ls, rs) };
+        let (vl, vr) = (el.value, er.value);
         let labels = result_labels(&ls.labels, &rs.labels, &matching, one_to_one, include);
+        if el.hist.is_some() || er.hist.is_some() {
+            let outcome = native_binop::combine(q, op, (vl, el.hist.as_ref()), (vr, er.hist.as_ref()));
+            if matches!(outcome, Outcome::Dropped) {
+                continue;
+            }
+            let kept = paired(outcome, return_bool);
+            if !entry.insert(labels.clone()) {
+                return Err(EvalError::exec("multiple matches for labels: grouping labels must ensure unique matches"));
+            }
+            if let Some((value, hist)) = kept {
+                let drop = return_bool || !op.is_comparison() || ls.drop_name;
+                out.push(Elem { labels, value, drop_name: drop, hist });
+            }
+            continue;
+        }
         let Some(value) = combine(op, vl, vr, return_bool) else {
             entry.insert(labels);
             continue;

@@ -1,11 +1,11 @@
-//! Histogram functions over classic (`le`-labelled) bucket series. Native histograms are not
-//! stored by saltdb, so the native-only functions (`histogram_count`, `histogram_sum`, ...)
-//! see only floats and return nothing. Registry: [`call`].
+//! Histogram functions: over classic (`le`-labelled) bucket series here, over native
+//! histograms in `native.rs` (an input vector may hold both). Registry: [`call`].
 
 use std::collections::HashMap;
 
 use promql_parser::parser::Expr;
 
+use super::native::{self, Property};
 use super::stats::format_float;
 use super::transform::{scalar_arg, vector_arg};
 use crate::labels::Labels;
@@ -30,17 +30,26 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
             if !(0.0..=1.0).contains(&phi) {
                 q.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
             }
-            per_histogram(q, "histogram_quantile", v, |b, name| quantile_noting(q, phi, b, name))
+            let (natives, classic) = native::split_classic(q, v);
+            let mut out = native::quantiles(q, phi, &natives);
+            out.extend(per_histogram(q, classic, |b, name| quantile_noting(q, phi, b, name)));
+            StepValue::Vector(out)
         }
         "histogram_fraction" => {
             let lower = scalar_arg(q, args, 0, t)?;
             let upper = scalar_arg(q, args, 1, t)?;
             let v = vector_arg(q, args, 2, t)?;
-            per_histogram(q, "histogram_fraction", v, |b, _| bucket_fraction(lower, upper, b))
+            let (natives, classic) = native::split_classic(q, v);
+            let mut out = native::fractions(q, lower, upper, &natives);
+            out.extend(per_histogram(q, classic, |b, _| bucket_fraction(lower, upper, b)));
+            StepValue::Vector(out)
         }
-        "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
-            vector_arg(q, args, 0, t)?;
-            StepValue::Vector(Vec::new())
+        other if Property::of(other).is_some() => {
+            let v = vector_arg(q, args, 0, t)?;
+            match Property::of(other) {
+                Some(p) => StepValue::Vector(native::property(p, v)),
+                None => StepValue::Vector(Vec::new()),
+            }
         }
         "histogram_quantiles" => histogram_quantiles(q, args, t)?,
         _ => return Ok(None),
@@ -65,11 +74,9 @@ fn histogram_quantiles(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValu
         if !(0.0..=1.0).contains(&phi) {
             q.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
         }
-        let StepValue::Vector(res) =
-            per_histogram(q, "histogram_quantiles", v.clone(), |b, name| quantile_noting(q, phi, b, name))
-        else {
-            continue;
-        };
+        let (natives, classic) = native::split_classic(q, v.clone());
+        let mut res = native::quantiles(q, phi, &natives);
+        res.extend(per_histogram(q, classic, |b, name| quantile_noting(q, phi, b, name)));
         let tag = quantile_label(phi);
         for e in res {
             if e.labels.get(&label).is_some() {
@@ -106,7 +113,7 @@ fn quantile_label(phi: f64) -> String {
 
 /// Groups bucket series by their labels without `le` and the metric name, and computes `f`
 /// over each group's buckets.
-fn per_histogram(q: &Query, func: &str, v: Vec<Elem>, mut f: impl FnMut(&mut Vec<Bucket>, &str) -> f64) -> StepValue {
+fn per_histogram(q: &Query, v: Vec<Elem>, mut f: impl FnMut(&mut Vec<Bucket>, &str) -> f64) -> Vec<Elem> {
     let mut index: HashMap<Labels, usize> = HashMap::new();
     let mut groups: Vec<(Labels, String, Vec<Bucket>)> = Vec::new();
     for e in v {
@@ -127,15 +134,13 @@ fn per_histogram(q: &Query, func: &str, v: Vec<Elem>, mut f: impl FnMut(&mut Vec
             g.2.push(Bucket { upper, count: e.value });
         }
     }
-    let _ = func;
-    let out = groups
+    groups
         .into_iter()
         .map(|(labels, name, mut buckets)| {
             let v = f(&mut buckets, &name);
             Elem::new(labels, v, true)
         })
-        .collect();
-    StepValue::Vector(out)
+        .collect()
 }
 
 /// Parses an `le` value like Go's `strconv.ParseFloat` (accepts `+Inf`, `.2`, `1e0`).

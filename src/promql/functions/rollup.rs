@@ -3,6 +3,7 @@
 
 use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr};
 
+use super::native_rollup;
 use super::stats::{kahan_sum, linear_regression, mean, quantile, variance};
 use crate::promql::error::{EvalError, Result};
 use crate::promql::eval::{grid_time, seek, Query};
@@ -117,8 +118,13 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
         // Windows straight from a selector never carry a pending name drop.
         let drop = drops_name(f);
         let mut out = Vec::new();
-        q.for_each_window(ms, t, |labels, s| {
-            if let Some(v) = compute(f, s, &ctx) {
+        q.for_each_window(ms, t, |labels, s, hs| {
+            if !hs.is_empty() {
+                let point = native_rollup::rollup_point(q, f, labels, s, hs, (start, end, t), &ctx.params);
+                if let Some(p) = point {
+                    out.push(Elem::of_point(labels.clone(), p, drop));
+                }
+            } else if let Some(v) = compute(f, s, &ctx) {
                 out.push(Elem::new(labels.clone(), v, drop));
             }
         });
@@ -143,8 +149,15 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
     let keeps_name = !drops_name(f);
     let mut out = Vec::with_capacity(windows.len());
     for w in windows {
-        if let Some(v) = compute(f, &w.samples, &ctx) {
-            let drop = if keeps_name { w.drop_name } else { true };
+        let drop = if keeps_name { w.drop_name } else { true };
+        if !w.histograms.is_empty() {
+            let bounds = (start, end, t);
+            if let Some(p) =
+                native_rollup::rollup_point(q, f, &w.labels, &w.samples, &w.histograms, bounds, &ctx.params)
+            {
+                out.push(Elem::of_point(w.labels, p, drop));
+            }
+        } else if let Some(v) = compute(f, &w.samples, &ctx) {
             out.push(Elem::new(w.labels, v, drop));
         }
     }
@@ -326,6 +339,11 @@ fn check_params(q: &Query, f: Rollup, params: &[f64]) -> Result<()> {
 
 fn values(s: &[Sample]) -> impl Iterator<Item = f64> + '_ {
     s.iter().map(|p| p.value)
+}
+
+/// Rollup `f` over the floats `s` of a window `(start, end]` evaluated at `t`, with `params`.
+pub(crate) fn compute_floats(f: Rollup, s: &[Sample], (start, end, t): (i64, i64, i64), params: &[f64]) -> Option<f64> {
+    compute(f, s, &Ctx { start, end, t, params: params.to_vec(), monotonic: false })
 }
 
 fn compute(f: Rollup, s: &[Sample], ctx: &Ctx) -> Option<f64> {

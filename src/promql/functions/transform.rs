@@ -28,7 +28,8 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
         "step" => StepValue::Scalar(q.interval_ms() as f64 / 1e3),
         "vector" => StepValue::Vector(vec![Elem::new(Labels::empty(), scalar_arg(q, args, 0, t)?, false)]),
         "scalar" => {
-            let v = vector_arg(q, args, 0, t)?;
+            // Histograms do not count (Prometheus' `funcScalar`).
+            let v = floats_only(vector_arg(q, args, 0, t)?);
             StepValue::Scalar(match v.as_slice() {
                 [one] => one.value,
                 _ => f64::NAN,
@@ -57,7 +58,7 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
         }
         "label_replace" => label_replace(q, args, t)?,
         "label_join" => label_join(q, args, t)?,
-        "sort" | "sort_desc" => sort_by_value(vector_arg(q, args, 0, t)?, name == "sort_desc"),
+        "sort" | "sort_desc" => sort_by_value(floats_only(vector_arg(q, args, 0, t)?), name == "sort_desc"),
         "sort_by_label" | "sort_by_label_desc" => sort_by_label(q, args, t, name == "sort_by_label_desc")?,
         "minute" | "hour" | "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month" | "month" | "year" => {
             date_fn(q, name, args, t)?
@@ -120,9 +121,18 @@ fn string_arg(q: &Query, args: &[Box<Expr>], i: usize, t: i64) -> Result<String>
     q.eval_string(a, t)
 }
 
-/// Applies `f` to every value; the result loses its metric name.
+/// Applies `f` to every float value; the result loses its metric name. Histograms are
+/// dropped, as Prometheus' `simpleFloatFunc` drops them.
 fn map_values(v: Vec<Elem>, f: impl Fn(f64) -> f64) -> StepValue {
-    StepValue::Vector(v.into_iter().map(|e| Elem::new(e.labels, f(e.value), true)).collect())
+    StepValue::Vector(v.into_iter().filter(Elem::is_float).map(|e| Elem::new(e.labels, f(e.value), true)).collect())
+}
+
+/// The float elements of `v` (Prometheus' `filterFloats`).
+fn floats_only(mut v: Vec<Elem>) -> Vec<Elem> {
+    if v.iter().any(|e| !e.is_float()) {
+        v.retain(Elem::is_float);
+    }
+    v
 }
 
 fn round(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
@@ -152,7 +162,7 @@ fn timestamp(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
         return Ok(StepValue::Vector(out.collect()));
     }
     let v = q.eval_vector(arg, t)?;
-    Ok(map_values(v, |_| t as f64 / 1e3))
+    Ok(StepValue::Vector(v.into_iter().map(|e| Elem::new(e.labels, t as f64 / 1e3, true)).collect()))
 }
 
 /// Labels `absent()` reports: the selector's equality matchers (a label matched twice or
@@ -334,7 +344,7 @@ fn date_fn(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<StepValu
         vector_arg(q, args, 0, t)?
     };
     let mut out = Vec::with_capacity(v.len());
-    for e in v {
+    for e in floats_only(v) {
         if !e.value.is_finite() || e.value.abs() > 9.2e15 {
             continue;
         }

@@ -1,0 +1,128 @@
+//! `sum` and `avg` of groups holding native histograms, with Prometheus 3.x's semantics (its
+//! `aggregation` in `engine.go`): a group mixing floats and histograms has no value (a
+//! warning); histograms are added with [`Histogram::add`], the average divides the sum by the
+//! group's size; results are compacted; colliding counter reset hints and reconciled custom
+//! bounds are annotated. The other aggregations are dispatched in `aggr.rs`.
+
+use std::sync::Arc;
+
+use super::native_rollup::{add_noting, note};
+use crate::histogram::{CounterResetHint, Histogram};
+use crate::labels::{Labels, METRIC_NAME};
+use crate::promql::eval::Query;
+use crate::promql::value::Elem;
+
+/// `sum` (or `avg` when `average`) of one group that holds at least one histogram; `None`
+/// when the group has no value (mixed kinds, or histograms that cannot be added).
+pub(crate) fn sum_or_avg(q: &Query, average: bool, labels: Labels, elems: &[Elem]) -> Option<Elem> {
+    if elems.iter().any(Elem::is_float) {
+        q.warn("encountered a mix of histograms and floats for aggregation");
+        return None;
+    }
+    let mut hists = elems.iter().filter_map(|e| e.hist.as_deref().map(|h| (h, &e.labels)));
+    let (first, _) = hists.next()?;
+    let mut running = CompensatedSum::new(first);
+    let (mut reset, mut not_reset) = (false, false);
+    let mut track = |h: &Histogram| match h.counter_reset_hint {
+        CounterResetHint::CounterReset => reset = true,
+        CounterResetHint::NotCounterReset => not_reset = true,
+        _ => {}
+    };
+    track(first);
+    for (h, l) in hists {
+        track(h);
+        if !running.add(q, l.get(METRIC_NAME).unwrap_or(""), h, "aggregation") {
+            return None;
+        }
+    }
+    let mut sum = running.finish();
+    if average {
+        sum.div(elems.len() as f64);
+    }
+    sum.compact(0);
+    if reset && not_reset {
+        q.warn(note::counter_reset_collision("aggregation"));
+    }
+    let drop = elems.iter().any(|e| e.drop_name);
+    Some(Elem::histogram(labels, Arc::new(sum), drop))
+}
+
+/// `elems` without histograms; an info names `aggregation` when some were dropped.
+pub(crate) fn without_histograms(q: &Query, aggregation: &str, mut elems: Vec<Elem>) -> Vec<Elem> {
+    if elems.iter().any(|e| !e.is_float()) {
+        q.info(format!("ignored histogram in {aggregation} aggregation"));
+        elems.retain(Elem::is_float);
+    }
+    elems
+}
+
+/// A running sum of histograms with Kahan compensation of the count, the sum and (while the
+/// zero buckets agree) the zero count, as Prometheus' `KahanAdd` compensates them; buckets are
+/// added plainly with [`Histogram::add`].
+pub(crate) struct CompensatedSum {
+    acc: Histogram,
+    /// Compensations of `count`, `sum` and `zero_count`.
+    c: [f64; 3],
+}
+
+impl CompensatedSum {
+    /// A sum starting at `first`.
+    pub(crate) fn new(first: &Histogram) -> Self {
+        Self { acc: first.clone(), c: [0.0; 3] }
+    }
+
+    /// Adds `other`, raising the annotations of [`add_noting`]; `false` when it cannot be added.
+    pub(crate) fn add(&mut self, q: &Query, name: &str, other: &Histogram, operation: &str) -> bool {
+        let before = [self.acc.count, self.acc.sum, self.acc.zero_count];
+        let same_zero = self.acc.zero_threshold == other.zero_threshold;
+        if !add_noting(q, name, &mut self.acc, other, operation) {
+            return false;
+        }
+        let incs = [other.count, other.sum, other.zero_count];
+        for (k, (&inc, &sum)) in incs.iter().zip(&before).enumerate() {
+            if k == 2 && !(same_zero && self.acc.zero_threshold == other.zero_threshold) {
+                continue;
+            }
+            let (t, c) = crate::kahan::kahan_inc(inc, sum, self.c[k]);
+            self.c[k] = c;
+            match k {
+                0 => self.acc.count = t,
+                1 => self.acc.sum = t,
+                _ => self.acc.zero_count = t,
+            }
+        }
+        true
+    }
+
+    /// The compensated sum.
+    pub(crate) fn finish(mut self) -> Histogram {
+        let fields = [&mut self.acc.count, &mut self.acc.sum, &mut self.acc.zero_count];
+        for (v, c) in fields.into_iter().zip(self.c) {
+            if !v.is_infinite() {
+                *v += c;
+            }
+        }
+        self.acc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::EngineOptions;
+
+    #[test]
+    fn compensated_sum_keeps_small_terms() {
+        let opts = EngineOptions::default();
+        let q = Query::new(&opts, 0, 0, 0);
+        let h = |sum: f64| Histogram { sum, count: 1.0, ..Histogram::default() };
+        let mut s = CompensatedSum::new(&h(1e100));
+        for x in [1.0, -1e100] {
+            assert!(s.add(&q, "x", &h(x), "aggregation"));
+        }
+        let got = s.finish();
+        // Plain addition loses the 1 (1e100 + 1 == 1e100).
+        assert_eq!(got.sum, 1.0);
+        assert_eq!(got.count, 3.0);
+    }
+}
