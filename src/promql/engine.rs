@@ -330,6 +330,36 @@ pub fn parse(query: &str) -> Result<Expr> {
 /// # Errors
 /// As [`parse`], and `bad_data` for a duration expression that cannot be computed.
 pub fn parse_at(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
+    if query.len() > PARSED_CACHE_MAX_LEN {
+        return parse_uncached(query, step_ms, range_ms);
+    }
+    // `step()` and `range()` fold into the text's durations: only then do they belong in the key.
+    let key = if query.contains("step") || query.contains("range") {
+        (query.to_owned(), step_ms, range_ms)
+    } else {
+        (query.to_owned(), 0, 0)
+    };
+    if let Some(expr) = parsed_cache().get(&key) {
+        return Ok(expr.as_ref().clone());
+    }
+    let expr = parse_uncached(query, step_ms, range_ms)?;
+    parsed_cache().insert(key, std::sync::Arc::new(expr.clone()));
+    Ok(expr)
+}
+
+/// Longest query text whose parse is remembered.
+const PARSED_CACHE_MAX_LEN: usize = 4096;
+
+/// Parsed queries (only those that parsed), by text and, when the text may use them, step and
+/// range: dashboards send the same queries at every refresh, and a parse (promql-parser, the
+/// regex cost checks) was ~13% of a one-series range query. Cloning the tree costs less.
+fn parsed_cache() -> &'static quick_cache::sync::Cache<(String, i64, i64), std::sync::Arc<Expr>> {
+    static CACHE: std::sync::OnceLock<quick_cache::sync::Cache<(String, i64, i64), std::sync::Arc<Expr>>> =
+        std::sync::OnceLock::new();
+    CACHE.get_or_init(|| quick_cache::sync::Cache::new(512))
+}
+
+fn parse_uncached(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
     check_text_limits(query)?;
     let folded = super::duration_expr::fold(query, step_ms, range_ms).map_err(EvalError::bad)?;
     let marked = super::extended::mark(&folded).map_err(EvalError::bad)?;
@@ -679,6 +709,21 @@ pub(crate) fn deadline_after(timeout: Duration) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A remembered parse answers as a fresh one: for `step()`/`range()` the step and range are
+    /// part of the key, errors are never remembered.
+    #[test]
+    fn remembered_parses_equal_fresh_ones() {
+        for q in ["rate(up[5m])", "sum by (job) (rate(x{a=~\"b.*\"}[step()]))", "up[range():step()]"] {
+            for (step, range) in [(60_000, 3_600_000), (15_000, 3_600_000), (60_000, 600_000)] {
+                let fresh = parse_uncached(q, step, range).unwrap();
+                assert_eq!(parse_at(q, step, range).unwrap(), fresh, "{q} {step} {range}");
+                assert_eq!(parse_at(q, step, range).unwrap(), fresh, "{q} {step} {range}, remembered");
+            }
+        }
+        assert!(parse_at("sum(", 0, 0).is_err());
+        assert!(parse_at("sum(", 0, 0).is_err());
+    }
 
     #[test]
     fn deep_or_long_queries_are_refused_before_parsing() {

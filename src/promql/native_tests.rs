@@ -1,5 +1,5 @@
-//! Native histograms through the evaluator, table-driven, against an in-memory source that
-//! keeps histograms. Expected values are worked out by hand from Prometheus' semantics (see
+//! Native histograms through the evaluator, table-driven, against the in-memory source
+//! ([`MemQuerier`], which keeps histograms). Expected values are worked out by hand from Prometheus' semantics (see
 //! each case), or checked against a brute-force reference: the same counts as float series
 //! (`rate` of a histogram's count is the `rate` of its count series), and folds of
 //! [`Histogram::add`].
@@ -11,85 +11,8 @@ use proptest::prelude::*;
 use super::{Engine, EngineOptions, Value};
 use crate::histogram::{CounterResetHint, Histogram, Span};
 use crate::labels::Labels;
-use crate::matcher::Matcher;
 use crate::sample::{HistogramSample, Sample, SeriesSamples};
-use crate::storage::{MemQuerier, Querier, SeriesMap};
-
-/// A [`Querier`] over fixed series that, unlike [`MemQuerier`], returns their histograms.
-struct HistQuerier {
-    series: Vec<SeriesSamples>,
-    labels_only: MemQuerier,
-}
-
-impl HistQuerier {
-    fn new(series: Vec<SeriesSamples>) -> Self {
-        Self { labels_only: MemQuerier::new(series.clone()), series }
-    }
-
-    fn matching(&self, matchers: &[Matcher], start: i64, end: i64) -> Vec<SeriesSamples> {
-        let within = |t: i64| t >= start && t <= end;
-        self.series
-            .iter()
-            .filter(|s| matchers.iter().all(|m| m.matches(s.labels.get(&m.name).unwrap_or(""))))
-            .map(|s| SeriesSamples {
-                labels: s.labels.clone(),
-                samples: s.samples.iter().filter(|p| within(p.timestamp_ms)).copied().collect(),
-                histograms: s.histograms.iter().filter(|p| within(p.timestamp_ms)).cloned().collect(),
-            })
-            .filter(|s| !s.samples.is_empty() || !s.histograms.is_empty())
-            .collect()
-    }
-}
-
-impl Querier for HistQuerier {
-    fn select(
-        &self,
-        matchers: &[Matcher],
-        start_ms: i64,
-        end_ms: i64,
-        map: Option<SeriesMap<'_>>,
-    ) -> crate::storage::Result<Vec<SeriesSamples>> {
-        let mut out = self.matching(matchers, start_ms, end_ms);
-        if let Some(map) = map {
-            out.iter_mut().for_each(map);
-        }
-        Ok(out)
-    }
-
-    fn for_each_series(
-        &self,
-        matchers: &[Matcher],
-        start_ms: i64,
-        end_ms: i64,
-        f: &mut dyn FnMut(SeriesSamples) -> bool,
-    ) -> crate::storage::Result<()> {
-        for s in self.matching(matchers, start_ms, end_ms) {
-            if !f(s) {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    fn series(&self, m: &[Matcher], s: i64, e: i64, limit: Option<usize>) -> crate::storage::Result<Vec<Labels>> {
-        self.labels_only.series(m, s, e, limit)
-    }
-
-    fn label_names(&self, m: &[Matcher], s: i64, e: i64, l: Option<usize>) -> crate::storage::Result<Vec<String>> {
-        self.labels_only.label_names(m, s, e, l)
-    }
-
-    fn label_values(
-        &self,
-        name: &str,
-        m: &[Matcher],
-        s: i64,
-        e: i64,
-        l: Option<usize>,
-    ) -> crate::storage::Result<Vec<String>> {
-        self.labels_only.label_values(name, m, s, e, l)
-    }
-}
+use crate::storage::MemQuerier;
 
 /// A schema-0 counter histogram with `k` times the counts of step `i`: buckets (0.5, 1] and
 /// (1, 2] holding `i` and `3i`, so the count is `4i` and the sum `10i`.
@@ -131,7 +54,7 @@ fn float_series(pairs: &[(&str, &str)], points: &[(i64, f64)]) -> SeriesSamples 
 /// `h_total{job="a"|"b"}`: [`counter`] every minute from 0 to 10m (b with twice the counts);
 /// `h_count{job=...}`: their counts as floats; `mixed`: floats at 0 and 1m, a histogram at
 /// 2m; `gone`: a histogram at 0 and a histogram stale marker at 1m.
-fn fixture() -> HistQuerier {
+fn fixture() -> MemQuerier {
     let steps = 0..=10i64;
     let mut series = Vec::new();
     for (job, k) in [("a", 1.0), ("b", 2.0)] {
@@ -144,7 +67,7 @@ fn fixture() -> HistQuerier {
     mixed.histograms.push(HistogramSample { timestamp_ms: 120_000, histogram: Arc::new(counter(1, 1.0)) });
     series.push(mixed);
     series.push(hist_series(&[("__name__", "gone")], vec![(0, counter(1, 1.0)), (60_000, Histogram::stale())]));
-    HistQuerier::new(series)
+    MemQuerier::new(series)
 }
 
 /// An instant result as sorted `labels value` lines; a histogram shows as `H(count/sum)`.
@@ -380,7 +303,7 @@ proptest! {
             .enumerate()
             .map(|(i, h)| hist_series(&[("__name__", "x"), ("i", &i.to_string())], vec![(0, h.clone())]))
             .collect();
-        let src = HistQuerier::new(series);
+        let src = MemQuerier::new(series);
         let engine = Engine::new(EngineOptions::default());
         let got = engine.instant(&src, "sum(x)", 0).unwrap();
         let Value::Vector(v) = got.value else { panic!("not a vector") };

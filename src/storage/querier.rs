@@ -180,7 +180,8 @@ pub struct MemQuerier {
 }
 
 impl MemQuerier {
-    /// Wraps `series`; each one's samples must be sorted by strictly ascending timestamp.
+    /// Wraps `series`; each one's samples and histograms must be sorted by strictly ascending
+    /// timestamp.
     pub fn new(series: Vec<SeriesSamples>) -> Self {
         Self { series }
     }
@@ -202,9 +203,14 @@ impl MemQuerier {
                     .filter(|p| p.timestamp_ms >= start_ms && p.timestamp_ms <= end_ms)
                     .copied()
                     .collect(),
-                histograms: Vec::new(),
+                histograms: s
+                    .histograms
+                    .iter()
+                    .filter(|h| h.timestamp_ms >= start_ms && h.timestamp_ms <= end_ms)
+                    .cloned()
+                    .collect(),
             })
-            .filter(|s| !s.samples.is_empty())
+            .filter(|s| !s.samples.is_empty() || !s.histograms.is_empty())
     }
 }
 
