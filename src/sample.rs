@@ -315,6 +315,13 @@ impl PackedBatch {
         self.samples.truncate(samples);
         self.histograms.truncate(self.histogram_ends.last().copied().unwrap_or(0));
         self.exemplars.truncate(self.exemplar_ends.last().copied().unwrap_or(0));
+        // Ends of nothing but zeros say what no ends say.
+        if self.histograms.is_empty() {
+            self.histogram_ends.clear();
+        }
+        if self.exemplars.is_empty() {
+            self.exemplar_ends.clear();
+        }
     }
 
     /// Number of series.
@@ -392,17 +399,18 @@ impl PackedBatch {
 
 impl PartialEq for PackedBatch {
     /// Equal when the series, their label bytes and every sample's timestamp and value *bits*
-    /// are equal: NaN payloads (staleness markers) compare, and a NaN equals itself.
+    /// are equal (NaN payloads, staleness markers, compare, and a NaN equals itself), and each
+    /// series has equal histograms and exemplars.
     fn eq(&self, other: &Self) -> bool {
         let bits = |b: &Self| b.samples().iter().map(|s| (s.timestamp_ms, s.value.to_bits())).collect::<Vec<_>>();
         self.ends == other.ends
             && self.labels.get(..self.ends.last().map_or(0, |e| e.0))
                 == other.labels.get(..other.ends.last().map_or(0, |e| e.0))
             && bits(self) == bits(other)
-            && self.histograms() == other.histograms()
-            && self.histogram_ends == other.histogram_ends
-            && self.exemplars.get(..self.exemplar_count()) == other.exemplars.get(..other.exemplar_count())
-            && self.exemplar_ends == other.exemplar_ends
+            && self
+                .series()
+                .zip(other.series())
+                .all(|(a, b)| a.histograms == b.histograms && a.exemplars == b.exemplars)
     }
 }
 
