@@ -352,11 +352,12 @@ impl Writer {
                 }
                 Command::Write(batch, reply) => {
                     let mut group = vec![(batch, reply)];
-                    let mut samples = group.iter().map(|(b, _)| b.batch.sample_count()).sum::<usize>();
+                    let points = |b: &PackedBatch| b.sample_count() + b.histogram_count() + b.exemplar_count();
+                    let mut samples = group.iter().map(|(b, _)| points(&b.batch)).sum::<usize>();
                     while samples < GROUP_SAMPLE_BUDGET {
                         match rx.try_recv() {
                             Ok(Command::Write(b, r)) => {
-                                samples += b.batch.sample_count();
+                                samples += points(&b.batch);
                                 group.push((b, r));
                             }
                             Ok(other) => {

@@ -186,6 +186,10 @@ impl Writer {
                     runs += histogram_run::write(&mut fb, &ks, bucket, id, piece)?;
                     samples += piece.len();
                 }
+                if fb.len() >= FLUSH_BATCH_ROWS {
+                    pending.write_postings(&mut fb);
+                    std::mem::replace(&mut fb, sh.db.batch().durability(self.durability)).commit()?;
+                }
             }
         }
         pending.write_postings(&mut fb);
