@@ -260,40 +260,15 @@ impl Head {
 
     /// Samples held with timestamps in `[start, end)` (scans every series; for status pages).
     pub fn count_in(&self, start_ms: i64, end_ms: i64) -> usize {
-        let mut n = 0;
-        for shard in &self.shards {
-            let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            for series in shard.values() {
-                n += series.partition_point(|s| s.timestamp_ms < end_ms)
-                    - series.partition_point(|s| s.timestamp_ms < start_ms);
-            }
-        }
-        for shard in &self.histograms {
-            let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            for series in shard.values() {
-                n += series.partition_point(|s| s.timestamp_ms < end_ms)
-                    - series.partition_point(|s| s.timestamp_ms < start_ms);
-            }
-        }
-        n
+        let shards = self.shards.iter().map(|s| held_in(s, start_ms, end_ms)).sum::<usize>();
+        shards + self.histograms.iter().map(|s| held_in(s, start_ms, end_ms)).sum::<usize>()
     }
 
     /// True when some series holds a sample with a timestamp in `[start, end)`; stops at the
     /// first such series.
     pub fn any_in(&self, start_ms: i64, end_ms: i64) -> bool {
-        self.shards.iter().any(|shard| {
-            let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            shard.values().any(|series| {
-                let from = series.partition_point(|s| s.timestamp_ms < start_ms);
-                series.get(from).is_some_and(|s| s.timestamp_ms < end_ms)
-            })
-        }) || self.histograms.iter().any(|shard| {
-            let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            shard.values().any(|series| {
-                let from = series.partition_point(|s| s.timestamp_ms < start_ms);
-                series.get(from).is_some_and(|s| s.timestamp_ms < end_ms)
-            })
-        })
+        self.shards.iter().any(|s| holds_in(s, start_ms, end_ms))
+            || self.histograms.iter().any(|s| holds_in(s, start_ms, end_ms))
     }
 
     /// Empties one shard (after a flush committed everything in it). Writer thread only.
@@ -341,6 +316,26 @@ impl Head {
 /// Bytes the head counts for a series' histogram vector (see [`Head`]).
 fn histogram_bytes(series: &[HistogramSample]) -> usize {
     series.iter().map(|h| HISTOGRAM_SLOT_BYTES + h.histogram.heap_bytes()).sum()
+}
+
+/// Samples of one shard (float or histogram) with timestamps in `[start, end)`.
+fn held_in<T: Timed>(shard: &RwLock<IdMap<Vec<T>>>, start_ms: i64, end_ms: i64) -> usize {
+    let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    shard.values().map(|s| s.partition_point(|x| x.ts() < end_ms) - s.partition_point(|x| x.ts() < start_ms)).sum()
+}
+
+/// True when a series of one shard holds a sample with a timestamp in `[start, end)`.
+fn holds_in<T: Timed>(shard: &RwLock<IdMap<Vec<T>>>, start_ms: i64, end_ms: i64) -> bool {
+    let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    shard.values().any(|s| s.get(s.partition_point(|x| x.ts() < start_ms)).is_some_and(|x| x.ts() < end_ms))
+}
+
+/// `samples` (any order) ascending, the last of equal timestamps kept: what the head holds
+/// after appending them to an empty series.
+pub fn ascending_last_wins(samples: &[HistogramSample]) -> Vec<HistogramSample> {
+    let mut out = Vec::new();
+    insert(&mut out, samples);
+    out
 }
 
 /// A sample kind the head holds: it has a timestamp.

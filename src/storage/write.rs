@@ -16,7 +16,7 @@ use super::churn;
 use super::delete::{self, DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
 use super::exemplars;
-use super::head::{IdHasher, IdMap};
+use super::head::{self, IdHasher, IdMap};
 use super::histogram_run;
 use super::keys;
 use super::manifest::NEXT_SERIES_ID;
@@ -27,7 +27,7 @@ use super::shared::Shared;
 use super::snapshot::Pinned;
 use super::wal;
 use super::window;
-use crate::sample::{Exemplar, HistogramSample, PackedBatch, Sample};
+use crate::sample::{Exemplar, PackedBatch, Sample};
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
 const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
@@ -507,7 +507,7 @@ impl Writer {
                     self.mark_present(fb, pending, start, id, Some(s.labels))?;
                 }
                 if !s.histograms.is_empty() {
-                    let ascending = ascending_last_wins(s.histograms);
+                    let ascending = head::ascending_last_wins(s.histograms);
                     wal::push_histograms(&mut histogram_log, id, &ascending)
                         .map_err(|_| StorageError::Corrupt { what: "histogram samples to log" })?;
                     let mut window: Option<i64> = None;
@@ -748,21 +748,6 @@ impl Writer {
             }
         }
     }
-}
-
-/// `samples` (any order) sorted by timestamp, the last of equal timestamps kept (as the head
-/// keeps the last write).
-fn ascending_last_wins(samples: &[HistogramSample]) -> Vec<HistogramSample> {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by_key(|h| h.timestamp_ms);
-    let mut kept: Vec<HistogramSample> = Vec::with_capacity(sorted.len());
-    for h in sorted {
-        match kept.last_mut() {
-            Some(last) if last.timestamp_ms == h.timestamp_ms => *last = h,
-            _ => kept.push(h),
-        }
-    }
-    kept
 }
 
 #[cfg(test)]
