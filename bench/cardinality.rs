@@ -85,6 +85,12 @@ pub struct CardinalityArgs {
     /// With `--churn`: samples per series in its round, 15 s apart.
     #[arg(long, default_value_t = 4)]
     churn_samples: usize,
+    /// With `--churn`: run the rounds in real time, this many seconds apart (at least
+    /// `--churn-samples` x 15 s), each scrape sent when its timestamp comes, instead of
+    /// backfilling them 6 min apart. With `--saltdb-arg=--window=1m --saltdb-arg=--retention=3m`
+    /// retention drops the rounds that stopped while the bench runs: the churn of a real fleet.
+    #[arg(long, value_name = "SECS")]
+    churn_live: Option<u64>,
 }
 
 /// A database under test.
@@ -297,6 +303,8 @@ struct ChurnTimeline {
     first_ms: i64,
     gap_ms: i64,
     samples: usize,
+    /// Each scrape waits for the wall clock to reach its timestamp.
+    live: bool,
 }
 
 impl ChurnTimeline {
@@ -304,7 +312,24 @@ impl ChurnTimeline {
         let gap_ms = (samples as i64 * INTERVAL_MS).max(CHURN_MIN_GAP_MS);
         let now = chrono::Utc::now().timestamp_millis();
         let first_ms = now - now.rem_euclid(INTERVAL_MS) - rounds as i64 * gap_ms;
-        Self { first_ms, gap_ms, samples }
+        Self { first_ms, gap_ms, samples, live: false }
+    }
+
+    /// Rounds `gap_secs` apart from the next 15 s boundary, in real time.
+    fn starting_now(gap_secs: u64, samples: usize) -> Self {
+        let now = chrono::Utc::now().timestamp_millis();
+        let first_ms = now - now.rem_euclid(INTERVAL_MS) + INTERVAL_MS;
+        Self { first_ms, gap_ms: gap_secs as i64 * 1000, samples, live: true }
+    }
+
+    /// Sleeps until round `c`'s scrape `j` is due (live timelines only).
+    fn wait_for(self, round: usize, j: usize) {
+        if self.live {
+            let due = self.base(round, j) - chrono::Utc::now().timestamp_millis();
+            if due > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(due as u64));
+            }
+        }
     }
 
     fn base(self, round: usize, j: usize) -> i64 {
@@ -345,6 +370,8 @@ fn run_churn(kind: TargetKind, args: &CardinalityArgs, root: &Path, tl: ChurnTim
         Ok(t) => t,
         Err(e) => return Report::skipped(kind, e),
     };
+    // A live timeline starts with each target, after its start-up.
+    let tl = if tl.live { ChurnTimeline::starting_now(tl.gap_ms as u64 / 1000, tl.samples) } else { tl };
     let mut report = Report { name: target.name(), ..Report::default() };
     println!("== {}: data in {}", target.name(), target.dir.display());
     print_churn_header();
@@ -352,6 +379,7 @@ fn run_churn(kind: TargetKind, args: &CardinalityArgs, root: &Path, tl: ChurnTim
         let series = c * args.churn_series..(c + 1) * args.churn_series;
         let mut round = ChurnRound { series_total: series.end, ..ChurnRound::default() };
         for j in 0..tl.samples {
+            tl.wait_for(c, j);
             let sent = scrape(&target, args, series.clone(), j, tl.base(c, j));
             if j == 0 {
                 round.new = sent;
@@ -390,6 +418,11 @@ fn check(args: &CardinalityArgs) -> Result<(), String> {
     if args.churn && (args.churn_rounds == 0 || args.churn_samples == 0 || args.churn_series < 2 * args.metrics) {
         return Err("--churn needs --churn-rounds and --churn-samples of at least 1 and --churn-series of at least 2 x --metrics".into());
     }
+    if let Some(gap) = args.churn_live {
+        if gap.saturating_mul(1000) < args.churn_samples as u64 * INTERVAL_MS as u64 {
+            return Err("--churn-live needs at least --churn-samples x 15 seconds between rounds".into());
+        }
+    }
     Ok(())
 }
 
@@ -405,15 +438,19 @@ pub fn run(args: &CardinalityArgs, root: &Path) {
     }
     kinds.dedup();
     let (reports, probes, mismatches) = if args.churn {
-        let tl = ChurnTimeline::ending_now(args.churn_rounds, args.churn_samples);
+        let tl = match args.churn_live {
+            Some(gap) => ChurnTimeline::starting_now(gap, args.churn_samples),
+            None => ChurnTimeline::ending_now(args.churn_rounds, args.churn_samples),
+        };
         println!(
-            "churn: {} rounds of {} new series ({} metrics x {} hosts) x {} samples, rounds {} s apart; {} series per request, {} connections",
+            "churn: {} rounds of {} new series ({} metrics x {} hosts) x {} samples, rounds {} s apart{}; {} series per request, {} connections",
             args.churn_rounds,
             thousands(args.churn_series as u64),
             args.metrics,
             args.churn_series / args.metrics,
             args.churn_samples,
             tl.gap_ms / 1000,
+            if tl.live { " in real time" } else { "" },
             args.series_per_request,
             args.concurrency
         );
