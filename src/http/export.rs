@@ -8,35 +8,36 @@ use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, Method};
 use axum::response::Response;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use super::router::AppState;
-use crate::sample::{is_stale_marker, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+use crate::ingest::json_sample::{float_json, histogram_json};
+use crate::sample::{SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 
-/// JSON form of a value: numbers as numbers, the rest as the strings import accepts.
-fn json_value(v: f64) -> Value {
-    if is_stale_marker(v) {
-        Value::from("stale")
-    } else if v.is_nan() {
-        Value::from("NaN")
-    } else if v.is_infinite() {
-        Value::from(if v > 0.0 { "+Inf" } else { "-Inf" })
-    } else {
-        Number::from_f64(v).map_or(Value::Null, Value::Number)
-    }
-}
-
-/// One series as a JSON line (with the trailing newline).
+/// One series as JSON lines (each with its trailing newline): its floats, then its native
+/// histograms on a second line (the import format has one kind of value per line).
 pub fn encode_line(s: &SeriesSamples) -> Vec<u8> {
     let metric: Map<String, Value> = s.labels.iter().map(|l| (l.name.clone(), Value::from(l.value.clone()))).collect();
-    let line = serde_json::json!({
-        "metric": metric,
-        "values": s.samples.iter().map(|p| json_value(p.value)).collect::<Vec<_>>(),
-        "timestamps": s.samples.iter().map(|p| p.timestamp_ms).collect::<Vec<_>>(),
-    });
-    let mut out = serde_json::to_vec(&line).unwrap_or_default();
-    out.push(b'\n');
+    let mut out = Vec::new();
+    if !s.samples.is_empty() {
+        let line = serde_json::json!({
+            "metric": metric,
+            "values": s.samples.iter().map(|p| float_json(p.value)).collect::<Vec<_>>(),
+            "timestamps": s.samples.iter().map(|p| p.timestamp_ms).collect::<Vec<_>>(),
+        });
+        out.extend(serde_json::to_vec(&line).unwrap_or_default());
+        out.push(b'\n');
+    }
+    if !s.histograms.is_empty() {
+        let line = serde_json::json!({
+            "metric": metric,
+            "histograms": s.histograms.iter().map(|h| histogram_json(&h.histogram)).collect::<Vec<_>>(),
+            "timestamps": s.histograms.iter().map(|h| h.timestamp_ms).collect::<Vec<_>>(),
+        });
+        out.extend(serde_json::to_vec(&line).unwrap_or_default());
+        out.push(b'\n');
+    }
     out
 }
 
@@ -77,10 +78,6 @@ pub async fn export(
         for matchers in &selectors {
             let result = querier.for_each_series(matchers, start, end, &mut |s| {
                 if dedupe && !seen.insert(s.labels.to_bytes()) {
-                    return true;
-                }
-                // The JSON-lines format has no place for native histograms yet.
-                if s.samples.is_empty() {
                     return true;
                 }
                 tx.blocking_send(Ok(Bytes::from(encode_line(&s)))).is_ok()

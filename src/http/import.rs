@@ -2,8 +2,10 @@
 //! `{"metric":{"__name__":"cpu","host":"a"},"values":[1.5,2],"timestamps":[1700000000000,1700000015000]}`.
 //!
 //! Values are JSON numbers, or the strings `"NaN"`, `"+Inf"`, `"-Inf"` and `"stale"` (the
-//! Prometheus staleness marker). Timestamps are integer milliseconds. The whole body is validated
-//! before anything is written: one bad line rejects the request with its line number.
+//! Prometheus staleness marker). A line of native histograms has `"histograms"` (objects in the
+//! form of `ingest/json_sample.rs`) instead of `"values"`. Timestamps are integer milliseconds.
+//! The whole body is validated before anything is written: one bad line rejects the request with
+//! its line number.
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,10 +20,11 @@ use super::error::ApiError;
 use super::ingest::{self, Batch, Coding, Refusal};
 use super::params::Params;
 use super::router::AppState;
+use crate::ingest::json_sample::{JsonFloat, JsonHistogram};
 use crate::ingest::prom_text;
 use crate::labels::Labels;
 use crate::metrics::Protocol;
-use crate::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
+use crate::sample::{check_timestamp, HistogramSample, Sample, SeriesSamples, WriteBatch};
 
 pub use crate::ingest::{SeriesLimits, DEFAULT_MAX_SERIES_PER_REQUEST};
 
@@ -58,50 +61,14 @@ impl<'de> Deserialize<'de> for Pairs {
     }
 }
 
-/// A sample value: a number or one of the special strings.
-struct Value(f64);
-
-impl<'de> Deserialize<'de> for Value {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Value;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(r#"a number or one of "NaN", "+Inf", "-Inf", "stale""#)
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
-                Ok(Value(v))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
-                Ok(Value(v as f64))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
-                Ok(Value(v as f64))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
-                parse_special(v).map(Value).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// `"NaN"`, `"+Inf"`/`"Inf"`, `"-Inf"`, `"stale"` -> value.
-fn parse_special(s: &str) -> Option<f64> {
-    match s {
-        "NaN" => Some(f64::NAN),
-        "+Inf" | "Inf" => Some(f64::INFINITY),
-        "-Inf" => Some(f64::NEG_INFINITY),
-        "stale" => Some(f64::from_bits(STALE_NAN_BITS)),
-        _ => None,
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Line {
     metric: Pairs,
-    values: Vec<Value>,
+    #[serde(default)]
+    values: Option<Vec<JsonFloat>>,
+    #[serde(default)]
+    histograms: Option<Vec<JsonHistogram>>,
     timestamps: Vec<i64>,
 }
 
@@ -151,8 +118,17 @@ pub fn decode_lines_reserving<E>(
         let samples = commas / 2 + 1;
         // Held: the samples and the label text. Temporary: two vectors of 8-byte numbers that
         // double as they grow, and a `(String, String)` per label (at most one per colon).
-        let held = samples * std::mem::size_of::<Sample>() + raw.len();
-        let temporary = 2 * 8 * samples.next_power_of_two().max(4) + colons * 48 + raw.len();
+        let mut held = samples * std::mem::size_of::<Sample>() + raw.len();
+        let mut temporary = 2 * 8 * samples.next_power_of_two().max(4) + colons * 48 + raw.len();
+        if memchr::memmem::find(raw, b"\"histograms\"").is_some() {
+            // A histogram per `{` at most, its vectors at most 4 bytes per byte of JSON; the
+            // parsed form holds about as much again until it is converted.
+            let opens = raw.iter().filter(|&&b| b == b'{').count();
+            let per_histogram =
+                std::mem::size_of::<HistogramSample>() + std::mem::size_of::<crate::histogram::Histogram>() + 16;
+            held += opens * per_histogram + JsonHistogram::HELD_PER_JSON_BYTE * raw.len();
+            temporary += opens * std::mem::size_of::<JsonHistogram>() + JsonHistogram::HELD_PER_JSON_BYTE * raw.len();
+        }
         reserve(held + temporary.saturating_sub(scratch)).map_err(ImportStop::Refused)?;
         scratch = scratch.max(temporary);
         if batch.series.len() == limits.max_series {
@@ -171,21 +147,44 @@ fn validate(line: Line, limits: SeriesLimits) -> Result<SeriesSamples, String> {
     let labels = Labels::from_pairs(line.metric.0).map_err(|e| e.to_string())?;
     labels.require_metric_name().map_err(|e| e.to_string())?;
     labels.check_limits(limits.max_labels, limits.max_label_bytes).map_err(|e| e.to_string())?;
-    if line.values.len() != line.timestamps.len() {
-        return Err(format!(
-            "\"values\" has {} entries but \"timestamps\" has {}; they must be the same length",
-            line.values.len(),
-            line.timestamps.len()
-        ));
-    }
-    // Allocated at its final size (collecting `Result`s would grow it by doubling), as the
+    let same_length = |field: &str, n: usize| {
+        if n == line.timestamps.len() {
+            Ok(())
+        } else {
+            Err(format!(
+                "\"{field}\" has {n} entries but \"timestamps\" has {}; they must be the same length",
+                line.timestamps.len()
+            ))
+        }
+    };
+    // Allocated at their final size (collecting `Result`s would grow them by doubling), as the
     // memory reserved for the line assumes.
-    let mut samples = Vec::with_capacity(line.timestamps.len());
-    for (ts, Value(v)) in line.timestamps.into_iter().zip(line.values) {
-        check_timestamp(ts).map_err(|e| e.to_string())?;
-        samples.push(Sample::new(ts, v));
+    match (line.values, line.histograms) {
+        (Some(values), None) => {
+            same_length("values", values.len())?;
+            let mut samples = Vec::with_capacity(line.timestamps.len());
+            for (ts, JsonFloat(v)) in line.timestamps.into_iter().zip(values) {
+                check_timestamp(ts).map_err(|e| e.to_string())?;
+                samples.push(Sample::new(ts, v));
+            }
+            Ok(SeriesSamples { labels, samples, histograms: Vec::new() })
+        }
+        (None, Some(histograms)) => {
+            same_length("histograms", histograms.len())?;
+            let mut out = Vec::with_capacity(line.timestamps.len());
+            for (i, (ts, h)) in line.timestamps.into_iter().zip(histograms).enumerate() {
+                check_timestamp(ts).map_err(|e| e.to_string())?;
+                let histogram = h.into_histogram().map_err(|e| format!("histogram number {}: {e}", i + 1))?;
+                out.push(HistogramSample { timestamp_ms: ts, histogram: std::sync::Arc::new(histogram) });
+            }
+            Ok(SeriesSamples { labels, samples: Vec::new(), histograms: out })
+        }
+        (Some(_), Some(_)) => Err(
+            "a line has \"values\" or \"histograms\", not both (write floats and histograms of a series on two lines)"
+                .into(),
+        ),
+        (None, None) => Err("a line needs \"values\" (floats) or \"histograms\" (native histograms)".into()),
     }
-    Ok(SeriesSamples { labels, samples, histograms: Vec::new() })
 }
 
 /// The handler. Answers 204 once the whole body is durable.
@@ -247,6 +246,7 @@ pub async fn import_prometheus(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::STALE_NAN_BITS;
 
     fn decode(s: &str) -> Result<WriteBatch, LineError> {
         decode_lines(s.as_bytes(), SeriesLimits::default())

@@ -13,10 +13,11 @@
 //! | InfluxDB line protocol | [`influx`] |
 //! | OpenTSDB HTTP `/api/put` | [`opentsdb`] |
 //! | Prometheus text exposition / OpenMetrics | [`prom_text`] |
-//! | VictoriaMetrics JSON lines | `http/import.rs` |
+//! | VictoriaMetrics JSON lines | `http/import.rs` (values: [`json_sample`]) |
 //! | Prometheus remote-write 1.0 / 2.0 | `remote/decode.rs` |
 
 pub mod influx;
+pub mod json_sample;
 pub mod opentsdb;
 pub mod otlp;
 pub mod prom_text;
