@@ -50,12 +50,15 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.metrics import Observation
+from opentelemetry.sdk.metrics.view import View, ExponentialBucketHistogramAggregation
 
 exporter = OTLPMetricExporter(endpoint=sys.argv[1])
 reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3600000)
 resource = Resource.create({"service.name": "shop-api", "service.namespace": "shop",
                             "service.instance.id": "i-1", "host.name": "h1"})
-provider = MeterProvider(resource=resource, metric_readers=[reader])
+# rpc.latency gets the exponential histogram aggregation; the other instruments keep their default.
+exponential = View(instrument_name="rpc.latency", aggregation=ExponentialBucketHistogramAggregation(max_size=160, max_scale=20))
+provider = MeterProvider(resource=resource, metric_readers=[reader], views=[exponential])
 meter = provider.get_meter("saltdb-test")
 meter.create_counter("http.requests", unit="1").add(5, {"http.method": "GET"})
 meter.create_up_down_counter("queue.items", unit="{items}").add(3)
@@ -63,6 +66,9 @@ duration = meter.create_histogram("http.server.duration", unit="ms")
 duration.record(3, {"http.route": "/a"})
 duration.record(7, {"http.route": "/a"})
 meter.create_observable_gauge("memory.usage", callbacks=[lambda options: [Observation(1024)]], unit="By")
+latency = meter.create_histogram("rpc.latency", unit="s")
+for v in (0.002, 0.004, 0.004, 0.1):
+    latency.record(v, {"rpc.method": "Get"})
 provider.force_flush()
 provider.shutdown()
 "#;
@@ -76,6 +82,14 @@ fn value(base: &str, query: &str) -> Vec<(Value, String)> {
         .iter()
         .map(|r| (r["metric"].clone(), r["value"][1].as_str().unwrap_or_default().to_owned()))
         .collect()
+}
+
+/// `m` without `__name__`, as functions answer.
+fn with_no_name(mut m: Value) -> Value {
+    if let Some(o) = m.as_object_mut() {
+        o.remove("__name__");
+    }
+    m
 }
 
 fn urlencode(s: &str) -> String {
@@ -141,6 +155,19 @@ fn the_opentelemetry_python_sdk_sends_metrics() {
     assert_eq!(buckets.get("+Inf").map(String::as_str), Some("2"), "{buckets:?}");
     let q = value(&base, "histogram_quantile(0.5, http_server_duration_milliseconds_bucket)");
     assert_eq!(q.len(), 1, "{q:?}");
+    // The exponential histogram is a native histogram (scale 20 merged down to schema 8).
+    let method = [("rpc_method", "Get")];
+    assert_eq!(
+        value(&base, "histogram_count(rpc_latency_seconds)"),
+        vec![(with_no_name(with("x", &method)), "4".into())]
+    );
+    let sum: f64 = value(&base, "histogram_sum(rpc_latency_seconds)")[0].1.parse().unwrap();
+    assert!((sum - 0.11).abs() < 1e-9, "{sum}");
+    let median: f64 = value(&base, "histogram_quantile(0.5, rpc_latency_seconds)")[0].1.parse().unwrap();
+    // Schema 8 buckets are 0.27% wide: the median lies in the bucket holding 0.004.
+    assert!((median - 0.004).abs() < 0.004 * 0.003, "{median}");
+    let raw = get_json(&format!("{base}/api/v1/query?query=rpc_latency_seconds"));
+    assert_eq!(raw["data"]["result"][0]["histogram"][1]["count"], "4", "{raw}");
     // target_info carries the other resource attributes, the SDK's own included.
     let info = value(&base, "target_info");
     assert_eq!(info.len(), 1, "{info:?}");
