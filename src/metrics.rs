@@ -29,8 +29,9 @@
 //! | `process_*` (RSS, CPU, open fds, threads, start time) | from the `prometheus` crate | |
 //!
 //! Protocol label values: [`Protocol::label`]. The ingest series of every protocol and the
-//! rejection reasons known in advance (`native_histogram`, `exemplar`, `storage_rejected`,
-//! `storage_failure`) exist from start, at 0.
+//! rejection reasons known in advance (`exemplar`, `storage_rejected`, `storage_failure`) exist
+//! from start, at 0. (Native histograms are stored since format 4: there is no `native_histogram`
+//! reason any more.)
 
 use crate::storage::EngineStats;
 use prometheus::{
@@ -408,7 +409,7 @@ impl Metrics {
         for protocol in Protocol::ALL {
             self.samples_ingested.with_label_values(&[protocol.label()]);
             let dropped: &[&str] = match protocol {
-                Protocol::RemoteWriteV1 | Protocol::RemoteWriteV2 => &["native_histogram", "exemplar"],
+                Protocol::RemoteWriteV1 | Protocol::RemoteWriteV2 => &["exemplar"],
                 Protocol::Influx => &["string_field"],
                 _ => &[],
             };
@@ -533,7 +534,7 @@ mod tests {
     fn renders_counters_and_mirrors_storage_monotonically() {
         let m = Metrics::new();
         m.ingested(Protocol::RemoteWriteV1, 5);
-        m.rejected(Protocol::RemoteWriteV1, "native_histogram", 2, false);
+        m.rejected(Protocol::RemoteWriteV1, "exemplar", 2, false);
         m.rejected(Protocol::Import, "invalid_json", 0, true);
         m.observe_http("/api/v1/write", 204, 0.002);
         let mut figures =
@@ -544,7 +545,7 @@ mod tests {
         let text = m.render();
         for needle in [
             r#"saltdb_samples_ingested_total{protocol="remote_write_v1"} 5"#,
-            r#"saltdb_samples_rejected_total{protocol="remote_write_v1",reason="native_histogram"} 2"#,
+            r#"saltdb_samples_rejected_total{protocol="remote_write_v1",reason="exemplar"} 2"#,
             r#"saltdb_write_requests_rejected_total{protocol="import",reason="invalid_json"} 1"#,
             r#"saltdb_http_requests_total{code="204",route="/api/v1/write"} 1"#,
             r#"saltdb_http_request_duration_seconds_bucket{code="204",route="/api/v1/write",le="0.0025"} 1"#,
