@@ -8,6 +8,7 @@ mod fleet;
 mod flood;
 mod histogram_size;
 mod http_client;
+mod latencies;
 mod peers;
 mod protocols;
 mod query;

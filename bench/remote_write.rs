@@ -28,6 +28,9 @@ use hyper_util::rt::TokioIo;
 use saltdb::remote::proto;
 use saltdb::remote::snappy_body;
 
+#[path = "latencies.rs"]
+mod latencies;
+
 /// Command line.
 #[derive(Debug, Parser)]
 #[command(name = "saltdb-rw-bench", about = "Remote-write load generator and comparison")]
@@ -68,6 +71,14 @@ struct Args {
     /// Target the others are compared with.
     #[arg(long, default_value = "victoria-metrics")]
     baseline: String,
+    /// Native histograms instead of floats: each sample is a request-latency histogram (schema
+    /// 3, integer counts, ~30 populated buckets, `--observations` more each scrape). Prometheus
+    /// is started with `--enable-feature=native-histograms`; VictoriaMetrics 1.79 stores none.
+    #[arg(long)]
+    histograms: bool,
+    /// With `--histograms`: observations added to each series' histogram per scrape.
+    #[arg(long, default_value_t = 100)]
+    observations: usize,
 }
 
 /// One run's outcome against one target.
@@ -116,13 +127,35 @@ fn build_workload(a: &Args) -> Workload {
     let workers = a.concurrency.max(1);
     let mut per_worker = vec![Vec::new(); workers];
     let mut total = 0u64;
+    // With --histograms: each series' histogram, grown scrape by scrape as samples are built
+    // (each series' samples are built in time order).
+    let mut latencies: Vec<latencies::Latencies> = if a.histograms {
+        (0..a.series).map(|i| latencies::Latencies::new(i as u64 + 1)).collect()
+    } else {
+        Vec::new()
+    };
     for r in 0..rounds {
         for (g, range) in groups.iter().enumerate() {
             let mut n = 0u64;
             let timeseries = range
                 .clone()
                 .map(|i| {
-                    let samples = (r * a.samples_per_request..((r + 1) * a.samples_per_request).min(a.samples))
+                    let scrapes = r * a.samples_per_request..((r + 1) * a.samples_per_request).min(a.samples);
+                    if let Some(l) = latencies.get_mut(i) {
+                        let histograms = scrapes
+                            .map(|k| {
+                                n += 1;
+                                l.observe(a.observations);
+                                saltdb::remote::histogram::to_proto(start + k as i64 * a.interval_ms, &l.histogram())
+                            })
+                            .collect();
+                        return proto::TimeSeries {
+                            labels: labels.get(i).cloned().unwrap_or_default(),
+                            histograms,
+                            ..Default::default()
+                        };
+                    }
+                    let samples = scrapes
                         .map(|k| {
                             n += 1;
                             // Counters growing by a pseudo-random two-decimal amount.
@@ -306,7 +339,7 @@ fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn spawn(kind: &str, saltdb_bin: &std::path::Path) -> Result<Spawned, String> {
+fn spawn(kind: &str, saltdb_bin: &std::path::Path, histograms: bool) -> Result<Spawned, String> {
     let port = free_port().map_err(|e| e.to_string())?;
     let dir = std::env::temp_dir().join(format!("saltdb-rw-bench-{}-{kind}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -326,6 +359,9 @@ fn spawn(kind: &str, saltdb_bin: &std::path::Path) -> Result<Spawned, String> {
                 .arg(format!("--web.listen-address={addr}"))
                 .arg(format!("--storage.tsdb.path={}", data.display()))
                 .args(["--storage.tsdb.retention.time=15d", "--web.enable-remote-write-receiver"]);
+            if histograms {
+                c.arg("--enable-feature=native-histograms");
+            }
             (c, "/-/ready")
         }
         "victoria-metrics" => {
@@ -396,8 +432,8 @@ fn main() -> Result<(), String> {
     let requests: usize = w.per_worker.iter().map(Vec::len).sum();
     let bytes: usize = w.per_worker.iter().flatten().map(|(b, _)| b.len()).sum();
     println!(
-        "workload: {} series x {} samples = {} samples in {} requests ({} series x {} samples each, {:.1} KiB snappy avg), {} connections; built in {:.1}s",
-        args.series, args.samples, w.total_samples, requests, args.series_per_request, args.samples_per_request,
+        "workload: {} series x {} {} = {} samples in {} requests ({} series x {} samples each, {:.1} KiB snappy avg), {} connections; built in {:.1}s",
+        args.series, args.samples, if args.histograms { "native histograms" } else { "float samples" }, w.total_samples, requests, args.series_per_request, args.samples_per_request,
         bytes as f64 / requests.max(1) as f64 / 1024.0, args.concurrency, built.elapsed().as_secs_f64()
     );
     if args.decode_only {
@@ -418,7 +454,7 @@ fn main() -> Result<(), String> {
     for run in 1..=args.runs.max(1) {
         for (i, name) in names.iter().enumerate() {
             let result = if let Some(kind) = args.spawn.get(i) {
-                let result = match spawn(kind, &saltdb_bin) {
+                let result = match spawn(kind, &saltdb_bin, args.histograms) {
                     Ok(s) => {
                         let pid = s.child.id();
                         run_once(&rt, &s.url, Some(pid), &w)
