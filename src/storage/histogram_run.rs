@@ -26,8 +26,8 @@ pub const MAX_RUN_HISTOGRAMS: usize = 120;
 /// [`StorageError::Corrupt`] when they cannot be encoded (not ascending, or spans that do not
 /// fit the buckets, which ingest validation rules out).
 pub fn encode(samples: &[HistogramSample], dst: &mut Vec<u8>) -> Result<()> {
-    let owned: Vec<(i64, Histogram)> = samples.iter().map(|s| (s.timestamp_ms, (*s.histogram).clone())).collect();
-    histogram_chunk::encode(&owned, dst).map_err(|_| StorageError::Corrupt { what: "histogram samples to encode" })
+    let borrowed: Vec<(i64, &Histogram)> = samples.iter().map(|s| (s.timestamp_ms, &*s.histogram)).collect();
+    histogram_chunk::encode(&borrowed, dst).map_err(|_| StorageError::Corrupt { what: "histogram samples to encode" })
 }
 
 /// Decodes a row value, appending its samples (ascending) to `out`.

@@ -69,10 +69,11 @@ fn unzigzag(v: u64) -> i64 {
 /// [`WalError::Invalid`] when the samples cannot be encoded (not ascending, or a histogram whose
 /// spans do not fit its buckets, which ingest validation rules out).
 pub fn push_histograms(dst: &mut Vec<u8>, id: SeriesId, samples: &[HistogramSample]) -> Result<(), WalError> {
-    let owned: Vec<(i64, crate::histogram::Histogram)> =
-        samples.iter().map(|s| (s.timestamp_ms, (*s.histogram).clone())).collect();
+    let borrowed: Vec<(i64, &crate::histogram::Histogram)> =
+        samples.iter().map(|s| (s.timestamp_ms, &*s.histogram)).collect();
     let mut chunk = Vec::new();
-    histogram_chunk::encode(&owned, &mut chunk).map_err(|_| WalError::Invalid("histograms cannot be encoded"))?;
+    histogram_chunk::encode_fast(&borrowed, &mut chunk)
+        .map_err(|_| WalError::Invalid("histograms cannot be encoded"))?;
     put_varint(dst, id);
     put_varint(dst, chunk.len() as u64);
     dst.extend_from_slice(&chunk);

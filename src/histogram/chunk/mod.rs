@@ -20,7 +20,7 @@ mod state;
 mod varbit;
 
 pub use decode::{decode, sample_count, Samples};
-pub use encode::encode;
+pub use encode::{encode, encode_fast};
 
 /// First byte of a histogram chunk: kind 0xA (histogram chunk), version 1.
 pub const MARKER: u8 = 0xA1;

@@ -97,7 +97,7 @@ proptest! {
 #[test]
 fn encode_refuses_bad_input() {
     let h = Histogram::default();
-    assert_eq!(encode(&[], &mut Vec::new()), Err(EncodeError::Empty));
+    assert_eq!(encode::<Histogram>(&[], &mut Vec::new()), Err(EncodeError::Empty));
     assert_eq!(
         encode(&[(5, h.clone()), (5, h.clone())], &mut Vec::new()),
         Err(EncodeError::NotAscending { index: 1, timestamp: 5 })
