@@ -15,10 +15,10 @@ const STEP_MS: i64 = 15_000;
 const SCRAPES: i64 = 241;
 
 /// Deterministic pseudo-random numbers in [0, 1).
-struct Rng(u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> f64 {
+    pub(crate) fn next(&mut self) -> f64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -543,12 +543,12 @@ fn answers_match_prometheus(dir: &std::path::Path, clickhouse: Option<Vec<String
 /// The cumulative state of one native histogram series: zero bucket, buckets by index, count
 /// and sum.
 #[derive(Clone, Default)]
-struct HistState {
-    zero: f64,
-    positive: BTreeMap<i32, f64>,
-    negative: BTreeMap<i32, f64>,
-    count: f64,
-    sum: f64,
+pub(crate) struct HistState {
+    pub zero: f64,
+    pub positive: BTreeMap<i32, f64>,
+    pub negative: BTreeMap<i32, f64>,
+    pub count: f64,
+    pub sum: f64,
 }
 
 /// How a native histogram series of the dataset evolves per round.
@@ -574,7 +574,7 @@ fn bucket_index(v: f64, schema: i32) -> i32 {
 }
 
 impl HistState {
-    fn observe(&mut self, v: f64, weight: f64, schema: i32, zero_threshold: f64) {
+    pub(crate) fn observe(&mut self, v: f64, weight: f64, schema: i32, zero_threshold: f64) {
         if v.abs() <= zero_threshold {
             self.zero += weight;
         } else if v > 0.0 {
@@ -611,7 +611,7 @@ fn native_dataset() -> Vec<NativeSeries> {
 }
 
 /// Spans and counts of populated buckets, ascending by index.
-fn spans(buckets: &BTreeMap<i32, f64>) -> (Vec<saltdb::remote::proto::BucketSpan>, Vec<f64>) {
+pub(crate) fn spans(buckets: &BTreeMap<i32, f64>) -> (Vec<saltdb::remote::proto::BucketSpan>, Vec<f64>) {
     let mut spans: Vec<saltdb::remote::proto::BucketSpan> = Vec::new();
     let mut next: Option<i32> = None;
     for &i in buckets.keys() {
@@ -626,7 +626,7 @@ fn spans(buckets: &BTreeMap<i32, f64>) -> (Vec<saltdb::remote::proto::BucketSpan
 }
 
 /// Integer bucket counts as deltas to the previous bucket.
-fn deltas(counts: &[f64]) -> Vec<i64> {
+pub(crate) fn deltas(counts: &[f64]) -> Vec<i64> {
     let mut prev = 0;
     counts
         .iter()
@@ -851,7 +851,7 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// Compares saltdb's answer `ours` with Prometheus' `theirs` for `what`.
-    fn answers(&mut self, what: String, ours: &Value, theirs: &Value) {
+    pub(crate) fn answers(&mut self, what: String, ours: &Value, theirs: &Value) {
         self.compared += 1;
         if theirs["data"]["result"].as_array().is_some_and(Vec::is_empty) {
             self.empty.push(what.clone());
