@@ -930,18 +930,41 @@ impl Tally {
 /// histograms by count, sum and every bucket's bounds and count.
 #[test]
 fn native_histogram_answers_match_prometheus() {
-    let test = "prometheus_diff::native_histogram_answers_match_prometheus";
-    if !available("prometheus", test) {
+    if !available("prometheus", "prometheus_diff::native_histogram_answers_match_prometheus") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("prom")).unwrap();
+    native_histogram_answers(dir.path(), None);
+}
+
+/// The same with saltdb on the ClickHouse backend (two real shards): the acceptance check for
+/// native histograms there.
+#[test]
+#[ignore = "the ClickHouse backend does not store native histograms yet: remote write answers 400 \"native histograms are not stored by this backend yet\""]
+fn native_histogram_answers_on_clickhouse_match_prometheus() {
+    let test = "prometheus_diff::native_histogram_answers_on_clickhouse_match_prometheus";
+    if !available("prometheus", test) || !crate::peers::installed("clickhouse-server", test, "clickhouse-server") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let shards = crate::clickhouse_cluster::start(&dir.path().join("clickhouse"), 2);
+    native_histogram_answers(dir.path(), Some(shards.iter().map(|s| s.url.clone()).collect()));
+}
+
+/// Writes the native histogram dataset to Prometheus and to saltdb (on ClickHouse when
+/// `clickhouse` names shards) and compares the histogram queries' answers, instant and range.
+fn native_histogram_answers(dir: &std::path::Path, clickhouse: Option<Vec<String>>) {
+    std::fs::create_dir_all(dir.join("prom")).unwrap();
     let prom = Prometheus::start_with(
-        &dir.path().join("prom"),
+        &dir.join("prom"),
         "global:\n  scrape_interval: 1h\n",
         &["--enable-feature=native-histograms"],
     );
-    let salt = InProcess::start(storage_config(&dir.path().join("salt")));
+    let mut config =
+        saltdb::server::ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(&dir.join("salt")));
+    config.clickhouse = clickhouse.map(saltdb::clickhouse::ClickHouseConfig::new);
+    let on = if config.clickhouse.is_some() { " on ClickHouse" } else { "" };
+    let salt = InProcess::start_with(crate::common::runtime(), config);
     let now = chrono::Utc::now().timestamp_millis();
     let t0 = now - now % 60_000 - NATIVE_ROUNDS * STEP_MS;
     for req in native_requests(t0) {
@@ -983,7 +1006,7 @@ fn native_histogram_answers_match_prometheus() {
         tally.quantile(&s, &p, "/api/v1/query_range", q, inner, &range(inner));
     }
     eprintln!(
-        "prometheus_diff native histograms: {} comparisons, {} differ; {} histogram_quantile answers differ \
+        "prometheus_diff native histograms{on}: {} comparisons, {} differ; {} histogram_quantile answers differ \
          between saltdb and 2.42 by interpolation alone; empty in Prometheus: {:?}",
         tally.compared,
         tally.failures.len(),
