@@ -570,6 +570,8 @@ struct NativeSeries {
     /// Rounds in which the series sends a float sample (its count) instead of a histogram, as
     /// Prometheus allows a series to switch.
     floats: std::ops::Range<i64>,
+    /// Rounds in which the series sends nothing (longer than the 5m lookback).
+    missing: std::ops::Range<i64>,
     state: HistState,
 }
 
@@ -604,6 +606,7 @@ fn native_dataset() -> Vec<NativeSeries> {
         reset_at: None,
         schema_change: None,
         floats: 0..0,
+        missing: 0..0,
         state: HistState::default(),
     };
     let req = |instance, job| vec![("__name__", "nh_request_seconds"), ("instance", instance), ("job", job)];
@@ -622,6 +625,7 @@ fn native_dataset() -> Vec<NativeSeries> {
         s(req("h8", "api"), 8, 0.001, false, false),
         s(req("h-4", "api"), -4, 0.001, false, false),
         NativeSeries { floats: 40..70, ..s(vec![("__name__", "nh_switch"), ("job", "misc")], 0, 0.001, false, false) },
+        NativeSeries { missing: 88..112, ..s(vec![("__name__", "nh_gappy"), ("job", "misc")], 2, 0.001, true, false) },
         s(queue("i1"), 2, 0.001, false, true),
         NativeSeries { negative_share: 0.2, ..s(queue("i2"), 0, 0.001, true, true) },
     ]
@@ -723,9 +727,13 @@ fn native_requests(t0: i64) -> Vec<WriteRequest> {
         .map(|k| {
             let timeseries = series
                 .iter_mut()
+                .filter(|s| !s.missing.contains(&k))
                 .map(|s| {
                     s.advance(k, &mut rng);
-                    let ts = t0 + k * STEP_MS + 137 + (rng.next() * 2000.0) as i64;
+                    // Jitter up to 2 s late, to an odd millisecond: never the left edge of a
+                    // window of the queries (at multiples of 250 ms), which 2.x includes and 3.x
+                    // leaves out.
+                    let ts = t0 + k * STEP_MS + 137 + 2 * (rng.next() * 1000.0) as i64;
                     let labels =
                         s.labels.iter().map(|(n, v)| Label { name: (*n).into(), value: (*v).into() }).collect();
                     if s.floats.contains(&k) {
@@ -805,6 +813,11 @@ const NATIVE_QUERIES: &[&str] = &[
     "rate(nh_switch[5m])",
     "timestamp(nh_switch)",
     "sum(nh_switch)",
+    // A float histogram series silent for 6 minutes (rounds 88-111).
+    "nh_gappy",
+    "count_over_time(nh_gappy[10m])",
+    "rate(nh_gappy[10m])",
+    "histogram_count(nh_gappy offset 3m)",
 ];
 
 /// `histogram_quantile(q, inner)` queries. Prometheus 2.42 interpolates linearly inside every

@@ -305,6 +305,18 @@ fn scalar_answer(base: &str, query: &str, at_ms: i64) -> f64 {
     v["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN)
 }
 
+/// A query time 1.5-2.5 s ago, half a second off the millisecond phase of the scrapes: no
+/// window of a query at it (or whole seconds away) starts exactly on a sample, where 2.x
+/// includes the sample and 3.x leaves it out.
+fn off_scrape_grid(prom: &str) -> i64 {
+    let now = chrono::Utc::now().timestamp_millis();
+    let last = scalar_answer(prom, "timestamp(scrape_latency_seconds{path=\"a\"})", now);
+    assert!(last.is_finite(), "prometheus has no scraped sample");
+    let phase = ((last * 1000.0).round() as i64 + 500).rem_euclid(1000);
+    let t = now - 2_500;
+    t - t.rem_euclid(1000) + phase + if phase < t.rem_euclid(1000) { 1000 } else { 0 }
+}
+
 #[test]
 fn scraped_native_histograms_match_prometheus() {
     let test = "prometheus_scrape_histograms::scraped_native_histograms_match_prometheus";
@@ -331,7 +343,7 @@ fn scraped_native_histograms_match_prometheus() {
         assert!(Instant::now() < deadline, "prometheus scraped the exporter too few times");
         std::thread::sleep(Duration::from_millis(250));
     }
-    let t_end = chrono::Utc::now().timestamp_millis() - 1_500;
+    let t_end = off_scrape_grid(&prom.base);
     let (s, p) = (salt.url(""), prom.base.clone());
     // Every exposed series' samples so far, as a catch-up measure (remote-write shards may
     // deliver series at different times).
@@ -407,7 +419,7 @@ fn scraped_native_histograms_match_prometheus() {
         assert!(Instant::now() < deadline + Duration::from_secs(30), "no scrapes after the drop");
         std::thread::sleep(Duration::from_millis(250));
     }
-    let t_stale = chrono::Utc::now().timestamp_millis() - 1_500;
+    let t_stale = off_scrape_grid(&prom.base);
     let want = scalar_answer(&p, count, t_stale);
     while scalar_answer(&s, count, t_stale) != want {
         assert!(Instant::now() < deadline + Duration::from_secs(40), "saltdb did not catch up after the drop");
