@@ -2,6 +2,10 @@
 //! then >100 PromQL queries (instant at off-grid times, and range) compared with relative
 //! tolerance 1e-6. Timestamps are jittered off the step grid so the 2.x/3.x difference at the
 //! left edge of range selectors cannot matter.
+//!
+//! A second dataset of native histograms (Prometheus with `--enable-feature=native-histograms`)
+//! is compared the same way, histograms by count, sum and every bucket; `histogram_quantile`,
+//! whose interpolation changed in 3.x, through each version's rule (see [`Tally::quantile`]).
 
 use std::collections::BTreeMap;
 

@@ -116,15 +116,11 @@ impl Exposed {
         Self { family, gauge, label, schema, float, feed, state: HistState::default() }
     }
 
-    fn observe(&mut self, n: usize, rng: &mut Rng) {
+    /// `n` random observations (the [`Feed::Random`] kind).
+    fn observe_random(&mut self, n: usize, rng: &mut Rng) {
         for _ in 0..n {
             let weight = if self.float { 0.25 * (1.0 + (rng.next() * 8.0).floor()) } else { 1.0 };
-            let v = match self.feed {
-                Feed::Random if rng.next() < 0.08 => 0.0,
-                Feed::Random => ((rng.next() * 6.0 - 3.0).exp2() * 1000.0).round() / 1000.0,
-                Feed::Boundary if rng.next() < 0.9 => 0.75,
-                Feed::Boundary => 1.5,
-            };
+            let v = if rng.next() < 0.08 { 0.0 } else { ((rng.next() * 6.0 - 3.0).exp2() * 1000.0).round() / 1000.0 };
             self.state.observe(v, weight, self.schema, ZERO_THRESHOLD);
         }
     }
@@ -152,7 +148,7 @@ impl Exposed {
             }
             return;
         }
-        self.observe(n, rng);
+        self.observe_random(n, rng);
     }
 
     fn to_proto(&self) -> Histogram {
