@@ -32,6 +32,7 @@ mod otlp;
 mod overload;
 mod peers;
 mod prometheus_diff;
+mod prometheus_scrape_histograms;
 mod query_api;
 mod query_histograms;
 mod query_memory;
