@@ -53,10 +53,8 @@ impl Backend {
     pub fn write_packed(&self, batch: PackedBatch) -> Result<WriteOutcome> {
         match self {
             Self::Embedded(s) => s.write_packed(batch),
-            Self::ClickHouse(_) if batch.histogram_count() > 0 => {
-                Err(crate::storage::StorageError::HistogramsUnsupported { count: batch.histogram_count() })
-            }
             // Series ids are derived, not allocated: a write cannot tell which series are new.
+            // Exemplars are not stored on ClickHouse (none counted as written).
             Self::ClickHouse(c) => {
                 c.write_owned(batch).map(|samples| WriteOutcome { samples, series_created: 0, exemplars: 0 })
             }

@@ -10,11 +10,9 @@
 //! Directory: env `SALTDB_PROMQL_TESTS` (default `../shared/promql-tests/promql`, which exists
 //! only in the team's workspace). Without the scripts the test prints a `SKIPPED:` line and
 //! passes, except under `CI` or when `SALTDB_PROMQL_TESTS` names a missing directory: then it
-//! fails. Native histograms are loaded into the embedded store (`load_with_nhcb` also derives
+//! fails. Native histograms are loaded into either store (`load_with_nhcb` also derives
 //! histograms with custom buckets from classic ones, as Prometheus' runner does) and compared
-//! as Prometheus' runner compares them (`promql_conformance/histograms.rs`). The ClickHouse
-//! backend stores no histograms: there, evals that load or expect them are counted as skipped
-//! and left out of its ratchet check.
+//! as Prometheus' runner compares them (`promql_conformance/histograms.rs`).
 //!
 //! The ratchet (`tests/promql_ratchet.txt`, see `promql_conformance/ratchet.rs`) records every
 //! eval that passes; the test fails naming each recorded eval that no longer passes, and when
@@ -40,8 +38,7 @@ use std::time::{Duration, SystemTime};
 
 use promql_parser::parser::{AtModifier, Expr};
 use saltdb::clickhouse::{ClickHouse, ClickHouseConfig};
-use saltdb::labels::{Label, Labels};
-use saltdb::matcher::Matcher as LabelMatcher;
+use saltdb::labels::Labels;
 use saltdb::promql::{Annotations, Engine, EngineOptions, InstantSample, Value};
 use saltdb::sample::{is_stale_marker, HistogramSample, Sample, SeriesSamples, WriteBatch};
 use saltdb::storage::{FsyncMode, Querier, ReadLimits, Storage, StorageConfig};
@@ -80,8 +77,6 @@ struct FileStats {
     passing: BTreeMap<ratchet::EvalId, ratchet::EvalNote>,
     /// Every eval that failed, with the reason.
     failing: BTreeMap<ratchet::EvalId, (ratchet::EvalNote, String)>,
-    /// Every eval skipped (native histograms on a backend without them).
-    skipped_ids: std::collections::BTreeSet<ratchet::EvalId>,
 }
 
 struct Runner {
@@ -93,8 +88,6 @@ struct Runner {
     /// Declared before `dir` so the database closes before its directory is removed.
     store: Storage,
     dir: tempfile::TempDir,
-    /// Native histogram series currently loaded (written to the embedded store only).
-    histograms: Vec<Labels>,
     /// When set, data goes to (and is read from) this ClickHouse cluster instead of `store`.
     clickhouse: Option<OnClickHouse>,
 }
@@ -130,15 +123,7 @@ impl Runner {
         let opts = EngineOptions { timeout: Duration::from_secs(100), ..EngineOptions::default() };
         let (store, dir) = open_storage();
         let spare = Some(std::thread::spawn(open_storage));
-        Self {
-            engine: Engine::new(opts),
-            spare,
-            closing: Vec::new(),
-            store,
-            dir,
-            histograms: Vec::new(),
-            clickhouse: None,
-        }
+        Self { engine: Engine::new(opts), spare, closing: Vec::new(), store, dir, clickhouse: None }
     }
 
     /// A runner whose data lives on the ClickHouse shards at `urls`.
@@ -161,7 +146,6 @@ impl Runner {
         if let Some(ch) = &mut self.clickhouse {
             ch.store = OnClickHouse::open(&ch.urls, &ch.file, ch.opened);
             ch.opened += 1;
-            self.histograms.clear();
             return;
         }
         let fresh = match self.spare.take().map(std::thread::JoinHandle::join) {
@@ -175,7 +159,6 @@ impl Runner {
             drop(old_store);
             drop(old_dir);
         }));
-        self.histograms.clear();
     }
 
     /// Waits for background opens and closes so no temporary directory outlives the run.
@@ -189,15 +172,6 @@ impl Runner {
     }
 
     fn load(&mut self, load: &Load) -> Result<(), String> {
-        for s in &load.series {
-            if s.histogram {
-                self.histograms.push(s.labels.clone());
-            } else if load.with_nhcb {
-                if let Some(l) = nhcb_labels(&s.labels) {
-                    self.histograms.push(l);
-                }
-            }
-        }
         let floats = script::load_points(load);
         let mut hists = histograms::load_histograms(load);
         if load.with_nhcb {
@@ -208,14 +182,12 @@ impl Runner {
             let s = by_labels.entry(labels.clone()).or_insert_with(|| empty_series(labels));
             s.samples = points.into_iter().map(|(t, v)| Sample::new(t, v)).collect();
         }
-        if self.clickhouse.is_none() {
-            for (labels, points) in hists {
-                let s = by_labels.entry(labels.clone()).or_insert_with(|| empty_series(labels));
-                s.histograms = points
-                    .into_iter()
-                    .map(|(t, h)| HistogramSample { timestamp_ms: t, histogram: std::sync::Arc::new(h) })
-                    .collect();
-            }
+        for (labels, points) in hists {
+            let s = by_labels.entry(labels.clone()).or_insert_with(|| empty_series(labels));
+            s.histograms = points
+                .into_iter()
+                .map(|(t, h)| HistogramSample { timestamp_ms: t, histogram: std::sync::Arc::new(h) })
+                .collect();
         }
         let series = by_labels.into_values().filter(|s| !s.samples.is_empty() || !s.histograms.is_empty()).collect();
         let batch = WriteBatch { series };
@@ -224,32 +196,6 @@ impl Runner {
             None => self.store.write(batch).map(|_| ()),
         }
         .map_err(|e| format!("load failed: {e}"))
-    }
-
-    /// True on ClickHouse (which stores no histograms) when the eval touches native
-    /// histograms (loaded or expected).
-    fn skips(&self, ev: &Eval) -> bool {
-        if self.clickhouse.is_none() {
-            return false;
-        }
-        if ev.expects_histograms {
-            return true;
-        }
-        let Ok(expr) = promql_parser::parser::parse(&ev.expr) else {
-            return false;
-        };
-        let mut hit = false;
-        visit_selectors(&expr, &mut |vs| {
-            let Ok(groups) = selector_matchers(vs) else {
-                return;
-            };
-            for g in &groups {
-                if self.histograms.iter().any(|h| g.iter().all(|m| m.matches(h.get(&m.name).unwrap_or("")))) {
-                    hit = true;
-                }
-            }
-        });
-        hit
     }
 
     fn run_eval(&self, ev: &Eval) -> Result<(), String> {
@@ -333,57 +279,6 @@ fn empty_series(labels: Labels) -> SeriesSamples {
 
 fn uses_query_context(expr: &str) -> bool {
     ["start()", "end()", "range()", "step()"].iter().any(|f| expr.contains(f))
-}
-
-/// The labels of the native histogram with custom buckets that `load_with_nhcb` derives
-/// from a classic `_bucket`/`_count`/`_sum` series.
-fn nhcb_labels(l: &Labels) -> Option<Labels> {
-    let name = l.metric_name()?;
-    let base = ["_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s))?;
-    let v: Vec<Label> = l
-        .iter()
-        .filter(|x| x.name != "le")
-        .map(|x| if x.name == "__name__" { Label::new("__name__", base) } else { x.clone() })
-        .collect();
-    Some(Labels::from_trusted(v))
-}
-
-fn selector_matchers(vs: &promql_parser::parser::VectorSelector) -> Result<Vec<Vec<LabelMatcher>>, String> {
-    let conv = |ms: &[promql_parser::label::Matcher]| -> Result<Vec<LabelMatcher>, String> {
-        let mut out: Vec<LabelMatcher> =
-            ms.iter().map(|m| LabelMatcher::from_parsed(m).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
-        if let Some(n) = &vs.name {
-            out.push(LabelMatcher::equal("__name__", n.clone()));
-        }
-        Ok(out)
-    };
-    if vs.matchers.or_matchers.is_empty() {
-        Ok(vec![conv(&vs.matchers.matchers)?])
-    } else {
-        vs.matchers.or_matchers.iter().map(|g| conv(g)).collect()
-    }
-}
-
-fn visit_selectors(e: &Expr, f: &mut dyn FnMut(&promql_parser::parser::VectorSelector)) {
-    match e {
-        Expr::VectorSelector(vs) => f(vs),
-        Expr::MatrixSelector(ms) => f(&ms.vs),
-        Expr::Subquery(s) => visit_selectors(&s.expr, f),
-        Expr::Aggregate(a) => {
-            visit_selectors(&a.expr, f);
-            if let Some(p) = &a.param {
-                visit_selectors(p, f);
-            }
-        }
-        Expr::Unary(u) => visit_selectors(&u.expr, f),
-        Expr::Binary(b) => {
-            visit_selectors(&b.lhs, f);
-            visit_selectors(&b.rhs, f);
-        }
-        Expr::Paren(p) => visit_selectors(&p.expr, f),
-        Expr::Call(c) => c.args.args.iter().for_each(|a| visit_selectors(a, f)),
-        _ => {}
-    }
 }
 
 /// Pins every top-level selector and subquery to `@ t` and returns the variants to run,
@@ -673,11 +568,6 @@ fn run_file(path: &Path, name: &str, clickhouse: Option<&[String]>) -> FileStats
                 }
             }
             Command::Eval(ev) => {
-                if runner.skips(ev) {
-                    stats.skipped += 1;
-                    stats.skipped_ids.insert(ids.id(ev.line));
-                    continue;
-                }
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run_eval(ev)))
                     .unwrap_or_else(|p| {
                         let msg = p
@@ -758,18 +648,14 @@ fn promql_conformance_on_clickhouse() {
     let urls: Vec<String> = shards.iter().map(|s| s.url.clone()).collect();
     let started = std::time::Instant::now();
     let (mut passing, mut failing) = (BTreeMap::new(), BTreeMap::new());
-    let mut skipped = std::collections::BTreeSet::new();
     for f in scripts(&dir) {
         let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let s = run_file(&f, &name, Some(&urls));
         passing.extend(s.passing);
         failing.extend(s.failing);
-        skipped.extend(s.skipped_ids);
     }
     let ratchet_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(RATCHET_FILE);
-    let mut recorded = ratchet::read(&ratchet_path).unwrap_or_else(|e| panic!("PromQL conformance ratchet: {e}"));
-    // ClickHouse stores no native histograms: the evals that need them are not run there.
-    recorded.retain(|id| !skipped.contains(id));
+    let recorded = ratchet::read(&ratchet_path).unwrap_or_else(|e| panic!("PromQL conformance ratchet: {e}"));
     let lost = ratchet::lost(&recorded, &passing, &failing);
     println!(
         "on ClickHouse (2 shards): {} evals pass, {} fail, in {:.0} s; {} of the {} recorded pass",

@@ -16,7 +16,7 @@ use super::client::{quote, Shard};
 use super::read::{malformed, IDS_PER_STATEMENT};
 use super::recency::Candidates;
 use super::rowbinary::Reader;
-use super::seal::put_chunk_row;
+use super::seal::put_chunk_rows;
 use super::{day_of, ClickHouse};
 use crate::matcher::Matcher;
 use crate::storage::{ReadLimits, StorageError};
@@ -79,7 +79,7 @@ impl ClickHouse {
             for ((id, day), (bucket, versions, candidates)) in days {
                 let mut run = candidates.resolve();
                 let before = run.len();
-                run.retain(|p| !(start_ms..=end_ms).contains(&p.timestamp_ms));
+                run.retain(|ts| !(start_ms..=end_ms).contains(&ts));
                 if run.len() == before {
                     continue;
                 }
@@ -88,8 +88,7 @@ impl ClickHouse {
                     continue;
                 }
                 let version = versions.iter().max().copied().unwrap_or(0).saturating_add(1);
-                put_chunk_row(&mut rows, bucket, id, day, version, &run)?;
-                count += 1;
+                count += put_chunk_rows(&mut rows, bucket, id, day, version, &run)?;
             }
             if count > 0 {
                 let insert = format!("INSERT INTO {chunks} (bucket, series_id, day, version, data)");

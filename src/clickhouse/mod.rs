@@ -10,9 +10,10 @@
 //!   series never crosses shards and a read merges whole series.
 //! - **Tables** (per shard, see `schema.rs` and `docs/format.md`): `series` (id -> labels),
 //!   `postings` (per day: label pair -> id, the index matchers use) and `samples` (hot samples
-//!   keyed `(bucket, series_id, ts)`, partitioned by day). All are `ReplacingMergeTree`: a
-//!   retried insert (same rows) leaves no duplicate once merged, and reads drop the ones not
-//!   merged yet, so a write is idempotent.
+//!   keyed `(bucket, series_id, ts)`, partitioned by day; a row holds a float or a native
+//!   histogram, so a series has one value per instant whatever its kind). All are
+//!   `ReplacingMergeTree`: a retried insert (same rows) leaves no duplicate once merged, and
+//!   reads drop the ones not merged yet, so a write is idempotent.
 //! - **Writes** (`write.rs`) are grouped (concurrent requests share one insert per table and
 //!   shard) and go synchronously to each owning shard, the series and postings first, then the
 //!   samples; a write is acknowledged only when every shard it touched has acknowledged. A
@@ -21,7 +22,8 @@
 //! - **Reads** (`read.rs`) fan out to every shard in parallel and merge.
 //!
 //! - **Sealing** (`seal.rs`): once a day has been closed for `--ooo-grace`, its samples are
-//!   encoded per series into saltdb's chunk codec (the `chunks` table) and removed from
+//!   encoded per series into saltdb's chunk codecs (the `chunks` table; floats and histograms
+//!   in a chunk each) and removed from
 //!   `samples`; late samples land in `samples` again and the next seal folds them in. Reads
 //!   merge both.
 //! - **Retention** (`retention.rs`) refuses samples past the cutoff and drops whole partitions;

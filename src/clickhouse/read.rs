@@ -236,11 +236,12 @@ impl ClickHouseQuerier {
             let buckets = buckets.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
             let (first, last_day) = (day_of(start_ms), day_of(end_ms));
             // One statement for the sample rows and the sealed chunks (one round trip): rows of
-            // kind 0 are samples (`t` the timestamp), of kind 1 chunks (`t` the version).
+            // kind 0 are samples (`t` the timestamp; `data` empty for a float, else the
+            // histogram), of kind 1 chunks (`t` the version; `data` a float or histogram chunk).
             // No ORDER BY: ClickHouse 18.16 would sort every row, though each series' rows are
             // already nearly in order; they are grouped and put in order here instead.
             let sql = format!(
-                "SELECT series_id, toUInt8(0) AS kind, ts AS t, value, inserted_at, '' AS data FROM {} \
+                "SELECT series_id, toUInt8(0) AS kind, ts AS t, value, inserted_at, histogram AS data FROM {} \
                  WHERE bucket IN ({buckets}) AND series_id IN ({list}) AND ts >= {start_ms} AND ts <= {end_ms} \
                  UNION ALL \
                  SELECT series_id, toUInt8(1) AS kind, version AS t, toUInt64(0) AS value, toInt64(0) AS inserted_at, data \
@@ -272,9 +273,12 @@ impl ClickHouseQuerier {
                 let Some(at) = at else { continue };
                 last = Some((id, at));
                 let Some(v) = samples.get_mut(at) else { continue };
-                if kind == 0 {
+                if kind == 0 && data.is_empty() {
                     v.push(t, inserted_at, bits);
                     read += 1;
+                } else if kind == 0 {
+                    // A histogram sample: a histogram chunk of one sample at `t`.
+                    read += v.push_chunk(data, inserted_at, |ts| ts == t, &mut decoded)?;
                 } else {
                     // A sealed chunk: its samples are as recent as its version `t`.
                     read += v.push_chunk(data, t, |ts| (start_ms..=end_ms).contains(&ts), &mut decoded)?;
@@ -282,12 +286,14 @@ impl ClickHouseQuerier {
             }
             for (c, samples) in chunk.iter().zip(samples) {
                 // Samples of one timestamp: a retried insert or a seal not merged yet (equal
-                // values), a late write over a sealed sample, or two samples of one series and
-                // time in one write (a part holds them in write order): the most recent wins.
+                // values), a late write over a sealed sample, a histogram over a float or the
+                // reverse, or two samples of one series and time in one write (a part holds them
+                // in write order): the most recent wins, whatever its kind.
+                let resolved = samples.resolve();
                 out.push(SeriesSamples {
                     labels: c.labels.clone(),
-                    samples: samples.resolve(),
-                    histograms: Vec::new(),
+                    samples: resolved.samples,
+                    histograms: resolved.histograms,
                 });
             }
             self.budget.take(read)?;
@@ -321,7 +327,7 @@ impl Querier for ClickHouseQuerier {
         let per_shard = self.each_shard(|shard| {
             let series = self.candidates(shard, matchers, start_ms, end_ms)?;
             let mut found = self.samples(shard, series, start_ms, end_ms)?;
-            found.retain(|s| !s.samples.is_empty());
+            found.retain(|s| !s.samples.is_empty() || !s.histograms.is_empty());
             if let Some(map) = map {
                 found.iter_mut().for_each(map);
             }

@@ -7,8 +7,10 @@ use crate::storage::StorageError;
 
 /// The schema version this build creates and reads. Version 2 added `samples.inserted_at` and
 /// the `chunks` table (sealed days in saltdb's chunk codec); a version-1 database is upgraded in
-/// place (its rows read `inserted_at` 0, so they are sealed like any other).
-pub const VERSION: u32 = 2;
+/// place (its rows read `inserted_at` 0, so they are sealed like any other). Version 3 added
+/// `samples.histogram` (a native histogram sample, empty for a float) and histogram chunks in
+/// `chunks`; older rows read an empty `histogram`, so they stay floats.
+pub const VERSION: u32 = 3;
 
 /// Creates the database and tables of version [`VERSION`] on `shard` unless they exist, and
 /// records the version.
@@ -32,13 +34,18 @@ pub fn ensure(shard: &Shard, db: &str) -> Result<(), StorageError> {
     for statement in tables(db) {
         shard.query(&statement)?;
     }
-    // Version 1's `samples` lacks `inserted_at` (18.16 has no `ADD COLUMN IF NOT EXISTS`). Checked
-    // with `DESCRIBE` of that one table: `system.columns` lists every table of the server, which
-    // grows slow on a shard holding many databases.
+    // Version 1's `samples` lacks `inserted_at`, versions 1 and 2 lack `histogram` (18.16 has
+    // no `ADD COLUMN IF NOT EXISTS`). Checked with `DESCRIBE` of that one table: `system.columns`
+    // lists every table of the server, which grows slow on a shard holding many databases. The
+    // columns are added in order, so a crash between the two statements is finished next time.
     if stored < VERSION {
         let described = shard.query(&format!("DESCRIBE TABLE {db}.samples FORMAT TSV"))?;
-        if !described.split(|&b| b == b'\n').any(|line| line.starts_with(b"inserted_at\t")) {
+        let has = |column: &[u8]| described.split(|&b| b == b'\n').any(|line| line.starts_with(column));
+        if !has(b"inserted_at\t") {
             shard.query(&format!("ALTER TABLE {db}.samples ADD COLUMN inserted_at Int64 DEFAULT 0"))?;
+        }
+        if !has(b"histogram\t") {
+            shard.query(&format!("ALTER TABLE {db}.samples ADD COLUMN histogram String DEFAULT ''"))?;
         }
         shard.query(&format!("INSERT INTO {db}.schema_version VALUES ({VERSION})"))?;
     }
@@ -58,7 +65,7 @@ fn tables(db: &str) -> [String; 4] {
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.samples (bucket UInt16, series_id UInt64, ts Int64, value UInt64, \
-             inserted_at Int64 DEFAULT 0) \
+             inserted_at Int64 DEFAULT 0, histogram String DEFAULT '') \
              ENGINE = ReplacingMergeTree PARTITION BY intDiv(ts, 86400000) ORDER BY (bucket, series_id, ts)"
         ),
         // Plain MergeTree: a seal removes exactly the versions it merged (see `seal.rs`); a

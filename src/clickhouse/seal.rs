@@ -1,7 +1,8 @@
 //! Sealing on ClickHouse: the samples of a closed day, one row per sample in `samples`
-//! (26 bytes before ClickHouse's own compression), become one row per series in `chunks`, its
-//! samples in saltdb's chunk codec (`storage::chunk`, about a byte per sample), and leave
-//! `samples`.
+//! (27 bytes before ClickHouse's own compression, more for a histogram), become one row per
+//! series and kind in `chunks`: its floats in saltdb's chunk codec (`storage::chunk`, about a
+//! byte per sample) and its native histograms in the histogram chunk codec
+//! (`histogram::chunk`); and leave `samples`.
 //!
 //! A day is sealed once it ended `--ooo-grace` ago, by every node's maintenance pass, shard by
 //! shard and bucket by bucket (a bucket's day is read in parts of at most [`PART_ROWS`] rows, so
@@ -32,10 +33,10 @@ use std::collections::BTreeMap;
 
 use super::client::Shard;
 use super::read::malformed;
-use super::recency::Candidates;
+use super::recency::{Candidates, Resolved};
 use super::rowbinary::{put_str, Reader};
 use super::ClickHouse;
-use crate::sample::Sample;
+use crate::histogram::{chunk as histogram_chunk, Histogram};
 use crate::storage::{chunk, StorageError};
 
 const DAY_MS: i64 = 86_400_000;
@@ -158,7 +159,7 @@ impl ClickHouse {
     ) -> Result<Sealed, StorageError> {
         let malformed = |e| malformed(shard, e);
         let body = shard.query(&format!(
-            "SELECT series_id, ts, value, inserted_at FROM {} WHERE {which} AND {in_day} FORMAT RowBinary",
+            "SELECT series_id, ts, value, inserted_at, histogram FROM {} WHERE {which} AND {in_day} FORMAT RowBinary",
             self.table("samples")
         ))?;
         let mut r = Reader::new(&body);
@@ -166,11 +167,18 @@ impl ClickHouse {
         // `recency.rs`): its chunk rows' and its sample rows'.
         let mut merged: BTreeMap<u64, Candidates> = BTreeMap::new();
         let mut samples = 0u64;
+        let mut decoded = Vec::new();
         while !r.is_empty() {
             let id = r.u64().map_err(malformed)?;
             let (ts, bits, inserted_at) =
                 (r.i64().map_err(malformed)?, r.u64().map_err(malformed)?, r.i64().map_err(malformed)?);
-            merged.entry(id).or_default().push(ts, inserted_at, bits);
+            let histogram = r.bytes().map_err(malformed)?;
+            let series = merged.entry(id).or_default();
+            if histogram.is_empty() {
+                series.push(ts, inserted_at, bits);
+            } else {
+                series.push_chunk(histogram, inserted_at, |t| t == ts, &mut decoded)?;
+            }
             samples += 1;
         }
         let mut merged_versions: Vec<(u64, i64)> = Vec::new();
@@ -179,7 +187,6 @@ impl ClickHouse {
             self.table("chunks")
         ))?;
         let mut r = Reader::new(&body);
-        let mut decoded = Vec::new();
         while !r.is_empty() {
             let id = r.u64().map_err(malformed)?;
             let old = r.i64().map_err(malformed)?;
@@ -194,8 +201,7 @@ impl ClickHouse {
         let mut count = 0u64;
         let day = u16::try_from(day).unwrap_or(u16::MAX);
         for (id, candidates) in merged {
-            put_chunk_row(&mut rows, bucket, id, day, version, &candidates.resolve())?;
-            count += 1;
+            count += put_chunk_rows(&mut rows, bucket, id, day, version, &candidates.resolve())?;
         }
         if count > 0 {
             let insert = format!("INSERT INTO {} (bucket, series_id, day, version, data)", self.table("chunks"));
@@ -212,26 +218,43 @@ impl ClickHouse {
     }
 }
 
-/// Appends one `chunks` row (`RowBinary`, columns `bucket, series_id, day, version, data`) to
-/// `rows`: `samples` (ascending, one per timestamp) encoded in the chunk codec.
+/// Appends the `chunks` rows (`RowBinary`, columns `bucket, series_id, day, version, data`) of
+/// one series and day to `rows`: one of its floats in the chunk codec and one of its histograms
+/// in the histogram chunk codec, each only when there are some; returns how many.
 ///
 /// # Errors
 /// [`StorageError::Corrupt`] when the samples cannot be encoded (out of order).
-pub(super) fn put_chunk_row(
+pub(super) fn put_chunk_rows(
     rows: &mut Vec<u8>,
     bucket: u16,
     id: u64,
     day: u16,
     version: i64,
-    samples: &[Sample],
-) -> Result<(), StorageError> {
+    resolved: &Resolved,
+) -> Result<u64, StorageError> {
     let mut data = Vec::new();
-    chunk::encode(samples, crate::storage::seal::ZSTD_LEVEL, &mut data)
-        .map_err(|_| StorageError::Corrupt { what: "samples to seal" })?;
+    let mut count = 0;
+    if !resolved.samples.is_empty() {
+        chunk::encode(&resolved.samples, crate::storage::seal::ZSTD_LEVEL, &mut data)
+            .map_err(|_| StorageError::Corrupt { what: "samples to seal" })?;
+        put_chunk_row(rows, bucket, id, day, version, &data);
+        count += 1;
+    }
+    if !resolved.histograms.is_empty() {
+        data.clear();
+        let owned: Vec<(i64, Histogram)> =
+            resolved.histograms.iter().map(|h| (h.timestamp_ms, (*h.histogram).clone())).collect();
+        histogram_chunk::encode(&owned, &mut data).map_err(|_| StorageError::Corrupt { what: "histograms to seal" })?;
+        put_chunk_row(rows, bucket, id, day, version, &data);
+        count += 1;
+    }
+    Ok(count)
+}
+
+fn put_chunk_row(rows: &mut Vec<u8>, bucket: u16, id: u64, day: u16, version: i64, data: &[u8]) {
     rows.extend_from_slice(&bucket.to_le_bytes());
     rows.extend_from_slice(&id.to_le_bytes());
     rows.extend_from_slice(&day.to_le_bytes());
     rows.extend_from_slice(&version.to_le_bytes());
-    put_str(rows, &data);
-    Ok(())
+    put_str(rows, data);
 }

@@ -5,6 +5,9 @@
 //! table and shard per group, however many requests it holds, so ClickHouse's part count
 //! follows the group rate, not the request rate. A job is acknowledged once every shard it
 //! touched has acknowledged; a shard that fails fails only the jobs that touched it.
+//! Floats and native histograms share the `samples` table (a histogram row carries its sample
+//! as a one-sample histogram chunk), so a shard's share of a write, whatever its kinds, is one
+//! insert: the shard takes all of it or none.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
@@ -13,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use super::rowbinary::{put_len, put_str};
 use super::{day_of, ClickHouse, Inner, Placement};
+use crate::histogram::chunk as histogram_chunk;
 use crate::labels::Labels;
-use crate::sample::PackedBatch;
+use crate::sample::{PackedBatch, PackedSeries};
 use crate::storage::StorageError;
 
 /// A write waiting for its group's inserts.
@@ -50,15 +54,54 @@ struct ShardRows {
 }
 
 impl ShardRows {
-    /// Adds the rows of one series' samples (and its index rows for the days not known yet).
+    /// Adds the rows of one series' samples and histograms (and its index rows for the days
+    /// not known yet).
     fn add(
         &mut self,
         place: Placement,
-        canonical: &[u8],
-        samples: &[crate::sample::Sample],
+        series: &PackedSeries<'_>,
         known: &HashSet<(u64, u16)>,
     ) -> Result<(), StorageError> {
-        let days: BTreeSet<u16> = samples.iter().map(|p| day_of(p.timestamp_ms)).collect();
+        let stamps =
+            series.samples.iter().map(|p| p.timestamp_ms).chain(series.histograms.iter().map(|h| h.timestamp_ms));
+        let days: BTreeSet<u16> = stamps.map(day_of).collect();
+        self.index(place, series.labels, days, known)?;
+        // A histogram replaces a float of the same series and time in one write, as the embedded
+        // store's head and log replay do; the rows then never disagree within one insert.
+        let shadowed: HashSet<i64> = series.histograms.iter().map(|h| h.timestamp_ms).collect();
+        for p in series.samples.iter().filter(|p| shadowed.is_empty() || !shadowed.contains(&p.timestamp_ms)) {
+            self.sample_row(place, p.timestamp_ms, p.value.to_bits(), &[]);
+        }
+        let mut encoded = Vec::new();
+        for h in series.histograms {
+            encoded.clear();
+            histogram_chunk::encode(&[(h.timestamp_ms, (*h.histogram).clone())], &mut encoded)
+                .map_err(|_| StorageError::Corrupt { what: "histogram to write" })?;
+            self.sample_row(place, h.timestamp_ms, 0, &encoded);
+        }
+        Ok(())
+    }
+
+    /// Adds one `samples` row: a float's bits, or (`histogram` not empty) one histogram sample
+    /// as a histogram chunk.
+    fn sample_row(&mut self, place: Placement, ts: i64, bits: u64, histogram: &[u8]) {
+        self.counts[2] += 1;
+        self.samples.extend_from_slice(&place.bucket.to_le_bytes());
+        self.samples.extend_from_slice(&place.id.to_le_bytes());
+        self.samples.extend_from_slice(&ts.to_le_bytes());
+        self.samples.extend_from_slice(&bits.to_le_bytes());
+        self.samples.extend_from_slice(&self.stamp.to_le_bytes());
+        put_str(&mut self.samples, histogram);
+    }
+
+    /// Adds the `series` and `postings` rows of a series for `days` not known yet.
+    fn index(
+        &mut self,
+        place: Placement,
+        canonical: &[u8],
+        days: BTreeSet<u16>,
+        known: &HashSet<(u64, u16)>,
+    ) -> Result<(), StorageError> {
         let mut labels = None;
         for day in days {
             if known.contains(&(place.id, day)) || !self.indexed.insert((place.id, day)) {
@@ -91,21 +134,13 @@ impl ShardRows {
                 self.postings.extend_from_slice(&place.id.to_le_bytes());
             }
         }
-        self.counts[2] += samples.len() as u64;
-        for p in samples {
-            self.samples.extend_from_slice(&place.bucket.to_le_bytes());
-            self.samples.extend_from_slice(&place.id.to_le_bytes());
-            self.samples.extend_from_slice(&p.timestamp_ms.to_le_bytes());
-            self.samples.extend_from_slice(&p.value.to_bits().to_le_bytes());
-            self.samples.extend_from_slice(&self.stamp.to_le_bytes());
-        }
         Ok(())
     }
 }
 
 impl ClickHouse {
     /// Stores `batch` (validated: labels canonical and carrying a name); returns the samples
-    /// written. Blocks until the group holding it is stored.
+    /// written (floats and histograms; exemplars are not stored on ClickHouse). Blocks until the group holding it is stored.
     ///
     /// # Errors
     /// [`StorageError::TooOld`] / [`StorageError::TooNew`] for a sample outside the accepted
@@ -135,12 +170,12 @@ impl ClickHouse {
 pub(super) fn run(store: Weak<Inner>, jobs: Receiver<Job>) {
     while let Ok(first) = jobs.recv() {
         let started = Instant::now();
-        let mut samples = first.batch.sample_count();
+        let mut samples = first.batch.sample_count() + first.batch.histogram_count();
         let mut group = vec![first];
         while samples < MAX_SAMPLES && started.elapsed() < MAX_WAIT {
             match jobs.recv_timeout(QUIET) {
                 Ok(job) => {
-                    samples += job.batch.sample_count();
+                    samples += job.batch.sample_count() + job.batch.histogram_count();
                     group.push(job);
                 }
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
@@ -171,7 +206,7 @@ fn store_group(store: &ClickHouse, group: Vec<Job>) {
             for s in job.batch.series() {
                 let place = store.place(s.labels);
                 let Some(rows) = per_shard.get_mut(place.shard) else { continue };
-                if let Err(e) = rows.add(place, s.labels, s.samples, &known) {
+                if let Err(e) = rows.add(place, &s, &known) {
                     failed = Some(e);
                     break;
                 }
@@ -196,7 +231,7 @@ fn store_group(store: &ClickHouse, group: Vec<Job>) {
         let outcome = touched.and_then(|mine| {
             match mine.iter().zip(&results).find_map(|(&used, r)| used.then_some(r.as_ref().err()).flatten()) {
                 Some(e) => Err(e.clone()),
-                None => Ok(job.batch.sample_count()),
+                None => Ok(job.batch.sample_count() + job.batch.histogram_count()),
             }
         });
         let _ = job.reply.send(outcome);
@@ -225,7 +260,8 @@ fn insert_all(store: &ClickHouse, per_shard: &[ShardRows]) -> Vec<Result<(), Sto
                         let insert = format!("INSERT INTO {postings} (day, name, value, series_id)");
                         shard.insert(&insert, &rows.postings, 1, rows.counts[1])?;
                     }
-                    let insert = format!("INSERT INTO {samples} (bucket, series_id, ts, value, inserted_at)");
+                    let insert =
+                        format!("INSERT INTO {samples} (bucket, series_id, ts, value, inserted_at, histogram)");
                     shard.insert(&insert, &rows.samples, 2, rows.counts[2])?;
                     Ok(())
                 })

@@ -301,9 +301,9 @@ fn sealed_days_answer_like_the_embedded_store_and_take_late_samples() {
     );
 }
 
-/// A database of schema version 1 (no `inserted_at`, no `chunks`) is upgraded in place when a
-/// node of this build opens it: nothing is lost, its old rows are sealed like new ones, and a
-/// second open changes nothing.
+/// A database of schema version 1 (no `inserted_at`, no `chunks`, no `histogram`) is upgraded in
+/// place when a node of this build opens it: nothing is lost, its old rows are sealed like new
+/// ones, and a second open changes nothing.
 #[test]
 fn a_version_1_database_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
@@ -317,6 +317,7 @@ fn a_version_1_database_is_upgraded_in_place() {
     // Back to version 1's tables, as a node of the previous build left them.
     let http = reqwest::blocking::Client::new();
     for sql in [
+        "ALTER TABLE saltdb.samples DROP COLUMN histogram",
         "ALTER TABLE saltdb.samples DROP COLUMN inserted_at",
         "DROP TABLE saltdb.chunks",
         "DROP TABLE saltdb.schema_version",
@@ -337,7 +338,14 @@ fn a_version_1_database_is_upgraded_in_place() {
     );
 
     let upgraded = ClickHouse::open(config.clone()).unwrap();
-    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [2, 2]);
+    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [3, 3]);
+    assert_eq!(
+        per_shard_count(
+            &shards,
+            "SELECT count() FROM system.columns WHERE database = 'saltdb' AND table = 'samples' AND name = 'histogram'"
+        ),
+        [1, 1]
+    );
     assert_eq!(
         per_shard_count(&shards, "SELECT count() FROM saltdb.samples WHERE inserted_at = 0").iter().sum::<u64>(),
         total as u64
@@ -792,4 +800,362 @@ fn a_regex_over_many_long_values_selects_them_all() {
     let m = [Matcher::new(MatchOp::RegexMatch, "path", "/0.*").unwrap()];
     let found = ch.querier(ReadLimits::none()).select(&m, T0, T0, None).unwrap();
     assert_eq!(found.len(), 3_000);
+}
+
+/// Native histograms on ClickHouse, through real HTTP: remote-write 1.0 and 2.0 requests.
+mod histograms {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use prost::Message;
+    use saltdb::clickhouse::{ClickHouse, ClickHouseConfig};
+    use saltdb::remote::proto::{self, histogram::Count, histogram::ZeroCount, v2, MatcherType, ResponseType};
+    use saltdb::remote::snappy_body;
+    use saltdb::sample::STALE_NAN_BITS;
+
+    use super::{cluster, per_shard_count, DAY, T0};
+    use crate::common::{client, post, series, Binary, V1_HEADERS, V2_HEADERS};
+
+    type Read = BTreeMap<BTreeMap<String, String>, (Vec<proto::Sample>, Vec<proto::Histogram>)>;
+
+    fn span(offset: i32, length: u32) -> proto::BucketSpan {
+        proto::BucketSpan { offset, length }
+    }
+
+    /// An integer counter histogram with exponential buckets on both sides.
+    fn integer(t: i64, i: u64) -> proto::Histogram {
+        proto::Histogram {
+            count: Some(Count::CountInt(9 + 3 * i)),
+            zero_count: Some(ZeroCount::ZeroCountInt(2 + i)),
+            sum: 12.5 + i as f64,
+            schema: 1,
+            zero_threshold: 0.001,
+            positive_spans: vec![span(0, 2), span(2, 1)],
+            positive_deltas: vec![2, -1, 2 + i as i64],
+            negative_spans: vec![span(-1, 1)],
+            negative_deltas: vec![1 + i as i64],
+            reset_hint: if i == 0 { 1 } else { 2 },
+            timestamp: t,
+            ..Default::default()
+        }
+    }
+
+    /// A float gauge histogram; every fifth a stale marker (sum: the staleness NaN).
+    fn float_gauge(t: i64, i: u64) -> proto::Histogram {
+        proto::Histogram {
+            count: Some(Count::CountFloat(6.5 + i as f64)),
+            zero_count: Some(ZeroCount::ZeroCountFloat(0.5)),
+            sum: if i % 5 == 4 { f64::from_bits(STALE_NAN_BITS) } else { -3.25 - i as f64 / 3.0 },
+            schema: -2,
+            zero_threshold: 1e-128,
+            positive_spans: vec![span(3, 2)],
+            positive_counts: vec![1.5, 2.5 + i as f64],
+            negative_spans: vec![span(0, 1)],
+            negative_counts: vec![2.0],
+            reset_hint: 3,
+            timestamp: t,
+            ..Default::default()
+        }
+    }
+
+    /// A histogram with custom buckets (NHCB, schema -53).
+    fn nhcb(t: i64, i: u64) -> proto::Histogram {
+        proto::Histogram {
+            count: Some(Count::CountInt(7 + i)),
+            zero_count: Some(ZeroCount::ZeroCountInt(0)),
+            sum: 100.0 + i as f64,
+            schema: -53,
+            positive_spans: vec![span(0, 2), span(1, 1)],
+            positive_deltas: vec![3, -1, i as i64],
+            custom_values: vec![0.1, 0.5, 1.0],
+            timestamp: t,
+            ..Default::default()
+        }
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect()
+    }
+
+    /// Timestamps over two days from `T0`, every 20 min.
+    fn times() -> Vec<i64> {
+        (0..144).map(|i| T0 + i * 1_200_000 + (i * 7_919) % 5_000).collect()
+    }
+
+    /// A remote-write 1.0 request of 12 series (4 of each form) and what it reads back as.
+    fn v1_request() -> (proto::WriteRequest, Read) {
+        let (mut timeseries, mut want) = (Vec::new(), Read::new());
+        for (form, f) in
+            [("integer", integer as fn(i64, u64) -> proto::Histogram), ("gauge", float_gauge), ("nhcb", nhcb)]
+        {
+            for k in 0..4 {
+                let k = k.to_string();
+                let pairs = [("__name__", "chh_v1"), ("form", form), ("k", k.as_str())];
+                let hs: Vec<proto::Histogram> = times().into_iter().zip(0..).map(|(t, i)| f(t, i)).collect();
+                let mut ts = series(&pairs, &[]);
+                ts.histograms = hs.clone();
+                timeseries.push(ts);
+                want.insert(labels(&pairs), (vec![], hs));
+            }
+        }
+        (proto::WriteRequest { timeseries, metadata: vec![] }, want)
+    }
+
+    /// A remote-write 2.0 request: a series switching between floats and histograms (even steps
+    /// floats, odd steps histograms) and one of histograms only.
+    fn v2_request() -> (v2::Request, Read) {
+        let symbols: Vec<String> =
+            ["", "__name__", "chh_v2_mixed", "chh_v2_integer", "job", "v2"].map(String::from).to_vec();
+        let (mut timeseries, mut want) = (Vec::new(), Read::new());
+        let t = times();
+        let floats: Vec<proto::Sample> = t
+            .iter()
+            .step_by(2)
+            .zip(0..)
+            .map(|(&timestamp, i)| proto::Sample { value: i as f64 * 0.1, timestamp })
+            .collect();
+        let mixed_h: Vec<proto::Histogram> =
+            t.iter().skip(1).step_by(2).zip(0..).map(|(&ts, i)| integer(ts, i)).collect();
+        let only_h: Vec<proto::Histogram> = t.iter().zip(0..).map(|(&ts, i)| integer(ts, i)).collect();
+        for (name_ref, name, samples, histograms) in
+            [(2, "chh_v2_mixed", floats, mixed_h), (3, "chh_v2_integer", vec![], only_h)]
+        {
+            timeseries.push(v2::TimeSeries {
+                labels_refs: vec![1, name_ref, 4, 5],
+                samples: samples.clone(),
+                histograms: histograms.clone(),
+                ..Default::default()
+            });
+            want.insert(labels(&[("__name__", name), ("job", "v2")]), (samples, histograms));
+        }
+        (v2::Request { symbols, timeseries }, want)
+    }
+
+    /// Remote read (`SAMPLES`) of every series named like `chh_.*` over the two days.
+    fn remote_read(base: &str) -> Read {
+        let req = proto::ReadRequest {
+            queries: vec![proto::Query {
+                start_timestamp_ms: T0 - DAY,
+                end_timestamp_ms: T0 + 3 * DAY,
+                matchers: vec![proto::LabelMatcher {
+                    r#type: MatcherType::Re as i32,
+                    name: "__name__".into(),
+                    value: "chh_.*".into(),
+                }],
+                hints: None,
+            }],
+            accepted_response_types: vec![ResponseType::Samples as i32],
+        };
+        let resp = V1_HEADERS
+            .iter()
+            .fold(client().post(format!("{base}/api/v1/read")), |r, (k, v)| r.header(*k, *v))
+            .body(snappy_body(&req))
+            .send()
+            .expect("remote read");
+        let status = resp.status().as_u16();
+        let body = resp.bytes().unwrap().to_vec();
+        assert_eq!(status, 200, "remote read: {}", String::from_utf8_lossy(&body));
+        let raw = saltdb::remote::decode::decompress(&body, 64 << 20).expect("snappy response");
+        let resp = proto::ReadResponse::decode(raw.as_slice()).expect("ReadResponse");
+        let mut out = Read::new();
+        for ts in resp.results.into_iter().flat_map(|r| r.timeseries) {
+            let labels = ts.labels.iter().map(|l| (l.name.clone(), l.value.clone())).collect();
+            out.insert(labels, (ts.samples, ts.histograms));
+        }
+        out
+    }
+
+    /// Equal series, samples and histograms field by field, floats compared by their bits.
+    fn assert_same(got: &Read, want: &Read, when: &str) {
+        let bits = |h: &proto::Histogram| format!("{h:?} sum bits {:x}", h.sum.to_bits());
+        let sample_bits = |s: &proto::Sample| (s.timestamp, s.value.to_bits());
+        assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{when}");
+        for (labels, (samples, hs)) in want {
+            let (got_samples, got_hs) = &got[labels];
+            assert_eq!(
+                got_samples.iter().map(sample_bits).collect::<Vec<_>>(),
+                samples.iter().map(sample_bits).collect::<Vec<_>>(),
+                "{when}: {labels:?}"
+            );
+            assert_eq!(
+                got_hs.iter().map(bits).collect::<Vec<_>>(),
+                hs.iter().map(bits).collect::<Vec<_>>(),
+                "{when}: {labels:?}"
+            );
+        }
+    }
+
+    fn node(dir: &std::path::Path, urls: &str) -> Binary {
+        Binary::spawn(
+            dir,
+            &["--storage", "clickhouse", "--clickhouse-url", urls, "--retention", "0", "--enable-admin-api"],
+        )
+    }
+
+    /// Histograms written by remote-write 1.0 through one node and 2.0 through another read back
+    /// bit for bit from both nodes (every form: integer and float, gauge, custom buckets, hints,
+    /// stale markers; a series switching between floats and histograms), after a retried write,
+    /// after their days are sealed into histogram chunks, and after a delete cuts into them.
+    #[test]
+    fn histograms_read_back_bit_for_bit_across_a_retry_a_seal_a_delete_and_two_nodes() {
+        let test = "histograms_read_back_bit_for_bit_across_a_retry_a_seal_a_delete_and_two_nodes";
+        let dir = tempfile::tempdir().unwrap();
+        let Some(shards) = cluster(dir.path(), test) else { return };
+        let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
+        let (a, b) = (node(&dir.path().join("node-a"), &urls), node(&dir.path().join("node-b"), &urls));
+        let (req1, mut want) = v1_request();
+        let (req2, want2) = v2_request();
+        want.extend(want2);
+        for _ in 0..2 {
+            // The second time round, a retry: nothing doubles.
+            let (status, _, text) = post(&a.url("/api/v1/write"), &V1_HEADERS, snappy_body(&req1));
+            assert_eq!((status, text.as_str()), (204, ""));
+            let (status, h, text) = post(&b.url("/api/v1/write"), &V2_HEADERS, snappy_body(&req2));
+            assert_eq!((status, text.as_str()), (204, ""));
+            assert_eq!(h["x-prometheus-remote-write-samples-written"], "72");
+            assert_eq!(h["x-prometheus-remote-write-histograms-written"], "216");
+        }
+        let total: usize = want.values().map(|(s, h)| s.len() + h.len()).sum();
+        let rows = |sql: &str| per_shard_count(&shards, sql);
+        assert!(
+            rows("SELECT count() FROM saltdb.samples WHERE histogram != ''").iter().all(|&n| n > 0),
+            "both shards hold some"
+        );
+        for n in [&a, &b] {
+            assert_same(&remote_read(&n.url("")), &want, "written and retried");
+        }
+        // A query on histograms answers through the node.
+        let v = crate::common::get_json(&a.url(&format!(
+            "/api/v1/query?query=histogram_count(chh_v1%7Bform%3D%22integer%22,k%3D%220%22%7D)&time={}",
+            (times()[3] + 1) as f64 / 1000.0
+        )));
+        assert_eq!(v["data"]["result"][0]["value"][1], "18", "{v}");
+
+        // Seal both days (a third node, sealing rows inserted 50 ms before it starts).
+        let mut config = ClickHouseConfig::new(shards.iter().map(|s| s.url.clone()).collect());
+        config.seal_margin_ms = Some(50);
+        let sealer = ClickHouse::open(config).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let sealed = sealer.seal_closed_days(chrono::Utc::now().timestamp_millis()).unwrap();
+        // Rows of the retried write that ClickHouse has not merged yet are read (and dropped) too.
+        assert!((total as u64..=2 * total as u64).contains(&sealed.samples), "{total} samples: {sealed:?}");
+        assert_eq!(rows("SELECT count() FROM saltdb.samples").iter().sum::<u64>(), 0);
+        let hist_chunks = rows("SELECT count() FROM saltdb.chunks WHERE substring(data, 1, 1) = unhex('A1')");
+        let days: std::collections::BTreeSet<i64> = times().iter().map(|t| t.div_euclid(DAY)).collect();
+        assert_eq!(hist_chunks.iter().sum::<u64>(), 14 * days.len() as u64, "one histogram chunk per series and day");
+        let bytes = rows("SELECT sum(length(data)) FROM saltdb.chunks WHERE substring(data, 1, 1) = unhex('A1')")
+            .iter()
+            .sum::<u64>();
+        let histograms: usize = want.values().map(|(_, h)| h.len()).sum();
+        println!(
+            "clickhouse: {histograms} histograms sealed into {bytes} B of histogram chunks ({:.2} B/histogram)",
+            bytes as f64 / histograms as f64
+        );
+        for n in [&a, &b] {
+            assert_same(&remote_read(&n.url("")), &want, "sealed");
+        }
+
+        // A late write over a sealed day: a float replaces a histogram, a histogram a float.
+        let t = times();
+        let late = v2::Request {
+            symbols: ["", "__name__", "chh_v2_mixed", "job", "v2"].map(String::from).to_vec(),
+            timeseries: vec![v2::TimeSeries {
+                labels_refs: vec![1, 2, 3, 4],
+                samples: vec![proto::Sample { value: -1.5, timestamp: t[1] }],
+                histograms: vec![integer(t[2], 7)],
+                ..Default::default()
+            }],
+        };
+        let (status, _, text) = post(&a.url("/api/v1/write"), &V2_HEADERS, snappy_body(&late));
+        assert_eq!((status, text.as_str()), (204, ""));
+        let mixed = want.get_mut(&labels(&[("__name__", "chh_v2_mixed"), ("job", "v2")])).unwrap();
+        mixed.1.retain(|h| h.timestamp != t[1]);
+        mixed.0.retain(|s| s.timestamp != t[2]);
+        mixed.0.insert(1, proto::Sample { value: -1.5, timestamp: t[1] });
+        let at = mixed.1.iter().position(|h| h.timestamp > t[2]).unwrap();
+        mixed.1.insert(at, integer(t[2], 7));
+        for n in [&a, &b] {
+            assert_same(&remote_read(&n.url("")), &want, "late writes over sealed samples");
+        }
+
+        // A delete cutting through both days of the integer forms, through node b.
+        let (from, to) = (t[30], t[100]);
+        let resp = client()
+            .post(b.url("/api/v1/admin/tsdb/delete_series"))
+            .form(&[
+                ("match[]", r#"{form="integer"}"#),
+                ("match[]", r#"{__name__="chh_v2_mixed"}"#),
+                ("start", &(from as f64 / 1000.0).to_string()),
+                ("end", &(to as f64 / 1000.0).to_string()),
+            ])
+            .send()
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 204, "{}", resp.text().unwrap_or_default());
+        for (l, (s, h)) in want.iter_mut() {
+            if l.get("form").map(String::as_str) == Some("integer") || l["__name__"] == "chh_v2_mixed" {
+                s.retain(|p| !(from..=to).contains(&p.timestamp));
+                h.retain(|p| !(from..=to).contains(&p.timestamp));
+            }
+        }
+        for n in [&a, &b] {
+            assert_same(&remote_read(&n.url("")), &want, "after a delete");
+        }
+        a.terminate();
+        b.terminate();
+    }
+
+    /// A shard down while a request of histograms (and a float) for series on it is written:
+    /// 503 with `Retry-After` naming the shard, and once it is back nothing of the request is
+    /// there; a request for series of the live shard succeeds meanwhile.
+    #[test]
+    fn a_shard_down_during_a_histogram_write_is_a_503_with_nothing_partial() {
+        let test = "a_shard_down_during_a_histogram_write_is_a_503_with_nothing_partial";
+        let dir = tempfile::tempdir().unwrap();
+        let Some(mut shards) = cluster(dir.path(), test) else { return };
+        let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
+        let a = node(&dir.path().join("node"), &urls);
+        // Learn where 16 series live: write one float each, ask each shard.
+        let probe: Vec<proto::TimeSeries> = (0..16)
+            .map(|k| series(&[("__name__", "chh_down"), ("k", k.to_string().as_str())], &[(T0 - 60_000, 1.0)]))
+            .collect();
+        let req = proto::WriteRequest { timeseries: probe, metadata: vec![] };
+        assert_eq!(post(&a.url("/api/v1/write"), &V1_HEADERS, snappy_body(&req)).0, 204);
+        let on = |shard: usize| -> Vec<String> {
+            let sql = "SELECT values[indexOf(names, 'k')] FROM saltdb.series FORMAT TSV";
+            let text = client().post(format!("{}/", shards[shard].url)).body(sql).send().unwrap().text().unwrap();
+            text.lines().map(str::to_owned).collect()
+        };
+        let (on0, on1) = (on(0), on(1));
+        assert!(!on0.is_empty() && !on1.is_empty(), "16 series over two shards: {on0:?} {on1:?}");
+        let request = |ks: &[String]| {
+            let timeseries = ks
+                .iter()
+                .map(|k| {
+                    let mut ts = series(&[("__name__", "chh_down"), ("k", k.as_str())], &[(T0 + 1, 2.0)]);
+                    ts.histograms = times().into_iter().skip(1).zip(0..).map(|(t, i)| integer(t, i)).collect();
+                    ts
+                })
+                .collect();
+            proto::WriteRequest { timeseries, metadata: vec![] }
+        };
+        shards[1].kill9();
+        let (status, headers, text) = post(&a.url("/api/v1/write"), &V1_HEADERS, snappy_body(&request(&on1)));
+        assert_eq!(status, 503, "{text}");
+        assert_eq!(headers["retry-after"], "1");
+        assert!(text.contains(&shards[1].url), "{text}");
+        let (status, _, text) = post(&a.url("/api/v1/write"), &V1_HEADERS, snappy_body(&request(&on0)));
+        assert_eq!((status, text.as_str()), (204, ""), "the live shard takes writes");
+        shards[1].restart();
+        let read = remote_read(&a.url(""));
+        for (l, (s, h)) in &read {
+            let k = &l["k"];
+            if on1.contains(k) {
+                assert_eq!((s.len(), h.len()), (1, 0), "{k}: only the probe, nothing of the refused write");
+            } else {
+                assert_eq!((s.len(), h.len()), (2, times().len() - 1), "{k}");
+            }
+        }
+        assert_eq!(read.len(), 16);
+        a.terminate();
+    }
 }
