@@ -51,14 +51,6 @@ pub enum StorageError {
         /// Newest timestamp accepted.
         limit_ms: i64,
     },
-    /// The batch holds native histogram samples, which this backend (ClickHouse) cannot keep yet.
-    #[error(
-        "native histograms are not stored by this backend yet: {count} histogram samples refused, nothing written"
-    )]
-    HistogramsUnsupported {
-        /// Histogram samples in the batch.
-        count: usize,
-    },
     /// A selection would load more samples than the caller allowed.
     #[error("selection would load more than {limit} samples")]
     TooManySamples {

@@ -994,7 +994,6 @@ fn native_histogram_answers_match_prometheus() {
 /// The same with saltdb on the ClickHouse backend (two real shards): the acceptance check for
 /// native histograms there.
 #[test]
-#[ignore = "the ClickHouse backend does not store native histograms yet: remote write answers 400 \"native histograms are not stored by this backend yet\""]
 fn native_histogram_answers_on_clickhouse_match_prometheus() {
     let test = "prometheus_diff::native_histogram_answers_on_clickhouse_match_prometheus";
     if !available("prometheus", test) || !crate::peers::installed("clickhouse-server", test, "clickhouse-server") {
