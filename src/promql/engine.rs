@@ -363,6 +363,7 @@ fn parse_uncached(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
     check_text_limits(query)?;
     let folded = super::duration_expr::fold(query, step_ms, range_ms).map_err(EvalError::bad)?;
     let marked = super::extended::mark(&folded).map_err(EvalError::bad)?;
+    let marked = super::trim::mark(&marked).map_err(EvalError::bad)?;
     let marked = super::functions::info::mark_selectors(&marked);
     let query: &str = &marked;
     bounds::check_numeric_durations(query)?;
