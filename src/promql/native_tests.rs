@@ -175,6 +175,17 @@ fn histogram_functions_and_operators() {
         // Floats and a histogram on the right side have no value.
         ("h_count </ 1", 5 * MIN, &[]),
         ("1 </ h_total", 5 * MIN, &[]),
+        // Anchored: 20 (5m) - 16 (4m), the window (4m, 5m] anchored at 4m.
+        ("histogram_count(increase(h_total{job=\"a\"}[1m] anchored))", 5 * MIN, &[r#"{job="a"} 4"#]),
+        (
+            "histogram_count(rate(h_total{job=\"a\"}[1m] smoothed))",
+            5 * MIN + 30_000,
+            &[r#"{job="a"} 0.06666666666666667"#],
+        ),
+        ("resets(h_total{job=\"a\"}[1m] anchored)", 5 * MIN, &[r#"{job="a"} 0"#]),
+        ("changes(h_total{job=\"a\"}[1m] anchored)", 5 * MIN, &[r#"{job="a"} 1"#]),
+        // Smoothed instant selector: halfway between 16 (4m) and 20 (5m).
+        ("h_total{job=\"a\"} smoothed", 4 * MIN + 30_000, &[r#"h_total{job="a"} H(18/45)"#]),
     ];
     let engine = Engine::new(EngineOptions::default());
     let src = fixture();
@@ -201,6 +212,8 @@ fn annotations_name_the_problem() {
         ("delta(h_total[5m])", 5 * MIN, "PromQL warning: this native histogram metric is not a gauge: \"h_total\""),
         ("h_count </ 1", 5 * MIN, "PromQL info: incompatible sample types encountered for binary operator \"</\": float </ float"),
         ("1 >/ h_total", 5 * MIN, "PromQL info: incompatible sample types encountered for binary operator \">/\": float >/ histogram"),
+        ("rate(mixed[5m] anchored)", 3 * MIN, "PromQL warning: encountered a mix of histograms and floats for metric name \"mixed\""),
+        ("mixed smoothed", 90_000, "PromQL warning: encountered a mix of histograms and floats for metric name \"mixed\""),
     ];
     for (query, t, want) in cases {
         let got = engine.instant(&src, query, *t).unwrap_or_else(|e| panic!("{query}: {e}"));

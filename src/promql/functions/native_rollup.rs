@@ -176,7 +176,7 @@ fn sum_histograms(q: &Query, name: &str, hists: &[HistogramSample]) -> Option<Hi
 
 /// `resets` (`resets = true`) or `changes` over a window mixing floats and histograms: a
 /// switch between a float and a histogram counts as both.
-fn count_transitions(floats: &[Sample], hists: &[HistogramSample], resets: bool) -> f64 {
+pub(crate) fn count_transitions(floats: &[Sample], hists: &[HistogramSample], resets: bool) -> f64 {
     enum P<'a> {
         F(f64),
         H(&'a Histogram),
