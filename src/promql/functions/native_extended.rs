@@ -95,8 +95,8 @@ pub(crate) fn rate(q: &Query, name: &str, h: &[HistogramSample], w: Extended) ->
         q.warn(note::mixed_exponential_custom(name));
         return None;
     };
-    let gauge = |x: &Histogram| x.counter_reset_hint == CounterResetHint::Gauge;
-    if !w.is_counter && !(gauge(&left) && gauge(&right)) {
+    let not_gauge = |x: &Histogram| x.counter_reset_hint != CounterResetHint::Gauge;
+    if !w.is_counter && (not_gauge(&left) || not_gauge(&right)) {
         q.warn(note::not_gauge(name));
     }
     let mut out = right.clone();
