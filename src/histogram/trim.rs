@@ -314,7 +314,7 @@ mod tests {
     #[test]
     fn zero_bucket_is_split_linearly() {
         let h = trimmed(exponential(), 0.0, Trim::Upper);
-        assert_counts(&h, 3.5, -3.53578390593273768, 0.5, &[], &[1.0, 2.0]);
+        assert_counts(&h, 3.5, -3.5357839059327376, 0.5, &[], &[1.0, 2.0]);
     }
 
     #[test]
