@@ -42,6 +42,27 @@ impl Histogram {
         self.combine(other, true)
     }
 
+    /// Prometheus' `HasOverflow`: whether the count, the sum, the zero count, a bucket or a
+    /// custom bound is infinite (as after a sum that exceeded `f64`).
+    pub fn has_overflow(&self) -> bool {
+        [self.count, self.sum, self.zero_count]
+            .iter()
+            .chain(&self.positive_buckets)
+            .chain(&self.negative_buckets)
+            .chain(&self.custom_values)
+            .any(|v| v.is_infinite())
+    }
+
+    /// The largest magnitude of the count, the sum, the zero count and the buckets (NaN
+    /// ignored; 0 for an empty histogram).
+    pub fn largest_magnitude(&self) -> f64 {
+        [self.count, self.sum, self.zero_count]
+            .iter()
+            .chain(&self.positive_buckets)
+            .chain(&self.negative_buckets)
+            .fold(0.0, |m: f64, v| m.max(v.abs()))
+    }
+
     /// Scales every count and the sum by `factor`; a negative factor makes it a gauge.
     pub fn mul(&mut self, factor: f64) {
         self.integer = false;

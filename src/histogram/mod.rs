@@ -10,6 +10,8 @@
 //! - [`Histogram::add`], [`Histogram::sub`], [`Histogram::mul`], [`Histogram::div`],
 //!   [`Histogram::compact`], [`Histogram::reduce_resolution`], [`detect_reset`],
 //!   [`Histogram::equals`]: Prometheus' `FloatHistogram` semantics.
+//! - [`Histogram::trim`]: PromQL's trim operators `</` and `>/` ([`Trim`]), interpolating in
+//!   the bucket that holds the threshold as `histogram_fraction` does.
 //! - [`quantile()`], [`fraction()`], [`std_var`], [`std_dev`]: PromQL's `histogram_quantile`,
 //!   `histogram_fraction`, `histogram_stdvar` and `histogram_stddev` with Prometheus 3.x's
 //!   interpolation; quantile and fraction return an [`Estimate`] whose [`Note`] carries the
@@ -23,6 +25,7 @@ mod compare;
 mod layout;
 mod quantile;
 mod spread;
+mod trim;
 mod types;
 mod validate;
 
@@ -32,6 +35,7 @@ pub use compare::detect_reset;
 pub use layout::ArithError;
 pub use quantile::{fraction, quantile, Estimate, Note};
 pub use spread::{std_dev, std_var};
+pub use trim::Trim;
 pub use types::{
     is_custom_schema, is_exponential_schema, CounterResetHint, Histogram, IntegerCounts, Layout, Span,
     CUSTOM_BUCKETS_SCHEMA, MAX_EXPONENTIAL_SCHEMA, MIN_EXPONENTIAL_SCHEMA,

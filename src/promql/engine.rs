@@ -334,7 +334,8 @@ pub fn parse_at(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
         return parse_uncached(query, step_ms, range_ms);
     }
     // `step()` and `range()` fold into the text's durations: only then do they belong in the key.
-    let key = if query.contains("step") || query.contains("range") {
+    // Matched without case, as the duration expressions match `step()` and `range()`.
+    let key = if contains_ignoring_case(query, "step") || contains_ignoring_case(query, "range") {
         (query.to_owned(), step_ms, range_ms)
     } else {
         (query.to_owned(), 0, 0)
@@ -345,6 +346,11 @@ pub fn parse_at(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
     let expr = parse_uncached(query, step_ms, range_ms)?;
     parsed_cache().insert(key, std::sync::Arc::new(expr.clone()));
     Ok(expr)
+}
+
+/// Whether `text` contains the ASCII `word` in any case.
+fn contains_ignoring_case(text: &str, word: &str) -> bool {
+    text.as_bytes().windows(word.len()).any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
 }
 
 /// Longest query text whose parse is remembered.
@@ -363,6 +369,7 @@ fn parse_uncached(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
     check_text_limits(query)?;
     let folded = super::duration_expr::fold(query, step_ms, range_ms).map_err(EvalError::bad)?;
     let marked = super::extended::mark(&folded).map_err(EvalError::bad)?;
+    let marked = super::trim::mark(&marked).map_err(EvalError::bad)?;
     let marked = super::functions::info::mark_selectors(&marked);
     let query: &str = &marked;
     bounds::check_numeric_durations(query)?;
@@ -714,7 +721,9 @@ mod tests {
     /// part of the key, errors are never remembered.
     #[test]
     fn remembered_parses_equal_fresh_ones() {
-        for q in ["rate(up[5m])", "sum by (job) (rate(x{a=~\"b.*\"}[step()]))", "up[range():step()]"] {
+        let queries =
+            ["rate(up[5m])", "sum by (job) (rate(x{a=~\"b.*\"}[step()]))", "up[range():step()]", "up offset STEP()"];
+        for q in queries {
             for (step, range) in [(60_000, 3_600_000), (15_000, 3_600_000), (60_000, 600_000)] {
                 let fresh = parse_uncached(q, step, range).unwrap();
                 assert_eq!(parse_at(q, step, range).unwrap(), fresh, "{q} {step} {range}");

@@ -18,6 +18,7 @@ use super::footprint;
 use super::functions;
 use super::functions::aggr::GroupCache;
 use super::functions::rollup::StepWindow;
+use super::functions::{native_extended, native_rollup};
 use super::grid::{self, PerSeries};
 use super::identity::{AddrMap, IdentityCache};
 use super::points;
@@ -630,6 +631,11 @@ impl<'o> Query<'o> {
             for s in self.series_of(vs) {
                 let around: Vec<Sample> =
                     Self::between(&s.samples, lo, hi).iter().copied().filter(|p| !is_stale_marker(p.value)).collect();
+                let hists = points::live_histograms_between(&s.histograms, lo, hi);
+                if !hists.is_empty() {
+                    out.extend(self.smoothed_histogram(&s.labels, &around, &hists, te).map(|e| (e, te)));
+                    continue;
+                }
                 if let Some(v) = extended::smoothed_value(&around, te) {
                     out.push((Elem::new(s.labels.clone(), v, false), te));
                 }
@@ -653,6 +659,25 @@ impl<'o> Query<'o> {
             out.push((Elem::new(s.labels.clone(), last.value, false), last.timestamp_ms));
         }
         out
+    }
+
+    /// An instant `smoothed` selector's value at `te` for a series with histograms around it
+    /// (`floats` and `hists` in `(te - lookback, te + lookback]`); none, after a warning, when
+    /// floats are there too.
+    fn smoothed_histogram(
+        &self,
+        labels: &Labels,
+        floats: &[Sample],
+        hists: &[HistogramSample],
+        te: i64,
+    ) -> Option<Elem> {
+        let name = labels.get(METRIC_NAME).unwrap_or("");
+        if !floats.is_empty() {
+            self.warn(native_rollup::note::mixed_floats_histograms(name));
+            return None;
+        }
+        let h = native_extended::smoothed_value(self, name, hists, te)?;
+        Some(Elem::of_point(labels.clone(), Point::Histogram(Arc::new(h)), false))
     }
 
     /// The lookback window of instant selectors, in ms.

@@ -18,6 +18,7 @@ mod grid;
 mod identity;
 mod points;
 pub mod stats;
+mod trim;
 pub mod value;
 
 pub use annotations::{Annotation, Annotations, Severity};

@@ -160,6 +160,32 @@ fn histogram_functions_and_operators() {
             &[r#"h_total{job="a", x="y"} H(20/50)"#],
         ),
         ("scalar(h_total{job=\"a\"})", 5 * MIN, &["NaN"]),
+        // Trims at 5m (a: 5 in (0.5, 1], 15 in (1, 2]): at a bucket bound whole buckets stay;
+        // the name stays as after a comparison.
+        ("h_total{job=\"a\"} </ 1", 5 * MIN, &[r#"h_total{job="a"} H(5/3.5355339059327378)"#]),
+        ("h_total{job=\"a\"} >/ 1", 5 * MIN, &[r#"h_total{job="a"} H(15/21.213203435596427)"#]),
+        ("h_total{job=\"a\"} >/ 0.5", 5 * MIN, &[r#"h_total{job="a"} H(20/50)"#]),
+        ("histogram_count(h_total </ 1)", 5 * MIN, &[r#"{job="a"} 5"#, r#"{job="b"} 10"#]),
+        // Matching: a float per job as the threshold.
+        (
+            "h_total >/ on(job) (h_count / h_count)",
+            5 * MIN,
+            &[r#"{job="a"} H(15/21.213203435596427)"#, r#"{job="b"} H(30/42.42640687119285)"#],
+        ),
+        // Floats and a histogram on the right side have no value.
+        ("h_count </ 1", 5 * MIN, &[]),
+        ("1 </ h_total", 5 * MIN, &[]),
+        // Anchored: 20 (5m) - 16 (4m), the window (4m, 5m] anchored at 4m.
+        ("histogram_count(increase(h_total{job=\"a\"}[1m] anchored))", 5 * MIN, &[r#"{job="a"} 4"#]),
+        (
+            "histogram_count(rate(h_total{job=\"a\"}[1m] smoothed))",
+            5 * MIN + 30_000,
+            &[r#"{job="a"} 0.06666666666666667"#],
+        ),
+        ("resets(h_total{job=\"a\"}[1m] anchored)", 5 * MIN, &[r#"{job="a"} 0"#]),
+        ("changes(h_total{job=\"a\"}[1m] anchored)", 5 * MIN, &[r#"{job="a"} 1"#]),
+        // Smoothed instant selector: halfway between 16 (4m) and 20 (5m).
+        ("h_total{job=\"a\"} smoothed", 4 * MIN + 30_000, &[r#"h_total{job="a"} H(18/45)"#]),
     ];
     let engine = Engine::new(EngineOptions::default());
     let src = fixture();
@@ -184,6 +210,10 @@ fn annotations_name_the_problem() {
         ("max(h_total)", 5 * MIN, "PromQL info: ignored histogram in max aggregation"),
         ("sum({__name__=~\"h_total|h_count\", job=\"a\"})", 5 * MIN, "PromQL warning: encountered a mix of histograms and floats for aggregation"),
         ("delta(h_total[5m])", 5 * MIN, "PromQL warning: this native histogram metric is not a gauge: \"h_total\""),
+        ("h_count </ 1", 5 * MIN, "PromQL info: incompatible sample types encountered for binary operator \"</\": float </ float"),
+        ("1 >/ h_total", 5 * MIN, "PromQL info: incompatible sample types encountered for binary operator \">/\": float >/ histogram"),
+        ("rate(mixed[5m] anchored)", 3 * MIN, "PromQL warning: encountered a mix of histograms and floats for metric name \"mixed\""),
+        ("mixed smoothed", 90_000, "PromQL warning: encountered a mix of histograms and floats for metric name \"mixed\""),
     ];
     for (query, t, want) in cases {
         let got = engine.instant(&src, query, *t).unwrap_or_else(|e| panic!("{query}: {e}"));
@@ -318,4 +348,14 @@ proptest! {
         let Value::Vector(c) = engine.instant(&src, "count(x)", 0).unwrap().value else { panic!("not a vector") };
         prop_assert_eq!(c[0].value, hs.len() as f64);
     }
+}
+
+#[test]
+fn trims_refuse_bool_and_scalar_operands() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = fixture();
+    let bool_err = engine.instant(&src, "h_total </ bool 1", 0).unwrap_err().to_string();
+    assert!(bool_err.contains("bool modifier can only be used on comparison operators"), "{bool_err}");
+    let scalar_err = engine.instant(&src, "1 </ 2", 0).unwrap_err().to_string();
+    assert!(scalar_err.contains("not allowed for Scalar operations"), "{scalar_err}");
 }

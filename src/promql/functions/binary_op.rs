@@ -1,15 +1,17 @@
-//! Binary operators: arithmetic, comparisons (with `bool`), and the set operators, between
-//! scalars and vectors, with `on`/`ignoring` and `group_left`/`group_right` matching.
-//! Registry: [`Op::from_name`].
+//! Binary operators: arithmetic, comparisons (with `bool`), the set operators and the histogram
+//! trims (`</`, `>/`, see `promql/trim.rs`), between scalars and vectors, with `on`/`ignoring`
+//! and `group_left`/`group_right` matching. Registry: [`Op::from_name`].
 
 use std::collections::{HashMap, HashSet};
 
 use promql_parser::parser::{BinModifier, BinaryExpr, LabelModifier, VectorMatchCardinality};
 
 use super::native_binop::{self, Outcome};
+use crate::histogram::Trim;
 use crate::labels::{Labels, METRIC_NAME};
 use crate::promql::error::{EvalError, Result};
 use crate::promql::eval::Query;
+use crate::promql::trim;
 use crate::promql::value::{project, with_label, Elem, StepValue};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +32,10 @@ pub(crate) enum Op {
     And,
     Or,
     Unless,
+    /// `</`: the observations of a histogram below a float.
+    TrimUpper,
+    /// `>/`: the observations of a histogram above a float.
+    TrimLower,
 }
 
 impl Op {
@@ -76,7 +82,27 @@ impl Op {
             And => "and",
             Or => "or",
             Unless => "unless",
+            TrimUpper => "</",
+            TrimLower => ">/",
         }
+    }
+
+    /// The histogram trims, which the crate parses as marked comparisons (`promql/trim.rs`).
+    fn of_trim(t: Trim) -> Self {
+        match t {
+            Trim::Upper => Op::TrimUpper,
+            Trim::Lower => Op::TrimLower,
+        }
+    }
+
+    pub(crate) fn is_trim(self) -> bool {
+        matches!(self, Op::TrimUpper | Op::TrimLower)
+    }
+
+    /// Whether the result is no longer of the operand's metric (Prometheus'
+    /// `changesMetricSchema`): arithmetic drops the metric name, comparisons and trims keep it.
+    fn changes_schema(self) -> bool {
+        !self.is_comparison() && !self.is_trim() && !self.is_set()
     }
 
     fn is_comparison(self) -> bool {
@@ -106,19 +132,27 @@ pub(crate) fn apply(op: Op, l: f64, r: f64) -> Option<f64> {
         Op::Lt => cmp(l < r),
         Op::Ge => cmp(l >= r),
         Op::Le => cmp(l <= r),
-        Op::And | Op::Or | Op::Unless => None,
+        Op::And | Op::Or | Op::Unless | Op::TrimUpper | Op::TrimLower => None,
     }
 }
 
 /// Evaluates a binary expression at `t`.
 pub(crate) fn eval(q: &Query, b: &BinaryExpr, t: i64) -> Result<StepValue> {
-    let name = b.op.to_string();
-    let op = Op::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown operator {name}")))?;
+    let (op, written) = match trim::of(b) {
+        Some(tr) => (Op::of_trim(tr), trim::modifier(b)),
+        None => {
+            let name = b.op.to_string();
+            (Op::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown operator {name}")))?, None)
+        }
+    };
     let lhs = q.eval(&b.lhs, t)?;
     let rhs = q.eval(&b.rhs, t)?;
-    let m = b.modifier.as_ref();
+    let m = if op.is_trim() { written.as_ref() } else { b.modifier.as_ref() };
     let return_bool = m.is_some_and(|m| m.return_bool);
     match (lhs, rhs) {
+        (StepValue::Scalar(_), StepValue::Scalar(_)) if op.is_trim() => {
+            Err(EvalError::exec(format!("operator {:?} not allowed for Scalar operations", op.symbol())))
+        }
         (StepValue::Scalar(l), StepValue::Scalar(r)) => Ok(StepValue::Scalar(scalar_op(op, l, r, return_bool))),
         (StepValue::Vector(v), StepValue::Scalar(s)) => {
             Ok(StepValue::Vector(vector_scalar(q, op, v, s, false, return_bool)))
@@ -155,10 +189,12 @@ fn scalar_op(op: Op, l: f64, r: f64, return_bool: bool) -> f64 {
 fn vector_scalar(q: &Query, op: Op, v: Vec<Elem>, s: f64, swap: bool, return_bool: bool) -> Vec<Elem> {
     let mut out = Vec::with_capacity(v.len());
     for e in v {
-        if e.hist.is_some() {
-            let (l, r) = if swap { ((s, None), (0.0, e.hist.as_ref())) } else { ((0.0, e.hist.as_ref()), (s, None)) };
+        if e.hist.is_some() || op.is_trim() {
+            let (l, r) =
+                if swap { ((s, None), (e.value, e.hist.as_ref())) } else { ((e.value, e.hist.as_ref()), (s, None)) };
             if let Some(x) = paired(native_binop::combine(q, op, l, r), return_bool) {
-                out.push(Elem { labels: e.labels, value: x.0, drop_name: true, hist: x.1 });
+                let drop_name = op.changes_schema() || return_bool || e.drop_name;
+                out.push(Elem { labels: e.labels, value: x.0, drop_name, hist: x.1 });
             }
             continue;
         }
@@ -275,7 +311,7 @@ fn vector_vector(q: &Query, op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&B
         let (el, er) = if one_to_many { (rs, ls) } else { (ls, rs) };
         let (vl, vr) = (el.value, er.value);
         let labels = result_labels(&ls.labels, &rs.labels, &matching, one_to_one, include);
-        if el.hist.is_some() || er.hist.is_some() {
+        if el.hist.is_some() || er.hist.is_some() || op.is_trim() {
             let outcome = native_binop::combine(q, op, (vl, el.hist.as_ref()), (vr, er.hist.as_ref()));
             if matches!(outcome, Outcome::Dropped) {
                 continue;
@@ -285,7 +321,7 @@ fn vector_vector(q: &Query, op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&B
                 return Err(EvalError::exec("multiple matches for labels: grouping labels must ensure unique matches"));
             }
             if let Some((value, hist)) = kept {
-                let drop = return_bool || !op.is_comparison() || ls.drop_name;
+                let drop = return_bool || op.changes_schema() || ls.drop_name;
                 out.push(Elem { labels, value, drop_name: drop, hist });
             }
             continue;

@@ -10,6 +10,7 @@ pub(crate) mod info;
 pub(crate) mod native;
 pub(crate) mod native_aggr;
 pub(crate) mod native_binop;
+pub(crate) mod native_extended;
 pub(crate) mod native_rollup;
 pub(crate) mod rollup;
 pub(crate) mod stats;

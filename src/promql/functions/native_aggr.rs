@@ -21,7 +21,7 @@ pub(crate) fn sum_or_avg(q: &Query, average: bool, labels: Labels, elems: &[Elem
     }
     let mut hists = elems.iter().filter_map(|e| e.hist.as_deref().map(|h| (h, &e.labels)));
     let (first, _) = hists.next()?;
-    let mut running = CompensatedSum::new(first);
+    let mut running = Running::new(first, average);
     let (mut reset, mut not_reset) = (false, false);
     let mut track = |h: &Histogram| match h.counter_reset_hint {
         CounterResetHint::CounterReset => reset = true,
@@ -36,15 +36,103 @@ pub(crate) fn sum_or_avg(q: &Query, average: bool, labels: Labels, elems: &[Elem
         }
     }
     let mut sum = running.finish();
-    if average {
-        sum.div(elems.len() as f64);
-    }
     sum.compact(0);
     if reset && not_reset {
         q.warn(note::counter_reset_collision("aggregation"));
     }
     let drop = elems.iter().any(|e| e.drop_name);
     Some(Elem::histogram(labels, Arc::new(sum), drop))
+}
+
+/// A running sum or mean of histograms.
+pub(crate) enum Running {
+    Sum(CompensatedSum),
+    Mean(HistogramMean),
+}
+
+impl Running {
+    /// A sum (or with `average` a mean) starting at `first`.
+    pub(crate) fn new(first: &Histogram, average: bool) -> Self {
+        if average {
+            Running::Mean(HistogramMean::new(first))
+        } else {
+            Running::Sum(CompensatedSum::new(first))
+        }
+    }
+
+    /// Adds `other`; `false` (after a warning) when it cannot be added.
+    pub(crate) fn add(&mut self, q: &Query, name: &str, other: &Histogram, operation: &str) -> bool {
+        match self {
+            Running::Sum(s) => s.add(q, name, other, operation),
+            Running::Mean(m) => m.add(q, name, other, operation),
+        }
+    }
+
+    /// The sum or mean.
+    pub(crate) fn finish(self) -> Histogram {
+        match self {
+            Running::Sum(s) => s.finish(),
+            Running::Mean(m) => m.finish(),
+        }
+    }
+}
+
+/// Magnitude below which adding two histograms cannot overflow, even with the buckets merged
+/// by a reduction of the schema (at most 2^12 into one).
+const SAFE_MAGNITUDE: f64 = 1e300;
+
+/// A running mean of histograms, as Prometheus' `avg` and `avg_over_time` compute it: the
+/// compensated sum divided by the count at the end while the sum stays finite; once adding a
+/// histogram would overflow, an incremental mean (`mean * (n-1)/n + h/n`) from then on.
+pub(crate) struct HistogramMean {
+    /// The sum, or once `incremental` the mean (its compensations scaled alike).
+    running: CompensatedSum,
+    /// Histograms seen.
+    n: f64,
+    incremental: bool,
+}
+
+impl HistogramMean {
+    /// A mean starting at `first`.
+    pub(crate) fn new(first: &Histogram) -> Self {
+        Self { running: CompensatedSum::new(first), n: 1.0, incremental: false }
+    }
+
+    /// Adds `other` as [`CompensatedSum::add`] does; `false` when it cannot be added.
+    pub(crate) fn add(&mut self, q: &Query, name: &str, other: &Histogram, operation: &str) -> bool {
+        self.n += 1.0;
+        if !self.incremental {
+            let safe = |h: &Histogram| h.largest_magnitude() < SAFE_MAGNITUDE;
+            if safe(&self.running.acc) && safe(other) {
+                return self.running.add(q, name, other, operation);
+            }
+            let mut trial = self.running.clone();
+            if !trial.add(q, name, other, operation) {
+                return false;
+            }
+            if !trial.acc.has_overflow() {
+                self.running = trial;
+                return true;
+            }
+            self.incremental = true;
+            self.running.scale(1.0 / (self.n - 1.0));
+        }
+        let keep = (self.n - 1.0) / self.n;
+        self.running.scale(keep);
+        let mut part = other.clone();
+        part.div(self.n);
+        self.running.add(q, name, &part, operation)
+    }
+
+    /// The mean.
+    pub(crate) fn finish(self) -> Histogram {
+        let n = self.n;
+        let mut out = self.running.finish();
+        if !self.incremental {
+            out.div(n);
+        }
+        out
+    }
 }
 
 /// `elems` without histograms; an info names `aggregation` when some were dropped.
@@ -59,6 +147,7 @@ pub(crate) fn without_histograms(q: &Query, aggregation: &str, mut elems: Vec<El
 /// A running sum of histograms with Kahan compensation of the count, the sum and (while the
 /// zero buckets agree) the zero count, as Prometheus' `KahanAdd` compensates them; buckets are
 /// added plainly with [`Histogram::add`].
+#[derive(Clone)]
 pub(crate) struct CompensatedSum {
     acc: Histogram,
     /// Compensations of `count`, `sum` and `zero_count`.
@@ -94,6 +183,12 @@ impl CompensatedSum {
         true
     }
 
+    /// Multiplies the sum and its compensations by `factor`.
+    fn scale(&mut self, factor: f64) {
+        self.acc.mul(factor);
+        self.c.iter_mut().for_each(|c| *c *= factor);
+    }
+
     /// The compensated sum.
     pub(crate) fn finish(mut self) -> Histogram {
         let fields = [&mut self.acc.count, &mut self.acc.sum, &mut self.acc.zero_count];
@@ -124,5 +219,28 @@ mod tests {
         // Plain addition loses the 1 (1e100 + 1 == 1e100).
         assert_eq!(got.sum, 1.0);
         assert_eq!(got.count, 3.0);
+    }
+
+    #[test]
+    fn mean_turns_incremental_where_the_sum_would_overflow() {
+        let opts = EngineOptions::default();
+        let q = Query::new(&opts, 0, 0, 0);
+        let h = |count: f64| Histogram { count, sum: 3.0, ..Histogram::default() };
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+
+        let mut plain = HistogramMean::new(&h(1.0));
+        for c in [2.0, 6.0] {
+            assert!(plain.add(&q, "x", &h(c), "aggregation"));
+        }
+        let got = plain.finish();
+        assert_eq!((got.count, got.sum), (3.0, 3.0));
+
+        let mut big = HistogramMean::new(&h(f64::MAX));
+        for c in [f64::MAX, 0.0] {
+            assert!(big.add(&q, "x", &h(c), "aggregation"));
+        }
+        let got = big.finish();
+        assert!(close(got.count, f64::MAX / 3.0 * 2.0), "{}", got.count);
+        assert!(close(got.sum, 3.0), "{}", got.sum);
     }
 }

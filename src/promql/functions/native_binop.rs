@@ -1,13 +1,14 @@
 //! Binary operators on elements of which at least one is a native histogram, with Prometheus
 //! 3.x's semantics (`vectorElemBinop` in its `engine.go`): histogram `+`/`-` histogram,
-//! histogram `*` float (either side), histogram `/` float, and `==`/`!=` between histograms;
-//! every other combination drops the pair with an info naming the operand types.
+//! histogram `*` float (either side), histogram `/` float, histogram `</`/`>/` float (the
+//! trims), and `==`/`!=` between histograms; every other combination drops the pair with an
+//! info naming the operand types (for the trims also float with float).
 
 use std::sync::Arc;
 
 use super::binary_op::Op;
 use super::native_rollup::note;
-use crate::histogram::{CounterResetHint, Histogram};
+use crate::histogram::{CounterResetHint, Histogram, Trim};
 use crate::promql::eval::Query;
 
 /// One operand: a float, or a histogram (then the float is not used).
@@ -24,7 +25,7 @@ pub(crate) enum Outcome {
     Dropped,
 }
 
-/// `l op r` where at least one side is a histogram.
+/// `l op r` where at least one side is a histogram (or, for a trim, both are floats).
 pub(crate) fn combine(q: &Query, op: Op, l: Operand<'_>, r: Operand<'_>) -> Outcome {
     let incompatible = |lt: &str, rt: &str| {
         let sym = op.symbol();
@@ -45,6 +46,11 @@ pub(crate) fn combine(q: &Query, op: Op, l: Operand<'_>, r: Operand<'_>) -> Outc
         ((_, Some(hl)), (rf, None)) => match op {
             Op::Mul => scaled(hl, &|h| h.mul(rf)),
             Op::Div => scaled(hl, &|h| h.div(rf)),
+            Op::TrimUpper | Op::TrimLower => {
+                let mut h = Histogram::clone(hl);
+                h.trim(rf, if op == Op::TrimUpper { Trim::Upper } else { Trim::Lower });
+                Outcome::Value(0.0, Some(Arc::new(h)))
+            }
             _ => incompatible("histogram", "float"),
         },
         ((_, Some(hl)), (_, Some(hr))) => match op {
@@ -58,6 +64,7 @@ pub(crate) fn combine(q: &Query, op: Op, l: Operand<'_>, r: Operand<'_>) -> Outc
             }
             _ => incompatible("histogram", "histogram"),
         },
+        ((_, None), (_, None)) if op.is_trim() => incompatible("float", "float"),
         ((_, None), (_, None)) => Outcome::Dropped,
     }
 }

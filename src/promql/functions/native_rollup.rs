@@ -82,8 +82,7 @@ pub(crate) fn rollup_point(
                 q.warn(note::mixed_floats_histograms(name));
                 return None;
             }
-            let sum = sum_histograms(q, name, hists)?;
-            Some(into_point(if f == Avg { divided(sum, hists.len() as f64) } else { sum }))
+            sum_histograms(q, name, hists, f == Avg).map(into_point)
         }
         Count => Some(Point::Float((floats.len() + hists.len()) as f64)),
         Present => Some(Point::Float(1.0)),
@@ -111,11 +110,6 @@ pub(crate) fn rollup_point(
 
 fn into_point(h: Histogram) -> Point {
     Point::Histogram(Arc::new(h))
-}
-
-fn divided(mut h: Histogram, by: f64) -> Histogram {
-    h.div(by);
-    h
 }
 
 /// The point `last`/`first_over_time` pick (the histogram when `hist_wins`), or its timestamp
@@ -150,11 +144,11 @@ pub(crate) fn add_noting(q: &Query, name: &str, acc: &mut Histogram, other: &His
     }
 }
 
-/// `sum_over_time` of histograms; a collision of `CounterReset` and `NotCounterReset` hints
+/// `sum_over_time` (or with `average` `avg_over_time`) of histograms; a collision of `CounterReset` and `NotCounterReset` hints
 /// among them raises a warning.
-fn sum_histograms(q: &Query, name: &str, hists: &[HistogramSample]) -> Option<Histogram> {
+fn sum_histograms(q: &Query, name: &str, hists: &[HistogramSample], average: bool) -> Option<Histogram> {
     let (first, rest) = hists.split_first()?;
-    let mut sum = super::native_aggr::CompensatedSum::new(&first.histogram);
+    let mut sum = super::native_aggr::Running::new(&first.histogram, average);
     let (mut reset, mut not_reset) = (false, false);
     for h in hists {
         match h.histogram.counter_reset_hint {
@@ -176,7 +170,7 @@ fn sum_histograms(q: &Query, name: &str, hists: &[HistogramSample]) -> Option<Hi
 
 /// `resets` (`resets = true`) or `changes` over a window mixing floats and histograms: a
 /// switch between a float and a histogram counts as both.
-fn count_transitions(floats: &[Sample], hists: &[HistogramSample], resets: bool) -> f64 {
+pub(crate) fn count_transitions(floats: &[Sample], hists: &[HistogramSample], resets: bool) -> f64 {
     enum P<'a> {
         F(f64),
         H(&'a Histogram),

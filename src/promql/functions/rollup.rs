@@ -3,8 +3,8 @@
 
 use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr};
 
-use super::native_rollup;
 use super::stats::{kahan_sum, linear_regression, mean, quantile, variance};
+use super::{native_extended, native_rollup};
 use crate::promql::error::{EvalError, Result};
 use crate::promql::eval::{grid_time, seek, Query};
 use crate::promql::extended::{self, Modifier};
@@ -172,7 +172,22 @@ fn eval_extended(q: &Query, f: Rollup, ms: &MatrixSelector, m: Modifier, t: i64)
     let smoothed = m == Modifier::Smoothed;
     let mut out = Vec::new();
     for s in q.series_of(&ms.vs) {
-        let around = Query::between(&s.samples, start.saturating_sub(before), end.saturating_add(after));
+        let (lo, hi) = (start.saturating_sub(before), end.saturating_add(after));
+        let around = Query::between(&s.samples, lo, hi);
+        let hists = crate::promql::points::live_histograms_between(&s.histograms, lo, hi);
+        if !hists.is_empty() {
+            let w = native_extended::Extended {
+                start,
+                end,
+                smoothed,
+                is_counter: f != Rollup::Delta,
+                is_rate: f == Rollup::Rate,
+            };
+            if let Some(p) = native_extended::rollup(q, f, &s.labels, around, &hists, w) {
+                out.push(Elem::of_point(s.labels.clone(), p, true));
+            }
+            continue;
+        }
         let v = match f {
             Rollup::Rate => extended::rate(around, start, end, smoothed, true, true),
             Rollup::Increase => extended::rate(around, start, end, smoothed, true, false),
