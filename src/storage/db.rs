@@ -883,6 +883,12 @@ pub struct EngineStats {
     pub journal_files: u64,
     /// Bytes of journal on disk.
     pub journal_bytes: u64,
+    /// Index and filter blocks fjall keeps pinned in memory, outside the block cache, summed
+    /// over every keyspace (by default the filters of L0 tables and the indexes of L0 and L1
+    /// tables): memory that grows with the tables on disk, not bounded by `--block-cache`.
+    pub pinned_bytes: u64,
+    /// Bytes of decoded label sets the read path keeps (bounded by `--labels-cache`).
+    pub labels_cache_bytes: u64,
 }
 
 // Additive API for `/metrics` (remote branch): engine figures and the active-series count.
@@ -903,7 +909,24 @@ impl Storage {
             compaction_micros: u64::try_from(db.time_compacting().as_micros()).unwrap_or(u64::MAX),
             journal_files: db.journal_count() as u64,
             journal_bytes: db.journal_disk_space()?,
+            pinned_bytes: self.pinned_bytes(),
+            labels_cache_bytes: self.inner.shared.labels.bytes(),
         })
+    }
+
+    /// Index and filter bytes pinned by every keyspace: the fixed tables and each window's.
+    fn pinned_bytes(&self) -> u64 {
+        use fjall::AbstractTree;
+        let sh = &self.inner.shared;
+        let pinned = |ks: &fjall::Keyspace| (ks.tree.pinned_filter_size() + ks.tree.pinned_block_index_size()) as u64;
+        let fixed = [&sh.meta, &sh.series, &sh.series_by_labels, &sh.wal, &sh.exemplar_rows];
+        let windows: u64 = sh
+            .windows
+            .all()
+            .iter()
+            .map(|w| w.points.as_ref().map_or(0, pinned) + w.chunks.as_ref().map_or(0, |(_, ks)| pinned(ks)))
+            .sum();
+        fixed.into_iter().map(pinned).sum::<u64>() + windows
     }
 
     /// Series with at least one sample in the newest time window, without reading storage (so a
