@@ -66,6 +66,9 @@ pub struct StorageConfig {
     pub block_cache_bytes: u64,
     /// Bytes of decoded label sets the read path keeps (see [`super::series::LabelsCache`]).
     pub labels_cache_bytes: u64,
+    /// Bytes fjall's memtables may hold over all keyspaces before the writer seals the largest
+    /// (see `write/memtables.rs`).
+    pub write_buffer_bytes: u64,
     /// Exemplars kept, newest first (see [`super::exemplars`]); 0 keeps none.
     pub max_exemplars: usize,
     /// When the in-memory head is flushed into window keyspaces.
@@ -88,12 +91,16 @@ impl StorageConfig {
             series_cache_size: 1_000_000,
             block_cache_bytes: 256 << 20,
             labels_cache_bytes: 64 << 20,
+            write_buffer_bytes: DEFAULT_WRITE_BUFFER_BYTES,
             max_exemplars: exemplars::DEFAULT_MAX_EXEMPLARS,
             head: HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(300) },
             read_strategy: ReadStrategy::Auto,
         }
     }
 }
+
+/// What fjall's memtables may hold by default over all keyspaces (`--write-buffer`).
+pub const DEFAULT_WRITE_BUFFER_BYTES: u64 = 64 << 20;
 
 /// How far ahead of the wall clock a sample may lie by default: two days, VictoriaMetrics'
 /// bound (Prometheus 2.42 has none), room for clock skew and time zones mistaken for UTC.
@@ -271,8 +278,15 @@ impl Storage {
             FsyncMode::Batch | FsyncMode::Never => fjall::PersistMode::Buffer,
         };
         let (tx, rx) = mpsc::sync_channel(1024);
-        let writer =
-            Writer::new(Arc::clone(&shared), next_id, config.series_cache_size, Some(durability), wal, config.head);
+        let writer = Writer::new(
+            Arc::clone(&shared),
+            next_id,
+            config.series_cache_size,
+            Some(durability),
+            wal,
+            config.head,
+            config.write_buffer_bytes,
+        );
         let writer = std::thread::Builder::new()
             .name("saltdb-writer".into())
             .spawn(move || writer.run(&rx))
