@@ -223,6 +223,36 @@ fn hostile(args: &SoakArgs, addr: SocketAddr, tally: &Shared, stop: &AtomicBool)
     }
 }
 
+/// The server's gauges of what holds its memory, in MiB: the head, fjall's memtables, the block
+/// cache, the labels cache and fjall's pinned index and filter blocks (0 when unanswered).
+const BREAKDOWN: [&str; 5] = [
+    "saltdb_head_bytes",
+    "saltdb_fjall_write_buffer_bytes",
+    "saltdb_fjall_block_cache_bytes",
+    "saltdb_labels_cache_bytes",
+    "saltdb_fjall_pinned_bytes",
+];
+
+fn breakdown(conn: &mut Option<Conn>, addr: SocketAddr) -> [f64; 5] {
+    let mut parts = [0.0; 5];
+    if conn.is_none() {
+        *conn = Conn::try_connect(addr, Some(Duration::from_secs(10))).ok();
+    }
+    let Some(c) = conn else { return parts };
+    let Ok((200, body)) = c.try_request("GET", "/metrics", &[], &[]) else {
+        *conn = None;
+        return parts;
+    };
+    for line in String::from_utf8_lossy(&body).lines() {
+        let mut words = line.split_whitespace();
+        let (Some(name), Some(value)) = (words.next(), words.next()) else { continue };
+        if let Some(i) = BREAKDOWN.iter().position(|&g| g == name) {
+            parts[i] = value.parse::<f64>().unwrap_or(0.0) / (1 << 20) as f64;
+        }
+    }
+    parts
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted.get(idx).copied().unwrap_or(0.0)
@@ -262,13 +292,27 @@ pub fn run(args: &SoakArgs, root: &std::path::Path) {
         let started = Instant::now();
         let end = started + Duration::from_secs_f64(args.minutes * 60.0);
         let mut rss = Vec::new();
-        println!("{:>7} {:>9} {:>5} {:>16}", "minute", "RSS MiB", "fds", "load average");
+        let mut metrics_conn = None;
+        println!(
+            "{:>7} {:>9} {:>9} {:>6} {:>6} {:>6} {:>6} {:>6} {:>5} {:>16}",
+            "minute", "RSS MiB", "anon MiB", "head", "membuf", "cache", "labels", "pinned", "fds", "load average"
+        );
         while Instant::now() < end {
             std::thread::sleep(Duration::from_secs(args.sample_every));
             let mib = status_kib(&pid, "VmRSS:") as f64 / 1024.0;
+            let anon = status_kib(&pid, "RssAnon:") as f64 / 1024.0;
+            let parts = breakdown(&mut metrics_conn, addr);
             let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
             let minute = started.elapsed().as_secs_f64() / 60.0;
-            println!("{minute:>7.1} {mib:>9.1} {fds:>5} {:>16}", load_average());
+            println!(
+                "{minute:>7.1} {mib:>9.1} {anon:>9.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {fds:>5} {:>16}",
+                parts[0],
+                parts[1],
+                parts[2],
+                parts[3],
+                parts[4],
+                load_average()
+            );
             rss.push((minute, mib));
         }
         stop.store(true, Ordering::Relaxed);
@@ -295,6 +339,16 @@ fn report(tally: &Shared, rss: &[(f64, f64)], peak_mib: f64) {
             percentile(&sorted, 0.5) * 1e3,
             percentile(&sorted, 0.99) * 1e3
         );
+    }
+    // Mean and max RSS per 5 minutes.
+    let mut blocks: BTreeMap<usize, (f64, f64, usize)> = BTreeMap::new();
+    for &(minute, mib) in rss {
+        let b = blocks.entry((minute / 5.0) as usize).or_insert((0.0, 0.0, 0));
+        *b = (b.0 + mib, b.1.max(mib), b.2 + 1);
+    }
+    println!("\nRSS MiB per 5 minutes (minutes: mean / max):");
+    for (b, (sum, max, n)) in &blocks {
+        println!("  {:>3}-{:<3} {:>7.0} {:>7.0}", b * 5, b * 5 + 5, sum / *n as f64, max);
     }
     // Levelling off: the newest third's peak against the middle third's.
     let third = rss.len() / 3;

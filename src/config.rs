@@ -258,6 +258,11 @@ pub struct ServeArgs {
     /// request asks about again (a dashboard's refresh) skip the `series` table.
     #[arg(long, default_value = "64MiB", value_parser = parse_bytes)]
     pub labels_cache: usize,
+    /// Memory for the storage engine's memtables over all tables (writes not yet flushed into
+    /// tables on disk): past it, the largest memtable is flushed. Without it each written table
+    /// filled its own to 64 MiB.
+    #[arg(long, default_value = "64MiB", value_parser = parse_bytes)]
+    pub write_buffer: usize,
     /// Bearer token required on the write paths (`/api/v1/write`, `/api/v1/import`, admin API).
     /// Prefer the environment variable: command lines are visible to other users.
     #[arg(long, env = "SALTDB_WRITE_TOKEN", hide_env_values = true)]
@@ -447,6 +452,7 @@ impl ServeArgs {
         storage.series_cache_size = (cache_bytes / crate::storage::series::CACHE_ENTRY_BYTES).max(2);
         storage.block_cache_bytes = self.block_cache as u64;
         storage.labels_cache_bytes = self.labels_cache as u64;
+        storage.write_buffer_bytes = (self.write_buffer as u64).max(1 << 20);
         storage.max_exemplars = self.max_exemplars;
         storage.read_strategy = self.read_strategy;
         storage.head = HeadLimits {

@@ -8,6 +8,7 @@
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod allocator;
 pub mod backend;
 pub mod backfill;
 pub mod bits;

@@ -19,6 +19,7 @@
 //! | `saltdb_metadata_families` | gauge | |
 //! | `saltdb_head_samples`, `saltdb_head_series`, `saltdb_head_bytes` (the in-memory head, see `--head-max-memory`) | gauge | |
 //! | `saltdb_fjall_write_buffer_bytes`, `saltdb_fjall_block_cache_bytes`, `saltdb_fjall_outstanding_flushes`, `saltdb_fjall_active_compactions`, `saltdb_fjall_journal_files`, `saltdb_fjall_journal_bytes` | gauge | |
+//! | `saltdb_fjall_pinned_bytes` (index and filter blocks pinned outside the block cache), `saltdb_labels_cache_bytes`, `saltdb_allocator_committed_bytes` (what mimalloc has committed, in use or free) | gauge | |
 //! | `saltdb_fjall_compactions_completed_total`, `saltdb_fjall_compaction_seconds_total` | counter | |
 //! | `saltdb_http_connections_open` | gauge | |
 //! | `saltdb_http_connections_accepted_total` | counter | |
@@ -203,6 +204,9 @@ pub struct Metrics {
     head_series: IntGauge,
     head_bytes: IntGauge,
     fjall_write_buffer: IntGauge,
+    fjall_pinned: IntGauge,
+    labels_cache: IntGauge,
+    allocator_committed: IntGauge,
     fjall_block_cache: IntGauge,
     fjall_outstanding_flushes: IntGauge,
     fjall_active_compactions: IntGauge,
@@ -367,6 +371,17 @@ impl Metrics {
             head_bytes: gauge(&r, "saltdb_head_bytes", "Memory the in-memory head takes (bounded by --head-max-memory)."),
             fjall_write_buffer: gauge(&r, "saltdb_fjall_write_buffer_bytes", "Bytes in fjall's memtables."),
             fjall_block_cache: gauge(&r, "saltdb_fjall_block_cache_bytes", "Bytes in the block cache (bounded by --block-cache)."),
+            fjall_pinned: gauge(
+                &r,
+                "saltdb_fjall_pinned_bytes",
+                "Index and filter blocks fjall keeps pinned in memory outside the block cache.",
+            ),
+            labels_cache: gauge(&r, "saltdb_labels_cache_bytes", "Bytes of decoded label sets cached (bounded by --labels-cache)."),
+            allocator_committed: gauge(
+                &r,
+                "saltdb_allocator_committed_bytes",
+                "Memory the allocator (mimalloc) has committed from the OS, in use or kept free.",
+            ),
             fjall_outstanding_flushes: gauge(
                 &r,
                 "saltdb_fjall_outstanding_flushes",
@@ -469,6 +484,8 @@ impl Metrics {
             self.head_bytes.set(clamp(e.head.bytes));
             self.fjall_write_buffer.set(clamp(e.write_buffer_bytes));
             self.fjall_block_cache.set(clamp(e.block_cache_bytes));
+            self.fjall_pinned.set(clamp(e.pinned_bytes));
+            self.labels_cache.set(clamp(e.labels_cache_bytes));
             self.fjall_outstanding_flushes.set(clamp(e.outstanding_flushes));
             self.fjall_active_compactions.set(clamp(e.active_compactions));
             self.fjall_journal_files.set(clamp(e.journal_files));
@@ -481,6 +498,9 @@ impl Metrics {
             }
         }
         self.metadata_families.set(clamp(metadata_families as u64));
+        if let Some(committed) = crate::allocator::committed_bytes() {
+            self.allocator_committed.set(clamp(committed));
+        }
     }
 
     /// Mirrors the ClickHouse shards' counters (shards labelled by number, in `--clickhouse-url`

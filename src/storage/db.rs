@@ -66,6 +66,9 @@ pub struct StorageConfig {
     pub block_cache_bytes: u64,
     /// Bytes of decoded label sets the read path keeps (see [`super::series::LabelsCache`]).
     pub labels_cache_bytes: u64,
+    /// Bytes fjall's memtables may hold over all keyspaces before the writer seals the largest
+    /// (see `write/memtables.rs`).
+    pub write_buffer_bytes: u64,
     /// Exemplars kept, newest first (see [`super::exemplars`]); 0 keeps none.
     pub max_exemplars: usize,
     /// When the in-memory head is flushed into window keyspaces.
@@ -88,12 +91,16 @@ impl StorageConfig {
             series_cache_size: 1_000_000,
             block_cache_bytes: 256 << 20,
             labels_cache_bytes: 64 << 20,
+            write_buffer_bytes: DEFAULT_WRITE_BUFFER_BYTES,
             max_exemplars: exemplars::DEFAULT_MAX_EXEMPLARS,
             head: HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(300) },
             read_strategy: ReadStrategy::Auto,
         }
     }
 }
+
+/// What fjall's memtables may hold by default over all keyspaces (`--write-buffer`).
+pub const DEFAULT_WRITE_BUFFER_BYTES: u64 = 64 << 20;
 
 /// How far ahead of the wall clock a sample may lie by default: two days, VictoriaMetrics'
 /// bound (Prometheus 2.42 has none), room for clock skew and time zones mistaken for UTC.
@@ -271,8 +278,15 @@ impl Storage {
             FsyncMode::Batch | FsyncMode::Never => fjall::PersistMode::Buffer,
         };
         let (tx, rx) = mpsc::sync_channel(1024);
-        let writer =
-            Writer::new(Arc::clone(&shared), next_id, config.series_cache_size, Some(durability), wal, config.head);
+        let writer = Writer::new(
+            Arc::clone(&shared),
+            next_id,
+            config.series_cache_size,
+            Some(durability),
+            wal,
+            config.head,
+            config.write_buffer_bytes,
+        );
         let writer = std::thread::Builder::new()
             .name("saltdb-writer".into())
             .spawn(move || writer.run(&rx))
@@ -883,6 +897,12 @@ pub struct EngineStats {
     pub journal_files: u64,
     /// Bytes of journal on disk.
     pub journal_bytes: u64,
+    /// Index and filter blocks fjall keeps pinned in memory, outside the block cache, summed
+    /// over every keyspace (by default the filters of L0 tables and the indexes of L0 and L1
+    /// tables): memory that grows with the tables on disk, not bounded by `--block-cache`.
+    pub pinned_bytes: u64,
+    /// Bytes of decoded label sets the read path keeps (bounded by `--labels-cache`).
+    pub labels_cache_bytes: u64,
 }
 
 // Additive API for `/metrics` (remote branch): engine figures and the active-series count.
@@ -903,7 +923,24 @@ impl Storage {
             compaction_micros: u64::try_from(db.time_compacting().as_micros()).unwrap_or(u64::MAX),
             journal_files: db.journal_count() as u64,
             journal_bytes: db.journal_disk_space()?,
+            pinned_bytes: self.pinned_bytes(),
+            labels_cache_bytes: self.inner.shared.labels.bytes(),
         })
+    }
+
+    /// Index and filter bytes pinned by every keyspace: the fixed tables and each window's.
+    fn pinned_bytes(&self) -> u64 {
+        use fjall::AbstractTree;
+        let sh = &self.inner.shared;
+        let pinned = |ks: &fjall::Keyspace| (ks.tree.pinned_filter_size() + ks.tree.pinned_block_index_size()) as u64;
+        let fixed = [&sh.meta, &sh.series, &sh.series_by_labels, &sh.wal, &sh.exemplar_rows];
+        let windows: u64 = sh
+            .windows
+            .all()
+            .iter()
+            .map(|w| w.points.as_ref().map_or(0, pinned) + w.chunks.as_ref().map_or(0, |(_, ks)| pinned(ks)))
+            .sum();
+        fixed.into_iter().map(pinned).sum::<u64>() + windows
     }
 
     /// Series with at least one sample in the newest time window, without reading storage (so a

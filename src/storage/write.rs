@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod flush;
+mod memtables;
 
 use super::churn;
 use super::delete::{self, DeleteOutcome, DeleteRange};
@@ -246,6 +247,9 @@ pub struct Writer {
     log_buf: Vec<u8>,
     /// Bytes of series rows written since the series keyspaces' memtables were last rotated.
     series_rows_bytes: usize,
+    /// Bytes fjall's memtables may hold over all keyspaces (`--write-buffer`, see
+    /// `memtables.rs`).
+    write_buffer_budget: u64,
 }
 
 /// What a group adds on top of committed state; applied to the caches only after commit.
@@ -293,6 +297,7 @@ impl Writer {
         durability: Option<fjall::PersistMode>,
         wal: WalPosition,
         limits: HeadLimits,
+        write_buffer_budget: u64,
     ) -> Self {
         let head_since = (!shared.head.is_empty()).then(Instant::now);
         Self {
@@ -309,6 +314,7 @@ impl Writer {
             cycle: None,
             log_buf: Vec::new(),
             series_rows_bytes: 0,
+            write_buffer_budget,
         }
     }
 
@@ -323,6 +329,7 @@ impl Writer {
                     Ok(c) => c,
                     Err(RecvTimeoutError::Timeout) => {
                         self.flush_if_due();
+                        self.bound_memtables();
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => break,
@@ -369,6 +376,7 @@ impl Writer {
                     }
                     self.commit_group(group);
                     self.flush_if_due();
+                    self.bound_memtables();
                 }
             }
         }

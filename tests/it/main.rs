@@ -49,3 +49,4 @@ mod status_api;
 mod storage_api;
 mod storage_failure;
 mod upgrade;
+mod write_buffer;
