@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use super::native_rollup::{count_transitions, note};
+use super::native_rollup::{add_noting, count_transitions, note, noted};
 use super::rollup::Rollup;
 use crate::histogram::{detect_reset, ArithError, CounterResetHint, Histogram};
 use crate::labels::{Labels, METRIC_NAME};
@@ -181,18 +181,10 @@ fn correction(
 /// Adds (or with `subtract` subtracts) `other` into `acc`, raising Prometheus' annotations;
 /// `false` (after a warning) when they cannot be combined.
 fn combine(q: &Query, name: &str, acc: &mut Histogram, other: &Histogram, subtract: bool) -> bool {
-    let (res, operation) = if subtract { (acc.sub(other), "subtraction") } else { (acc.add(other), "addition") };
-    match res {
-        Ok(c) => {
-            if c.custom_bounds_reconciled {
-                q.info(note::reconciled_custom_buckets(operation));
-            }
-            true
-        }
-        Err(_) => {
-            q.warn(note::mixed_exponential_custom(name));
-            false
-        }
+    if subtract {
+        noted(q, name, acc.sub(other), "subtraction")
+    } else {
+        add_noting(q, name, acc, other, "addition")
     }
 }
 

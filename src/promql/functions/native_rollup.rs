@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::rollup::{self, Rollup};
-use crate::histogram::{detect_reset, ArithError, CounterResetHint, Histogram};
+use crate::histogram::{detect_reset, ArithError, Combined, CounterResetHint, Histogram};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::promql::eval::Query;
 use crate::promql::value::Point;
@@ -130,7 +130,13 @@ fn picked(timestamp: bool, hist_wins: bool, h: Option<&HistogramSample>, f: Opti
 /// Adds `other` into `acc`, raising Prometheus' annotations; `false` (after a warning) when
 /// the two cannot be added.
 pub(crate) fn add_noting(q: &Query, name: &str, acc: &mut Histogram, other: &Histogram, operation: &str) -> bool {
-    match acc.add(other) {
+    noted(q, name, acc.add(other), operation)
+}
+
+/// Raises the annotations of an addition or subtraction of histograms (`operation`) that
+/// returned `combined`; `false` (after a warning) when it failed.
+pub(crate) fn noted(q: &Query, name: &str, combined: Result<Combined, ArithError>, operation: &str) -> bool {
+    match combined {
         Ok(c) => {
             if c.custom_bounds_reconciled {
                 q.info(note::reconciled_custom_buckets(operation));
