@@ -120,6 +120,24 @@ pub(crate) fn cpu_seconds(pid: &str) -> f64 {
     ticks as f64 / 100.0
 }
 
+/// Waits until the process `pid` uses less than 5% of a core over 200 ms, at most `limit`;
+/// returns how long it waited and whether it went idle. Benches call it between a write
+/// phase and what they time next, so background work (a peer's buffered rows, flushes,
+/// compactions) does not run inside the next measurement.
+pub(crate) fn wait_idle(pid: &str, limit: std::time::Duration) -> (std::time::Duration, bool) {
+    let started = std::time::Instant::now();
+    let mut last = cpu_seconds(pid);
+    while started.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = cpu_seconds(pid);
+        if now - last < 0.01 {
+            return (started.elapsed(), true);
+        }
+        last = now;
+    }
+    (started.elapsed(), false)
+}
+
 /// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`...), in KiB; 0 when unreadable.
 fn status_kib(pid: &str, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))

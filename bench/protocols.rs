@@ -195,20 +195,6 @@ struct Sent {
     failed: usize,
 }
 
-/// Waits until the process `pid` uses less than 5% of a core over 200 ms (at most 10 s).
-fn settle(pid: &str) {
-    let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    let mut last = crate::cpu_seconds(pid);
-    while Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let now = crate::cpu_seconds(pid);
-        if now - last < 0.01 {
-            return;
-        }
-        last = now;
-    }
-}
-
 /// Sends every request over `concurrency` connections to the server of process `pid`, then
 /// waits for that server to be idle.
 fn send(addr: SocketAddr, pid: &str, requests: &[Request], concurrency: usize) -> Sent {
@@ -239,7 +225,7 @@ fn send(addr: SocketAddr, pid: &str, requests: &[Request], concurrency: usize) -
         eprintln!("  first failure: {e}");
     }
     let samples: usize = requests.iter().map(|r| r.samples).sum();
-    settle(pid);
+    crate::wait_idle(pid, std::time::Duration::from_secs(10));
     let cpu = crate::cpu_seconds(pid) - cpu_before;
     Sent { rate: samples as f64 / secs, cpu_us: cpu * 1e6 / samples.max(1) as f64, failed: failed.into_inner() }
 }

@@ -161,6 +161,11 @@ pub struct ServeArgs {
     /// Must be at least 4x --max-request-bytes.
     #[arg(long, default_value = "512MiB", value_parser = parse_bytes)]
     pub max_inflight_bytes: usize,
+    /// Memory for the label sets remote-write 1.0 requests repeat every scrape, kept as they
+    /// arrive on the wire (about 200 bytes a series): a series sent before skips label parsing
+    /// and checks. Series beyond it are decoded in full, as with 0 (off).
+    #[arg(long, default_value = "16MiB", value_parser = parse_bytes)]
+    pub remote_write_label_cache: usize,
     /// Most connections open at once. When all are taken, a new connection closes the oldest one
     /// that has not sent a complete request head yet; if none is pending, it waits to be accepted.
     /// The default is Prometheus' --web.max-connections.
@@ -496,6 +501,7 @@ impl ServeArgs {
                 },
                 max_concurrent_writes: self.max_concurrent_writes,
                 max_inflight_bytes: self.max_inflight_bytes,
+                label_cache_bytes: self.remote_write_label_cache,
             },
             connections: ConnectionLimits {
                 max_connections: self.max_connections as usize,

@@ -16,7 +16,7 @@
 //! | `saltdb_samples_written_total` | counter | `bucket` |
 //! | `saltdb_windows` | gauge | |
 //! | `saltdb_disk_bytes`, `saltdb_table_disk_bytes` | gauge | `table` |
-//! | `saltdb_metadata_families` | gauge | |
+//! | `saltdb_metadata_families`, `saltdb_remote_write_label_cache_bytes` | gauge | |
 //! | `saltdb_head_samples`, `saltdb_head_series`, `saltdb_head_bytes` (the in-memory head, see `--head-max-memory`) | gauge | |
 //! | `saltdb_fjall_write_buffer_bytes`, `saltdb_fjall_block_cache_bytes`, `saltdb_fjall_outstanding_flushes`, `saltdb_fjall_active_compactions`, `saltdb_fjall_journal_files`, `saltdb_fjall_journal_bytes` | gauge | |
 //! | `saltdb_fjall_pinned_bytes` (index and filter blocks pinned outside the block cache), `saltdb_labels_cache_bytes`, `saltdb_allocator_committed_bytes` (what mimalloc has committed, in use or free) | gauge | |
@@ -200,6 +200,7 @@ pub struct Metrics {
     disk_bytes: IntGauge,
     table_bytes: IntGaugeVec,
     metadata_families: IntGauge,
+    label_cache: IntGauge,
     head_samples: IntGauge,
     head_series: IntGauge,
     head_bytes: IntGauge,
@@ -361,6 +362,11 @@ impl Metrics {
                 )
                 .unwrap_or_else(|e| panic!("BUG: {e}")),
             ),
+            label_cache: gauge(
+                &r,
+                "saltdb_remote_write_label_cache_bytes",
+                "Bytes of remote-write label sets kept by their wire bytes (bounded by --remote-write-label-cache).",
+            ),
             metadata_families: gauge(
                 &r,
                 "saltdb_metadata_families",
@@ -447,6 +453,11 @@ impl Metrics {
         if request {
             self.requests_rejected.with_label_values(&[protocol.label(), reason]).inc();
         }
+    }
+
+    /// Bytes the remote-write label cache holds.
+    pub fn set_label_cache(&self, bytes: usize) {
+        self.label_cache.set(clamp(bytes as u64));
     }
 
     /// Records how long one storage write took (successful or not).

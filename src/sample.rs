@@ -277,6 +277,18 @@ impl PackedBatch {
         self.labels.push(0);
     }
 
+    /// Adds a whole label set to the series being built: bytes that [`PackedBatch::push_label`]
+    /// calls produced for an earlier series (see [`crate::remote::known_labels`]).
+    pub(crate) fn push_canonical(&mut self, canonical: &[u8]) {
+        self.labels.extend_from_slice(canonical);
+    }
+
+    /// The label bytes of the series being built so far.
+    pub(crate) fn open_labels(&self) -> &[u8] {
+        let from = self.ends.last().map_or(0, |&(l, _)| l);
+        self.labels.get(from..).unwrap_or_default()
+    }
+
     /// Adds one sample to the series being built; its timestamp must pass [`check_timestamp`].
     pub fn push_sample(&mut self, sample: Sample) {
         self.samples.push(sample);

@@ -18,7 +18,8 @@ use saltdb::remote::decode::{
     decode_v1, decode_v1_reference, decode_v2, decode_write, decompress, DecodeLimits, Decoded, Protocol,
 };
 use saltdb::remote::footprint::{held, Footprint};
-use saltdb::remote::scan::scan_v1;
+use saltdb::remote::known_labels::KnownLabels;
+use saltdb::remote::scan::{scan_v1, scan_v1_known};
 use saltdb::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
 use saltdb::storage::chunk;
 use saltdb::storage::MemQuerier;
@@ -116,8 +117,16 @@ fn walk_bounds_prost(raw: &[u8], protocol: Protocol) {
 
 /// The zero-copy 1.0 scanner may decline any body, but a body it accepts must decode with prost
 /// and the label checks to exactly the same batch (sample values compared bit for bit).
+/// Scanning through a cache of label sets seen before gives the same answer, the first time
+/// (entries learned) and the second (entries taken).
 fn scanner_agrees_with_prost(raw: &[u8], limits: &DecodeLimits) {
-    if let Some(batch) = scan_v1(raw, limits) {
+    let known = KnownLabels::new(1 << 20, limits);
+    let plain = scan_v1(raw, limits);
+    for round in 0..2 {
+        let cached = scan_v1_known(raw, limits, &known);
+        assert!(cached == plain, "round {round}: with known labels {cached:?}, without {plain:?}");
+    }
+    if let Some(batch) = plain {
         match decode_v1_reference(raw, limits) {
             Ok(reference) => assert!(
                 reference.batch == batch && reference.metadata.is_empty() && reference.batch.histogram_count() == 0,

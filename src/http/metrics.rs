@@ -43,6 +43,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, Api
             engine: Some(engine),
         };
         st.metrics.set_storage(&figures, st.remote.metadata.len());
+        st.metrics.set_label_cache(st.remote.known_labels.bytes());
         Ok(st.metrics.render())
     })
     .await?;

@@ -30,15 +30,38 @@ use axum::response::{IntoResponse, Response};
 use super::error::ApiError;
 use super::ingest::{self, Batch, Coding, Refusal};
 use super::router::AppState;
+use super::router::Limits;
 use crate::metrics::Protocol as MetricsProtocol;
-use crate::remote::decode::{decode_write_reserving, DecodeError, DecodeLimits, Protocol, Stopped};
+use crate::remote::decode::{decode_write_known, DecodeError, DecodeLimits, Protocol, Stopped};
+use crate::remote::known_labels::KnownLabels;
 use crate::remote::metadata::MetadataStore;
 
 /// State of the remote protocols, part of [`AppState`].
-#[derive(Debug, Default)]
 pub struct RemoteState {
     /// Metric metadata received through remote-write.
     pub metadata: MetadataStore,
+    /// Label sets of remote-write 1.0 series seen before, by their wire bytes.
+    pub known_labels: KnownLabels,
+}
+
+impl RemoteState {
+    /// Empty state for a server with `limits`.
+    pub fn new(limits: &Limits) -> Self {
+        Self {
+            metadata: MetadataStore::default(),
+            known_labels: KnownLabels::new(limits.label_cache_bytes, &decode_limits(limits)),
+        }
+    }
+}
+
+/// The decoder's limits from the server's.
+fn decode_limits(limits: &Limits) -> DecodeLimits {
+    DecodeLimits {
+        max_decoded_bytes: limits.max_request_bytes,
+        max_labels: limits.series.max_labels,
+        max_label_len: limits.series.max_label_bytes,
+        max_series: limits.series.max_series,
+    }
 }
 
 /// Content type of remote-write 2.0 requests.
@@ -102,28 +125,26 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
         }
     };
     let mp = metrics_protocol(protocol);
-    let limits = DecodeLimits {
-        max_decoded_bytes: state.limits.max_request_bytes,
-        max_labels: state.limits.series.max_labels,
-        max_label_len: state.limits.series.max_label_bytes,
-        max_series: state.limits.series.max_series,
-    };
+    let limits = decode_limits(&state.limits);
     let st = Arc::clone(&state);
     // The decoder reserves each step's memory (decompressed body, batch, prost's messages)
     // before allocating it.
     let stored = ingest::run(&state, mp, &headers, body, Coding::Raw, move |raw, reserve| {
-        let decoded = decode_write_reserving(raw, protocol, &limits, reserve).map_err(|stop| match stop {
-            Stopped::Rejected(rej) => {
-                let reason = rej.error.reason();
-                let samples = rej.samples;
-                let error = match rej.error {
-                    DecodeError::TooLarge { limit, .. } => ApiError::TooLarge { limit },
-                    _ => ApiError::BadData(rej.to_string()),
-                };
-                Refusal::Invalid { reason, samples, error }
-            }
-            Stopped::Refused(e) => Refusal::Budget(e),
-        })?;
+        let decoded =
+            decode_write_known(raw, protocol, &limits, Some(&st.remote.known_labels), reserve).map_err(|stop| {
+                match stop {
+                    Stopped::Rejected(rej) => {
+                        let reason = rej.error.reason();
+                        let samples = rej.samples;
+                        let error = match rej.error {
+                            DecodeError::TooLarge { limit, .. } => ApiError::TooLarge { limit },
+                            _ => ApiError::BadData(rej.to_string()),
+                        };
+                        Refusal::Invalid { reason, samples, error }
+                    }
+                    Stopped::Refused(e) => Refusal::Budget(e),
+                }
+            })?;
         st.metrics.rejected(mp, "exemplar", decoded.exemplars_dropped, false);
         st.remote.metadata.record(decoded.metadata);
         let sent = decoded.batch.exemplar_count();

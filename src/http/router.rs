@@ -22,6 +22,9 @@ use crate::metrics::Metrics;
 use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
 
+/// Default of `--remote-write-label-cache`.
+pub const DEFAULT_LABEL_CACHE_BYTES: usize = 16 << 20;
+
 /// Request limits.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -34,6 +37,9 @@ pub struct Limits {
     /// Memory all write requests in flight may hold together (bodies, decompressed and
     /// decoded forms); a request that does not fit gets 429.
     pub max_inflight_bytes: usize,
+    /// Memory for the label sets of remote-write 1.0 series seen before (see
+    /// [`crate::remote::known_labels`]); 0 turns the cache off.
+    pub label_cache_bytes: usize,
 }
 
 impl Default for Limits {
@@ -43,6 +49,7 @@ impl Default for Limits {
             series: SeriesLimits::default(),
             max_concurrent_writes: DEFAULT_MAX_CONCURRENT_WRITES,
             max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
+            label_cache_bytes: DEFAULT_LABEL_CACHE_BYTES,
         }
     }
 }
@@ -106,7 +113,7 @@ impl AppState {
             query_slots: Arc::new(Semaphore::new(slots)),
             query_max_concurrency: slots,
             metrics: Metrics::new(),
-            remote: RemoteState::default(),
+            remote: RemoteState::new(&limits),
             admission: Admission::new(limits.max_concurrent_writes, limits.max_inflight_bytes),
             access: Arc::new(AccessPolicy::default()),
             admin_api: false,

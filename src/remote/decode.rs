@@ -14,6 +14,7 @@ use std::convert::Infallible;
 use crate::labels::{is_valid_label_name, LabelError, Labels, METRIC_NAME};
 use crate::remote::footprint::Footprint;
 use crate::remote::histogram::{self, HistogramProblem};
+use crate::remote::known_labels::KnownLabels;
 use crate::remote::metadata::MetricMetadata;
 use crate::remote::proto::{self, MetricType};
 use crate::remote::scan::scan_v1_granted;
@@ -289,9 +290,24 @@ pub fn decode_write_reserving<E>(
     limits: &DecodeLimits,
     reserve: Reserve<'_, E>,
 ) -> Result<Decoded, Stopped<E>> {
+    decode_write_known(body, protocol, limits, None, reserve)
+}
+
+/// [`decode_write_reserving`] with a cache of the label sets seen before ([`KnownLabels`]): the
+/// result is the same, a repeated series is cheaper.
+///
+/// # Errors
+/// As [`decode_write_reserving`].
+pub fn decode_write_known<E>(
+    body: &[u8],
+    protocol: Protocol,
+    limits: &DecodeLimits,
+    known: Option<&KnownLabels>,
+    reserve: Reserve<'_, E>,
+) -> Result<Decoded, Stopped<E>> {
     let raw = decompress_reserving(body, limits.max_decoded_bytes, reserve)?;
     match protocol {
-        Protocol::V1 => decode_v1_reserving(&raw, limits, reserve),
+        Protocol::V1 => decode_v1_reserving(&raw, limits, known, reserve),
         Protocol::V2 => decode_v2_reserving(&raw, limits, reserve),
     }
 }
@@ -304,13 +320,18 @@ pub fn decode_write_reserving<E>(
 /// # Errors
 /// A [`Rejection`] describing the first problem found.
 pub fn decode_v1(raw: &[u8], limits: &DecodeLimits) -> Result<Decoded, Rejection> {
-    unbudgeted(decode_v1_reserving(raw, limits, &mut |_| Ok(())))
+    unbudgeted(decode_v1_reserving(raw, limits, None, &mut |_| Ok(())))
 }
 
-fn decode_v1_reserving<E>(raw: &[u8], limits: &DecodeLimits, reserve: Reserve<'_, E>) -> Result<Decoded, Stopped<E>> {
+fn decode_v1_reserving<E>(
+    raw: &[u8],
+    limits: &DecodeLimits,
+    known: Option<&KnownLabels>,
+    reserve: Reserve<'_, E>,
+) -> Result<Decoded, Stopped<E>> {
     // The scanner reserves its batch as it grows; prost's messages are bounded by a walk first.
     let mut refused = None;
-    let scanned = scan_v1_granted(raw, limits, &mut |bytes| match reserve(bytes) {
+    let scanned = scan_v1_granted(raw, limits, known, &mut |bytes| match reserve(bytes) {
         Ok(()) => true,
         Err(e) => {
             refused = Some(e);

@@ -28,6 +28,7 @@
 //! `__name__`; labels with empty values are dropped, as [`crate::labels::Labels`] does.
 
 use super::decode::DecodeLimits;
+use super::known_labels::KnownLabels;
 use crate::labels::{is_valid_label_name, METRIC_NAME};
 use crate::sample::{check_timestamp, PackedBatch, Sample};
 
@@ -101,13 +102,25 @@ impl<'a> Cursor<'a> {
 /// Scans an uncompressed `prometheus.WriteRequest` into a batch; `None` when the request is
 /// anything but valid float series (see the module docs: the caller then decodes it with prost).
 pub fn scan_v1(raw: &[u8], limits: &DecodeLimits) -> Option<PackedBatch> {
-    scan_v1_granted(raw, limits, &mut |_| true)
+    scan_v1_granted(raw, limits, None, &mut |_| true)
+}
+
+/// [`scan_v1`] with a cache of label sets seen before: the answer is the same, but a series whose
+/// label fields `known` holds skips parsing and checking them (see [`KnownLabels`]).
+pub fn scan_v1_known(raw: &[u8], limits: &DecodeLimits, known: &KnownLabels) -> Option<PackedBatch> {
+    scan_v1_granted(raw, limits, Some(known), &mut |_| true)
 }
 
 /// [`scan_v1`], asking `grant` for the bytes of every allocation of the batch before it is made
 /// (a first guess from the body's size, then each time a buffer doubles); `None` as soon as
-/// `grant` refuses.
-pub fn scan_v1_granted(raw: &[u8], limits: &DecodeLimits, grant: &mut dyn FnMut(usize) -> bool) -> Option<PackedBatch> {
+/// `grant` refuses. With `known`, label sets seen before are taken from it (and new ones added).
+pub fn scan_v1_granted(
+    raw: &[u8],
+    limits: &DecodeLimits,
+    known: Option<&KnownLabels>,
+    grant: &mut dyn FnMut(usize) -> bool,
+) -> Option<PackedBatch> {
+    let known = known.filter(|k| k.serves(limits));
     let mut batch = PackedBatch::default();
     // A series takes at least ~20 bytes of the body, a sample 11, a label's text about half of
     // its wire bytes.
@@ -124,7 +137,7 @@ pub fn scan_v1_granted(raw: &[u8], limits: &DecodeLimits, grant: &mut dyn FnMut(
                 if series > limits.max_series {
                     return None;
                 }
-                time_series(body.bytes()?, limits, &mut pairs, &mut batch, grant)?;
+                time_series(body.bytes()?, limits, known, &mut pairs, &mut batch, grant)?;
             }
             (1 | 3, _) => return None,
             (_, wire) => body.skip(wire)?,
@@ -133,24 +146,44 @@ pub fn scan_v1_granted(raw: &[u8], limits: &DecodeLimits, grant: &mut dyn FnMut(
     Some(batch)
 }
 
-/// Scans one `TimeSeries` and, when it has samples, appends it to `batch`.
+/// Scans one `TimeSeries` and, when it has samples, appends it to `batch`. Samples are taken
+/// first; the label fields are only noted (their count, and their span when they are contiguous,
+/// as every sender writes them), then taken from `known` when it holds that span, or parsed and
+/// checked (and then added to `known`).
 fn time_series<'a>(
     src: &'a [u8],
     limits: &DecodeLimits,
+    known: Option<&KnownLabels>,
     pairs: &mut Vec<(&'a str, &'a str)>,
     batch: &mut PackedBatch,
     grant: &mut dyn FnMut(usize) -> bool,
 ) -> Option<()> {
     pairs.clear();
     batch.abandon_series();
+    // Label fields: how many, and the span (start, end) of the contiguous run holding all of
+    // them (`None` once a label field is found after another field).
+    let mut labels = 0usize;
+    let mut span: Option<(usize, usize)> = None;
+    let mut contiguous = true;
     let mut ts = Cursor { src };
     while !ts.is_empty() {
+        let field_start = src.len() - ts.src.len();
         match ts.key()? {
             (1, LEN) => {
-                if pairs.len() >= limits.max_labels {
+                if labels >= limits.max_labels {
                     return None;
                 }
-                pairs.push(label(ts.bytes()?)?);
+                labels += 1;
+                ts.bytes()?;
+                let field_end = src.len() - ts.src.len();
+                span = match span {
+                    None => Some((field_start, field_end)),
+                    Some((start, end)) if end == field_start => Some((start, field_end)),
+                    Some(other) => {
+                        contiguous = false;
+                        Some(other)
+                    }
+                };
             }
             (2, LEN) => {
                 let s = sample(ts.bytes()?)?;
@@ -159,6 +192,36 @@ fn time_series<'a>(
             }
             (1..=4, _) => return None,
             (_, wire) => ts.skip(wire)?,
+        }
+    }
+    let wire = match (known, span) {
+        (Some(_), Some((start, end))) if contiguous => src.get(start..end),
+        _ => None,
+    };
+    if let (Some(known), Some(wire)) = (known, wire) {
+        let has_samples = batch.open_samples() > 0;
+        let mut room = true;
+        let hit = known.lookup(wire, |canonical| {
+            if has_samples {
+                room = batch.make_room(canonical.len(), 0, 1, grant);
+                if room {
+                    batch.push_canonical(canonical);
+                }
+            }
+        });
+        if hit {
+            room.then_some(())?;
+            if has_samples {
+                batch.finish_series();
+            }
+            return Some(());
+        }
+    }
+    let mut ls = Cursor { src };
+    while !ls.is_empty() {
+        match ls.key()? {
+            (1, LEN) => pairs.push(label(ls.bytes()?)?),
+            (_, wire) => ls.skip(wire)?,
         }
     }
     check_labels(pairs, limits)?;
@@ -171,6 +234,9 @@ fn time_series<'a>(
         if !value.is_empty() {
             batch.push_label(name, value);
         }
+    }
+    if let (Some(known), Some(wire)) = (known, wire) {
+        known.learn(wire, batch.open_labels());
     }
     batch.finish_series();
     Some(())

@@ -484,6 +484,43 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A cache of label sets seen before changes no answer: bodies (valid, invalid, corrupted)
+    /// scanned one after the other through one [`KnownLabels`] (big or small enough to rotate)
+    /// give exactly what the scanner without it gives, under the cache's limits or others.
+    #[test]
+    fn known_labels_change_no_answer(
+        pool in proptest::collection::vec(arb_wire_series(), 1..5),
+        picks in proptest::collection::vec(proptest::collection::vec(any::<prop::sample::Index>(), 1..5), 1..6),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..3),
+        budget in prop::sample::select(vec![0usize, 20_000, 1 << 20]),
+    ) {
+        use super::known_labels::KnownLabels;
+        let limits = DecodeLimits::default();
+        let strict = DecodeLimits { max_labels: 3, max_label_len: 3, ..limits };
+        let known = KnownLabels::new(budget, &limits);
+        for (i, pick) in picks.iter().enumerate() {
+            let series: Vec<_> = pick.iter().map(|ix| ix.get(&pool).clone()).collect();
+            let mut raw = encode_wire(&series, None);
+            if i % 2 == 1 {
+                for &(at, byte) in &flips {
+                    if !raw.is_empty() {
+                        let at = at % raw.len();
+                        raw[at] = byte;
+                    }
+                }
+            }
+            for l in [limits, strict] {
+                let plain = super::scan::scan_v1(&raw, &l);
+                let cached = super::scan::scan_v1_known(&raw, &l, &known);
+                prop_assert!(plain == cached, "body {i}: {plain:?} vs {cached:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn scanner_leaves_metadata_exemplars_and_histograms_to_prost() {
     let limits = DecodeLimits::default();

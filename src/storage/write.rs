@@ -203,6 +203,11 @@ impl Presence {
         }
     }
 
+    /// The set of window `start_ms` when it is loaded (without loading it or reordering).
+    fn loaded(&self, start_ms: i64) -> Option<&IdSet> {
+        self.windows.iter().find(|(s, _)| *s == start_ms).map(|(_, set)| set)
+    }
+
     /// True when a loaded window set holds `id`.
     fn contains_any(&self, id: SeriesId) -> bool {
         self.windows.iter().any(|(_, set)| set.contains(&id))
@@ -244,6 +249,10 @@ pub struct Writer {
     fresh_from: SeriesId,
     /// The head flush under way, if any (see `flush.rs`).
     cycle: Option<flush::FlushCycle>,
+    /// The id-cache answers for a batch's series (reused across groups).
+    cached_buf: Vec<Option<(SeriesId, u16)>>,
+    /// Per series of a batch, whether it is known to be indexed in the batch's first window.
+    indexed_buf: Vec<bool>,
     log_buf: Vec<u8>,
     /// Bytes of series rows written since the series keyspaces' memtables were last rotated.
     series_rows_bytes: usize,
@@ -313,6 +322,8 @@ impl Writer {
             fresh_from: next_id,
             cycle: None,
             log_buf: Vec::new(),
+            cached_buf: Vec::new(),
+            indexed_buf: Vec::new(),
             series_rows_bytes: 0,
             write_buffer_budget,
         }
@@ -494,10 +505,28 @@ impl Writer {
         wal::begin(&mut log);
         let mut histogram_log = Vec::new();
         let mut with_exemplars: Vec<(usize, SeriesId, &'a [Exemplar])> = Vec::new();
+        let mut cached = std::mem::take(&mut self.cached_buf);
+        let mut indexed = std::mem::take(&mut self.indexed_buf);
         for (index, Prepared { batch, keys }) in batches.enumerate() {
             let created_before = pending.created;
-            for (s, key) in batch.series().zip(keys) {
-                let (id, bucket) = self.resolve(fb, pending, s.labels, key)?;
+            // The id cache is looked up for the whole batch first, in a loop of nothing else:
+            // each lookup misses the CPU caches, and only back to back do the misses overlap.
+            cached.clear();
+            cached.extend(keys.iter().map(|k| self.cache.get(&k.identity)));
+            // Likewise whether each known series is already indexed in the window of the
+            // batch's first sample (nearly always every series' only window). A set only grows
+            // while a group is built, so a `true` here stays true.
+            let first_window = batch.samples().first().map(|s| sh.windows.start_of(s.timestamp_ms));
+            indexed.clear();
+            match first_window.and_then(|w| self.presence.loaded(w)) {
+                Some(set) => indexed.extend(cached.iter().map(|hit| hit.is_some_and(|(id, _)| set.contains(&id)))),
+                None => indexed.resize(cached.len(), false),
+            }
+            for (((s, key), &hit), &is_indexed) in batch.series().zip(keys).zip(cached.iter()).zip(indexed.iter()) {
+                let (id, bucket) = match hit {
+                    Some(found) => found,
+                    None => self.resolve(fb, pending, s.labels, key)?,
+                };
                 pending.resolved.push((bucket, id));
                 if !s.exemplars.is_empty() {
                     with_exemplars.push((index, id, s.exemplars));
@@ -512,7 +541,9 @@ impl Writer {
                         continue;
                     }
                     window = Some(start);
-                    self.mark_present(fb, pending, start, id, Some(s.labels))?;
+                    if !(is_indexed && Some(start) == first_window) {
+                        self.mark_present(fb, pending, start, id, Some(s.labels))?;
+                    }
                 }
                 if !s.histograms.is_empty() {
                     let ascending = head::ascending_last_wins(s.histograms);
@@ -541,6 +572,8 @@ impl Writer {
                 exemplars: 0,
             });
         }
+        self.cached_buf = cached;
+        self.indexed_buf = indexed;
         wal::finish(&mut log, &histogram_log);
         if !with_exemplars.is_empty() {
             let admitted = sh.exemplars.admit(with_exemplars);

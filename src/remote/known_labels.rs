@@ -1,0 +1,220 @@
+//! Label sets seen on the wire before, by their exact bytes.
+//!
+//! A Prometheus server sends each series' labels again in every remote-write request, byte for
+//! byte the same: the same `Label` messages in the same order. Parsing them, checking their
+//! UTF-8 and names and building their canonical encoding is most of the decoder's work per
+//! series. [`KnownLabels`] remembers, for the exact bytes of a series' label fields, the
+//! canonical encoding the scanner built from them, so a series seen before costs one hash, one
+//! comparison and one copy.
+//!
+//! Invariants:
+//! - an entry maps the bytes of *all* the label fields of a `TimeSeries` (contiguous on the wire)
+//!   to the canonical encoding the scanner produced from them and accepted: a hit yields exactly
+//!   what scanning the same bytes would (the label checks depend only on those bytes and on the
+//!   limits, which are fixed per cache: a lookup under other limits misses);
+//! - keys are compared byte for byte, never by hash alone, so a hash collision is a miss;
+//! - memory is bounded by bytes: each of the [`SHARDS`] shards keeps two generations, and when
+//!   the current one reaches half the shard's share of the budget it becomes the previous one
+//!   (the old previous is dropped); a hit in the previous generation moves the entry back to
+//!   the current one, so label sets sent every scrape stay while departed ones age out.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use super::decode::DecodeLimits;
+
+/// Independent shards (by the top bits of the hash), so decoding threads rarely wait on each other.
+const SHARDS: usize = 16;
+
+/// Bytes an entry costs beyond its key and value bytes: the table slot (hash, pointer, length,
+/// split) at a load factor of 7/8 and the allocation's header.
+const ENTRY_OVERHEAD: usize = 56;
+
+/// Hashes a key that is already a hash (xxh3 of the label bytes) by taking it as is.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// Wire bytes of a series' label fields, then the canonical encoding built from them.
+struct Entry {
+    bytes: Box<[u8]>,
+    wire_len: usize,
+}
+
+impl Entry {
+    fn wire(&self) -> &[u8] {
+        self.bytes.get(..self.wire_len).unwrap_or_default()
+    }
+
+    fn canonical(&self) -> &[u8] {
+        self.bytes.get(self.wire_len..).unwrap_or_default()
+    }
+
+    fn cost(&self) -> usize {
+        self.bytes.len() + ENTRY_OVERHEAD
+    }
+}
+
+type Table = HashMap<u64, Entry, BuildHasherDefault<PassThrough>>;
+
+#[derive(Default)]
+struct Shard {
+    current: Table,
+    previous: Table,
+    current_bytes: usize,
+    previous_bytes: usize,
+}
+
+/// A bounded, shared map from the wire bytes of a series' label fields to their canonical
+/// encoding (see the module docs).
+pub struct KnownLabels {
+    shards: Vec<Mutex<Shard>>,
+    /// Bytes one generation of one shard may reach before it rotates.
+    generation_bytes: usize,
+    /// The limits the entries were checked under.
+    max_labels: usize,
+    max_label_len: usize,
+    bytes: AtomicUsize,
+}
+
+impl KnownLabels {
+    /// A cache of about `budget` bytes for label sets checked under `limits`. A budget too small
+    /// for one entry per shard turns the cache off (every lookup misses, nothing is kept).
+    pub fn new(budget: usize, limits: &DecodeLimits) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            generation_bytes: budget / SHARDS / 2,
+            max_labels: limits.max_labels,
+            max_label_len: limits.max_label_len,
+            bytes: AtomicUsize::new(0),
+        }
+    }
+
+    /// True when lookups under `limits` may hit.
+    pub fn serves(&self, limits: &DecodeLimits) -> bool {
+        self.generation_bytes > ENTRY_OVERHEAD
+            && limits.max_labels == self.max_labels
+            && limits.max_label_len == self.max_label_len
+    }
+
+    fn shard(&self, hash: u64) -> std::sync::MutexGuard<'_, Shard> {
+        let i = (hash >> 60) as usize % SHARDS;
+        let shard = self.shards.get(i).or_else(|| self.shards.first());
+        match shard {
+            Some(m) => m.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+            // `shards` has SHARDS entries from `new` on; unreachable.
+            None => unreachable_shard(),
+        }
+    }
+
+    /// Calls `found` with the canonical encoding of the label fields `wire` when they were seen
+    /// before; returns whether they were.
+    pub fn lookup(&self, wire: &[u8], found: impl FnOnce(&[u8])) -> bool {
+        let hash = xxhash_rust::xxh3::xxh3_64(wire);
+        let mut shard = self.shard(hash);
+        if let Some(e) = shard.current.get(&hash) {
+            if e.wire() == wire {
+                found(e.canonical());
+                return true;
+            }
+            return false;
+        }
+        let Some(e) = shard.previous.remove(&hash) else { return false };
+        shard.previous_bytes = shard.previous_bytes.saturating_sub(e.cost());
+        if e.wire() != wire {
+            self.bytes.fetch_sub(e.cost(), Ordering::Relaxed);
+            return false;
+        }
+        found(e.canonical());
+        // Promoted: it was sent again, so it is still in use.
+        self.bytes.fetch_sub(e.cost(), Ordering::Relaxed);
+        self.insert(&mut shard, hash, e);
+        true
+    }
+
+    /// Remembers that the label fields `wire` scan to `canonical` (which the scanner accepted).
+    pub fn learn(&self, wire: &[u8], canonical: &[u8]) {
+        let cost = wire.len() + canonical.len() + ENTRY_OVERHEAD;
+        if cost > self.generation_bytes {
+            return;
+        }
+        let mut bytes = Vec::with_capacity(wire.len() + canonical.len());
+        bytes.extend_from_slice(wire);
+        bytes.extend_from_slice(canonical);
+        let hash = xxhash_rust::xxh3::xxh3_64(wire);
+        let mut shard = self.shard(hash);
+        self.insert(&mut shard, hash, Entry { bytes: bytes.into_boxed_slice(), wire_len: wire.len() });
+    }
+
+    fn insert(&self, shard: &mut Shard, hash: u64, entry: Entry) {
+        if shard.current_bytes + entry.cost() > self.generation_bytes {
+            let dropped = shard.previous_bytes;
+            shard.previous = std::mem::take(&mut shard.current);
+            shard.previous_bytes = std::mem::take(&mut shard.current_bytes);
+            self.bytes.fetch_sub(dropped, Ordering::Relaxed);
+        }
+        let cost = entry.cost();
+        if let Some(old) = shard.current.insert(hash, entry) {
+            shard.current_bytes = shard.current_bytes.saturating_sub(old.cost());
+            self.bytes.fetch_sub(old.cost(), Ordering::Relaxed);
+        }
+        shard.current_bytes += cost;
+        self.bytes.fetch_add(cost, Ordering::Relaxed);
+    }
+
+    /// Bytes the entries take (what the budget bounds).
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+#[cold]
+fn unreachable_shard() -> ! {
+    unreachable!("KnownLabels always has its shards")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_only_exact_bytes_and_stays_within_budget() {
+        let limits = DecodeLimits::default();
+        let known = KnownLabels::new(64 << 10, &limits);
+        assert!(known.serves(&limits));
+        assert!(!known.serves(&DecodeLimits { max_labels: 3, ..limits }));
+        known.learn(b"wire-a", b"canonical-a");
+        let mut got = Vec::new();
+        assert!(known.lookup(b"wire-a", |c| got = c.to_vec()));
+        assert_eq!(got, b"canonical-a");
+        assert!(!known.lookup(b"wire-b", |_| panic!("no entry")));
+        for i in 0..20_000u32 {
+            known.learn(&i.to_le_bytes(), b"x");
+            assert!(known.bytes() <= 64 << 10, "{} bytes after {i}", known.bytes());
+        }
+        // Recent entries survive rotation.
+        assert!(known.lookup(&19_999u32.to_le_bytes(), |c| assert_eq!(c, b"x")));
+        let off = KnownLabels::new(0, &limits);
+        off.learn(b"wire-a", b"canonical-a");
+        assert!(!off.serves(&limits));
+        assert!(!off.lookup(b"wire-a", |_| ()));
+        assert_eq!(off.bytes(), 0);
+    }
+}
