@@ -5,6 +5,7 @@
 pub mod decode;
 pub mod footprint;
 pub mod histogram;
+pub mod histogram_chunk;
 pub mod metadata;
 pub mod proto;
 pub mod read;
