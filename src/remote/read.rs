@@ -407,8 +407,12 @@ mod tests {
         s.histograms = (3..6).map(|t| h(t, true)).chain((7..137).map(|t| h(t, t < 130))).collect();
         let cs = chunked_series(&s);
         let got: Vec<_> = cs.chunks.iter().map(|c| (c.r#type, c.min_time_ms, c.max_time_ms)).collect();
-        let (x, hi, fh) = (ChunkEncoding::Xor as i32, ChunkEncoding::Histogram as i32, ChunkEncoding::FloatHistogram as i32);
-        assert_eq!(got, [(x, 1, 2), (hi, 3, 5), (x, 6, 6), (hi, 7, 126), (hi, 127, 129), (fh, 130, 136), (x, 200, 200)]);
+        let (x, hi, fh) =
+            (ChunkEncoding::Xor as i32, ChunkEncoding::Histogram as i32, ChunkEncoding::FloatHistogram as i32);
+        assert_eq!(
+            got,
+            [(x, 1, 2), (hi, 3, 5), (x, 6, 6), (hi, 7, 126), (hi, 127, 129), (fh, 130, 136), (x, 200, 200)]
+        );
         let decoded = histogram_chunk::decode(&cs.chunks[3].data, false).unwrap();
         assert_eq!(decoded.histograms.len(), 120);
         assert_eq!(decoded.histograms[119].1.count, 126.0);

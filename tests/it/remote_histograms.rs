@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use prost::Message;
-use saltdb::remote::proto::{self, histogram::Count, histogram::ZeroCount, v2, MatcherType, ResponseType};
 use saltdb::histogram::{CounterResetHint, Histogram, Span};
+use saltdb::remote::proto::{self, histogram::Count, histogram::ZeroCount, v2, MatcherType, ResponseType};
 use saltdb::remote::{histogram_chunk, read, snappy_body, xor};
 
 use crate::common::*;
@@ -130,7 +130,12 @@ fn read_samples(base: &str, name_re: &str, start: i64, end: i64) -> Histograms {
 
 /// Streamed remote read (`STREAMED_XOR_CHUNKS`) of everything named like `name_re` from `base`
 /// (saltdb or Prometheus): label map -> the series' chunks, across frames, in order.
-fn read_streamed(base: &str, name_re: &str, start: i64, end: i64) -> BTreeMap<BTreeMap<String, String>, Vec<proto::Chunk>> {
+fn read_streamed(
+    base: &str,
+    name_re: &str,
+    start: i64,
+    end: i64,
+) -> BTreeMap<BTreeMap<String, String>, Vec<proto::Chunk>> {
     let req = proto::ReadRequest {
         queries: vec![proto::Query {
             start_timestamp_ms: start,
@@ -163,8 +168,8 @@ fn read_streamed(base: &str, name_re: &str, start: i64, end: i64) -> BTreeMap<BT
     let mut out = BTreeMap::<_, Vec<proto::Chunk>>::new();
     let mut rest = body.as_slice();
     while !rest.is_empty() {
-        let (frame, tail) = read::read_frame(rest)
-            .unwrap_or_else(|e| panic!("{base}: {e}: {:?}", String::from_utf8_lossy(rest)));
+        let (frame, tail) =
+            read::read_frame(rest).unwrap_or_else(|e| panic!("{base}: {e}: {:?}", String::from_utf8_lossy(rest)));
         rest = tail;
         for cs in frame.chunked_series {
             let key = cs.labels.iter().map(|l| (l.name.clone(), l.value.clone())).collect();
@@ -629,7 +634,14 @@ fn assert_same_values(got: &[(i64, usize, Histogram)], want: &[proto::Histogram]
             continue;
         }
         let fields = |h: &Histogram| {
-            (h.schema, h.zero_threshold.to_bits(), h.zero_count.to_bits(), h.count.to_bits(), h.sum.to_bits(), h.integer)
+            (
+                h.schema,
+                h.zero_threshold.to_bits(),
+                h.zero_count.to_bits(),
+                h.count.to_bits(),
+                h.sum.to_bits(),
+                h.integer,
+            )
         };
         assert_eq!(fields(h), fields(&w), "{what} at {t}");
         assert_eq!(buckets(h), buckets(&w), "{what} at {t}");
@@ -673,7 +685,8 @@ fn streamed_remote_read_cuts_long_histogram_series_as_prometheus_does() {
         got[&labels(&[("__name__", name)])]
             .iter()
             .map(|c| {
-                let d = histogram_chunk::decode(&c.data, c.r#type == proto::ChunkEncoding::FloatHistogram as i32).unwrap();
+                let d =
+                    histogram_chunk::decode(&c.data, c.r#type == proto::ChunkEncoding::FloatHistogram as i32).unwrap();
                 (c.r#type, d.histograms.len(), d.header)
             })
             .collect()
@@ -682,12 +695,10 @@ fn streamed_remote_read_cuts_long_histogram_series_as_prometheus_does() {
     let (hist, float) = (proto::ChunkEncoding::Histogram as i32, proto::ChunkEncoding::FloatHistogram as i32);
     // Cut at 120, at the reset (180) and at the schema change (240); the stale marker joins
     // the last chunk.
-    assert_eq!(shape("long_counter"), [
-        (hist, 120, Unknown),
-        (hist, 60, NotCounterReset),
-        (hist, 60, CounterReset),
-        (hist, 61, Unknown)
-    ]);
+    assert_eq!(
+        shape("long_counter"),
+        [(hist, 120, Unknown), (hist, 60, NotCounterReset), (hist, 60, CounterReset), (hist, 61, Unknown)]
+    );
     assert_eq!(shape("long_gauge"), [(float, 120, Gauge), (float, 10, Gauge)]);
     let (_, counter_back) = decode_chunks(&got[&labels(&[("__name__", "long_counter")])]);
     // The bucket that appears at 90 is in the whole first chunk's layout (as Prometheus recodes

@@ -7,7 +7,15 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
+use super::layout::{
+    indexed, read_custom_bound, read_zero_threshold, spans_of, write_custom_bound, write_zero_threshold,
+};
+use super::varbit::{read_varbit_int, read_varbit_uint, write_varbit_int, write_varbit_uint};
 use super::*;
+use crate::bits::{BitReader, BitWriter};
+use crate::histogram::{CounterResetHint, Histogram, Span, CUSTOM_BUCKETS_SCHEMA};
+use crate::remote::xor::SAMPLES_PER_CHUNK;
+use crate::sample::HistogramSample;
 
 fn sample(t: i64, h: Histogram) -> HistogramSample {
     HistogramSample { timestamp_ms: t, histogram: Arc::new(h) }
@@ -134,11 +142,10 @@ fn cuts_at_120_resets_schema_changes_kinds_gauges_and_after_stale() {
     let run: Vec<_> = grow(250).collect();
     let p = plan(&run);
     assert_eq!(p.iter().map(|c| c.range.len()).collect::<Vec<_>>(), [120, 120, 10]);
-    assert_eq!(p.iter().map(|c| c.header).collect::<Vec<_>>(), [
-        ResetHeader::Unknown,
-        ResetHeader::NotCounterReset,
-        ResetHeader::NotCounterReset
-    ]);
+    assert_eq!(
+        p.iter().map(|c| c.header).collect::<Vec<_>>(),
+        [ResetHeader::Unknown, ResetHeader::NotCounterReset, ResetHeader::NotCounterReset]
+    );
 
     let h = |count: f64, hint| int_hist(count, &[count], hint);
     let float = Histogram { integer: false, ..h(9.0, CounterResetHint::Unknown) };
@@ -159,16 +166,19 @@ fn cuts_at_120_resets_schema_changes_kinds_gauges_and_after_stale() {
     let p = plan(&run);
     let got: Vec<_> = p.iter().map(|c| (c.range.clone(), c.float, c.header)).collect();
     use ResetHeader::*;
-    assert_eq!(got, [
-        (0..2, false, CounterReset),
-        (2..3, false, CounterReset),
-        (3..4, false, CounterReset),
-        (4..5, false, Unknown),
-        (5..7, true, Unknown),
-        (7..8, false, Unknown),
-        (8..10, false, Gauge),
-        (10..11, false, Unknown),
-    ]);
+    assert_eq!(
+        got,
+        [
+            (0..2, false, CounterReset),
+            (2..3, false, CounterReset),
+            (3..4, false, CounterReset),
+            (4..5, false, Unknown),
+            (5..7, true, Unknown),
+            (7..8, false, Unknown),
+            (8..10, false, Gauge),
+            (10..11, false, Unknown),
+        ]
+    );
 }
 
 #[test]
@@ -192,11 +202,10 @@ fn new_and_vanished_buckets_share_one_chunk_as_prometheus_recodes_it() {
     assert_eq!(back.histograms[0].1.positive_spans, [s(-2, 1), s(1, 2), s(1, 1)]);
     let counts: Vec<_> = back.histograms.iter().map(|(_, h)| h.positive_buckets.clone()).collect();
     assert_eq!(counts, [vec![0.0, 1.0, 0.0, 0.0], vec![0.0, 2.0, 0.0, 1.0], vec![1.0, 2.0, 0.0, 1.0]]);
-    assert_eq!(back.histograms.iter().map(|(_, h)| h.counter_reset_hint).collect::<Vec<_>>(), [
-        CounterResetHint::Unknown,
-        CounterResetHint::NotCounterReset,
-        CounterResetHint::NotCounterReset
-    ]);
+    assert_eq!(
+        back.histograms.iter().map(|(_, h)| h.counter_reset_hint).collect::<Vec<_>>(),
+        [CounterResetHint::Unknown, CounterResetHint::NotCounterReset, CounterResetHint::NotCounterReset]
+    );
 
     // Layouts that only grow end with the last histogram's spans as sent.
     let run = vec![sample(0, with(vec![s(1, 1)], vec![1.0])), sample(1, with(vec![s(0, 1), s(0, 1)], vec![1.0, 1.0]))];
@@ -285,7 +294,11 @@ impl State {
             Step::Grow(by, new) => {
                 if let Some((negative, idx)) = *new {
                     let negative = negative && !custom;
-                    let idx = if custom { i32::from(idx.rem_euclid(8)).min(self.custom_values.len() as i32) } else { i32::from(idx) };
+                    let idx = if custom {
+                        i32::from(idx.rem_euclid(8)).min(self.custom_values.len() as i32)
+                    } else {
+                        i32::from(idx)
+                    };
                     self.sides[usize::from(negative)].entry(idx).or_insert(0.0);
                 }
                 let mut k = 0;
@@ -354,7 +367,10 @@ fn series() -> impl Strategy<Value = Vec<HistogramSample>> {
     (
         any::<bool>(),
         any::<bool>(),
-        proptest::collection::vec((step(), prop_oneof![Just(15_000i64), 1i64..100_000, 1i64..i64::from(u32::MAX)]), 1..300),
+        proptest::collection::vec(
+            (step(), prop_oneof![Just(15_000i64), 1i64..100_000, 1i64..i64::from(u32::MAX)]),
+            1..300,
+        ),
         -1_000_000_000_000i64..2_000_000_000_000,
     )
         .prop_map(|(integer, gauge, steps, t0)| {
