@@ -54,6 +54,11 @@ fn float_gauge(t: i64, i: u64) -> proto::Histogram {
     }
 }
 
+/// A float counter histogram: [`float_gauge`] without the gauge hint.
+fn float_counter(t: i64, i: u64) -> proto::Histogram {
+    proto::Histogram { reset_hint: 0, ..float_gauge(t, i) }
+}
+
 /// An integer gauge histogram (counts go down).
 fn integer_gauge(t: i64, i: u64) -> proto::Histogram {
     let n = 10 - i;
@@ -717,13 +722,13 @@ fn streamed_remote_read_cuts_long_histogram_series_as_prometheus_does() {
 /// answers with its own head chunks, so each series' chunks — type, times and every byte —
 /// must be equal: a constant layout on both sides of zero, a gauge, a layout that gains a bucket
 /// mid-chunk (Prometheus recodes the chunk), a counter reset and a schema change (both cut a
-/// chunk, with their counter reset headers), and a series switching from floats to histograms
-/// and back. The one difference allowed is 2.x's empty last byte after a stream that ends on a
-/// byte boundary (Prometheus 3.0 dropped it, prometheus#14854). (Prometheus 2.42 takes only integer histograms over remote-write, without custom
-/// buckets, and its remote-read client asks for `SAMPLES` and drops histograms, so float
-/// histogram chunks and a Prometheus reading from saltdb cannot be compared here.) All samples
-/// sit in one 2-hour block and each series has fewer than 30, so that Prometheus cuts no chunk
-/// for time or size.
+/// chunk, with their counter reset headers), a series switching from floats to histograms and
+/// back, float counter and gauge histograms (`FLOAT_HISTOGRAM`). The one difference allowed is
+/// 2.x's empty last byte after a stream that ends on a byte boundary (Prometheus 3.0 dropped it,
+/// prometheus#14854). All samples sit in one 2-hour block and each series has fewer than 30, so
+/// that Prometheus cuts no chunk for time or size. Prometheus 2.42 knows no custom buckets, so
+/// schema -53 is left to the property tests; and its remote-read client asks for `SAMPLES` and
+/// drops histograms, so it cannot be the client here.
 #[test]
 fn streamed_histogram_chunks_match_prometheus_2_42_byte_for_byte() {
     use crate::peers;
@@ -760,11 +765,17 @@ fn streamed_histogram_chunks_match_prometheus_2_42_byte_for_byte() {
             with("bytes_gauge", &[], steps(integer_gauge, 10, t0)),
             with("bytes_evolving", &[], evolving(t0, 25)),
             with("bytes_mixed", &floats(t0), vec![]),
+            with("bytes_float", &[], steps(float_counter, 12, t0)),
+            with("bytes_float_gauge", &[], steps(float_gauge, 6, t0)),
         ],
         vec![with("bytes_mixed", &[], steps(integer, 5, t0 + 45_000))],
         // Prometheus 2.42 re-encodes a series' open head chunk for remote read with the counter
         // rules and fails on a gauge going down: a float closes the gauge chunk.
-        vec![with("bytes_mixed", &floats(t0 + 120_000), vec![]), with("bytes_gauge", &[(t0 + 200_000, 1.0)], vec![])],
+        vec![
+            with("bytes_mixed", &floats(t0 + 120_000), vec![]),
+            with("bytes_gauge", &[(t0 + 200_000, 1.0)], vec![]),
+            with("bytes_float_gauge", &[(t0 + 200_000, 1.0)], vec![]),
+        ],
     ];
     for timeseries in requests {
         let body = snappy_body(&proto::WriteRequest { timeseries, metadata: vec![] });
@@ -777,7 +788,7 @@ fn streamed_histogram_chunks_match_prometheus_2_42_byte_for_byte() {
     let ours = read_streamed(&base, "bytes_.*", t0 - 1, t0 + BLOCK);
     assert_eq!(ours.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>());
     let summary = |cs: &[proto::Chunk]| cs.iter().map(|c| (c.r#type, c.min_time_ms, c.max_time_ms)).collect::<Vec<_>>();
-    let mut histogram_chunks = 0;
+    let mut counts = [0, 0];
     for (labels, their_chunks) in &theirs {
         let our_chunks = &ours[labels];
         assert_eq!(summary(our_chunks), summary(their_chunks), "{labels:?}");
@@ -787,10 +798,13 @@ fn streamed_histogram_chunks_match_prometheus_2_42_byte_for_byte() {
             let theirs = b.data.strip_suffix(&[0]).filter(|d| d.len() == a.data.len()).unwrap_or(&b.data);
             assert_eq!(a.data, theirs, "{labels:?}: chunk at {} differs", a.min_time_ms);
         }
-        histogram_chunks += their_chunks.iter().filter(|c| c.r#type == proto::ChunkEncoding::Histogram as i32).count();
+        for (kind, n) in [proto::ChunkEncoding::Histogram, proto::ChunkEncoding::FloatHistogram].iter().zip(&mut counts)
+        {
+            *n += their_chunks.iter().filter(|c| c.r#type == *kind as i32).count();
+        }
     }
-    // const 1, gauge 1, evolving 3 (reset at 15, schema at 20), mixed 1.
-    assert_eq!(histogram_chunks, 6);
+    // Integer: const 1, gauge 1, evolving 3 (reset at 15, schema at 20), mixed 1. Float: 2.
+    assert_eq!(counts, [6, 2]);
     let evolving_headers: Vec<_> = theirs[&labels(&[("__name__", "bytes_evolving"), ("job", "bytes")])]
         .iter()
         .map(|c| histogram_chunk::decode(&c.data, false).expect("Prometheus' chunk decodes").header)
