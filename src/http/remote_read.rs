@@ -86,10 +86,11 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
     resp.map_err(|e| ApiError::Internal(format!("building response: {e}")))
 }
 
-/// `STREAMED_XOR_CHUNKS`: one frame per series, framed as the series is read and sent as the
-/// client takes it (a bounded pipe), so the response is never held whole. The sample limit
-/// counts across the request's queries; past it, or on a storage failure, the transfer is cut
-/// (a 422 or 5xx when that happens before the first frame).
+/// `STREAMED_XOR_CHUNKS`: one frame per series (more past 1 MiB of chunks), framed as the
+/// series is read and sent as the client takes it (a bounded pipe), so the response is never
+/// held whole. The sample limit (float and histogram samples) counts across the request's
+/// queries; past it, or on a storage failure, the transfer is cut (a 422 or 5xx when that
+/// happens before the first frame).
 async fn streamed(
     backend: crate::backend::Backend,
     queries: Vec<(Vec<Matcher>, i64, i64)>,
