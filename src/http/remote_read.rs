@@ -1,7 +1,7 @@
 //! `POST /api/v1/read`: Prometheus remote read. Answers `SAMPLES` (one snappy-compressed
 //! `ReadResponse`, float samples and native histograms) or, when the client prefers it,
-//! `STREAMED_XOR_CHUNKS` (frames of XOR chunks; a series with native histograms stops the stream
-//! with an error naming it); see [`crate::remote::read`] for both encodings.
+//! `STREAMED_XOR_CHUNKS` (frames of XOR chunks, and histogram chunks for native histograms);
+//! see [`crate::remote::read`] for both encodings.
 
 use std::sync::Arc;
 
@@ -86,10 +86,11 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
     resp.map_err(|e| ApiError::Internal(format!("building response: {e}")))
 }
 
-/// `STREAMED_XOR_CHUNKS`: one frame per series, framed as the series is read and sent as the
-/// client takes it (a bounded pipe), so the response is never held whole. The sample limit
-/// counts across the request's queries; past it, or on a storage failure, the transfer is cut
-/// (a 422 or 5xx when that happens before the first frame).
+/// `STREAMED_XOR_CHUNKS`: one frame per series (more past 1 MiB of chunks), framed as the
+/// series is read and sent as the client takes it (a bounded pipe), so the response is never
+/// held whole. The sample limit (float and histogram samples) counts across the request's
+/// queries; past it, or on a storage failure, the transfer is cut (a 422 or 5xx when that
+/// happens before the first frame).
 async fn streamed(
     backend: crate::backend::Backend,
     queries: Vec<(Vec<Matcher>, i64, i64)>,
@@ -104,24 +105,13 @@ async fn streamed(
         for (i, (matchers, start, end)) in queries.iter().enumerate() {
             let left = MAX_READ_SAMPLES.saturating_sub(read);
             let querier = backend.complete_querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
-            let mut unstreamable = None;
             let result = querier.for_each_series(matchers, *start, *end, &mut |s| {
-                // Prometheus' histogram chunk encodings are not written: a series with native
-                // histograms stops the stream rather than being sent without them.
-                if let Err(e) = read::check_streamable(&s) {
-                    unstreamable = Some(e);
-                    return false;
-                }
-                read = read.saturating_add(s.samples.len());
+                read = read.saturating_add(s.samples.len() + s.histograms.len());
                 let mut frame = Vec::new();
                 read::write_frame(&mut frame, i, &s);
                 tx.blocking_send(Ok(Bytes::from(frame))).is_ok()
             });
             let result = result.and_then(|()| {
-                if let Some(e) = unstreamable.take() {
-                    // Storage has no variant for this; `Unavailable` (503) carries the message.
-                    return Err(crate::storage::StorageError::Unavailable(e.to_string()));
-                }
                 if read > MAX_READ_SAMPLES {
                     return Err(crate::storage::StorageError::TooManySamples { limit: MAX_READ_SAMPLES });
                 }

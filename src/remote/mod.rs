@@ -5,6 +5,7 @@
 pub mod decode;
 pub mod footprint;
 pub mod histogram;
+pub mod histogram_chunk;
 pub mod known_labels;
 pub mod metadata;
 pub mod proto;

@@ -1,14 +1,17 @@
 //! Remote read: request decoding, label matchers, response-type negotiation, and both response
 //! encodings — `SAMPLES` (one snappy-compressed `ReadResponse`) and `STREAMED_XOR_CHUNKS`
-//! (a stream of `ChunkedReadResponse` frames with XOR chunks, not compressed).
+//! (a stream of `ChunkedReadResponse` frames with chunks, not compressed).
 //!
 //! Native histograms: a `SAMPLES` response carries them in `TimeSeries.histograms`, in the form
-//! Prometheus' `codec.go` answers with ([`crate::remote::histogram::to_proto`]). Streamed
-//! responses carry float samples only: saltdb does not write Prometheus' histogram chunk
-//! encodings, so a streamed read that meets a series with native histograms fails loudly
-//! ([`HistogramsNotStreamed`]) instead of leaving them out.
+//! Prometheus' `codec.go` answers with ([`crate::remote::histogram::to_proto`]). A streamed
+//! response carries them as Prometheus' own chunks do: integer histograms in `HISTOGRAM` chunks,
+//! float histograms in `FLOAT_HISTOGRAM` chunks ([`crate::remote::histogram_chunk`]), floats in
+//! `XOR` chunks ([`crate::remote::xor`]). A series' chunks follow each other in time order, a
+//! series that switches between floats and histograms getting a chunk of each kind in turn.
 //!
-//! Stream framing, as Prometheus' `storage/remote/chunked.go` writes it:
+//! Stream framing, as Prometheus' `storage/remote/chunked.go` writes it (one series per frame;
+//! a series whose chunks pass [`MAX_BYTES_IN_FRAME`] goes on in further frames, as Prometheus'
+//! `StreamChunkedReadResponses` splits it):
 //!
 //! | part | encoding |
 //! |---|---|
@@ -21,9 +24,10 @@ use crate::matcher::{MatchOp, Matcher, MatcherError};
 use crate::remote::decode::{decompress, DecodeError};
 use crate::remote::footprint::Footprint;
 use crate::remote::histogram;
+use crate::remote::histogram_chunk;
 use crate::remote::proto::{self, ChunkEncoding, MatcherType, ResponseType};
 use crate::remote::xor;
-use crate::sample::SeriesSamples;
+use crate::sample::{HistogramSample, Sample, SeriesSamples};
 use prost::Message;
 
 /// Content type of a `SAMPLES` response.
@@ -157,52 +161,82 @@ pub fn samples_response(results: &[Vec<SeriesSamples>]) -> Vec<u8> {
     compress(&resp.encode_to_vec())
 }
 
-/// A streamed read met a series with native histograms, which XOR chunks cannot carry.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("series {series} has {count} native histogram samples, which saltdb does not stream as chunks yet; ask for the SAMPLES response type (0) to read them")]
-pub struct HistogramsNotStreamed {
-    /// The series' labels.
-    pub series: String,
-    /// Its histogram samples in the selected range.
-    pub count: usize,
-}
-
-/// Checks that a series can go into a `STREAMED_XOR_CHUNKS` response (it has no histograms).
-///
-/// # Errors
-/// [`HistogramsNotStreamed`] naming the series.
-pub fn check_streamable(series: &SeriesSamples) -> Result<(), HistogramsNotStreamed> {
-    if series.histograms.is_empty() {
-        return Ok(());
-    }
-    Err(HistogramsNotStreamed { series: series.labels.to_string(), count: series.histograms.len() })
-}
-
 /// Snappy block compression (infallible for in-memory input below 4 GiB).
 pub fn compress(raw: &[u8]) -> Vec<u8> {
     snap::raw::Encoder::new().compress_vec(raw).unwrap_or_default()
 }
 
-/// One series as XOR chunks of at most [`xor::SAMPLES_PER_CHUNK`] samples.
+/// Chunk bytes per frame before a series goes on in a further frame: Prometheus' default
+/// `--storage.remote.read-max-bytes-in-frame`.
+pub const MAX_BYTES_IN_FRAME: usize = 1 << 20;
+
+/// One series as chunks in time order: runs of floats as XOR chunks of at most
+/// [`xor::SAMPLES_PER_CHUNK`] samples, runs of histograms as histogram chunks cut as
+/// [`histogram_chunk::plan`] decides.
 pub fn chunked_series(series: &SeriesSamples) -> proto::ChunkedSeries {
-    let chunks = series
-        .samples
-        .chunks(xor::SAMPLES_PER_CHUNK)
-        .map(|run| proto::Chunk {
-            min_time_ms: run.first().map_or(0, |s| s.timestamp_ms),
-            max_time_ms: run.last().map_or(0, |s| s.timestamp_ms),
-            r#type: ChunkEncoding::Xor as i32,
-            data: xor::encode(run),
-        })
-        .collect();
+    let (mut floats, mut hists) = (series.samples.as_slice(), series.histograms.as_slice());
+    let mut chunks = Vec::new();
+    while !floats.is_empty() || !hists.is_empty() {
+        let next_hist = hists.first().map_or(i64::MAX, |h| h.timestamp_ms);
+        let (run, rest) = floats.split_at(floats.partition_point(|s| s.timestamp_ms <= next_hist));
+        xor_chunks(run, &mut chunks);
+        floats = rest;
+        let next_float = floats.first().map_or(i64::MAX, |s| s.timestamp_ms);
+        let (run, rest) = hists.split_at(hists.partition_point(|h| h.timestamp_ms < next_float));
+        histogram_chunks(run, &mut chunks);
+        hists = rest;
+    }
     proto::ChunkedSeries { labels: proto_labels(&series.labels), chunks }
 }
 
-/// Appends one frame (uvarint length, big-endian CRC-32C, message) holding `series` as the
-/// answer to query `query_index`.
+fn xor_chunks(run: &[Sample], dst: &mut Vec<proto::Chunk>) {
+    dst.extend(run.chunks(xor::SAMPLES_PER_CHUNK).map(|part| proto::Chunk {
+        min_time_ms: part.first().map_or(0, |s| s.timestamp_ms),
+        max_time_ms: part.last().map_or(0, |s| s.timestamp_ms),
+        r#type: ChunkEncoding::Xor as i32,
+        data: xor::encode(part),
+    }));
+}
+
+fn histogram_chunks(run: &[HistogramSample], dst: &mut Vec<proto::Chunk>) {
+    for c in histogram_chunk::plan(run) {
+        let part = run.get(c.range).unwrap_or_default();
+        let r#type = if c.float { ChunkEncoding::FloatHistogram } else { ChunkEncoding::Histogram };
+        dst.push(proto::Chunk {
+            min_time_ms: part.first().map_or(0, |s| s.timestamp_ms),
+            max_time_ms: part.last().map_or(0, |s| s.timestamp_ms),
+            r#type: r#type as i32,
+            data: histogram_chunk::encode(part, c.float, c.header),
+        });
+    }
+}
+
+/// Appends the frames (uvarint length, big-endian CRC-32C, message) holding `series` as the
+/// answer to query `query_index`: one frame, or more when its chunks pass
+/// [`MAX_BYTES_IN_FRAME`] (each frame then repeats the labels).
 pub fn write_frame(dst: &mut Vec<u8>, query_index: usize, series: &SeriesSamples) {
+    let whole = chunked_series(series);
+    let labels_len: usize = whole.labels.iter().map(Message::encoded_len).sum();
+    let budget = MAX_BYTES_IN_FRAME.saturating_sub(labels_len);
+    let mut chunks = whole.chunks.into_iter().peekable();
+    loop {
+        let mut part = Vec::new();
+        let mut used = 0usize;
+        while let Some(c) = chunks.next_if(|_| part.is_empty() || used < budget) {
+            used += c.encoded_len();
+            part.push(c);
+        }
+        let more = chunks.peek().is_some();
+        put_frame(dst, query_index, proto::ChunkedSeries { labels: whole.labels.clone(), chunks: part });
+        if !more {
+            return;
+        }
+    }
+}
+
+fn put_frame(dst: &mut Vec<u8>, query_index: usize, series: proto::ChunkedSeries) {
     let msg = proto::ChunkedReadResponse {
-        chunked_series: vec![chunked_series(series)],
+        chunked_series: vec![series],
         query_index: i64::try_from(query_index).unwrap_or(i64::MAX),
     };
     let bytes = msg.encode_to_vec();
@@ -342,7 +376,6 @@ mod tests {
             HistogramSample { timestamp_ms: 5, histogram: Arc::new(h(true, 3.0)) },
             HistogramSample { timestamp_ms: 6, histogram: Arc::new(h(false, 1.5)) },
         ];
-        assert!(check_streamable(&s).unwrap_err().to_string().contains("2 native histogram samples"));
         let raw = decompress(&samples_response(&[vec![s]]), 1 << 20).unwrap();
         let resp = proto::ReadResponse::decode(raw.as_slice()).unwrap();
         let hs = &resp.results[0].timeseries[0].histograms;
@@ -350,7 +383,72 @@ mod tests {
         assert_eq!((hs[0].timestamp, hs[0].positive_deltas.as_slice(), hs[0].reset_hint), (5, &[3i64][..], 3));
         assert!(!histogram::is_float(&hs[0]) && histogram::is_float(&hs[1]));
         assert_eq!(hs[1].positive_counts, [1.5]);
-        assert!(check_streamable(&series(2)).is_ok());
+    }
+
+    #[test]
+    fn a_series_switching_between_floats_and_histograms_streams_chunks_of_each_kind_in_time_order() {
+        use crate::histogram::{CounterResetHint, Histogram, Span};
+        use crate::sample::HistogramSample;
+        use std::sync::Arc;
+        let h = |t: i64, integer: bool| HistogramSample {
+            timestamp_ms: t,
+            histogram: Arc::new(Histogram {
+                counter_reset_hint: CounterResetHint::NotCounterReset,
+                count: t as f64,
+                sum: 1.0,
+                positive_spans: vec![Span { offset: 0, length: 1 }],
+                positive_buckets: vec![t as f64],
+                integer,
+                ..Histogram::default()
+            }),
+        };
+        let mut s = series(0);
+        s.samples = [1, 2, 6, 200].map(|t| Sample::new(t, 0.5)).to_vec();
+        s.histograms = (3..6).map(|t| h(t, true)).chain((7..137).map(|t| h(t, t < 130))).collect();
+        let cs = chunked_series(&s);
+        let got: Vec<_> = cs.chunks.iter().map(|c| (c.r#type, c.min_time_ms, c.max_time_ms)).collect();
+        let (x, hi, fh) =
+            (ChunkEncoding::Xor as i32, ChunkEncoding::Histogram as i32, ChunkEncoding::FloatHistogram as i32);
+        assert_eq!(
+            got,
+            [(x, 1, 2), (hi, 3, 5), (x, 6, 6), (hi, 7, 126), (hi, 127, 129), (fh, 130, 136), (x, 200, 200)]
+        );
+        let decoded = histogram_chunk::decode(&cs.chunks[3].data, false).unwrap();
+        assert_eq!(decoded.histograms.len(), 120);
+        assert_eq!(decoded.histograms[119].1.count, 126.0);
+        assert_eq!(histogram_chunk::decode(&cs.chunks[5].data, true).unwrap().histograms[0].0, 130);
+    }
+
+    #[test]
+    fn a_series_larger_than_a_frame_goes_on_in_further_frames_with_its_labels() {
+        let mut s = series(0);
+        // Random values take ~8 bytes each: ~4.6 MiB of chunks.
+        let mut x = 1u64;
+        s.samples = (0..600_000)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                Sample::new(i, f64::from_bits(x >> 2))
+            })
+            .collect();
+        let mut buf = Vec::new();
+        write_frame(&mut buf, 1, &s);
+        let mut rest = buf.as_slice();
+        let mut frames = Vec::new();
+        while !rest.is_empty() {
+            let (f, r) = read_frame(rest).unwrap();
+            frames.push(f);
+            rest = r;
+        }
+        assert!(frames.len() >= 4, "{}", frames.len());
+        let mut all = Vec::new();
+        for f in &frames {
+            let cs = &f.chunked_series[0];
+            assert_eq!(cs.labels, proto_labels(&s.labels));
+            assert!(cs.chunks.iter().map(|c| c.encoded_len()).sum::<usize>() < MAX_BYTES_IN_FRAME + 4096);
+            all.extend(cs.chunks.iter().flat_map(|c| xor::decode(&c.data).unwrap()));
+        }
+        assert_eq!(all.len(), s.samples.len());
+        assert!(all.iter().zip(&s.samples).all(|(a, b)| a.value.to_bits() == b.value.to_bits()));
     }
 
     #[test]

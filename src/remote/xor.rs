@@ -139,7 +139,7 @@ fn read_signed(r: &mut BitReader<'_>, sz: u32) -> Result<i64, XorError> {
     Ok(bits as i64)
 }
 
-fn write_xor(w: &mut BitWriter, delta: u64, leading: &mut u8, trailing: &mut u8) {
+pub(super) fn write_xor(w: &mut BitWriter, delta: u64, leading: &mut u8, trailing: &mut u8) {
     if delta == 0 {
         w.write_bit(false);
         return;
@@ -163,7 +163,7 @@ fn write_xor(w: &mut BitWriter, delta: u64, leading: &mut u8, trailing: &mut u8)
     w.write(delta >> new_trailing, sigbits);
 }
 
-fn read_xor(r: &mut BitReader<'_>, v: u64, leading: &mut u8, trailing: &mut u8) -> Result<u64, XorError> {
+pub(super) fn read_xor(r: &mut BitReader<'_>, v: u64, leading: &mut u8, trailing: &mut u8) -> Result<u64, XorError> {
     if !r.bit()? {
         return Ok(v);
     }
