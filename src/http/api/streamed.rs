@@ -52,13 +52,26 @@ impl<T, F: FnMut(&mut String, T)> Iterator for ArrayPieces<T, F> {
     }
 }
 
-/// A 200 JSON response streaming the pieces.
-pub fn json_response<T, F>(pieces: ArrayPieces<T, F>) -> Response
+impl<T, F> ArrayPieces<T, F> {
+    /// True once the last piece (the one holding the tail) has been returned.
+    fn is_done(&self) -> bool {
+        self.tail.is_none()
+    }
+}
+
+/// A 200 JSON response of the pieces: a document that fits in its first piece (most answers)
+/// goes out whole, with a `Content-Length`, in one write; a longer one is streamed, chunked,
+/// piece by piece as the client reads.
+pub fn json_response<T, F>(mut pieces: ArrayPieces<T, F>) -> Response
 where
     T: Send + 'static,
     F: FnMut(&mut String, T) + Send + 'static,
 {
-    let stream = futures_util::stream::iter(pieces.map(Ok::<_, Infallible>));
+    let first = pieces.next().unwrap_or_default();
+    if pieces.is_done() {
+        return ([(header::CONTENT_TYPE, "application/json")], first).into_response();
+    }
+    let stream = futures_util::stream::iter(std::iter::once(first).chain(pieces).map(Ok::<_, Infallible>));
     ([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response()
 }
 
@@ -87,5 +100,22 @@ mod tests {
         let parsed: serde_json::Value = text.parse().unwrap();
         assert_eq!(parsed["a"].as_array().map(Vec::len), Some(50_000));
         assert_eq!(parsed["a"][49_999], 49_999);
+    }
+
+    #[tokio::test]
+    async fn small_documents_go_out_whole_and_large_ones_chunked() {
+        use http_body_util::BodyExt;
+        // hyper writes `Content-Length` from an exact size hint, `Transfer-Encoding: chunked` otherwise.
+        use axum::body::HttpBody;
+        let write = |out: &mut String, n: u32| out.push_str(&n.to_string());
+        let small = json_response(ArrayPieces::new("[".into(), vec![1, 2, 3], write, "]".into()));
+        assert_eq!(small.body().size_hint().exact(), Some(7));
+        assert_eq!(small.into_body().collect().await.unwrap().to_bytes(), "[1,2,3]");
+        let items: Vec<u32> = (0..50_000).collect();
+        let large = json_response(ArrayPieces::new("[".into(), items, write, "]".into()));
+        assert_eq!(large.body().size_hint().exact(), None);
+        let text = large.into_body().collect().await.unwrap().to_bytes();
+        let parsed: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        assert_eq!(parsed.as_array().map(Vec::len), Some(50_000));
     }
 }
