@@ -10,6 +10,7 @@
 //!
 //! The series' labels and id stay: a later write of the same series reuses its id.
 
+use super::start_ts;
 use super::chunk;
 use super::error::{Result, StorageError};
 use super::histogram_run;
@@ -114,6 +115,10 @@ pub fn delete_in_window(
                 let (removed, left) = histogram_run::delete_range(&mut batch, ks, bucket, id, (start, end))?;
                 out.samples += removed;
                 present |= left;
+            }
+            if sh.starts_stored() {
+                let window_end = w.start_ms.saturating_add(sh.windows.window_ms());
+                start_ts::delete_range(&mut batch, ks, bucket, id, (start, end), window_end)?;
             }
         }
         if !present {

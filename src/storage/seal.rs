@@ -6,6 +6,7 @@
 
 use std::sync::mpsc::{self, SyncSender};
 
+use super::start_ts;
 use super::chunk;
 use super::error::{Result, StorageError};
 use super::histogram_run;
@@ -160,6 +161,10 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
         }
     }
     index.write(&mut batch, chunks_ks);
+    if let Some(points) = &w.points {
+        // Start timestamps are change points, copied as they are.
+        start_ts::copy_all(&mut batch, points, chunks_ks)?;
+    }
     batch.commit()?;
     Ok(outcome)
 }
