@@ -193,22 +193,6 @@ fn histogram_rollup(
     }
 }
 
-/// Adds `h` to `acc`, raising what the addition calls for; `None` when they cannot be added.
-fn add_noting(q: &Query, name: &str, acc: &mut Histogram, h: &Histogram) -> Option<()> {
-    match acc.add(h) {
-        Err(_) => {
-            q.warn(native_rollup::note::mixed_exponential_custom(name));
-            None
-        }
-        Ok(c) => {
-            if c.custom_bounds_reconciled {
-                q.info(native_rollup::note::reconciled_custom_buckets("addition"));
-            }
-            Some(())
-        }
-    }
-}
-
 /// The change of counter histograms `hists` (at least two) over their window, a sample
 /// restarted by its start timestamp counting as a reset (Prometheus' `histogramRate`).
 fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64]) -> Option<Histogram> {
@@ -248,20 +232,17 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64
     if !custom && min_schema < h.schema && h.reduce_resolution(min_schema).is_err() {
         return None;
     }
-    match h.sub(&prev) {
-        Err(_) => {
-            q.warn(native_rollup::note::mixed_exponential_custom(name));
-            return None;
-        }
-        Ok(c) if c.custom_bounds_reconciled => q.info(native_rollup::note::reconciled_custom_buckets("subtraction")),
-        Ok(_) => {}
+    if !native_rollup::noted(q, name, h.sub(&prev), "subtraction") {
+        return None;
     }
     let mut overlap = false;
     for i in 1..hists.len() {
         let before = if i == 1 { &prev } else { &*hists.get(i - 1)?.histogram };
         overlap |= overlaps(st_of(i - 1), hists.get(i - 1)?.timestamp_ms, st_of(i));
         if reset_at(i, before) {
-            add_noting(q, name, &mut h, before)?;
+            if !native_rollup::add_noting(q, name, &mut h, before, "addition") {
+                return None;
+            }
         }
     }
     if overlap {
@@ -295,7 +276,11 @@ fn histogram_rate(
         to_start = 0.0;
         sampled = (last.timestamp_ms - st0) as f64 / 1e3;
         match result.as_mut() {
-            Some(r) => add_noting(q, name, r, &first.histogram)?,
+            Some(r) => {
+                if !native_rollup::add_noting(q, name, r, &first.histogram, "addition") {
+                    return None;
+                }
+            }
             None => {
                 let mut h = (*first.histogram).clone();
                 h.counter_reset_hint = CounterResetHint::Gauge;
