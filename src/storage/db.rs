@@ -746,12 +746,7 @@ impl Querier for StorageQuerier {
         select::for_each_series(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits, f)
     }
 
-    fn start_timestamps(
-        &self,
-        matchers: &[Matcher],
-        start_ms: i64,
-        end_ms: i64,
-    ) -> Result<Vec<super::SeriesStarts>> {
+    fn start_timestamps(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<super::SeriesStarts>> {
         select::start_timestamps(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits)
     }
 

@@ -10,7 +10,6 @@
 //!
 //! The series' labels and id stay: a later write of the same series reuses its id.
 
-use super::start_ts;
 use super::chunk;
 use super::error::{Result, StorageError};
 use super::histogram_run;
@@ -20,6 +19,7 @@ use super::run;
 use super::seal::ZSTD_LEVEL;
 use super::series::SeriesId;
 use super::shared::Shared;
+use super::start_ts;
 use super::window::Window;
 use crate::sample::Sample;
 

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::error::{Result, StorageError};
+use super::start_ts::SeriesStarts;
 use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::sample::SeriesSamples;
-use super::start_ts::SeriesStarts;
 
 /// A transformation applied to each selected series where it is read (see [`Querier::select`]).
 pub type SeriesMap<'a> = &'a (dyn Fn(&mut SeriesSamples) + Sync);

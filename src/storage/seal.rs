@@ -6,7 +6,6 @@
 
 use std::sync::mpsc::{self, SyncSender};
 
-use super::start_ts;
 use super::chunk;
 use super::error::{Result, StorageError};
 use super::histogram_run;
@@ -16,6 +15,7 @@ use super::reseal;
 use super::select::{read_histograms, read_series, universe};
 use super::series;
 use super::shared::Shared;
+use super::start_ts;
 use super::window;
 use super::write::{Command, FinishSeal, SealSwap};
 use crate::sample::MAX_TIMESTAMP_MS;

@@ -115,7 +115,9 @@ pub fn encode_value(start_ms: i64) -> [u8; 8] {
 /// # Errors
 /// [`StorageError::Corrupt`] when it is not 8 bytes.
 pub fn decode_value(value: &[u8]) -> Result<i64> {
-    <[u8; 8]>::try_from(value).map(i64::from_be_bytes).map_err(|_| StorageError::Corrupt { what: "start timestamp row" })
+    <[u8; 8]>::try_from(value)
+        .map(i64::from_be_bytes)
+        .map_err(|_| StorageError::Corrupt { what: "start timestamp row" })
 }
 
 /// True when the keyspace holds any start-timestamp row (one seek).
@@ -184,7 +186,8 @@ pub fn newest(ks: &fjall::Keyspace) -> Result<Vec<(SeriesId, i64)>> {
     let mut out = Vec::new();
     while let Some(guard) = ks.range(from.clone()..hi.to_vec()).next() {
         let (key, value) = guard.into_inner()?;
-        let (field, id, _) = keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "start timestamp key" })?;
+        let (field, id, _) =
+            keys::decode_point_key(&key).ok_or(StorageError::Corrupt { what: "start timestamp key" })?;
         out.push((id, decode_value(&value)?));
         from = match id.checked_add(1) {
             Some(next) => keys::series_prefix(field, next).to_vec(),
@@ -195,7 +198,13 @@ pub fn newest(ks: &fjall::Keyspace) -> Result<Vec<(SeriesId, i64)>> {
 }
 
 /// Adds to `fb` the rows of `changes` (ascending) of series `id` in `ks`.
-pub fn write(fb: &mut fjall::OwnedWriteBatch, ks: &fjall::Keyspace, bucket: u16, id: SeriesId, changes: &[StartChange]) {
+pub fn write(
+    fb: &mut fjall::OwnedWriteBatch,
+    ks: &fjall::Keyspace,
+    bucket: u16,
+    id: SeriesId,
+    changes: &[StartChange],
+) {
     for c in changes {
         fb.insert(ks, keys::start_key(bucket, id, c.timestamp_ms), encode_value(c.start_ms));
     }

@@ -419,8 +419,12 @@ fn parse_load(lines: &[(usize, String)], i: &mut usize) -> Result<Load, String> 
     let mut parts = header.split_whitespace();
     let cmd = parts.next().unwrap_or("");
     let step = parts.next().ok_or("load without step")?;
-    let mut load =
-        Load { step_ms: parse_duration(step)?, with_nhcb: cmd == "load_with_nhcb", series: Vec::new(), starts: Vec::new() };
+    let mut load = Load {
+        step_ms: parse_duration(step)?,
+        with_nhcb: cmd == "load_with_nhcb",
+        series: Vec::new(),
+        starts: Vec::new(),
+    };
     while *i + 1 < lines.len() && !lines[*i + 1].1.is_empty() {
         *i += 1;
         let l = lines[*i].1.as_str();

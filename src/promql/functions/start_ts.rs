@@ -16,9 +16,9 @@ use super::native_rollup;
 use super::rollup::{self, Rollup};
 use crate::histogram::{detect_reset, ArithError, CounterResetHint, Histogram};
 use crate::labels::{Labels, METRIC_NAME};
+use crate::promql::error::EvalError;
 use crate::promql::eval::Query;
 use crate::promql::points;
-use crate::promql::error::EvalError;
 use crate::promql::value::{Elem, Point, StepValue};
 use crate::sample::{HistogramSample, Sample};
 use crate::storage::{start_at, StartChange};
@@ -209,7 +209,11 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64
     let mut prev: Histogram = (**first).clone();
     if let Some(second) = hists.get(1).map(|h| &h.histogram) {
         if reset_at(1, &prev) {
-            prev = Histogram { schema: second.schema, custom_values: second.custom_values.clone(), ..Histogram::default() };
+            prev = Histogram {
+                schema: second.schema,
+                custom_values: second.custom_values.clone(),
+                ..Histogram::default()
+            };
         }
     }
     let custom = prev.uses_custom_buckets();
@@ -330,7 +334,9 @@ fn histogram_irate(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64]
                 return None;
             }
             Err(_) => return None,
-            Ok(c) if c.custom_bounds_reconciled => q.info(native_rollup::note::reconciled_custom_buckets("subtraction")),
+            Ok(c) if c.custom_bounds_reconciled => {
+                q.info(native_rollup::note::reconciled_custom_buckets("subtraction"))
+            }
             Ok(_) => {}
         }
     }
@@ -363,7 +369,12 @@ pub(crate) fn overlaps(prev_st: i64, prev_t: i64, st: i64) -> bool {
 
 /// `rate` (`is_rate`) or `increase` of counter samples `s` with start timestamps `sts`, and
 /// whether some sample overlaps its predecessor.
-pub(crate) fn extrapolated_rate(s: &[Sample], sts: &[i64], (start, end): (i64, i64), is_rate: bool) -> (Option<f64>, bool) {
+pub(crate) fn extrapolated_rate(
+    s: &[Sample],
+    sts: &[i64],
+    (start, end): (i64, i64),
+    is_rate: bool,
+) -> (Option<f64>, bool) {
     let (Some(first), Some(last)) = (s.first(), s.last()) else { return (None, false) };
     let st_of = |i: usize| sts.get(i).copied().unwrap_or(0);
     let mut result = last.value - first.value;
