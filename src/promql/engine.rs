@@ -365,21 +365,7 @@ fn parsed_cache() -> &'static quick_cache::sync::Cache<(String, i64, i64), std::
     CACHE.get_or_init(|| quick_cache::sync::Cache::new(512))
 }
 
-/// Registers, once, the functions of Prometheus 3 that `promql-parser` lacks and whose syntax
-/// is that of any function: `start_timestamp(v instant-vector)`.
-fn register_functions() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        use promql_parser::parser::function::{register_extra_functions, Function};
-        let start_timestamp = Function::new("start_timestamp", vec![ValueType::Vector], 0, ValueType::Vector, false);
-        if let Err(e) = register_extra_functions(vec![start_timestamp]) {
-            tracing::warn!(error = %e, "registering start_timestamp() with the PromQL parser failed");
-        }
-    });
-}
-
 fn parse_uncached(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
-    register_functions();
     check_text_limits(query)?;
     let folded = super::duration_expr::fold(query, step_ms, range_ms).map_err(EvalError::bad)?;
     let marked = super::extended::mark(&folded).map_err(EvalError::bad)?;

@@ -243,10 +243,8 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64
     for i in 1..hists.len() {
         let before = if i == 1 { &prev } else { &*hists.get(i - 1)?.histogram };
         overlap |= overlaps(st_of(i - 1), hists.get(i - 1)?.timestamp_ms, st_of(i));
-        if reset_at(i, before) {
-            if !native_rollup::add_noting(q, name, &mut h, before, "addition") {
-                return None;
-            }
+        if reset_at(i, before) && !native_rollup::add_noting(q, name, &mut h, before, "addition") {
+            return None;
         }
     }
     if overlap {
