@@ -75,6 +75,18 @@ pub struct Exemplar {
     pub timestamp_ms: i64,
 }
 
+/// The start timestamp (created timestamp) of one sample: when the counter (or, for a delta
+/// series, the interval) the sample reports began, as remote-write 2.0's `created_timestamp`
+/// and OpenTelemetry's `StartTimeUnixNano` carry it. A sample without one has none (Prometheus'
+/// `ST == 0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StartTimestamp {
+    /// The timestamp of the sample (float or histogram) it belongs to.
+    pub timestamp_ms: i64,
+    /// The start timestamp, milliseconds since the Unix epoch; never 0 (0 means none).
+    pub start_ms: i64,
+}
+
 /// Most characters (Unicode scalar values) of an exemplar's label names and values together, as
 /// Prometheus' `ExemplarMaxLabelSetLength`.
 pub const MAX_EXEMPLAR_LABEL_CHARS: usize = 128;
@@ -153,6 +165,10 @@ pub struct PackedBatch {
     /// Exemplars, back to back, with the end of each finished series' as for histograms.
     exemplars: Vec<Exemplar>,
     exemplar_ends: Vec<usize>,
+    /// Start timestamps of samples, back to back, with the end of each finished series' as for
+    /// histograms: empty for a batch without any, so batches without them never touch it.
+    starts: Vec<StartTimestamp>,
+    start_ends: Vec<usize>,
 }
 
 /// Makes room for `extra` more elements in `v`, asking `grant` for the bytes first.
@@ -180,6 +196,9 @@ pub struct PackedSeries<'a> {
     pub histograms: &'a [HistogramSample],
     /// The series' exemplars.
     pub exemplars: &'a [Exemplar],
+    /// Start timestamps of some of its samples (floats or histograms), in any order; a sample
+    /// missing here has none.
+    pub starts: &'a [StartTimestamp],
 }
 
 impl PackedBatch {
@@ -236,6 +255,8 @@ impl PackedBatch {
                 .map(|e| e.labels.iter().map(|l| l.name.len() + l.value.len() + 48).sum::<usize>())
                 .sum::<usize>()
             + self.exemplar_ends.capacity() * std::mem::size_of::<usize>()
+            + self.starts.capacity() * std::mem::size_of::<StartTimestamp>()
+            + self.start_ends.capacity() * std::mem::size_of::<usize>()
     }
 
     /// Appends a series (skipped when `samples` is empty), dropping any series being built.
@@ -308,10 +329,22 @@ impl PackedBatch {
         self.exemplars.push(exemplar);
     }
 
+    /// Records the start timestamp of a sample of the series being built (`start.start_ms`
+    /// must not be 0; its `timestamp_ms` should be one of the series' samples).
+    pub fn push_start(&mut self, start: StartTimestamp) {
+        if self.start_ends.len() < self.ends.len() {
+            self.start_ends.resize(self.ends.len(), 0);
+        }
+        self.starts.push(start);
+    }
+
     /// Ends the series being built (it must have labels and at least one sample, histogram or
     /// exemplar).
     pub fn finish_series(&mut self) {
         self.ends.push((self.labels.len(), self.samples.len()));
+        if !self.starts.is_empty() {
+            self.start_ends.push(self.starts.len());
+        }
         if !self.histograms.is_empty() {
             self.histogram_ends.push(self.histograms.len());
         }
@@ -327,6 +360,10 @@ impl PackedBatch {
         self.samples.truncate(samples);
         self.histograms.truncate(self.histogram_ends.last().copied().unwrap_or(0));
         self.exemplars.truncate(self.exemplar_ends.last().copied().unwrap_or(0));
+        self.starts.truncate(self.start_ends.last().copied().unwrap_or(0));
+        if self.starts.is_empty() {
+            self.start_ends.clear();
+        }
         // Ends of nothing but zeros say what no ends say.
         if self.histograms.is_empty() {
             self.histogram_ends.clear();
@@ -356,6 +393,11 @@ impl PackedBatch {
         self.histogram_ends.last().copied().unwrap_or(0)
     }
 
+    /// Total number of start timestamps in the finished series.
+    pub fn start_count(&self) -> usize {
+        self.start_ends.last().copied().unwrap_or(0)
+    }
+
     /// Total number of exemplars in the finished series.
     pub fn exemplar_count(&self) -> usize {
         self.exemplar_ends.last().copied().unwrap_or(0)
@@ -380,11 +422,14 @@ impl PackedBatch {
             let h1 = self.histogram_ends.get(i).copied().unwrap_or(h0);
             let e0 = i.checked_sub(1).and_then(|p| self.exemplar_ends.get(p)).copied().unwrap_or(0);
             let e1 = self.exemplar_ends.get(i).copied().unwrap_or(e0);
+            let st0 = i.checked_sub(1).and_then(|p| self.start_ends.get(p)).copied().unwrap_or(0);
+            let st1 = self.start_ends.get(i).copied().unwrap_or(st0);
             PackedSeries {
                 labels: self.labels.get(l0..l1).unwrap_or_default(),
                 samples: self.samples.get(s0..s1).unwrap_or_default(),
                 histograms: self.histograms.get(h0..h1).unwrap_or_default(),
                 exemplars: self.exemplars.get(e0..e1).unwrap_or_default(),
+                starts: self.starts.get(st0..st1).unwrap_or_default(),
             }
         })
     }
@@ -422,7 +467,7 @@ impl PartialEq for PackedBatch {
             && self
                 .series()
                 .zip(other.series())
-                .all(|(a, b)| a.histograms == b.histograms && a.exemplars == b.exemplars)
+                .all(|(a, b)| a.histograms == b.histograms && a.exemplars == b.exemplars && a.starts == b.starts)
     }
 }
 

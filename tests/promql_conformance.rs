@@ -32,7 +32,7 @@ mod script;
 #[path = "it/skip.rs"]
 mod skip;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -40,7 +40,7 @@ use promql_parser::parser::{AtModifier, Expr};
 use saltdb::clickhouse::{ClickHouse, ClickHouseConfig};
 use saltdb::labels::Labels;
 use saltdb::promql::{Annotations, Engine, EngineOptions, InstantSample, Value};
-use saltdb::sample::{is_stale_marker, HistogramSample, Sample, SeriesSamples, WriteBatch};
+use saltdb::sample::{is_stale_marker, HistogramSample, PackedBatch, Sample, SeriesSamples, StartTimestamp};
 use saltdb::storage::{FsyncMode, Querier, ReadLimits, Storage, StorageConfig};
 use script::{Command, Eval, Expected, Load, Matcher, SeqValue, SeriesDesc};
 
@@ -189,11 +189,28 @@ impl Runner {
                 .map(|(t, h)| HistogramSample { timestamp_ms: t, histogram: std::sync::Arc::new(h) })
                 .collect();
         }
-        let series = by_labels.into_values().filter(|s| !s.samples.is_empty() || !s.histograms.is_empty()).collect();
-        let batch = WriteBatch { series };
+        let series: Vec<SeriesSamples> =
+            by_labels.into_values().filter(|s| !s.samples.is_empty() || !s.histograms.is_empty()).collect();
+        let starts = script::load_starts(load);
+        let mut batch = PackedBatch::default();
+        for s in &series {
+            // Samples without a value (`_`) have no start timestamp either.
+            let times: BTreeSet<i64> =
+                s.samples.iter().map(|p| p.timestamp_ms).chain(s.histograms.iter().map(|h| h.timestamp_ms)).collect();
+            for l in s.labels.iter() {
+                batch.push_label(&l.name, &l.value);
+            }
+            s.samples.iter().for_each(|p| batch.push_sample(*p));
+            s.histograms.iter().for_each(|h| batch.push_histogram(h.clone()));
+            let sts = starts.get(&s.labels).map(Vec::as_slice).unwrap_or_default();
+            for &(timestamp_ms, start_ms) in sts.iter().filter(|(t, _)| times.contains(t)) {
+                batch.push_start(StartTimestamp { timestamp_ms, start_ms });
+            }
+            batch.finish_series();
+        }
         match &self.clickhouse {
-            Some(ch) => ch.store.write(&saltdb::sample::PackedBatch::from(&batch)).map(|_| ()),
-            None => self.store.write(batch).map(|_| ()),
+            Some(ch) => ch.store.write(&batch).map(|_| ()),
+            None => self.store.write_packed(batch).map(|_| ()),
         }
         .map_err(|e| format!("load failed: {e}"))
     }

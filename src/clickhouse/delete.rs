@@ -35,15 +35,18 @@ impl ClickHouse {
             let ids: Vec<u64> = q.candidates(shard, matchers, start_ms, end_ms)?.into_iter().map(|c| c.id).collect();
             for chunk in ids.chunks(IDS_PER_STATEMENT) {
                 let list = chunk.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-                shard.query(&format!(
-                    "ALTER TABLE {} DELETE WHERE series_id IN ({list}) AND ts >= {start_ms} AND ts <= {end_ms}",
-                    self.table("samples")
-                ))?;
+                for table in ["samples", "starts"] {
+                    shard.query(&format!(
+                        "ALTER TABLE {} DELETE WHERE series_id IN ({list}) AND ts >= {start_ms} AND ts <= {end_ms}",
+                        self.table(table)
+                    ))?;
+                }
             }
             if !ids.is_empty() {
                 self.delete_sealed(shard, &ids, start_ms, end_ms)?;
                 self.wait_for_mutations(shard, "samples")?;
                 self.wait_for_mutations(shard, "chunks")?;
+                self.wait_for_mutations(shard, "starts")?;
             }
             Ok(ids.len())
         })?;

@@ -18,7 +18,7 @@ use super::{day_of, ClickHouse};
 use crate::labels::{Label, Labels, METRIC_NAME};
 use crate::matcher::{MatchOp, Matcher};
 use crate::sample::SeriesSamples;
-use crate::storage::{Querier, ReadLimits, SampleBudget, SeriesMap, StorageError};
+use crate::storage::{Querier, ReadLimits, SampleBudget, SeriesMap, SeriesStarts, StartChange, StorageError};
 
 type Result<T> = std::result::Result<T, StorageError>;
 
@@ -302,6 +302,51 @@ impl ClickHouseQuerier {
         Ok(out)
     }
 
+    /// The start timestamps of `series` on `shard` in `[start_ms, end_ms]`, as change points:
+    /// the `starts` table holds one row per sample that has one, so each row is a change point
+    /// followed, unless the next row is the next millisecond, by one back to none.
+    fn starts(&self, shard: &Shard, series: &[Candidate], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesStarts>> {
+        let mut out = Vec::new();
+        for chunk in series.chunks(IDS_PER_STATEMENT) {
+            let list = chunk.iter().map(|c| c.id.to_string()).collect::<Vec<_>>().join(",");
+            let buckets: BTreeSet<u16> = chunk.iter().map(|c| c.bucket).collect();
+            let buckets = buckets.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
+            let sql = format!(
+                "SELECT series_id, ts, start FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) \
+                 AND ts >= {start_ms} AND ts <= {end_ms} FORMAT RowBinary",
+                self.store.table("starts")
+            );
+            let body = shard.query(&sql)?;
+            let mut r = Reader::new(&body);
+            let mut rows: HashMap<u64, Vec<(i64, i64)>> = HashMap::new();
+            while !r.is_empty() {
+                let id = r.u64().map_err(|e| malformed(shard, e))?;
+                let ts = r.i64().map_err(|e| malformed(shard, e))?;
+                let start = r.i64().map_err(|e| malformed(shard, e))?;
+                if start != 0 {
+                    rows.entry(id).or_default().push((ts, start));
+                }
+            }
+            for c in chunk {
+                let Some(mut found) = rows.remove(&c.id) else { continue };
+                // Rows not merged yet (a retried insert) repeat a timestamp: one is kept.
+                found.sort_unstable();
+                found.dedup_by_key(|(ts, _)| *ts);
+                let mut changes = Vec::with_capacity(found.len() * 2);
+                for (i, &(ts, start)) in found.iter().enumerate() {
+                    changes.push(StartChange { timestamp_ms: ts, start_ms: start });
+                    let next = found.get(i + 1).map(|&(t, _)| t);
+                    if next != Some(ts.saturating_add(1)) {
+                        changes.push(StartChange { timestamp_ms: ts.saturating_add(1), start_ms: 0 });
+                    }
+                }
+                out.push(SeriesStarts { labels: c.labels.clone(), changes });
+            }
+            self.limits.check()?;
+        }
+        Ok(out)
+    }
+
     fn labels_of_all(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Labels>> {
         let per_shard = self.each_shard(|shard| self.candidates(shard, matchers, start_ms, end_ms))?;
         Ok(per_shard.into_iter().flatten().map(|c| c.labels).collect())
@@ -349,6 +394,17 @@ impl Querier for ClickHouseQuerier {
             }
         }
         Ok(())
+    }
+
+    fn start_timestamps(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesStarts>> {
+        let per_shard = self.each_shard(|shard| {
+            let series = self.candidates(shard, matchers, start_ms, end_ms)?;
+            if series.is_empty() {
+                return Ok(Vec::new());
+            }
+            self.starts(shard, &series, start_ms, end_ms)
+        })?;
+        Ok(per_shard.into_iter().flatten().collect())
     }
 
     fn series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64, limit: Option<usize>) -> Result<Vec<Labels>> {

@@ -47,7 +47,9 @@ impl ClickHouse {
         let mut dropped = 0;
         // `samples` and `chunks`: one partition per day number; `postings`: one per month (YYYYMM), dropped
         // once its last day is before the cutoff.
-        for (table, expired) in [("samples", Expiry::Day), ("chunks", Expiry::Day), ("postings", Expiry::Month)] {
+        let tables =
+            [("samples", Expiry::Day), ("chunks", Expiry::Day), ("starts", Expiry::Day), ("postings", Expiry::Month)];
+        for (table, expired) in tables {
             for partition in self.partitions(shard, table)? {
                 let Ok(p) = partition.parse::<i64>() else { continue };
                 let gone = match expired {

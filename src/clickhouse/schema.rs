@@ -9,8 +9,9 @@ use crate::storage::StorageError;
 /// the `chunks` table (sealed days in saltdb's chunk codec); a version-1 database is upgraded in
 /// place (its rows read `inserted_at` 0, so they are sealed like any other). Version 3 added
 /// `samples.histogram` (a native histogram sample, empty for a float) and histogram chunks in
-/// `chunks`; older rows read an empty `histogram`, so they stay floats.
-pub const VERSION: u32 = 3;
+/// `chunks`; older rows read an empty `histogram`, so they stay floats. Version 4 added the
+/// `starts` table (start timestamps), created empty.
+pub const VERSION: u32 = 4;
 
 /// Creates the database and tables of version [`VERSION`] on `shard` unless they exist, and
 /// records the version.
@@ -53,7 +54,7 @@ pub fn ensure(shard: &Shard, db: &str) -> Result<(), StorageError> {
 }
 
 /// The statements creating the tables.
-fn tables(db: &str) -> [String; 4] {
+fn tables(db: &str) -> [String; 5] {
     [
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.series (series_id UInt64, bucket UInt16, names Array(String), \
@@ -73,6 +74,11 @@ fn tables(db: &str) -> [String; 4] {
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.chunks (bucket UInt16, series_id UInt64, day UInt16, version Int64, \
              data String) ENGINE = MergeTree PARTITION BY day ORDER BY (bucket, series_id, day, version)"
+        ),
+        // One row per sample that has a start timestamp; never sealed, dropped by retention.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.starts (bucket UInt16, series_id UInt64, ts Int64, start Int64) \
+             ENGINE = ReplacingMergeTree PARTITION BY intDiv(ts, 86400000) ORDER BY (bucket, series_id, ts)"
         ),
     ]
 }

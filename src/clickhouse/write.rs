@@ -42,6 +42,8 @@ struct ShardRows {
     series: Vec<u8>,
     postings: Vec<u8>,
     samples: Vec<u8>,
+    /// `starts` rows: one per sample with a start timestamp (empty for most writes).
+    starts: Vec<u8>,
     /// `(id, day)` whose series and postings rows are in `series`/`postings`.
     indexed: HashSet<(u64, u16)>,
     /// Series ids with a `series` row here.
@@ -78,6 +80,12 @@ impl ShardRows {
             histogram_chunk::encode(&[(h.timestamp_ms, (*h.histogram).clone())], &mut encoded)
                 .map_err(|_| StorageError::Corrupt { what: "histogram to write" })?;
             self.sample_row(place, h.timestamp_ms, 0, &encoded);
+        }
+        for st in series.starts {
+            self.starts.extend_from_slice(&place.bucket.to_le_bytes());
+            self.starts.extend_from_slice(&place.id.to_le_bytes());
+            self.starts.extend_from_slice(&st.timestamp_ms.to_le_bytes());
+            self.starts.extend_from_slice(&st.start_ms.to_le_bytes());
         }
         Ok(())
     }
@@ -242,12 +250,13 @@ fn store_group(store: &ClickHouse, group: Vec<Job>) {
 /// has its series); the outcome per shard.
 fn insert_all(store: &ClickHouse, per_shard: &[ShardRows]) -> Vec<Result<(), StorageError>> {
     let (series, postings, samples) = (store.table("series"), store.table("postings"), store.table("samples"));
+    let starts = store.table("starts");
     std::thread::scope(|scope| {
         let handles: Vec<_> = per_shard
             .iter()
             .zip(&store.inner.shards)
             .map(|(rows, shard)| {
-                let (series, postings, samples) = (&series, &postings, &samples);
+                let (series, postings, samples, starts) = (&series, &postings, &samples, &starts);
                 scope.spawn(move || -> Result<(), StorageError> {
                     if rows.samples.is_empty() {
                         return Ok(());
@@ -259,6 +268,11 @@ fn insert_all(store: &ClickHouse, per_shard: &[ShardRows]) -> Vec<Result<(), Sto
                     if !rows.postings.is_empty() {
                         let insert = format!("INSERT INTO {postings} (day, name, value, series_id)");
                         shard.insert(&insert, &rows.postings, 1, rows.counts[1])?;
+                    }
+                    if !rows.starts.is_empty() {
+                        // Before the samples, as the index: a sample read has its start timestamp.
+                        let insert = format!("INSERT INTO {starts} (bucket, series_id, ts, start)");
+                        shard.insert(&insert, &rows.starts, usize::MAX, (rows.starts.len() / 26) as u64)?;
                     }
                     let insert =
                         format!("INSERT INTO {samples} (bucket, series_id, ts, value, inserted_at, histogram)");

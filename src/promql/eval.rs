@@ -18,7 +18,7 @@ use super::footprint;
 use super::functions;
 use super::functions::aggr::GroupCache;
 use super::functions::rollup::StepWindow;
-use super::functions::{native_extended, native_rollup};
+use super::functions::{native_extended, native_rollup, start_ts as starts};
 use super::grid::{self, PerSeries};
 use super::identity::{AddrMap, IdentityCache};
 use super::points;
@@ -26,7 +26,7 @@ use super::value::{Elem, Point, StepValue, Window};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::matcher::Matcher;
 use crate::sample::{is_stale_marker, HistogramSample, Sample, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
-use crate::storage::{Querier, SeriesMap};
+use crate::storage::{Querier, SeriesMap, StartChange};
 
 /// Step of a subquery written without one (`[5m:]`), as Prometheus' default evaluation interval.
 pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
@@ -85,6 +85,12 @@ pub(crate) struct Query<'o> {
     /// Selector nodes of which some loaded series holds native histograms: their values take
     /// the general paths (see `points.rs`), not the float-only fast paths.
     with_histograms: Arc<HashSet<usize>>,
+    /// Per selector node read by a function that uses start timestamps (`rate`, `irate`,
+    /// `increase`, `resets` on a range selector, `start_timestamp` on an instant one), the
+    /// change points of its series that have any (see `start_ts::start_nodes`). Such nodes are
+    /// also in `with_histograms`, so they take the general paths, where those functions look
+    /// for them.
+    starts: Arc<HashMap<usize, HashMap<Labels, Vec<StartChange>>>>,
     /// Whether the preload may reduce a selector's series to per-step values as it reads them
     /// (off when the query is measured: the count reads the samples themselves).
     may_reduce: bool,
@@ -159,6 +165,7 @@ impl<'o> Query<'o> {
             rollups: RefCell::new(HashMap::new()),
             stepped: Arc::new(HashSet::new()),
             with_histograms: Arc::new(HashSet::new()),
+            starts: Arc::new(HashMap::new()),
             may_reduce: true,
         }
     }
@@ -198,6 +205,7 @@ impl<'o> Query<'o> {
             groups: RefCell::new(AddrMap::default()),
             stepped: Arc::clone(&self.stepped),
             with_histograms: Arc::clone(&self.with_histograms),
+            starts: Arc::clone(&self.starts),
             may_reduce: self.may_reduce,
         }
     }
@@ -295,13 +303,21 @@ impl<'o> Query<'o> {
         };
         let mut stepped = HashSet::new();
         let mut with_histograms = HashSet::new();
+        let start_nodes = starts::start_nodes(expr);
+        let mut with_starts = HashMap::new();
         for Planned { node, vs, matchers, lo, hi, in_range, reduce, latest_only } in plan {
             self.check_deadline()?;
             let groups = match matchers {
                 Some(ms) => vec![ms],
                 None => matcher_groups(vs)?,
             };
-            let reduce = reduce.filter(|_| self.may_reduce);
+            if start_nodes.contains(&node) {
+                let found = select_starts(src, &groups, lo, hi)?;
+                if !found.is_empty() {
+                    with_starts.insert(node, found);
+                }
+            }
+            let reduce = reduce.filter(|_| self.may_reduce && !with_starts.contains_key(&node));
             let (mut series, n) = match reduce {
                 Some(e) => {
                     // Reduced where the samples are read, while they are in cache; the sample
@@ -342,13 +358,14 @@ impl<'o> Query<'o> {
             if in_range || reduce.is_some() {
                 series.retain(|s| !s.samples.is_empty() || !s.histograms.is_empty());
             }
-            if series.iter().any(|s| !s.histograms.is_empty()) {
+            if series.iter().any(|s| !s.histograms.is_empty()) || with_starts.contains_key(&node) {
                 with_histograms.insert(node);
             }
             Arc::make_mut(&mut self.data).insert(node, series);
         }
         self.stepped = Arc::new(stepped);
         self.with_histograms = Arc::new(with_histograms);
+        self.starts = Arc::new(with_starts);
         Ok(())
     }
 
@@ -357,7 +374,14 @@ impl<'o> Query<'o> {
         self.stepped.contains(&key(vs))
     }
 
-    /// Whether some series loaded for `vs` holds native histograms.
+    /// The start timestamps of the series loaded for `vs`, by labels, when `vs` is read by a
+    /// function that uses them and some of its series have any.
+    pub fn starts_of(&self, vs: &VectorSelector) -> Option<&HashMap<Labels, Vec<StartChange>>> {
+        self.starts.get(&key(vs))
+    }
+
+    /// Whether some series loaded for `vs` holds native histograms (or start timestamps, see
+    /// [`Query::starts_of`]).
     pub fn has_histograms(&self, vs: &VectorSelector) -> bool {
         self.with_histograms.contains(&key(vs))
     }
@@ -822,7 +846,8 @@ impl<'o> Query<'o> {
         let mut points = 0usize;
         // A selector or a parameterless rollup of a range selector: series by series, on the
         // inner grid, instead of a vector per inner step.
-        if let Some(e) = PerSeries::of(&sq.expr).filter(|e| !self.is_stepped(e.selector())) {
+        let plain = |e: &PerSeries| !self.is_stepped(e.selector()) && self.starts_of(e.selector()).is_none();
+        if let Some(e) = PerSeries::of(&sq.expr).filter(plain) {
             let steps =
                 if ts > hi { 0 } else { usize::try_from(hi.abs_diff(ts) / step.unsigned_abs() + 1).unwrap_or(0) };
             let (stepper, drop_name) = (e.stepper(self), e.drops_name());
@@ -1066,6 +1091,27 @@ fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
         return Ok(vec![conv(&vs.matchers.matchers)?]);
     }
     vs.matchers.or_matchers.iter().map(|g| conv(g)).collect()
+}
+
+/// [`Querier::start_timestamps`] over what [`select_series`] selects, by labels.
+fn select_starts(
+    src: &dyn Querier,
+    groups: &[Vec<Matcher>],
+    lo: i64,
+    hi: i64,
+) -> Result<HashMap<Labels, Vec<StartChange>>> {
+    let start = lo.saturating_add(1).max(MIN_TIMESTAMP_MS);
+    let end = hi.min(MAX_TIMESTAMP_MS);
+    let mut out = HashMap::new();
+    if end < start {
+        return Ok(out);
+    }
+    for g in groups {
+        for s in src.start_timestamps(g, start, end)? {
+            out.entry(s.labels).or_insert(s.changes);
+        }
+    }
+    Ok(out)
 }
 
 fn select_series(

@@ -19,7 +19,8 @@ use crate::remote::metadata::MetricMetadata;
 use crate::remote::proto::{self, MetricType};
 use crate::remote::scan::scan_v1_granted;
 use crate::sample::{
-    check_timestamp, Exemplar, HistogramSample, PackedBatch, Sample, TimestampOutOfRange, MAX_EXEMPLAR_LABEL_CHARS,
+    check_timestamp, Exemplar, HistogramSample, PackedBatch, Sample, StartTimestamp, TimestampOutOfRange,
+    MAX_EXEMPLAR_LABEL_CHARS,
 };
 use prost::Message;
 use std::sync::Arc;
@@ -499,7 +500,8 @@ fn decode_v2_series(
             }
         }
         let name = pairs.iter().find(|(n, _)| n == METRIC_NAME).map(|(_, v)| v.clone());
-        push_series(&mut out.batch, index, pairs, (&ts.samples, &ts.histograms, exemplars), limits)?;
+        let series = (&ts.samples[..], &ts.histograms[..], exemplars);
+        push_series_started(&mut out.batch, index, pairs, series, ts.created_timestamp, limits)?;
         if let (Some(md), Some(metric)) = (&ts.metadata, name) {
             let kind = MetricType::try_from(md.r#type).unwrap_or(MetricType::Unknown);
             let (help, unit) = (symbol(index, md.help_ref)?, symbol(index, md.unit_ref)?);
@@ -544,7 +546,20 @@ fn push_series(
     batch: &mut PackedBatch,
     index: usize,
     pairs: Vec<(String, String)>,
+    series: (&[proto::Sample], &[proto::Histogram], Vec<Exemplar>),
+    limits: &DecodeLimits,
+) -> Result<(), DecodeError> {
+    push_series_started(batch, index, pairs, series, 0, limits)
+}
+
+/// [`push_series`] where `created_ms`, unless 0, is the start timestamp of every sample
+/// (remote-write 2.0's `TimeSeries.created_timestamp`).
+fn push_series_started(
+    batch: &mut PackedBatch,
+    index: usize,
+    pairs: Vec<(String, String)>,
     (samples, histograms, exemplars): (&[proto::Sample], &[proto::Histogram], Vec<Exemplar>),
+    created_ms: i64,
     limits: &DecodeLimits,
 ) -> Result<(), DecodeError> {
     if let Err(problem) = validate_labels(&pairs, limits) {
@@ -585,6 +600,12 @@ fn push_series(
     }
     for e in exemplars {
         batch.push_exemplar(e);
+    }
+    if created_ms != 0 {
+        let times = samples.iter().map(|s| s.timestamp).chain(histograms.iter().map(|h| h.timestamp));
+        for timestamp_ms in times {
+            batch.push_start(StartTimestamp { timestamp_ms, start_ms: created_ms });
+        }
     }
     batch.finish_series();
     Ok(())

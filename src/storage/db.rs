@@ -268,6 +268,9 @@ impl Storage {
                 if histogram_run::any(ks)? {
                     shared.mark_histograms_stored();
                 }
+                if super::start_ts::any(ks)? {
+                    shared.mark_starts_stored();
+                }
             }
         }
         super::churn::recover(&shared)?;
@@ -278,7 +281,7 @@ impl Storage {
             FsyncMode::Batch | FsyncMode::Never => fjall::PersistMode::Buffer,
         };
         let (tx, rx) = mpsc::sync_channel(1024);
-        let writer = Writer::new(
+        let mut writer = Writer::new(
             Arc::clone(&shared),
             next_id,
             config.series_cache_size,
@@ -287,6 +290,9 @@ impl Storage {
             config.head,
             config.write_buffer_bytes,
         );
+        if shared.starts_stored() {
+            writer.restore_starts()?;
+        }
         let writer = std::thread::Builder::new()
             .name("saltdb-writer".into())
             .spawn(move || writer.run(&rx))
@@ -738,6 +744,10 @@ impl Querier for StorageQuerier {
         f: &mut dyn FnMut(SeriesSamples) -> bool,
     ) -> Result<()> {
         select::for_each_series(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits, f)
+    }
+
+    fn start_timestamps(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<super::SeriesStarts>> {
+        select::start_timestamps(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits)
     }
 
     fn series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64, limit: Option<usize>) -> Result<Vec<Labels>> {

@@ -19,6 +19,7 @@ use super::run;
 use super::seal::ZSTD_LEVEL;
 use super::series::SeriesId;
 use super::shared::Shared;
+use super::start_ts;
 use super::window::Window;
 use crate::sample::Sample;
 
@@ -114,6 +115,10 @@ pub fn delete_in_window(
                 let (removed, left) = histogram_run::delete_range(&mut batch, ks, bucket, id, (start, end))?;
                 out.samples += removed;
                 present |= left;
+            }
+            if sh.starts_stored() {
+                let window_end = w.start_ms.saturating_add(sh.windows.window_ms());
+                start_ts::delete_range(&mut batch, ks, bucket, id, (start, end), window_end)?;
             }
         }
         if !present {

@@ -10,6 +10,7 @@
 //! | `series_by_labels`  | `md5(canonical label set) [16]` `series_id u64`            | canonical label set         |
 //! | `wal`               | group-commit sequence number `u64`                         | the group's samples (`wal`) |
 //! | `points_`, `chunks_`| `bucket u16` `series_id u64` `u64::MAX - first ts_ms`      | a run of samples (`run`)    |
+//! | `points_`, `chunks_`| `0x4000 + bucket u16` `series_id u64` `u64::MAX - ts_ms` | start timestamp from `ts_ms` on (`start_ts`) |
 //! | `points_`, `chunks_`| `0x8000 + bucket u16` `series_id u64` `u64::MAX - first ts_ms` | histogram run (`histogram_run`) |
 //! | `points_`, `chunks_`| `0xFFFF` `series_id u64` (window index: series has data)   | empty                       |
 //! | `points_`, `chunks_`| `0xFFFE` `name 0x00 value 0x00` `series_id u64` (window postings) | empty               |
@@ -45,6 +46,11 @@ pub const HISTOGRAM_FAMILY: u16 = 0x8000;
 const _: () = assert!((MAX_BUCKETS as u32) <= HISTOGRAM_FAMILY as u32);
 const _: () = assert!(((HISTOGRAM_FAMILY + MAX_BUCKETS) as u32) < WINDOW_POSTINGS_BUCKET as u32);
 const _: () = assert!((HISTOGRAM_FAMILY + MAX_BUCKETS).to_be_bytes()[0] < INDEX_ROW_BYTE);
+/// Added to the bucket in the keys of start-timestamp rows (see `start_ts.rs`): sorted after
+/// every float run and before every histogram run and index row.
+pub const START_FAMILY: u16 = 0x4000;
+const _: () = assert!((MAX_BUCKETS as u32) <= START_FAMILY as u32);
+const _: () = assert!(((START_FAMILY + MAX_BUCKETS) as u32) <= HISTOGRAM_FAMILY as u32);
 /// Length of a point key.
 pub const POINT_KEY_LEN: usize = 18;
 /// Length of the `bucket, series_id` prefix shared by a series' point keys.
@@ -160,6 +166,23 @@ pub fn histogram_bucket(field: u16) -> Option<u16> {
 /// histogram.
 pub fn histogram_family_bounds() -> ([u8; 2], [u8; 2]) {
     (HISTOGRAM_FAMILY.to_be_bytes(), (HISTOGRAM_FAMILY + MAX_BUCKETS).to_be_bytes())
+}
+
+/// The key of the start-timestamp row of series `series_id` in `bucket` (`< MAX_BUCKETS`) at
+/// sample timestamp `ts_ms`: a point key in the start-timestamp family.
+pub fn start_key(bucket: u16, series_id: u64, ts_ms: i64) -> [u8; POINT_KEY_LEN] {
+    point_key(START_FAMILY + bucket, series_id, ts_ms)
+}
+
+/// The bucket of a start-timestamp key's bucket field (`None` for any other family's).
+pub fn start_bucket(field: u16) -> Option<u16> {
+    field.checked_sub(START_FAMILY).filter(|b| *b < MAX_BUCKETS)
+}
+
+/// The first and last key of the start-timestamp family: a keyspace with no key in between
+/// holds no start timestamp.
+pub fn start_family_bounds() -> ([u8; 2], [u8; 2]) {
+    (START_FAMILY.to_be_bytes(), (START_FAMILY + MAX_BUCKETS).to_be_bytes())
 }
 
 /// The prefix shared by all point keys of a series (and, with [`WINDOW_INDEX_BUCKET`],

@@ -21,7 +21,10 @@ use super::keys::{BucketScheme, Bucketing};
 /// - 4: window keyspaces may hold histogram runs (keys in the histogram family, see `keys.rs`)
 ///   and the write-ahead log rows of version 2; 3 upgrades by writing the new version alone (a
 ///   build that reads only 3 would not see the histograms, and refuse their log rows).
-pub const FORMAT_VERSION: u32 = 4;
+/// - 5: window keyspaces may hold start-timestamp rows (keys in the start-timestamp family, see
+///   `start_ts.rs`); 4 upgrades by writing the new version alone (a build that reads only 4
+///   would drop them when sealing and refuse them when re-sealing).
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format this build upgrades at open.
 pub const OLDEST_UPGRADABLE: u32 = 1;
 /// Manifest key of the format version.

@@ -25,7 +25,8 @@ const LEGACY_POSTINGS: &str = "postings";
 /// Version 1 -> 2: `series_by_labels` moves to primary rows keyed by the md5 alone (one point
 /// read per look-up); every window keyspace (hot, and the visible chunks generation) gets the
 /// window postings of the series in its window index, built from their label sets.
-/// Version 2 -> 3: only the version (format 2's postings rows are valid blocks of one id).
+/// Version 2 -> 3: only the version (format 2's postings rows are valid blocks of one id);
+/// 3 -> 4 and 4 -> 5 likewise (they add key families that older formats never hold).
 ///
 /// # Errors
 /// Engine errors; a series in a window index without its `series` row.

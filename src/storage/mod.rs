@@ -28,6 +28,8 @@ mod select;
 pub mod series;
 mod shared;
 mod snapshot;
+mod start_ts;
+pub use start_ts::{start_at, SeriesStarts, StartChange};
 mod wal;
 mod window;
 mod write;

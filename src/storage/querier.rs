@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::error::{Result, StorageError};
+use super::start_ts::SeriesStarts;
 use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::sample::SeriesSamples;
@@ -137,6 +138,18 @@ pub trait Querier: Send + Sync {
         f: &mut dyn FnMut(SeriesSamples) -> bool,
     ) -> Result<()>;
 
+    /// The start timestamps of the matching series that have any in `[start_ms, end_ms]`: per
+    /// series its change points in the range and the last one before it (see
+    /// [`super::start_at`]); series without start timestamps are left out. A backend that
+    /// stores none answers with none (the default).
+    ///
+    /// # Errors
+    /// As [`Querier::select`].
+    fn start_timestamps(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesStarts>> {
+        let _ = (matchers, start_ms, end_ms);
+        Ok(Vec::new())
+    }
+
     /// Label sets of the matching series with data in the range; at most `limit` of them
     /// (which ones is unspecified when more match).
     ///
@@ -177,13 +190,20 @@ pub trait Querier: Send + Sync {
 #[derive(Clone, Debug, Default)]
 pub struct MemQuerier {
     series: Vec<SeriesSamples>,
+    starts: Vec<SeriesStarts>,
 }
 
 impl MemQuerier {
     /// Wraps `series`; each one's samples and histograms must be sorted by strictly ascending
     /// timestamp.
     pub fn new(series: Vec<SeriesSamples>) -> Self {
-        Self { series }
+        Self { series, starts: Vec::new() }
+    }
+
+    /// Adds start timestamps: per series (by labels), its change points, ascending.
+    pub fn with_starts(mut self, starts: Vec<SeriesStarts>) -> Self {
+        self.starts = starts;
+        self
     }
 
     fn matching<'a>(
@@ -222,6 +242,23 @@ fn truncated<T>(mut v: Vec<T>, limit: Option<usize>) -> Vec<T> {
 }
 
 impl Querier for MemQuerier {
+    fn start_timestamps(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesStarts>> {
+        let wanted: Vec<crate::labels::Labels> = self.matching(matchers, start_ms, end_ms).map(|s| s.labels).collect();
+        Ok(self
+            .starts
+            .iter()
+            .filter(|s| wanted.contains(&s.labels))
+            .map(|s| SeriesStarts {
+                labels: s.labels.clone(),
+                changes: super::start_ts::merge(vec![s.changes.clone()], start_ms)
+                    .into_iter()
+                    .filter(|c| c.timestamp_ms <= end_ms)
+                    .collect(),
+            })
+            .filter(|s| s.changes.iter().any(|c| c.start_ms != 0))
+            .collect())
+    }
+
     fn select(
         &self,
         matchers: &[Matcher],

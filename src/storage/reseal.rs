@@ -48,6 +48,9 @@ enum RowKind {
     Point(u16, SeriesId),
     /// A histogram run of series `id` in `bucket`.
     Histogram(u16, SeriesId),
+    /// A start-timestamp row (a change point, see `start_ts.rs`): copied as it is, replacing
+    /// the chunks' row of the same series and timestamp.
+    Start,
     /// An index row: copied as it is.
     Index,
 }
@@ -62,6 +65,7 @@ fn classify(key: &[u8]) -> Result<RowKind> {
     }
     match keys::decode_point_key(key) {
         Some((bucket, id, _)) if bucket < keys::MAX_BUCKETS => Ok(RowKind::Point(bucket, id)),
+        Some((field, _, _)) if keys::start_bucket(field).is_some() => Ok(RowKind::Start),
         Some((field, id, _)) => keys::histogram_bucket(field)
             .map(|bucket| RowKind::Histogram(bucket, id))
             .ok_or(StorageError::Corrupt { what: "overlay key" }),
@@ -225,6 +229,9 @@ pub fn merge_overlay(
         let (key, value) = guard.into_inner()?;
         match classify(&key)? {
             RowKind::Index => pass.copy_index_row(key, value)?,
+            RowKind::Start => {
+                pass.batch.insert(chunks, key, value);
+            }
             RowKind::Histogram(bucket, id) => {
                 if let Some((b, i)) = histogram_series.filter(|s| *s != (bucket, id)) {
                     let rows = std::mem::take(&mut histogram_rows);
@@ -275,6 +282,7 @@ mod tests {
     fn keys_are_point_or_index_rows() {
         assert!(matches!(classify(&keys::point_key(7, 42, 1_000)), Ok(RowKind::Point(7, 42))));
         assert!(matches!(classify(&keys::window_index_key(42)), Ok(RowKind::Index)));
+        assert!(matches!(classify(&keys::start_key(7, 42, 1_000)), Ok(RowKind::Start)));
         // Postings rows of a window (`0xFFFE ...`) and any other 0xFF-led key are index rows.
         assert!(matches!(classify(&[0xFF, 0xFE, b'j', 0, b'x', 0, 1]), Ok(RowKind::Index)));
         assert!(matches!(classify(&[0xFF]), Ok(RowKind::Index)));

@@ -15,6 +15,7 @@ use super::reseal;
 use super::select::{read_histograms, read_series, universe};
 use super::series;
 use super::shared::Shared;
+use super::start_ts;
 use super::window;
 use super::write::{Command, FinishSeal, SealSwap};
 use crate::sample::MAX_TIMESTAMP_MS;
@@ -160,6 +161,10 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
         }
     }
     index.write(&mut batch, chunks_ks);
+    if let Some(points) = &w.points {
+        // Start timestamps are change points, copied as they are.
+        start_ts::copy_all(&mut batch, points, chunks_ks)?;
+    }
     batch.commit()?;
     Ok(outcome)
 }

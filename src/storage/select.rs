@@ -15,6 +15,7 @@ use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
 use super::run;
 use super::series::SeriesId;
 use super::shared::Shared;
+use super::start_ts::{self, SeriesStarts, StartChange};
 use super::window::Window;
 use crate::labels::Labels;
 use crate::sample::{HistogramSample, Sample, SeriesSamples};
@@ -389,6 +390,77 @@ pub fn for_each_series(
         }
     }
     Ok(())
+}
+
+/// The start timestamps of the matching series that have any in `[start, end]` (see
+/// [`super::Querier::start_timestamps`]): nothing is read unless some keyspace of the windows
+/// overlapping the range holds start-timestamp rows; then one seek per series and keyspace.
+///
+/// # Errors
+/// Engine errors, corrupt rows, or the limits' errors.
+pub fn start_timestamps(
+    sh: &Shared,
+    sel: &Selection,
+    start_ms: i64,
+    end_ms: i64,
+    limits: &ReadLimits,
+) -> Result<Vec<SeriesStarts>> {
+    if !sh.starts_stored() || start_ms > end_ms {
+        return Ok(Vec::new());
+    }
+    let windows = sh.windows.overlapping(start_ms, end_ms);
+    // Per window (ascending), its keyspaces holding start-timestamp rows.
+    let mut holding: Vec<(i64, Vec<&fjall::Keyspace>)> = Vec::new();
+    for w in &windows {
+        let mut with_rows = Vec::new();
+        for ks in keyspaces(w) {
+            if start_ts::any(ks)? {
+                with_rows.push(ks);
+            }
+        }
+        holding.push((w.start_ms, with_rows));
+    }
+    if holding.iter().all(|(_, with_rows)| with_rows.is_empty()) {
+        return Ok(Vec::new());
+    }
+    let (_, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
+    let mut out = Vec::new();
+    for (i, id) in ids.into_iter().enumerate() {
+        if i % CHECK_EVERY == 0 {
+            limits.check()?;
+        }
+        let bucket = sh.bucketing.bucket(id);
+        let mut changes = Vec::new();
+        for (window_start, keyspaces) in &holding {
+            // Each window answers for its own samples (see `start_ts.rs`): nothing carries over
+            // from the window before, whose last row may be a start timestamp the series no
+            // longer has.
+            let mut lists = Vec::new();
+            for ks in keyspaces {
+                let mut found = Vec::new();
+                start_ts::read(ks, bucket, id, (start_ms.max(*window_start), end_ms), &mut found)?;
+                if !found.is_empty() {
+                    lists.push(found);
+                }
+            }
+            let merged = start_ts::merge(lists, start_ms.max(*window_start));
+            if !changes.is_empty() && merged.first().is_none_or(|c| c.timestamp_ms > *window_start) {
+                changes.push(StartChange { timestamp_ms: *window_start, start_ms: 0 });
+            }
+            changes.extend(merged);
+        }
+        if changes.is_empty() {
+            continue;
+        }
+        let changes = start_ts::merge(vec![changes], start_ms);
+        if changes.iter().all(|c| c.start_ms == 0) {
+            continue;
+        }
+        if let Some(labels) = accepted_labels(sh, sel, id)? {
+            out.push(SeriesStarts { labels, changes });
+        }
+    }
+    Ok(out)
 }
 
 /// The newest sample at or before `at_ms` of each matching series with data in

@@ -31,6 +31,10 @@ pub struct Shared {
     /// commit, which comes before it clears the head: a read that found the head cleared also
     /// finds the flag set, and the runs.
     histograms_stored: std::sync::atomic::AtomicBool,
+    /// Set once any window keyspace may hold start-timestamp rows (at open when one does, by
+    /// the writer before it commits the first): until then reads of start timestamps cost
+    /// nothing.
+    starts_stored: std::sync::atomic::AtomicBool,
     /// The head's write-ahead log (see [`super::wal`]).
     pub wal: fjall::Keyspace,
     /// Acknowledged samples not yet flushed into window keyspaces.
@@ -76,6 +80,16 @@ impl Shared {
         self.histograms_stored.store(true, std::sync::atomic::Ordering::Release);
     }
 
+    /// Whether any window keyspace may hold start-timestamp rows (see the field).
+    pub fn starts_stored(&self) -> bool {
+        self.starts_stored.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Records that window keyspaces may hold start-timestamp rows, before they are committed.
+    pub fn mark_starts_stored(&self) {
+        self.starts_stored.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// Bundles the opened parts.
     pub fn new(
         db: fjall::Database,
@@ -95,6 +109,7 @@ impl Shared {
             exemplars,
             exemplar_rows,
             histograms_stored: std::sync::atomic::AtomicBool::new(false),
+            starts_stored: std::sync::atomic::AtomicBool::new(false),
             wal,
             pool,
             read_strategy,

@@ -26,9 +26,10 @@ use super::run;
 use super::series::{self, Lookup, SeriesCache, SeriesId};
 use super::shared::Shared;
 use super::snapshot::Pinned;
+use super::start_ts;
 use super::wal;
 use super::window;
-use crate::sample::{Exemplar, PackedBatch, Sample};
+use crate::sample::{Exemplar, PackedBatch, PackedSeries, Sample};
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
 const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
@@ -259,6 +260,10 @@ pub struct Writer {
     /// Bytes fjall's memtables may hold over all keyspaces (`--write-buffer`, see
     /// `memtables.rs`).
     write_buffer_budget: u64,
+    /// Per series whose newest sample (written by this life of the writer) has a start
+    /// timestamp: it and the window of its last change point (see `start_ts.rs`). Empty, and
+    /// never consulted, while no start timestamp is written.
+    starts: IdMap<start_ts::Current>,
 }
 
 /// What a group adds on top of committed state; applied to the caches only after commit.
@@ -285,6 +290,9 @@ struct Pending {
     postings: HashMap<i64, (fjall::Keyspace, postings::PostingsBuilder)>,
     /// The exemplars the group stores, applied to the store once committed.
     exemplars: exemplars::Admitted,
+    /// Start-timestamp state of the series whose change points the group writes, applied to
+    /// [`Writer::starts`] once committed (`None`: the newest sample has none).
+    starts: IdMap<Option<start_ts::Current>>,
 }
 
 impl Pending {
@@ -326,7 +334,31 @@ impl Writer {
             indexed_buf: Vec::new(),
             series_rows_bytes: 0,
             write_buffer_budget,
+            starts: IdMap::default(),
         }
+    }
+
+    /// Restores what the writer knows of series' start timestamps (see [`Writer::starts`]) from
+    /// the newest window's rows: a series whose newest sample there had one writes a row of
+    /// "none" when its next sample has none. Series whose last start timestamp is older need
+    /// nothing (each window answers for its own samples).
+    ///
+    /// # Errors
+    /// Engine errors and corrupt rows.
+    pub fn restore_starts(&mut self) -> Result<()> {
+        let Some(w) = self.shared.windows.all().into_iter().max_by_key(|w| w.start_ms) else { return Ok(()) };
+        // The chunks first: the hot rows are newer.
+        for ks in super::select::keyspaces(&w) {
+            if start_ts::any(ks)? {
+                for (id, start_ms) in start_ts::newest(ks)? {
+                    match start_ms {
+                        0 => self.starts.remove(&id),
+                        _ => self.starts.insert(id, start_ts::Current { start_ms, window: w.start_ms }),
+                    };
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Runs until every sender is dropped, then flushes the head.
@@ -449,6 +481,12 @@ impl Writer {
         };
         self.wal.next += 1;
         sh.exemplars.apply(std::mem::take(&mut pending.exemplars));
+        for (id, state) in pending.starts.drain() {
+            match state {
+                Some(c) => self.starts.insert(id, c),
+                None => self.starts.remove(&id),
+            };
+        }
         // Only now, with the rows applied, may a seal see the windows' counters move.
         sh.windows.committed(pending.windows.iter().copied());
         let series = group.iter().flat_map(|(b, _)| b.batch.series());
@@ -558,6 +596,12 @@ impl Writer {
                         }
                     }
                 }
+                // A series with no start timestamp, now or before, costs nothing more.
+                let had = (!self.starts.is_empty() && self.starts.contains_key(&id))
+                    || (!pending.starts.is_empty() && pending.starts.get(&id).is_some_and(Option::is_some));
+                if !s.starts.is_empty() || had {
+                    self.write_starts(fb, pending, (bucket, id), &s)?;
+                }
                 let b = usize::from(bucket);
                 if pending.per_bucket.len() <= b {
                     pending.per_bucket.resize(b + 1, 0);
@@ -596,6 +640,54 @@ impl Writer {
             fb.insert(&sh.meta, NEXT_SERIES_ID, self.next_id.to_be_bytes());
         }
         Ok(outcomes)
+    }
+
+    /// Adds to `fb` the start-timestamp change points of series `id` that `s` brings (see
+    /// `start_ts.rs`), into the hot keyspaces of their windows, which count as written to.
+    fn write_starts(
+        &mut self,
+        fb: &mut fjall::OwnedWriteBatch,
+        pending: &mut Pending,
+        (bucket, id): (u16, SeriesId),
+        s: &PackedSeries<'_>,
+    ) -> Result<()> {
+        let sh = Arc::clone(&self.shared);
+        let mut times: Vec<i64> =
+            s.samples.iter().map(|x| x.timestamp_ms).chain(s.histograms.iter().map(|h| h.timestamp_ms)).collect();
+        times.sort_unstable();
+        times.dedup();
+        let current = match pending.starts.get(&id) {
+            Some(state) => *state,
+            None => self.starts.get(&id).copied(),
+        };
+        let window_of = |t: i64| sh.windows.start_of(t);
+        let (rows, state) = start_ts::changes(&times, &start_ts::sorted(s.starts), current, window_of);
+        pending.starts.insert(id, state);
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // Before the rows are committed (see `Shared::starts_stored`).
+        sh.mark_starts_stored();
+        for group in rows.chunk_by(|a, b| window_of(a.timestamp_ms) == window_of(b.timestamp_ms)) {
+            let Some(first) = group.first() else { continue };
+            let start = window_of(first.timestamp_ms);
+            let ks = self.hot(pending, start)?;
+            start_ts::write(fb, &ks, bucket, id, group);
+            pending.windows.insert(start);
+        }
+        Ok(())
+    }
+
+    /// The hot keyspace of window `start` (created if needed), left in `pending.hot`.
+    fn hot(&self, pending: &mut Pending, start: i64) -> Result<fjall::Keyspace> {
+        match &pending.hot {
+            Some((s, ks)) if *s == start => Ok(ks.clone()),
+            _ => {
+                let sh = &self.shared;
+                let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
+                Ok(pending.hot.insert((start, ks)).1.clone())
+            }
+        }
     }
 
     /// Adds the window-index row and the window postings of series `id` in window `start` to
@@ -731,6 +823,7 @@ impl Writer {
             }
             for id in &orphans {
                 self.flushed_max.remove(id);
+                self.starts.remove(id);
             }
             tracing::debug!(series = orphans.len(), "removed series left without data");
         }

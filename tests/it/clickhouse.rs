@@ -338,7 +338,11 @@ fn a_version_1_database_is_upgraded_in_place() {
     );
 
     let upgraded = ClickHouse::open(config.clone()).unwrap();
-    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [3, 3]);
+    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [4, 4]);
+    assert_eq!(
+        per_shard_count(&shards, "SELECT count() FROM system.tables WHERE database = 'saltdb' AND name = 'starts'"),
+        [1, 1]
+    );
     assert_eq!(
         per_shard_count(
             &shards,

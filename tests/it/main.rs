@@ -45,6 +45,7 @@ mod seal;
 mod security;
 mod skip;
 mod slow_clients;
+mod start_timestamps;
 mod status_api;
 mod storage_api;
 mod storage_failure;

@@ -30,6 +30,9 @@ pub struct Load {
     pub step_ms: i64,
     pub with_nhcb: bool,
     pub series: Vec<SeriesDesc>,
+    /// `metric@st` lines: per series, the start timestamp's offset from the sample's timestamp
+    /// at each step (`None`: the sample has none).
+    pub starts: Vec<(Labels, Vec<Option<i64>>)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -416,17 +419,89 @@ fn parse_load(lines: &[(usize, String)], i: &mut usize) -> Result<Load, String> 
     let mut parts = header.split_whitespace();
     let cmd = parts.next().unwrap_or("");
     let step = parts.next().ok_or("load without step")?;
-    let mut load = Load { step_ms: parse_duration(step)?, with_nhcb: cmd == "load_with_nhcb", series: Vec::new() };
+    let mut load = Load {
+        step_ms: parse_duration(step)?,
+        with_nhcb: cmd == "load_with_nhcb",
+        series: Vec::new(),
+        starts: Vec::new(),
+    };
     while *i + 1 < lines.len() && !lines[*i + 1].1.is_empty() {
         *i += 1;
         let l = lines[*i].1.as_str();
         let first = l.split_whitespace().next().unwrap_or("");
-        if first.ends_with("@st") {
-            continue; // start timestamps: not modelled by saltdb
+        if let Some(metric) = first.strip_suffix("@st") {
+            let offsets = l.get(first.len()..).unwrap_or("").split_whitespace();
+            let mut out = Vec::new();
+            for item in offsets {
+                parse_st_item(item, &mut out)?;
+            }
+            load.starts.push((parse_metric(metric)?, out));
+            continue;
         }
         load.series.push(parse_series(l)?);
     }
     Ok(load)
+}
+
+/// A signed duration at the start of `s` (`-1m`, `+30s`, `0`, `1ms`), in ms, and the rest.
+fn signed_duration(s: &str) -> Result<(i64, &str), String> {
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let digits = body.bytes().take_while(u8::is_ascii_digit).count();
+    let unit = body[digits..].bytes().take_while(|c| c.is_ascii_alphabetic() && *c != b'x').count();
+    if digits == 0 {
+        return Err(format!("bad start timestamp offset {s:?}"));
+    }
+    let text = &body[..digits + unit];
+    let ms = if unit == 0 { text.parse::<i64>().map_err(|e| e.to_string())? } else { parse_duration(text)? };
+    Ok((if neg { -ms } else { ms }, &body[digits + unit..]))
+}
+
+/// Expands one item of an `@st` line (Prometheus' `parseSTItem`): `_`, `_xN`, `<dur>`,
+/// `<dur>xN`, `<dur>+<dur>xN`, `<dur>-<dur>xN`.
+fn parse_st_item(item: &str, out: &mut Vec<Option<i64>>) -> Result<(), String> {
+    if item == "_" {
+        out.push(None);
+        return Ok(());
+    }
+    if let Some(n) = item.strip_prefix("_x") {
+        let n: usize = n.parse().map_err(|_| format!("bad repeat {item:?}"))?;
+        out.extend(std::iter::repeat_n(None, n));
+        return Ok(());
+    }
+    let (base, rest) = signed_duration(item)?;
+    if rest.is_empty() {
+        out.push(Some(base));
+        return Ok(());
+    }
+    if let Some(n) = rest.strip_prefix('x') {
+        let n: usize = n.parse().map_err(|_| format!("bad repeat in {item:?}"))?;
+        out.extend(std::iter::repeat_n(Some(base), n + 1));
+        return Ok(());
+    }
+    let (delta, rest) = signed_duration(rest)?;
+    let n: usize = rest.strip_prefix('x').and_then(|n| n.parse().ok()).ok_or_else(|| format!("bad item {item:?}"))?;
+    out.extend((0..=n as i64).map(|i| Some(base + i * delta)));
+    Ok(())
+}
+
+/// Start timestamps of a load block: series labels -> (sample timestamp, start timestamp), for
+/// the samples whose start timestamp is set and not 0 (none).
+pub fn load_starts(load: &Load) -> BTreeMap<Labels, Vec<(i64, i64)>> {
+    let mut out: BTreeMap<Labels, Vec<(i64, i64)>> = BTreeMap::new();
+    for (labels, offsets) in &load.starts {
+        let pts = out.entry(labels.clone()).or_default();
+        for (i, off) in offsets.iter().enumerate() {
+            let t = i as i64 * load.step_ms;
+            if let Some(st) = off.map(|o| t + o).filter(|st| *st != 0) {
+                pts.push((t, st));
+            }
+        }
+    }
+    out
 }
 
 /// Parses a whole script into commands.

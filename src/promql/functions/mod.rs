@@ -13,6 +13,7 @@ pub(crate) mod native_binop;
 pub(crate) mod native_extended;
 pub(crate) mod native_rollup;
 pub(crate) mod rollup;
+pub(crate) mod start_ts;
 pub(crate) mod stats;
 pub(crate) mod transform;
 

@@ -4,7 +4,7 @@
 use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr};
 
 use super::stats::{kahan_sum, linear_regression, mean, quantile, variance};
-use super::{native_extended, native_rollup};
+use super::{native_extended, native_rollup, start_ts};
 use crate::promql::error::{EvalError, Result};
 use crate::promql::eval::{grid_time, seek, Query};
 use crate::promql::extended::{self, Modifier};
@@ -101,6 +101,11 @@ pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<S
     for (i, a) in args.iter().enumerate() {
         if i != matrix_pos {
             params.push(q.eval_scalar(a, t)?);
+        }
+    }
+    if let Some(ms) = matrix_selector(arg).filter(|_| start_ts::uses_starts(f)) {
+        if let Some(starts) = q.starts_of(&ms.vs) {
+            return Ok(StepValue::Vector(start_ts::rollup_with_starts(q, f, ms, starts, t)));
         }
     }
     if let Some((ms, m)) = matrix_selector(arg).and_then(|ms| Some((ms, extended::of(&ms.vs)?))) {

@@ -48,6 +48,7 @@ pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<
             map_values(v, move |x| go_min(m, x))
         }
         "timestamp" => timestamp(q, args, t)?,
+        "start_timestamp" => super::start_ts::start_timestamp(q, args, t)?,
         "absent" => {
             let v = vector_arg(q, args, 0, t)?;
             let arg = args.first().map(|a| a.as_ref());
