@@ -15,6 +15,7 @@ mod extended;
 mod footprint;
 mod functions;
 mod grid;
+mod hints;
 mod identity;
 mod points;
 pub mod stats;
