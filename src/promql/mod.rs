@@ -7,6 +7,7 @@
 
 pub mod annotations;
 mod bounds;
+mod byte_escapes;
 mod duration_expr;
 pub mod engine;
 pub mod error;
