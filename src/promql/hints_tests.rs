@@ -113,8 +113,7 @@ proptest! {
 #[test]
 fn a_range_read_from_inside_a_chunk_reads_not_reset() {
     // range_queries.test: `{{count:0}}+{{count:1}}x4`, read at 2m over `[2m]`: (0, 2m].
-    let points: Vec<Point> =
-        (0..5).map(|c| Point::Histogram(hist(c, &[], CounterResetHint::Unknown))).collect();
+    let points: Vec<Point> = (0..5).map(|c| Point::Histogram(hist(c, &[], CounterResetHint::Unknown))).collect();
     let mut s = series(&points[1..3], 1);
     let t = derive(&mut s);
     assert_eq!(hints(&s), [CounterResetHint::Unknown, CounterResetHint::NotCounterReset]);

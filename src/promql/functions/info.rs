@@ -353,7 +353,8 @@ mod tests {
             ]
         );
         // A data matcher not matching "" drops the series no info series matched.
-        let out = combine(&selection(&[("data", MatchOp::RegexMatch, ".+")]), base, &names, &[(&target, 10, true)]).unwrap();
+        let out =
+            combine(&selection(&[("data", MatchOp::RegexMatch, ".+")]), base, &names, &[(&target, 10, true)]).unwrap();
         assert_eq!(out.len(), 2);
     }
 
