@@ -306,9 +306,8 @@ fn at_variants(expr: &str, t: i64) -> Vec<(String, i64)> {
 
 /// Whether `expr` holds `\xNN` with NN at least 0x80 (a byte outside ASCII).
 fn has_byte_escape(expr: &str) -> bool {
-    expr.match_indices("\\x").any(|(i, _)| {
-        expr.get(i + 2..i + 4).and_then(|h| u8::from_str_radix(h, 16).ok()).is_some_and(|b| b >= 0x80)
-    })
+    expr.match_indices("\\x")
+        .any(|(i, _)| expr.get(i + 2..i + 4).and_then(|h| u8::from_str_radix(h, 16).ok()).is_some_and(|b| b >= 0x80))
 }
 
 fn pin_at(e: &mut Expr, at: &AtModifier, unsafe_fn: &mut bool) {
