@@ -16,12 +16,15 @@
 //!   `histogram_fraction`, `histogram_stdvar` and `histogram_stddev` with Prometheus 3.x's
 //!   interpolation; quantile and fraction return an [`Estimate`] whose [`Note`] carries the
 //!   info annotation to raise.
+//! - [`read_hint`], [`continues`]: the counter reset hint a query sees, as Prometheus' chunks
+//!   re-derive it on read from the histogram before.
 //! - [`chunk`]: the compressed chunk of a run of samples (`docs/format.md`, *Histogram chunks*).
 
 mod arith;
 mod buckets;
 pub mod chunk;
 mod compare;
+mod hint;
 mod layout;
 mod quantile;
 mod spread;
@@ -32,6 +35,7 @@ mod validate;
 pub use arith::Combined;
 pub use buckets::{bucket_bound, exponential_bound, target_index, Bucket};
 pub use compare::detect_reset;
+pub use hint::{continues, read_hint};
 pub use layout::ArithError;
 pub use quantile::{fraction, quantile, Estimate, Note};
 pub use spread::{std_dev, std_var};

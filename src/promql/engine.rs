@@ -367,7 +367,8 @@ fn parsed_cache() -> &'static quick_cache::sync::Cache<(String, i64, i64), std::
 
 fn parse_uncached(query: &str, step_ms: i64, range_ms: i64) -> Result<Expr> {
     check_text_limits(query)?;
-    let folded = super::duration_expr::fold(query, step_ms, range_ms).map_err(EvalError::bad)?;
+    let unescaped = super::byte_escapes::mark(query);
+    let folded = super::duration_expr::fold(&unescaped, step_ms, range_ms).map_err(EvalError::bad)?;
     let marked = super::extended::mark(&folded).map_err(EvalError::bad)?;
     let marked = super::trim::mark(&marked).map_err(EvalError::bad)?;
     let marked = super::functions::info::mark_selectors(&marked);

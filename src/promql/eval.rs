@@ -20,6 +20,7 @@ use super::functions::aggr::GroupCache;
 use super::functions::rollup::StepWindow;
 use super::functions::{native_extended, native_rollup, start_ts as starts};
 use super::grid::{self, PerSeries};
+use super::hints;
 use super::identity::{AddrMap, IdentityCache};
 use super::points;
 use super::value::{Elem, Point, StepValue, Window};
@@ -305,6 +306,7 @@ impl<'o> Query<'o> {
         let mut with_histograms = HashSet::new();
         let start_nodes = starts::start_nodes(expr);
         let mut with_starts = HashMap::new();
+        let stats_nodes: HashSet<usize> = hints::stats_selectors(expr).into_iter().collect();
         for Planned { node, vs, matchers, lo, hi, in_range, reduce, latest_only } in plan {
             self.check_deadline()?;
             let groups = match matchers {
@@ -318,6 +320,10 @@ impl<'o> Query<'o> {
                 }
             }
             let reduce = reduce.filter(|_| self.may_reduce && !with_starts.contains_key(&node));
+            // Histograms get the counter reset hints a query sees where they are read, before
+            // a map keeps only part of them (see `hints.rs`).
+            let pending = hints::Pending::default();
+            let stats = stats_nodes.contains(&node);
             let (mut series, n) = match reduce {
                 Some(e) => {
                     // Reduced where the samples are read, while they are in cache; the sample
@@ -326,6 +332,10 @@ impl<'o> Query<'o> {
                     let read = AtomicUsize::new(0);
                     let map = |s: &mut SeriesSamples| {
                         read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
+                        pending.derive(s);
+                        if stats {
+                            hints::detect_unknown(s);
+                        }
                         stepper.reduce(s, (self.start, self.interval, steps), in_range);
                     };
                     let series = select_series(src, &groups, lo, hi, Some(&map))?;
@@ -334,13 +344,26 @@ impl<'o> Query<'o> {
                 }
                 None => {
                     // Selected samples are in `(lo, hi]`: the newest is the last one.
-                    let newest = points::keep_newest;
-                    let map: Option<SeriesMap<'_>> = if latest_only { Some(&newest) } else { None };
-                    let series = select_series(src, &groups, lo, hi, map)?;
+                    let map = |s: &mut SeriesSamples| {
+                        pending.derive(s);
+                        if stats {
+                            hints::detect_unknown(s);
+                        }
+                        if latest_only {
+                            points::keep_newest(s);
+                            pending.forget_unless_first_kept(s);
+                        }
+                    };
+                    let series = select_series(src, &groups, lo, hi, Some(&map))?;
                     let n = series.iter().map(|s| s.samples.len() + s.histograms.len()).sum();
                     (series, n)
                 }
             };
+            let pending = pending.into_inner();
+            if !pending.is_empty() {
+                self.resolve_first_hints(src, &groups, lo, &mut series, &pending)?;
+            }
+            drop(pending);
             self.loaded.set(self.loaded.get().saturating_add(n));
             self.check_samples(0)?;
             // Merged reads grow their vectors by doubling: give back the spare room, which would
@@ -366,6 +389,29 @@ impl<'o> Query<'o> {
         self.stepped = Arc::new(stepped);
         self.with_histograms = Arc::new(with_histograms);
         self.starts = Arc::new(with_starts);
+        Ok(())
+    }
+
+    /// Gives the first histogram of each series in `pending` (with its timestamp) the hint it
+    /// reads with after the point right before it, looked for in the lookback delta before
+    /// the selection's `(lo, ..]` (see `hints.rs`).
+    fn resolve_first_hints(
+        &self,
+        src: &dyn Querier,
+        groups: &[Vec<Matcher>],
+        lo: i64,
+        series: &mut [SeriesSamples],
+        pending: &HashMap<Labels, i64>,
+    ) -> Result<()> {
+        let newest = points::keep_newest;
+        let before = select_series(src, groups, lo.saturating_sub(self.opts.lookback_ms), lo, Some(&newest))?;
+        let before: HashMap<&Labels, &SeriesSamples> = before.iter().map(|s| (&s.labels, s)).collect();
+        for s in series.iter_mut() {
+            let Some(&t) = pending.get(&s.labels) else { continue };
+            // After `keep_newest`, a series holds one point: a float or a histogram.
+            let prev = before.get(&s.labels).filter(|b| b.samples.is_empty()).and_then(|b| b.histograms.last());
+            hints::resolve_first(s, t, prev.map(|p| p.histogram.as_ref()));
+        }
         Ok(())
     }
 

@@ -7,6 +7,7 @@
 
 pub mod annotations;
 mod bounds;
+mod byte_escapes;
 mod duration_expr;
 pub mod engine;
 pub mod error;
@@ -15,6 +16,7 @@ mod extended;
 mod footprint;
 mod functions;
 mod grid;
+mod hints;
 mod identity;
 mod points;
 pub mod stats;

@@ -467,8 +467,9 @@ fn sample_offset(labels: &Labels) -> f64 {
 }
 
 fn count_values(input: Vec<Elem>, grouping: &Grouping, label: &str) -> Result<StepValue> {
-    if label.is_empty() {
-        return Err(EvalError::exec(format!("invalid label name {label:?}")));
+    // Any UTF-8 name is valid (Prometheus 3); a literal with bytes that are not UTF-8 is not.
+    if label.is_empty() || crate::promql::byte_escapes::holds_raw_bytes(label) {
+        return Err(EvalError::exec(format!("invalid label name {}", crate::promql::byte_escapes::quote(label))));
     }
     let mut index: HashMap<Labels, usize> = HashMap::new();
     let mut out: Vec<Elem> = Vec::new();

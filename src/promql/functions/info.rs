@@ -198,9 +198,20 @@ pub(crate) fn eval(q: &Query, args: &[Box<Expr>], t: i64) -> Result<Vec<Elem>> {
     let mut latest = Vec::new();
     for s in loaded {
         let idx = s.samples.partition_point(|p| p.timestamp_ms <= te);
-        if let Some(p) = idx.checked_sub(1).and_then(|i| s.samples.get(i)) {
-            if p.timestamp_ms > lo && !is_stale_marker(p.value) {
-                latest.push((&s.labels, p.timestamp_ms));
+        let float = idx.checked_sub(1).and_then(|i| s.samples.get(i));
+        let idx = s.histograms.partition_point(|p| p.timestamp_ms <= te);
+        let hist = idx.checked_sub(1).and_then(|i| s.histograms.get(i));
+        // The newer of the two; a histogram is kept (to fail the join), never skipped.
+        let newest = match (float, hist) {
+            (_, Some(h)) if float.is_none_or(|f| h.timestamp_ms > f.timestamp_ms) => {
+                (h.timestamp_ms, false, h.histogram.is_stale())
+            }
+            (Some(p), _) => (p.timestamp_ms, true, is_stale_marker(p.value)),
+            _ => continue,
+        };
+        if let (ts, float, false) = newest {
+            if ts > lo {
+                latest.push((&s.labels, ts, float));
             }
         }
     }
@@ -214,9 +225,14 @@ fn signature<'a>(name: &'a str, labels: &'a Labels) -> Signature<'a> {
     (name, IDENTIFYING.map(|l| labels.get(l).filter(|v| !v.is_empty())))
 }
 
-/// Joins `base` with the info series `info` (labels and the time of the latest sample) of the
-/// info metrics `names` (see the module documentation).
-fn combine(sel: &InfoSelection, base: Vec<Elem>, names: &BTreeSet<&str>, info: &[(&Labels, i64)]) -> Result<Vec<Elem>> {
+/// An info series at one time: its labels, the time of its latest sample, and whether that
+/// sample is a float (a native histogram is an error once the series is joined, as in
+/// Prometheus).
+type InfoPoint<'a> = (&'a Labels, i64, bool);
+
+/// Joins `base` with the info series `info` of the info metrics `names` (see the module
+/// documentation).
+fn combine(sel: &InfoSelection, base: Vec<Elem>, names: &BTreeSet<&str>, info: &[InfoPoint<'_>]) -> Result<Vec<Elem>> {
     // Only info series whose identifying labels take values some series of `base` has count.
     let mut wanted: [BTreeSet<&str>; 2] = Default::default();
     for b in base.iter().filter(|b| !sel.is_info_metric(&b.labels)) {
@@ -228,13 +244,16 @@ fn combine(sel: &InfoSelection, base: Vec<Elem>, names: &BTreeSet<&str>, info: &
     }
     let mut by_signature: HashMap<Signature<'_>, (&Labels, i64)> = HashMap::new();
     if wanted.iter().any(|w| !w.is_empty()) {
-        for &(labels, ts) in info {
+        for &(labels, ts, float) in info {
             let eligible = IDENTIFYING
                 .iter()
                 .zip(&wanted)
                 .all(|(l, w)| w.is_empty() || labels.get(l).is_some_and(|v| w.contains(v)));
             if !eligible {
                 continue;
+            }
+            if !float {
+                return Err(EvalError::exec("info sample should be float"));
             }
             let sig = signature(labels.metric_name().unwrap_or(""), labels);
             match by_signature.get(&sig) {
@@ -323,7 +342,7 @@ mod tests {
             Elem::new(labels(&[("__name__", "m"), ("instance", "a"), ("job", "2")]), 2.0, false),
             Elem::new(labels(&[("__name__", "m"), ("instance", "a"), ("job", "1"), ("data", "base")]), 3.0, false),
         ];
-        let out = combine(&selection(&[]), base.clone(), &names, &[(&target, 10)]).unwrap();
+        let out = combine(&selection(&[]), base.clone(), &names, &[(&target, 10, true)]).unwrap();
         let shown: Vec<String> = out.iter().map(|e| e.labels.to_string()).collect();
         assert_eq!(
             shown,
@@ -334,7 +353,8 @@ mod tests {
             ]
         );
         // A data matcher not matching "" drops the series no info series matched.
-        let out = combine(&selection(&[("data", MatchOp::RegexMatch, ".+")]), base, &names, &[(&target, 10)]).unwrap();
+        let out =
+            combine(&selection(&[("data", MatchOp::RegexMatch, ".+")]), base, &names, &[(&target, 10, true)]).unwrap();
         assert_eq!(out.len(), 2);
     }
 
@@ -357,10 +377,17 @@ mod tests {
         let a = labels(&[("__name__", "target_info"), ("instance", "a"), ("job", "1"), ("data", "x")]);
         let b = labels(&[("__name__", "target_info"), ("instance", "a"), ("job", "1"), ("data", "y")]);
         let base = vec![Elem::new(labels(&[("__name__", "m"), ("instance", "a"), ("job", "1")]), 1.0, false)];
-        let e = combine(&selection(&[]), base.clone(), &names, &[(&a, 5), (&b, 5)]).unwrap_err();
+        let e = combine(&selection(&[]), base.clone(), &names, &[(&a, 5, true), (&b, 5, true)]).unwrap_err();
         assert!(e.to_string().contains("found duplicate series for info metric"), "{e}");
         // The newer one wins otherwise.
-        let out = combine(&selection(&[]), base, &names, &[(&a, 5), (&b, 6)]).unwrap();
+        let out = combine(&selection(&[]), base, &names, &[(&a, 5, true), (&b, 6, true)]).unwrap();
         assert_eq!(out[0].labels.get("data"), Some("y"));
+        // An info series whose latest sample is a native histogram cannot be joined.
+        let e = combine(&selection(&[]), vec![base_elem()], &names, &[(&a, 5, false)]).unwrap_err();
+        assert_eq!(e.to_string(), "info sample should be float");
+    }
+
+    fn base_elem() -> Elem {
+        Elem::new(labels(&[("__name__", "m"), ("instance", "a"), ("job", "1")]), 1.0, false)
     }
 }
