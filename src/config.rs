@@ -163,8 +163,9 @@ pub struct ServeArgs {
     pub max_inflight_bytes: usize,
     /// Memory for the label sets remote-write 1.0 requests repeat every scrape, kept as they
     /// arrive on the wire (about 200 bytes a series): a series sent before skips label parsing
-    /// and checks. Series beyond it are decoded in full, as with 0 (off).
-    #[arg(long, default_value = "16MiB", value_parser = parse_bytes)]
+    /// and checks (8 MiB holds about 40,000 series). Series beyond it are decoded in full, as with
+    /// 0 (off).
+    #[arg(long, default_value = "8MiB", value_parser = parse_bytes)]
     pub remote_write_label_cache: usize,
     /// Most connections open at once. When all are taken, a new connection closes the oldest one
     /// that has not sent a complete request head yet; if none is pending, it waits to be accepted.

@@ -23,7 +23,7 @@ use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
 
 /// Default of `--remote-write-label-cache`.
-pub const DEFAULT_LABEL_CACHE_BYTES: usize = 16 << 20;
+pub const DEFAULT_LABEL_CACHE_BYTES: usize = 8 << 20;
 
 /// Request limits.
 #[derive(Clone, Copy, Debug)]
