@@ -814,3 +814,59 @@ fn streamed_histogram_chunks_match_prometheus_2_42_byte_for_byte() {
     server.stop();
     drop(prom);
 }
+
+/// One 2.0 request mixing float samples, native histograms, exemplars on both and metadata:
+/// each `-Written` header counts exactly its part, and the metadata is answered.
+#[test]
+fn remote_write_2_0_mixed_request_counts_each_part_in_its_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(storage_config(dir.path()));
+    let base = server.url("");
+    let t0 = recent_ms() - 600_000;
+    let symbols = [
+        "",
+        "__name__",
+        "mixed_requests_total",
+        "job",
+        "api",
+        "mixed_seconds",
+        "trace_id",
+        "abc",
+        "def",
+        "Requests served.",
+        "Request latency.",
+        "seconds",
+    ]
+    .map(String::from)
+    .to_vec();
+    let counter = v2::TimeSeries {
+        labels_refs: vec![1, 2, 3, 4],
+        samples: (0..3).map(|i| proto::Sample { value: f64::from(i), timestamp: t0 + i64::from(i) * 15_000 }).collect(),
+        exemplars: vec![v2::Exemplar { labels_refs: vec![6, 7], value: 1.0, timestamp: t0 }],
+        metadata: Some(v2::Metadata { r#type: proto::MetricType::Counter as i32, help_ref: 9, unit_ref: 0 }),
+        ..Default::default()
+    };
+    let latency = v2::TimeSeries {
+        labels_refs: vec![1, 5, 3, 4],
+        histograms: (0..4u64).map(|i| integer(t0 + i as i64 * 15_000, i)).collect(),
+        exemplars: vec![
+            v2::Exemplar { labels_refs: vec![6, 7], value: 0.25, timestamp: t0 },
+            v2::Exemplar { labels_refs: vec![6, 8], value: 0.5, timestamp: t0 + 15_000 },
+        ],
+        metadata: Some(v2::Metadata { r#type: proto::MetricType::Histogram as i32, help_ref: 10, unit_ref: 11 }),
+        ..Default::default()
+    };
+    let req = v2::Request { symbols, timeseries: vec![counter, latency] };
+    let (status, h, text) = post(&format!("{base}/api/v1/write"), &V2_HEADERS, snappy_body(&req));
+    assert_eq!((status, text.as_str()), (204, ""));
+    assert_eq!(h["x-prometheus-remote-write-samples-written"], "3");
+    assert_eq!(h["x-prometheus-remote-write-histograms-written"], "4");
+    assert_eq!(h["x-prometheus-remote-write-exemplars-written"], "3");
+    let meta = get_json(&format!("{base}/api/v1/metadata"));
+    assert_eq!(meta["data"]["mixed_requests_total"][0]["type"], "counter", "{meta}");
+    assert_eq!(meta["data"]["mixed_seconds"][0]["type"], "histogram", "{meta}");
+    assert_eq!(meta["data"]["mixed_seconds"][0]["unit"], "seconds", "{meta}");
+    let q =
+        get_json(&format!("{base}/api/v1/query?query=histogram_count(mixed_seconds)&time={}", (t0 + 45_000) / 1000));
+    assert_eq!(q["data"]["result"].as_array().map(Vec::len), Some(1), "{q}");
+}
