@@ -94,8 +94,9 @@ fn nhcb(t: i64, i: u64) -> proto::Histogram {
 
 type Histograms = BTreeMap<BTreeMap<String, String>, (Vec<proto::Sample>, Vec<proto::Histogram>)>;
 
-/// Remote read (`SAMPLES`) of everything named like `name_re`: label map -> (samples, histograms).
-fn read_samples(base: &str, name_re: &str, start: i64, end: i64) -> Histograms {
+/// Posts a remote read of everything named like `name_re` in `[start, end]` to `base`, asking
+/// for `response`; answers the status, the content type and the body (undecoded).
+fn remote_read(base: &str, name_re: &str, (start, end): (i64, i64), response: ResponseType) -> (u16, String, Vec<u8>) {
     let req = proto::ReadRequest {
         queries: vec![proto::Query {
             start_timestamp_ms: start,
@@ -107,7 +108,7 @@ fn read_samples(base: &str, name_re: &str, start: i64, end: i64) -> Histograms {
             }],
             hints: None,
         }],
-        accepted_response_types: vec![ResponseType::Samples as i32],
+        accepted_response_types: vec![response as i32],
     };
     let headers = [
         ("Content-Type", "application/x-protobuf"),
@@ -121,7 +122,13 @@ fn read_samples(base: &str, name_re: &str, start: i64, end: i64) -> Histograms {
         .send()
         .expect("remote read");
     let status = resp.status().as_u16();
-    let body = resp.bytes().unwrap().to_vec();
+    let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    (status, ct, resp.bytes().unwrap().to_vec())
+}
+
+/// Remote read (`SAMPLES`) of everything named like `name_re`: label map -> (samples, histograms).
+fn read_samples(base: &str, name_re: &str, start: i64, end: i64) -> Histograms {
+    let (status, _, body) = remote_read(base, name_re, (start, end), ResponseType::Samples);
     assert_eq!(status, 200, "remote read: {}", String::from_utf8_lossy(&body));
     let raw = saltdb::remote::decode::decompress(&body, 64 << 20).expect("snappy response");
     let resp = proto::ReadResponse::decode(raw.as_slice()).expect("ReadResponse");
@@ -141,33 +148,7 @@ fn read_streamed(
     start: i64,
     end: i64,
 ) -> BTreeMap<BTreeMap<String, String>, Vec<proto::Chunk>> {
-    let req = proto::ReadRequest {
-        queries: vec![proto::Query {
-            start_timestamp_ms: start,
-            end_timestamp_ms: end,
-            matchers: vec![proto::LabelMatcher {
-                r#type: MatcherType::Re as i32,
-                name: "__name__".into(),
-                value: name_re.into(),
-            }],
-            hints: None,
-        }],
-        accepted_response_types: vec![ResponseType::StreamedXorChunks as i32],
-    };
-    let headers = [
-        ("Content-Type", "application/x-protobuf"),
-        ("Content-Encoding", "snappy"),
-        ("X-Prometheus-Remote-Read-Version", "0.1.0"),
-    ];
-    let resp = headers
-        .iter()
-        .fold(client().post(format!("{base}/api/v1/read")), |r, (k, v)| r.header(*k, *v))
-        .body(snappy_body(&req))
-        .send()
-        .expect("remote read");
-    let status = resp.status().as_u16();
-    let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-    let body = resp.bytes().unwrap().to_vec();
+    let (status, ct, body) = remote_read(base, name_re, (start, end), ResponseType::StreamedXorChunks);
     assert_eq!(status, 200, "streamed remote read: {}", String::from_utf8_lossy(&body));
     assert!(ct.starts_with("application/x-streamed-protobuf"), "{ct}");
     let mut out = BTreeMap::<_, Vec<proto::Chunk>>::new();
