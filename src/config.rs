@@ -264,6 +264,11 @@ pub struct ServeArgs {
     /// request asks about again (a dashboard's refresh) skip the `series` table.
     #[arg(long, default_value = "64MiB", value_parser = parse_bytes)]
     pub labels_cache: usize,
+    /// Memory for answers of the per-window index (label names, label values, the series ids a
+    /// selector picks): a dashboard's repeated metadata requests cost a lookup while no series
+    /// was created or removed.
+    #[arg(long, default_value = "16MiB", value_parser = parse_bytes)]
+    pub index_cache: usize,
     /// Memory for the storage engine's memtables over all tables (writes not yet flushed into
     /// tables on disk): past it, the largest memtable is flushed. Without it each written table
     /// filled its own to 64 MiB.
@@ -458,6 +463,7 @@ impl ServeArgs {
         storage.series_cache_size = (cache_bytes / crate::storage::series::CACHE_ENTRY_BYTES).max(2);
         storage.block_cache_bytes = self.block_cache as u64;
         storage.labels_cache_bytes = self.labels_cache as u64;
+        storage.index_cache_bytes = self.index_cache as u64;
         storage.write_buffer_bytes = (self.write_buffer as u64).max(1 << 20);
         storage.max_exemplars = self.max_exemplars;
         storage.read_strategy = self.read_strategy;

@@ -66,6 +66,8 @@ pub struct StorageConfig {
     pub block_cache_bytes: u64,
     /// Bytes of decoded label sets the read path keeps (see [`super::series::LabelsCache`]).
     pub labels_cache_bytes: u64,
+    /// Bytes of window-index answers the read path keeps (see [`super::index_cache`]).
+    pub index_cache_bytes: u64,
     /// Bytes fjall's memtables may hold over all keyspaces before the writer seals the largest
     /// (see `write/memtables.rs`).
     pub write_buffer_bytes: u64,
@@ -91,6 +93,7 @@ impl StorageConfig {
             series_cache_size: 1_000_000,
             block_cache_bytes: 256 << 20,
             labels_cache_bytes: 64 << 20,
+            index_cache_bytes: 16 << 20,
             write_buffer_bytes: DEFAULT_WRITE_BUFFER_BYTES,
             max_exemplars: exemplars::DEFAULT_MAX_EXEMPLARS,
             head: HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(300) },
@@ -260,7 +263,7 @@ impl Storage {
             (read_pool()?, config.read_strategy),
             windows,
             manifest.bucketing,
-            (next_id, config.labels_cache_bytes),
+            (next_id, config.labels_cache_bytes, config.index_cache_bytes),
             (exemplars, exemplar_rows),
         ));
         for w in shared.windows.all() {
@@ -913,6 +916,8 @@ pub struct EngineStats {
     pub pinned_bytes: u64,
     /// Bytes of decoded label sets the read path keeps (bounded by `--labels-cache`).
     pub labels_cache_bytes: u64,
+    /// Bytes of window-index answers the read path keeps (bounded by `--index-cache`).
+    pub index_cache_bytes: u64,
 }
 
 // Additive API for `/metrics` (remote branch): engine figures and the active-series count.
@@ -935,6 +940,7 @@ impl Storage {
             journal_bytes: db.journal_disk_space()?,
             pinned_bytes: self.pinned_bytes(),
             labels_cache_bytes: self.inner.shared.labels.bytes(),
+            index_cache_bytes: self.inner.shared.index.bytes(),
         })
     }
 

@@ -15,6 +15,7 @@ mod exemplars;
 pub use exemplars::{SeriesExemplars, DEFAULT_MAX_EXEMPLARS};
 mod head;
 mod histogram_run;
+mod index_cache;
 pub mod keys;
 pub mod manifest;
 mod matchers;

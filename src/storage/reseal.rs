@@ -203,6 +203,8 @@ impl<'a> Pass<'a> {
         let sh = self.sh;
         self.batch.insert(&sh.meta, window::sealed_samples_key(self.start_ms), self.sealed_samples.to_be_bytes());
         std::mem::replace(&mut self.batch, Self::new_batch(sh)).commit()?;
+        // It may have indexed series in the visible chunks keyspace.
+        sh.index.changed();
         Ok(())
     }
 }

@@ -60,7 +60,7 @@ pub fn matching_ids(sh: &Shared, sel: &Selection, start_ms: i64, end_ms: i64) ->
     let mut ids = Vec::new();
     let mut sources = 0;
     for ks in windows.iter().flat_map(keyspaces) {
-        ids.extend(matchers::candidates(ks, sel)?);
+        ids.extend_from_slice(&sh.index.candidates(ks, sel, || matchers::candidates(ks, sel))?);
         sources += 1;
     }
     if sources > 1 {
@@ -633,11 +633,16 @@ pub fn label_names(
     if sel.matchers().is_empty() {
         for ks in sh.windows.overlapping(start_ms, end_ms).iter().flat_map(keyspaces) {
             limits.check()?;
-            postings::for_each_name(ks, |name| {
-                if !names.contains(name) {
-                    names.insert(name.to_owned());
-                }
+            let held = sh.index.names(ks, || {
+                let mut found = Vec::new();
+                postings::for_each_name(ks, |name| found.push(name.to_owned()))?;
+                Ok(found)
             })?;
+            for name in held.iter() {
+                if !names.contains(name) {
+                    names.insert(name.clone());
+                }
+            }
         }
     } else {
         for_each_accepted(sh, sel, start_ms, end_ms, limits, |labels| {
@@ -671,15 +676,22 @@ pub fn label_values(
     if sel.matchers().is_empty() {
         for ks in sh.windows.overlapping(start_ms, end_ms).iter().flat_map(keyspaces) {
             limits.check()?;
-            let mut seen = 0;
-            // Values come in order, so each keyspace needs at most `limit` of them.
-            postings::for_each_value(ks, name, "", |value| {
-                seen += 1;
-                if !values.contains(value) {
-                    values.insert(value.to_owned());
-                }
-                seen < limit
+            // Values come in order, so each keyspace needs at most `limit` of them (a walk that
+            // stopped there is not kept).
+            let held = sh.index.values(ks, name, || {
+                let mut found = Vec::new();
+                postings::for_each_value(ks, name, "", |value| {
+                    found.push(value.to_owned());
+                    found.len() < limit
+                })?;
+                let whole = found.len() < limit;
+                Ok((found, whole))
             })?;
+            for value in held.iter().take(limit) {
+                if !values.contains(value) {
+                    values.insert(value.clone());
+                }
+            }
         }
     } else {
         for_each_accepted(sh, sel, start_ms, end_ms, limits, |labels| {

@@ -21,6 +21,9 @@ pub struct Shared {
     pub series_by_labels: fjall::Keyspace,
     /// Decoded label sets of `series` rows, for reads.
     pub labels: super::series::LabelsCache,
+    /// Answers of the window index between requests; every commit that adds or removes index
+    /// rows must call `index.changed()` after it (see [`super::index_cache`]).
+    pub index: super::index_cache::IndexCache,
     /// The newest exemplars (see [`super::exemplars`]).
     pub exemplars: super::exemplars::ExemplarStore,
     /// Their rows.
@@ -97,7 +100,7 @@ impl Shared {
         (pool, read_strategy): (Arc<rayon::ThreadPool>, ReadStrategy),
         windows: Windows,
         bucketing: Bucketing,
-        (next_id, labels_cache_bytes): (u64, u64),
+        (next_id, labels_cache_bytes, index_cache_bytes): (u64, u64, u64),
         (exemplars, exemplar_rows): (super::exemplars::ExemplarStore, fjall::Keyspace),
     ) -> Self {
         Self {
@@ -106,6 +109,7 @@ impl Shared {
             series,
             series_by_labels,
             labels: super::series::LabelsCache::new(labels_cache_bytes),
+            index: super::index_cache::IndexCache::new(index_cache_bytes),
             exemplars,
             exemplar_rows,
             histograms_stored: std::sync::atomic::AtomicBool::new(false),

@@ -303,6 +303,14 @@ impl Pending {
             builder.write(fb, ks);
         }
     }
+
+    /// After each commit of rows gathered here: once any series was indexed in a window, the
+    /// read path's index answers are stale (see [`super::index_cache`]).
+    fn committed(&self, sh: &Shared) {
+        if !self.marks.is_empty() {
+            sh.index.changed();
+        }
+    }
 }
 
 impl Writer {
@@ -480,6 +488,7 @@ impl Writer {
             }
         };
         self.wal.next += 1;
+        pending.committed(&sh);
         sh.exemplars.apply(std::mem::take(&mut pending.exemplars));
         for (id, state) in pending.starts.drain() {
             match state {
@@ -775,6 +784,7 @@ impl Writer {
             // Whatever happened, the presence set may be stale now: reload it on the next write.
             self.presence.forget(w.start_ms);
             sh.outdate_measured_series(w.start_ms);
+            sh.index.changed();
             total += done?;
         }
         Ok(total)
@@ -827,6 +837,9 @@ impl Writer {
             }
             tracing::debug!(series = orphans.len(), "removed series left without data");
         }
+        // Answers about the dropped keyspaces are never asked again (names are not reused);
+        // this is for the series rows that went with them.
+        sh.index.changed();
         Ok(dropped)
     }
 
@@ -840,6 +853,7 @@ impl Writer {
             Some(Some(points)) => {
                 self.presence.forget(d.start_ms);
                 sh.db.delete_keyspace(points)?;
+                sh.index.changed();
                 Ok(SealSwap::Sealed)
             }
         }
@@ -859,7 +873,10 @@ impl Writer {
         mark.insert(&sh.meta, window::sealed_samples_key(f.start_ms), f.samples.to_be_bytes());
         mark.commit()?;
         sh.meta.rotate_memtable_and_wait()?;
-        match sh.windows.install_chunks(f.start_ms, (f.generation, f.chunks.clone()), f.writes_at_start) {
+        let installed = sh.windows.install_chunks(f.start_ms, (f.generation, f.chunks.clone()), f.writes_at_start);
+        // The window's keyspaces changed: a new one with its index, and one going.
+        sh.index.changed();
+        match installed {
             None => {
                 sh.db.delete_keyspace(f.chunks)?;
                 let mut unmark = sh.db.batch().durability(self.durability);

@@ -204,3 +204,98 @@ fn a_batch_over_more_windows_than_presence_sets_keeps_every_posting() {
     let found = label_strings(s.querier(ReadLimits::none()).series(&name, T0, T0 + DAY - 1, None).unwrap());
     assert_eq!(found, vec![r#"shared{id="first"}"#, r#"shared{id="second"}"#]);
 }
+
+/// The read path keeps answers of the window index between requests (`index_cache.rs`): the
+/// same questions, asked again after every change of the index (new series, known series
+/// reaching new windows, head flushes, seals, late writes into sealed windows and their
+/// re-seals, deletes), must keep answering as a scan of every series does. The questions of
+/// one step are asked twice, so the second asking is answered from what the first kept.
+#[test]
+fn repeated_questions_follow_every_change_of_the_index() {
+    let mut runner = TestRunner::new(Config { cases: 16, failure_persistence: None, ..Config::default() });
+    // Per step: new series, more samples for known ones (index, day, offset), and what follows
+    // the write (0 nothing, 1 flush, 2 seal a day, 3 re-seal it after the write, 4 delete one).
+    let step = (
+        proptest::collection::vec(arb_series(), 0..8),
+        proptest::collection::vec((0usize..64, 0i64..DAYS, 0i64..DAY), 0..6),
+        0u8..5,
+        0i64..DAYS,
+    );
+    let strategy = (
+        proptest::collection::vec(step, 1..6),
+        proptest::collection::vec((proptest::collection::vec(arb_matcher(), 0..3), -1i64..DAYS + 1, 0i64..3), 5),
+    );
+    runner
+        .run(&strategy, |(steps, queries)| {
+            let dir = tempfile::tempdir().unwrap();
+            let s = Storage::open(storage_config(dir.path())).unwrap();
+            let mut all: Vec<GenSeries> = Vec::new();
+            for (fresh, more, action, day) in steps {
+                let before = build(&all);
+                // A delete is a step of its own: the answers the step before kept must not
+                // outlive it.
+                let (fresh, more) = if action == 4 { (Vec::new(), Vec::new()) } else { (fresh, more) };
+                all.extend(fresh);
+                for (i, d, off) in more {
+                    if !all.is_empty() {
+                        let n = all.len();
+                        all[i % n].1.push((d, off));
+                    }
+                }
+                let after = build(&all);
+                // What this step adds: every sample not written before.
+                let batch: Vec<SeriesSamples> = after
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| {
+                        let old = before.get(i).map(|b| b.samples.as_slice()).unwrap_or_default();
+                        let samples =
+                            a.samples.iter().filter(|x| !old.iter().any(|o| o.timestamp_ms == x.timestamp_ms)).copied();
+                        SeriesSamples { labels: a.labels.clone(), samples: samples.collect(), histograms: Vec::new() }
+                    })
+                    .filter(|x| !x.samples.is_empty())
+                    .collect();
+                if !batch.is_empty() {
+                    s.write(WriteBatch { series: batch }).unwrap();
+                }
+                match action {
+                    1 => s.flush_head().unwrap(),
+                    2 | 3 => {
+                        s.flush_head().unwrap();
+                        s.seal_window(T0 + day * DAY).unwrap();
+                    }
+                    _ => {}
+                }
+                if action == 3 && !all.is_empty() {
+                    // A late sample of a known series into the sealed day, then a re-seal.
+                    let (at, k) = (T0 + day * DAY + 7, day as usize % all.len());
+                    let late = build(&all)[k].labels.clone();
+                    all[k].1.push((day, 7));
+                    let value = build(&all)[k].samples.iter().find(|x| x.timestamp_ms == at).map(|x| x.value);
+                    let sample = Sample::new(at, value.unwrap_or_default());
+                    s.write(WriteBatch {
+                        series: vec![SeriesSamples { labels: late, samples: vec![sample], histograms: Vec::new() }],
+                    })
+                    .unwrap();
+                    s.flush_head().unwrap();
+                    s.seal_window(T0 + day * DAY).unwrap();
+                }
+                if action == 4 && !all.is_empty() {
+                    // Deleted over all time: the series keeps its labels and nothing else.
+                    let k = day as usize % all.len();
+                    s.delete_series(&[Matcher::equal("id", k.to_string())], 0, T0 + (DAYS + 1) * DAY).unwrap();
+                    all[k].1.clear();
+                }
+                let reference = MemQuerier::new(build(&all).into_iter().filter(|x| !x.samples.is_empty()).collect());
+                for _ in 0..2 {
+                    for (matchers, first_day, days) in &queries {
+                        let start = T0 + first_day * DAY + DAY / 3;
+                        compare(&s, &reference, matchers, start, start + days * DAY)?;
+                    }
+                    compare(&s, &reference, &[], 0, T0 + (DAYS + 3) * DAY)?;
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}

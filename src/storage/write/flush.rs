@@ -164,6 +164,7 @@ impl Writer {
                 if fb.len() >= FLUSH_BATCH_ROWS {
                     pending.write_postings(&mut fb);
                     std::mem::replace(&mut fb, sh.db.batch().durability(self.durability)).commit()?;
+                    pending.committed(&sh);
                 }
             }
             drop(series);
@@ -189,6 +190,7 @@ impl Writer {
                 if fb.len() >= FLUSH_BATCH_ROWS {
                     pending.write_postings(&mut fb);
                     std::mem::replace(&mut fb, sh.db.batch().durability(self.durability)).commit()?;
+                    pending.committed(&sh);
                 }
             }
         }
@@ -197,6 +199,7 @@ impl Writer {
             fb.remove(&sh.wal, wal::key(seq));
         }
         fb.commit()?;
+        pending.committed(&sh);
         tracing::debug!(samples, runs, elapsed_ms = started.elapsed().as_millis() as u64, "flushed head shards");
         Ok(samples)
     }
