@@ -777,6 +777,37 @@ impl Querier for StorageQuerier {
     ) -> Result<Vec<String>> {
         select::label_values(&self.shared, name, &Selection::new(matchers), start_ms, end_ms, &self.limits, limit)
     }
+
+    fn held_series(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Option<Vec<Labels>> {
+        select::held_series(&self.shared, &Selection::new(matchers), start_ms, end_ms, limit)
+    }
+
+    fn held_label_names(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Option<Vec<String>> {
+        select::held_label_names(&self.shared, &Selection::new(matchers), start_ms, end_ms, limit)
+    }
+
+    fn held_label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Option<Vec<String>> {
+        select::held_label_values(&self.shared, name, &Selection::new(matchers), start_ms, end_ms, limit)
+    }
 }
 
 impl Drop for Inner {

@@ -141,6 +141,7 @@ impl IndexCache {
         walk: impl FnOnce() -> Result<Vec<SeriesId>>,
     ) -> Result<Arc<[SeriesId]>> {
         let key = Key { keyspace: ks.name().as_ref().into(), question: Question::Candidates(selection_key(sel)) };
+        // Read before the index is (see the module doc).
         let generation = self.generation.load(Ordering::Acquire);
         if let Some(Entry { generation: g, answer: Answer::Ids(ids) }) = self.entries.get(&key) {
             if g == generation {
@@ -150,6 +151,38 @@ impl IndexCache {
         let ids: Arc<[SeriesId]> = walk()?.into();
         self.store(key, Entry { generation, answer: Answer::Ids(Arc::clone(&ids)) });
         Ok(ids)
+    }
+
+    /// The candidate ids of `sel` in `ks` when a current answer is held; never walks (for
+    /// callers that must not block).
+    pub fn held_candidates(&self, ks: &fjall::Keyspace, sel: &Selection) -> Option<Arc<[SeriesId]>> {
+        let key = Key { keyspace: ks.name().as_ref().into(), question: Question::Candidates(selection_key(sel)) };
+        match self.held(&key)? {
+            Answer::Ids(ids) => Some(ids),
+            Answer::Strings(_) => None,
+        }
+    }
+
+    /// The label names of `ks` when a current answer is held; never walks.
+    pub fn held_names(&self, ks: &fjall::Keyspace) -> Option<Arc<[String]>> {
+        self.held_strings(&Key { keyspace: ks.name().as_ref().into(), question: Question::Names })
+    }
+
+    /// Every value of label `name` in `ks` when a current answer is held; never walks.
+    pub fn held_values(&self, ks: &fjall::Keyspace, name: &str) -> Option<Arc<[String]>> {
+        self.held_strings(&Key { keyspace: ks.name().as_ref().into(), question: Question::Values(name.into()) })
+    }
+
+    fn held_strings(&self, key: &Key) -> Option<Arc<[String]>> {
+        match self.held(key)? {
+            Answer::Strings(found) => Some(found),
+            Answer::Ids(_) => None,
+        }
+    }
+
+    fn held(&self, key: &Key) -> Option<Answer> {
+        let generation = self.generation.load(Ordering::Acquire);
+        self.entries.get(key).filter(|e| e.generation == generation).map(|e| e.answer)
     }
 
     fn strings(&self, key: Key, walk: impl FnOnce() -> Result<(Vec<String>, bool)>) -> Result<Arc<[String]>> {
@@ -221,6 +254,10 @@ mod tests {
         assert_eq!(&*cache.values(&ks, "job", || Ok((vec!["a".to_owned()], false))).unwrap(), ["a"]);
         assert_eq!(&*cache.values(&ks, "job", || Ok((vec!["x".to_owned()], true))).unwrap(), ["x"]);
         assert_eq!(&*cache.values(&ks, "job", || Ok((Vec::new(), false))).unwrap(), ["x"]);
+        assert_eq!(cache.held_values(&ks, "job").as_deref(), Some(&["x".to_owned()][..]));
+        assert!(cache.held_values(&ks, "zone").is_none());
+        cache.changed();
+        assert!(cache.held_values(&ks, "job").is_none() && cache.held_names(&ks).is_none(), "stale");
         assert!(cache.bytes() > 0);
     }
 

@@ -183,6 +183,46 @@ pub trait Querier: Send + Sync {
         end_ms: i64,
         limit: Option<usize>,
     ) -> Result<Vec<String>>;
+
+    /// The answer of [`Querier::series`] when this querier holds all of it in memory (caches of
+    /// earlier answers), else `None`. The HTTP layer asks on its async threads before handing
+    /// a request to the blocking pool: it must not block, and its work must stay small. The
+    /// default holds nothing.
+    fn held_series(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Option<Vec<Labels>> {
+        let _ = (matchers, start_ms, end_ms, limit);
+        None
+    }
+
+    /// [`Querier::label_names`] from memory, as [`Querier::held_series`].
+    fn held_label_names(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Option<Vec<String>> {
+        let _ = (matchers, start_ms, end_ms, limit);
+        None
+    }
+
+    /// [`Querier::label_values`] from memory, as [`Querier::held_series`].
+    fn held_label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Option<Vec<String>> {
+        let _ = (name, matchers, start_ms, end_ms, limit);
+        None
+    }
 }
 
 /// A fixed in-memory [`Querier`]: answers every selection by filtering a list of series held in

@@ -705,3 +705,95 @@ pub fn label_values(
     }
     Ok(values.into_iter().take(limit).collect())
 }
+
+/// Most candidate series an answer from memory ([`held_series`] and the others) is given for:
+/// it runs on an async thread, so its work must stay small.
+const HELD_MAX_CANDIDATES: usize = 256;
+/// Most names or values a keyspace's held answer may hold for an answer from memory.
+const HELD_MAX_STRINGS: usize = 4096;
+
+/// The candidate ids (ascending) of `sel` in the windows overlapping `[start, end]`, when the
+/// index cache holds every keyspace's answer and they are few.
+fn held_ids(sh: &Shared, sel: &Selection, start_ms: i64, end_ms: i64) -> Option<Vec<SeriesId>> {
+    if start_ms > end_ms {
+        return Some(Vec::new());
+    }
+    let mut ids = Vec::new();
+    for ks in sh.windows.overlapping(start_ms, end_ms).iter().flat_map(keyspaces) {
+        ids.extend_from_slice(&sh.index.held_candidates(ks, sel)?);
+        if ids.len() > HELD_MAX_CANDIDATES {
+            return None;
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Some(ids)
+}
+
+/// The label sets of the series matching `sel` present in `[start, end]` when every part of the
+/// answer is held in memory (the index cache's candidates, the labels cache's label sets), at
+/// most `limit`; `None` when anything would have to be read. Never blocks.
+pub fn held_series(
+    sh: &Shared,
+    sel: &Selection,
+    start_ms: i64,
+    end_ms: i64,
+    limit: Option<usize>,
+) -> Option<Vec<Labels>> {
+    let mut out = Vec::new();
+    for id in held_ids(sh, sel, start_ms, end_ms)? {
+        if out.len() >= limit.unwrap_or(usize::MAX) {
+            break;
+        }
+        let labels = sh.labels.held(id)?;
+        if sel.accepts(&labels) {
+            out.push(labels);
+        }
+    }
+    Some(out)
+}
+
+/// [`label_names`] from memory alone, as [`held_series`].
+pub fn held_label_names(
+    sh: &Shared,
+    sel: &Selection,
+    start_ms: i64,
+    end_ms: i64,
+    limit: Option<usize>,
+) -> Option<Vec<String>> {
+    let mut names = BTreeSet::new();
+    if sel.matchers().is_empty() {
+        for ks in sh.windows.overlapping(start_ms, end_ms).iter().flat_map(keyspaces) {
+            let held = sh.index.held_names(ks).filter(|h| h.len() <= HELD_MAX_STRINGS)?;
+            names.extend(held.iter().cloned());
+        }
+    } else {
+        for labels in held_series(sh, sel, start_ms, end_ms, None)? {
+            names.extend(labels.iter().map(|l| l.name.clone()));
+        }
+    }
+    Some(names.into_iter().take(limit.unwrap_or(usize::MAX)).collect())
+}
+
+/// [`label_values`] from memory alone, as [`held_series`].
+pub fn held_label_values(
+    sh: &Shared,
+    name: &str,
+    sel: &Selection,
+    start_ms: i64,
+    end_ms: i64,
+    limit: Option<usize>,
+) -> Option<Vec<String>> {
+    let mut values = BTreeSet::new();
+    if sel.matchers().is_empty() {
+        for ks in sh.windows.overlapping(start_ms, end_ms).iter().flat_map(keyspaces) {
+            let held = sh.index.held_values(ks, name).filter(|h| h.len() <= HELD_MAX_STRINGS)?;
+            values.extend(held.iter().cloned());
+        }
+    } else {
+        for labels in held_series(sh, sel, start_ms, end_ms, None)? {
+            values.extend(labels.get(name).map(str::to_owned));
+        }
+    }
+    Some(values.into_iter().take(limit.unwrap_or(usize::MAX)).collect())
+}

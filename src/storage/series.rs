@@ -276,6 +276,11 @@ impl LabelsCache {
         Ok(found)
     }
 
+    /// The label set of a series when the cache holds it (never reads the table).
+    pub fn held(&self, id: SeriesId) -> Option<Labels> {
+        self.0.get(&id)
+    }
+
     /// Forgets series whose rows are removed.
     pub fn forget(&self, ids: &[SeriesId]) {
         for id in ids {

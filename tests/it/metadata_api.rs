@@ -96,3 +96,76 @@ fn series_and_label_endpoints() {
     assert_eq!(resp.status().as_u16(), 415);
     server.stop();
 }
+
+/// A dashboard's refresh: the same metadata requests again and again, answered from what the
+/// first ones kept (the index cache, the labels cache), while new series arrive and old ones are
+/// deleted between refreshes. Every answer must be the current one.
+#[test]
+fn repeated_metadata_requests_see_every_new_and_deleted_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = saltdb::server::ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(dir.path()));
+    config.admin_api = true;
+    let server = InProcess::start_with(runtime(), config);
+    let base = server.url("");
+    let t = 1_700_000_000_000i64;
+    let line = |job: &str, instance: &str| {
+        serde_json::json!({"metric":{"__name__":"up","job":job,"instance":instance},"values":[1],"timestamps":[t]})
+            .to_string()
+            + "\n"
+    };
+    let c = client();
+    let range = [("start", (t / 1000 - 60).to_string()), ("end", (t / 1000 + 60).to_string())];
+    let ask = |path: &str, extra: &[(&str, &str)]| {
+        let (s, v) = json(c.get(format!("{base}{path}")).query(&range).query(extra).send().unwrap());
+        assert_eq!(s, 200, "{path}: {v}");
+        v["data"].clone()
+    };
+    let refresh = || {
+        let jobs = ask("/api/v1/label/job/values", &[]);
+        let names = ask("/api/v1/labels", &[]);
+        let api = ask("/api/v1/label/instance/values", &[("match[]", r#"up{job="api"}"#)]);
+        let series = ask("/api/v1/series", &[("match[]", r#"{job="api"}"#)]).as_array().unwrap().len();
+        (jobs, names, api, series)
+    };
+    assert_eq!(import(&base, line("api", "a")), (204, String::new()));
+    for _ in 0..3 {
+        assert_eq!(
+            refresh(),
+            (
+                serde_json::json!(["api"]),
+                serde_json::json!(["__name__", "instance", "job"]),
+                serde_json::json!(["a"]),
+                1
+            )
+        );
+    }
+    assert_eq!(import(&base, line("api", "b") + &line("db", "c")), (204, String::new()));
+    for _ in 0..3 {
+        assert_eq!(
+            refresh(),
+            (
+                serde_json::json!(["api", "db"]),
+                serde_json::json!(["__name__", "instance", "job"]),
+                serde_json::json!(["a", "b"]),
+                2
+            )
+        );
+    }
+    let deleted = c
+        .post(format!("{base}/api/v1/admin/tsdb/delete_series"))
+        .query(&[("match[]", r#"{instance="a"}"#)])
+        .send()
+        .unwrap();
+    assert_eq!(deleted.status().as_u16(), 204);
+    for _ in 0..3 {
+        assert_eq!(
+            refresh(),
+            (
+                serde_json::json!(["api", "db"]),
+                serde_json::json!(["__name__", "instance", "job"]),
+                serde_json::json!(["b"]),
+                1
+            )
+        );
+    }
+}

@@ -38,9 +38,14 @@ pub async fn names(
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
     p.reject_unknown(&KNOWN)?;
     let selectors = selectors_or_all(&p)?;
-    let (names, warnings): (Vec<String>, _) =
-        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, |q, m, a, b, n| q.label_names(m, a, b, n))
-            .await?;
+    let (names, warnings): (Vec<String>, _) = union_over_selectors(
+        &state,
+        selectors,
+        time_range(&p)?,
+        limit(&p)?,
+        (|q, m, a, b, n| q.held_label_names(m, a, b, n), |q, m, a, b, n| q.label_names(m, a, b, n)),
+    )
+    .await?;
     Ok(success(Value::from(names), warnings))
 }
 
@@ -64,11 +69,17 @@ pub async fn values(
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
     p.reject_unknown(&KNOWN)?;
     let selectors = selectors_or_all(&p)?;
-    let (values, warnings): (Vec<String>, _) =
-        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, move |q, m, a, b, n| {
-            q.label_values(&name, m, a, b, n)
-        })
-        .await?;
+    let (values, warnings): (Vec<String>, _) = union_over_selectors(
+        &state,
+        selectors,
+        time_range(&p)?,
+        limit(&p)?,
+        (|q, m, a, b, n| q.held_label_values(&name, m, a, b, n), {
+            let name = name.clone();
+            move |q, m, a, b, n| q.label_values(&name, m, a, b, n)
+        }),
+    )
+    .await?;
     Ok(success(Value::from(values), warnings))
 }
 

@@ -111,28 +111,43 @@ pub async fn query_slot(state: &AppState, timeout: Duration) -> Result<tokio::sy
 /// Runs `lookup` for every selector on the blocking pool and returns the sorted, deduplicated
 /// union over `[start, end]`, truncated to `limit` with the warning Prometheus gives then. Like
 /// a query, it takes a query slot and reads within the query timeout and sample limit; each
-/// lookup stops after `limit + 1` results (one more shows that the answer was truncated).
+/// lookup stops after `limit + 1` results (one more shows that the answer was truncated). When
+/// the querier holds every selector's answer in memory (`held`, see
+/// [`Querier::held_series`]), that is the answer, given at once.
 ///
 /// # Errors
 /// The storage error of the first failing lookup; 503 past the timeout.
-pub async fn union_over_selectors<T, F>(
+pub async fn union_over_selectors<T, H, F>(
     state: &Arc<AppState>,
     selectors: Vec<Vec<crate::matcher::Matcher>>,
     (start, end): (i64, i64),
     limit: Option<usize>,
-    lookup: F,
+    (held, lookup): (H, F),
 ) -> Result<(Vec<T>, Vec<String>), ApiError>
 where
     T: Ord + Send + 'static,
+    H: Fn(&dyn Querier, &[crate::matcher::Matcher], i64, i64, Option<usize>) -> Option<Vec<T>>,
     F: Fn(&dyn Querier, &[crate::matcher::Matcher], i64, i64, Option<usize>) -> crate::storage::Result<Vec<T>>
         + Send
         + 'static,
 {
     let timeout = state.engine.options().timeout;
-    let slot = query_slot(state, timeout).await?;
-    let (limits, _cancel_on_drop) = super::blocking::read_limits(Some(state.engine.options().max_samples), timeout);
-    let querier = state.backend.querier(limits);
     let each = limit.map(|n| n.saturating_add(1));
+    // An answer held in memory is given here, without a hand-off to the blocking pool (two
+    // thread switches, most of such a request's time).
+    let (limits, cancel_on_drop) = super::blocking::read_limits(Some(state.engine.options().max_samples), timeout);
+    let querier = state.backend.querier(limits);
+    let mut from_memory = std::collections::BTreeSet::new();
+    let all_held =
+        selectors.iter().all(|m| held(&*querier, m, start, end, each).map(|v| from_memory.extend(v)).is_some());
+    if all_held {
+        let mut found: Vec<T> = from_memory.into_iter().collect();
+        let mut warnings = apply_limit(&mut found, limit);
+        warnings.extend(querier.warnings());
+        return Ok((found, warnings));
+    }
+    let slot = query_slot(state, timeout).await?;
+    let _cancel_on_drop = cancel_on_drop;
     let mut found: (Vec<T>, Vec<String>) = super::blocking::run(move || {
         let _slot = slot;
         let mut all = std::collections::BTreeSet::new();

@@ -31,9 +31,14 @@ pub async fn series(
     if selectors.is_empty() {
         return Err(ApiError::BadData("no match[] parameter provided".into()));
     }
-    let (found, warnings) =
-        union_over_selectors(&state, selectors, time_range(&p)?, limit(&p)?, |q, m, a, b, n| q.series(m, a, b, n))
-            .await?;
+    let (found, warnings) = union_over_selectors(
+        &state,
+        selectors,
+        time_range(&p)?,
+        limit(&p)?,
+        (|q, m, a, b, n| q.held_series(m, a, b, n), |q, m, a, b, n| q.series(m, a, b, n)),
+    )
+    .await?;
     // Streamed: each label set is written and dropped as the client reads.
     let tail = format!("]{}}}", streamed::warnings_json("warnings", &warnings));
     let write = |out: &mut String, labels: Labels| out.push_str(&labels_json(&labels).to_string());
