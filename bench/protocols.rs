@@ -2,8 +2,9 @@
 //! `/api/put`, Prometheus text, JSON lines, OTLP) against VictoriaMetrics 1.79 in the same run
 //! (VictoriaMetrics has no OTLP receiver). Each protocol writes its own series; the first round
 //! creates them (new-series ingest), the later rounds add samples to them (known-series ingest,
-//! the steady state of a fleet), and the median round is reported. Bodies are built before the
-//! clock starts; `--concurrency` keep-alive connections send them.
+//! the steady state of a fleet), and the median round is reported. A request carries each
+//! series' samples back to back, or with `--interleave` one sample of every series at a time.
+//! Bodies are built before the clock starts; `--concurrency` keep-alive connections send them.
 //!
 //! VictoriaMetrics acknowledges a write before it has stored it (it buffers about a second), so
 //! after each send the bench waits until the server that took it is idle again (below 5% of a
@@ -52,6 +53,11 @@ pub struct ProtocolArgs {
     /// Leave VictoriaMetrics out (saltdb alone, e.g. under a profiler).
     #[arg(long)]
     no_peer: bool,
+    /// Order a request's one-sample lines and points by time, then series (a fleet's agents
+    /// flushing one sample of each series at a time), instead of each series' samples back to
+    /// back. JSON lines keep one line per series.
+    #[arg(long)]
+    interleave: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,38 +110,32 @@ fn round(p: Proto, args: &ProtocolArgs, t0: i64) -> Vec<Request> {
         let ids: Vec<usize> = (s..(s + per_request_series).min(args.series)).collect();
         s += ids.len();
         let ts = |k: usize| t0 + k as i64 * 15_000;
+        // The (series, sample) pairs of the one-sample-a-line bodies, in the order sent.
+        let order: Vec<(usize, usize)> = if args.interleave {
+            (0..args.samples).flat_map(|k| ids.iter().map(move |&i| (i, k))).collect()
+        } else {
+            ids.iter().flat_map(|&i| (0..args.samples).map(move |k| (i, k))).collect()
+        };
         let v = |i: usize, k: usize| ((i * 31 + k * 7) % 1000) as f64 / 10.0;
         let (path, headers, body) = match p {
             Proto::Influx => {
                 let mut b = String::new();
-                for &i in &ids {
-                    for k in 0..args.samples {
-                        b.push_str(&format!(
-                            "bench_{},host=h{},id={i} value={} {}\n",
-                            p.tag(),
-                            i % 1000,
-                            v(i, k),
-                            ts(k)
-                        ));
-                    }
+                for &(i, k) in &order {
+                    b.push_str(&format!("bench_{},host=h{},id={i} value={} {}\n", p.tag(), i % 1000, v(i, k), ts(k)));
                 }
                 ("/write?precision=ms", vec![], b.into_bytes())
             }
             Proto::OpenTsdb => {
                 let mut pts = Vec::new();
-                for &i in &ids {
-                    for k in 0..args.samples {
-                        pts.push(serde_json::json!({"metric": "bench_tsdb", "timestamp": ts(k), "value": v(i, k), "tags": {"host": format!("h{}", i % 1000), "id": i.to_string()}}));
-                    }
+                for &(i, k) in &order {
+                    pts.push(serde_json::json!({"metric": "bench_tsdb", "timestamp": ts(k), "value": v(i, k), "tags": {"host": format!("h{}", i % 1000), "id": i.to_string()}}));
                 }
                 ("/api/put", vec![], serde_json::to_vec(&pts).unwrap_or_default())
             }
             Proto::PromText => {
                 let mut b = String::new();
-                for &i in &ids {
-                    for k in 0..args.samples {
-                        b.push_str(&format!("bench_text{{host=\"h{}\",id=\"{i}\"}} {} {}\n", i % 1000, v(i, k), ts(k)));
-                    }
+                for &(i, k) in &order {
+                    b.push_str(&format!("bench_text{{host=\"h{}\",id=\"{i}\"}} {} {}\n", i % 1000, v(i, k), ts(k)));
                 }
                 ("/api/v1/import/prometheus", vec![], b.into_bytes())
             }
@@ -156,15 +156,13 @@ fn round(p: Proto, args: &ProtocolArgs, t0: i64) -> Vec<Request> {
                     ..Default::default()
                 };
                 let mut points = Vec::new();
-                for &i in &ids {
-                    for k in 0..args.samples {
-                        points.push(NumberDataPoint {
-                            attributes: vec![attr("host", format!("h{}", i % 1000)), attr("id", i.to_string())],
-                            time_unix_nano: u64::try_from(ts(k)).unwrap_or(0) * 1_000_000,
-                            value: Some(number_data_point::Value::AsDouble(v(i, k))),
-                            ..Default::default()
-                        });
-                    }
+                for &(i, k) in &order {
+                    points.push(NumberDataPoint {
+                        attributes: vec![attr("host", format!("h{}", i % 1000)), attr("id", i.to_string())],
+                        time_unix_nano: u64::try_from(ts(k)).unwrap_or(0) * 1_000_000,
+                        value: Some(number_data_point::Value::AsDouble(v(i, k))),
+                        ..Default::default()
+                    });
                 }
                 let metric = Metric {
                     name: "bench.otlp".into(),

@@ -230,6 +230,13 @@ pub fn opentsdb_put(data: &[u8]) {
         }
         Err(saltdb::ingest::Stop::Refused(())) => {}
     }
+    // The scanner of the usual shape, and the serde path it falls back to, answer alike.
+    let serde = saltdb::ingest::opentsdb::decode_serde(data, limits, &mut |_| Ok::<(), ()>(()));
+    match (saltdb::ingest::opentsdb::decode(data, limits, &mut |_| Ok::<(), ()>(())), serde) {
+        (Ok(a), Ok(b)) => assert!(a.batch == b.batch && a.points == b.points, "the scanner decoded another batch"),
+        (Err(saltdb::ingest::Stop::Invalid(a)), Err(saltdb::ingest::Stop::Invalid(b))) => assert_eq!(a, b),
+        (a, b) => panic!("the scanner answered {:?}, the serde path {:?}", a.err(), b.err()),
+    }
 }
 
 /// Prometheus text exposition and OpenMetrics.

@@ -105,16 +105,40 @@ pub fn sanitize_label_name(name: &str) -> Cow<'_, str> {
 /// Collects validated series under the request's limits straight into a [`PackedBatch`]
 /// (canonical label bytes, as remote-write's decoder builds them: no label set is allocated per
 /// series), reserving each one's memory first.
+///
+/// Float samples of a label set pushed right after the same label set join that series instead
+/// of starting another one (as VictoriaMetrics reuses the previous row's series when the metric
+/// name is the same): text protocols carry one sample a line, and a sender flushing several
+/// samples of a series sends them back to back. Storage takes a series' samples in any order,
+/// a later one winning on an equal timestamp, exactly as for consecutive series of one label
+/// set, so what is stored is the same; the writer resolves the series once instead of per
+/// sample. `max_series` still counts every push.
 pub struct BatchBuilder<'a, E> {
     batch: PackedBatch,
     limits: SeriesLimits,
     reserve: Reserve<'a, E>,
+    /// Series pushed so far, merged ones included (what `max_series` limits).
+    pushed: usize,
+    /// Whether the last series pushed is still open in `batch` (not finished), and whether it
+    /// holds a histogram (then it takes no more samples).
+    open: Option<Open>,
+    /// The canonical label bytes of the series being pushed, before they join `batch`.
+    scratch: Vec<u8>,
+}
+
+/// What the open series of a [`BatchBuilder`] holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Open {
+    /// Float samples only: a push of the same label set adds to it.
+    Floats,
+    /// A histogram: the next push starts a series of its own.
+    Histogram,
 }
 
 impl<'a, E> BatchBuilder<'a, E> {
     /// An empty batch.
     pub fn new(limits: SeriesLimits, reserve: Reserve<'a, E>) -> Self {
-        Self { batch: PackedBatch::default(), limits, reserve }
+        Self { batch: PackedBatch::default(), limits, reserve, pushed: 0, open: None, scratch: Vec::new() }
     }
 
     /// Adds a series of `name` with the labels `pairs` (names already valid or sanitized) and
@@ -142,6 +166,38 @@ impl<'a, E> BatchBuilder<'a, E> {
         self.push_points(name, pairs, samples, None)
     }
 
+    /// Adds `samples` to the series of the last push, as pushing its label set again would:
+    /// for a decoder that saw the same raw label set again and need not check it twice.
+    /// `Ok(false)` (nothing done) when the last push left no series open for floats: push the
+    /// label set instead.
+    ///
+    /// # Errors
+    /// The series limit, or the budget's refusal.
+    pub fn push_again(&mut self, samples: &[Sample]) -> Result<bool, Stop<E>> {
+        if self.open != Some(Open::Floats) {
+            return Ok(false);
+        }
+        if self.pushed >= self.limits.max_series {
+            return Err(self.too_many_series());
+        }
+        if samples.is_empty() {
+            return Ok(true);
+        }
+        (self.reserve)(std::mem::size_of_val(samples) + 16).map_err(Stop::Refused)?;
+        for s in samples {
+            self.batch.push_sample(*s);
+        }
+        self.pushed += 1;
+        Ok(true)
+    }
+
+    fn too_many_series(&self) -> Stop<E> {
+        Stop::Invalid(Rejection::body(format!(
+            "the request has more than {} series, the limit set by --max-series-per-request",
+            self.limits.max_series
+        )))
+    }
+
     /// [`push`](Self::push) for one native histogram sample (validated by the caller).
     ///
     /// # Errors
@@ -158,11 +214,8 @@ impl<'a, E> BatchBuilder<'a, E> {
         histogram: Option<HistogramSample>,
     ) -> Result<(), Stop<E>> {
         let invalid = |e: LabelError| Stop::Invalid(Rejection::body(e.to_string()));
-        if self.batch.len() >= self.limits.max_series {
-            return Err(Stop::Invalid(Rejection::body(format!(
-                "the request has more than {} series, the limit set by --max-series-per-request",
-                self.limits.max_series
-            ))));
+        if self.pushed >= self.limits.max_series {
+            return Err(self.too_many_series());
         }
         if samples.is_empty() && histogram.is_none() {
             return Ok(());
@@ -233,21 +286,41 @@ impl<'a, E> BatchBuilder<'a, E> {
             name.truncate(64);
             return Err(invalid(LabelError::TooLong { name, len, limit: self.limits.max_label_bytes }));
         }
+        self.scratch.clear();
         for (k, v) in ordered() {
-            self.batch.push_label(k, v);
+            for part in [k, v] {
+                self.scratch.extend_from_slice(part.as_bytes());
+                self.scratch.push(0);
+            }
+        }
+        let joins = histogram.is_none()
+            && self.open == Some(Open::Floats)
+            && self.batch.open_labels() == self.scratch.as_slice();
+        if !joins {
+            if self.open.take().is_some() {
+                self.batch.finish_series();
+            }
+            self.batch.push_canonical(&self.scratch);
         }
         for s in samples {
             self.batch.push_sample(*s);
         }
-        if let Some(h) = histogram {
-            self.batch.push_histogram(h);
-        }
-        self.batch.finish_series();
+        self.open = Some(match histogram {
+            Some(h) => {
+                self.batch.push_histogram(h);
+                Open::Histogram
+            }
+            None => Open::Floats,
+        });
+        self.pushed += 1;
         Ok(())
     }
 
     /// The batch.
-    pub fn finish(self) -> PackedBatch {
+    pub fn finish(mut self) -> PackedBatch {
+        if self.open.is_some() {
+            self.batch.finish_series();
+        }
         self.batch
     }
 }

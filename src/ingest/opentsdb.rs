@@ -10,6 +10,8 @@
 //!   tells them apart; `value`: a number or a string holding one.
 //! - A bad point refuses the whole request, naming the point (1-based) and the problem.
 
+mod scan;
+
 use std::borrow::Cow;
 
 use serde::de::{Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -30,7 +32,42 @@ pub struct Decoded {
     pub points: usize,
 }
 
-/// Decodes a whole body.
+/// Decodes a whole body: with the scanner of the usual shape ([`scan`]) when it can, else
+/// with the serde path ([`decode_serde`]), which answers for every body alike.
+///
+/// # Errors
+/// As [`decode_serde`].
+pub fn decode<E: std::fmt::Debug>(
+    body: &[u8],
+    limits: SeriesLimits,
+    reserve: Reserve<'_, E>,
+) -> Result<Decoded, Stop<E>> {
+    // What the scanner reserved stays reserved; the serde path is credited with it.
+    let mut reserved = 0usize;
+    {
+        let mut counted = |n: usize| -> Result<(), E> {
+            reserve(n)?;
+            reserved = reserved.saturating_add(n);
+            Ok(())
+        };
+        let mut out = BatchBuilder::new(limits, &mut counted);
+        if let Some(points) = scan::decode(body, &mut out) {
+            return Ok(Decoded { batch: out.finish(), points });
+        }
+    }
+    let mut credited = |n: usize| {
+        let ask = n.saturating_sub(reserved);
+        reserved = reserved.saturating_sub(n);
+        if ask > 0 {
+            reserve(ask)
+        } else {
+            Ok(())
+        }
+    };
+    decode_serde(body, limits, &mut credited)
+}
+
+/// Decodes a whole body with serde_json.
 ///
 /// Points are deserialized one at a time straight into borrowed fields and added to the batch
 /// as they come (no `serde_json::Value` tree, no list of points, no copy of a string without
@@ -39,7 +76,7 @@ pub struct Decoded {
 ///
 /// # Errors
 /// [`Stop::Invalid`] with the first bad point (see [`point_json`]), or the budget's refusal.
-pub fn decode<E: std::fmt::Debug>(
+pub fn decode_serde<E: std::fmt::Debug>(
     body: &[u8],
     limits: SeriesLimits,
     reserve: Reserve<'_, E>,

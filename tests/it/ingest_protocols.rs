@@ -140,6 +140,44 @@ fn opentsdb_put_answers_as_opentsdb() {
     saltdb.stop();
 }
 
+/// Points of one series sent back to back go into one series of the batch (issue 18's ingest
+/// speed-ups): what is stored is what separate points give, in any order, the later point
+/// winning on an equal timestamp, for OpenTSDB (its scanner and its serde path) and line
+/// protocol alike.
+#[test]
+fn repeated_points_of_a_series_are_stored_as_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let saltdb = InProcess::start(saltdb::storage::StorageConfig::new(dir.path().to_path_buf()));
+    let t = recent_s();
+    let points = [("1", t + 2, 1), ("1", t, 2), ("1", t + 2, 3), ("2", t, 4), ("1", t + 1, 5)];
+    let expected = |name: &str| -> Exported {
+        let ms = |s: i64| s * 1000;
+        [
+            (
+                labels(&[("__name__", name), ("h", "1")]),
+                vec![(ms(t), 2f64.to_bits()), (ms(t + 1), 5f64.to_bits()), (ms(t + 2), 3f64.to_bits())],
+            ),
+            (labels(&[("__name__", name), ("h", "2")]), vec![(ms(t), 4f64.to_bits())]),
+        ]
+        .into_iter()
+        .collect()
+    };
+    for (metric, escaped) in [("scanned", "scanned"), ("serde", "s\\u0065rde")] {
+        let body: Vec<String> = points
+            .iter()
+            .map(|(h, ts, v)| format!(r#"{{"metric":"{escaped}","timestamp":{ts},"value":{v},"tags":{{"h":"{h}"}}}}"#))
+            .collect();
+        let (status, _, text) = post(&saltdb.url("/api/put"), &[], format!("[{}]", body.join(",")).into_bytes());
+        assert_eq!(status, 204, "{text}");
+        assert_eq!(export(&saltdb.url(""), &format!("{{__name__={metric:?}}}")), expected(metric));
+    }
+    let lines: Vec<String> = points.iter().map(|(h, ts, v)| format!("lp,h={h} value={v} {ts}")).collect();
+    let (status, _, text) = post(&saltdb.url("/write?precision=s"), &[], lines.join("\n").into_bytes());
+    assert_eq!(status, 204, "{text}");
+    assert_eq!(export(&saltdb.url(""), r#"{__name__="lp_value"}"#), expected("lp_value"));
+    saltdb.stop();
+}
+
 #[test]
 fn prometheus_text_and_openmetrics_import() {
     let dir = tempfile::tempdir().unwrap();
