@@ -37,9 +37,19 @@ where
     F: FnOnce() -> Result<T, ApiError> + Send + 'static,
     T: Send + 'static,
 {
-    let contained =
-        move || crate::containment::contain("the request", f).map_err(|p| ApiError::Internal(p.to_string()));
-    tokio::task::spawn_blocking(contained)
+    tokio::task::spawn_blocking(move || contain(f))
         .await
-        .map_err(|e| ApiError::Internal(format!("storage task failed: {e}")))??
+        .map_err(|e| ApiError::Internal(format!("storage task failed: {e}")))?
+}
+
+/// Runs `f` here, a panic inside it contained and answered as an error (as [`run`] does on the
+/// blocking pool): for work bounded to a small budget that an async thread may do itself.
+///
+/// # Errors
+/// The closure's error, or [`ApiError::Internal`] if it panicked.
+pub fn contain<T, F>(f: F) -> Result<T, ApiError>
+where
+    F: FnOnce() -> Result<T, ApiError>,
+{
+    crate::containment::contain("the request", f).map_err(|p| ApiError::Internal(p.to_string()))?
 }

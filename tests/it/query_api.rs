@@ -280,3 +280,51 @@ fn info_joins_target_info_labels() {
     );
     server.stop();
 }
+
+/// A query evaluated small before is evaluated in place the next time, within a small budget
+/// (`small_queries.rs`): its answers stay those of the blocking pool, and once its data outgrows
+/// the budget it still gets its whole answer (from the pool) instead of a limit's error.
+#[test]
+fn a_small_query_that_grows_still_gets_its_whole_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(storage_config(dir.path()));
+    let base = server.url("");
+    let t = recent_ms();
+    let lines = |from: usize, to: usize| -> String {
+        (from..to)
+            .map(|i| {
+                serde_json::json!({"metric":{"__name__":"grows","i":i.to_string()},"values":[1, 2],"timestamps":[t - 60_000, t]})
+                    .to_string()
+                    + "\n"
+            })
+            .collect()
+    };
+    assert_eq!(import(&base, lines(0, 10)), (204, String::new()));
+    let ask = |query: &str| {
+        let v = get_json(&format!("{base}/api/v1/query?query={query}&time={}", t as f64 / 1000.0));
+        assert_eq!(v["status"], "success", "{v}");
+        v["data"]["result"][0]["value"][1].as_str().unwrap().to_owned()
+    };
+    let range = |query: &str| {
+        let url = format!(
+            "{base}/api/v1/query_range?query={query}&start={}&end={}&step=30",
+            (t - 120_000) as f64 / 1000.0,
+            t as f64 / 1000.0
+        );
+        let v = get_json(&url);
+        assert_eq!(v["status"], "success", "{v}");
+        v["data"]["result"][0]["values"].as_array().unwrap().len()
+    };
+    for _ in 0..3 {
+        assert_eq!(ask("count(grows)"), "10");
+        assert_eq!(ask("sum(count_over_time(grows[5m]))"), "20");
+        assert_eq!(range("count(grows)"), 3);
+    }
+    // Far beyond the in-place budget of samples.
+    assert_eq!(import(&base, lines(10, 30_000)), (204, String::new()));
+    for _ in 0..2 {
+        assert_eq!(ask("count(grows)"), "30000");
+        assert_eq!(ask("sum(count_over_time(grows[5m]))"), "60000");
+        assert_eq!(range("count(grows)"), 3);
+    }
+}

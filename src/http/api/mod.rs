@@ -10,6 +10,7 @@ pub mod query;
 pub mod runtimeinfo;
 pub mod series;
 pub mod slow_log;
+pub(crate) mod small_queries;
 pub mod status;
 pub mod storage_status;
 pub mod streamed;

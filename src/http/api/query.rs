@@ -12,9 +12,9 @@ use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 
-use super::slow_log;
 use super::streamed::{self, ArrayPieces};
 use super::{limit, params};
+use super::{slow_log, small_queries};
 use crate::http::blocking;
 use crate::http::client_addr::ClientAddr;
 use crate::http::error::ApiError;
@@ -112,9 +112,35 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
         }
     }
     let timeout = opts.timeout;
-    let engine = crate::promql::Engine::new(opts);
+    let key = small_queries::key(&query, kind);
     let slot = super::query_slot(&state, timeout).await?;
     let queued = received.elapsed();
+    let counted = stats.is_some();
+    if small_queries::was_small(key) {
+        // In place, within the small budget (see `small_queries`); past it, to the pool below.
+        let mut small = opts.clone();
+        small.max_samples = small.max_samples.min(small_queries::INLINE_SAMPLES);
+        small.timeout = small.timeout.min(small_queries::INLINE_TIME);
+        let (limits, _cancel_on_drop) = blocking::read_limits(Some(small.max_samples), small.timeout);
+        let source = state.backend.querier(limits);
+        let engine = crate::promql::Engine::new(small);
+        let began = Instant::now();
+        match blocking::contain(|| Ok(evaluate(&engine, &*source, &query, kind, counted))) {
+            Ok(Err(e)) if small_queries::over_budget(&e) => small_queries::record(key, usize::MAX, began.elapsed()),
+            answered => {
+                let result = answered.and_then(|r| r.map_err(ApiError::from));
+                if let Ok(r) = &result {
+                    small_queries::record(key, r.loaded_samples, began.elapsed());
+                }
+                drop(slot);
+                if let Some(threshold) = state.slow_query {
+                    slow_log::record(threshold, &query, kind, received.elapsed(), result.as_ref().ok(), client);
+                }
+                return Ok(render(result?, limit, stats.map(|per_step| (per_step, queued))));
+            }
+        }
+    }
+    let engine = crate::promql::Engine::new(opts);
     // Storage stops reading once the samples alone would exceed the memory budget, before the
     // evaluator sees them.
     let o = engine.options();
@@ -122,32 +148,44 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
     let (limits, _cancel_on_drop) = blocking::read_limits(Some(max_read), timeout);
     let source = state.backend.querier(limits);
     let text = query.clone();
-    let counted = stats.is_some();
     let result = blocking::run(move || {
         let _slot = slot;
-        let r = match (kind, counted) {
-            (Kind::Instant { time_ms }, false) => engine.instant(&*source, &query, time_ms),
-            (Kind::Instant { time_ms }, true) => engine.instant_with_stats(&*source, &query, time_ms),
-            (Kind::Range { start_ms, end_ms, step_ms }, false) => {
-                engine.range(&*source, &query, start_ms, end_ms, step_ms)
-            }
-            (Kind::Range { start_ms, end_ms, step_ms }, true) => {
-                engine.range_with_stats(&*source, &query, start_ms, end_ms, step_ms)
-            }
-        };
-        r.map(|mut r| {
-            for w in source.warnings() {
-                r.annotations.warn(w);
-            }
-            r
-        })
-        .map_err(ApiError::from)
+        let began = Instant::now();
+        let r = evaluate(&engine, &*source, &query, kind, counted).map_err(ApiError::from);
+        if let Ok(r) = &r {
+            small_queries::record(key, r.loaded_samples, began.elapsed());
+        }
+        r
     })
     .await;
     if let Some(threshold) = state.slow_query {
         slow_log::record(threshold, &text, kind, received.elapsed(), result.as_ref().ok(), client);
     }
     Ok(render(result?, limit, stats.map(|per_step| (per_step, queued))))
+}
+
+/// Evaluates `query` on `source`, with the querier's warnings added to the answer's.
+fn evaluate(
+    engine: &crate::promql::Engine,
+    source: &dyn crate::storage::Querier,
+    query: &str,
+    kind: Kind,
+    counted: bool,
+) -> Result<QueryResult, crate::promql::EvalError> {
+    let r = match (kind, counted) {
+        (Kind::Instant { time_ms }, false) => engine.instant(source, query, time_ms),
+        (Kind::Instant { time_ms }, true) => engine.instant_with_stats(source, query, time_ms),
+        (Kind::Range { start_ms, end_ms, step_ms }, false) => engine.range(source, query, start_ms, end_ms, step_ms),
+        (Kind::Range { start_ms, end_ms, step_ms }, true) => {
+            engine.range_with_stats(source, query, start_ms, end_ms, step_ms)
+        }
+    };
+    r.map(|mut r| {
+        for w in source.warnings() {
+            r.annotations.warn(w);
+        }
+        r
+    })
 }
 
 /// What `stats` asks for: Prometheus adds its stats object for any non-empty value, with the
