@@ -5,13 +5,15 @@
 //! sets come from `series` and are checked against every matcher, and their samples in the
 //! range come from `chunks` (sealed days, by ascending version) and then `samples`, the later
 //! of two samples at one time winning (which also drops the not-yet-merged duplicates of
-//! retried inserts and of a seal in progress).
+//! retried inserts and of a seal in progress). Rows of a write spanning shards that is not
+//! committed are left out (`commit.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::client::{quote, Shard};
+use super::commit::SeenIds;
 use super::recency::Candidates;
 use super::rowbinary::Reader;
 use super::{day_of, ClickHouse};
@@ -33,6 +35,35 @@ pub(super) struct Candidate {
     pub(super) id: u64,
     pub(super) bucket: u16,
     pub(super) labels: Labels,
+}
+
+/// One row of the statement reading a series' samples and chunks (`samples` and `chunks` in
+/// one `UNION ALL`, see [`ClickHouseQuerier::samples`]).
+struct ReadRow<'a> {
+    id: u64,
+    /// 0: a `samples` row (`t` its timestamp); 1: a `chunks` row (`t` its version).
+    kind: u8,
+    t: i64,
+    bits: u64,
+    inserted_at: i64,
+    /// Empty for a float sample, else a histogram sample's or the sealed chunk's bytes.
+    data: &'a [u8],
+    /// 0 for chunks and for writes of one shard (see `commit.rs`).
+    write_id: u64,
+}
+
+impl<'a> ReadRow<'a> {
+    fn read(r: &mut Reader<'a>) -> std::result::Result<Self, super::rowbinary::Malformed> {
+        Ok(Self {
+            id: r.u64()?,
+            kind: r.u8()?,
+            t: r.i64()?,
+            bits: r.u64()?,
+            inserted_at: r.i64()?,
+            data: r.bytes()?,
+            write_id: r.u64()?,
+        })
+    }
 }
 
 /// A [`Querier`] over a [`ClickHouse`] store, for one request.
@@ -241,10 +272,11 @@ impl ClickHouseQuerier {
             // No ORDER BY: ClickHouse 18.16 would sort every row, though each series' rows are
             // already nearly in order; they are grouped and put in order here instead.
             let sql = format!(
-                "SELECT series_id, toUInt8(0) AS kind, ts AS t, value, inserted_at, histogram AS data FROM {} \
-                 WHERE bucket IN ({buckets}) AND series_id IN ({list}) AND ts >= {start_ms} AND ts <= {end_ms} \
+                "SELECT series_id, toUInt8(0) AS kind, ts AS t, value, inserted_at, histogram AS data, write_id \
+                 FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) AND ts >= {start_ms} AND ts <= {end_ms} \
                  UNION ALL \
-                 SELECT series_id, toUInt8(1) AS kind, version AS t, toUInt64(0) AS value, toInt64(0) AS inserted_at, data \
+                 SELECT series_id, toUInt8(1) AS kind, version AS t, toUInt64(0) AS value, toInt64(0) AS inserted_at, data, \
+                 toUInt64(0) AS write_id \
                  FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) AND day >= {first} AND day <= {last_day} \
                  FORMAT RowBinary",
                 self.store.table("samples"),
@@ -255,17 +287,25 @@ impl ClickHouseQuerier {
             let index: HashMap<u64, usize> = chunk.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
             let mut samples: Vec<Candidates> = vec![Candidates::default(); chunk.len()];
             let body = shard.query(&sql)?;
+            // Two passes over the rows: their write ids first (which are committed, see
+            // `commit.rs`), then the visible rows, in the order read.
+            let mut seen = SeenIds::default();
+            let mut r = Reader::new(&body);
+            while !r.is_empty() {
+                let row = ReadRow::read(&mut r).map_err(|e| malformed(shard, e))?;
+                seen.note(row.write_id, row.inserted_at);
+            }
+            let visible = self.store.visible(&seen, crate::storage::now_ms())?;
             let mut r = Reader::new(&body);
             let mut last: Option<(u64, usize)> = None;
             let mut read = 0usize;
             let mut decoded = Vec::new();
             while !r.is_empty() {
-                let id = r.u64().map_err(|e| malformed(shard, e))?;
-                let kind = r.u8().map_err(|e| malformed(shard, e))?;
-                let t = r.i64().map_err(|e| malformed(shard, e))?;
-                let bits = r.u64().map_err(|e| malformed(shard, e))?;
-                let inserted_at = r.i64().map_err(|e| malformed(shard, e))?;
-                let data = r.bytes().map_err(|e| malformed(shard, e))?;
+                let ReadRow { id, kind, t, bits, inserted_at, data, write_id } =
+                    ReadRow::read(&mut r).map_err(|e| malformed(shard, e))?;
+                if !visible.contains(write_id) {
+                    continue;
+                }
                 let at = match last {
                     Some((l, at)) if l == id => Some(at),
                     _ => index.get(&id).copied(),
@@ -312,18 +352,28 @@ impl ClickHouseQuerier {
             let buckets: BTreeSet<u16> = chunk.iter().map(|c| c.bucket).collect();
             let buckets = buckets.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
             let sql = format!(
-                "SELECT series_id, ts, start FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) \
+                "SELECT series_id, ts, start, write_id FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) \
                  AND ts >= {start_ms} AND ts <= {end_ms} FORMAT RowBinary",
                 self.store.table("starts")
             );
             let body = shard.query(&sql)?;
             let mut r = Reader::new(&body);
-            let mut rows: HashMap<u64, Vec<(i64, i64)>> = HashMap::new();
+            let mut found: Vec<(u64, i64, i64, u64)> = Vec::new();
+            // `starts` has no `inserted_at`: a write id not committed is never remembered as
+            // aborted from here (its `samples` rows, read by queries, decide that).
+            let mut seen = SeenIds::default();
             while !r.is_empty() {
                 let id = r.u64().map_err(|e| malformed(shard, e))?;
                 let ts = r.i64().map_err(|e| malformed(shard, e))?;
                 let start = r.i64().map_err(|e| malformed(shard, e))?;
-                if start != 0 {
+                let write_id = r.u64().map_err(|e| malformed(shard, e))?;
+                seen.note(write_id, i64::MAX);
+                found.push((id, ts, start, write_id));
+            }
+            let visible = self.store.visible(&seen, crate::storage::now_ms())?;
+            let mut rows: HashMap<u64, Vec<(i64, i64)>> = HashMap::new();
+            for (id, ts, start, write_id) in found {
+                if start != 0 && visible.contains(write_id) {
                     rows.entry(id).or_default().push((ts, start));
                 }
             }

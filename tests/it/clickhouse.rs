@@ -20,19 +20,19 @@ use crate::common::storage_config;
 use crate::peers::installed;
 
 /// Two shards, or `None` (announced) when ClickHouse is not installed.
-fn cluster(dir: &Path, test: &str) -> Option<Vec<Shard>> {
+pub(crate) fn cluster(dir: &Path, test: &str) -> Option<Vec<Shard>> {
     if !installed("clickhouse-server", test, "clickhouse-server") {
         return None;
     }
     Some(crate::clickhouse_cluster::start(dir, 2))
 }
 
-const T0: i64 = 1_700_000_000_000;
-const DAY: i64 = 86_400_000;
+pub(crate) const T0: i64 = 1_700_000_000_000;
+pub(crate) const DAY: i64 = 86_400_000;
 
 /// Series over three days: counters and gauges of several jobs and instances, jittered, with
 /// a NaN and a staleness marker.
-fn data() -> WriteBatch {
+pub(crate) fn data() -> WriteBatch {
     let mut series = Vec::new();
     for job in ["api", "db", "web"] {
         for instance in 0..6 {
@@ -143,7 +143,7 @@ fn clickhouse_backend_answers_like_the_embedded_store() {
 
 /// The same questions to both stores: every PromQL answer of [`QUERIES`] at three times and
 /// over a day, and every sample bit for bit; returns how many answers were compared.
-fn compare_answers(eq: &dyn Querier, cq: &dyn Querier, when: &str) -> usize {
+pub(crate) fn compare_answers(eq: &dyn Querier, cq: &dyn Querier, when: &str) -> usize {
     let engine = Engine::new(EngineOptions::default());
     let mut compared = 0;
     let all = [Matcher::new(MatchOp::RegexMatch, "__name__", ".+").unwrap()];
@@ -187,7 +187,7 @@ fn compare_answers(eq: &dyn Querier, cq: &dyn Querier, when: &str) -> usize {
 }
 
 /// `sql`'s single number on every shard.
-fn per_shard_count(shards: &[Shard], sql: &str) -> Vec<u64> {
+pub(crate) fn per_shard_count(shards: &[Shard], sql: &str) -> Vec<u64> {
     let http = reqwest::blocking::Client::new();
     shards
         .iter()
@@ -338,7 +338,7 @@ fn a_version_1_database_is_upgraded_in_place() {
     );
 
     let upgraded = ClickHouse::open(config.clone()).unwrap();
-    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [4, 4]);
+    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [5, 5]);
     assert_eq!(
         per_shard_count(&shards, "SELECT count() FROM system.tables WHERE database = 'saltdb' AND name = 'starts'"),
         [1, 1]
@@ -807,7 +807,7 @@ fn a_regex_over_many_long_values_selects_them_all() {
 }
 
 /// Native histograms on ClickHouse, through real HTTP: remote-write 1.0 and 2.0 requests.
-mod histograms {
+pub(crate) mod histograms {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
@@ -820,7 +820,7 @@ mod histograms {
     use super::{cluster, per_shard_count, DAY, T0};
     use crate::common::{client, post, series, Binary, V1_HEADERS, V2_HEADERS};
 
-    type Read = BTreeMap<BTreeMap<String, String>, (Vec<proto::Sample>, Vec<proto::Histogram>)>;
+    pub(crate) type Read = BTreeMap<BTreeMap<String, String>, (Vec<proto::Sample>, Vec<proto::Histogram>)>;
 
     fn span(offset: i32, length: u32) -> proto::BucketSpan {
         proto::BucketSpan { offset, length }
@@ -936,7 +936,7 @@ mod histograms {
     }
 
     /// Remote read (`SAMPLES`) of every series named like `chh_.*` over the two days.
-    fn remote_read(base: &str) -> Read {
+    pub(crate) fn remote_read(base: &str) -> Read {
         let req = proto::ReadRequest {
             queries: vec![proto::Query {
                 start_timestamp_ms: T0 - DAY,
@@ -989,7 +989,7 @@ mod histograms {
         }
     }
 
-    fn node(dir: &std::path::Path, urls: &str) -> Binary {
+    pub(crate) fn node(dir: &std::path::Path, urls: &str) -> Binary {
         Binary::spawn(
             dir,
             &["--storage", "clickhouse", "--clickhouse-url", urls, "--retention", "0", "--enable-admin-api"],
