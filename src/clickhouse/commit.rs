@@ -156,6 +156,22 @@ impl ClickHouse {
         self.inner.write_ids.next(coordinator, self.inner.shards.len())
     }
 
+    /// Whether write id `id` is known here to be committed (`Some(true)`) or aborted
+    /// (`Some(false)`); `None` when its coordinator must be asked ([`ClickHouse::visible`]).
+    pub(super) fn decided(&self, id: u64) -> Option<bool> {
+        if id == 0 {
+            return Some(true);
+        }
+        let decided = self.inner.decided.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if decided.committed.contains(&id) {
+            Some(true)
+        } else if decided.aborted.contains(&id) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
     /// Which of the write ids `seen` are committed, asking their coordinators about those this
     /// node has not decided yet (a write id without a record older than the abort horizon at
     /// `now_ms` is remembered as aborted).

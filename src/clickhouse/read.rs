@@ -66,6 +66,58 @@ impl<'a> ReadRow<'a> {
     }
 }
 
+/// The candidate samples of the series of one statement, gathered from its rows.
+struct Gather {
+    /// Series index by id.
+    index: HashMap<u64, usize>,
+    samples: Vec<Candidates>,
+    /// The last series found: rows of one series mostly come together (a part is sorted by
+    /// series), so it is tried first.
+    last: Option<(u64, usize)>,
+    /// Samples taken (for the read's sample budget).
+    read: usize,
+    decoded: Vec<crate::sample::Sample>,
+    start_ms: i64,
+    end_ms: i64,
+}
+
+impl Gather {
+    fn new(series: &[Candidate], start_ms: i64, end_ms: i64) -> Self {
+        Self {
+            index: series.iter().enumerate().map(|(i, c)| (c.id, i)).collect(),
+            samples: vec![Candidates::default(); series.len()],
+            last: None,
+            read: 0,
+            decoded: Vec::new(),
+            start_ms,
+            end_ms,
+        }
+    }
+
+    /// Adds a visible row's samples to its series' candidates.
+    fn push(&mut self, row: &ReadRow<'_>) -> Result<()> {
+        let at = match self.last {
+            Some((l, at)) if l == row.id => Some(at),
+            _ => self.index.get(&row.id).copied(),
+        };
+        let Some(at) = at else { return Ok(()) };
+        self.last = Some((row.id, at));
+        let Some(v) = self.samples.get_mut(at) else { return Ok(()) };
+        let (t, range) = (row.t, self.start_ms..=self.end_ms);
+        if row.kind == 0 && row.data.is_empty() {
+            v.push(t, row.inserted_at, row.bits);
+            self.read += 1;
+        } else if row.kind == 0 {
+            // A histogram sample: a histogram chunk of one sample at `t`.
+            self.read += v.push_chunk(row.data, row.inserted_at, |ts| ts == t, &mut self.decoded)?;
+        } else {
+            // A sealed chunk: its samples are as recent as its version `t`.
+            self.read += v.push_chunk(row.data, t, |ts| range.contains(&ts), &mut self.decoded)?;
+        }
+        Ok(())
+    }
+}
+
 /// A [`Querier`] over a [`ClickHouse`] store, for one request.
 pub struct ClickHouseQuerier {
     store: ClickHouse,
@@ -282,48 +334,44 @@ impl ClickHouseQuerier {
                 self.store.table("samples"),
                 self.store.table("chunks")
             );
-            // Series index by id; rows of one series mostly come together (a part is sorted by
-            // series), so the last series found is tried first.
-            let index: HashMap<u64, usize> = chunk.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
-            let mut samples: Vec<Candidates> = vec![Candidates::default(); chunk.len()];
             let body = shard.query(&sql)?;
-            // Two passes over the rows: their write ids first (which are committed, see
-            // `commit.rs`), then the visible rows, in the order read.
-            let mut seen = SeenIds::default();
+            let mut gather = Gather::new(chunk, start_ms, end_ms);
+            // Rows of writes spanning shards whose commit this node has not decided yet wait
+            // until their coordinators are asked, once, after the others (`commit.rs`). Only
+            // rows of one write group (equal `inserted_at`) can tie with them, two concurrent
+            // writes of one series and time: either may win, as after ClickHouse merges them
+            // (in write id order).
+            let (mut waiting, mut seen) = (Vec::new(), SeenIds::default());
+            let mut decided: HashMap<u64, Option<bool>> = HashMap::new();
+            // The last row's write id and its fate (rows of one write come together).
+            let mut last = (0, Some(true));
             let mut r = Reader::new(&body);
             while !r.is_empty() {
                 let row = ReadRow::read(&mut r).map_err(|e| malformed(shard, e))?;
-                seen.note(row.write_id, row.inserted_at);
-            }
-            let visible = self.store.visible(&seen, crate::storage::now_ms())?;
-            let mut r = Reader::new(&body);
-            let mut last: Option<(u64, usize)> = None;
-            let mut read = 0usize;
-            let mut decoded = Vec::new();
-            while !r.is_empty() {
-                let ReadRow { id, kind, t, bits, inserted_at, data, write_id } =
-                    ReadRow::read(&mut r).map_err(|e| malformed(shard, e))?;
-                if !visible.contains(write_id) {
-                    continue;
+                if row.write_id != last.0 {
+                    let fate = *decided.entry(row.write_id).or_insert_with(|| self.store.decided(row.write_id));
+                    last = (row.write_id, fate);
                 }
-                let at = match last {
-                    Some((l, at)) if l == id => Some(at),
-                    _ => index.get(&id).copied(),
-                };
-                let Some(at) = at else { continue };
-                last = Some((id, at));
-                let Some(v) = samples.get_mut(at) else { continue };
-                if kind == 0 && data.is_empty() {
-                    v.push(t, inserted_at, bits);
-                    read += 1;
-                } else if kind == 0 {
-                    // A histogram sample: a histogram chunk of one sample at `t`.
-                    read += v.push_chunk(data, inserted_at, |ts| ts == t, &mut decoded)?;
-                } else {
-                    // A sealed chunk: its samples are as recent as its version `t`.
-                    read += v.push_chunk(data, t, |ts| (start_ms..=end_ms).contains(&ts), &mut decoded)?;
+                if row.write_id != 0 {
+                    match last.1 {
+                        Some(true) => {}
+                        Some(false) => continue,
+                        None => {
+                            seen.note(row.write_id, row.inserted_at);
+                            waiting.push(row);
+                            continue;
+                        }
+                    }
+                }
+                gather.push(&row)?;
+            }
+            if !waiting.is_empty() {
+                let visible = self.store.visible(&seen, crate::storage::now_ms())?;
+                for row in waiting.iter().filter(|row| visible.contains(row.write_id)) {
+                    gather.push(row)?;
                 }
             }
+            let (samples, read) = (gather.samples, gather.read);
             for (c, samples) in chunk.iter().zip(samples) {
                 // Samples of one timestamp: a retried insert or a seal not merged yet (equal
                 // values), a late write over a sealed sample, a histogram over a float or the
