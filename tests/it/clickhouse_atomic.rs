@@ -9,11 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use saltdb::clickhouse::{ClickHouse, ClickHouseConfig, CommitHook};
-use saltdb::labels::Labels;
 use saltdb::matcher::Matcher;
 use saltdb::remote::proto;
 use saltdb::remote::snappy_body;
-use saltdb::sample::{PackedBatch, Sample, SeriesSamples, WriteBatch};
+use saltdb::sample::{PackedBatch, Sample, StartTimestamp};
 use saltdb::storage::{Querier, ReadLimits, Storage, StorageError};
 
 use crate::clickhouse::histograms::{node, remote_read};
@@ -33,16 +32,20 @@ fn request() -> proto::WriteRequest {
     proto::WriteRequest { timeseries, metadata: vec![] }
 }
 
-/// The same series as a batch for the library.
+/// The same series as a batch for the library, each sample with a start timestamp 30 s
+/// before the first (`starts` rows).
 fn batch() -> PackedBatch {
-    let series = (0..16)
-        .map(|k| SeriesSamples {
-            labels: Labels::from_pairs([("__name__", "chh_atomic".to_owned()), ("k", k.to_string())]).unwrap(),
-            samples: (0..10).map(|i| Sample::new(T0 + i * 60_000, (k * 100 + i) as f64)).collect(),
-            histograms: Vec::new(),
-        })
-        .collect();
-    PackedBatch::from(&WriteBatch { series })
+    let mut batch = PackedBatch::default();
+    for k in 0..16 {
+        batch.push_label("__name__", "chh_atomic");
+        batch.push_label("k", &k.to_string());
+        for i in 0..10 {
+            batch.push_sample(Sample::new(T0 + i * 60_000, (k * 100 + i) as f64));
+            batch.push_start(StartTimestamp { timestamp_ms: T0 + i * 60_000, start_ms: T0 - 30_000 });
+        }
+        batch.finish_series();
+    }
+    batch
 }
 
 /// `sql`'s number on one shard.
@@ -171,8 +174,11 @@ fn a_write_whose_commit_fails_after_its_inserts_shows_nothing_until_retried() {
     assert!(rows.iter().all(|&n| n > 0) && rows.iter().sum::<u64>() == 160, "both shards took their rows: {rows:?}");
     let fresh = ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap();
     for n in [&writer, &fresh] {
-        let found = n.querier(ReadLimits::none()).select(&all, T0 - DAY, T0 + DAY, None).unwrap();
+        let q = n.querier(ReadLimits::none());
+        let found = q.select(&all, T0 - DAY, T0 + DAY, None).unwrap();
         assert!(found.is_empty(), "{} series visible", found.len());
+        let starts = q.start_timestamps(&all, T0 - DAY, T0 + DAY).unwrap();
+        assert!(starts.is_empty(), "start timestamps of {} series visible", starts.len());
     }
     std::thread::sleep(Duration::from_millis(100));
     let sealed = sealer(urls).seal_closed_days(chrono::Utc::now().timestamp_millis()).unwrap();
@@ -186,6 +192,14 @@ fn a_write_whose_commit_fails_after_its_inserts_shows_nothing_until_retried() {
             let k: i64 = s.labels.get("k").unwrap().parse().unwrap();
             let want: Vec<Sample> = (0..10).map(|i| Sample::new(T0 + i * 60_000, (k * 100 + i) as f64)).collect();
             assert_eq!(s.samples, want);
+        }
+        let starts = n.querier(ReadLimits::none()).start_timestamps(&all, T0 - DAY, T0 + DAY).unwrap();
+        assert_eq!(starts.len(), 16);
+        for s in &starts {
+            let points: Vec<(i64, i64)> = s.changes.iter().map(|c| (c.timestamp_ms, c.start_ms)).collect();
+            let want: Vec<(i64, i64)> =
+                (0..10).flat_map(|i| [(T0 + i * 60_000, T0 - 30_000), (T0 + i * 60_000 + 1, 0)]).collect();
+            assert_eq!(points, want, "{:?}", s.labels);
         }
     }
     assert_eq!(stored("SELECT count() FROM saltdb.commits"), [1, 0], "one commit record, of the retry, on shard 0");
