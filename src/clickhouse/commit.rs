@@ -131,6 +131,11 @@ impl SeenIds {
         let at = self.ids.entry(write_id).or_insert(inserted_at);
         *at = (*at).max(inserted_at);
     }
+
+    /// The write ids noted.
+    pub(super) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.ids.keys().copied()
+    }
 }
 
 /// Which write ids' rows are visible: 0 and the committed ones.

@@ -336,39 +336,27 @@ impl ClickHouseQuerier {
             );
             let body = shard.query(&sql)?;
             let mut gather = Gather::new(chunk, start_ms, end_ms);
-            // Rows of writes spanning shards whose commit this node has not decided yet wait
-            // until their coordinators are asked, once, after the others (`commit.rs`). Only
-            // rows of one write group (equal `inserted_at`) can tie with them, two concurrent
-            // writes of one series and time: either may win, as after ClickHouse merges them
-            // (in write id order).
-            let (mut waiting, mut seen) = (Vec::new(), SeenIds::default());
-            let mut decided: HashMap<u64, Option<bool>> = HashMap::new();
-            // The last row's write id and its fate (rows of one write come together).
-            let mut last = (0, Some(true));
+            // Rows of writes spanning shards are taken only when committed (`commit.rs`). At
+            // the first row of a write id this node has not decided, the rest of the rows are
+            // scanned for every such write id and their coordinators asked once; the rows are
+            // then taken in the order read.
+            let mut fates: HashMap<u64, bool> = HashMap::new();
+            // The last row's write id and whether it is visible (rows of one write come together).
+            let mut last = (0, true);
             let mut r = Reader::new(&body);
             while !r.is_empty() {
+                let from = r.clone();
                 let row = ReadRow::read(&mut r).map_err(|e| malformed(shard, e))?;
                 if row.write_id != last.0 {
-                    let fate = *decided.entry(row.write_id).or_insert_with(|| self.store.decided(row.write_id));
+                    let fate = match fates.get(&row.write_id).copied().or_else(|| self.store.decided(row.write_id)) {
+                        Some(fate) => fate,
+                        None => self.decide_from(shard, from, &mut fates, row.write_id)?,
+                    };
+                    fates.insert(row.write_id, fate);
                     last = (row.write_id, fate);
                 }
-                if row.write_id != 0 {
-                    match last.1 {
-                        Some(true) => {}
-                        Some(false) => continue,
-                        None => {
-                            seen.note(row.write_id, row.inserted_at);
-                            waiting.push(row);
-                            continue;
-                        }
-                    }
-                }
-                gather.push(&row)?;
-            }
-            if !waiting.is_empty() {
-                let visible = self.store.visible(&seen, crate::storage::now_ms())?;
-                for row in waiting.iter().filter(|row| visible.contains(row.write_id)) {
-                    gather.push(row)?;
+                if last.1 {
+                    gather.push(&row)?;
                 }
             }
             let (samples, read) = (gather.samples, gather.read);
@@ -443,6 +431,39 @@ impl ClickHouseQuerier {
             self.limits.check()?;
         }
         Ok(out)
+    }
+
+    /// Whether the rows of `write_id` are visible, deciding it, with every write id of the rows
+    /// left in `rest` (from that row on) that this node has not decided, into `fates`: the
+    /// coordinators are asked about the undecided ones together.
+    fn decide_from(
+        &self,
+        shard: &Shard,
+        mut rest: Reader<'_>,
+        fates: &mut HashMap<u64, bool>,
+        write_id: u64,
+    ) -> Result<bool> {
+        let mut undecided = SeenIds::default();
+        let mut last = None;
+        while !rest.is_empty() {
+            let row = ReadRow::read(&mut rest).map_err(|e| malformed(shard, e))?;
+            if last == Some(row.write_id) || fates.contains_key(&row.write_id) {
+                continue;
+            }
+            last = Some(row.write_id);
+            match self.store.decided(row.write_id) {
+                Some(fate) => {
+                    fates.insert(row.write_id, fate);
+                }
+                None => undecided.note(row.write_id, row.inserted_at),
+            }
+        }
+        let visible = self.store.visible(&undecided, crate::storage::now_ms())?;
+        for id in undecided.ids() {
+            // Not committed yet: left out of this read (a later one asks again).
+            fates.insert(id, visible.contains(id));
+        }
+        Ok(fates.get(&write_id).copied().unwrap_or(false))
     }
 
     fn labels_of_all(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Labels>> {
