@@ -28,12 +28,14 @@
 //!   in a chunk each) and removed from
 //!   `samples`; late samples land in `samples` again and the next seal folds them in. Reads
 //!   merge both.
+//! - **Exemplars** (`exemplars.rs`) are rows of their own, written and shown with their write.
 //! - **Retention** (`retention.rs`) refuses samples past the cutoff and drops whole partitions;
 //!   **deletes** (`delete.rs`) are mutations waited for.
 
 mod client;
 mod commit;
 mod delete;
+mod exemplars;
 mod read;
 mod recency;
 mod retention;
@@ -51,6 +53,7 @@ use md5::{Digest, Md5};
 use client::Shard;
 pub use client::ShardError;
 pub use commit::CommitHook;
+pub use exemplars::exemplars_stored;
 pub use read::ClickHouseQuerier;
 pub use seal::Sealed;
 

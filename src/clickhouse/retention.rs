@@ -49,7 +49,8 @@ impl ClickHouse {
         // `samples` and `chunks`: one partition per day number; `postings`: one per month (YYYYMM), dropped
         // once its last day is before the cutoff.
         let tables =
-            [("samples", Expiry::Day), ("chunks", Expiry::Day), ("starts", Expiry::Day), ("postings", Expiry::Month)];
+            [("samples", Expiry::Day), ("chunks", Expiry::Day), ("starts", Expiry::Day), ("exemplars", Expiry::Day)];
+        let tables = tables.into_iter().chain([("postings", Expiry::Month)]);
         // `commits`: a record is needed while a row of its write is kept; that row's sample may
         // lie up to `max_future` after the record's day, so records go that much later (and
         // never when any future timestamp is accepted).

@@ -12,7 +12,8 @@ use crate::storage::StorageError;
 /// `chunks`; older rows read an empty `histogram`, so they stay floats. Version 4 added the
 /// `starts` table (start timestamps), created empty. Version 5 made writes spanning shards
 /// all-or-nothing (`commit.rs`): `samples.write_id` and `starts.write_id`, appended to both
-/// tables' sorting keys (older rows read 0: committed), and the `commits` table.
+/// tables' sorting keys (older rows read 0: committed), the `commits` table, and the
+/// `exemplars` table (created empty).
 pub const VERSION: u32 = 5;
 
 /// Creates the database and tables of version [`VERSION`] on `shard` unless they exist, and
@@ -83,7 +84,7 @@ fn add_write_id(db: &str, table: &str) -> String {
 }
 
 /// The statements creating the tables.
-fn tables(db: &str) -> [String; 6] {
+fn tables(db: &str) -> [String; 7] {
     [
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.series (series_id UInt64, bucket UInt16, names Array(String), \
@@ -116,6 +117,14 @@ fn tables(db: &str) -> [String; 6] {
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.commits (write_id UInt64, day Date) \
              ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY write_id"
+        ),
+        // Exemplars: one row per series and time (a later one at that time replaces it once
+        // merged), with the write id of the write that carried it; dropped by retention.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.exemplars (bucket UInt16, series_id UInt64, ts Int64, value UInt64, \
+             names Array(String), values Array(String), write_id UInt64) ENGINE = ReplacingMergeTree \
+             PARTITION BY intDiv(ts, 86400000) PRIMARY KEY (bucket, series_id, ts) \
+             ORDER BY (bucket, series_id, ts, write_id)"
         ),
     ]
 }

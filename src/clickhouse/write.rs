@@ -20,7 +20,7 @@ use super::rowbinary::{put_len, put_str};
 use super::{day_of, ClickHouse, Inner, Placement};
 use crate::histogram::chunk as histogram_chunk;
 use crate::labels::Labels;
-use crate::sample::{PackedBatch, PackedSeries};
+use crate::sample::{Exemplar, PackedBatch, PackedSeries};
 use crate::storage::StorageError;
 
 /// A write waiting for its group's inserts.
@@ -46,6 +46,9 @@ struct ShardRows {
     samples: Vec<u8>,
     /// `starts` rows: one per sample with a start timestamp (empty for most writes).
     starts: Vec<u8>,
+    /// `exemplars` rows and how many.
+    exemplars: Vec<u8>,
+    exemplar_count: u64,
     /// `(id, day)` whose series and postings rows are in `series`/`postings`.
     indexed: HashSet<(u64, u16)>,
     /// Series ids with a `series` row here.
@@ -67,8 +70,10 @@ impl ShardRows {
         known: &HashSet<(u64, u16)>,
         write_id: u64,
     ) -> Result<(), StorageError> {
-        let stamps =
-            series.samples.iter().map(|p| p.timestamp_ms).chain(series.histograms.iter().map(|h| h.timestamp_ms));
+        let stamps = series.samples.iter().map(|p| p.timestamp_ms);
+        let stamps = stamps
+            .chain(series.histograms.iter().map(|h| h.timestamp_ms))
+            .chain(series.exemplars.iter().map(|e| e.timestamp_ms));
         let days: BTreeSet<u16> = stamps.map(day_of).collect();
         self.index(place, series.labels, days, known)?;
         // A histogram replaces a float of the same series and time in one write, as the embedded
@@ -91,6 +96,9 @@ impl ShardRows {
             self.starts.extend_from_slice(&st.start_ms.to_le_bytes());
             self.starts.extend_from_slice(&write_id.to_le_bytes());
         }
+        for e in super::exemplars::in_order(series.exemplars) {
+            self.exemplar_row(place, e, write_id);
+        }
         Ok(())
     }
 
@@ -105,6 +113,24 @@ impl ShardRows {
         self.samples.extend_from_slice(&self.stamp.to_le_bytes());
         put_str(&mut self.samples, histogram);
         self.samples.extend_from_slice(&write_id.to_le_bytes());
+    }
+
+    /// Adds one `exemplars` row: its time, value bits and label set, under `write_id`.
+    fn exemplar_row(&mut self, place: Placement, e: &Exemplar, write_id: u64) {
+        self.exemplar_count += 1;
+        self.exemplars.extend_from_slice(&place.bucket.to_le_bytes());
+        self.exemplars.extend_from_slice(&place.id.to_le_bytes());
+        self.exemplars.extend_from_slice(&e.timestamp_ms.to_le_bytes());
+        self.exemplars.extend_from_slice(&e.value.to_bits().to_le_bytes());
+        put_len(&mut self.exemplars, e.labels.len() as u64);
+        for label in e.labels.iter() {
+            put_str(&mut self.exemplars, label.name.as_bytes());
+        }
+        put_len(&mut self.exemplars, e.labels.len() as u64);
+        for label in e.labels.iter() {
+            put_str(&mut self.exemplars, label.value.as_bytes());
+        }
+        self.exemplars.extend_from_slice(&write_id.to_le_bytes());
     }
 
     /// Adds the `series` and `postings` rows of a series for `days` not known yet.
@@ -153,7 +179,8 @@ impl ShardRows {
 
 impl ClickHouse {
     /// Stores `batch` (validated: labels canonical and carrying a name); returns the samples
-    /// written (floats and histograms; exemplars are not stored on ClickHouse). Blocks until the group holding it is stored.
+    /// written (floats and histograms; its exemplars are stored too, with them). Blocks until
+    /// the group holding it is stored.
     ///
     /// # Errors
     /// [`StorageError::TooOld`] / [`StorageError::TooNew`] for a sample outside the accepted
@@ -328,15 +355,16 @@ fn commit_group(
 /// has its series); the outcome per shard.
 fn insert_all(store: &ClickHouse, per_shard: &[ShardRows]) -> Vec<Result<(), StorageError>> {
     let (series, postings, samples) = (store.table("series"), store.table("postings"), store.table("samples"));
-    let starts = store.table("starts");
+    let (starts, exemplars) = (store.table("starts"), store.table("exemplars"));
     std::thread::scope(|scope| {
         let handles: Vec<_> = per_shard
             .iter()
             .zip(&store.inner.shards)
             .map(|(rows, shard)| {
-                let (series, postings, samples, starts) = (&series, &postings, &samples, &starts);
+                let (series, postings, samples, starts, exemplars) =
+                    (&series, &postings, &samples, &starts, &exemplars);
                 scope.spawn(move || -> Result<(), StorageError> {
-                    if rows.samples.is_empty() {
+                    if rows.samples.is_empty() && rows.exemplars.is_empty() {
                         return Ok(());
                     }
                     if !rows.series.is_empty() {
@@ -351,6 +379,14 @@ fn insert_all(store: &ClickHouse, per_shard: &[ShardRows]) -> Vec<Result<(), Sto
                         // Before the samples, as the index: a sample read has its start timestamp.
                         let insert = format!("INSERT INTO {starts} (bucket, series_id, ts, start, write_id)");
                         shard.insert(&insert, &rows.starts, usize::MAX, (rows.starts.len() / 34) as u64)?;
+                    }
+                    if !rows.exemplars.is_empty() {
+                        let insert =
+                            format!("INSERT INTO {exemplars} (bucket, series_id, ts, value, names, values, write_id)");
+                        shard.insert(&insert, &rows.exemplars, usize::MAX, rows.exemplar_count)?;
+                    }
+                    if rows.samples.is_empty() {
+                        return Ok(());
                     }
                     let insert = format!(
                         "INSERT INTO {samples} (bucket, series_id, ts, value, inserted_at, histogram, write_id)"

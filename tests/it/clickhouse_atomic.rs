@@ -21,12 +21,18 @@ use crate::clickhouse_cluster::Shard;
 use crate::common::{client, export, get_json, post, series, storage_config, V1_HEADERS};
 
 /// Series `chh_atomic{k="0".."15"}` (over both shards: all 16 on one has odds 2^-15), ten
-/// samples each, as a remote-write request.
+/// samples and an exemplar each, as a remote-write request.
 fn request() -> proto::WriteRequest {
     let timeseries = (0..16)
         .map(|k| {
             let samples: Vec<(i64, f64)> = (0..10).map(|i| (T0 + i * 60_000, (k * 100 + i) as f64)).collect();
-            series(&[("__name__", "chh_atomic"), ("k", k.to_string().as_str())], &samples)
+            let mut ts = series(&[("__name__", "chh_atomic"), ("k", k.to_string().as_str())], &samples);
+            ts.exemplars = vec![proto::Exemplar {
+                labels: vec![proto::Label { name: "trace_id".into(), value: format!("t{k}") }],
+                value: 0.5,
+                timestamp: T0 + 60_000,
+            }];
+            ts
         })
         .collect();
     proto::WriteRequest { timeseries, metadata: vec![] }
@@ -55,8 +61,23 @@ fn count_on(shard: &Shard, sql: &str) -> u64 {
 
 const ROWS_OF_WRITES: &str = "SELECT count() FROM saltdb.samples WHERE write_id != 0";
 
-/// Nothing of `chh_atomic` through `base`: query, range query, export, remote read.
+/// The series with exemplars of `chh_atomic` through `base` (`/api/v1/query_exemplars`), and
+/// how many exemplars they have.
+fn exemplars(base: &str, when: &str) -> (usize, usize) {
+    let v = get_json(&format!(
+        "{base}/api/v1/query_exemplars?query=chh_atomic&start={}&end={}",
+        T0 / 1000 - 60,
+        (T0 + DAY) / 1000
+    ));
+    assert_eq!(v["status"], "success", "{when}: {v}");
+    let series = v["data"].as_array().cloned().unwrap_or_default();
+    let total = series.iter().map(|s| s["exemplars"].as_array().map_or(0, Vec::len)).sum();
+    (series.len(), total)
+}
+
+/// Nothing of `chh_atomic` through `base`: query, range query, export, remote read, exemplars.
 fn assert_none_visible(base: &str, when: &str) {
+    assert_eq!(exemplars(base, when), (0, 0), "{when}: exemplars");
     let at = (T0 + 5 * 60_000) as f64 / 1000.0;
     let v = get_json(&format!("{base}/api/v1/query?query=count(chh_atomic)&time={at}"));
     assert_eq!(v["status"], "success", "{when}: {v}");
@@ -80,6 +101,7 @@ fn assert_all_once(base: &str, when: &str) {
         let want: Vec<(i64, u64)> = (0..10).map(|i| (T0 + i * 60_000, ((k * 100 + i) as f64).to_bits())).collect();
         assert_eq!(samples, &want, "{when}: {labels:?}");
     }
+    assert_eq!(exemplars(base, when), (16, 16), "{when}: exemplars");
     let read = remote_read(base);
     assert_eq!(read.len(), 16, "{when}");
     assert!(read.values().all(|(s, h)| s.len() == 10 && h.is_empty()), "{when}");
@@ -205,7 +227,7 @@ fn a_write_whose_commit_fails_after_its_inserts_shows_nothing_until_retried() {
     assert_eq!(stored("SELECT count() FROM saltdb.commits"), [1, 0], "one commit record, of the retry, on shard 0");
 }
 
-/// A database of schema version 4 (no `write_id`, no `commits`) is upgraded in place: the
+/// A database of schema version 4 (no `write_id`, no `commits`, no `exemplars`) is upgraded in place: the
 /// column joins both tables' sorting keys, old rows read as committed, writes spanning shards
 /// commit, and a second open changes nothing.
 #[test]
@@ -228,6 +250,7 @@ fn a_version_4_database_is_upgraded_in_place() {
         "CREATE TABLE saltdb.starts (bucket UInt16, series_id UInt64, ts Int64, start Int64) \
          ENGINE = ReplacingMergeTree PARTITION BY intDiv(ts, 86400000) ORDER BY (bucket, series_id, ts)",
         "DROP TABLE saltdb.commits",
+        "DROP TABLE saltdb.exemplars",
         "DROP TABLE saltdb.schema_version",
         "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
         "INSERT INTO saltdb.schema_version VALUES (4)",
@@ -247,8 +270,11 @@ fn a_version_4_database_is_upgraded_in_place() {
                  AND position(create_table_query, 'ORDER BY (bucket, series_id, ts, write_id)') > 0";
     assert_eq!(per_shard_count(&shards, keyed), [2, 2]);
     assert_eq!(
-        per_shard_count(&shards, "SELECT count() FROM system.tables WHERE database = 'saltdb' AND name = 'commits'"),
-        [1, 1]
+        per_shard_count(
+            &shards,
+            "SELECT count() FROM system.tables WHERE database = 'saltdb' AND name IN ('commits', 'exemplars')"
+        ),
+        [2, 2]
     );
     ClickHouse::open(ClickHouseConfig::new(urls)).unwrap();
     assert_eq!(per_shard_count(&shards, "SELECT count() FROM saltdb.schema_version"), [2, 2]);
