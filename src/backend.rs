@@ -54,9 +54,9 @@ impl Backend {
         match self {
             Self::Embedded(s) => s.write_packed(batch),
             // Series ids are derived, not allocated: a write cannot tell which series are new.
-            // Exemplars are not stored on ClickHouse (none counted as written).
             Self::ClickHouse(c) => {
-                c.write_owned(batch).map(|samples| WriteOutcome { samples, series_created: 0, exemplars: 0 })
+                let exemplars = crate::clickhouse::exemplars_stored(&batch);
+                c.write_owned(batch).map(|samples| WriteOutcome { samples, series_created: 0, exemplars })
             }
         }
     }

@@ -35,7 +35,7 @@ impl ClickHouse {
             let ids: Vec<u64> = q.candidates(shard, matchers, start_ms, end_ms)?.into_iter().map(|c| c.id).collect();
             for chunk in ids.chunks(IDS_PER_STATEMENT) {
                 let list = chunk.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-                for table in ["samples", "starts"] {
+                for table in ["samples", "starts", "exemplars"] {
                     shard.query(&format!(
                         "ALTER TABLE {} DELETE WHERE series_id IN ({list}) AND ts >= {start_ms} AND ts <= {end_ms}",
                         self.table(table)
@@ -47,6 +47,7 @@ impl ClickHouse {
                 self.wait_for_mutations(shard, "samples")?;
                 self.wait_for_mutations(shard, "chunks")?;
                 self.wait_for_mutations(shard, "starts")?;
+                self.wait_for_mutations(shard, "exemplars")?;
             }
             Ok(ids.len())
         })?;

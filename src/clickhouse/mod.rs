@@ -18,7 +18,9 @@
 //!   shard) and go synchronously to each owning shard, the series and postings first, then the
 //!   samples; a write is acknowledged only when every shard it touched has acknowledged. A
 //!   shard that fails fails the writes that touched it ([`StorageError::Unavailable`]):
-//!   retrying them is safe.
+//!   retrying them is safe. A write touching several shards is all or nothing: its rows carry
+//!   a write id and become visible together when one commit record is written on one shard
+//!   (`commit.rs`).
 //! - **Reads** (`read.rs`) fan out to every shard in parallel and merge.
 //!
 //! - **Sealing** (`seal.rs`): once a day has been closed for `--ooo-grace`, its samples are
@@ -26,11 +28,14 @@
 //!   in a chunk each) and removed from
 //!   `samples`; late samples land in `samples` again and the next seal folds them in. Reads
 //!   merge both.
+//! - **Exemplars** (`exemplars.rs`) are rows of their own, written and shown with their write.
 //! - **Retention** (`retention.rs`) refuses samples past the cutoff and drops whole partitions;
 //!   **deletes** (`delete.rs`) are mutations waited for.
 
 mod client;
+mod commit;
 mod delete;
+mod exemplars;
 mod read;
 mod recency;
 mod retention;
@@ -47,6 +52,8 @@ use md5::{Digest, Md5};
 
 use client::Shard;
 pub use client::ShardError;
+pub use commit::CommitHook;
+pub use exemplars::exemplars_stored;
 pub use read::ClickHouseQuerier;
 pub use seal::Sealed;
 
@@ -74,14 +81,19 @@ pub struct ClickHouseConfig {
     pub partial_reads: bool,
     /// A day is sealed into chunks once it ended this long ago (`--ooo-grace`); `None`: never.
     pub seal_after_ms: Option<i64>,
-    /// A seal takes only sample rows inserted at least this long before it starts (`None`: the
-    /// request timeout plus a minute; see `seal.rs`). Smaller only in tests.
+    /// A seal takes only sample rows inserted at least this long before it starts (`None`: twice
+    /// the request timeout plus a minute, the abort horizon of `commit.rs`; see `seal.rs`).
+    /// Smaller only in tests, whose writes are all answered before they seal.
     pub seal_margin_ms: Option<i64>,
     /// Most `(series, day)` pairs this node remembers having indexed (`--series-cache`, at
     /// [`KNOWN_ENTRY_BYTES`] each). The set is only a cache (ids are derived): when it is full it
     /// starts over, and each series then costs its `series` and `postings` rows once more, which
     /// merges remove. It should cover the series active in a day.
     pub known_series: usize,
+    /// Tests only: run between a write group's data inserts and its commit records
+    /// (`commit.rs`). `None` in production.
+    #[doc(hidden)]
+    pub commit_hook: Option<CommitHook>,
 }
 
 impl ClickHouseConfig {
@@ -99,6 +111,7 @@ impl ClickHouseConfig {
             seal_after_ms: Some(3_600_000),
             seal_margin_ms: None,
             known_series: 4_000_000,
+            commit_hook: None,
         }
     }
 }
@@ -118,6 +131,10 @@ struct Inner {
     shards: Vec<Shard>,
     /// `(series id, day)` whose `series` and `postings` rows are written.
     known: Mutex<HashSet<(u64, u16)>>,
+    /// Where this node's write ids come from (`commit.rs`).
+    write_ids: commit::WriteIds,
+    /// Write ids whose commit this node has decided (`commit.rs`).
+    decided: Mutex<commit::Decided>,
     /// The writer thread's queue (see `write.rs`); the thread ends when this is dropped.
     writer: std::sync::mpsc::SyncSender<write::Job>,
 }
@@ -174,7 +191,14 @@ impl ClickHouse {
             schema::ensure(shard, &config.database)?;
         }
         let (writer, jobs) = std::sync::mpsc::sync_channel(write::QUEUE);
-        let inner = Arc::new(Inner { config, shards, known: Mutex::new(HashSet::new()), writer });
+        let inner = Arc::new(Inner {
+            config,
+            shards,
+            known: Mutex::new(HashSet::new()),
+            write_ids: commit::WriteIds::new(),
+            decided: Mutex::new(commit::Decided::default()),
+            writer,
+        });
         write::start(&inner, jobs)
             .map_err(|e| StorageError::Unavailable(format!("starting the ClickHouse writer: {e}")))?;
         Ok(Self { inner })

@@ -5,13 +5,15 @@
 //! sets come from `series` and are checked against every matcher, and their samples in the
 //! range come from `chunks` (sealed days, by ascending version) and then `samples`, the later
 //! of two samples at one time winning (which also drops the not-yet-merged duplicates of
-//! retried inserts and of a seal in progress).
+//! retried inserts and of a seal in progress). Rows of a write spanning shards that is not
+//! committed are left out (`commit.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::client::{quote, Shard};
+use super::commit::SeenIds;
 use super::recency::Candidates;
 use super::rowbinary::Reader;
 use super::{day_of, ClickHouse};
@@ -33,6 +35,87 @@ pub(super) struct Candidate {
     pub(super) id: u64,
     pub(super) bucket: u16,
     pub(super) labels: Labels,
+}
+
+/// One row of the statement reading a series' samples and chunks (`samples` and `chunks` in
+/// one `UNION ALL`, see [`ClickHouseQuerier::samples`]).
+struct ReadRow<'a> {
+    id: u64,
+    /// 0: a `samples` row (`t` its timestamp); 1: a `chunks` row (`t` its version).
+    kind: u8,
+    t: i64,
+    bits: u64,
+    inserted_at: i64,
+    /// Empty for a float sample, else a histogram sample's or the sealed chunk's bytes.
+    data: &'a [u8],
+    /// 0 for chunks and for writes of one shard (see `commit.rs`).
+    write_id: u64,
+}
+
+impl<'a> ReadRow<'a> {
+    fn read(r: &mut Reader<'a>) -> std::result::Result<Self, super::rowbinary::Malformed> {
+        Ok(Self {
+            id: r.u64()?,
+            kind: r.u8()?,
+            t: r.i64()?,
+            bits: r.u64()?,
+            inserted_at: r.i64()?,
+            data: r.bytes()?,
+            write_id: r.u64()?,
+        })
+    }
+}
+
+/// The candidate samples of the series of one statement, gathered from its rows.
+struct Gather {
+    /// Series index by id.
+    index: HashMap<u64, usize>,
+    samples: Vec<Candidates>,
+    /// The last series found: rows of one series mostly come together (a part is sorted by
+    /// series), so it is tried first.
+    last: Option<(u64, usize)>,
+    /// Samples taken (for the read's sample budget).
+    read: usize,
+    decoded: Vec<crate::sample::Sample>,
+    start_ms: i64,
+    end_ms: i64,
+}
+
+impl Gather {
+    fn new(series: &[Candidate], start_ms: i64, end_ms: i64) -> Self {
+        Self {
+            index: series.iter().enumerate().map(|(i, c)| (c.id, i)).collect(),
+            samples: vec![Candidates::default(); series.len()],
+            last: None,
+            read: 0,
+            decoded: Vec::new(),
+            start_ms,
+            end_ms,
+        }
+    }
+
+    /// Adds a visible row's samples to its series' candidates.
+    fn push(&mut self, row: &ReadRow<'_>) -> Result<()> {
+        let at = match self.last {
+            Some((l, at)) if l == row.id => Some(at),
+            _ => self.index.get(&row.id).copied(),
+        };
+        let Some(at) = at else { return Ok(()) };
+        self.last = Some((row.id, at));
+        let Some(v) = self.samples.get_mut(at) else { return Ok(()) };
+        let (t, range) = (row.t, self.start_ms..=self.end_ms);
+        if row.kind == 0 && row.data.is_empty() {
+            v.push(t, row.inserted_at, row.bits);
+            self.read += 1;
+        } else if row.kind == 0 {
+            // A histogram sample: a histogram chunk of one sample at `t`.
+            self.read += v.push_chunk(row.data, row.inserted_at, |ts| ts == t, &mut self.decoded)?;
+        } else {
+            // A sealed chunk: its samples are as recent as its version `t`.
+            self.read += v.push_chunk(row.data, t, |ts| range.contains(&ts), &mut self.decoded)?;
+        }
+        Ok(())
+    }
 }
 
 /// A [`Querier`] over a [`ClickHouse`] store, for one request.
@@ -241,49 +324,42 @@ impl ClickHouseQuerier {
             // No ORDER BY: ClickHouse 18.16 would sort every row, though each series' rows are
             // already nearly in order; they are grouped and put in order here instead.
             let sql = format!(
-                "SELECT series_id, toUInt8(0) AS kind, ts AS t, value, inserted_at, histogram AS data FROM {} \
-                 WHERE bucket IN ({buckets}) AND series_id IN ({list}) AND ts >= {start_ms} AND ts <= {end_ms} \
+                "SELECT series_id, toUInt8(0) AS kind, ts AS t, value, inserted_at, histogram AS data, write_id \
+                 FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) AND ts >= {start_ms} AND ts <= {end_ms} \
                  UNION ALL \
-                 SELECT series_id, toUInt8(1) AS kind, version AS t, toUInt64(0) AS value, toInt64(0) AS inserted_at, data \
+                 SELECT series_id, toUInt8(1) AS kind, version AS t, toUInt64(0) AS value, toInt64(0) AS inserted_at, data, \
+                 toUInt64(0) AS write_id \
                  FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) AND day >= {first} AND day <= {last_day} \
                  FORMAT RowBinary",
                 self.store.table("samples"),
                 self.store.table("chunks")
             );
-            // Series index by id; rows of one series mostly come together (a part is sorted by
-            // series), so the last series found is tried first.
-            let index: HashMap<u64, usize> = chunk.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
-            let mut samples: Vec<Candidates> = vec![Candidates::default(); chunk.len()];
             let body = shard.query(&sql)?;
+            let mut gather = Gather::new(chunk, start_ms, end_ms);
+            // Rows of writes spanning shards are taken only when committed (`commit.rs`). At
+            // the first row of a write id this node has not decided, the rest of the rows are
+            // scanned for every such write id and their coordinators asked once; the rows are
+            // then taken in the order read.
+            let mut fates: HashMap<u64, bool> = HashMap::new();
+            // The last row's write id and whether it is visible (rows of one write come together).
+            let mut last = (0, true);
             let mut r = Reader::new(&body);
-            let mut last: Option<(u64, usize)> = None;
-            let mut read = 0usize;
-            let mut decoded = Vec::new();
             while !r.is_empty() {
-                let id = r.u64().map_err(|e| malformed(shard, e))?;
-                let kind = r.u8().map_err(|e| malformed(shard, e))?;
-                let t = r.i64().map_err(|e| malformed(shard, e))?;
-                let bits = r.u64().map_err(|e| malformed(shard, e))?;
-                let inserted_at = r.i64().map_err(|e| malformed(shard, e))?;
-                let data = r.bytes().map_err(|e| malformed(shard, e))?;
-                let at = match last {
-                    Some((l, at)) if l == id => Some(at),
-                    _ => index.get(&id).copied(),
-                };
-                let Some(at) = at else { continue };
-                last = Some((id, at));
-                let Some(v) = samples.get_mut(at) else { continue };
-                if kind == 0 && data.is_empty() {
-                    v.push(t, inserted_at, bits);
-                    read += 1;
-                } else if kind == 0 {
-                    // A histogram sample: a histogram chunk of one sample at `t`.
-                    read += v.push_chunk(data, inserted_at, |ts| ts == t, &mut decoded)?;
-                } else {
-                    // A sealed chunk: its samples are as recent as its version `t`.
-                    read += v.push_chunk(data, t, |ts| (start_ms..=end_ms).contains(&ts), &mut decoded)?;
+                let from = r.clone();
+                let row = ReadRow::read(&mut r).map_err(|e| malformed(shard, e))?;
+                if row.write_id != last.0 {
+                    let fate = match fates.get(&row.write_id).copied().or_else(|| self.store.decided(row.write_id)) {
+                        Some(fate) => fate,
+                        None => self.decide_from(shard, from, &mut fates, row.write_id)?,
+                    };
+                    fates.insert(row.write_id, fate);
+                    last = (row.write_id, fate);
+                }
+                if last.1 {
+                    gather.push(&row)?;
                 }
             }
+            let (samples, read) = (gather.samples, gather.read);
             for (c, samples) in chunk.iter().zip(samples) {
                 // Samples of one timestamp: a retried insert or a seal not merged yet (equal
                 // values), a late write over a sealed sample, a histogram over a float or the
@@ -312,18 +388,28 @@ impl ClickHouseQuerier {
             let buckets: BTreeSet<u16> = chunk.iter().map(|c| c.bucket).collect();
             let buckets = buckets.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
             let sql = format!(
-                "SELECT series_id, ts, start FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) \
+                "SELECT series_id, ts, start, write_id FROM {} WHERE bucket IN ({buckets}) AND series_id IN ({list}) \
                  AND ts >= {start_ms} AND ts <= {end_ms} FORMAT RowBinary",
                 self.store.table("starts")
             );
             let body = shard.query(&sql)?;
             let mut r = Reader::new(&body);
-            let mut rows: HashMap<u64, Vec<(i64, i64)>> = HashMap::new();
+            let mut found: Vec<(u64, i64, i64, u64)> = Vec::new();
+            // `starts` has no `inserted_at`: a write id not committed is never remembered as
+            // aborted from here (its `samples` rows, read by queries, decide that).
+            let mut seen = SeenIds::default();
             while !r.is_empty() {
                 let id = r.u64().map_err(|e| malformed(shard, e))?;
                 let ts = r.i64().map_err(|e| malformed(shard, e))?;
                 let start = r.i64().map_err(|e| malformed(shard, e))?;
-                if start != 0 {
+                let write_id = r.u64().map_err(|e| malformed(shard, e))?;
+                seen.note(write_id, i64::MAX);
+                found.push((id, ts, start, write_id));
+            }
+            let visible = self.store.visible(&seen, crate::storage::now_ms())?;
+            let mut rows: HashMap<u64, Vec<(i64, i64)>> = HashMap::new();
+            for (id, ts, start, write_id) in found {
+                if start != 0 && visible.contains(write_id) {
                     rows.entry(id).or_default().push((ts, start));
                 }
             }
@@ -345,6 +431,39 @@ impl ClickHouseQuerier {
             self.limits.check()?;
         }
         Ok(out)
+    }
+
+    /// Whether the rows of `write_id` are visible, deciding it, with every write id of the rows
+    /// left in `rest` (from that row on) that this node has not decided, into `fates`: the
+    /// coordinators are asked about the undecided ones together.
+    fn decide_from(
+        &self,
+        shard: &Shard,
+        mut rest: Reader<'_>,
+        fates: &mut HashMap<u64, bool>,
+        write_id: u64,
+    ) -> Result<bool> {
+        let mut undecided = SeenIds::default();
+        let mut last = None;
+        while !rest.is_empty() {
+            let row = ReadRow::read(&mut rest).map_err(|e| malformed(shard, e))?;
+            if last == Some(row.write_id) || fates.contains_key(&row.write_id) {
+                continue;
+            }
+            last = Some(row.write_id);
+            match self.store.decided(row.write_id) {
+                Some(fate) => {
+                    fates.insert(row.write_id, fate);
+                }
+                None => undecided.note(row.write_id, row.inserted_at),
+            }
+        }
+        let visible = self.store.visible(&undecided, crate::storage::now_ms())?;
+        for id in undecided.ids() {
+            // Not committed yet: left out of this read (a later one asks again).
+            fates.insert(id, visible.contains(id));
+        }
+        Ok(fates.get(&write_id).copied().unwrap_or(false))
     }
 
     fn labels_of_all(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<Labels>> {

@@ -1,7 +1,8 @@
 //! Retention and the accepted time range on ClickHouse: samples older than the retention
 //! cutoff (the start of the day `now - retention` falls in) or further ahead than
 //! `max_future` are refused like on the embedded store, and whole partitions past the cutoff
-//! are dropped: days of `samples` and `chunks`, months of `postings`. Any node may run it (dropping a
+//! are dropped: days of `samples`, `chunks` and `starts`, months of `postings` and (later by
+//! `max_future`) of `commits`. Any node may run it (dropping a
 //! partition that is gone already is a no-op), so every node's maintenance loop does.
 
 use super::client::{quote, Shard};
@@ -48,8 +49,17 @@ impl ClickHouse {
         // `samples` and `chunks`: one partition per day number; `postings`: one per month (YYYYMM), dropped
         // once its last day is before the cutoff.
         let tables =
-            [("samples", Expiry::Day), ("chunks", Expiry::Day), ("starts", Expiry::Day), ("postings", Expiry::Month)];
-        for (table, expired) in tables {
+            [("samples", Expiry::Day), ("chunks", Expiry::Day), ("starts", Expiry::Day), ("exemplars", Expiry::Day)];
+        let tables = tables.into_iter().chain([("postings", Expiry::Month)]);
+        // `commits`: a record is needed while a row of its write is kept; that row's sample may
+        // lie up to `max_future` after the record's day, so records go that much later (and
+        // never when any future timestamp is accepted).
+        let commits = self.inner.config.max_future_ms.map(|ahead| {
+            let cutoff = cutoff_day.saturating_sub(ahead.max(0).div_euclid(DAY_MS)).saturating_sub(1);
+            ("commits", Expiry::Month, cutoff)
+        });
+        let tables = tables.into_iter().map(|(t, e)| (t, e, cutoff_day)).chain(commits);
+        for (table, expired, cutoff_day) in tables {
             for partition in self.partitions(shard, table)? {
                 let Ok(p) = partition.parse::<i64>() else { continue };
                 let gone = match expired {

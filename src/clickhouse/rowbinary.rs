@@ -22,7 +22,8 @@ pub fn put_str(dst: &mut Vec<u8>, s: &[u8]) {
     dst.extend_from_slice(s);
 }
 
-/// A `RowBinary` response being read.
+/// A `RowBinary` response being read (a clone reads on from the same place).
+#[derive(Clone)]
 pub struct Reader<'a> {
     rest: &'a [u8],
 }

@@ -10,8 +10,11 @@ use crate::storage::StorageError;
 /// place (its rows read `inserted_at` 0, so they are sealed like any other). Version 3 added
 /// `samples.histogram` (a native histogram sample, empty for a float) and histogram chunks in
 /// `chunks`; older rows read an empty `histogram`, so they stay floats. Version 4 added the
-/// `starts` table (start timestamps), created empty.
-pub const VERSION: u32 = 4;
+/// `starts` table (start timestamps), created empty. Version 5 made writes spanning shards
+/// all-or-nothing (`commit.rs`): `samples.write_id` and `starts.write_id`, appended to both
+/// tables' sorting keys (older rows read 0: committed), the `commits` table, and the
+/// `exemplars` table (created empty).
+pub const VERSION: u32 = 5;
 
 /// Creates the database and tables of version [`VERSION`] on `shard` unless they exist, and
 /// records the version.
@@ -35,26 +38,53 @@ pub fn ensure(shard: &Shard, db: &str) -> Result<(), StorageError> {
     for statement in tables(db) {
         shard.query(&statement)?;
     }
-    // Version 1's `samples` lacks `inserted_at`, versions 1 and 2 lack `histogram` (18.16 has
-    // no `ADD COLUMN IF NOT EXISTS`). Checked with `DESCRIBE` of that one table: `system.columns`
-    // lists every table of the server, which grows slow on a shard holding many databases. The
-    // columns are added in order, so a crash between the two statements is finished next time.
+    // Version 1's `samples` lacks `inserted_at`, versions 1 and 2 lack `histogram`, versions 1
+    // to 4 lack `write_id` (18.16 has no `ADD COLUMN IF NOT EXISTS`). Checked with `DESCRIBE` of
+    // the table: `system.columns` lists every table of the server, which grows slow on a shard
+    // holding many databases. Each step is one statement and they run in order, so a crash
+    // between two is finished next time.
     if stored < VERSION {
-        let described = shard.query(&format!("DESCRIBE TABLE {db}.samples FORMAT TSV"))?;
-        let has = |column: &[u8]| described.split(|&b| b == b'\n').any(|line| line.starts_with(column));
-        if !has(b"inserted_at\t") {
+        let samples = Described::of(shard, db, "samples")?;
+        if !samples.has("inserted_at") {
             shard.query(&format!("ALTER TABLE {db}.samples ADD COLUMN inserted_at Int64 DEFAULT 0"))?;
         }
-        if !has(b"histogram\t") {
+        if !samples.has("histogram") {
             shard.query(&format!("ALTER TABLE {db}.samples ADD COLUMN histogram String DEFAULT ''"))?;
+        }
+        for table in ["samples", "starts"] {
+            if !Described::of(shard, db, table)?.has("write_id") {
+                shard.query(&add_write_id(db, table))?;
+            }
         }
         shard.query(&format!("INSERT INTO {db}.schema_version VALUES ({VERSION})"))?;
     }
     Ok(())
 }
 
+/// The columns of a table, as `DESCRIBE` lists them.
+struct Described(Vec<u8>);
+
+impl Described {
+    fn of(shard: &Shard, db: &str, table: &str) -> Result<Self, StorageError> {
+        Ok(Self(shard.query(&format!("DESCRIBE TABLE {db}.{table} FORMAT TSV"))?))
+    }
+
+    fn has(&self, column: &str) -> bool {
+        let prefix = format!("{column}\t");
+        self.0.split(|&b| b == b'\n').any(|line| line.starts_with(prefix.as_bytes()))
+    }
+}
+
+/// The upgrade of `table` (`samples` or `starts`) to version 5: the `write_id` column, appended
+/// to the sorting key in the same statement (18.16 allows only a new column there, and only
+/// without a default expression: a `UInt64` reads 0 anyway). The primary key stays
+/// `(bucket, series_id, ts)`, so a version-5 table created afresh declares it the same way.
+fn add_write_id(db: &str, table: &str) -> String {
+    format!("ALTER TABLE {db}.{table} ADD COLUMN write_id UInt64, MODIFY ORDER BY (bucket, series_id, ts, write_id)")
+}
+
 /// The statements creating the tables.
-fn tables(db: &str) -> [String; 5] {
+fn tables(db: &str) -> [String; 7] {
     [
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.series (series_id UInt64, bucket UInt16, names Array(String), \
@@ -66,8 +96,9 @@ fn tables(db: &str) -> [String; 5] {
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.samples (bucket UInt16, series_id UInt64, ts Int64, value UInt64, \
-             inserted_at Int64 DEFAULT 0, histogram String DEFAULT '') \
-             ENGINE = ReplacingMergeTree PARTITION BY intDiv(ts, 86400000) ORDER BY (bucket, series_id, ts)"
+             inserted_at Int64 DEFAULT 0, histogram String DEFAULT '', write_id UInt64) \
+             ENGINE = ReplacingMergeTree PARTITION BY intDiv(ts, 86400000) PRIMARY KEY (bucket, series_id, ts) \
+             ORDER BY (bucket, series_id, ts, write_id)"
         ),
         // Plain MergeTree: a seal removes exactly the versions it merged (see `seal.rs`); a
         // replacing engine could drop a version another node's seal had not read yet.
@@ -77,8 +108,23 @@ fn tables(db: &str) -> [String; 5] {
         ),
         // One row per sample that has a start timestamp; never sealed, dropped by retention.
         format!(
-            "CREATE TABLE IF NOT EXISTS {db}.starts (bucket UInt16, series_id UInt64, ts Int64, start Int64) \
-             ENGINE = ReplacingMergeTree PARTITION BY intDiv(ts, 86400000) ORDER BY (bucket, series_id, ts)"
+            "CREATE TABLE IF NOT EXISTS {db}.starts (bucket UInt16, series_id UInt64, ts Int64, start Int64, \
+             write_id UInt64) ENGINE = ReplacingMergeTree PARTITION BY intDiv(ts, 86400000) \
+             PRIMARY KEY (bucket, series_id, ts) ORDER BY (bucket, series_id, ts, write_id)"
+        ),
+        // The commit records of writes spanning shards (`commit.rs`), on each write's
+        // coordinator shard; `day` is the day the record was written, for retention.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.commits (write_id UInt64, day Date) \
+             ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY write_id"
+        ),
+        // Exemplars: one row per series and time (a later one at that time replaces it once
+        // merged), with the write id of the write that carried it; dropped by retention.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.exemplars (bucket UInt16, series_id UInt64, ts Int64, value UInt64, \
+             names Array(String), values Array(String), write_id UInt64) ENGINE = ReplacingMergeTree \
+             PARTITION BY intDiv(ts, 86400000) PRIMARY KEY (bucket, series_id, ts) \
+             ORDER BY (bucket, series_id, ts, write_id)"
         ),
     ]
 }

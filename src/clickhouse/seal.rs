@@ -12,9 +12,12 @@
 //! nodes and a crash at any step:
 //! - **The watermark.** Every sample row carries `inserted_at`, the writing node's clock when
 //!   its group was built. A seal reads only rows with `inserted_at <= W`, where `W` is the
-//!   sealing node's clock minus [`margin`] (the request timeout plus a minute: an insert still
+//!   sealing node's clock minus the margin (twice the request timeout plus a minute: an insert still
 //!   in flight, and clocks of nodes that differ by up to a minute, stay above it), and then
 //!   deletes exactly those rows (`ALTER TABLE samples DELETE WHERE day AND inserted_at <= W`).
+//!   The margin is also the abort horizon of writes spanning shards (`commit.rs`): a row under
+//!   `W` whose write id is not committed never will be, so it is not folded in, and the
+//!   deletion removes it (the clean-up of aborted writes).
 //!   A late sample written during the seal is above `W`: it stays in `samples` for the next
 //!   seal. Nodes' clocks must agree within a minute (NTP).
 //! - **Versions.** A seal rewrites only the series that have sample rows to fold in: it writes
@@ -32,6 +35,7 @@
 use std::collections::BTreeMap;
 
 use super::client::Shard;
+use super::commit::SeenIds;
 use super::read::malformed;
 use super::recency::{Candidates, Resolved};
 use super::rowbinary::{put_str, Reader};
@@ -51,6 +55,9 @@ pub struct Sealed {
     pub days: usize,
     /// Sample rows moved into chunks.
     pub samples: u64,
+    /// Sample rows of aborted writes (spanning shards, never committed: `commit.rs`) deleted
+    /// without being moved.
+    pub aborted: u64,
     /// Chunk rows written.
     pub chunks: u64,
 }
@@ -83,6 +90,7 @@ impl ClickHouse {
                     Ok(s) => {
                         total.days += usize::from(s.samples > 0);
                         total.samples += s.samples;
+                        total.aborted += s.aborted;
                         total.chunks += s.chunks;
                     }
                     Err(e) => failed = Some(e),
@@ -99,11 +107,10 @@ impl ClickHouse {
         }
     }
 
-    /// How far below the clock a seal's watermark lies.
+    /// How far below the clock a seal's watermark lies: the abort horizon (`commit.rs`), so
+    /// every row under it belongs to a write that is committed or never will be.
     fn margin(&self) -> i64 {
-        self.inner.config.seal_margin_ms.unwrap_or_else(|| {
-            i64::try_from(self.inner.config.timeout.as_millis()).unwrap_or(i64::MAX / 2).saturating_add(60_000)
-        })
+        self.inner.config.seal_margin_ms.unwrap_or_else(|| self.abort_horizon())
     }
 
     /// Seals day `day` (days since the epoch) on `shard`.
@@ -128,6 +135,7 @@ impl ClickHouse {
                 let which = format!("bucket = {bucket} AND series_id % {parts} = {part}");
                 let s = self.seal_part(shard, &which, bucket, day, &in_day, watermark)?;
                 sealed.samples += s.samples;
+                sealed.aborted += s.aborted;
                 sealed.chunks += s.chunks;
             }
         }
@@ -138,6 +146,7 @@ impl ClickHouse {
             shard = shard.url(),
             day,
             samples = sealed.samples,
+            aborted = sealed.aborted,
             chunks = sealed.chunks,
             "sealed a ClickHouse day"
         );
@@ -159,20 +168,32 @@ impl ClickHouse {
     ) -> Result<Sealed, StorageError> {
         let malformed = |e| malformed(shard, e);
         let body = shard.query(&format!(
-            "SELECT series_id, ts, value, inserted_at, histogram FROM {} WHERE {which} AND {in_day} FORMAT RowBinary",
+            "SELECT series_id, ts, value, inserted_at, histogram, write_id FROM {} WHERE {which} AND {in_day} \
+             FORMAT RowBinary",
             self.table("samples")
         ))?;
+        // Rows of writes spanning shards are folded in only when committed; under the watermark
+        // (the abort horizon) the others never will be, and the day's deletion removes them.
+        let mut seen = SeenIds::default();
+        let mut r = Reader::new(&body);
+        while !r.is_empty() {
+            let row = SealRow::read(&mut r).map_err(malformed)?;
+            seen.note(row.write_id, row.inserted_at);
+        }
+        let visible = self.visible(&seen, crate::storage::now_ms())?;
         let mut r = Reader::new(&body);
         // Per series with rows to fold in: every candidate sample with its recency (see
         // `recency.rs`): its chunk rows' and its sample rows'.
         let mut merged: BTreeMap<u64, Candidates> = BTreeMap::new();
-        let mut samples = 0u64;
+        let (mut samples, mut aborted) = (0u64, 0u64);
         let mut decoded = Vec::new();
         while !r.is_empty() {
-            let id = r.u64().map_err(malformed)?;
-            let (ts, bits, inserted_at) =
-                (r.i64().map_err(malformed)?, r.u64().map_err(malformed)?, r.i64().map_err(malformed)?);
-            let histogram = r.bytes().map_err(malformed)?;
+            let SealRow { id, ts, bits, inserted_at, histogram, write_id } =
+                SealRow::read(&mut r).map_err(malformed)?;
+            if !visible.contains(write_id) {
+                aborted += 1;
+                continue;
+            }
             let series = merged.entry(id).or_default();
             if histogram.is_empty() {
                 series.push(ts, inserted_at, bits);
@@ -214,7 +235,30 @@ impl ClickHouse {
                 self.table("chunks")
             ))?;
         }
-        Ok(Sealed { days: 0, samples, chunks: count })
+        Ok(Sealed { days: 0, samples, aborted, chunks: count })
+    }
+}
+
+/// One `samples` row as a seal reads it.
+struct SealRow<'a> {
+    id: u64,
+    ts: i64,
+    bits: u64,
+    inserted_at: i64,
+    histogram: &'a [u8],
+    write_id: u64,
+}
+
+impl<'a> SealRow<'a> {
+    fn read(r: &mut Reader<'a>) -> Result<Self, super::rowbinary::Malformed> {
+        Ok(Self {
+            id: r.u64()?,
+            ts: r.i64()?,
+            bits: r.u64()?,
+            inserted_at: r.i64()?,
+            histogram: r.bytes()?,
+            write_id: r.u64()?,
+        })
     }
 }
 

@@ -7,7 +7,9 @@
 //! touched has acknowledged; a shard that fails fails only the jobs that touched it.
 //! Floats and native histograms share the `samples` table (a histogram row carries its sample
 //! as a one-sample histogram chunk), so a shard's share of a write, whatever its kinds, is one
-//! insert: the shard takes all of it or none.
+//! insert: the shard takes all of it or none. A write touching several shards gets a write id
+//! in its rows and is committed once all of them acknowledged, by one commit record on one
+//! shard (`commit.rs`): all or nothing.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
@@ -18,7 +20,7 @@ use super::rowbinary::{put_len, put_str};
 use super::{day_of, ClickHouse, Inner, Placement};
 use crate::histogram::chunk as histogram_chunk;
 use crate::labels::Labels;
-use crate::sample::{PackedBatch, PackedSeries};
+use crate::sample::{Exemplar, PackedBatch, PackedSeries};
 use crate::storage::StorageError;
 
 /// A write waiting for its group's inserts.
@@ -44,6 +46,9 @@ struct ShardRows {
     samples: Vec<u8>,
     /// `starts` rows: one per sample with a start timestamp (empty for most writes).
     starts: Vec<u8>,
+    /// `exemplars` rows and how many.
+    exemplars: Vec<u8>,
+    exemplar_count: u64,
     /// `(id, day)` whose series and postings rows are in `series`/`postings`.
     indexed: HashSet<(u64, u16)>,
     /// Series ids with a `series` row here.
@@ -63,36 +68,43 @@ impl ShardRows {
         place: Placement,
         series: &PackedSeries<'_>,
         known: &HashSet<(u64, u16)>,
+        write_id: u64,
     ) -> Result<(), StorageError> {
-        let stamps =
-            series.samples.iter().map(|p| p.timestamp_ms).chain(series.histograms.iter().map(|h| h.timestamp_ms));
+        let stamps = series.samples.iter().map(|p| p.timestamp_ms);
+        let stamps = stamps
+            .chain(series.histograms.iter().map(|h| h.timestamp_ms))
+            .chain(series.exemplars.iter().map(|e| e.timestamp_ms));
         let days: BTreeSet<u16> = stamps.map(day_of).collect();
         self.index(place, series.labels, days, known)?;
         // A histogram replaces a float of the same series and time in one write, as the embedded
         // store's head and log replay do; the rows then never disagree within one insert.
         let shadowed: HashSet<i64> = series.histograms.iter().map(|h| h.timestamp_ms).collect();
         for p in series.samples.iter().filter(|p| shadowed.is_empty() || !shadowed.contains(&p.timestamp_ms)) {
-            self.sample_row(place, p.timestamp_ms, p.value.to_bits(), &[]);
+            self.sample_row(place, p.timestamp_ms, p.value.to_bits(), &[], write_id);
         }
         let mut encoded = Vec::new();
         for h in series.histograms {
             encoded.clear();
             histogram_chunk::encode(&[(h.timestamp_ms, (*h.histogram).clone())], &mut encoded)
                 .map_err(|_| StorageError::Corrupt { what: "histogram to write" })?;
-            self.sample_row(place, h.timestamp_ms, 0, &encoded);
+            self.sample_row(place, h.timestamp_ms, 0, &encoded, write_id);
         }
         for st in series.starts {
             self.starts.extend_from_slice(&place.bucket.to_le_bytes());
             self.starts.extend_from_slice(&place.id.to_le_bytes());
             self.starts.extend_from_slice(&st.timestamp_ms.to_le_bytes());
             self.starts.extend_from_slice(&st.start_ms.to_le_bytes());
+            self.starts.extend_from_slice(&write_id.to_le_bytes());
+        }
+        for e in super::exemplars::in_order(series.exemplars) {
+            self.exemplar_row(place, e, write_id);
         }
         Ok(())
     }
 
     /// Adds one `samples` row: a float's bits, or (`histogram` not empty) one histogram sample
-    /// as a histogram chunk.
-    fn sample_row(&mut self, place: Placement, ts: i64, bits: u64, histogram: &[u8]) {
+    /// as a histogram chunk; `write_id` 0 unless the write spans shards.
+    fn sample_row(&mut self, place: Placement, ts: i64, bits: u64, histogram: &[u8], write_id: u64) {
         self.counts[2] += 1;
         self.samples.extend_from_slice(&place.bucket.to_le_bytes());
         self.samples.extend_from_slice(&place.id.to_le_bytes());
@@ -100,6 +112,25 @@ impl ShardRows {
         self.samples.extend_from_slice(&bits.to_le_bytes());
         self.samples.extend_from_slice(&self.stamp.to_le_bytes());
         put_str(&mut self.samples, histogram);
+        self.samples.extend_from_slice(&write_id.to_le_bytes());
+    }
+
+    /// Adds one `exemplars` row: its time, value bits and label set, under `write_id`.
+    fn exemplar_row(&mut self, place: Placement, e: &Exemplar, write_id: u64) {
+        self.exemplar_count += 1;
+        self.exemplars.extend_from_slice(&place.bucket.to_le_bytes());
+        self.exemplars.extend_from_slice(&place.id.to_le_bytes());
+        self.exemplars.extend_from_slice(&e.timestamp_ms.to_le_bytes());
+        self.exemplars.extend_from_slice(&e.value.to_bits().to_le_bytes());
+        put_len(&mut self.exemplars, e.labels.len() as u64);
+        for label in e.labels.iter() {
+            put_str(&mut self.exemplars, label.name.as_bytes());
+        }
+        put_len(&mut self.exemplars, e.labels.len() as u64);
+        for label in e.labels.iter() {
+            put_str(&mut self.exemplars, label.value.as_bytes());
+        }
+        self.exemplars.extend_from_slice(&write_id.to_le_bytes());
     }
 
     /// Adds the `series` and `postings` rows of a series for `days` not known yet.
@@ -148,12 +179,14 @@ impl ShardRows {
 
 impl ClickHouse {
     /// Stores `batch` (validated: labels canonical and carrying a name); returns the samples
-    /// written (floats and histograms; exemplars are not stored on ClickHouse). Blocks until the group holding it is stored.
+    /// written (floats and histograms; its exemplars are stored too, with them). Blocks until
+    /// the group holding it is stored.
     ///
     /// # Errors
     /// [`StorageError::TooOld`] / [`StorageError::TooNew`] for a sample outside the accepted
     /// range (nothing is written); [`StorageError::Unavailable`] when a shard the batch needs
-    /// fails (parts of the batch may have been stored: retrying the batch is safe);
+    /// fails (nothing of the batch is visible, though a shard may hold its invisible rows:
+    /// retrying the batch is safe);
     /// [`StorageError::Corrupt`] for label bytes that are not canonical.
     pub fn write(&self, batch: &PackedBatch) -> Result<usize, StorageError> {
         self.write_owned(batch.clone())
@@ -199,30 +232,48 @@ pub(super) fn run(store: Weak<Inner>, jobs: Receiver<Job>) {
     }
 }
 
+/// What a job of a group needs: the shards it touched, and its write id (0 when it touched one).
+struct Plan {
+    touched: Vec<bool>,
+    write_id: u64,
+}
+
+/// Adds the rows of `job` to `per_shard`, under a fresh write id if they span shards.
+fn plan(
+    store: &ClickHouse,
+    job: &Job,
+    per_shard: &mut [ShardRows],
+    known: &HashSet<(u64, u16)>,
+) -> Result<Plan, StorageError> {
+    let placed: Vec<(Placement, PackedSeries<'_>)> = job.batch.series().map(|s| (store.place(s.labels), s)).collect();
+    let mut touched = vec![false; per_shard.len()];
+    for (place, _) in &placed {
+        if let Some(t) = touched.get_mut(place.shard) {
+            *t = true;
+        }
+    }
+    let write_id = match touched.iter().position(|&t| t) {
+        Some(coordinator) if touched.iter().filter(|&&t| t).count() > 1 => store.write_id(coordinator),
+        _ => 0,
+    };
+    for (place, series) in &placed {
+        if let Some(rows) = per_shard.get_mut(place.shard) {
+            rows.add(*place, series, known, write_id)?;
+        }
+    }
+    Ok(Plan { touched, write_id })
+}
+
 /// Stores one group and answers each of its jobs.
 fn store_group(store: &ClickHouse, group: Vec<Job>) {
     let shards = store.inner.shards.len();
     let stamp = crate::storage::now_ms();
     let mut per_shard: Vec<ShardRows> = (0..shards).map(|_| ShardRows { stamp, ..ShardRows::default() }).collect();
-    // Per job: the shards it touched, or why it cannot be stored.
-    let mut touched: Vec<Result<Vec<bool>, StorageError>> = Vec::with_capacity(group.len());
-    {
+    // Per job: what it needs, or why it cannot be stored.
+    let plans: Vec<Result<Plan, StorageError>> = {
         let known = store.inner.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for job in &group {
-            let mut mine = vec![false; shards];
-            let mut failed = None;
-            for s in job.batch.series() {
-                let place = store.place(s.labels);
-                let Some(rows) = per_shard.get_mut(place.shard) else { continue };
-                if let Err(e) = rows.add(place, &s, &known) {
-                    failed = Some(e);
-                    break;
-                }
-                mine[place.shard] = true;
-            }
-            touched.push(failed.map_or(Ok(mine), Err));
-        }
-    }
+        group.iter().map(|job| plan(store, job, &mut per_shard, &known)).collect()
+    };
     let results = insert_all(store, &per_shard);
     {
         let mut known = store.inner.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -235,30 +286,85 @@ fn store_group(store: &ClickHouse, group: Vec<Job>) {
             }
         }
     }
-    for (job, touched) in group.into_iter().zip(touched) {
-        let outcome = touched.and_then(|mine| {
-            match mine.iter().zip(&results).find_map(|(&used, r)| used.then_some(r.as_ref().err()).flatten()) {
+    // Per job: its data's outcome (every shard it touched acknowledged).
+    let stored: Vec<Result<&Plan, StorageError>> = plans
+        .iter()
+        .map(|plan| {
+            let plan = plan.as_ref().map_err(Clone::clone)?;
+            match plan.touched.iter().zip(&results).find_map(|(&used, r)| used.then_some(r.as_ref().err()).flatten()) {
                 Some(e) => Err(e.clone()),
-                None => Ok(job.batch.sample_count() + job.batch.histogram_count()),
+                None => Ok(plan),
             }
-        });
+        })
+        .collect();
+    let commits = commit_group(store, &stored, stamp);
+    for ((job, stored), committed) in group.into_iter().zip(stored).zip(commits) {
+        let outcome = stored.and(committed).map(|()| job.batch.sample_count() + job.batch.histogram_count());
         let _ = job.reply.send(outcome);
     }
+}
+
+/// Writes the commit records of the group's stored jobs that span shards (`commit.rs`); per
+/// job, whether it is committed (`Ok` for a job of one shard or one that failed already).
+/// A record is written only within the request timeout of `stamp` (the rows' `inserted_at`),
+/// so that seals and readers can tell an aborted write from a slow one.
+fn commit_group(
+    store: &ClickHouse,
+    stored: &[Result<&Plan, StorageError>],
+    stamp: i64,
+) -> Vec<Result<(), StorageError>> {
+    let shards = store.inner.shards.len();
+    let pending = stored.iter().filter_map(|s| s.as_ref().ok()).filter(|p| p.write_id != 0);
+    let mut per_coordinator: Vec<Vec<u64>> = vec![Vec::new(); shards];
+    for plan in pending {
+        if let Some(ids) = per_coordinator.get_mut(super::commit::coordinator(plan.write_id, shards)) {
+            ids.push(plan.write_id);
+        }
+    }
+    if per_coordinator.iter().all(Vec::is_empty) {
+        return stored.iter().map(|_| Ok(())).collect();
+    }
+    if let Some(hook) = &store.inner.config.commit_hook {
+        (hook.0)();
+    }
+    let now = crate::storage::now_ms();
+    let deadline = i64::try_from(store.inner.config.timeout.as_millis()).unwrap_or(i64::MAX);
+    let results: Vec<Result<(), StorageError>> = if now.saturating_sub(stamp) > deadline {
+        let late = StorageError::Unavailable(format!(
+            "the ClickHouse shards took {} ms to store a write spanning shards, longer than the timeout: \
+             it is not committed (nothing of it is visible); retry",
+            now.saturating_sub(stamp)
+        ));
+        vec![Err(late); shards]
+    } else {
+        store.commit(&per_coordinator, now)
+    };
+    stored
+        .iter()
+        .map(|s| match s {
+            Ok(plan) if plan.write_id != 0 => results
+                .get(super::commit::coordinator(plan.write_id, shards))
+                .cloned()
+                .unwrap_or_else(|| Err(StorageError::Unavailable("no coordinator shard".to_owned()))),
+            _ => Ok(()),
+        })
+        .collect()
 }
 
 /// Inserts every shard's rows in parallel, the index first (a sample visible to a read always
 /// has its series); the outcome per shard.
 fn insert_all(store: &ClickHouse, per_shard: &[ShardRows]) -> Vec<Result<(), StorageError>> {
     let (series, postings, samples) = (store.table("series"), store.table("postings"), store.table("samples"));
-    let starts = store.table("starts");
+    let (starts, exemplars) = (store.table("starts"), store.table("exemplars"));
     std::thread::scope(|scope| {
         let handles: Vec<_> = per_shard
             .iter()
             .zip(&store.inner.shards)
             .map(|(rows, shard)| {
-                let (series, postings, samples, starts) = (&series, &postings, &samples, &starts);
+                let (series, postings, samples, starts, exemplars) =
+                    (&series, &postings, &samples, &starts, &exemplars);
                 scope.spawn(move || -> Result<(), StorageError> {
-                    if rows.samples.is_empty() {
+                    if rows.samples.is_empty() && rows.exemplars.is_empty() {
                         return Ok(());
                     }
                     if !rows.series.is_empty() {
@@ -271,11 +377,20 @@ fn insert_all(store: &ClickHouse, per_shard: &[ShardRows]) -> Vec<Result<(), Sto
                     }
                     if !rows.starts.is_empty() {
                         // Before the samples, as the index: a sample read has its start timestamp.
-                        let insert = format!("INSERT INTO {starts} (bucket, series_id, ts, start)");
-                        shard.insert(&insert, &rows.starts, usize::MAX, (rows.starts.len() / 26) as u64)?;
+                        let insert = format!("INSERT INTO {starts} (bucket, series_id, ts, start, write_id)");
+                        shard.insert(&insert, &rows.starts, usize::MAX, (rows.starts.len() / 34) as u64)?;
                     }
-                    let insert =
-                        format!("INSERT INTO {samples} (bucket, series_id, ts, value, inserted_at, histogram)");
+                    if !rows.exemplars.is_empty() {
+                        let insert =
+                            format!("INSERT INTO {exemplars} (bucket, series_id, ts, value, names, values, write_id)");
+                        shard.insert(&insert, &rows.exemplars, usize::MAX, rows.exemplar_count)?;
+                    }
+                    if rows.samples.is_empty() {
+                        return Ok(());
+                    }
+                    let insert = format!(
+                        "INSERT INTO {samples} (bucket, series_id, ts, value, inserted_at, histogram, write_id)"
+                    );
                     shard.insert(&insert, &rows.samples, 2, rows.counts[2])?;
                     Ok(())
                 })

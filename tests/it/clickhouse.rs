@@ -20,19 +20,19 @@ use crate::common::storage_config;
 use crate::peers::installed;
 
 /// Two shards, or `None` (announced) when ClickHouse is not installed.
-fn cluster(dir: &Path, test: &str) -> Option<Vec<Shard>> {
+pub(crate) fn cluster(dir: &Path, test: &str) -> Option<Vec<Shard>> {
     if !installed("clickhouse-server", test, "clickhouse-server") {
         return None;
     }
     Some(crate::clickhouse_cluster::start(dir, 2))
 }
 
-const T0: i64 = 1_700_000_000_000;
-const DAY: i64 = 86_400_000;
+pub(crate) const T0: i64 = 1_700_000_000_000;
+pub(crate) const DAY: i64 = 86_400_000;
 
 /// Series over three days: counters and gauges of several jobs and instances, jittered, with
 /// a NaN and a staleness marker.
-fn data() -> WriteBatch {
+pub(crate) fn data() -> WriteBatch {
     let mut series = Vec::new();
     for job in ["api", "db", "web"] {
         for instance in 0..6 {
@@ -143,7 +143,7 @@ fn clickhouse_backend_answers_like_the_embedded_store() {
 
 /// The same questions to both stores: every PromQL answer of [`QUERIES`] at three times and
 /// over a day, and every sample bit for bit; returns how many answers were compared.
-fn compare_answers(eq: &dyn Querier, cq: &dyn Querier, when: &str) -> usize {
+pub(crate) fn compare_answers(eq: &dyn Querier, cq: &dyn Querier, when: &str) -> usize {
     let engine = Engine::new(EngineOptions::default());
     let mut compared = 0;
     let all = [Matcher::new(MatchOp::RegexMatch, "__name__", ".+").unwrap()];
@@ -187,7 +187,7 @@ fn compare_answers(eq: &dyn Querier, cq: &dyn Querier, when: &str) -> usize {
 }
 
 /// `sql`'s single number on every shard.
-fn per_shard_count(shards: &[Shard], sql: &str) -> Vec<u64> {
+pub(crate) fn per_shard_count(shards: &[Shard], sql: &str) -> Vec<u64> {
     let http = reqwest::blocking::Client::new();
     shards
         .iter()
@@ -338,7 +338,7 @@ fn a_version_1_database_is_upgraded_in_place() {
     );
 
     let upgraded = ClickHouse::open(config.clone()).unwrap();
-    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [4, 4]);
+    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [5, 5]);
     assert_eq!(
         per_shard_count(&shards, "SELECT count() FROM system.tables WHERE database = 'saltdb' AND name = 'starts'"),
         [1, 1]
@@ -807,7 +807,7 @@ fn a_regex_over_many_long_values_selects_them_all() {
 }
 
 /// Native histograms on ClickHouse, through real HTTP: remote-write 1.0 and 2.0 requests.
-mod histograms {
+pub(crate) mod histograms {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
@@ -820,7 +820,7 @@ mod histograms {
     use super::{cluster, per_shard_count, DAY, T0};
     use crate::common::{client, post, series, Binary, V1_HEADERS, V2_HEADERS};
 
-    type Read = BTreeMap<BTreeMap<String, String>, (Vec<proto::Sample>, Vec<proto::Histogram>)>;
+    pub(crate) type Read = BTreeMap<BTreeMap<String, String>, (Vec<proto::Sample>, Vec<proto::Histogram>)>;
 
     fn span(offset: i32, length: u32) -> proto::BucketSpan {
         proto::BucketSpan { offset, length }
@@ -936,7 +936,7 @@ mod histograms {
     }
 
     /// Remote read (`SAMPLES`) of every series named like `chh_.*` over the two days.
-    fn remote_read(base: &str) -> Read {
+    pub(crate) fn remote_read(base: &str) -> Read {
         let req = proto::ReadRequest {
             queries: vec![proto::Query {
                 start_timestamp_ms: T0 - DAY,
@@ -989,7 +989,7 @@ mod histograms {
         }
     }
 
-    fn node(dir: &std::path::Path, urls: &str) -> Binary {
+    pub(crate) fn node(dir: &std::path::Path, urls: &str) -> Binary {
         Binary::spawn(
             dir,
             &["--storage", "clickhouse", "--clickhouse-url", urls, "--retention", "0", "--enable-admin-api"],
@@ -1161,5 +1161,82 @@ mod histograms {
         }
         assert_eq!(read.len(), 16);
         a.terminate();
+    }
+}
+
+/// Exemplars on ClickHouse, through real HTTP, as `tests/it/exemplars.rs` checks them on the
+/// embedded store: stored with their write and counted as Prometheus counts them (one over
+/// 128 label characters dropped, one out of order within the write dropped), answered by
+/// `/api/v1/query_exemplars` in Prometheus' shape by another node, without a warning.
+mod exemplars {
+    use saltdb::remote::proto::{self, v2};
+    use saltdb::remote::snappy_body;
+
+    use super::cluster;
+    use super::histograms::node;
+    use crate::common::{get_json, post, recent_ms, series, V1_HEADERS, V2_HEADERS};
+    use crate::remote_write::{metric_value, metrics};
+
+    #[test]
+    fn remote_write_exemplars_are_stored_on_clickhouse_and_answered_by_any_node() {
+        let test = "remote_write_exemplars_are_stored_on_clickhouse_and_answered_by_any_node";
+        let dir = tempfile::tempdir().unwrap();
+        let Some(shards) = cluster(dir.path(), test) else { return };
+        let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
+        let (a, b) = (node(&dir.path().join("node-a"), &urls), node(&dir.path().join("node-b"), &urls));
+        let t0 = recent_ms() - 600_000;
+        let long = "x".repeat(130);
+        let symbols: Vec<String> =
+            ["", "__name__", "rpc_seconds", "job", "v2", "trace_id", "a1", "b2", &long].map(String::from).to_vec();
+        let req = v2::Request {
+            symbols,
+            timeseries: vec![v2::TimeSeries {
+                labels_refs: vec![1, 2, 3, 4],
+                samples: vec![proto::Sample { value: 1.0, timestamp: t0 }],
+                exemplars: vec![
+                    v2::Exemplar { labels_refs: vec![5, 6], value: 0.25, timestamp: t0 },
+                    v2::Exemplar { labels_refs: vec![5, 8], value: 0.5, timestamp: t0 + 1 },
+                    v2::Exemplar { labels_refs: vec![5, 7], value: 0.75, timestamp: t0 - 5 },
+                ],
+                ..Default::default()
+            }],
+        };
+        let (status, h, text) = post(&a.url("/api/v1/write"), &V2_HEADERS, snappy_body(&req));
+        assert_eq!((status, text.as_str()), (204, ""));
+        assert_eq!(h["x-prometheus-remote-write-samples-written"], "1");
+        assert_eq!(h["x-prometheus-remote-write-exemplars-written"], "1");
+        // 1.0: an exemplar for the same series, newer; sent twice (a retry): one kept.
+        let mut ts = series(&[("__name__", "rpc_seconds"), ("job", "v2")], &[(t0 + 15_000, 2.0)]);
+        ts.exemplars = vec![proto::Exemplar {
+            labels: vec![proto::Label { name: "trace_id".into(), value: "c3".into() }],
+            value: 1.5,
+            timestamp: t0 + 15_000,
+        }];
+        for _ in 0..2 {
+            let body = snappy_body(&proto::WriteRequest { timeseries: vec![ts.clone()], metadata: vec![] });
+            let (status, _, text) = post(&a.url("/api/v1/write"), &V1_HEADERS, body);
+            assert_eq!((status, text.as_str()), (204, ""));
+        }
+        let mut u = reqwest::Url::parse(&b.url("/api/v1/query_exemplars")).unwrap();
+        u.query_pairs_mut()
+            .append_pair("query", "rate(rpc_seconds[5m])")
+            .append_pair("start", &(t0 / 1000 - 60).to_string())
+            .append_pair("end", &(t0 / 1000 + 60).to_string());
+        let got = get_json(u.as_str());
+        assert!(got.get("warnings").is_none(), "{got}");
+        let exemplars = &got["data"][0]["exemplars"];
+        let traces: Vec<&str> =
+            exemplars.as_array().unwrap().iter().map(|e| e["labels"]["trace_id"].as_str().unwrap()).collect();
+        assert_eq!(traces, ["a1", "c3"], "{got}");
+        assert_eq!(got["data"][0]["seriesLabels"]["job"], "v2");
+        assert_eq!(exemplars[1]["value"], "1.5");
+        assert_eq!(got["data"].as_array().map(Vec::len), Some(1), "{got}");
+        let m = metrics(&a.url(""));
+        assert_eq!(
+            metric_value(&m, r#"saltdb_samples_rejected_total{protocol="remote_write_v2",reason="exemplar"}"#),
+            2.0
+        );
+        a.terminate();
+        b.terminate();
     }
 }

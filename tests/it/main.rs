@@ -9,6 +9,7 @@ mod bad_input;
 mod browser;
 mod clean_close;
 mod clickhouse;
+mod clickhouse_atomic;
 mod clickhouse_cluster;
 mod crash;
 mod crash_load;

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::series::labels_json;
 use super::{params, success, time_range};
+use crate::backend::Backend;
 use crate::http::error::ApiError;
 use crate::http::params::{selector_groups, truncated};
 use crate::http::router::AppState;
@@ -38,11 +39,14 @@ pub async fn query_exemplars(
     let mut selectors = Vec::new();
     selectors_in(&expr, &mut selectors).map_err(|e| ApiError::BadData(format!("invalid parameter \"query\": {e}")))?;
     let (start, end) = time_range(&p)?;
-    let Some(storage) = state.backend.embedded().cloned() else {
-        let warning = format!("exemplars are not stored on the {} storage backend", state.backend.name());
-        return Ok(success(json!([]), vec![warning]));
-    };
-    let found = crate::http::blocking::run(move || Ok(storage.exemplars(&selectors, start, end)?)).await?;
+    let backend = state.backend.clone();
+    let found = crate::http::blocking::run(move || {
+        Ok(match &backend {
+            Backend::Embedded(storage) => storage.exemplars(&selectors, start, end)?,
+            Backend::ClickHouse(ch) => ch.exemplars(&selectors, start, end)?,
+        })
+    })
+    .await?;
     let data: Vec<Value> = found
         .iter()
         .map(|s| json!({"seriesLabels": labels_json(&s.labels), "exemplars": s.exemplars.iter().map(exemplar_json).collect::<Vec<_>>()}))
