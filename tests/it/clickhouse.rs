@@ -1169,12 +1169,12 @@ pub(crate) mod histograms {
 /// 128 label characters dropped, one out of order within the write dropped), answered by
 /// `/api/v1/query_exemplars` in Prometheus' shape by another node, without a warning.
 mod exemplars {
-    use saltdb::remote::proto::{self, v2};
+    use saltdb::remote::proto;
     use saltdb::remote::snappy_body;
 
     use super::cluster;
     use super::histograms::node;
-    use crate::common::{get_json, post, recent_ms, series, V1_HEADERS, V2_HEADERS};
+    use crate::common::{post, recent_ms, V1_HEADERS, V2_HEADERS};
     use crate::remote_write::{metric_value, metrics};
 
     #[test]
@@ -1185,44 +1185,19 @@ mod exemplars {
         let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
         let (a, b) = (node(&dir.path().join("node-a"), &urls), node(&dir.path().join("node-b"), &urls));
         let t0 = recent_ms() - 600_000;
-        let long = "x".repeat(130);
-        let symbols: Vec<String> =
-            ["", "__name__", "rpc_seconds", "job", "v2", "trace_id", "a1", "b2", &long].map(String::from).to_vec();
-        let req = v2::Request {
-            symbols,
-            timeseries: vec![v2::TimeSeries {
-                labels_refs: vec![1, 2, 3, 4],
-                samples: vec![proto::Sample { value: 1.0, timestamp: t0 }],
-                exemplars: vec![
-                    v2::Exemplar { labels_refs: vec![5, 6], value: 0.25, timestamp: t0 },
-                    v2::Exemplar { labels_refs: vec![5, 8], value: 0.5, timestamp: t0 + 1 },
-                    v2::Exemplar { labels_refs: vec![5, 7], value: 0.75, timestamp: t0 - 5 },
-                ],
-                ..Default::default()
-            }],
-        };
+        let req = crate::exemplars::three_exemplars(t0);
         let (status, h, text) = post(&a.url("/api/v1/write"), &V2_HEADERS, snappy_body(&req));
         assert_eq!((status, text.as_str()), (204, ""));
         assert_eq!(h["x-prometheus-remote-write-samples-written"], "1");
         assert_eq!(h["x-prometheus-remote-write-exemplars-written"], "1");
         // 1.0: an exemplar for the same series, newer; sent twice (a retry): one kept.
-        let mut ts = series(&[("__name__", "rpc_seconds"), ("job", "v2")], &[(t0 + 15_000, 2.0)]);
-        ts.exemplars = vec![proto::Exemplar {
-            labels: vec![proto::Label { name: "trace_id".into(), value: "c3".into() }],
-            value: 1.5,
-            timestamp: t0 + 15_000,
-        }];
+        let ts = crate::exemplars::newer_exemplar(t0);
         for _ in 0..2 {
             let body = snappy_body(&proto::WriteRequest { timeseries: vec![ts.clone()], metadata: vec![] });
             let (status, _, text) = post(&a.url("/api/v1/write"), &V1_HEADERS, body);
             assert_eq!((status, text.as_str()), (204, ""));
         }
-        let mut u = reqwest::Url::parse(&b.url("/api/v1/query_exemplars")).unwrap();
-        u.query_pairs_mut()
-            .append_pair("query", "rate(rpc_seconds[5m])")
-            .append_pair("start", &(t0 / 1000 - 60).to_string())
-            .append_pair("end", &(t0 / 1000 + 60).to_string());
-        let got = get_json(u.as_str());
+        let got = crate::exemplars::exemplars_around(&b.url(""), t0);
         assert!(got.get("warnings").is_none(), "{got}");
         let exemplars = &got["data"][0]["exemplars"];
         let traces: Vec<&str> =

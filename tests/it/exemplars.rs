@@ -171,10 +171,35 @@ fn remote_write_exemplars_are_stored_and_counted_as_prometheus_does() {
     let t0 = recent_ms() - 600_000;
     // 2.0: symbols, one series with three exemplars: valid, labels over 128 characters
     // (dropped), and one older than the first (out of order: dropped by storage).
+    let req = three_exemplars(t0);
+    let (status, h, text) = post(&format!("{base}/api/v1/write"), &V2_HEADERS, snappy_body(&req));
+    assert_eq!((status, text.as_str()), (204, ""));
+    assert_eq!(h["x-prometheus-remote-write-samples-written"], "1");
+    assert_eq!(h["x-prometheus-remote-write-exemplars-written"], "1");
+    // 1.0: an exemplar for the same series, newer.
+    let body = snappy_body(&proto::WriteRequest { timeseries: vec![newer_exemplar(t0)], metadata: vec![] });
+    let (status, _, text) = post(&format!("{base}/api/v1/write"), &V1_HEADERS, body);
+    assert_eq!((status, text.as_str()), (204, ""));
+
+    let got = exemplars_around(&base, t0);
+    let exemplars = &got["data"][0]["exemplars"];
+    let traces: Vec<&str> =
+        exemplars.as_array().unwrap().iter().map(|e| e["labels"]["trace_id"].as_str().unwrap()).collect();
+    assert_eq!(traces, ["a1", "c3"], "{got}");
+    assert_eq!(got["data"][0]["seriesLabels"]["job"], "v2");
+    assert_eq!(exemplars[1]["value"], "1.5");
+    let m = metrics(&base);
+    assert_eq!(metric_value(&m, r#"saltdb_samples_rejected_total{protocol="remote_write_v2",reason="exemplar"}"#), 2.0);
+}
+
+/// A remote-write 2.0 request of one series (`rpc_seconds{job="v2"}`, one sample at `t0`) with
+/// three exemplars: a valid one (`trace_id="a1"`), one with labels over 128 characters (dropped)
+/// and one older than the first (out of order: dropped by storage).
+pub fn three_exemplars(t0: i64) -> v2::Request {
     let long = "x".repeat(130);
     let symbols: Vec<String> =
         ["", "__name__", "rpc_seconds", "job", "v2", "trace_id", "a1", "b2", &long].map(String::from).to_vec();
-    let req = v2::Request {
+    v2::Request {
         symbols,
         timeseries: vec![v2::TimeSeries {
             labels_refs: vec![1, 2, 3, 4],
@@ -186,34 +211,26 @@ fn remote_write_exemplars_are_stored_and_counted_as_prometheus_does() {
             ],
             ..Default::default()
         }],
-    };
-    let (status, h, text) = post(&format!("{base}/api/v1/write"), &V2_HEADERS, snappy_body(&req));
-    assert_eq!((status, text.as_str()), (204, ""));
-    assert_eq!(h["x-prometheus-remote-write-samples-written"], "1");
-    assert_eq!(h["x-prometheus-remote-write-exemplars-written"], "1");
-    // 1.0: an exemplar for the same series, newer.
+    }
+}
+
+/// The same series in remote-write 1.0, 15 s later, with a newer exemplar (`trace_id="c3"`).
+pub fn newer_exemplar(t0: i64) -> proto::TimeSeries {
     let mut ts = series(&[("__name__", "rpc_seconds"), ("job", "v2")], &[(t0 + 15_000, 2.0)]);
     ts.exemplars = vec![proto::Exemplar {
         labels: vec![proto::Label { name: "trace_id".into(), value: "c3".into() }],
         value: 1.5,
         timestamp: t0 + 15_000,
     }];
-    let body = snappy_body(&proto::WriteRequest { timeseries: vec![ts], metadata: vec![] });
-    let (status, _, text) = post(&format!("{base}/api/v1/write"), &V1_HEADERS, body);
-    assert_eq!((status, text.as_str()), (204, ""));
+    ts
+}
 
+/// `/api/v1/query_exemplars` of `rate(rpc_seconds[5m])` a minute either side of `t0`.
+pub fn exemplars_around(base: &str, t0: i64) -> serde_json::Value {
     let mut u = reqwest::Url::parse(&format!("{base}/api/v1/query_exemplars")).unwrap();
     u.query_pairs_mut()
         .append_pair("query", "rate(rpc_seconds[5m])")
         .append_pair("start", &(t0 / 1000 - 60).to_string())
         .append_pair("end", &(t0 / 1000 + 60).to_string());
-    let got = get_json(u.as_str());
-    let exemplars = &got["data"][0]["exemplars"];
-    let traces: Vec<&str> =
-        exemplars.as_array().unwrap().iter().map(|e| e["labels"]["trace_id"].as_str().unwrap()).collect();
-    assert_eq!(traces, ["a1", "c3"], "{got}");
-    assert_eq!(got["data"][0]["seriesLabels"]["job"], "v2");
-    assert_eq!(exemplars[1]["value"], "1.5");
-    let m = metrics(&base);
-    assert_eq!(metric_value(&m, r#"saltdb_samples_rejected_total{protocol="remote_write_v2",reason="exemplar"}"#), 2.0);
+    get_json(u.as_str())
 }
