@@ -116,7 +116,9 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
     let slot = super::query_slot(&state, timeout).await?;
     let queued = received.elapsed();
     let counted = stats.is_some();
-    if small_queries::was_small(key) {
+    // Only the embedded store reads from memory and local files: a ClickHouse read waits on the
+    // network, which an async thread must not do.
+    if state.backend.embedded().is_some() && small_queries::was_small(key) {
         // In place, within the small budget (see `small_queries`); past it, to the pool below.
         let mut small = opts.clone();
         small.max_samples = small.max_samples.min(small_queries::INLINE_SAMPLES);

@@ -10,7 +10,8 @@
 //! [`INLINE_TIME`]. Past the budget the attempt is dropped and the query goes to the pool with
 //! its full limits, as a first-time query does. So a worker thread is never held longer than
 //! the budget by a query, whatever the data has become since; the reads of a query that small
-//! are a few seeks into blocks the last evaluation left in the block cache.
+//! are a few seeks into blocks the last evaluation left in the block cache. Only queries on the
+//! embedded store are evaluated in place (a ClickHouse read waits on the network).
 
 use std::time::Duration;
 
