@@ -45,6 +45,12 @@ struct Key {
     question: Question,
 }
 
+impl Key {
+    fn new(ks: &fjall::Keyspace, question: Question) -> Self {
+        Self { keyspace: ks.name().as_ref().into(), question }
+    }
+}
+
 /// An answer and the generation it was computed under.
 #[derive(Clone)]
 struct Entry {
@@ -112,7 +118,7 @@ impl IndexCache {
     /// # Errors
     /// Those of `walk`.
     pub fn names(&self, ks: &fjall::Keyspace, walk: impl FnOnce() -> Result<Vec<String>>) -> Result<Arc<[String]>> {
-        self.strings(Key { keyspace: ks.name().as_ref().into(), question: Question::Names }, || Ok((walk()?, true)))
+        self.strings(Key::new(ks, Question::Names), || Ok((walk()?, true)))
     }
 
     /// The values of label `name` in `ks` (sorted): all of them when held, else what `walk`
@@ -127,7 +133,7 @@ impl IndexCache {
         name: &str,
         walk: impl FnOnce() -> Result<(Vec<String>, bool)>,
     ) -> Result<Arc<[String]>> {
-        self.strings(Key { keyspace: ks.name().as_ref().into(), question: Question::Values(name.into()) }, walk)
+        self.strings(Key::new(ks, Question::Values(name.into())), walk)
     }
 
     /// The candidate ids of `sel` in `ks` (ascending), held or from `walk`.
@@ -140,13 +146,11 @@ impl IndexCache {
         sel: &Selection,
         walk: impl FnOnce() -> Result<Vec<SeriesId>>,
     ) -> Result<Arc<[SeriesId]>> {
-        let key = Key { keyspace: ks.name().as_ref().into(), question: Question::Candidates(selection_key(sel)) };
+        let key = Key::new(ks, Question::Candidates(selection_key(sel)));
         // Read before the index is (see the module doc).
         let generation = self.generation.load(Ordering::Acquire);
-        if let Some(Entry { generation: g, answer: Answer::Ids(ids) }) = self.entries.get(&key) {
-            if g == generation {
-                return Ok(ids);
-            }
+        if let Some(Answer::Ids(ids)) = self.current(&key, generation) {
+            return Ok(ids);
         }
         let ids: Arc<[SeriesId]> = walk()?.into();
         self.store(key, Entry { generation, answer: Answer::Ids(Arc::clone(&ids)) });
@@ -156,7 +160,7 @@ impl IndexCache {
     /// The candidate ids of `sel` in `ks` when a current answer is held; never walks (for
     /// callers that must not block).
     pub fn held_candidates(&self, ks: &fjall::Keyspace, sel: &Selection) -> Option<Arc<[SeriesId]>> {
-        let key = Key { keyspace: ks.name().as_ref().into(), question: Question::Candidates(selection_key(sel)) };
+        let key = Key::new(ks, Question::Candidates(selection_key(sel)));
         match self.held(&key)? {
             Answer::Ids(ids) => Some(ids),
             Answer::Strings(_) => None,
@@ -165,12 +169,12 @@ impl IndexCache {
 
     /// The label names of `ks` when a current answer is held; never walks.
     pub fn held_names(&self, ks: &fjall::Keyspace) -> Option<Arc<[String]>> {
-        self.held_strings(&Key { keyspace: ks.name().as_ref().into(), question: Question::Names })
+        self.held_strings(&Key::new(ks, Question::Names))
     }
 
     /// Every value of label `name` in `ks` when a current answer is held; never walks.
     pub fn held_values(&self, ks: &fjall::Keyspace, name: &str) -> Option<Arc<[String]>> {
-        self.held_strings(&Key { keyspace: ks.name().as_ref().into(), question: Question::Values(name.into()) })
+        self.held_strings(&Key::new(ks, Question::Values(name.into())))
     }
 
     fn held_strings(&self, key: &Key) -> Option<Arc<[String]>> {
@@ -181,17 +185,19 @@ impl IndexCache {
     }
 
     fn held(&self, key: &Key) -> Option<Answer> {
-        let generation = self.generation.load(Ordering::Acquire);
+        self.current(key, self.generation.load(Ordering::Acquire))
+    }
+
+    /// The answer held for `key` if it was computed under `generation`.
+    fn current(&self, key: &Key, generation: u64) -> Option<Answer> {
         self.entries.get(key).filter(|e| e.generation == generation).map(|e| e.answer)
     }
 
     fn strings(&self, key: Key, walk: impl FnOnce() -> Result<(Vec<String>, bool)>) -> Result<Arc<[String]>> {
         // Read before the index is (see the module doc).
         let generation = self.generation.load(Ordering::Acquire);
-        if let Some(Entry { generation: g, answer: Answer::Strings(found) }) = self.entries.get(&key) {
-            if g == generation {
-                return Ok(found);
-            }
+        if let Some(Answer::Strings(found)) = self.current(&key, generation) {
+            return Ok(found);
         }
         let (found, whole) = walk()?;
         let found: Arc<[String]> = found.into();

@@ -182,12 +182,7 @@ fn remote_write_exemplars_are_stored_and_counted_as_prometheus_does() {
     assert_eq!((status, text.as_str()), (204, ""));
 
     let got = exemplars_around(&base, t0);
-    let exemplars = &got["data"][0]["exemplars"];
-    let traces: Vec<&str> =
-        exemplars.as_array().unwrap().iter().map(|e| e["labels"]["trace_id"].as_str().unwrap()).collect();
-    assert_eq!(traces, ["a1", "c3"], "{got}");
-    assert_eq!(got["data"][0]["seriesLabels"]["job"], "v2");
-    assert_eq!(exemplars[1]["value"], "1.5");
+    assert_a1_and_c3_kept(&got);
     let m = metrics(&base);
     assert_eq!(metric_value(&m, r#"saltdb_samples_rejected_total{protocol="remote_write_v2",reason="exemplar"}"#), 2.0);
 }
@@ -233,4 +228,16 @@ pub fn exemplars_around(base: &str, t0: i64) -> serde_json::Value {
         .append_pair("start", &(t0 / 1000 - 60).to_string())
         .append_pair("end", &(t0 / 1000 + 60).to_string());
     get_json(u.as_str())
+}
+
+/// What [`exemplars_around`] answers once [`three_exemplars`] and [`newer_exemplar`] were
+/// written: the valid exemplar of the first (`a1`) and the newer one (`c3`, 1.5), in time order,
+/// of the series `job="v2"`.
+pub fn assert_a1_and_c3_kept(got: &serde_json::Value) {
+    let exemplars = &got["data"][0]["exemplars"];
+    let traces: Vec<&str> =
+        exemplars.as_array().unwrap().iter().map(|e| e["labels"]["trace_id"].as_str().unwrap()).collect();
+    assert_eq!(traces, ["a1", "c3"], "{got}");
+    assert_eq!(got["data"][0]["seriesLabels"]["job"], "v2");
+    assert_eq!(exemplars[1]["value"], "1.5");
 }

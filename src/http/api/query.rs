@@ -116,6 +116,7 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
     let slot = super::query_slot(&state, timeout).await?;
     let queued = received.elapsed();
     let counted = stats.is_some();
+    let mut answered = None;
     // Only the embedded store reads from memory and local files: a ClickHouse read waits on the
     // network, which an async thread must not do.
     if state.backend.embedded().is_some() && small_queries::was_small(key) {
@@ -126,54 +127,49 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
         let (limits, _cancel_on_drop) = blocking::read_limits(Some(small.max_samples), small.timeout);
         let source = state.backend.querier(limits);
         let engine = crate::promql::Engine::new(small);
-        let began = Instant::now();
-        match blocking::contain(|| Ok(evaluate(&engine, &*source, &query, kind, counted))) {
-            Ok(Err(e)) if small_queries::over_budget(&e) => small_queries::record(key, usize::MAX, began.elapsed()),
-            answered => {
-                let result = answered.and_then(|r| r.map_err(ApiError::from));
-                if let Ok(r) = &result {
-                    small_queries::record(key, r.loaded_samples, began.elapsed());
-                }
-                drop(slot);
-                if let Some(threshold) = state.slow_query {
-                    slow_log::record(threshold, &query, kind, received.elapsed(), result.as_ref().ok(), client);
-                }
-                return Ok(render(result?, limit, stats.map(|per_step| (per_step, queued))));
-            }
+        match blocking::contain(|| Ok(evaluate(&engine, &*source, &query, kind, counted, key))) {
+            Ok(Err(e)) if small_queries::over_budget(&e) => small_queries::forget(key),
+            done => answered = Some(done.and_then(|r| r.map_err(ApiError::from))),
         }
     }
-    let engine = crate::promql::Engine::new(opts);
-    // Storage stops reading once the samples alone would exceed the memory budget, before the
-    // evaluator sees them.
-    let o = engine.options();
-    let max_read = o.max_samples.min(o.max_memory_bytes / std::mem::size_of::<crate::sample::Sample>());
-    let (limits, _cancel_on_drop) = blocking::read_limits(Some(max_read), timeout);
-    let source = state.backend.querier(limits);
-    let text = query.clone();
-    let result = blocking::run(move || {
-        let _slot = slot;
-        let began = Instant::now();
-        let r = evaluate(&engine, &*source, &query, kind, counted).map_err(ApiError::from);
-        if let Ok(r) = &r {
-            small_queries::record(key, r.loaded_samples, began.elapsed());
+    let result = match answered {
+        Some(result) => {
+            drop(slot);
+            result
         }
-        r
-    })
-    .await;
+        None => {
+            let engine = crate::promql::Engine::new(opts);
+            // Storage stops reading once the samples alone would exceed the memory budget,
+            // before the evaluator sees them.
+            let o = engine.options();
+            let max_read = o.max_samples.min(o.max_memory_bytes / std::mem::size_of::<crate::sample::Sample>());
+            let (limits, _cancel_on_drop) = blocking::read_limits(Some(max_read), timeout);
+            let source = state.backend.querier(limits);
+            let query = query.clone();
+            blocking::run(move || {
+                let _slot = slot;
+                evaluate(&engine, &*source, &query, kind, counted, key).map_err(ApiError::from)
+            })
+            .await
+        }
+    };
     if let Some(threshold) = state.slow_query {
-        slow_log::record(threshold, &text, kind, received.elapsed(), result.as_ref().ok(), client);
+        slow_log::record(threshold, &query, kind, received.elapsed(), result.as_ref().ok(), client);
     }
     Ok(render(result?, limit, stats.map(|per_step| (per_step, queued))))
 }
 
-/// Evaluates `query` on `source`, with the querier's warnings added to the answer's.
+/// Evaluates `query` on `source`, with the querier's warnings added to the answer's, and
+/// records in [`small_queries`] how an evaluation that succeeded went.
 fn evaluate(
     engine: &crate::promql::Engine,
     source: &dyn crate::storage::Querier,
     query: &str,
     kind: Kind,
     counted: bool,
+    key: u64,
 ) -> Result<QueryResult, crate::promql::EvalError> {
+    let began = Instant::now();
     let r = match (kind, counted) {
         (Kind::Instant { time_ms }, false) => engine.instant(source, query, time_ms),
         (Kind::Instant { time_ms }, true) => engine.instant_with_stats(source, query, time_ms),
@@ -183,6 +179,7 @@ fn evaluate(
         }
     };
     r.map(|mut r| {
+        small_queries::record(key, r.loaded_samples, began.elapsed());
         for w in source.warnings() {
             r.annotations.warn(w);
         }

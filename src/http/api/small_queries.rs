@@ -61,8 +61,13 @@ pub fn record(key: u64, loaded_samples: usize, took: Duration) {
     if loaded_samples <= SMALL_SAMPLES && took < SMALL_TIME {
         remembered().insert(key, ());
     } else {
-        remembered().remove(&key);
+        forget(key);
     }
+}
+
+/// Forgets the query (an evaluation in place went over the budget).
+pub fn forget(key: u64) {
+    remembered().remove(&key);
 }
 
 /// Whether an evaluation in place failed on its budget (then the query goes to the pool with
