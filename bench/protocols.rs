@@ -1,10 +1,13 @@
 //! `saltdb-bench protocols`: ingest throughput per protocol (InfluxDB line protocol, OpenTSDB
 //! `/api/put`, Prometheus text, JSON lines, OTLP) against VictoriaMetrics 1.79 in the same run
-//! (VictoriaMetrics has no OTLP receiver). Each protocol writes its own series; the first round
-//! creates them (new-series ingest), the later rounds add samples to them (known-series ingest,
-//! the steady state of a fleet), and the median round is reported. A request carries each
-//! series' samples back to back, or with `--interleave` one sample of every series at a time.
-//! Bodies are built before the clock starts; `--concurrency` keep-alive connections send them.
+//! (VictoriaMetrics has no OTLP receiver). Each protocol writes its own series: `--new-rounds`
+//! rounds each create `--series` series never seen before (new-series ingest), then the later
+//! rounds add samples to the first round's series (known-series ingest, the steady state of a
+//! fleet); the median round of each kind is reported. A request carries each series' samples
+//! back to back, or with `--interleave` one sample of every series at a time. Bodies are built
+//! before the clock starts; `--concurrency` keep-alive connections send them. The two servers
+//! take turns, saltdb first in odd rounds and VictoriaMetrics first in even ones, so neither is
+//! always the one measured right after the other's burst.
 //!
 //! VictoriaMetrics acknowledges a write before it has stored it (it buffers about a second), so
 //! after each send the bench waits until the server that took it is idle again (below 5% of a
@@ -41,9 +44,13 @@ pub struct ProtocolArgs {
     /// Samples per request.
     #[arg(long, default_value_t = 10_000)]
     per_request: usize,
-    /// Rounds (the first creates the series).
-    #[arg(long, default_value_t = 5)]
+    /// Rounds of known-series ingest, after the new-series rounds.
+    #[arg(long, default_value_t = 4)]
     rounds: usize,
+    /// Rounds that each create `--series` new series (the median is reported; the first
+    /// round's series are the known ones of the later rounds).
+    #[arg(long, default_value_t = 3)]
+    new_rounds: usize,
     /// Concurrent connections.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
@@ -101,13 +108,15 @@ struct Request {
     samples: usize,
 }
 
-/// The requests of one round: `samples` per series starting at `t0` (ms), 15 s apart.
-fn round(p: Proto, args: &ProtocolArgs, t0: i64) -> Vec<Request> {
+/// The requests of one round: `samples` per series starting at `t0` (ms), 15 s apart, for the
+/// series numbered `first..first + args.series`.
+fn round(p: Proto, args: &ProtocolArgs, t0: i64, first: usize) -> Vec<Request> {
     let mut out = Vec::new();
     let per_request_series = (args.per_request / args.samples).max(1);
-    let mut s = 0;
-    while s < args.series {
-        let ids: Vec<usize> = (s..(s + per_request_series).min(args.series)).collect();
+    let end = first + args.series;
+    let mut s = first;
+    while s < end {
+        let ids: Vec<usize> = (s..(s + per_request_series).min(end)).collect();
         s += ids.len();
         let ts = |k: usize| t0 + k as i64 * 15_000;
         // The (series, sample) pairs of the one-sample-a-line bodies, in the order sent.
@@ -250,16 +259,18 @@ pub fn run(args: &ProtocolArgs, root: &Path) {
     eprintln!("saltdb: pid {saltdb_pid}, {}", saltdb.addr);
     let now = chrono::Utc::now().timestamp_millis();
     let span = args.samples as i64 * 15_000;
-    let t_first = now - 2 * 3_600_000 - args.rounds as i64 * span;
+    let t_first = now - 2 * 3_600_000 - (args.rounds as i64 + 1) * span;
     println!(
-        "protocols: {} series x {} samples per round per protocol, {} samples per request, {} connections, {} rounds (round 1 creates the series)",
-        args.series, args.samples, args.per_request, args.concurrency, args.rounds
+        "protocols: {} series x {} samples per round per protocol, {} samples per request, {} connections, {} new-series rounds, {} known-series rounds",
+        args.series, args.samples, args.per_request, args.concurrency, args.new_rounds, args.rounds
     );
     println!(
-        "{:<22} {:>13} {:>13} {:>6} {:>13} {:>13} {:>6} {:>15} {:>6}",
+        "{:<22} {:>13} {:>13} {:>6} {:>13} {:>6} {:>13} {:>13} {:>6} {:>15} {:>6}",
         "protocol",
         "saltdb new/s",
         "VM new/s",
+        "ratio",
+        "new CPU us/s",
         "ratio",
         "saltdb known/s",
         "VM known/s",
@@ -270,12 +281,19 @@ pub fn run(args: &ProtocolArgs, root: &Path) {
     for p in Proto::ALL.into_iter().filter(|p| args.only.is_empty() || args.only.iter().any(|o| o == p.tag())) {
         let mut figures: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         let mut cpu: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-        let mut new: [f64; 2] = [0.0, 0.0];
-        for r in 0..args.rounds {
-            let requests = round(p, args, t_first + r as i64 * span);
+        let mut new: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let mut new_cpu: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let new_rounds = args.new_rounds.max(1);
+        for r in 0..new_rounds + args.rounds {
+            // New-series rounds create series `r * series..`; known-series rounds write the
+            // first round's series again, a span later each time.
+            let is_new = r < new_rounds;
+            let (t0, first) =
+                if is_new { (t_first, r * args.series) } else { (t_first + (r + 1 - new_rounds) as i64 * span, 0) };
+            let requests = round(p, args, t0, first);
             let vm_pid = vm.as_ref().map(Peer::pid).unwrap_or_default();
-            let targets: Vec<(usize, Option<SocketAddr>, &str, &[Request])> = vec![
-                (0, Some(saltdb.addr), &saltdb_pid, &requests[..]),
+            let mut targets: Vec<(usize, Option<SocketAddr>, &str)> = vec![
+                (0, Some(saltdb.addr), &saltdb_pid),
                 (
                     1,
                     vm.as_ref().filter(|_| p != Proto::Otlp).and_then(|v| {
@@ -287,12 +305,14 @@ pub fn run(args: &ProtocolArgs, root: &Path) {
                         base.parse().ok()
                     }),
                     &vm_pid,
-                    &requests[..],
                 ),
             ];
-            for (who, addr, pid, reqs) in targets {
+            if r % 2 == 1 {
+                targets.reverse();
+            }
+            for (who, addr, pid) in targets {
                 let Some(addr) = addr else { continue };
-                let Sent { rate, cpu_us, failed } = send(addr, pid, reqs, args.concurrency);
+                let Sent { rate, cpu_us, failed } = send(addr, pid, &requests, args.concurrency);
                 if failed > 0 {
                     eprintln!(
                         "  {} round {}: {failed} requests failed on {}",
@@ -301,25 +321,31 @@ pub fn run(args: &ProtocolArgs, root: &Path) {
                         ["saltdb", "victoria-metrics"][who]
                     );
                 }
-                if r == 0 {
-                    new[who] = rate;
+                if is_new {
+                    new[who].push(rate);
+                    new_cpu[who].push(cpu_us);
                 } else {
                     figures[who].push(rate);
                     cpu[who].push(cpu_us);
                 }
             }
         }
+        let new = new.map(median);
+        let new_cpu = new_cpu.map(median);
         let [s, v] = figures;
         let (s, v) = (median(s), median(v));
         let [cs, cv] = cpu;
         let (cs, cv) = (median(cs), median(cv));
         let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}x", a / b) } else { "-".into() };
         println!(
-            "{:<22} {:>13.0} {:>13.0} {:>6} {:>13.0} {:>13.0} {:>6} {:>7.2} / {:<5.2} {:>6}",
+            "{:<22} {:>13.0} {:>13.0} {:>6} {:>5.2} / {:<5.2} {:>6} {:>13.0} {:>13.0} {:>6} {:>7.2} / {:<5.2} {:>6}",
             p.name(),
             new[0],
             new[1],
             ratio(new[0], new[1]),
+            new_cpu[0],
+            new_cpu[1],
+            ratio(new_cpu[0], new_cpu[1]),
             s,
             v,
             ratio(s, v),

@@ -19,7 +19,7 @@
 //! | `saltdb_metadata_families`, `saltdb_remote_write_label_cache_bytes` | gauge | |
 //! | `saltdb_head_samples`, `saltdb_head_series`, `saltdb_head_bytes` (the in-memory head, see `--head-max-memory`) | gauge | |
 //! | `saltdb_fjall_write_buffer_bytes`, `saltdb_fjall_block_cache_bytes`, `saltdb_fjall_outstanding_flushes`, `saltdb_fjall_active_compactions`, `saltdb_fjall_journal_files`, `saltdb_fjall_journal_bytes` | gauge | |
-//! | `saltdb_fjall_pinned_bytes` (index and filter blocks pinned outside the block cache), `saltdb_labels_cache_bytes`, `saltdb_index_cache_bytes`, `saltdb_allocator_committed_bytes` (what mimalloc has committed, in use or free) | gauge | |
+//! | `saltdb_fjall_pinned_bytes` (index and filter blocks pinned outside the block cache), `saltdb_labels_cache_bytes`, `saltdb_index_cache_bytes`, `saltdb_label_set_filter_bytes`, `saltdb_allocator_committed_bytes` (what mimalloc has committed, in use or free) | gauge | |
 //! | `saltdb_fjall_compactions_completed_total`, `saltdb_fjall_compaction_seconds_total` | counter | |
 //! | `saltdb_http_connections_open` | gauge | |
 //! | `saltdb_http_connections_accepted_total` | counter | |
@@ -208,6 +208,7 @@ pub struct Metrics {
     fjall_pinned: IntGauge,
     labels_cache: IntGauge,
     index_cache: IntGauge,
+    label_set_filter: IntGauge,
     allocator_committed: IntGauge,
     fjall_block_cache: IntGauge,
     fjall_outstanding_flushes: IntGauge,
@@ -389,6 +390,11 @@ impl Metrics {
                 "saltdb_index_cache_bytes",
                 "Bytes of window-index answers (label names, values, selections) cached (bounded by --index-cache).",
             ),
+            label_set_filter: gauge(
+                &r,
+                "saltdb_label_set_filter_bytes",
+                "Bytes of the writer's filter of stored label sets (about 2 per series), which spares new series a lookup.",
+            ),
             allocator_committed: gauge(
                 &r,
                 "saltdb_allocator_committed_bytes",
@@ -504,6 +510,7 @@ impl Metrics {
             self.fjall_pinned.set(clamp(e.pinned_bytes));
             self.labels_cache.set(clamp(e.labels_cache_bytes));
             self.index_cache.set(clamp(e.index_cache_bytes));
+            self.label_set_filter.set(clamp(e.label_set_filter_bytes));
             self.fjall_outstanding_flushes.set(clamp(e.outstanding_flushes));
             self.fjall_active_compactions.set(clamp(e.active_compactions));
             self.fjall_journal_files.set(clamp(e.journal_files));

@@ -949,6 +949,8 @@ pub struct EngineStats {
     pub labels_cache_bytes: u64,
     /// Bytes of window-index answers the read path keeps (bounded by `--index-cache`).
     pub index_cache_bytes: u64,
+    /// Bytes of the writer's filter of stored label sets (2 per series stored or created).
+    pub label_set_filter_bytes: u64,
 }
 
 // Additive API for `/metrics` (remote branch): engine figures and the active-series count.
@@ -972,6 +974,7 @@ impl Storage {
             pinned_bytes: self.pinned_bytes(),
             labels_cache_bytes: self.inner.shared.labels.bytes(),
             index_cache_bytes: self.inner.shared.index.bytes(),
+            label_set_filter_bytes: self.inner.shared.label_set_filter_bytes.load(std::sync::atomic::Ordering::Relaxed),
         })
     }
 

@@ -17,6 +17,7 @@ mod head;
 mod histogram_run;
 mod index_cache;
 pub mod keys;
+mod known_label_sets;
 pub mod manifest;
 mod matchers;
 mod migrate;

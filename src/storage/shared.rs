@@ -24,6 +24,9 @@ pub struct Shared {
     /// Answers of the window index between requests; every commit that adds or removes index
     /// rows must call `index.changed()` after it (see [`super::index_cache`]).
     pub index: super::index_cache::IndexCache,
+    /// Memory of the writer's label-set filter (see [`super::known_label_sets`]), for
+    /// `/metrics`.
+    pub label_set_filter_bytes: AtomicU64,
     /// The newest exemplars (see [`super::exemplars`]).
     pub exemplars: super::exemplars::ExemplarStore,
     /// Their rows.
@@ -110,6 +113,7 @@ impl Shared {
             series_by_labels,
             labels: super::series::LabelsCache::new(labels_cache_bytes),
             index: super::index_cache::IndexCache::new(index_cache_bytes),
+            label_set_filter_bytes: AtomicU64::new(0),
             exemplars,
             exemplar_rows,
             histograms_stored: std::sync::atomic::AtomicBool::new(false),

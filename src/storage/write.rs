@@ -20,6 +20,7 @@ use super::exemplars;
 use super::head::{self, IdHasher, IdMap};
 use super::histogram_run;
 use super::keys;
+use super::known_label_sets::KnownLabelSets;
 use super::manifest::NEXT_SERIES_ID;
 use super::postings;
 use super::run;
@@ -260,6 +261,10 @@ pub struct Writer {
     /// Bytes fjall's memtables may hold over all keyspaces (`--write-buffer`, see
     /// `memtables.rs`).
     write_buffer_budget: u64,
+    /// The md5s `series_by_labels` may hold: a new series skips its point read.
+    label_sets: KnownLabelSets,
+    /// Whether `Shared::label_set_filter_bytes` includes the scanned filter.
+    label_sets_published: bool,
     /// Per series whose newest sample (written by this life of the writer) has a start
     /// timestamp: it and the window of its last change point (see `start_ts.rs`). Empty, and
     /// never consulted, while no start timestamp is written.
@@ -326,7 +331,7 @@ impl Writer {
     ) -> Self {
         let head_since = (!shared.head.is_empty()).then(Instant::now);
         Self {
-            shared,
+            shared: Arc::clone(&shared),
             cache: SeriesCache::new(cache_capacity),
             next_id,
             presence: Presence { windows: VecDeque::new() },
@@ -342,6 +347,8 @@ impl Writer {
             indexed_buf: Vec::new(),
             series_rows_bytes: 0,
             write_buffer_budget,
+            label_sets_published: false,
+            label_sets: KnownLabelSets::start(shared.series_by_labels.clone(), next_id.saturating_sub(1)),
             starts: IdMap::default(),
         }
     }
@@ -522,6 +529,10 @@ impl Writer {
             self.cache.insert(hash, id);
         }
         sh.record_written(&pending.per_bucket, pending.created);
+        if pending.created > 0 || !self.label_sets_published {
+            self.label_sets_published = self.label_sets.ready();
+            sh.label_set_filter_bytes.store(self.label_sets.bytes() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         self.series_rows_bytes += pending.series_rows_bytes;
         if self.series_rows_bytes >= SERIES_MEMTABLE_BYTES {
             self.series_rows_bytes = 0;
@@ -747,7 +758,13 @@ impl Writer {
         }
         let sh = &self.shared;
         let hash = keys::labels_hash(canonical);
-        let id = match series::lookup(&sh.series_by_labels, &hash, canonical)? {
+        // A label set the filter has certainly never seen is new: no read.
+        let looked = if self.label_sets.certainly_absent(&hash) {
+            Lookup::Absent { primary_taken: false }
+        } else {
+            series::lookup(&sh.series_by_labels, &hash, canonical)?
+        };
+        let id = match looked {
             Lookup::Found(id) => id,
             Lookup::Absent { primary_taken } => {
                 // The batch's contract makes this a valid encoding; checked anyway, as bytes
@@ -758,6 +775,7 @@ impl Writer {
                 }
                 let id = self.next_id;
                 self.next_id += 1;
+                self.label_sets.add(&hash);
                 fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.to_vec());
                 // Two new label sets of one md5 in one group: the second takes a collision row.
                 let primary_taken = primary_taken || !pending.primaries.insert(hash);
