@@ -200,6 +200,9 @@ struct Sent {
     cpu_us: f64,
     /// Requests answered with a status other than 2xx.
     failed: usize,
+    /// Seconds from the last answer until the server was idle, and whether it got there
+    /// within the wait's limit.
+    settled: (f64, bool),
 }
 
 /// Sends every request over `concurrency` connections to the server of process `pid`, then
@@ -232,9 +235,14 @@ fn send(addr: SocketAddr, pid: &str, requests: &[Request], concurrency: usize) -
         eprintln!("  first failure: {e}");
     }
     let samples: usize = requests.iter().map(|r| r.samples).sum();
-    crate::wait_idle(pid, std::time::Duration::from_secs(10));
+    let (waited, idle) = crate::wait_idle(pid, std::time::Duration::from_secs(10));
     let cpu = crate::cpu_seconds(pid) - cpu_before;
-    Sent { rate: samples as f64 / secs, cpu_us: cpu * 1e6 / samples.max(1) as f64, failed: failed.into_inner() }
+    Sent {
+        rate: samples as f64 / secs,
+        cpu_us: cpu * 1e6 / samples.max(1) as f64,
+        failed: failed.into_inner(),
+        settled: (waited.as_secs_f64(), idle),
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -312,7 +320,16 @@ pub fn run(args: &ProtocolArgs, root: &Path) {
             }
             for (who, addr, pid) in targets {
                 let Some(addr) = addr else { continue };
-                let Sent { rate, cpu_us, failed } = send(addr, pid, &requests, args.concurrency);
+                let Sent { rate, cpu_us, failed, settled } = send(addr, pid, &requests, args.concurrency);
+                eprintln!(
+                    "  {} round {} ({}) {}: {rate:.0} samples/s, {cpu_us:.2} us CPU/sample, idle {:.1} s later{}",
+                    p.tag(),
+                    r + 1,
+                    if is_new { "new" } else { "known" },
+                    ["saltdb", "victoria-metrics"][who],
+                    settled.0,
+                    if settled.1 { "" } else { " (still busy: stopped waiting)" }
+                );
                 if failed > 0 {
                     eprintln!(
                         "  {} round {}: {failed} requests failed on {}",

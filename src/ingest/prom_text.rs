@@ -52,29 +52,48 @@ pub fn decode<E: std::fmt::Debug>(
     // Reused from line to line: label names and values borrow from the body (a value is copied
     // only when it holds an escape).
     let mut labels = Vec::new();
+    // The series part (name and labels) of the last line pushed. A line starting with the same
+    // bytes followed by whitespace names the same series, so it skips parsing and checking
+    // them: a backfill holds runs of lines of one series.
+    let mut last_series: &str = "";
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw).trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let (name, value, ts) =
-            parse_line(line, opts, &mut labels).map_err(|m| Stop::Invalid(Rejection::line(i + 1, m)))?;
-        let ts = ts.unwrap_or(opts.default_ms);
-        check_timestamp(ts).map_err(|e| Stop::Invalid(Rejection::line(i + 1, e.to_string())))?;
-        out.push_pairs(name, &mut labels, &[Sample::new(ts, value)]).map_err(at("line", i + 1))?;
+        let bad = |m: String| Stop::Invalid(Rejection::line(i + 1, m));
+        let point = |ts: Option<i64>, value: f64| {
+            let ts = ts.unwrap_or(opts.default_ms);
+            check_timestamp(ts).map(|()| [Sample::new(ts, value)]).map_err(|e| bad(e.to_string()))
+        };
+        if let Some(rest) = same_series(line, last_series) {
+            let (value, ts) = parse_point(rest, opts).map_err(bad)?;
+            if out.push_again(&point(ts, value)?).map_err(at("line", i + 1))? {
+                continue;
+            }
+        }
+        let (name, series_len) = parse_series(line, &mut labels).map_err(bad)?;
+        let (value, ts) = parse_point(line.get(series_len..).unwrap_or(""), opts).map_err(bad)?;
+        out.push_pairs(name, &mut labels, &point(ts, value)?).map_err(at("line", i + 1))?;
+        last_series = line.get(..series_len).unwrap_or("");
     }
     Ok(out.finish())
+}
+
+/// What follows the series part of `line` when it begins with `series` (the series part of an
+/// earlier line, checked then) and whitespace: parsing it again would give the same name and
+/// labels, since a series part ends at its name or its closing `}`.
+fn same_series<'a>(line: &'a str, series: &str) -> Option<&'a str> {
+    let rest = line.strip_prefix(series).filter(|_| !series.is_empty())?;
+    rest.starts_with([' ', '\t']).then_some(rest)
 }
 
 /// Label names and values of one line.
 type Pairs<'a> = Vec<(&'a str, Cow<'a, str>)>;
 
-/// Parses `line` into its name, value and timestamp; its labels go to `labels` (cleared first).
-fn parse_line<'a>(
-    line: &'a str,
-    opts: &Options,
-    labels: &mut Pairs<'a>,
-) -> Result<(&'a str, f64, Option<i64>), String> {
+/// Parses the series part of `line` (its name and labels) into its name and `labels` (cleared
+/// first); returns the name and the length of the series part.
+fn parse_series<'a>(line: &'a str, labels: &mut Pairs<'a>) -> Result<(&'a str, usize), String> {
     labels.clear();
     let name_end = line.bytes().position(|c| c == b'{' || c.is_ascii_whitespace()).unwrap_or(line.len());
     let name = &line[..name_end];
@@ -85,7 +104,12 @@ fn parse_line<'a>(
     if let Some(inner) = rest.strip_prefix('{') {
         rest = parse_labels(inner, labels)?;
     }
-    // The value, an optional timestamp, and an optional exemplar after `#`.
+    Ok((name, line.len() - rest.len()))
+}
+
+/// Parses what follows a series part: the value, an optional timestamp, and an optional
+/// exemplar after `#`.
+fn parse_point(rest: &str, opts: &Options) -> Result<(f64, Option<i64>), String> {
     let rest = before_exemplar(rest);
     let mut parts = rest.split_ascii_whitespace();
     let value = parts.next().ok_or("has no value")?;
@@ -107,7 +131,7 @@ fn parse_line<'a>(
     if let Some(extra) = parts.next() {
         return Err(format!("unexpected {extra:?} after the timestamp"));
     }
-    Ok((name, value, ts))
+    Ok((value, ts))
 }
 
 fn is_valid_metric_name(name: &str) -> bool {
@@ -197,6 +221,60 @@ mod tests {
         }
     }
     use crate::labels::METRIC_NAME;
+
+    /// One decoded sample: its series, timestamp and value bits.
+    type Flat = (String, i64, u64);
+
+    /// Every sample of a decoded body in order, or the number and message of the line refused.
+    fn flat(body: &str) -> Result<Vec<Flat>, (usize, String)> {
+        let b = decode(body.as_bytes(), &opts(false), &mut |_| Ok::<(), ()>(())).map_err(|s| match s {
+            Stop::Invalid(r) => (r.where_.map_or(0, |w| w.1), r.message),
+            Stop::Refused(()) => unreachable!(),
+        })?;
+        Ok(b.unpack()
+            .unwrap()
+            .series
+            .iter()
+            .flat_map(|s| {
+                let labels: Vec<String> = s.labels.iter().map(|l| format!("{}={:?}", l.name, l.value)).collect();
+                let series = labels.join(",");
+                s.samples.iter().map(move |p| (series.clone(), p.timestamp_ms, p.value.to_bits()))
+            })
+            .collect())
+    }
+
+    proptest::proptest! {
+        /// Lines that repeat the previous line's series skip its parsing: decoding a body gives
+        /// what decoding each of its lines alone gives, samples and refusals alike.
+        #[test]
+        fn a_body_decodes_as_its_lines_one_by_one(
+            lines in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "m", "mm", "m{a=\"1\"}", "m{a=\"1\",b=\"2\"}", "m{b=\"2\",a=\"1\"}", "m{ a = \"1\" }",
+                        "m{a=\"1\\\"}\"}", "m{a=\"1\"", "m{}", "m{a=\"1\"}x", "m{a=\"1\",a=\"2\"}", "#", "",
+                    ]),
+                    proptest::sample::select(vec![" ", "\t", "", "  "]),
+                    proptest::sample::select(vec!["1", "2.5", "NaN", "x", "+Inf", ""]),
+                    proptest::sample::select(vec!["", " 1700000000000", " 17x", " 1700000000001 9", " 99999999999999999"]),
+                    proptest::sample::select(vec!["", " # {t=\"1\"} 1", "\r"]),
+                ),
+                0..12,
+            )
+        ) {
+            let lines: Vec<String> = lines.iter().map(|(a, b, c, d, e)| format!("{a}{b}{c}{d}{e}")).collect();
+            let body = lines.join("\n");
+            let mut expected = Ok(Vec::new());
+            for (i, line) in lines.iter().enumerate() {
+                match (flat(line), &mut expected) {
+                    (Ok(samples), Ok(all)) => all.extend(samples),
+                    (Err((_, message)), Ok(_)) => expected = Err((i + 1, message)),
+                    _ => {}
+                }
+            }
+            proptest::prop_assert_eq!(flat(&body), expected, "body {:?}", body);
+        }
+    }
 
     fn opts(openmetrics: bool) -> Options {
         Options { openmetrics, default_ms: 1_700_000_000_000, limits: SeriesLimits::default() }
