@@ -112,21 +112,43 @@ pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<
     // Reused from line to line.
     let mut line_parts = Parts::default();
     let mut name = String::new();
+    // The series key (measurement and tags) and the one numeric field of the last line pushed,
+    // when it had exactly one: a line with the same key and that field alone is the same
+    // series, so it skips parsing and checking the tags (a backfill holds runs of lines of one
+    // series).
+    let mut last: Option<(&str, Cow<'_, str>)> = None;
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw).trim_start();
         if line.trim_end().is_empty() || line.starts_with('#') {
             continue;
         }
         let bad = |m: String| Stop::Invalid(Rejection::line(i + 1, m));
-        let timestamp = parse_line(line, &mut line_parts).map_err(bad)?;
-        let ts = match timestamp {
-            None => opts.now_ms,
+        let to_ms = |timestamp: Option<i64>| match timestamp {
+            None => Ok(opts.now_ms),
             Some(t) => opts
                 .precision
                 .to_ms(t)
                 .filter(|ms| check_timestamp(*ms).is_ok())
-                .ok_or_else(|| bad(format!("timestamp {t} is out of range")))?,
+                .ok_or_else(|| bad(format!("timestamp {t} is out of range"))),
         };
+        let (key, fields, timestamp) = split_line(line).map_err(bad)?;
+        if let Some((last_key, last_field)) = &last {
+            if key == *last_key {
+                parse_fields(fields, &mut line_parts.fields).map_err(bad)?;
+                if let [(field, Some(value))] = line_parts.fields.as_slice() {
+                    if field == last_field {
+                        let ts = to_ms(timestamp)?;
+                        if out.push_again(&[Sample::new(ts, *value)]).map_err(at("line", i + 1))? {
+                            continue;
+                        }
+                    }
+                }
+            }
+        }
+        last = None;
+        parse_key(key, &mut line_parts).map_err(bad)?;
+        parse_fields(fields, &mut line_parts.fields).map_err(bad)?;
+        let ts = to_ms(timestamp)?;
         let Parts { measurement, tags, fields } = &mut line_parts;
         if let Some(db) = db {
             if !tags.iter().any(|(k, _)| k == "db") {
@@ -146,6 +168,9 @@ pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<
             name.push_str(field);
             out.push_pairs(&name, tags, &[Sample::new(ts, value)]).map_err(at("line", i + 1))?;
         }
+        if let [(field, Some(_))] = fields.as_slice() {
+            last = Some((key, field.clone()));
+        }
     }
     Ok(Decoded { batch: out.finish(), string_fields })
 }
@@ -159,10 +184,8 @@ struct Parts<'a> {
     fields: Vec<(Cow<'a, str>, Option<f64>)>,
 }
 
-/// Parses `line` into `parts` (cleared first) and returns its timestamp.
-fn parse_line<'a>(line: &'a str, parts: &mut Parts<'a>) -> Result<Option<i64>, String> {
-    parts.tags.clear();
-    parts.fields.clear();
+/// Splits `line` into its series key (measurement and tags), its fields and its timestamp.
+fn split_line(line: &str) -> Result<(&str, &str, Option<i64>), String> {
     let (key, rest) = split_unescaped(line, b' ', false);
     let rest = rest.ok_or("has no fields (expected `measurement[,tag=value...] field=value[,...] [timestamp]`)")?;
     let rest = rest.trim_start_matches(' ');
@@ -171,6 +194,12 @@ fn parse_line<'a>(line: &'a str, parts: &mut Parts<'a>) -> Result<Option<i64>, S
         None | Some("") => None,
         Some(t) => Some(t.parse::<i64>().map_err(|_| format!("invalid timestamp {t:?}: must be an integer"))?),
     };
+    Ok((key, fields, timestamp))
+}
+
+/// Parses a series key into the measurement and tags of `parts`.
+fn parse_key<'a>(key: &'a str, parts: &mut Parts<'a>) -> Result<(), String> {
+    parts.tags.clear();
     let mut tags = Pieces::new(key, b',', false);
     parts.measurement = unescape(tags.next().unwrap_or_default());
     if parts.measurement.is_empty() && key.is_empty() {
@@ -190,18 +219,24 @@ fn parse_line<'a>(line: &'a str, parts: &mut Parts<'a>) -> Result<Option<i64>, S
             parts.tags.push((key, unescape(v)));
         }
     }
+    Ok(())
+}
+
+/// Parses the fields of a line into `out` (cleared first).
+fn parse_fields<'a>(fields: &'a str, out: &mut Vec<(Cow<'a, str>, Option<f64>)>) -> Result<(), String> {
+    out.clear();
     for field in Pieces::new(fields, b',', true) {
         let (k, v) = split_unescaped(field, b'=', false);
         let v = v.ok_or_else(|| format!("field {:?} has no `=`", unescape(k)))?;
         if k.is_empty() {
             return Err(format!("a field with value {v:?} has an empty key"));
         }
-        parts.fields.push((unescape(k), field_value(v)?));
+        out.push((unescape(k), field_value(v)?));
     }
-    if parts.fields.is_empty() {
+    if out.is_empty() {
         return Err("has no fields".into());
     }
-    Ok(timestamp)
+    Ok(())
 }
 
 /// A field value: `Some(number)`, or `None` for a string.
@@ -341,6 +376,65 @@ mod tests {
                 (name, rest, s.samples[0].timestamp_ms, s.samples[0].value)
             })
             .collect()
+    }
+
+    /// One decoded sample: its series, timestamp and value bits.
+    type Sampled = (String, i64, u64);
+
+    /// Every sample of a body in order and the string fields skipped, or the number and
+    /// message of the line refused.
+    fn samples(body: &str, opts: &Options) -> Result<(Vec<Sampled>, usize), (usize, String)> {
+        let d = run(body, opts).map_err(|r| (r.where_.map_or(0, |w| w.1), r.message))?;
+        let all = d
+            .batch
+            .unpack()
+            .unwrap()
+            .series
+            .iter()
+            .flat_map(|s| {
+                let labels: Vec<String> = s.labels.iter().map(|l| format!("{}={:?}", l.name, l.value)).collect();
+                let series = labels.join(",");
+                s.samples.iter().map(move |p| (series.clone(), p.timestamp_ms, p.value.to_bits()))
+            })
+            .collect();
+        Ok((all, d.string_fields))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+        /// Lines that repeat the previous line's series key and single field skip parsing the
+        /// tags: decoding a body gives what decoding each of its lines alone gives.
+        #[test]
+        fn a_body_decodes_as_its_lines_one_by_one(
+            lines in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "m", "m", "m,a=1", "m,a=1", "m,b=2,a=1", "m,a\\ x=1", "m,a=", "n,a=1", "m,=1", "#",
+                    ]),
+                    proptest::sample::select(vec![" ", "  ", ""]),
+                    proptest::sample::select(vec!["v=1", "v=2i", "w=3", "w=4", "v=1,w=2", "v=\"s\"", "v=1u", "v=t", "v=x", "=1"]),
+                    proptest::sample::select(vec!["", " 1700000000000000000", " 1700000000000000001", " 17x", "\r"]),
+                ),
+                0..12,
+            ),
+            db in proptest::option::of(proptest::sample::select(vec!["d", ""])),
+        ) {
+            let lines: Vec<String> = lines.iter().map(|(a, b, c, d)| format!("{a}{b}{c}{d}")).collect();
+            let body = lines.join("\n");
+            let o = Options { db: db.map(str::to_owned), ..opts() };
+            let mut expected = Ok((Vec::new(), 0));
+            for (i, line) in lines.iter().enumerate() {
+                match (samples(line, &o), &mut expected) {
+                    (Ok((found, strings)), Ok((all, skipped))) => {
+                        all.extend(found);
+                        *skipped += strings;
+                    }
+                    (Err((_, message)), Ok(_)) => expected = Err((i + 1, message)),
+                    _ => {}
+                }
+            }
+            proptest::prop_assert_eq!(samples(&body, &o), expected, "body {:?}", body);
+        }
     }
 
     fn l(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
