@@ -378,26 +378,11 @@ mod tests {
             .collect()
     }
 
-    /// One decoded sample: its series, timestamp and value bits.
-    type Sampled = (String, i64, u64);
-
     /// Every sample of a body in order and the string fields skipped, or the number and
     /// message of the line refused.
-    fn samples(body: &str, opts: &Options) -> Result<(Vec<Sampled>, usize), (usize, String)> {
+    fn samples(body: &str, opts: &Options) -> Result<(Vec<crate::ingest::ComparedSample>, usize), (usize, String)> {
         let d = run(body, opts).map_err(|r| (r.where_.map_or(0, |w| w.1), r.message))?;
-        let all = d
-            .batch
-            .unpack()
-            .unwrap()
-            .series
-            .iter()
-            .flat_map(|s| {
-                let labels: Vec<String> = s.labels.iter().map(|l| format!("{}={:?}", l.name, l.value)).collect();
-                let series = labels.join(",");
-                s.samples.iter().map(move |p| (series.clone(), p.timestamp_ms, p.value.to_bits()))
-            })
-            .collect();
-        Ok((all, d.string_fields))
+        Ok((crate::ingest::samples_in_order(&d.batch), d.string_fields))
     }
 
     proptest::proptest! {

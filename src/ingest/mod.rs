@@ -335,6 +335,25 @@ pub fn at<E>(what: &'static str, n: usize) -> impl Fn(Stop<E>) -> Stop<E> {
     }
 }
 
+/// A float sample as a decoder's property tests compare it: label set, timestamp, value bits.
+#[cfg(test)]
+pub(crate) type ComparedSample = (String, i64, u64);
+
+/// Every float sample of a batch in order.
+#[cfg(test)]
+pub(crate) fn samples_in_order(batch: &PackedBatch) -> Vec<ComparedSample> {
+    let Ok(unpacked) = batch.unpack() else { return Vec::new() };
+    unpacked
+        .series
+        .iter()
+        .flat_map(|s| {
+            let labels: Vec<String> = s.labels.iter().map(|l| format!("{}={:?}", l.name, l.value)).collect();
+            let series = labels.join(",");
+            s.samples.iter().map(move |p| (series.clone(), p.timestamp_ms, p.value.to_bits()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

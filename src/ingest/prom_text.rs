@@ -222,25 +222,10 @@ mod tests {
     }
     use crate::labels::METRIC_NAME;
 
-    /// One decoded sample: its series, timestamp and value bits.
-    type Flat = (String, i64, u64);
-
     /// Every sample of a decoded body in order, or the number and message of the line refused.
-    fn flat(body: &str) -> Result<Vec<Flat>, (usize, String)> {
-        let b = decode(body.as_bytes(), &opts(false), &mut |_| Ok::<(), ()>(())).map_err(|s| match s {
-            Stop::Invalid(r) => (r.where_.map_or(0, |w| w.1), r.message),
-            Stop::Refused(()) => unreachable!(),
-        })?;
-        Ok(b.unpack()
-            .unwrap()
-            .series
-            .iter()
-            .flat_map(|s| {
-                let labels: Vec<String> = s.labels.iter().map(|l| format!("{}={:?}", l.name, l.value)).collect();
-                let series = labels.join(",");
-                s.samples.iter().map(move |p| (series.clone(), p.timestamp_ms, p.value.to_bits()))
-            })
-            .collect())
+    fn flat(body: &str) -> Result<Vec<crate::ingest::ComparedSample>, (usize, String)> {
+        let batch = decoded(body, &opts(false)).map_err(|r| (r.where_.map_or(0, |w| w.1), r.message))?;
+        Ok(crate::ingest::samples_in_order(&batch))
     }
 
     proptest::proptest! {
@@ -280,12 +265,16 @@ mod tests {
         Options { openmetrics, default_ms: 1_700_000_000_000, limits: SeriesLimits::default() }
     }
 
-    fn run(body: &str, o: &Options) -> Result<Vec<(String, f64, i64)>, Rejection> {
-        let b = decode(body.as_bytes(), o, &mut |_| Ok::<(), ()>(())).map_err(|s| match s {
+    fn decoded(body: &str, o: &Options) -> Result<PackedBatch, Rejection> {
+        decode(body.as_bytes(), o, &mut |_| Ok::<(), ()>(())).map_err(|s| match s {
             Stop::Invalid(r) => r,
             Stop::Refused(()) => unreachable!(),
-        })?;
-        Ok(b.unpack()
+        })
+    }
+
+    fn run(body: &str, o: &Options) -> Result<Vec<(String, f64, i64)>, Rejection> {
+        Ok(decoded(body, o)?
+            .unpack()
             .unwrap()
             .series
             .iter()
