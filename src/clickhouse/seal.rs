@@ -109,7 +109,7 @@ impl ClickHouse {
 
     /// How far below the clock a seal's watermark lies: the abort horizon (`commit.rs`), so
     /// every row under it belongs to a write that is committed or never will be.
-    fn margin(&self) -> i64 {
+    pub(super) fn margin(&self) -> i64 {
         self.inner.config.seal_margin_ms.unwrap_or_else(|| self.abort_horizon())
     }
 
