@@ -183,6 +183,7 @@ fn a_write_spanning_shards_with_one_down_shows_nothing_until_retried() {
     let partial = count_on(&shards[0], ROWS_OF_WRITES);
     assert!(partial > 0 && partial < 160, "shard 0 took its share of the write: {partial} rows");
     assert!(count_on(&shards[0], POSTINGS_OF_WRITES) > 0, "shard 0 took the postings of its series");
+    assert!(count_on(&shards[0], "SELECT count() FROM saltdb.exemplars") > 0, "and its exemplars");
     // Shard 0 holds the postings of its share, uncommitted: a reader answering from it alone
     // lists none of them.
     assert_none_listed(&partial_reader, "shard 1 down, partial reads");
@@ -193,6 +194,7 @@ fn a_write_spanning_shards_with_one_down_shows_nothing_until_retried() {
     let (sealed, settled) = maintain(urls.clone());
     assert_eq!((sealed.samples, sealed.aborted, sealed.chunks), (0, partial, 0), "{sealed:?}");
     assert_eq!((settled.committed, settled.aborted), (0, 1), "{settled:?}");
+    assert_eq!(count_on(&shards[0], "SELECT count() FROM saltdb.exemplars"), 0, "the seal deleted the exemplars");
     assert_eq!(per_shard_count(&shards, "SELECT count() FROM saltdb.samples"), [0, 0]);
     assert_eq!(per_shard_count(&shards, "SELECT count() FROM saltdb.postings"), [0, 0]);
     for n in [&a, &b] {
@@ -263,10 +265,12 @@ fn a_write_whose_commit_fails_after_its_inserts_shows_nothing_until_retried() {
         assert_none_listed(n, "commit failed");
     }
     assert!(stored(POSTINGS_OF_WRITES).iter().all(|&n| n > 0), "both shards took their postings");
+    assert!(stored("SELECT count() FROM saltdb.starts").iter().all(|&n| n > 0), "and start timestamps");
     let (sealed, settled) = maintain(urls);
     assert_eq!((sealed.samples, sealed.aborted, sealed.chunks), (0, 160, 0), "{sealed:?}");
     assert_eq!((settled.committed, settled.aborted), (0, 2), "one write id on both shards: {settled:?}");
     assert_eq!(stored("SELECT count() FROM saltdb.samples"), [0, 0]);
+    assert_eq!(stored("SELECT count() FROM saltdb.starts"), [0, 0], "the seal deleted the start timestamps");
     assert_eq!(stored("SELECT count() FROM saltdb.postings"), [0, 0]);
     for n in [&writer, &fresh] {
         assert_none_listed(n, "after a maintenance pass");
