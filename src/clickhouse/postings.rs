@@ -8,11 +8,13 @@
 //!   copied under write id 0, then every row of a non-zero write id under the watermark is
 //!   deleted (one `ALTER TABLE postings DELETE`; ClickHouse rewrites only the parts holding such
 //!   rows: those inserted since the last pass). So only the rows of recent writes carry an id.
-//! - **Reads ask only where no settled row exists.** The statements group by the key asked for
-//!   (a label value, a series id) and return its write ids only when none of its rows has
-//!   write id 0: `if(min(write_id) = 0, [], groupUniqArray(write_id))`. A key is listed when a
-//!   row is settled or one of its write ids is committed; the ids are decided as the samples'
-//!   (the node's cache of decided ids first, then one look-up per coordinator).
+//! - **Reads ask only where no settled row exists.** The statement groups by the key asked for
+//!   (a label value, a series id) and returns its least and greatest write id: a least of 0 is
+//!   a settled row, equal ones the key's only write (the usual case before settling), and only
+//!   for the keys with several write ids and no 0 a second statement asks for all of them. A
+//!   key is listed when a row is settled or one of its write ids is committed; the ids are
+//!   decided as the samples' (the node's cache of decided ids first, then one look-up per
+//!   coordinator).
 //!
 //! Invariants:
 //! - A postings row of write id `w != 0` is copied under 0 only once `w` is committed, and
@@ -35,26 +37,37 @@ type Result<T> = std::result::Result<T, StorageError>;
 
 /// Keys read from `postings`, each with the write ids that could make it visible (none when a
 /// settled row, write id 0, lists it).
-pub(super) struct Gated<K> {
+struct Gated<K> {
     keys: Vec<(K, Vec<u64>)>,
+    /// Keys whose rows carry several write ids and no 0: asked again for all of them.
+    several: Vec<K>,
     seen: SeenIds,
 }
 
-impl<K> Default for Gated<K> {
-    fn default() -> Self {
-        Self { keys: Vec::new(), seen: SeenIds::default() }
-    }
-}
-
 impl<K> Gated<K> {
-    /// Adds the rows of `body`: `key, ids Array(UInt64), inserted_at Int64` (`inserted_at` the
-    /// latest of the key's rows: a write id is decided aborted only past the horizon of it).
-    fn read<'a>(
-        &mut self,
-        shard: &Shard,
-        body: &'a [u8],
-        mut key: impl FnMut(&mut Reader<'a>) -> std::result::Result<K, Malformed>,
-    ) -> Result<()> {
+    /// The rows of `body`: `key, min(write_id), max(write_id), max(inserted_at)` (`inserted_at`
+    /// the latest of the key's rows: a write id is decided aborted only past the horizon of it).
+    fn read(shard: &Shard, body: &[u8], key: &impl ReadKey<K>) -> Result<Self> {
+        let mut gated = Self { keys: Vec::new(), several: Vec::new(), seen: SeenIds::default() };
+        let mut r = Reader::new(body);
+        while !r.is_empty() {
+            let k = key(&mut r).map_err(|e| malformed(shard, e))?;
+            let (lo, hi) = (r.u64().map_err(|e| malformed(shard, e))?, r.u64().map_err(|e| malformed(shard, e))?);
+            let at = r.i64().map_err(|e| malformed(shard, e))?;
+            if lo == 0 {
+                gated.keys.push((k, Vec::new()));
+            } else if lo == hi {
+                gated.seen.note(lo, at);
+                gated.keys.push((k, vec![lo]));
+            } else {
+                gated.several.push(k);
+            }
+        }
+        Ok(gated)
+    }
+
+    /// Adds the rows of `body`: `key, groupUniqArray(write_id), max(inserted_at)`.
+    fn read_several(&mut self, shard: &Shard, body: &[u8], key: &impl ReadKey<K>) -> Result<()> {
         let mut r = Reader::new(body);
         while !r.is_empty() {
             let k = key(&mut r).map_err(|e| malformed(shard, e))?;
@@ -82,9 +95,13 @@ impl<K> Gated<K> {
     }
 }
 
-/// The aggregates that follow a grouped key: its write ids unless one row is settled, and its
-/// rows' latest `inserted_at`.
-const GATE: &str = "if(min(write_id) = 0, emptyArrayUInt64(), groupUniqArray(write_id)), max(inserted_at)";
+/// Reads one key (an owned value) from a row.
+trait ReadKey<K>: for<'b> Fn(&mut Reader<'b>) -> std::result::Result<K, Malformed> {}
+
+impl<K, F: for<'b> Fn(&mut Reader<'b>) -> std::result::Result<K, Malformed>> ReadKey<K> for F {}
+
+/// Bytes of keys per `IN (...)` list of the second statement of [`ClickHouse::gated`].
+const KEY_LIST_BYTES: usize = 64 * 1024;
 
 /// What one settling pass did, summed over shards (a write id with rows on two shards counts
 /// twice).
@@ -100,29 +117,54 @@ impl ClickHouse {
     /// The values of label `name` on `shard` in `days` (a condition on `day`) that a settled
     /// row or a committed write lists.
     pub(super) fn visible_values(&self, shard: &Shard, name: &str, days: &str) -> Result<Vec<String>> {
-        let sql = format!(
-            "SELECT value, {GATE} FROM {} WHERE name = {} AND {days} GROUP BY value FORMAT RowBinary",
-            self.table("postings"),
-            quote(name),
-        );
-        let body = shard.query(&sql)?;
-        let mut gated = Gated::default();
-        gated.read(shard, &body, |r| r.str().map(str::to_owned))?;
-        gated.visible(self)
+        let rows = format!("name = {} AND {days}", quote(name));
+        self.gated(shard, "value", &rows, &|r: &mut Reader<'_>| r.str().map(str::to_owned), |v| quote(v))
     }
 
     /// The series ids of `shard` whose label `name` takes a value of `list` (quoted values,
     /// comma-separated) in `days`, that a settled row or a committed write lists.
     pub(super) fn visible_ids(&self, shard: &Shard, name: &str, list: &str, days: &str) -> Result<Vec<u64>> {
-        let sql = format!(
-            "SELECT series_id, {GATE} FROM {} WHERE name = {} AND value IN ({list}) AND {days} GROUP BY series_id \
-             FORMAT RowBinary",
-            self.table("postings"),
-            quote(name),
-        );
-        let body = shard.query(&sql)?;
-        let mut gated = Gated::default();
-        gated.read(shard, &body, Reader::u64)?;
+        let rows = format!("name = {} AND value IN ({list}) AND {days}", quote(name));
+        self.gated(shard, "series_id", &rows, &|r: &mut Reader<'_>| r.u64(), u64::to_string)
+    }
+
+    /// The distinct `column` (`value` or `series_id`) of the postings rows `rows` (a condition)
+    /// that a settled row or a committed write lists. One statement gives each key's least and
+    /// greatest write id: a least of 0 is a settled row, equal ones the key's only write id
+    /// (the usual case before settling). The keys with several write ids and no 0 are asked
+    /// again, by name, for all their write ids (a key settled meanwhile then shows its 0).
+    fn gated<K>(
+        &self,
+        shard: &Shard,
+        column: &str,
+        rows: &str,
+        key: &impl ReadKey<K>,
+        sql_of: impl Fn(&K) -> String,
+    ) -> Result<Vec<K>> {
+        let postings = self.table("postings");
+        let body = shard.query(&format!(
+            "SELECT {column}, min(write_id), max(write_id), max(inserted_at) FROM {postings} WHERE {rows} \
+             GROUP BY {column} FORMAT RowBinary"
+        ))?;
+        let mut gated = Gated::read(shard, &body, key)?;
+        let several = std::mem::take(&mut gated.several);
+        let mut lists: Vec<String> = Vec::new();
+        for k in &several {
+            match lists.last_mut() {
+                Some(list) if list.len() < KEY_LIST_BYTES => {
+                    list.push(',');
+                    list.push_str(&sql_of(k));
+                }
+                _ => lists.push(sql_of(k)),
+            }
+        }
+        for list in lists {
+            let body = shard.query(&format!(
+                "SELECT {column}, groupUniqArray(write_id), max(inserted_at) FROM {postings} \
+                 WHERE {rows} AND {column} IN ({list}) GROUP BY {column} FORMAT RowBinary"
+            ))?;
+            gated.read_several(shard, &body, key)?;
+        }
         gated.visible(self)
     }
 
@@ -134,10 +176,9 @@ impl ClickHouse {
     /// [`StorageError::Unavailable`] when a shard or a coordinator fails (the other shards are
     /// still settled; what is left is settled by the next pass).
     pub fn settle_postings(&self, now_ms: i64) -> Result<Settled> {
-        let watermark = now_ms.saturating_sub(self.margin());
         let (mut total, mut failed) = (Settled::default(), None);
         for shard in &self.inner.shards {
-            match self.settle_shard(shard, watermark) {
+            match self.settle_shard(shard, now_ms) {
                 Ok(s) => {
                     total.committed += s.committed;
                     total.aborted += s.aborted;
@@ -148,7 +189,9 @@ impl ClickHouse {
         failed.map_or(Ok(total), Err)
     }
 
-    fn settle_shard(&self, shard: &Shard, watermark: i64) -> Result<Settled> {
+    /// [`Self::settle_postings`] on one shard.
+    fn settle_shard(&self, shard: &Shard, now_ms: i64) -> Result<Settled> {
+        let watermark = now_ms.saturating_sub(self.margin());
         let postings = self.table("postings");
         let under = format!("write_id != 0 AND inserted_at <= {watermark}");
         let body = shard.query(&format!(
@@ -166,7 +209,7 @@ impl ClickHouse {
             return Ok(Settled::default());
         }
         // Every write id under the watermark is past the horizon: committed, or never will be.
-        let visible = self.visible(&seen, watermark.saturating_add(self.margin()))?;
+        let visible = self.visible(&seen, now_ms)?;
         let committed: BTreeSet<u64> = ids.iter().copied().filter(|&id| visible.contains(id)).collect();
         let list: Vec<u64> = committed.iter().copied().collect();
         for chunk in list.chunks(IDS_PER_STATEMENT) {
@@ -180,7 +223,7 @@ impl ClickHouse {
         shard.query(&format!("ALTER TABLE {postings} DELETE WHERE {under}"))?;
         self.wait_for_mutations(shard, "postings")?;
         let settled = Settled { committed: committed.len() as u64, aborted: (ids.len() - committed.len()) as u64 };
-        tracing::info!(
+        tracing::debug!(
             shard = shard.url(),
             committed = settled.committed,
             aborted = settled.aborted,

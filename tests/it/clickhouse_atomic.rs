@@ -209,6 +209,10 @@ fn a_write_spanning_shards_with_one_down_shows_nothing_until_retried() {
             assert_all_once(&n.url(""), "retried");
         }
     }
+    // Each series' postings carry both writes' ids (neither node knew it): listed from both.
+    let twice = "SELECT count() FROM (SELECT series_id FROM saltdb.postings GROUP BY series_id \
+                 HAVING min(write_id) != 0 AND uniqExact(write_id) = 2)";
+    assert_eq!(per_shard_count(&shards, twice).iter().sum::<u64>(), 16);
     let (sealed, settled) = maintain(urls);
     assert_eq!((sealed.samples, sealed.aborted), (320, 0), "both copies folded into one: {sealed:?}");
     assert_eq!((settled.committed, settled.aborted), (4, 0), "two write ids on both shards: {settled:?}");
