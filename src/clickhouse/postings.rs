@@ -35,12 +35,15 @@ use crate::storage::StorageError;
 
 type Result<T> = std::result::Result<T, StorageError>;
 
-/// Keys read from `postings`, each with the write ids that could make it visible (none when a
-/// settled row, write id 0, lists it).
+/// Keys read from `postings`: those a settled row (write id 0) lists, and the others with the
+/// write ids that could make them visible.
 struct Gated<K> {
-    keys: Vec<(K, Vec<u64>)>,
-    /// Keys whose rows carry several write ids and no 0: asked again for all of them.
+    settled: Vec<K>,
+    /// Keys of one write id (the usual case before settling).
+    one: Vec<(K, u64)>,
+    /// Keys of several write ids, none 0: asked again for all of them, then in `all`.
     several: Vec<K>,
+    all: Vec<(K, Vec<u64>)>,
     seen: SeenIds,
 }
 
@@ -48,17 +51,18 @@ impl<K> Gated<K> {
     /// The rows of `body`: `key, min(write_id), max(write_id), max(inserted_at)` (`inserted_at`
     /// the latest of the key's rows: a write id is decided aborted only past the horizon of it).
     fn read(shard: &Shard, body: &[u8], key: &impl ReadKey<K>) -> Result<Self> {
-        let mut gated = Self { keys: Vec::new(), several: Vec::new(), seen: SeenIds::default() };
+        let (settled, one, several, all) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut gated = Self { settled, one, several, all, seen: SeenIds::default() };
         let mut r = Reader::new(body);
+        let row =
+            |r: &mut Reader<'_>| -> std::result::Result<_, Malformed> { Ok((key(r)?, r.u64()?, r.u64()?, r.i64()?)) };
         while !r.is_empty() {
-            let k = key(&mut r).map_err(|e| malformed(shard, e))?;
-            let (lo, hi) = (r.u64().map_err(|e| malformed(shard, e))?, r.u64().map_err(|e| malformed(shard, e))?);
-            let at = r.i64().map_err(|e| malformed(shard, e))?;
+            let (k, lo, hi, at) = row(&mut r).map_err(|e| malformed(shard, e))?;
             if lo == 0 {
-                gated.keys.push((k, Vec::new()));
+                gated.settled.push(k);
             } else if lo == hi {
                 gated.seen.note(lo, at);
-                gated.keys.push((k, vec![lo]));
+                gated.one.push((k, lo));
             } else {
                 gated.several.push(k);
             }
@@ -78,20 +82,21 @@ impl<K> Gated<K> {
             for &id in &ids {
                 self.seen.note(id, at);
             }
-            self.keys.push((k, ids));
+            self.all.push((k, ids));
         }
         Ok(())
     }
 
     /// The keys listed by a settled row or by a committed write.
     fn visible(self, store: &ClickHouse) -> Result<Vec<K>> {
+        let mut out = self.settled;
+        if self.one.is_empty() && self.all.is_empty() {
+            return Ok(out);
+        }
         let visible = store.visible(&self.seen, crate::storage::now_ms())?;
-        Ok(self
-            .keys
-            .into_iter()
-            .filter(|(_, ids)| ids.is_empty() || ids.iter().any(|&id| visible.contains(id)))
-            .map(|(k, _)| k)
-            .collect())
+        out.extend(self.one.into_iter().filter(|&(_, id)| visible.contains(id)).map(|(k, _)| k));
+        out.extend(self.all.into_iter().filter(|(_, ids)| ids.iter().any(|&id| visible.contains(id))).map(|(k, _)| k));
+        Ok(out)
     }
 }
 
