@@ -223,13 +223,17 @@ fn spawn_clickhouse_maintenance(
                 _ = stopped.wait_for(|&s| s) => return,
             }
             let s = store.clone();
-            // Retention first (never seal what is about to be dropped), then sealing.
+            // Retention first (never seal what is about to be dropped), then sealing, then the
+            // settling of the index rows of decided writes.
             let pass = tokio::task::spawn_blocking(move || {
                 let now = crate::storage::now_ms();
-                (s.enforce_retention(now), s.seal_closed_days(now))
+                (s.enforce_retention(now), s.seal_closed_days(now), s.settle_postings(now))
             });
             match pass.await {
-                Ok((retention, sealed)) => {
+                Ok((retention, sealed, settled)) => {
+                    if let Err(e) = settled {
+                        tracing::error!(error = %e, "settling ClickHouse postings failed");
+                    }
                     match retention {
                         Ok(0) => {}
                         Ok(n) => tracing::info!(partitions = n, "dropped ClickHouse partitions past retention"),

@@ -1,16 +1,18 @@
 //! Writes spanning shards, all or nothing. ClickHouse 18.16 has no transaction across servers,
 //! so a write that touches several shards commits in two steps:
 //!
-//! 1. Its rows in `samples`, `starts` and `exemplars` carry its **write id** (`write_id`, never 0) and are
-//!    inserted on every shard concerned, as any write's (`write.rs`). They are invisible.
+//! 1. Its rows in `samples`, `starts`, `exemplars` and `postings` carry its **write id**
+//!    (`write_id`, never 0) and are inserted on every shard concerned, as any write's
+//!    (`write.rs`). They are invisible.
 //! 2. Once every shard acknowledged them, one **commit record** (`commits`: `write_id`, `day`)
 //!    is inserted on the write's **coordinator**, the lowest-numbered shard it touched, and
 //!    only then is the write acknowledged. That insert is the commit point: one row on one
 //!    server, so it is there or not. If a shard failed, no record is written, the client gets
 //!    the shard's 503, and the rows already inserted elsewhere stay invisible for ever.
 //!
-//! Readers (queries, exports, remote read, start timestamps, exemplars) and seals see a row of write id
-//! `w != 0` only when `w` has a commit record. A write touching one shard keeps write id 0 and is
+//! Readers (queries, exports, remote read, start timestamps, exemplars, and through `postings`
+//! series, label names and values: `postings.rs`) and seals see a row of write id `w != 0` only
+//! when `w` has a commit record. A write touching one shard keeps write id 0 and is
 //! visible as soon as its insert is, as before: it pays nothing more.
 //!
 //! - **Write ids** are random 64-bit numbers (a per-process random seed hashed with a counter:

@@ -20,7 +20,7 @@
 //!   shard that fails fails the writes that touched it ([`StorageError::Unavailable`]):
 //!   retrying them is safe. A write touching several shards is all or nothing: its rows carry
 //!   a write id and become visible together when one commit record is written on one shard
-//!   (`commit.rs`).
+//!   (`commit.rs`), its postings rows included (`postings.rs`).
 //! - **Reads** (`read.rs`) fan out to every shard in parallel and merge.
 //!
 //! - **Sealing** (`seal.rs`): once a day has been closed for `--ooo-grace`, its samples are
@@ -36,6 +36,7 @@ mod client;
 mod commit;
 mod delete;
 mod exemplars;
+mod postings;
 mod read;
 mod recency;
 mod retention;
@@ -54,6 +55,7 @@ use client::Shard;
 pub use client::ShardError;
 pub use commit::CommitHook;
 pub use exemplars::exemplars_stored;
+pub use postings::Settled;
 pub use read::ClickHouseQuerier;
 pub use seal::Sealed;
 
@@ -129,7 +131,8 @@ pub struct ClickHouse {
 struct Inner {
     config: ClickHouseConfig,
     shards: Vec<Shard>,
-    /// `(series id, day)` whose `series` and `postings` rows are written.
+    /// `(series id, day)` whose `series` and `postings` rows are written and visible (write id
+    /// 0, or a committed write: never one that failed, see `write.rs`).
     known: Mutex<HashSet<(u64, u16)>>,
     /// Where this node's write ids come from (`commit.rs`).
     write_ids: commit::WriteIds,

@@ -6,7 +6,8 @@
 //! range come from `chunks` (sealed days, by ascending version) and then `samples`, the later
 //! of two samples at one time winning (which also drops the not-yet-merged duplicates of
 //! retried inserts and of a seal in progress). Rows of a write spanning shards that is not
-//! committed are left out (`commit.rs`).
+//! committed are left out (`commit.rs`), its postings rows too (`postings.rs`): a series, label
+//! name or value listed only by such a write is not listed.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
@@ -192,7 +193,8 @@ impl ClickHouseQuerier {
         format!("day >= toDate({}) AND day <= toDate({})", day_of(start_ms), day_of(end_ms))
     }
 
-    /// Distinct values of label `name` on `shard` in the days of the range.
+    /// Distinct values of label `name` on `shard` in the days of the range, whatever their
+    /// write's fate (for regex matchers: [`Self::ids_with`] then takes only visible rows).
     fn values(&self, shard: &Shard, name: &str, start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
         let sql = format!(
             "SELECT DISTINCT value FROM {} WHERE name = {} AND {} FORMAT RowBinary",
@@ -209,7 +211,8 @@ impl ClickHouseQuerier {
         Ok(out)
     }
 
-    /// Distinct ids of `shard` whose label `name` takes one of `values` in the days of the range.
+    /// Distinct ids of `shard` whose label `name` takes one of `values` in the days of the range,
+    /// by a settled postings row or one of a committed write (`postings.rs`).
     fn ids_with(
         &self,
         shard: &Shard,
@@ -231,17 +234,7 @@ impl ClickHouseQuerier {
             }
         }
         for list in lists {
-            let sql = format!(
-                "SELECT DISTINCT series_id FROM {} WHERE name = {} AND value IN ({list}) AND {} FORMAT RowBinary",
-                self.store.table("postings"),
-                quote(name),
-                Self::days(start_ms, end_ms)
-            );
-            let body = shard.query(&sql)?;
-            let mut r = Reader::new(&body);
-            while !r.is_empty() {
-                ids.insert(r.u64().map_err(|e| malformed(shard, e))?);
-            }
+            ids.extend(self.store.visible_ids(shard, name, &list, &Self::days(start_ms, end_ms))?);
         }
         Ok(ids)
     }
@@ -557,7 +550,8 @@ impl Querier for ClickHouseQuerier {
         limit: Option<usize>,
     ) -> Result<Vec<String>> {
         let values: BTreeSet<String> = if matchers.is_empty() {
-            self.each_shard(|shard| self.values(shard, name, start_ms, end_ms))?.into_iter().flatten().collect()
+            let days = Self::days(start_ms, end_ms);
+            self.each_shard(|shard| self.store.visible_values(shard, name, &days))?.into_iter().flatten().collect()
         } else {
             self.labels_of_all(matchers, start_ms, end_ms)?
                 .iter()

@@ -13,8 +13,10 @@ use crate::storage::StorageError;
 /// `starts` table (start timestamps), created empty. Version 5 made writes spanning shards
 /// all-or-nothing (`commit.rs`): `samples.write_id` and `starts.write_id`, appended to both
 /// tables' sorting keys (older rows read 0: committed), the `commits` table, and the
-/// `exemplars` table (created empty).
-pub const VERSION: u32 = 5;
+/// `exemplars` table (created empty). Version 6 made the index of such writes all-or-nothing
+/// too: `postings.write_id` (appended to its sorting key) and `postings.inserted_at` (older rows
+/// read 0 for both: committed, settled).
+pub const VERSION: u32 = 6;
 
 /// Creates the database and tables of version [`VERSION`] on `shard` unless they exist, and
 /// records the version.
@@ -39,7 +41,8 @@ pub fn ensure(shard: &Shard, db: &str) -> Result<(), StorageError> {
         shard.query(&statement)?;
     }
     // Version 1's `samples` lacks `inserted_at`, versions 1 and 2 lack `histogram`, versions 1
-    // to 4 lack `write_id` (18.16 has no `ADD COLUMN IF NOT EXISTS`). Checked with `DESCRIBE` of
+    // to 4 lack `write_id`, versions 1 to 5 lack `postings.write_id` and `postings.inserted_at`
+    // (18.16 has no `ADD COLUMN IF NOT EXISTS`). Checked with `DESCRIBE` of
     // the table: `system.columns` lists every table of the server, which grows slow on a shard
     // holding many databases. Each step is one statement and they run in order, so a crash
     // between two is finished next time.
@@ -51,10 +54,13 @@ pub fn ensure(shard: &Shard, db: &str) -> Result<(), StorageError> {
         if !samples.has("histogram") {
             shard.query(&format!("ALTER TABLE {db}.samples ADD COLUMN histogram String DEFAULT ''"))?;
         }
-        for table in ["samples", "starts"] {
+        for table in ["samples", "starts", "postings"] {
             if !Described::of(shard, db, table)?.has("write_id") {
                 shard.query(&add_write_id(db, table))?;
             }
+        }
+        if !Described::of(shard, db, "postings")?.has("inserted_at") {
+            shard.query(&format!("ALTER TABLE {db}.postings ADD COLUMN inserted_at Int64 DEFAULT 0"))?;
         }
         shard.query(&format!("INSERT INTO {db}.schema_version VALUES ({VERSION})"))?;
     }
@@ -75,12 +81,13 @@ impl Described {
     }
 }
 
-/// The upgrade of `table` (`samples` or `starts`) to version 5: the `write_id` column, appended
-/// to the sorting key in the same statement (18.16 allows only a new column there, and only
-/// without a default expression: a `UInt64` reads 0 anyway). The primary key stays
-/// `(bucket, series_id, ts)`, so a version-5 table created afresh declares it the same way.
+/// The upgrade of `table` to its `write_id` column (`samples` and `starts`: version 5;
+/// `postings`: version 6), appended to the sorting key in the same statement (18.16 allows only
+/// a new column there, and only without a default expression: a `UInt64` reads 0 anyway). The
+/// primary key stays the old sorting key, so a table created afresh declares it the same way.
 fn add_write_id(db: &str, table: &str) -> String {
-    format!("ALTER TABLE {db}.{table} ADD COLUMN write_id UInt64, MODIFY ORDER BY (bucket, series_id, ts, write_id)")
+    let key = if table == "postings" { "name, value, day, series_id" } else { "bucket, series_id, ts" };
+    format!("ALTER TABLE {db}.{table} ADD COLUMN write_id UInt64, MODIFY ORDER BY ({key}, write_id)")
 }
 
 /// The statements creating the tables.
@@ -90,9 +97,12 @@ fn tables(db: &str) -> [String; 7] {
             "CREATE TABLE IF NOT EXISTS {db}.series (series_id UInt64, bucket UInt16, names Array(String), \
              values Array(String)) ENGINE = ReplacingMergeTree ORDER BY series_id"
         ),
+        // `write_id` and `inserted_at` as their write's `samples` rows; the maintenance pass
+        // settles them (`settle.rs`).
         format!(
-            "CREATE TABLE IF NOT EXISTS {db}.postings (day Date, name String, value String, series_id UInt64) \
-             ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (name, value, day, series_id)"
+            "CREATE TABLE IF NOT EXISTS {db}.postings (day Date, name String, value String, series_id UInt64, \
+             write_id UInt64, inserted_at Int64 DEFAULT 0) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) \
+             PRIMARY KEY (name, value, day, series_id) ORDER BY (name, value, day, series_id, write_id)"
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.samples (bucket UInt16, series_id UInt64, ts Int64, value UInt64, \

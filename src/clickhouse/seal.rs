@@ -17,7 +17,9 @@
 //!   deletes exactly those rows (`ALTER TABLE samples DELETE WHERE day AND inserted_at <= W`).
 //!   The margin is also the abort horizon of writes spanning shards (`commit.rs`): a row under
 //!   `W` whose write id is not committed never will be, so it is not folded in, and the
-//!   deletion removes it (the clean-up of aborted writes).
+//!   deletion removes it (the clean-up of aborted writes), with the `starts` and `exemplars`
+//!   rows of those write ids, on that shard. (Their postings rows are deleted by the settling of
+//!   postings, `postings.rs`.)
 //!   A late sample written during the seal is above `W`: it stays in `samples` for the next
 //!   seal. Nodes' clocks must agree within a minute (NTP).
 //! - **Versions.** A seal rewrites only the series that have sample rows to fold in: it writes
@@ -32,7 +34,7 @@
 //!
 //! A crash between the steps leaves duplicates (equal values) that the next seal removes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::client::Shard;
 use super::commit::SeenIds;
@@ -56,7 +58,7 @@ pub struct Sealed {
     /// Sample rows moved into chunks.
     pub samples: u64,
     /// Sample rows of aborted writes (spanning shards, never committed: `commit.rs`) deleted
-    /// without being moved.
+    /// without being moved (their `starts` and `exemplars` rows are deleted too).
     pub aborted: u64,
     /// Chunk rows written.
     pub chunks: u64,
@@ -109,7 +111,7 @@ impl ClickHouse {
 
     /// How far below the clock a seal's watermark lies: the abort horizon (`commit.rs`), so
     /// every row under it belongs to a write that is committed or never will be.
-    fn margin(&self) -> i64 {
+    pub(super) fn margin(&self) -> i64 {
         self.inner.config.seal_margin_ms.unwrap_or_else(|| self.abort_horizon())
     }
 
@@ -129,17 +131,19 @@ impl ClickHouse {
             return Ok(Sealed::default());
         }
         let mut sealed = Sealed::default();
+        let mut aborted = BTreeSet::new();
         for (bucket, rows) in buckets {
             let parts = rows.div_ceil(PART_ROWS);
             for part in 0..parts {
                 let which = format!("bucket = {bucket} AND series_id % {parts} = {part}");
-                let s = self.seal_part(shard, &which, bucket, day, &in_day, watermark)?;
+                let s = self.seal_part(shard, &which, bucket, day, &in_day, watermark, &mut aborted)?;
                 sealed.samples += s.samples;
                 sealed.aborted += s.aborted;
                 sealed.chunks += s.chunks;
             }
         }
         shard.query(&format!("ALTER TABLE {samples} DELETE WHERE {in_day}"))?;
+        self.delete_aborted(shard, &aborted)?;
         self.wait_for_mutations(shard, "chunks")?;
         self.wait_for_mutations(shard, "samples")?;
         tracing::info!(
@@ -153,10 +157,29 @@ impl ClickHouse {
         Ok(sealed)
     }
 
+    /// Deletes the `starts` and `exemplars` rows of the aborted write ids `aborted` on `shard`
+    /// (all their days: a write id is of one write, decided aborted for good) and waits for it.
+    fn delete_aborted(&self, shard: &Shard, aborted: &BTreeSet<u64>) -> Result<(), StorageError> {
+        if aborted.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<u64> = aborted.iter().copied().collect();
+        for table in ["starts", "exemplars"] {
+            for chunk in ids.chunks(super::read::IDS_PER_STATEMENT) {
+                let list = chunk.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+                shard.query(&format!("ALTER TABLE {} DELETE WHERE write_id IN ({list})", self.table(table)))?;
+            }
+            self.wait_for_mutations(shard, table)?;
+        }
+        Ok(())
+    }
+
     /// Reads the sample rows under the watermark of the series `which` selects on day `day`,
     /// merges them into those series' chunk rows (only theirs: a late sample re-seals its own
     /// series, not the day), writes one chunk row per series, of the watermark as version or one
-    /// above the highest version merged, and deletes the versions it merged.
+    /// above the highest version merged, and deletes the versions it merged. The write ids of
+    /// the rows left out as aborted are added to `aborted`.
+    #[expect(clippy::too_many_arguments, reason = "one part of one day: its selection and the day's state")]
     fn seal_part(
         &self,
         shard: &Shard,
@@ -165,6 +188,7 @@ impl ClickHouse {
         day: i64,
         in_day: &str,
         watermark: i64,
+        aborted_ids: &mut BTreeSet<u64>,
     ) -> Result<Sealed, StorageError> {
         let malformed = |e| malformed(shard, e);
         let body = shard.query(&format!(
@@ -192,6 +216,7 @@ impl ClickHouse {
                 SealRow::read(&mut r).map_err(malformed)?;
             if !visible.contains(write_id) {
                 aborted += 1;
+                aborted_ids.insert(write_id);
                 continue;
             }
             let series = merged.entry(id).or_default();

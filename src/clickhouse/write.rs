@@ -49,8 +49,10 @@ struct ShardRows {
     /// `exemplars` rows and how many.
     exemplars: Vec<u8>,
     exemplar_count: u64,
-    /// `(id, day)` whose series and postings rows are in `series`/`postings`.
-    indexed: HashSet<(u64, u16)>,
+    /// `(id, day, write_id)` whose postings rows are in `postings`: a series indexed by two
+    /// jobs of a group under different write ids gets rows under both, so that one job's abort
+    /// cannot hide the other's series.
+    indexed: HashSet<(u64, u16, u64)>,
     /// Series ids with a `series` row here.
     with_series_row: HashSet<u64>,
     /// Rows in `series`, `postings` and `samples`.
@@ -75,7 +77,7 @@ impl ShardRows {
             .chain(series.histograms.iter().map(|h| h.timestamp_ms))
             .chain(series.exemplars.iter().map(|e| e.timestamp_ms));
         let days: BTreeSet<u16> = stamps.map(day_of).collect();
-        self.index(place, series.labels, days, known)?;
+        self.index(place, series.labels, days, known, write_id)?;
         // A histogram replaces a float of the same series and time in one write, as the embedded
         // store's head and log replay do; the rows then never disagree within one insert.
         let shadowed: HashSet<i64> = series.histograms.iter().map(|h| h.timestamp_ms).collect();
@@ -133,17 +135,19 @@ impl ShardRows {
         self.exemplars.extend_from_slice(&write_id.to_le_bytes());
     }
 
-    /// Adds the `series` and `postings` rows of a series for `days` not known yet.
+    /// Adds the `series` and `postings` rows of a series for `days` not known yet, the postings
+    /// under `write_id` (as the write's samples: readers list the series only once it commits).
     fn index(
         &mut self,
         place: Placement,
         canonical: &[u8],
         days: BTreeSet<u16>,
         known: &HashSet<(u64, u16)>,
+        write_id: u64,
     ) -> Result<(), StorageError> {
         let mut labels = None;
         for day in days {
-            if known.contains(&(place.id, day)) || !self.indexed.insert((place.id, day)) {
+            if known.contains(&(place.id, day)) || !self.indexed.insert((place.id, day, write_id)) {
                 continue;
             }
             let l = match &labels {
@@ -171,6 +175,8 @@ impl ShardRows {
                 put_str(&mut self.postings, label.name.as_bytes());
                 put_str(&mut self.postings, label.value.as_bytes());
                 self.postings.extend_from_slice(&place.id.to_le_bytes());
+                self.postings.extend_from_slice(&write_id.to_le_bytes());
+                self.postings.extend_from_slice(&self.stamp.to_le_bytes());
             }
         }
         Ok(())
@@ -275,17 +281,6 @@ fn store_group(store: &ClickHouse, group: Vec<Job>) {
         group.iter().map(|job| plan(store, job, &mut per_shard, &known)).collect()
     };
     let results = insert_all(store, &per_shard);
-    {
-        let mut known = store.inner.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if known.len() > store.inner.config.known_series {
-            known.clear();
-        }
-        for (rows, result) in per_shard.iter().zip(&results) {
-            if result.is_ok() {
-                known.extend(rows.indexed.iter().copied());
-            }
-        }
-    }
     // Per job: its data's outcome (every shard it touched acknowledged).
     let stored: Vec<Result<&Plan, StorageError>> = plans
         .iter()
@@ -298,9 +293,41 @@ fn store_group(store: &ClickHouse, group: Vec<Job>) {
         })
         .collect();
     let commits = commit_group(store, &stored, stamp);
+    remember_indexed(store, &per_shard, &results, &stored, &commits);
     for ((job, stored), committed) in group.into_iter().zip(stored).zip(commits) {
         let outcome = stored.and(committed).map(|()| job.batch.sample_count() + job.batch.histogram_count());
         let _ = job.reply.send(outcome);
+    }
+}
+
+/// Adds to the node's known series the `(id, day)` pairs whose postings rows are visible now:
+/// those of write id 0 on a shard that took its insert, and those of a write spanning shards
+/// that committed. A series indexed only by a write that failed is not remembered, so its next
+/// write indexes it again (else a refused write would leave it unlisted for good).
+fn remember_indexed(
+    store: &ClickHouse,
+    per_shard: &[ShardRows],
+    results: &[Result<(), StorageError>],
+    stored: &[Result<&Plan, StorageError>],
+    commits: &[Result<(), StorageError>],
+) {
+    let committed: HashSet<u64> = stored
+        .iter()
+        .zip(commits)
+        .filter_map(|(s, c)| match (s, c) {
+            (Ok(plan), Ok(())) if plan.write_id != 0 => Some(plan.write_id),
+            _ => None,
+        })
+        .collect();
+    let mut known = store.inner.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if known.len() > store.inner.config.known_series {
+        known.clear();
+    }
+    for (rows, result) in per_shard.iter().zip(results) {
+        if result.is_ok() {
+            let visible = rows.indexed.iter().filter(|&&(_, _, w)| w == 0 || committed.contains(&w));
+            known.extend(visible.map(|&(id, day, _)| (id, day)));
+        }
     }
 }
 
@@ -372,7 +399,8 @@ fn insert_all(store: &ClickHouse, per_shard: &[ShardRows]) -> Vec<Result<(), Sto
                         shard.insert(&insert, &rows.series, 0, rows.counts[0])?;
                     }
                     if !rows.postings.is_empty() {
-                        let insert = format!("INSERT INTO {postings} (day, name, value, series_id)");
+                        let insert =
+                            format!("INSERT INTO {postings} (day, name, value, series_id, write_id, inserted_at)");
                         shard.insert(&insert, &rows.postings, 1, rows.counts[1])?;
                     }
                     if !rows.starts.is_empty() {

@@ -332,13 +332,13 @@ fn a_version_1_database_is_upgraded_in_place() {
     assert_eq!(
         per_shard_count(
             &shards,
-            "SELECT count() FROM system.columns WHERE database = 'saltdb' AND name = 'inserted_at'"
+            "SELECT count() FROM system.columns WHERE database = 'saltdb' AND table = 'samples' AND name = 'inserted_at'"
         ),
         [0, 0]
     );
 
     let upgraded = ClickHouse::open(config.clone()).unwrap();
-    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [5, 5]);
+    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [6, 6]);
     assert_eq!(
         per_shard_count(&shards, "SELECT count() FROM system.tables WHERE database = 'saltdb' AND name = 'starts'"),
         [1, 1]
