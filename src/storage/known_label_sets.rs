@@ -13,6 +13,10 @@
 //! which costs a read, never a wrong answer. Invariant: **no false "certainly not"**, or a
 //! known label set would get a second series id.
 //!
+//! Under churn the filters would outgrow the label sets stored (removed series leave their
+//! bits, and `since_start` holds every series created), so once more were added than the scan
+//! found, a new scan and a new `since_start` replace them (see [`KnownLabelSets`]).
+//!
 //! Each filter is a list of split-block bloom filters (256-bit blocks, 8 bits set per md5, 16
 //! bits per md5 of capacity: about 0.1% of "maybe" for absent md5s at capacity); when the
 //! newest is full a twice larger one is added, so memory follows the number of label sets
@@ -29,6 +33,9 @@ const FIRST_CAPACITY: usize = 1 << 16;
 /// Bounds of the first filter of the scan, sized from the number of ids ever allocated (an upper
 /// bound of the label sets stored: series that were removed had ids too).
 const SCAN_CAPACITY: (usize, usize) = (1 << 16, 1 << 23);
+/// md5s added since a scan before a rescan is considered (and only once more were added than
+/// the scan found: see [`KnownLabelSets`]).
+const RESCAN_AFTER: usize = 1 << 20;
 /// Rows the scan reads between looks at the stop flag.
 const ROWS_PER_CHECK: usize = 4096;
 
@@ -102,6 +109,11 @@ impl Filter {
     fn bytes(&self) -> usize {
         self.parts.iter().map(|b| b.blocks.len() * 32).sum()
     }
+
+    /// md5s inserted.
+    fn len(&self) -> usize {
+        self.parts.iter().map(|b| b.len).sum()
+    }
 }
 
 /// The 64 bits of an md5 the filters use (md5 is uniform, so any 8 of its bytes will do).
@@ -113,13 +125,55 @@ fn key(md5: &[u8]) -> u64 {
     u64::from_le_bytes(word)
 }
 
-/// The label sets `series_by_labels` may hold (see the module documentation). Owned by the
-/// writer thread; dropping it stops and joins the scan.
-pub struct KnownLabelSets {
-    since_start: Filter,
+/// One scan and the md5s added since it began.
+struct Generation {
+    /// Every md5 the writer added since the scan's snapshot could have missed it.
+    since: Filter,
     scanned: Arc<OnceLock<Filter>>,
-    stop: Arc<AtomicBool>,
     scan: Option<JoinHandle<()>>,
+}
+
+impl Generation {
+    /// Starts a scan of `series_by_labels` in a background thread, its first filter sized for
+    /// `expected` md5s.
+    fn start(series_by_labels: &fjall::Keyspace, expected: usize, stop: &Arc<AtomicBool>) -> Self {
+        let scanned = Arc::new(OnceLock::new());
+        let capacity = expected.clamp(SCAN_CAPACITY.0, SCAN_CAPACITY.1);
+        let (keyspace, into, until) = (series_by_labels.clone(), Arc::clone(&scanned), Arc::clone(stop));
+        let scan = std::thread::Builder::new()
+            .name("saltdb-label-sets".into())
+            .spawn(move || {
+                if let Some(filter) = scan(&keyspace, capacity, &until) {
+                    let _ = into.set(filter);
+                }
+            })
+            .map_err(|e| tracing::warn!(error = %e, "could not start the scan of series_by_labels: every new series is looked up"))
+            .ok();
+        Self { since: Filter::with_capacity(FIRST_CAPACITY), scanned, scan }
+    }
+
+    fn join(&mut self) {
+        if let Some(scan) = self.scan.take() {
+            let _ = scan.join();
+        }
+    }
+}
+
+/// The label sets `series_by_labels` may hold (see the module documentation). Owned by the
+/// writer thread; dropping it stops and joins the scans.
+///
+/// Series removed by retention leave their bits, and `since` grows with every series created,
+/// so under churn the filters would outgrow what is stored. Once more md5s were added since the
+/// scan than it found (and at least `rescan_after`), a new generation starts: a fresh scan, and
+/// a fresh `since` that every md5 added from then on also goes to. When that scan is done, the
+/// new generation replaces the old, so memory follows the label sets stored, not those ever
+/// created.
+pub struct KnownLabelSets {
+    series_by_labels: fjall::Keyspace,
+    current: Generation,
+    next: Option<Generation>,
+    rescan_after: usize,
+    stop: Arc<AtomicBool>,
 }
 
 impl KnownLabelSets {
@@ -127,49 +181,74 @@ impl KnownLabelSets {
     /// first filter. Must be called after the writer exists and before it writes a series, so
     /// that every row the snapshot misses goes through [`Self::add`].
     pub fn start(series_by_labels: fjall::Keyspace, ids_allocated: u64) -> Self {
-        let scanned = Arc::new(OnceLock::new());
+        Self::with_rescan_after(series_by_labels, ids_allocated, RESCAN_AFTER)
+    }
+
+    fn with_rescan_after(series_by_labels: fjall::Keyspace, ids_allocated: u64, rescan_after: usize) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let capacity = usize::try_from(ids_allocated).unwrap_or(usize::MAX).clamp(SCAN_CAPACITY.0, SCAN_CAPACITY.1);
-        let (into, until) = (Arc::clone(&scanned), Arc::clone(&stop));
-        let scan = std::thread::Builder::new()
-            .name("saltdb-label-sets".into())
-            .spawn(move || {
-                if let Some(filter) = scan(&series_by_labels, capacity, &until) {
-                    let _ = into.set(filter);
-                }
-            })
-            .map_err(|e| tracing::warn!(error = %e, "could not start the scan of series_by_labels: every new series is looked up"))
-            .ok();
-        Self { since_start: Filter::with_capacity(FIRST_CAPACITY), scanned, stop, scan }
+        let expected = usize::try_from(ids_allocated).unwrap_or(usize::MAX);
+        let current = Generation::start(&series_by_labels, expected, &stop);
+        Self { series_by_labels, current, next: None, rescan_after, stop }
     }
 
     /// Records that a `series_by_labels` row of `md5` is about to be written.
     pub fn add(&mut self, md5: &[u8; 16]) {
-        self.since_start.insert(key(md5));
+        let h = key(md5);
+        self.current.since.insert(h);
+        if let Some(next) = &mut self.next {
+            next.since.insert(h);
+        }
     }
 
-    /// True only when no `series_by_labels` row has this md5 (never while the scan runs).
+    /// True only when no `series_by_labels` row has this md5 (never while the first scan runs).
     pub fn certainly_absent(&self, md5: &[u8; 16]) -> bool {
         let h = key(md5);
-        self.scanned.get().is_some_and(|scanned| !scanned.contains(h) && !self.since_start.contains(h))
+        let current = &self.current;
+        current.scanned.get().is_some_and(|scanned| !scanned.contains(h) && !current.since.contains(h))
     }
 
     /// Whether the scan is done (answers can be "certainly not").
     pub fn ready(&self) -> bool {
-        self.scanned.get().is_some()
+        self.current.scanned.get().is_some()
+    }
+
+    /// Starts or finishes a new generation (see [`KnownLabelSets`]). Call between commits, with
+    /// no row added by [`Self::add`] still uncommitted: a new scan's snapshot must hold every
+    /// md5 added before it.
+    pub fn between_commits(&mut self) {
+        if let Some(next) = &mut self.next {
+            if next.scanned.get().is_some() {
+                next.join();
+                self.current.join();
+                if let Some(next) = self.next.take() {
+                    self.current = next;
+                }
+            }
+            return;
+        }
+        let Some(scanned) = self.current.scanned.get() else { return };
+        let (found, added) = (scanned.len(), self.current.since.len());
+        if added >= self.rescan_after && added > found {
+            self.next = Some(Generation::start(&self.series_by_labels, found + added, &self.stop));
+        }
     }
 
     /// Memory the filters take.
     pub fn bytes(&self) -> usize {
-        self.since_start.bytes() + self.scanned.get().map_or(0, Filter::bytes)
+        [Some(&self.current), self.next.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|g| g.since.bytes() + g.scanned.get().map_or(0, Filter::bytes))
+            .sum()
     }
 }
 
 impl Drop for KnownLabelSets {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(scan) = self.scan.take() {
-            let _ = scan.join();
+        self.current.join();
+        if let Some(next) = &mut self.next {
+            next.join();
         }
     }
 }
@@ -192,7 +271,7 @@ fn scan(series_by_labels: &fjall::Keyspace, capacity: usize, stop: &AtomicBool) 
             }
         }
     }
-    let rows = filter.parts.iter().map(|b| b.len).sum::<usize>();
+    let rows = filter.len();
     tracing::debug!(rows, bytes = filter.bytes(), ms = started.elapsed().as_millis() as u64, "label-set filter built");
     Some(filter)
 }
@@ -219,6 +298,55 @@ mod tests {
                 prop_assert!(filter.contains(k));
             }
         }
+    }
+
+    /// Against a real keyspace: label sets written before the start, while the first scan runs
+    /// and across rescans are never "certainly absent"; rescans happen and bring memory back to
+    /// what is stored.
+    #[test]
+    fn stored_md5s_are_never_certainly_absent_across_rescans() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = fjall::Database::builder(dir.path()).open().unwrap();
+        let ks = db.keyspace("series_by_labels", fjall::KeyspaceCreateOptions::default).unwrap();
+        let write = |i: u64| {
+            let md5 = md5_of(i);
+            ks.insert(md5, i.to_be_bytes()).unwrap();
+            md5
+        };
+        for i in 0..5_000 {
+            write(i);
+        }
+        let mut sets = KnownLabelSets::with_rescan_after(ks.clone(), 5_000, 3_000);
+        let mut stored: Vec<u64> = (0..5_000).collect();
+        let mut rescans = 0;
+        let mut was_rescanning = false;
+        for i in 5_000..60_000u64 {
+            let md5 = md5_of(i);
+            sets.add(&md5);
+            write(i);
+            stored.push(i);
+            // Churn: the oldest label sets go, as retention removes series.
+            if i % 2 == 0 {
+                let gone = stored.remove(0);
+                ks.remove(md5_of(gone)).unwrap();
+            }
+            sets.between_commits();
+            if was_rescanning && sets.next.is_none() {
+                rescans += 1;
+            }
+            was_rescanning = sets.next.is_some();
+            if i % 997 == 0 {
+                for &k in &stored {
+                    assert!(!sets.certainly_absent(&md5_of(k)), "stored label set {k} taken for new");
+                }
+            }
+        }
+        for &k in &stored {
+            assert!(!sets.certainly_absent(&md5_of(k)), "stored label set {k} taken for new");
+        }
+        assert!(rescans >= 2, "{rescans} rescans");
+        assert!(sets.ready());
+        assert!((1_000_000..1_100_000u64).any(|i| sets.certainly_absent(&md5_of(i))));
     }
 
     #[test]

@@ -530,6 +530,8 @@ impl Writer {
         }
         sh.record_written(&pending.per_bucket, pending.created);
         if pending.created > 0 || !self.label_sets_published {
+            // Every md5 added is committed now (see `KnownLabelSets::between_commits`).
+            self.label_sets.between_commits();
             self.label_sets_published = self.label_sets.ready();
             sh.label_set_filter_bytes.store(self.label_sets.bytes() as u64, std::sync::atomic::Ordering::Relaxed);
         }
