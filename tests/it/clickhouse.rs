@@ -186,6 +186,17 @@ pub(crate) fn compare_answers(eq: &dyn Querier, cq: &dyn Querier, when: &str) ->
     compared
 }
 
+/// Runs each statement on every shard, in order; panics naming the one that fails.
+pub(crate) fn on_every_shard(shards: &[Shard], statements: &[&str]) {
+    let http = reqwest::blocking::Client::new();
+    for sql in statements {
+        for sh in shards {
+            let resp = http.post(format!("{}/", sh.url)).body(sql.to_string()).send().unwrap();
+            assert!(resp.status().is_success(), "{sql}: {}", resp.text().unwrap_or_default());
+        }
+    }
+}
+
 /// `sql`'s single number on every shard.
 pub(crate) fn per_shard_count(shards: &[Shard], sql: &str) -> Vec<u64> {
     let http = reqwest::blocking::Client::new();
@@ -315,20 +326,17 @@ fn a_version_1_database_is_upgraded_in_place() {
     let total: usize = batch.series.iter().map(|s| s.samples.len()).sum();
     ClickHouse::open(config.clone()).unwrap().write(&PackedBatch::from(&batch)).unwrap();
     // Back to version 1's tables, as a node of the previous build left them.
-    let http = reqwest::blocking::Client::new();
-    for sql in [
-        "ALTER TABLE saltdb.samples DROP COLUMN histogram",
-        "ALTER TABLE saltdb.samples DROP COLUMN inserted_at",
-        "DROP TABLE saltdb.chunks",
-        "DROP TABLE saltdb.schema_version",
-        "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
-        "INSERT INTO saltdb.schema_version VALUES (1)",
-    ] {
-        for sh in &shards {
-            let resp = http.post(format!("{}/", sh.url)).body(sql).send().unwrap();
-            assert!(resp.status().is_success(), "{sql}: {}", resp.text().unwrap_or_default());
-        }
-    }
+    on_every_shard(
+        &shards,
+        &[
+            "ALTER TABLE saltdb.samples DROP COLUMN histogram",
+            "ALTER TABLE saltdb.samples DROP COLUMN inserted_at",
+            "DROP TABLE saltdb.chunks",
+            "DROP TABLE saltdb.schema_version",
+            "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
+            "INSERT INTO saltdb.schema_version VALUES (1)",
+        ],
+    );
     assert_eq!(
         per_shard_count(
             &shards,
@@ -777,11 +785,7 @@ fn the_later_of_two_samples_at_one_time_in_a_write_wins() {
         found[0].samples.iter().map(|p| p.value).collect::<Vec<f64>>()
     };
     assert_eq!(read(), [f64::NEG_INFINITY, f64::NEG_INFINITY]);
-    let http = reqwest::blocking::Client::new();
-    for sh in &shards {
-        let r = http.post(format!("{}/", sh.url)).body("OPTIMIZE TABLE saltdb.samples FINAL").send().unwrap();
-        assert!(r.status().is_success(), "{}", r.text().unwrap_or_default());
-    }
+    on_every_shard(&shards, &["OPTIMIZE TABLE saltdb.samples FINAL"]);
     assert_eq!(read(), [f64::NEG_INFINITY, f64::NEG_INFINITY]);
 }
 

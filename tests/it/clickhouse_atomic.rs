@@ -18,9 +18,9 @@ use saltdb::sample::{PackedBatch, Sample, StartTimestamp};
 use saltdb::storage::{Querier, ReadLimits, Storage, StorageError};
 
 use crate::clickhouse::histograms::{node, remote_read};
-use crate::clickhouse::{cluster, compare_answers, data, per_shard_count, DAY, T0};
+use crate::clickhouse::{cluster, compare_answers, data, on_every_shard, per_shard_count, DAY, T0};
 use crate::clickhouse_cluster::Shard;
-use crate::common::{client, export, get_json, post, series, storage_config, V1_HEADERS};
+use crate::common::{export, get_json, post, series, storage_config, V1_HEADERS};
 
 /// Series `chh_atomic{k="0".."15"}` (over both shards: all 16 on one has odds 2^-15), ten
 /// samples and an exemplar each, as a remote-write request.
@@ -316,33 +316,30 @@ fn a_version_4_database_is_upgraded_in_place() {
     let old = data();
     ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap().write(&PackedBatch::from(&old)).unwrap();
     // Back to version 4's tables, as a node of the previous release left them.
-    let http = client();
-    for sql in [
-        "CREATE TABLE saltdb.samples_v4 (bucket UInt16, series_id UInt64, ts Int64, value UInt64, \
+    on_every_shard(
+        &shards,
+        &[
+            "CREATE TABLE saltdb.samples_v4 (bucket UInt16, series_id UInt64, ts Int64, value UInt64, \
          inserted_at Int64 DEFAULT 0, histogram String DEFAULT '') ENGINE = ReplacingMergeTree \
          PARTITION BY intDiv(ts, 86400000) ORDER BY (bucket, series_id, ts)",
-        "INSERT INTO saltdb.samples_v4 SELECT bucket, series_id, ts, value, inserted_at, histogram FROM saltdb.samples",
-        "DROP TABLE saltdb.samples",
-        "RENAME TABLE saltdb.samples_v4 TO saltdb.samples",
-        "DROP TABLE saltdb.starts",
-        "CREATE TABLE saltdb.starts (bucket UInt16, series_id UInt64, ts Int64, start Int64) \
+            "INSERT INTO saltdb.samples_v4 SELECT bucket, series_id, ts, value, inserted_at, histogram FROM saltdb.samples",
+            "DROP TABLE saltdb.samples",
+            "RENAME TABLE saltdb.samples_v4 TO saltdb.samples",
+            "DROP TABLE saltdb.starts",
+            "CREATE TABLE saltdb.starts (bucket UInt16, series_id UInt64, ts Int64, start Int64) \
          ENGINE = ReplacingMergeTree PARTITION BY intDiv(ts, 86400000) ORDER BY (bucket, series_id, ts)",
-        "CREATE TABLE saltdb.postings_v4 (day Date, name String, value String, series_id UInt64) \
+            "CREATE TABLE saltdb.postings_v4 (day Date, name String, value String, series_id UInt64) \
          ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (name, value, day, series_id)",
-        "INSERT INTO saltdb.postings_v4 SELECT day, name, value, series_id FROM saltdb.postings",
-        "DROP TABLE saltdb.postings",
-        "RENAME TABLE saltdb.postings_v4 TO saltdb.postings",
-        "DROP TABLE saltdb.commits",
-        "DROP TABLE saltdb.exemplars",
-        "DROP TABLE saltdb.schema_version",
-        "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
-        "INSERT INTO saltdb.schema_version VALUES (4)",
-    ] {
-        for sh in &shards {
-            let resp = http.post(format!("{}/", sh.url)).body(sql).send().unwrap();
-            assert!(resp.status().is_success(), "{sql}: {}", resp.text().unwrap_or_default());
-        }
-    }
+            "INSERT INTO saltdb.postings_v4 SELECT day, name, value, series_id FROM saltdb.postings",
+            "DROP TABLE saltdb.postings",
+            "RENAME TABLE saltdb.postings_v4 TO saltdb.postings",
+            "DROP TABLE saltdb.commits",
+            "DROP TABLE saltdb.exemplars",
+            "DROP TABLE saltdb.schema_version",
+            "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
+            "INSERT INTO saltdb.schema_version VALUES (4)",
+        ],
+    );
     let write_ids = "SELECT count() FROM system.columns WHERE database = 'saltdb' \
                      AND table IN ('samples', 'starts', 'postings') AND name = 'write_id'";
     assert_eq!(per_shard_count(&shards, write_ids), [0, 0]);
@@ -389,22 +386,19 @@ fn a_version_5_database_is_upgraded_in_place() {
     let old = data();
     ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap().write(&PackedBatch::from(&old)).unwrap();
     // Back to version 5's postings, as a node of the previous release left them.
-    let http = client();
-    for sql in [
-        "CREATE TABLE saltdb.postings_v5 (day Date, name String, value String, series_id UInt64) \
+    on_every_shard(
+        &shards,
+        &[
+            "CREATE TABLE saltdb.postings_v5 (day Date, name String, value String, series_id UInt64) \
          ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (name, value, day, series_id)",
-        "INSERT INTO saltdb.postings_v5 SELECT day, name, value, series_id FROM saltdb.postings",
-        "DROP TABLE saltdb.postings",
-        "RENAME TABLE saltdb.postings_v5 TO saltdb.postings",
-        "DROP TABLE saltdb.schema_version",
-        "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
-        "INSERT INTO saltdb.schema_version VALUES (5)",
-    ] {
-        for sh in &shards {
-            let resp = http.post(format!("{}/", sh.url)).body(sql).send().unwrap();
-            assert!(resp.status().is_success(), "{sql}: {}", resp.text().unwrap_or_default());
-        }
-    }
+            "INSERT INTO saltdb.postings_v5 SELECT day, name, value, series_id FROM saltdb.postings",
+            "DROP TABLE saltdb.postings",
+            "RENAME TABLE saltdb.postings_v5 TO saltdb.postings",
+            "DROP TABLE saltdb.schema_version",
+            "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
+            "INSERT INTO saltdb.schema_version VALUES (5)",
+        ],
+    );
     let columns = "SELECT count() FROM system.columns WHERE database = 'saltdb' AND table = 'postings' \
                    AND name IN ('write_id', 'inserted_at')";
     assert_eq!(per_shard_count(&shards, columns), [0, 0]);
