@@ -61,7 +61,7 @@ impl PostingsBuilder {
             for block in ids.chunks(BLOCK_IDS) {
                 let Some(&first) = block.first() else { continue };
                 encode_block(block, &mut value);
-                batch.insert(ks, keys::postings_key_from_pair(&pair, first), value.clone());
+                batch.insert(ks, keys::postings_key_from_pair(&pair, first), value.as_slice());
             }
         }
     }
@@ -138,7 +138,7 @@ pub fn remove_series(
             }
             if let Some(new_key) = new_key {
                 encode_block(&ids, &mut value);
-                batch.insert(ks, new_key, value.clone());
+                batch.insert(ks, new_key, value.as_slice());
             }
         }
     }

@@ -164,12 +164,12 @@ pub fn insert_by_labels(
     primary_taken: bool,
 ) {
     if primary_taken {
-        batch.insert(series_by_labels, keys::series_by_labels_key(hash, id).to_vec(), canonical.to_vec());
+        batch.insert(series_by_labels, keys::series_by_labels_key(hash, id), canonical);
     } else {
         let mut value = Vec::with_capacity(8 + canonical.len());
         value.extend_from_slice(&id.to_be_bytes());
         value.extend_from_slice(canonical);
-        batch.insert(series_by_labels, hash.to_vec(), value);
+        batch.insert(series_by_labels, *hash, value);
     }
 }
 

@@ -778,7 +778,7 @@ impl Writer {
                 let id = self.next_id;
                 self.next_id += 1;
                 self.label_sets.add(&hash);
-                fb.insert(&sh.series, id.to_be_bytes().to_vec(), canonical.to_vec());
+                fb.insert(&sh.series, id.to_be_bytes(), canonical);
                 // Two new label sets of one md5 in one group: the second takes a collision row.
                 let primary_taken = primary_taken || !pending.primaries.insert(hash);
                 series::insert_by_labels(fb, &sh.series_by_labels, &hash, id, canonical, primary_taken);

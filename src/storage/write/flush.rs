@@ -272,7 +272,7 @@ impl Writer {
             let Some(head) = part.first() else { continue };
             run::encode_hot(part, buf)?;
             let key = keys::point_key(bucket, id, head.timestamp_ms);
-            fb.insert(ks, key, buf.clone());
+            fb.insert(ks, key, buf.as_slice());
             new_keys.push(key);
         }
         // A key rewritten in this batch must not also be removed in it.
