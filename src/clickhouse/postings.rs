@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 
 use super::client::{quote, Shard};
 use super::commit::SeenIds;
-use super::read::{malformed, IDS_PER_STATEMENT};
+use super::read::{in_lists, malformed, IDS_PER_STATEMENT};
 use super::rowbinary::{Malformed, Reader};
 use super::ClickHouse;
 use crate::storage::StorageError;
@@ -105,9 +105,6 @@ trait ReadKey<K>: for<'b> Fn(&mut Reader<'b>) -> std::result::Result<K, Malforme
 
 impl<K, F: for<'b> Fn(&mut Reader<'b>) -> std::result::Result<K, Malformed>> ReadKey<K> for F {}
 
-/// Bytes of keys per `IN (...)` list of the second statement of [`ClickHouse::gated`].
-const KEY_LIST_BYTES: usize = 64 * 1024;
-
 /// What one settling pass did, summed over shards (a write id with rows on two shards counts
 /// twice).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -153,17 +150,7 @@ impl ClickHouse {
         ))?;
         let mut gated = Gated::read(shard, &body, key)?;
         let several = std::mem::take(&mut gated.several);
-        let mut lists: Vec<String> = Vec::new();
-        for k in &several {
-            match lists.last_mut() {
-                Some(list) if list.len() < KEY_LIST_BYTES => {
-                    list.push(',');
-                    list.push_str(&sql_of(k));
-                }
-                _ => lists.push(sql_of(k)),
-            }
-        }
-        for list in lists {
+        for list in in_lists(several.iter().map(sql_of)) {
             let body = shard.query(&format!(
                 "SELECT {column}, groupUniqArray(write_id), max(inserted_at) FROM {postings} \
                  WHERE {rows} AND {column} IN ({list}) GROUP BY {column} FORMAT RowBinary"

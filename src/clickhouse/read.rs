@@ -25,9 +25,25 @@ use crate::storage::{Querier, ReadLimits, SampleBudget, SeriesMap, SeriesStarts,
 
 type Result<T> = std::result::Result<T, StorageError>;
 
-/// Bytes of quoted values per `IN (...)` list (statements stay well under ClickHouse's
+/// Bytes of SQL literals per `IN (...)` list (statements stay well under ClickHouse's
 /// 256 KiB query limit).
-const VALUE_LIST_BYTES: usize = 64 * 1024;
+const IN_LIST_BYTES: usize = 64 * 1024;
+
+/// SQL literals joined by commas into `IN (...)` lists of about [`IN_LIST_BYTES`] each (a
+/// literal is never split; a list passes the bound by at most its last literal).
+pub(super) fn in_lists(literals: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut lists: Vec<String> = Vec::new();
+    for literal in literals {
+        match lists.last_mut() {
+            Some(list) if list.len() < IN_LIST_BYTES => {
+                list.push(',');
+                list.push_str(&literal);
+            }
+            _ => lists.push(literal),
+        }
+    }
+    lists
+}
 /// Ids per `IN (...)` list (at most 21 bytes each: about 105 KiB).
 pub(super) const IDS_PER_STATEMENT: usize = 5_000;
 
@@ -223,17 +239,7 @@ impl ClickHouseQuerier {
     ) -> Result<BTreeSet<u64>> {
         let mut ids = BTreeSet::new();
         // Values may be long: lists are cut by bytes, well under ClickHouse's query size limit.
-        let mut lists: Vec<String> = Vec::new();
-        for v in values {
-            match lists.last_mut() {
-                Some(list) if list.len() < VALUE_LIST_BYTES => {
-                    list.push(',');
-                    list.push_str(&quote(v));
-                }
-                _ => lists.push(quote(v)),
-            }
-        }
-        for list in lists {
+        for list in in_lists(values.iter().map(|v| quote(v))) {
             ids.extend(self.store.visible_ids(shard, name, &list, &Self::days(start_ms, end_ms))?);
         }
         Ok(ids)
