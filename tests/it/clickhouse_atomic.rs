@@ -14,7 +14,7 @@ use saltdb::clickhouse::{ClickHouse, ClickHouseConfig, CommitHook, Sealed, Settl
 use saltdb::matcher::Matcher;
 use saltdb::remote::proto;
 use saltdb::remote::snappy_body;
-use saltdb::sample::{PackedBatch, Sample, StartTimestamp};
+use saltdb::sample::{PackedBatch, Sample, StartTimestamp, WriteBatch};
 use saltdb::storage::{Querier, ReadLimits, Storage, StorageError};
 
 use crate::clickhouse::histograms::{node, remote_read};
@@ -305,16 +305,26 @@ fn a_write_whose_commit_fails_after_its_inserts_shows_nothing_until_retried() {
     assert_eq!(stored("SELECT count() FROM saltdb.commits"), [1, 0], "one commit record, of the retry, on shard 0");
 }
 
+/// A fresh two-shard cluster (under a temporary directory, named after the test) holding
+/// [`data`], written by this release: the upgrade tests then take its tables back to an older
+/// schema. `None` when ClickHouse is not installed (outside CI).
+fn written_by_this_release(test: &str) -> Option<(tempfile::TempDir, Vec<Shard>, Vec<String>, WriteBatch)> {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = cluster(dir.path(), test)?;
+    let urls: Vec<String> = shards.iter().map(|s| s.url.clone()).collect();
+    let old = data();
+    ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap().write(&PackedBatch::from(&old)).unwrap();
+    Some((dir, shards, urls, old))
+}
+
 /// A database of schema version 4 (no `write_id`, no `commits`, no `exemplars`) is upgraded in place
 /// (through version 5 to 6): the column joins the sorting keys of `samples`, `starts` and `postings`, old rows read as committed, writes spanning shards
 /// commit, and a second open changes nothing.
 #[test]
 fn a_version_4_database_is_upgraded_in_place() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(shards) = cluster(dir.path(), "a_version_4_database_is_upgraded_in_place") else { return };
-    let urls: Vec<String> = shards.iter().map(|s| s.url.clone()).collect();
-    let old = data();
-    ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap().write(&PackedBatch::from(&old)).unwrap();
+    let Some((dir, shards, urls, old)) = written_by_this_release("a_version_4_database_is_upgraded_in_place") else {
+        return;
+    };
     // Back to version 4's tables, as a node of the previous release left them.
     on_every_shard(
         &shards,
@@ -380,11 +390,9 @@ fn a_version_4_database_is_upgraded_in_place() {
 /// and a second open changes nothing.
 #[test]
 fn a_version_5_database_is_upgraded_in_place() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(shards) = cluster(dir.path(), "a_version_5_database_is_upgraded_in_place") else { return };
-    let urls: Vec<String> = shards.iter().map(|s| s.url.clone()).collect();
-    let old = data();
-    ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap().write(&PackedBatch::from(&old)).unwrap();
+    let Some((dir, shards, urls, old)) = written_by_this_release("a_version_5_database_is_upgraded_in_place") else {
+        return;
+    };
     // Back to version 5's postings, as a node of the previous release left them.
     on_every_shard(
         &shards,
