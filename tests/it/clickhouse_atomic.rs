@@ -317,6 +317,24 @@ fn written_by_this_release(test: &str) -> Option<(tempfile::TempDir, Vec<Shard>,
     Some((dir, shards, urls, old))
 }
 
+/// After an upgrade and a second open: the second open recorded the version again and changed
+/// nothing else, and `upgraded` answers `old` as the embedded store does; returns that store.
+fn opened_twice_and_answers_as_the_embedded_store(
+    dir: &std::path::Path,
+    shards: &[Shard],
+    old: WriteBatch,
+    upgraded: &ClickHouse,
+) -> Storage {
+    assert_eq!(per_shard_count(shards, "SELECT count() FROM saltdb.schema_version"), [2, 2]);
+    let mut embedded_config = storage_config(&dir.join("embedded"));
+    embedded_config.retention_ms = None;
+    let embedded = Storage::open(embedded_config).unwrap();
+    embedded.write(old).unwrap();
+    let (eq, cq) = (embedded.querier(ReadLimits::none()), upgraded.querier(ReadLimits::none()));
+    compare_answers(&eq, &cq, "after the upgrade to version 6");
+    embedded
+}
+
 /// A database of schema version 4 (no `write_id`, no `commits`, no `exemplars`) is upgraded in place
 /// (through version 5 to 6): the column joins the sorting keys of `samples`, `starts` and `postings`, old rows read as committed, writes spanning shards
 /// commit, and a second open changes nothing.
@@ -367,13 +385,7 @@ fn a_version_4_database_is_upgraded_in_place() {
         [2, 2]
     );
     ClickHouse::open(ClickHouseConfig::new(urls)).unwrap();
-    assert_eq!(per_shard_count(&shards, "SELECT count() FROM saltdb.schema_version"), [2, 2]);
-    let mut embedded_config = storage_config(&dir.path().join("embedded"));
-    embedded_config.retention_ms = None;
-    let embedded = Storage::open(embedded_config).unwrap();
-    embedded.write(old).unwrap();
-    let (eq, cq) = (embedded.querier(ReadLimits::none()), upgraded.querier(ReadLimits::none()));
-    compare_answers(&eq, &cq, "after the upgrade to version 6");
+    opened_twice_and_answers_as_the_embedded_store(dir.path(), &shards, old, &upgraded);
     // A write spanning shards on the upgraded tables commits and reads back.
     assert_eq!(upgraded.write(&batch()).unwrap(), 160);
     assert!(per_shard_count(&shards, ROWS_OF_WRITES).iter().all(|&n| n > 0));
@@ -417,13 +429,7 @@ fn a_version_5_database_is_upgraded_in_place() {
                  AND position(create_table_query, 'ORDER BY (name, value, day, series_id, write_id)') > 0";
     assert_eq!(per_shard_count(&shards, keyed), [1, 1]);
     ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap();
-    assert_eq!(per_shard_count(&shards, "SELECT count() FROM saltdb.schema_version"), [2, 2]);
-    let mut embedded_config = storage_config(&dir.path().join("embedded"));
-    embedded_config.retention_ms = None;
-    let embedded = Storage::open(embedded_config).unwrap();
-    embedded.write(old).unwrap();
-    let (eq, cq) = (embedded.querier(ReadLimits::none()), upgraded.querier(ReadLimits::none()));
-    compare_answers(&eq, &cq, "after the upgrade to version 6");
+    let embedded = opened_twice_and_answers_as_the_embedded_store(dir.path(), &shards, old, &upgraded);
     // A write spanning shards on the upgraded tables is listed, and settled by a maintenance pass.
     assert_eq!(upgraded.write(&batch()).unwrap(), 160);
     assert!(per_shard_count(&shards, POSTINGS_OF_WRITES).iter().all(|&n| n > 0));
@@ -436,5 +442,6 @@ fn a_version_5_database_is_upgraded_in_place() {
     assert_eq!(listed(&upgraded), 16);
     let every = [Matcher::new(saltdb::matcher::MatchOp::RegexMatch, "__name__", ".+").unwrap()];
     let count = |q: &dyn Querier| q.series(&every, T0 - DAY, T0 + 3 * DAY, None).unwrap().len();
+    let (eq, cq) = (embedded.querier(ReadLimits::none()), upgraded.querier(ReadLimits::none()));
     assert_eq!(count(&cq), count(&eq) + 16, "the old series and the new");
 }
