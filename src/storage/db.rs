@@ -71,6 +71,8 @@ pub struct StorageConfig {
     /// Bytes fjall's memtables may hold over all keyspaces before the writer seals the largest
     /// (see `write/memtables.rs`).
     pub write_buffer_bytes: u64,
+    /// fjall's flush and compaction threads (`--storage-threads`).
+    pub storage_threads: usize,
     /// Exemplars kept, newest first (see [`super::exemplars`]); 0 keeps none.
     pub max_exemplars: usize,
     /// When the in-memory head is flushed into window keyspaces.
@@ -95,6 +97,7 @@ impl StorageConfig {
             labels_cache_bytes: 64 << 20,
             index_cache_bytes: 16 << 20,
             write_buffer_bytes: DEFAULT_WRITE_BUFFER_BYTES,
+            storage_threads: 1,
             max_exemplars: exemplars::DEFAULT_MAX_EXEMPLARS,
             head: HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(300) },
             read_strategy: ReadStrategy::Auto,
@@ -227,6 +230,7 @@ impl Storage {
             // The journal's big values are log rows of float bits, which LZ4 barely shrinks:
             // compressing them cost the writer thread ~15% of its time. Recovery reads both.
             .journal_compression(fjall::CompressionType::None)
+            .worker_threads(config.storage_threads.max(1))
             .open()?;
         let ks = |name: &str| db.keyspace(name, fjall::KeyspaceCreateOptions::default);
         let meta = ks("meta")?;

@@ -68,9 +68,9 @@ fn upgrade_1_to_2(
         for ks in w.points.iter().chain(w.chunks.as_ref().map(|(_, ks)| ks)) {
             let mut index = postings::PostingsBuilder::default();
             for id in postings::all_ids(ks)? {
-                index.add(&mut batch, ks, id, &series::canonical_of(series, id)?);
+                index.add(id, &series::canonical_of(series, id)?);
                 indexed += 1;
-                if batch.len() >= BATCH_ROWS {
+                if index.len() >= BATCH_ROWS {
                     index.write(&mut batch, ks);
                     std::mem::replace(&mut batch, db.batch()).commit()?;
                 }

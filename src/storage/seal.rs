@@ -139,7 +139,7 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
         if samples.is_empty() && histograms.is_empty() {
             continue;
         }
-        index.add(&mut batch, chunks_ks, id, &series::canonical_of(&sh.series, id)?);
+        index.add(id, &series::canonical_of(&sh.series, id)?);
         if !histograms.is_empty() {
             histogram_run::drop_shadowed(&mut samples, &histograms);
             outcome.chunks += histogram_run::write(&mut batch, chunks_ks, bucket, id, &histograms)?;

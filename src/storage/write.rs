@@ -318,6 +318,32 @@ impl Pending {
     }
 }
 
+/// A series a group creates: its rows are written once the group is resolved.
+struct NewSeries<'a> {
+    id: SeriesId,
+    /// md5 of `canonical` (the `series_by_labels` key).
+    hash: [u8; 16],
+    /// Whether the md5's primary `series_by_labels` row is taken (a collision row is written).
+    primary_taken: bool,
+    canonical: &'a [u8],
+}
+
+/// Adds the `series` and `series_by_labels` rows of a group's new series to `fb`, each table's
+/// in key order: fjall inserts a batch's rows into the memtable's skiplist one after the other,
+/// and a search that follows the previous one's path finds it in the CPU caches (md5 keys in
+/// arrival order miss them at every level).
+fn write_new_series(fb: &mut fjall::OwnedWriteBatch, sh: &Shared, created: &mut [NewSeries<'_>]) {
+    // Ids are allocated in order: the `series` rows are already sorted.
+    for s in created.iter() {
+        fb.insert(&sh.series, s.id.to_be_bytes(), s.canonical);
+    }
+    // A primary row's key is the md5, a collision row's the md5 and the id: primaries first.
+    created.sort_unstable_by_key(|s| (s.hash, s.primary_taken, s.id));
+    for s in created.iter() {
+        series::insert_by_labels(fb, &sh.series_by_labels, &s.hash, s.id, s.canonical, s.primary_taken);
+    }
+}
+
 impl Writer {
     /// A writer continuing from the persistent id counter and the replayed log.
     pub fn new(
@@ -567,6 +593,7 @@ impl Writer {
         let mut with_exemplars: Vec<(usize, SeriesId, &'a [Exemplar])> = Vec::new();
         let mut cached = std::mem::take(&mut self.cached_buf);
         let mut indexed = std::mem::take(&mut self.indexed_buf);
+        let mut created: Vec<NewSeries<'a>> = Vec::new();
         for (index, Prepared { batch, keys }) in batches.enumerate() {
             let created_before = pending.created;
             // The id cache is looked up for the whole batch first, in a loop of nothing else:
@@ -585,7 +612,7 @@ impl Writer {
             for (((s, key), &hit), &is_indexed) in batch.series().zip(keys).zip(cached.iter()).zip(indexed.iter()) {
                 let (id, bucket) = match hit {
                     Some(found) => found,
-                    None => self.resolve(fb, pending, s.labels, key)?,
+                    None => self.resolve(pending, &mut created, s.labels, key)?,
                 };
                 pending.resolved.push((bucket, id));
                 if !s.exemplars.is_empty() {
@@ -602,7 +629,7 @@ impl Writer {
                     }
                     window = Some(start);
                     if !(is_indexed && Some(start) == first_window) {
-                        self.mark_present(fb, pending, start, id, Some(s.labels))?;
+                        self.mark_present(pending, start, id, Some(s.labels))?;
                     }
                 }
                 if !s.histograms.is_empty() {
@@ -614,7 +641,7 @@ impl Writer {
                         let start = sh.windows.start_of(h.timestamp_ms);
                         if window != Some(start) {
                             window = Some(start);
-                            self.mark_present(fb, pending, start, id, Some(s.labels))?;
+                            self.mark_present(pending, start, id, Some(s.labels))?;
                         }
                     }
                 }
@@ -654,6 +681,7 @@ impl Writer {
             }
             pending.exemplars = admitted;
         }
+        write_new_series(fb, &sh, &mut created);
         pending.write_postings(fb);
         // Copied once, into the batch's own value (a clone first would copy it twice).
         fb.insert(&sh.wal, wal::key(self.wal.next), log.as_slice());
@@ -712,13 +740,12 @@ impl Writer {
         }
     }
 
-    /// Adds the window-index row and the window postings of series `id` in window `start` to
-    /// `fb` unless they are known to exist; creates the window's hot keyspace if needed and
+    /// Adds series `id` to the window postings of window `start` in `pending` (written with the
+    /// batch by [`Pending::write_postings`]) unless it is known to be indexed there; creates the window's hot keyspace if needed and
     /// leaves it in `pending.hot`. `canonical` is the series' label set when the caller has it
     /// (otherwise it is read from the `series` table).
     fn mark_present(
         &mut self,
-        fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
         start: i64,
         id: SeriesId,
@@ -734,10 +761,10 @@ impl Writer {
         };
         let uncommitted = pending.marks.iter().filter(|&&(s, _)| s == start).map(|&(_, id)| id);
         if self.presence.set(start, ks, uncommitted)?.insert(id) {
-            let (ks, builder) = pending.postings.entry(start).or_insert_with(|| (ks.clone(), Default::default()));
+            let (_, builder) = pending.postings.entry(start).or_insert_with(|| (ks.clone(), Default::default()));
             match canonical {
-                Some(canonical) => builder.add(fb, ks, id, canonical),
-                None => builder.add(fb, ks, id, &series::canonical_of(&self.shared.series, id)?),
+                Some(canonical) => builder.add(id, canonical),
+                None => builder.add(id, &series::canonical_of(&self.shared.series, id)?),
             }
             pending.marks.push((start, id));
             pending.windows.insert(start);
@@ -746,12 +773,12 @@ impl Writer {
     }
 
     /// Finds or allocates the id (and bucket) of a label set, given as its canonical encoding;
-    /// a new series' rows join the batch.
-    fn resolve(
+    /// a new series joins `created` (its rows are written by [`write_new_series`]).
+    fn resolve<'a>(
         &mut self,
-        fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
-        canonical: &[u8],
+        created: &mut Vec<NewSeries<'a>>,
+        canonical: &'a [u8],
         key: &SeriesKey,
     ) -> Result<(SeriesId, u16)> {
         let identity = key.identity;
@@ -778,10 +805,9 @@ impl Writer {
                 let id = self.next_id;
                 self.next_id += 1;
                 self.label_sets.add(&hash);
-                fb.insert(&sh.series, id.to_be_bytes(), canonical);
                 // Two new label sets of one md5 in one group: the second takes a collision row.
                 let primary_taken = primary_taken || !pending.primaries.insert(hash);
-                series::insert_by_labels(fb, &sh.series_by_labels, &hash, id, canonical, primary_taken);
+                created.push(NewSeries { id, hash, primary_taken, canonical });
                 pending.created += 1;
                 // Both rows: the id and the label set, the hash and the id with the label set.
                 pending.series_rows_bytes += 2 * (canonical.len() + MEMTABLE_ROW_BYTES) + 8 + 24;

@@ -155,7 +155,7 @@ impl Writer {
                     let cut = rest.partition_point(|s| s.timestamp_ms < end);
                     let (piece, tail) = rest.split_at(cut);
                     rest = tail;
-                    self.mark_present(&mut fb, pending, start, id, None)?;
+                    self.mark_present(pending, start, id, None)?;
                     let ks = pending.hot.as_ref().map(|(_, ks)| ks.clone()).ok_or(StorageError::ShuttingDown)?;
                     pending.windows.insert(start);
                     runs += self.write_run(&mut fb, (start, &ks), bucket, id, piece, &mut buf)?;
@@ -181,7 +181,7 @@ impl Writer {
                     let end = start.saturating_add(sh.windows.window_ms());
                     let (piece, tail) = rest.split_at(rest.partition_point(|s| s.timestamp_ms < end));
                     rest = tail;
-                    self.mark_present(&mut fb, pending, start, id, None)?;
+                    self.mark_present(pending, start, id, None)?;
                     let ks = pending.hot.as_ref().map(|(_, ks)| ks.clone()).ok_or(StorageError::ShuttingDown)?;
                     pending.windows.insert(start);
                     runs += histogram_run::write(&mut fb, &ks, bucket, id, piece)?;
