@@ -34,6 +34,16 @@ pub(super) struct FlushCycle {
     began: Instant,
 }
 
+/// The series of a head shard in id order, which is their rows' key order within the shard's
+/// bucket: fjall inserts a batch's rows into the memtable's skiplist one after the other, and a
+/// search that follows the previous one's path finds it in the CPU caches (the map's own order
+/// misses them at every level).
+fn by_id<T>(shard: &super::head::IdMap<Vec<T>>) -> Vec<(&SeriesId, &Vec<T>)> {
+    let mut series: Vec<(&SeriesId, &Vec<T>)> = shard.iter().collect();
+    series.sort_unstable_by_key(|&(&id, _)| id);
+    series
+}
+
 impl Writer {
     /// True while a flush cycle is under way (the writer then does not wait for commands).
     pub(super) fn flushing(&self) -> bool {
@@ -145,7 +155,7 @@ impl Writer {
         let mut buf = Vec::new();
         for shard in shards {
             let Some(series) = sh.head.read_shard(shard) else { continue };
-            for (&id, all) in series.iter() {
+            for (&id, all) in by_id(&series) {
                 let bucket = sh.bucketing.bucket(id);
                 // Split the series' samples at window boundaries.
                 let mut rest = all.as_slice();
@@ -173,7 +183,7 @@ impl Writer {
                 // Before the commit that makes the runs visible (see `Shared::histograms_stored`).
                 sh.mark_histograms_stored();
             }
-            for (&id, all) in histograms.iter() {
+            for (&id, all) in by_id(&histograms) {
                 let bucket = sh.bucketing.bucket(id);
                 let mut rest = all.as_slice();
                 while let Some(first) = rest.first() {
