@@ -4,20 +4,20 @@
 //! means ids are allocated without locks and a window is never dropped while a commit or a flush
 //! writes into it.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod flush;
 mod memtables;
+mod presence;
 
 use super::churn;
 use super::delete::{self, DeleteOutcome, DeleteRange};
 use super::error::{Result, StorageError};
 use super::exemplars;
-use super::head::{self, IdHasher, IdMap};
+use super::head::{self, IdMap};
 use super::histogram_run;
 use super::keys;
 use super::known_label_sets::KnownLabelSets;
@@ -31,11 +31,10 @@ use super::start_ts;
 use super::wal;
 use super::window;
 use crate::sample::{Exemplar, PackedBatch, PackedSeries, Sample};
+use presence::Presence;
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
 const GROUP_SAMPLE_BUDGET: usize = 1_000_000;
-/// Windows whose series-presence sets are kept in memory (the newest ones written to).
-const PRESENCE_WINDOWS: usize = 4;
 /// Bytes of new series rows (`series` and `series_by_labels`) after which the writer rotates
 /// those keyspaces' memtables, rather than fjall's 64 MiB each (which it cannot lower for a
 /// keyspace that exists). Those rows are written once and read from disk or the series cache
@@ -163,61 +162,6 @@ pub enum SealSwap {
     SealedWithOverlay,
     /// Retention dropped the window meanwhile; the new chunks were deleted.
     WindowGone,
-}
-
-/// A set of series ids (hashed with one multiplication: ids are dense integers).
-type IdSet = HashSet<SeriesId, BuildHasherDefault<IdHasher>>;
-
-/// Which series are known to have a window-index row, for the few most recent windows.
-///
-/// Invariant: a set holds every series indexed in its window's hot keyspace, *including* those
-/// the batch being built indexes (not yet committed). A series missing from the set would be
-/// indexed again, and its postings blocks (keyed by their first id) would overwrite the blocks
-/// of the earlier batch, dropping the other series those listed.
-struct Presence {
-    windows: VecDeque<(i64, IdSet)>,
-}
-
-impl Presence {
-    /// Loads (by a prefix scan of the window index) or returns the set of a window. A set
-    /// loaded here, while a batch is being built, must also hold what that batch indexes in the
-    /// window (`uncommitted`, a superset is fine): a group or flush touching more than
-    /// [`PRESENCE_WINDOWS`] windows evicts a set it has added to and loads it again.
-    fn set(
-        &mut self,
-        start_ms: i64,
-        points: &fjall::Keyspace,
-        uncommitted: impl Iterator<Item = SeriesId>,
-    ) -> Result<&mut IdSet> {
-        if let Some(pos) = self.windows.iter().position(|(s, _)| *s == start_ms) {
-            let entry = self.windows.remove(pos).ok_or(StorageError::ShuttingDown)?;
-            self.windows.push_front(entry);
-        } else {
-            let mut ids = IdSet::default();
-            ids.extend(postings::all_ids(points)?);
-            ids.extend(uncommitted);
-            self.windows.push_front((start_ms, ids));
-            self.windows.truncate(PRESENCE_WINDOWS);
-        }
-        match self.windows.front_mut() {
-            Some((_, set)) => Ok(set),
-            None => Err(StorageError::ShuttingDown),
-        }
-    }
-
-    /// The set of window `start_ms` when it is loaded (without loading it or reordering).
-    fn loaded(&self, start_ms: i64) -> Option<&IdSet> {
-        self.windows.iter().find(|(s, _)| *s == start_ms).map(|(_, set)| set)
-    }
-
-    /// True when a loaded window set holds `id`.
-    fn contains_any(&self, id: SeriesId) -> bool {
-        self.windows.iter().any(|(_, set)| set.contains(&id))
-    }
-
-    fn forget(&mut self, start_ms: i64) {
-        self.windows.retain(|(s, _)| *s != start_ms);
-    }
 }
 
 /// Where the write-ahead log stands: rows `first..next` hold exactly what the head holds.
@@ -360,7 +304,7 @@ impl Writer {
             shared: Arc::clone(&shared),
             cache: SeriesCache::new(cache_capacity),
             next_id,
-            presence: Presence { windows: VecDeque::new() },
+            presence: Presence::default(),
             durability,
             wal,
             limits,
@@ -572,8 +516,8 @@ impl Writer {
                 }
             }
         }
-        if let Some((start, set)) = self.presence.windows.iter().max_by_key(|(start, _)| *start) {
-            sh.set_newest_window_series(*start, set.len() as u64);
+        if let Some((start, series)) = self.presence.newest() {
+            sh.set_newest_window_series(start, series as u64);
         }
         Ok(outcomes)
     }
@@ -606,7 +550,7 @@ impl Writer {
             let first_window = batch.samples().first().map(|s| sh.windows.start_of(s.timestamp_ms));
             indexed.clear();
             match first_window.and_then(|w| self.presence.loaded(w)) {
-                Some(set) => indexed.extend(cached.iter().map(|hit| hit.is_some_and(|(id, _)| set.contains(&id)))),
+                Some(set) => indexed.extend(cached.iter().map(|hit| hit.is_some_and(|(id, _)| set.contains(id)))),
                 None => indexed.resize(cached.len(), false),
             }
             for (((s, key), &hit), &is_indexed) in batch.series().zip(keys).zip(cached.iter()).zip(indexed.iter()) {
@@ -760,7 +704,7 @@ impl Writer {
             }
         };
         let uncommitted = pending.marks.iter().filter(|&&(s, _)| s == start).map(|&(_, id)| id);
-        if self.presence.set(start, ks, uncommitted)?.insert(id) {
+        if self.presence.set(start, ks, uncommitted, self.next_id)?.insert(id) {
             let (_, builder) = pending.postings.entry(start).or_insert_with(|| (ks.clone(), Default::default()));
             match canonical {
                 Some(canonical) => builder.add(id, canonical),
