@@ -685,9 +685,9 @@ impl Writer {
     }
 
     /// Adds series `id` to the window postings of window `start` in `pending` (written with the
-    /// batch by [`Pending::write_postings`]) unless it is known to be indexed there; creates the window's hot keyspace if needed and
-    /// leaves it in `pending.hot`. `canonical` is the series' label set when the caller has it
-    /// (otherwise it is read from the `series` table).
+    /// batch by [`Pending::write_postings`]) unless it is known to be indexed there; creates the
+    /// window's hot keyspace if needed and leaves it in `pending.hot`. `canonical` is the
+    /// series' label set when the caller has it (otherwise it is read from the `series` table).
     fn mark_present(
         &mut self,
         pending: &mut Pending,
