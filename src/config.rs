@@ -582,6 +582,21 @@ mod tests {
     }
 
     #[test]
+    fn storage_threads_default_to_one_and_refuse_zero() {
+        let threads = |extra: &[&str]| {
+            let argv = ["saltdb", "serve"].iter().chain(extra).copied().collect::<Vec<_>>();
+            Cli::try_parse_with_flags_from(argv).map(|cli| match cli.command {
+                Command::Serve(args) => args.server_config().map(|c| c.storage.storage_threads).ok(),
+                _ => None,
+            })
+        };
+        assert_eq!(threads(&[]).ok().flatten(), Some(1));
+        assert_eq!(threads(&["--storage-threads", "3"]).ok().flatten(), Some(3));
+        let refused = threads(&["--storage-threads", "0"]).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(refused.contains("--storage-threads"), "{refused}");
+    }
+
+    #[test]
     fn cli_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
