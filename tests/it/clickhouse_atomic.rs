@@ -335,6 +335,25 @@ fn opened_twice_and_answers_as_the_embedded_store(
     embedded
 }
 
+/// Takes every shard back to schema `version` as a node of that release left it: `statements`
+/// (what else differs from version 6), then `postings` without `write_id` and `inserted_at`
+/// (versions 4 and 5 alike), then the recorded version.
+fn back_to_version(shards: &[Shard], version: u32, statements: &[&str]) {
+    let recorded = format!("INSERT INTO saltdb.schema_version VALUES ({version})");
+    let mut all = statements.to_vec();
+    all.extend([
+        "CREATE TABLE saltdb.postings_old (day Date, name String, value String, series_id UInt64) \
+         ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (name, value, day, series_id)",
+        "INSERT INTO saltdb.postings_old SELECT day, name, value, series_id FROM saltdb.postings",
+        "DROP TABLE saltdb.postings",
+        "RENAME TABLE saltdb.postings_old TO saltdb.postings",
+        "DROP TABLE saltdb.schema_version",
+        "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
+        &recorded,
+    ]);
+    on_every_shard(shards, &all);
+}
+
 /// A database of schema version 4 (no `write_id`, no `commits`, no `exemplars`) is upgraded in place
 /// (through version 5 to 6): the column joins the sorting keys of `samples`, `starts` and `postings`, old rows read as committed, writes spanning shards
 /// commit, and a second open changes nothing.
@@ -344,8 +363,9 @@ fn a_version_4_database_is_upgraded_in_place() {
         return;
     };
     // Back to version 4's tables, as a node of the previous release left them.
-    on_every_shard(
+    back_to_version(
         &shards,
+        4,
         &[
             "CREATE TABLE saltdb.samples_v4 (bucket UInt16, series_id UInt64, ts Int64, value UInt64, \
          inserted_at Int64 DEFAULT 0, histogram String DEFAULT '') ENGINE = ReplacingMergeTree \
@@ -356,16 +376,8 @@ fn a_version_4_database_is_upgraded_in_place() {
             "DROP TABLE saltdb.starts",
             "CREATE TABLE saltdb.starts (bucket UInt16, series_id UInt64, ts Int64, start Int64) \
          ENGINE = ReplacingMergeTree PARTITION BY intDiv(ts, 86400000) ORDER BY (bucket, series_id, ts)",
-            "CREATE TABLE saltdb.postings_v4 (day Date, name String, value String, series_id UInt64) \
-         ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (name, value, day, series_id)",
-            "INSERT INTO saltdb.postings_v4 SELECT day, name, value, series_id FROM saltdb.postings",
-            "DROP TABLE saltdb.postings",
-            "RENAME TABLE saltdb.postings_v4 TO saltdb.postings",
             "DROP TABLE saltdb.commits",
             "DROP TABLE saltdb.exemplars",
-            "DROP TABLE saltdb.schema_version",
-            "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
-            "INSERT INTO saltdb.schema_version VALUES (4)",
         ],
     );
     let write_ids = "SELECT count() FROM system.columns WHERE database = 'saltdb' \
@@ -406,19 +418,7 @@ fn a_version_5_database_is_upgraded_in_place() {
         return;
     };
     // Back to version 5's postings, as a node of the previous release left them.
-    on_every_shard(
-        &shards,
-        &[
-            "CREATE TABLE saltdb.postings_v5 (day Date, name String, value String, series_id UInt64) \
-         ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (name, value, day, series_id)",
-            "INSERT INTO saltdb.postings_v5 SELECT day, name, value, series_id FROM saltdb.postings",
-            "DROP TABLE saltdb.postings",
-            "RENAME TABLE saltdb.postings_v5 TO saltdb.postings",
-            "DROP TABLE saltdb.schema_version",
-            "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
-            "INSERT INTO saltdb.schema_version VALUES (5)",
-        ],
-    );
+    back_to_version(&shards, 5, &[]);
     let columns = "SELECT count() FROM system.columns WHERE database = 'saltdb' AND table = 'postings' \
                    AND name IN ('write_id', 'inserted_at')";
     assert_eq!(per_shard_count(&shards, columns), [0, 0]);
