@@ -467,7 +467,7 @@ impl ServeArgs {
             MemorySize::Auto => auto_series_cache_bytes(),
             MemorySize::Bytes(n) => n,
         };
-        storage.series_cache_size = (cache_bytes / crate::storage::series::CACHE_ENTRY_BYTES).max(2);
+        storage.series_cache_size = (cache_bytes / crate::storage::index::series::CACHE_ENTRY_BYTES).max(2);
         storage.block_cache_bytes = self.block_cache as u64;
         storage.labels_cache_bytes = self.labels_cache as u64;
         storage.index_cache_bytes = self.index_cache as u64;

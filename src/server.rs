@@ -182,7 +182,7 @@ impl Server {
         self.maintenance.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
         let storage = self.backend;
         // Dropping the last handle joins the writer, flushes the head and every table and
-        // empties the journal (see `storage/close.rs`): do it off the executor.
+        // empties the journal (see `storage/lifecycle/close.rs`): do it off the executor.
         tokio::task::spawn_blocking(move || drop(storage))
             .await
             .map_err(|e| ServeError::Io(std::io::Error::other(e)))?;

@@ -21,7 +21,7 @@ use saltdb::remote::footprint::{held, Footprint};
 use saltdb::remote::known_labels::KnownLabels;
 use saltdb::remote::scan::{scan_v1, scan_v1_known};
 use saltdb::sample::{check_timestamp, Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
-use saltdb::storage::chunk;
+use saltdb::storage::format::chunk;
 use saltdb::storage::MemQuerier;
 
 /// The names of all targets, as the `fuzz_targets/*.rs` binaries and the regression folders

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use crate::histogram::{chunk as histogram_chunk, Histogram};
 use crate::sample::{HistogramSample, Sample};
-use crate::storage::{chunk, StorageError};
+use crate::storage::format::chunk;
+use crate::storage::StorageError;
 
 /// One candidate value: a float's bits or a native histogram. A series holds one value per
 /// timestamp whatever its kind, so both kinds compete at a timestamp (last write wins).

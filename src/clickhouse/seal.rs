@@ -43,7 +43,8 @@ use super::recency::{Candidates, Resolved};
 use super::rowbinary::{put_str, Reader};
 use super::ClickHouse;
 use crate::histogram::{chunk as histogram_chunk, Histogram};
-use crate::storage::{chunk, StorageError};
+use crate::storage::format::chunk;
+use crate::storage::StorageError;
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -304,7 +305,7 @@ pub(super) fn put_chunk_rows(
     let mut data = Vec::new();
     let mut count = 0;
     if !resolved.samples.is_empty() {
-        chunk::encode(&resolved.samples, crate::storage::seal::ZSTD_LEVEL, &mut data)
+        chunk::encode(&resolved.samples, crate::storage::lifecycle::seal::ZSTD_LEVEL, &mut data)
             .map_err(|_| StorageError::Corrupt { what: "samples to seal" })?;
         put_chunk_row(rows, bucket, id, day, version, &data);
         count += 1;

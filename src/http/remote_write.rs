@@ -13,7 +13,7 @@
 //! Every rejection is counted in `saltdb_write_requests_rejected_total{protocol,reason}` and its
 //! samples (float and native histogram samples alike) in `saltdb_samples_rejected_total`. Native
 //! histograms are stored like float samples and counted in `saltdb_samples_ingested_total`.
-//! Exemplars are stored (see `storage/exemplars.rs`); those dropped, invalid (labels over 128
+//! Exemplars are stored (see `storage/format/exemplars.rs`); those dropped, invalid (labels over 128
 //! characters, a bad timestamp) or out of order and duplicate per series, are counted with
 //! `reason="exemplar"` and do not fail the request, as in Prometheus.
 //! Remote-write 2.0 answers carry `X-Prometheus-Remote-Write-Samples-Written` (float samples),

@@ -6,29 +6,29 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::close::{self, JournalReclaim};
-use super::delete::{DeleteOutcome, DeleteRange};
-use super::disk::du_bytes;
-use super::error::{Result, StorageError};
-use super::exemplars::{self, ExemplarStore, SeriesExemplars};
-use super::histogram_run;
-use super::keys::{BucketScheme, Bucketing};
-use super::manifest::{self, Manifest};
-use super::matchers::Selection;
-use super::migrate;
-use super::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap};
-use super::seal::{self, SealOutcome};
-use super::select;
-use super::series;
-use super::shared::MeasuredSeries;
-use super::shared::Shared;
-use super::snapshot::{self, SnapshotOutcome};
-use super::wal;
-use super::window::Windows;
-use super::write::{Command, HeadLimits, Prepared, WalPosition, WriteOutcome, Writer};
 use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::sample::{PackedBatch, Sample, SeriesSamples, WriteBatch};
+use crate::storage::disk::du_bytes;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::exemplars::{self, ExemplarStore, SeriesExemplars};
+use crate::storage::format::histogram_run;
+use crate::storage::format::keys::{BucketScheme, Bucketing};
+use crate::storage::format::manifest::{self, Manifest};
+use crate::storage::index::matchers::Selection;
+use crate::storage::index::series;
+use crate::storage::lifecycle::close::{self, JournalReclaim};
+use crate::storage::lifecycle::delete::{DeleteOutcome, DeleteRange};
+use crate::storage::lifecycle::migrate;
+use crate::storage::lifecycle::seal::{self, SealOutcome};
+use crate::storage::lifecycle::snapshot::{self, SnapshotOutcome};
+use crate::storage::lifecycle::window::Windows;
+use crate::storage::read::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap};
+use crate::storage::read::select;
+use crate::storage::shared::MeasuredSeries;
+use crate::storage::shared::Shared;
+use crate::storage::write::wal;
+use crate::storage::write::{Command, HeadLimits, Prepared, WalPosition, WriteOutcome, Writer};
 
 /// What a successful write promises beyond surviving `kill -9` of the server (every mode hands
 /// the journal to the OS before acknowledging).
@@ -64,16 +64,16 @@ pub struct StorageConfig {
     pub series_cache_size: usize,
     /// fjall block cache in bytes.
     pub block_cache_bytes: u64,
-    /// Bytes of decoded label sets the read path keeps (see [`super::series::LabelsCache`]).
+    /// Bytes of decoded label sets the read path keeps (see [`crate::storage::index::series::LabelsCache`]).
     pub labels_cache_bytes: u64,
-    /// Bytes of window-index answers the read path keeps (see [`super::index_cache`]).
+    /// Bytes of window-index answers the read path keeps (see [`crate::storage::index::index_cache`]).
     pub index_cache_bytes: u64,
     /// Bytes fjall's memtables may hold over all keyspaces before the writer seals the largest
     /// (see `write/memtables.rs`).
     pub write_buffer_bytes: u64,
     /// fjall's flush and compaction threads (`--storage-threads`).
     pub storage_threads: usize,
-    /// Exemplars kept, newest first (see [`super::exemplars`]); 0 keeps none.
+    /// Exemplars kept, newest first (see [`crate::storage::format::exemplars`]); 0 keeps none.
     pub max_exemplars: usize,
     /// When the in-memory head is flushed into window keyspaces.
     pub head: HeadLimits,
@@ -217,7 +217,7 @@ impl Storage {
             StorageError::Manifest(format!(
                 "bucket count {} must be between 1 and {}",
                 config.buckets,
-                super::keys::MAX_BUCKETS
+                crate::storage::format::keys::MAX_BUCKETS
             ))
         })?;
         if config.window_ms <= 0 {
@@ -275,12 +275,12 @@ impl Storage {
                 if histogram_run::any(ks)? {
                     shared.mark_histograms_stored();
                 }
-                if super::start_ts::any(ks)? {
+                if crate::storage::format::start_ts::any(ks)? {
                     shared.mark_starts_stored();
                 }
             }
         }
-        super::churn::recover(&shared)?;
+        crate::storage::lifecycle::churn::recover(&shared)?;
         let wal = replay_wal(&shared)?;
 
         let durability = match config.fsync {
@@ -392,7 +392,7 @@ impl Storage {
         rx.recv().map_err(|_| StorageError::ShuttingDown)?
     }
 
-    /// Seals the window starting at `start_ms` into compressed chunks (see `seal.rs`); `None`
+    /// Seals the window starting at `start_ms` into compressed chunks (see `lifecycle/seal.rs`); `None`
     /// when there is nothing to seal. Blocks for as long as the rewrite takes.
     ///
     /// # Errors
@@ -403,7 +403,7 @@ impl Storage {
     }
 
     /// Deletes the samples in `[start_ms, end_ms]` of every series matching `matchers` (see
-    /// `delete.rs`). Waits for a running seal to finish; blocks writes while it runs.
+    /// `lifecycle/delete.rs`). Waits for a running seal to finish; blocks writes while it runs.
     ///
     /// # Errors
     /// Engine errors, corrupt rows, [`StorageError::Poisoned`].
@@ -420,7 +420,7 @@ impl Storage {
     }
 
     /// Copies the database as of now into `dir` (which must not exist), a directory `saltdb
-    /// serve --data-dir` opens; see `snapshot.rs`. Writes continue while it copies.
+    /// serve --data-dir` opens; see `lifecycle/snapshot.rs`. Writes continue while it copies.
     ///
     /// # Errors
     /// Engine and I/O errors (the partial copy is removed).
@@ -544,12 +544,12 @@ impl Storage {
 
     /// Cardinality of the series with data in a time range, all of them or those matching
     /// selectors, each list cut to its largest entries. Counted from the window postings (see
-    /// [`super::cardinality`]).
+    /// [`crate::storage::read::cardinality`]).
     ///
     /// # Errors
     /// Engine errors, corrupt rows, the limits' timeout or cancellation.
     pub fn cardinality(&self, query: &super::CardinalityQuery, limits: &ReadLimits) -> Result<super::Cardinality> {
-        super::cardinality::cardinality(&self.inner.shared, query, limits)
+        crate::storage::read::cardinality::cardinality(&self.inner.shared, query, limits)
     }
 
     /// The window length, retention and bucketing this database runs with.
@@ -671,7 +671,7 @@ impl Storage {
             let sealed_samples = match &w.chunks {
                 Some(_) => sh
                     .meta
-                    .get(super::window::sealed_samples_key(w.start_ms))?
+                    .get(crate::storage::lifecycle::window::sealed_samples_key(w.start_ms))?
                     .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
                     .map_or(0, u64::from_be_bytes),
                 None => 0,
@@ -680,7 +680,7 @@ impl Storage {
                 Some(ks) => {
                     // Index rows (window index and postings blocks) are not samples.
                     let mut index_rows = 0u64;
-                    for guard in ks.prefix([super::keys::INDEX_ROW_BYTE]) {
+                    for guard in ks.prefix([crate::storage::format::keys::INDEX_ROW_BYTE]) {
                         guard.key()?;
                         index_rows += 1;
                     }
@@ -753,7 +753,12 @@ impl Querier for StorageQuerier {
         select::for_each_series(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits, f)
     }
 
-    fn start_timestamps(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<super::SeriesStarts>> {
+    fn start_timestamps(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<crate::storage::SeriesStarts>> {
         select::start_timestamps(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits)
     }
 
@@ -834,7 +839,7 @@ impl Drop for Inner {
 }
 
 impl Inner {
-    /// After the writer's final head flush: leaves tables only (see `close.rs`) when the head
+    /// After the writer's final head flush: leaves tables only (see `lifecycle/close.rs`) when the head
     /// is empty, the log holds no live row and nothing failed; otherwise the journal and log are
     /// replayed at the next open, as after a crash.
     fn close_cleanly(&self) {

@@ -1,52 +1,46 @@
 //! Storage on fjall. Synchronous: nothing here knows about tokio. The HTTP layer reaches it only
 //! through `http/blocking.rs`.
 //!
-//! Layout of the keys and tables: see [`keys`]. Manifest: see [`manifest`].
+//! The groups, each with a `mod.rs` saying what it owns and what it may not touch:
+//!
+//! | folder        | holds                                                                        |
+//! |---------------|------------------------------------------------------------------------------|
+//! | [`format`]    | the bytes of every key and row: keys, manifest, runs, chunks, start timestamps, exemplars |
+//! | [`index`]     | series ids and their lookup, per-window postings, matchers, index caches     |
+//! | [`write`]     | the writer thread: group commit, write-ahead log, head, flushes, presence    |
+//! | [`read`]      | the [`Querier`] seam, the selection of series and samples, cardinality       |
+//! | [`lifecycle`] | windows, seal and reseal, retention's drops and churn, delete, snapshot, close, migrate |
+//!
+//! At the root: [`Storage`] (`db.rs`: open, recover, the handle every caller holds), the state the
+//! writer thread shares with readers (`shared.rs`), the series id every row carries
+//! (`series_id.rs`), errors and bytes on disk.
+//!
+//! Layout of the keys and tables: see [`format::keys`]. Manifest: see [`format::manifest`].
 
-mod cardinality;
-pub mod chunk;
-mod churn;
-mod close;
 mod db;
-mod delete;
 mod disk;
 mod error;
-mod exemplars;
-pub use exemplars::{SeriesExemplars, DEFAULT_MAX_EXEMPLARS};
-mod head;
-mod histogram_run;
-mod index_cache;
-pub mod keys;
-mod known_label_sets;
-pub mod manifest;
-mod matchers;
-mod migrate;
-mod postings;
-pub mod querier;
-mod reseal;
-mod run;
-pub mod seal;
-mod select;
-pub mod series;
+pub mod format;
+pub mod index;
+pub mod lifecycle;
+pub mod read;
+mod series_id;
 mod shared;
-mod snapshot;
-mod start_ts;
-pub use start_ts::{start_at, SeriesStarts, StartChange};
-mod wal;
-mod window;
 mod write;
 
-pub use cardinality::{Cardinality, CardinalityQuery, Stat};
 pub use db::{
     check_time_range, now_ms, EngineStats, FsyncMode, HeadFigures, Storage, StorageConfig, StorageQuerier,
     StorageStats, WindowState, WindowStats, WindowStatus,
 };
-pub use delete::DeleteOutcome;
 pub use disk::du_bytes;
 pub use error::{Result, StorageError};
-pub use keys::{BucketScheme, Bucketing};
-pub use postings::index_rows_scanned;
-pub use querier::{MemQuerier, Querier, ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
-pub use seal::SealOutcome;
-pub use snapshot::SnapshotOutcome;
+pub use format::exemplars::{SeriesExemplars, DEFAULT_MAX_EXEMPLARS};
+pub use format::keys::{BucketScheme, Bucketing};
+pub use format::start_ts::{start_at, SeriesStarts, StartChange};
+pub use index::postings::index_rows_scanned;
+pub use lifecycle::delete::DeleteOutcome;
+pub use lifecycle::seal::SealOutcome;
+pub use lifecycle::snapshot::SnapshotOutcome;
+pub use read::cardinality::{Cardinality, CardinalityQuery, Stat};
+pub use read::querier::{MemQuerier, Querier, ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
 pub use write::{HeadLimits, SealSwap, WriteOutcome, RUN_SAMPLES};

@@ -4,10 +4,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::head::Head;
-use super::keys::Bucketing;
-use super::querier::ReadStrategy;
-use super::window::Windows;
+use crate::storage::format::keys::Bucketing;
+use crate::storage::lifecycle::window::Windows;
+use crate::storage::read::querier::ReadStrategy;
+use crate::storage::write::head::Head;
 
 /// Open keyspaces and shared counters. Read-only for readers except the counters.
 pub struct Shared {
@@ -20,15 +20,15 @@ pub struct Shared {
     /// `md5(labels) series_id -> canonical labels`.
     pub series_by_labels: fjall::Keyspace,
     /// Decoded label sets of `series` rows, for reads.
-    pub labels: super::series::LabelsCache,
+    pub labels: crate::storage::index::series::LabelsCache,
     /// Answers of the window index between requests; every commit that adds or removes index
-    /// rows must call `index.changed()` after it (see [`super::index_cache`]).
-    pub index: super::index_cache::IndexCache,
-    /// Memory of the writer's label-set filter (see [`super::known_label_sets`]), for
+    /// rows must call `index.changed()` after it (see [`crate::storage::index::index_cache`]).
+    pub index: crate::storage::index::index_cache::IndexCache,
+    /// Memory of the writer's label-set filter (see [`crate::storage::index::known_label_sets`]), for
     /// `/metrics`.
     pub label_set_filter_bytes: AtomicU64,
-    /// The newest exemplars (see [`super::exemplars`]).
-    pub exemplars: super::exemplars::ExemplarStore,
+    /// The newest exemplars (see [`crate::storage::format::exemplars`]).
+    pub exemplars: crate::storage::format::exemplars::ExemplarStore,
     /// Their rows.
     pub exemplar_rows: fjall::Keyspace,
     /// Set once any window keyspace may hold histogram runs (at open when one does; by a flush
@@ -41,7 +41,7 @@ pub struct Shared {
     /// the writer before it commits the first): until then reads of start timestamps cost
     /// nothing.
     starts_stored: std::sync::atomic::AtomicBool,
-    /// The head's write-ahead log (see [`super::wal`]).
+    /// The head's write-ahead log (see [`crate::storage::write::wal`]).
     pub wal: fjall::Keyspace,
     /// Acknowledged samples not yet flushed into window keyspaces.
     pub head: Head,
@@ -104,15 +104,15 @@ impl Shared {
         windows: Windows,
         bucketing: Bucketing,
         (next_id, labels_cache_bytes, index_cache_bytes): (u64, u64, u64),
-        (exemplars, exemplar_rows): (super::exemplars::ExemplarStore, fjall::Keyspace),
+        (exemplars, exemplar_rows): (crate::storage::format::exemplars::ExemplarStore, fjall::Keyspace),
     ) -> Self {
         Self {
             db,
             meta,
             series,
             series_by_labels,
-            labels: super::series::LabelsCache::new(labels_cache_bytes),
-            index: super::index_cache::IndexCache::new(index_cache_bytes),
+            labels: crate::storage::index::series::LabelsCache::new(labels_cache_bytes),
+            index: crate::storage::index::index_cache::IndexCache::new(index_cache_bytes),
             label_set_filter_bytes: AtomicU64::new(0),
             exemplars,
             exemplar_rows,
@@ -141,7 +141,7 @@ impl Shared {
     ///
     /// # Errors
     /// Engine errors.
-    pub fn allocate_generation(&self) -> super::error::Result<u32> {
+    pub fn allocate_generation(&self) -> crate::storage::error::Result<u32> {
         let mut next = self.next_generation.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let current = match *next {
             Some(n) => n,

@@ -38,7 +38,7 @@ pub(super) struct FlushCycle {
 /// bucket: fjall inserts a batch's rows into the memtable's skiplist one after the other, and a
 /// search that follows the previous one's path finds it in the CPU caches (the map's own order
 /// misses them at every level).
-fn by_id<T>(shard: &super::head::IdMap<Vec<T>>) -> Vec<(&SeriesId, &Vec<T>)> {
+fn by_id<T>(shard: &crate::storage::series_id::IdMap<Vec<T>>) -> Vec<(&SeriesId, &Vec<T>)> {
     let mut series: Vec<(&SeriesId, &Vec<T>)> = shard.iter().collect();
     series.sort_unstable_by_key(|&(&id, _)| id);
     series

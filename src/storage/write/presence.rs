@@ -9,9 +9,9 @@
 
 use std::collections::VecDeque;
 
-use super::super::error::{Result, StorageError};
-use super::super::postings;
-use super::super::series::SeriesId;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::index::postings;
+use crate::storage::series_id::SeriesId;
 
 /// Windows whose series-presence sets are kept in memory (the newest ones written to).
 pub(super) const PRESENCE_WINDOWS: usize = 4;

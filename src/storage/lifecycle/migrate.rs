@@ -8,12 +8,13 @@
 
 use std::collections::HashMap;
 
-use super::error::{Result, StorageError};
-use super::keys;
-use super::manifest::{FORMAT_VERSION, FORMAT_VERSION_KEY};
-use super::postings;
-use super::series::{self, SeriesId};
 use super::window::Windows;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::keys;
+use crate::storage::format::manifest::{FORMAT_VERSION, FORMAT_VERSION_KEY};
+use crate::storage::index::postings;
+use crate::storage::index::series;
+use crate::storage::series_id::SeriesId;
 
 /// Rows per write batch while upgrading (bounds memory).
 const BATCH_ROWS: usize = 50_000;

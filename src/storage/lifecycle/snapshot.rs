@@ -9,9 +9,9 @@
 
 use std::path::Path;
 
-use super::error::{Result, StorageError};
-use super::shared::Shared;
 use super::window::{self, Window};
+use crate::storage::error::{Result, StorageError};
+use crate::storage::shared::Shared;
 
 /// Rows per write batch while copying (bounds memory).
 const BATCH_ROWS: usize = 50_000;

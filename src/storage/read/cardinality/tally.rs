@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::storage::keys;
-use crate::storage::postings;
+use crate::storage::format::keys;
+use crate::storage::index::postings;
 
 /// One entry of a top list: a name (metric, label name or `name=value`) and its count.
 #[derive(Clone, Debug, PartialEq, Eq)]

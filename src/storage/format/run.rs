@@ -17,10 +17,10 @@
 //! the first run that starts at or before the range's start.
 
 use super::chunk;
-use super::error::{Result, StorageError};
 use super::keys;
-use super::series::SeriesId;
 use crate::sample::Sample;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::series_id::SeriesId;
 
 /// Most samples in one hot run; a longer merged run is split.
 pub const MAX_RUN_SAMPLES: usize = 4096;
@@ -162,7 +162,7 @@ pub fn read(
 /// As [`read`] for several series of one bucket at once: one iterator over the key range from
 /// the first to the last of `ids` (ascending, deduplicated), skipping the rows of series not in
 /// `ids`. Appends the samples of `ids[i]` to `outs[i]`. Cheaper than a seek per series when the
-/// wanted series are a good part of the range (see `select.rs`).
+/// wanted series are a good part of the range (see `read/select.rs`).
 ///
 /// # Errors
 /// Engine errors and corrupt rows.

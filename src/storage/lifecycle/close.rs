@@ -1,4 +1,4 @@
-//! A clean close: what the last [`super::Storage`] handle does once the writer thread has flushed
+//! A clean close: what the last [`crate::storage::Storage`] handle does once the writer thread has flushed
 //! the head, so that the data directory holds tables and little else.
 //!
 //! 1. The `wal` keyspace is cleared: after the final head flush it holds no live row, only the
@@ -25,8 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::error::{Result, StorageError};
-use super::shared::Shared;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::shared::Shared;
 
 /// Manifest key written last at a clean close: the wall-clock time of the close (ms, i64 BE).
 pub const LAST_CLEAN_CLOSE: &str = "last_clean_close";
@@ -43,7 +43,7 @@ const FLUSH_WAIT: Duration = Duration::from_secs(120);
 pub fn flush_everything(sh: &Shared) -> Result<()> {
     sh.wal.clear()?;
     let mut mark = sh.db.batch().durability(Some(fjall::PersistMode::SyncAll));
-    mark.insert(&sh.meta, LAST_CLEAN_CLOSE, super::db::now_ms().to_be_bytes());
+    mark.insert(&sh.meta, LAST_CLEAN_CLOSE, crate::storage::db::now_ms().to_be_bytes());
     mark.commit()?;
     for name in sh.db.list_keyspace_names() {
         let ks = sh.db.keyspace(&name, fjall::KeyspaceCreateOptions::default)?;

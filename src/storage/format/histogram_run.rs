@@ -6,16 +6,16 @@
 //! Invariants, as for float runs: per series and keyspace, histogram runs never overlap in time,
 //! and the newest run is the first key a seek meets. Float and histogram runs of one series are
 //! separate families and may overlap in time; no timestamp holds both once written through the
-//! head (see `head.rs`), and should two rows ever disagree, reads keep the histogram.
+//! head (see `write/head.rs`), and should two rows ever disagree, reads keep the histogram.
 
 use std::sync::Arc;
 
 use super::keys;
-use super::series::SeriesId;
-use super::{Result, StorageError};
 use crate::histogram::chunk as histogram_chunk;
 use crate::histogram::Histogram;
 use crate::sample::HistogramSample;
+use crate::storage::series_id::SeriesId;
+use crate::storage::{Result, StorageError};
 
 /// Samples per histogram run row at most.
 pub const MAX_RUN_HISTOGRAMS: usize = 120;

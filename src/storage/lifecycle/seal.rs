@@ -1,24 +1,24 @@
 //! Sealing: rewriting a closed window's hot runs into a new generation of Gorilla+zstd chunks,
 //! one series at a time. Restartable and idempotent: the new generation is invisible until the
-//! writer thread marks it in the manifest (see `write.rs`), so a crash at any point loses nothing
+//! writer thread marks it in the manifest (see `write/mod.rs`), so a crash at any point loses nothing
 //! and duplicates nothing. A window already sealed, whose overlay holds late samples, is not
 //! rewritten: only the overlay's series are merged into its visible chunks (see `reseal.rs`).
 
 use std::sync::mpsc::{self, SyncSender};
 
-use super::chunk;
-use super::error::{Result, StorageError};
-use super::histogram_run;
-use super::keys;
-use super::postings;
 use super::reseal;
-use super::select::{read_histograms, read_series, universe};
-use super::series;
-use super::shared::Shared;
-use super::start_ts;
 use super::window;
-use super::write::{Command, FinishSeal, SealSwap};
 use crate::sample::MAX_TIMESTAMP_MS;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::chunk;
+use crate::storage::format::histogram_run;
+use crate::storage::format::keys;
+use crate::storage::format::start_ts;
+use crate::storage::index::postings;
+use crate::storage::index::series;
+use crate::storage::read::select::{read_histograms, read_series, universe};
+use crate::storage::shared::Shared;
+use crate::storage::write::{Command, FinishSeal, SealSwap};
 
 /// Most samples in one chunk: 24 h of 15 s scrapes, so one chunk per series per day window.
 /// Measured with `saltdb-bench size` (2,500 node-exporter-like series, 24 h): Gorilla/decimal

@@ -10,12 +10,13 @@
 //! never removed while a window still lists it, so a read never finds an id without labels
 //! except in a read racing the removal (readers skip such ids).
 
-use super::error::Result;
-use super::keys;
-use super::select;
-use super::series::{self, SeriesId};
-use super::shared::Shared;
 use super::window::Window;
+use crate::storage::error::Result;
+use crate::storage::format::keys;
+use crate::storage::index::series;
+use crate::storage::read::select;
+use crate::storage::series_id::SeriesId;
+use crate::storage::shared::Shared;
 
 /// Manifest key of the series whose rows are being removed: their ids, `u64` BE each.
 pub const PENDING_KEY: &str = "series_gc_pending";

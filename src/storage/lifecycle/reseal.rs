@@ -26,18 +26,18 @@
 
 use std::sync::mpsc::{self, SyncSender};
 
-use super::chunk;
-use super::error::{Result, StorageError};
-use super::histogram_run;
-use super::keys;
-use super::postings;
-use super::run;
 use super::seal::{SealOutcome, CHUNK_SAMPLES, ZSTD_LEVEL};
-use super::series::SeriesId;
-use super::shared::Shared;
 use super::window;
-use super::write::{Command, DropOverlay, SealSwap};
 use crate::sample::{HistogramSample, Sample};
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::chunk;
+use crate::storage::format::histogram_run;
+use crate::storage::format::keys;
+use crate::storage::format::run;
+use crate::storage::index::postings;
+use crate::storage::series_id::SeriesId;
+use crate::storage::shared::Shared;
+use crate::storage::write::{Command, DropOverlay, SealSwap};
 
 /// Rows per write batch while re-sealing (bounds memory); a series is never split.
 const BATCH_ROWS: usize = 20_000;
@@ -48,7 +48,7 @@ enum RowKind {
     Point(u16, SeriesId),
     /// A histogram run of series `id` in `bucket`.
     Histogram(u16, SeriesId),
-    /// A start-timestamp row (a change point, see `start_ts.rs`): copied as it is, replacing
+    /// A start-timestamp row (a change point, see `format/start_ts.rs`): copied as it is, replacing
     /// the chunks' row of the same series and timestamp.
     Start,
     /// An index row: copied as it is.

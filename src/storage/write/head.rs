@@ -3,7 +3,7 @@
 //!
 //! The writer thread appends after each group commit (the samples are durable by then, in the
 //! write-ahead log, see [`super::wal`]) and periodically flushes the head into runs (see
-//! `write.rs`), which is what turns many small writes into few large rows.
+//! `write/mod.rs`), which is what turns many small writes into few large rows.
 //!
 //! Invariants:
 //! - every series' vector is sorted by strictly ascending timestamp; a second write of a
@@ -12,36 +12,11 @@
 //!   *before* the keyspaces, so a sample is never missed by a read racing a flush (at worst it
 //!   is seen twice, with equal values, and merged).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::series::SeriesId;
 use crate::sample::{HistogramSample, Sample};
-
-/// Hashes series ids (dense integers) with one multiplication instead of SipHash.
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-/// A map keyed by series id.
-pub type IdMap<V> = HashMap<SeriesId, V, BuildHasherDefault<IdHasher>>;
+use crate::storage::series_id::{IdMap, SeriesId};
 
 /// One bucket's series in the head.
 pub type Shard = IdMap<Vec<Sample>>;

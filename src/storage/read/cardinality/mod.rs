@@ -1,7 +1,7 @@
 //! Cardinality of a time range (a day, for `/api/v1/status/tsdb`): series per metric name,
 //! label name and label pair, distinct values per label name.
 //!
-//! - All series: read from the per-window index (see [`super::postings`]). The cost follows the
+//! - All series: read from the per-window index (see [`crate::storage::index::postings`]). The cost follows the
 //!   size of the overlapping windows' postings (blocks of the ids carrying each label pair), never
 //!   a load of label sets from the series table.
 //! - With selectors: the ordinary selection ([`select::for_each_accepted`]) finds the matching
@@ -14,13 +14,13 @@ mod tally;
 
 use std::collections::HashSet;
 
-use super::error::{Result, StorageError};
-use super::keys;
-use super::matchers::Selection;
-use super::querier::ReadLimits;
-use super::select::{self, keyspaces};
-use super::shared::Shared;
-use super::window::Window;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::keys;
+use crate::storage::index::matchers::Selection;
+use crate::storage::lifecycle::window::Window;
+use crate::storage::read::querier::ReadLimits;
+use crate::storage::read::select::{self, keyspaces};
+use crate::storage::shared::Shared;
 use tally::{count_blocks, MergeUnique, PairCounts, Tally};
 pub use tally::{Cardinality, Stat};
 

@@ -2,20 +2,20 @@
 //!
 //! | key               | value                         |
 //! |-------------------|-------------------------------|
-//! | `format_version`  | `u32` BE, currently 4         |
+//! | `format_version`  | `u32` BE, currently 5         |
 //! | `bucket_scheme`   | `hash` or `modulo`            |
 //! | `buckets`         | `u16` BE                      |
 //! | `window_ms`       | `i64` BE                      |
 //! | `next_series_id`  | `u64` BE, next id to allocate |
-//! | `last_clean_close`| `i64` BE, ms: written last by a clean close (see `close.rs`) |
+//! | `last_clean_close`| `i64` BE, ms: written last by a clean close (see `lifecycle/close.rs`) |
 
-use super::error::{Result, StorageError};
 use super::keys::{BucketScheme, Bucketing};
+use crate::storage::error::{Result, StorageError};
 
 /// The on-disk format this build writes and reads. History (see `docs/format.md`):
 /// - 1: postings for all time in a `postings` keyspace;
-/// - 2: postings per window, inside each window keyspace (`migrate.rs` upgrades 1 at open);
-/// - 3: a window postings row may be a block of several ids (see `postings.rs`); format 2's
+/// - 2: postings per window, inside each window keyspace (`lifecycle/migrate.rs` upgrades 1 at open);
+/// - 3: a window postings row may be a block of several ids (see `index/postings.rs`); format 2's
 ///   rows are blocks of one, so 2 upgrades by writing the new version alone (a build that
 ///   reads only 2 must not open a directory holding blocks).
 /// - 4: window keyspaces may hold histogram runs (keys in the histogram family, see `keys.rs`)

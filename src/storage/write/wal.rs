@@ -19,9 +19,9 @@
 
 use std::sync::Arc;
 
-use super::series::SeriesId;
 use crate::histogram::chunk as histogram_chunk;
 use crate::sample::{HistogramSample, Sample};
+use crate::storage::series_id::SeriesId;
 
 const VERSION: u8 = 1;
 const VERSION_WITH_HISTOGRAMS: u8 = 2;

@@ -6,19 +6,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
 
-use super::error::Result;
-use super::head::Head;
-use super::histogram_run;
-use super::matchers::{self, Selection};
-use super::postings;
 use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
-use super::run;
-use super::series::SeriesId;
-use super::shared::Shared;
-use super::start_ts::{self, SeriesStarts, StartChange};
-use super::window::Window;
 use crate::labels::Labels;
 use crate::sample::{HistogramSample, Sample, SeriesSamples};
+use crate::storage::error::Result;
+use crate::storage::format::histogram_run;
+use crate::storage::format::run;
+use crate::storage::format::start_ts::{self, SeriesStarts, StartChange};
+use crate::storage::index::matchers::{self, Selection};
+use crate::storage::index::postings;
+use crate::storage::lifecycle::window::Window;
+use crate::storage::series_id::SeriesId;
+use crate::storage::shared::Shared;
+use crate::storage::write::head::Head;
 
 /// Series read between two checks of the deadline and cancellation flag (and read together).
 const CHECK_EVERY: usize = 64;
@@ -94,7 +94,7 @@ fn accepted_labels(sh: &Shared, sel: &Selection, id: SeriesId) -> Result<Option<
 /// Appends the samples of one series in `[start, end]` to `out`, ascending. The head (when
 /// given) is read first, then per window the sealed chunks and the hot runs (see [`run`]); hot
 /// wins over sealed and the head over both on equal timestamps. Reading the head before the
-/// keyspaces is what makes a read racing a head flush see every sample (see `head.rs`).
+/// keyspaces is what makes a read racing a head flush see every sample (see `write/head.rs`).
 ///
 /// # Errors
 /// Engine errors and corrupt rows.
@@ -393,7 +393,7 @@ pub fn for_each_series(
 }
 
 /// The start timestamps of the matching series that have any in `[start, end]` (see
-/// [`super::Querier::start_timestamps`]): nothing is read unless some keyspace of the windows
+/// [`crate::storage::Querier::start_timestamps`]): nothing is read unless some keyspace of the windows
 /// overlapping the range holds start-timestamp rows; then one seek per series and keyspace.
 ///
 /// # Errors
@@ -432,7 +432,7 @@ pub fn start_timestamps(
         let bucket = sh.bucketing.bucket(id);
         let mut changes = Vec::new();
         for (window_start, keyspaces) in &holding {
-            // Each window answers for its own samples (see `start_ts.rs`): nothing carries over
+            // Each window answers for its own samples (see `format/start_ts.rs`): nothing carries over
             // from the window before, whose last row may be a start timestamp the series no
             // longer has.
             let mut lists = Vec::new();

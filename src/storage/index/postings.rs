@@ -15,9 +15,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::error::{Result, StorageError};
-use super::keys;
-use super::series::SeriesId;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::keys;
+use crate::storage::series_id::SeriesId;
 
 /// Consecutive rows of one value read before a value walk seeks past the rest of them. Measured
 /// on a 1 M-series window (three tables): a seek costs about 3 µs, a row read about 0.3 µs, and

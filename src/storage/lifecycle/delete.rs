@@ -10,18 +10,18 @@
 //!
 //! The series' labels and id stay: a later write of the same series reuses its id.
 
-use super::chunk;
-use super::error::{Result, StorageError};
-use super::histogram_run;
-use super::keys;
-use super::postings;
-use super::run;
 use super::seal::ZSTD_LEVEL;
-use super::series::SeriesId;
-use super::shared::Shared;
-use super::start_ts;
 use super::window::Window;
 use crate::sample::Sample;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::chunk;
+use crate::storage::format::histogram_run;
+use crate::storage::format::keys;
+use crate::storage::format::run;
+use crate::storage::format::start_ts;
+use crate::storage::index::postings;
+use crate::storage::series_id::SeriesId;
+use crate::storage::shared::Shared;
 
 /// Rows per write batch while deleting (bounds memory).
 const BATCH_ROWS: usize = 50_000;

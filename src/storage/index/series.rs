@@ -11,12 +11,10 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::error::{Result, StorageError};
-use super::keys;
 use crate::labels::Labels;
-
-/// A series id: allocated from 1 upwards, never reused.
-pub type SeriesId = u64;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::keys;
+use crate::storage::series_id::SeriesId;
 
 /// The in-memory identity of a label set: xxh3-128 of its canonical encoding (`name 0x00
 /// value 0x00` in name order, see [`Labels::encode`]). Two label sets sharing an identity

@@ -3,6 +3,13 @@
 //! series-id allocation, window creation and window drops. Owning all mutations on one thread
 //! means ids are allocated without locks and a window is never dropped while a commit or a flush
 //! writes into it.
+//!
+//! The write group owns, beside this thread: the head of acknowledged samples ([`head`]), its
+//! write-ahead log ([`wal`]), flushes of the head into runs (`flush.rs`), keeping fjall's memtables
+//! within `--write-buffer` (`memtables.rs`) and which series are indexed in the recent windows
+//! (`presence.rs`). It is the only writer of samples, series and postings rows; the lifecycle's
+//! changes (window drops, seal swaps, deletes, snapshots) run here as commands. May not: answer
+//! reads (that is `read/`), or decode rows other than through `format/`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
@@ -10,27 +17,29 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod flush;
+pub(super) mod head;
 mod memtables;
 mod presence;
+pub(super) mod wal;
 
-use super::churn;
-use super::delete::{self, DeleteOutcome, DeleteRange};
-use super::error::{Result, StorageError};
-use super::exemplars;
-use super::head::{self, IdMap};
-use super::histogram_run;
-use super::keys;
-use super::known_label_sets::KnownLabelSets;
-use super::manifest::NEXT_SERIES_ID;
-use super::postings;
-use super::run;
-use super::series::{self, Lookup, SeriesCache, SeriesId};
-use super::shared::Shared;
-use super::snapshot::Pinned;
-use super::start_ts;
-use super::wal;
-use super::window;
 use crate::sample::{Exemplar, PackedBatch, PackedSeries, Sample};
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::exemplars;
+use crate::storage::format::histogram_run;
+use crate::storage::format::keys;
+use crate::storage::format::manifest::NEXT_SERIES_ID;
+use crate::storage::format::run;
+use crate::storage::format::start_ts;
+use crate::storage::index::known_label_sets::KnownLabelSets;
+use crate::storage::index::postings;
+use crate::storage::index::series::{self, Lookup, SeriesCache};
+use crate::storage::lifecycle::churn;
+use crate::storage::lifecycle::delete::{self, DeleteOutcome, DeleteRange};
+use crate::storage::lifecycle::snapshot::Pinned;
+use crate::storage::lifecycle::window;
+use crate::storage::series_id::IdMap;
+use crate::storage::series_id::SeriesId;
+use crate::storage::shared::Shared;
 use presence::Presence;
 
 /// Samples gathered into one group commit before it is written (bounds the batch's memory).
@@ -57,7 +66,7 @@ pub struct HeadLimits {
     /// Flush once the head holds this many samples, or [`RUN_SAMPLES`] per series it holds
     /// when that is more.
     pub max_samples: usize,
-    /// Flush once the head's memory reaches this many bytes (see [`super::head::Head::bytes`]).
+    /// Flush once the head's memory reaches this many bytes (see [`self::head::Head::bytes`]).
     pub max_bytes: usize,
     /// Flush once the oldest unflushed write is this old (bounds log replay and run shortness).
     pub max_age: Duration,
@@ -117,14 +126,14 @@ pub enum Command {
     /// Drop every window ending at or before the cutoff; reply with the dropped window starts.
     /// The head is flushed first only when some window actually goes.
     DropExpired(i64, SyncSender<Result<Vec<i64>>>),
-    /// Make a fully written chunks keyspace the window's visible generation (see `seal.rs`).
+    /// Make a fully written chunks keyspace the window's visible generation (see `lifecycle/seal.rs`).
     FinishSeal(FinishSeal, SyncSender<Result<SealSwap>>),
     /// Drop the overlay of a window whose late samples were merged into its chunks (see
-    /// `reseal.rs`), unless a commit reached it meanwhile.
+    /// `lifecycle/reseal.rs`), unless a commit reached it meanwhile.
     DropOverlay(DropOverlay, SyncSender<Result<SealSwap>>),
-    /// Delete samples of some series in a time range (see `delete.rs`).
+    /// Delete samples of some series in a time range (see `lifecycle/delete.rs`).
     Delete(DeleteRange, SyncSender<Result<DeleteOutcome>>),
-    /// Pin a consistent instant for a snapshot (see `snapshot.rs`), after flushing the head.
+    /// Pin a consistent instant for a snapshot (see `lifecycle/snapshot.rs`), after flushing the head.
     Pin(SyncSender<Result<Pinned>>),
     /// Flush the head into the window keyspaces; reply once committed.
     Flush(SyncSender<Result<()>>),
@@ -210,7 +219,7 @@ pub struct Writer {
     /// Whether `Shared::label_set_filter_bytes` includes the scanned filter.
     label_sets_published: bool,
     /// Per series whose newest sample (written by this life of the writer) has a start
-    /// timestamp: it and the window of its last change point (see `start_ts.rs`). Empty, and
+    /// timestamp: it and the window of its last change point (see `format/start_ts.rs`). Empty, and
     /// never consulted, while no start timestamp is written.
     starts: IdMap<start_ts::Current>,
 }
@@ -254,7 +263,7 @@ impl Pending {
     }
 
     /// After each commit of rows gathered here: once any series was indexed in a window, the
-    /// read path's index answers are stale (see [`super::index_cache`]).
+    /// read path's index answers are stale (see [`crate::storage::index::index_cache`]).
     fn committed(&self, sh: &Shared) {
         if !self.marks.is_empty() {
             sh.index.changed();
@@ -333,7 +342,7 @@ impl Writer {
     pub fn restore_starts(&mut self) -> Result<()> {
         let Some(w) = self.shared.windows.all().into_iter().max_by_key(|w| w.start_ms) else { return Ok(()) };
         // The chunks first: the hot rows are newer.
-        for ks in super::select::keyspaces(&w) {
+        for ks in crate::storage::read::select::keyspaces(&w) {
             if start_ts::any(ks)? {
                 for (id, start_ms) in start_ts::newest(ks)? {
                     match start_ms {
@@ -637,7 +646,7 @@ impl Writer {
     }
 
     /// Adds to `fb` the start-timestamp change points of series `id` that `s` brings (see
-    /// `start_ts.rs`), into the hot keyspaces of their windows, which count as written to.
+    /// `format/start_ts.rs`), into the hot keyspaces of their windows, which count as written to.
     fn write_starts(
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,

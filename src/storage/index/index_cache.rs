@@ -19,9 +19,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::error::Result;
 use super::matchers::Selection;
-use super::series::SeriesId;
+use crate::storage::error::Result;
+use crate::storage::series_id::SeriesId;
 
 /// The largest share of the budget one answer may take (a huge value or id list is computed
 /// each time rather than evicting everything else).

@@ -14,11 +14,11 @@
 
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 
-use super::error::Result;
 use super::postings::{self, PairIds};
-use super::series::SeriesId;
 use crate::labels::Labels;
 use crate::matcher::{MatchOp, Matcher};
+use crate::storage::error::Result;
+use crate::storage::series_id::SeriesId;
 
 /// Ids read from each postings list in the first turn while looking for the smallest; each
 /// later turn reads twice as many, up to [`MAX_TURN`]: a one-series selector costs a few dozen

@@ -1,14 +1,14 @@
 //! Time windows: each window of `window_ms` milliseconds owns up to two keyspaces.
 //!
-//! - `points_<start_ms>_<generation>`: hot runs flushed from the head (see [`super::run`]).
+//! - `points_<start_ms>_<generation>`: hot runs flushed from the head (see [`crate::storage::format::run`]).
 //!   Before a window is sealed it holds the window's flushed samples; after, it is the overlay of
 //!   late samples (absent when there are none).
 //! - `chunks_<start_ms>_<generation>`: the sealed window, Gorilla+zstd chunks (see
-//!   [`super::chunk`]). It is visible only once the manifest key `sealed/<start_ms>` names its
+//!   [`crate::storage::format::chunk`]). It is visible only once the manifest key `sealed/<start_ms>` names its
 //!   generation; a chunks keyspace without that mark is a seal that crashed halfway: it is kept
 //!   (not deleted) and cleared and reused by the window's next seal (see [`Windows::take_spare`]).
 //!
-//! Generations come from one persistent counter (see [`super::shared::Shared::allocate_generation`]),
+//! Generations come from one persistent counter (see [`crate::storage::shared::Shared::allocate_generation`]),
 //! so no keyspace name is ever used twice: a keyspace created under the name of a deleted one
 //! lost its registration after a later restart (found by the kill -9 sealing test).
 //!
@@ -23,7 +23,7 @@ use std::sync::RwLock;
 use fjall::config::CompressionPolicy;
 use fjall::{CompressionType, KeyspaceCreateOptions};
 
-use super::error::Result;
+use crate::storage::error::Result;
 
 /// Keyspace-name prefix of hot windows.
 const POINTS_PREFIX: &str = "points_";

@@ -282,7 +282,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn md5_of(i: u64) -> [u8; 16] {
-        crate::storage::keys::labels_hash(&i.to_le_bytes())
+        crate::storage::format::keys::labels_hash(&i.to_le_bytes())
     }
 
     proptest! {

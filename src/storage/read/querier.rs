@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::error::{Result, StorageError};
-use super::start_ts::SeriesStarts;
 use crate::labels::Labels;
 use crate::matcher::Matcher;
 use crate::sample::SeriesSamples;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::start_ts::SeriesStarts;
 
 /// A transformation applied to each selected series where it is read (see [`Querier::select`]).
 pub type SeriesMap<'a> = &'a (dyn Fn(&mut SeriesSamples) + Sync);
@@ -140,7 +140,7 @@ pub trait Querier: Send + Sync {
 
     /// The start timestamps of the matching series that have any in `[start_ms, end_ms]`: per
     /// series its change points in the range and the last one before it (see
-    /// [`super::start_at`]); series without start timestamps are left out. A backend that
+    /// [`crate::storage::start_at`]); series without start timestamps are left out. A backend that
     /// stores none answers with none (the default).
     ///
     /// # Errors
@@ -290,7 +290,7 @@ impl Querier for MemQuerier {
             .filter(|s| wanted.contains(&s.labels))
             .map(|s| SeriesStarts {
                 labels: s.labels.clone(),
-                changes: super::start_ts::merge(vec![s.changes.clone()], start_ms)
+                changes: crate::storage::format::start_ts::merge(vec![s.changes.clone()], start_ms)
                     .into_iter()
                     .filter(|c| c.timestamp_ms <= end_ms)
                     .collect(),

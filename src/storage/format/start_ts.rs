@@ -23,9 +23,9 @@
 //! them, and the row they write holds for the samples after them.
 
 use super::keys;
-use super::series::SeriesId;
-use super::{Result, StorageError};
 use crate::sample::StartTimestamp;
+use crate::storage::series_id::SeriesId;
+use crate::storage::{Result, StorageError};
 
 /// A change point of a series' start timestamps: from the sample at `timestamp_ms` on, samples
 /// start at `start_ms` (0: they have none) until the next change point.

@@ -15,11 +15,11 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::RwLock;
 
-use super::error::{Result, StorageError};
-use super::head::IdMap;
-use super::series::SeriesId;
 use crate::labels::Labels;
 use crate::sample::Exemplar;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::series_id::IdMap;
+use crate::storage::series_id::SeriesId;
 
 /// Exemplars Prometheus keeps by default (`--storage.exemplars.max-exemplars`).
 pub const DEFAULT_MAX_EXEMPLARS: usize = 100_000;
