@@ -81,7 +81,7 @@ fn readme() -> String {
 struct Block {
     /// `path:line` of the opening fence.
     at: String,
-    /// The fence's info string (`sh`, `yaml`, empty, ...).
+    /// The first word of the fence's info string (`sh`, `yaml`, empty, ...).
     lang: String,
     /// The kind its `<!-- sh-check: KIND -->` marker names, if the line before the fence is one.
     kind: Option<String>,
@@ -120,7 +120,7 @@ fn fenced_blocks(page: &Page) -> (Vec<Block>, Vec<String>) {
             }
             blocks.push(Block {
                 at: format!("{}:{}", page.path.display(), i + 1),
-                lang: info.trim().to_owned(),
+                lang: info.split_whitespace().next().unwrap_or("").to_owned(),
                 kind: pending.take().map(|(kind, _)| kind),
                 body,
             });
