@@ -567,7 +567,11 @@ fn dashboards_are_well_formed() {
     }
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     if !readme.contains("## Use with Grafana") || !readme.contains("SALTDB_DASHBOARDS") {
-        bad.push("README.md: the \"Use with Grafana\" section must say how to set SALTDB_DASHBOARDS".into());
+        bad.push("README.md: the \"Use with Grafana\" paragraph must name SALTDB_DASHBOARDS".into());
+    }
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/grafana.md")).unwrap();
+    if !page.contains("export SALTDB_DASHBOARDS=") {
+        bad.push("docs/grafana.md must say how to set SALTDB_DASHBOARDS".into());
     }
     assert!(bad.is_empty(), "dashboard check failed:\n{}", bad.join("\n"));
 }

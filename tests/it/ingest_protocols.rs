@@ -2,7 +2,7 @@
 //! protocol (`/write`, `/api/v2/write`, gzip, the `influx` CLI of InfluxDB 1.6), OpenTSDB
 //! `/api/put` with its `summary`/`details` answers, and Prometheus text / OpenMetrics import. The
 //! same bodies go into VictoriaMetrics 1.79, and the series, labels, values and timestamps must
-//! match except for the differences the README lists (string fields, label-name sanitizing, bad
+//! match except for the differences docs/ingest.md lists (string fields, label-name sanitizing, bad
 //! lines refused rather than skipped).
 
 use std::collections::BTreeMap;

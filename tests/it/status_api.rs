@@ -2,7 +2,7 @@
 //! VictoriaMetrics' extensions (`topN`, `date`, `match[]`, `focusLabel`), VictoriaMetrics 1.79,
 //! all three fed the same remote-write request. Compared field by field: Prometheus' fields by
 //! shape and value except where saltdb reports something else by design (`chunkCount`,
-//! `minTime`/`maxTime`: see the README), VictoriaMetrics' fields exactly. Ties in Prometheus'
+//! `minTime`/`maxTime`: see docs/api.md), VictoriaMetrics' fields exactly. Ties in Prometheus'
 //! top-10 lists are in no defined order, so there names are compared only for counts that are
 //! unique in the list.
 
