@@ -1,10 +1,10 @@
 //! The HTTP surface (async). Handlers decode and validate, then reach storage only through
 //! [`blocking`]; errors become responses only in [`error`].
 //!
-//! Layers, each importing only those below it: [`router`] on top, then the handlers, then what
-//! they share ([`state`] with [`limits`] and [`remote_state`], [`error`], [`params`], [`body`],
-//! [`blocking`], ...). Nothing below the router imports it; `tests/it/module_graph.rs` checks
-//! that no import loop forms.
+//! Layers, each importing only those below it: [`router`](mod@router) on top, then the
+//! handlers, then what they share ([`state`] with [`limits`] and [`remote_state`], [`error`],
+//! [`params`], [`body`], [`blocking`], ...). Nothing below the router imports it;
+//! `tests/it/module_graph.rs` checks that no import loop forms.
 
 pub mod access;
 pub mod admin;
