@@ -20,7 +20,7 @@ use serde_json::json;
 use super::api::{params, success, time_range};
 use super::blocking;
 use super::error::ApiError;
-use super::router::AppState;
+use super::state::AppState;
 
 fn enabled(state: &AppState) -> Result<(), ApiError> {
     if state.admin_api {

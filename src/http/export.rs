@@ -11,7 +11,7 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
-use super::router::AppState;
+use super::state::AppState;
 use crate::ingest::json_sample::{float_json, histogram_json};
 use crate::sample::{SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 

@@ -20,7 +20,7 @@ use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use super::router::AppState;
+use super::state::AppState;
 use crate::labels::{Labels, METRIC_NAME};
 use crate::sample::is_stale_marker;
 

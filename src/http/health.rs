@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 
-use super::router::AppState;
+use super::state::AppState;
 
 /// Always 200 while the process serves HTTP.
 pub async fn healthy() -> &'static str {

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use super::error::ApiError;
 use super::ingest::{self, Batch, Coding, Refusal};
 use super::params::Params;
-use super::router::AppState;
+use super::state::AppState;
 use crate::ingest::json_sample::{JsonFloat, JsonHistogram};
 use crate::ingest::prom_text;
 use crate::labels::Labels;

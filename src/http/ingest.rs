@@ -23,7 +23,7 @@ use axum::body::Body;
 use axum::http::HeaderMap;
 
 use super::error::ApiError;
-use super::router::AppState;
+use super::state::AppState;
 use super::{blocking, body};
 use crate::ingest::Stop;
 use crate::metrics::Protocol;

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::blocking;
 use super::error::ApiError;
-use super::router::AppState;
+use super::state::AppState;
 use crate::metrics::{StorageFigures, TEXT_CONTENT_TYPE};
 
 /// Renders every metric, refreshing the storage figures first. Reads only counters and

@@ -15,7 +15,7 @@ use serde_json::json;
 use super::error::ApiError;
 use super::ingest::{self, Batch, Coding, Refusal};
 use super::params::Params;
-use super::router::AppState;
+use super::state::AppState;
 use crate::ingest::opentsdb::{decode, point_json};
 use crate::ingest::{Rejection, Stop};
 use crate::metrics::Protocol;

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use super::error::ApiError;
 use super::ingest::{self, Batch, Coding, Refusal};
 use super::params::Params;
-use super::router::AppState;
+use super::state::AppState;
 use crate::ingest::otlp::{decode, Options};
 use crate::metrics::Protocol;
 

@@ -11,7 +11,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::Response;
 
 use super::error::ApiError;
-use super::router::AppState;
+use super::state::AppState;
 use super::{blocking, body};
 use crate::matcher::Matcher;
 use crate::remote::decode::DecodeError;

@@ -29,40 +29,10 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::ingest::{self, Batch, Coding, Refusal};
-use super::router::AppState;
-use super::router::Limits;
+use super::remote_state::decode_limits;
+use super::state::AppState;
 use crate::metrics::Protocol as MetricsProtocol;
-use crate::remote::decode::{decode_write_known, DecodeError, DecodeLimits, Protocol, Stopped};
-use crate::remote::known_labels::KnownLabels;
-use crate::remote::metadata::MetadataStore;
-
-/// State of the remote protocols, part of [`AppState`].
-pub struct RemoteState {
-    /// Metric metadata received through remote-write.
-    pub metadata: MetadataStore,
-    /// Label sets of remote-write 1.0 series seen before, by their wire bytes.
-    pub known_labels: KnownLabels,
-}
-
-impl RemoteState {
-    /// Empty state for a server with `limits`.
-    pub fn new(limits: &Limits) -> Self {
-        Self {
-            metadata: MetadataStore::default(),
-            known_labels: KnownLabels::new(limits.label_cache_bytes, &decode_limits(limits)),
-        }
-    }
-}
-
-/// The decoder's limits from the server's.
-fn decode_limits(limits: &Limits) -> DecodeLimits {
-    DecodeLimits {
-        max_decoded_bytes: limits.max_request_bytes,
-        max_labels: limits.series.max_labels,
-        max_label_len: limits.series.max_label_bytes,
-        max_series: limits.series.max_series,
-    }
-}
+use crate::remote::decode::{decode_write_known, DecodeError, Protocol, Stopped};
 
 /// Content type of remote-write 2.0 requests.
 pub const V2_CONTENT_TYPE: &str = "application/x-protobuf;proto=io.prometheus.write.v2.Request";

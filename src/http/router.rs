@@ -1,146 +1,18 @@
-//! Routes, shared state and the fallback.
+//! Routes, their middleware and the fallbacks: the top of the HTTP layer, over the handlers and
+//! the shared [`AppState`].
 
 use std::sync::Arc;
 
 use axum::routing::{get, post};
 use axum::Router;
 
-use tokio::sync::Semaphore;
-
-use super::access::AccessPolicy;
-use super::admission::{Admission, DEFAULT_MAX_CONCURRENT_WRITES, DEFAULT_MAX_INFLIGHT_BYTES};
 use super::api::{exemplars, labels, query, series, status};
 use super::error::ApiError;
-use super::import::SeriesLimits;
-use super::remote_write::RemoteState;
+use super::state::AppState;
 use super::{
     access, admin, api, export, federate, health, import, influx, metrics, opentsdb, otlp, remote_read, remote_write,
     ui,
 };
-use crate::backend::Backend;
-use crate::metrics::Metrics;
-use crate::promql::{Engine, EngineOptions};
-use crate::storage::Storage;
-
-/// Default of `--remote-write-label-cache`.
-pub const DEFAULT_LABEL_CACHE_BYTES: usize = 8 << 20;
-
-/// Request limits.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Largest accepted request body, after decompression too.
-    pub max_request_bytes: usize,
-    /// Limits on each ingested series.
-    pub series: SeriesLimits,
-    /// Write requests (remote-write and import) handled at once; more get 429.
-    pub max_concurrent_writes: usize,
-    /// Memory all write requests in flight may hold together (bodies, decompressed and
-    /// decoded forms); a request that does not fit gets 429.
-    pub max_inflight_bytes: usize,
-    /// Memory for the label sets of remote-write 1.0 series seen before (see
-    /// [`crate::remote::known_labels`]); 0 turns the cache off.
-    pub label_cache_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_request_bytes: 64 << 20,
-            series: SeriesLimits::default(),
-            max_concurrent_writes: DEFAULT_MAX_CONCURRENT_WRITES,
-            max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
-            label_cache_bytes: DEFAULT_LABEL_CACHE_BYTES,
-        }
-    }
-}
-
-/// What every handler can reach.
-pub struct AppState {
-    /// The database.
-    pub backend: Backend,
-    /// Request limits.
-    pub limits: Limits,
-    /// The PromQL evaluator with the server's query limits.
-    pub engine: Engine,
-    /// One permit per concurrently running query.
-    pub query_slots: Arc<Semaphore>,
-    /// Number of query slots (for messages).
-    pub query_max_concurrency: usize,
-    /// saltdb's own metrics.
-    pub metrics: Metrics,
-    /// Remote-write metadata.
-    pub remote: RemoteState,
-    /// The write budget: concurrent write requests and their bytes.
-    pub admission: Admission,
-    /// Who may call what (open by default).
-    pub access: Arc<AccessPolicy>,
-    /// Whether `/api/v1/admin/*` is enabled (`--enable-admin-api`; off by default).
-    pub admin_api: bool,
-    /// How OTLP metric names are translated.
-    pub otlp_naming: crate::ingest::otlp::Naming,
-    /// The command line's flags and values, for `/api/v1/status/flags` (empty in-process).
-    pub flags: Arc<std::collections::BTreeMap<String, String>>,
-    /// Queries that run at least this long are logged (`--query-log-slow`; `None`: off).
-    pub slow_query: Option<std::time::Duration>,
-    /// When the server started (`/api/v1/status/runtimeinfo`).
-    pub started: std::time::SystemTime,
-}
-
-impl AppState {
-    /// The embedded store, or a 501 naming `what` needs it when the server runs on another
-    /// backend.
-    ///
-    /// # Errors
-    /// [`ApiError::NotSupported`].
-    pub fn embedded(&self, what: &str) -> Result<&Storage, ApiError> {
-        self.backend.embedded().ok_or_else(|| {
-            ApiError::NotSupported(format!("{what} is not available on the {} storage backend", self.backend.name()))
-        })
-    }
-
-    /// State for a server over the embedded `storage`.
-    pub fn new(storage: Storage, limits: Limits, query: QueryConfig) -> Self {
-        Self::over(Backend::Embedded(storage), limits, query)
-    }
-
-    /// State for a server over `backend`.
-    pub fn over(backend: Backend, limits: Limits, query: QueryConfig) -> Self {
-        let slots = query.max_concurrency.max(1);
-        Self {
-            backend,
-            limits,
-            engine: Engine::new(query.engine),
-            query_slots: Arc::new(Semaphore::new(slots)),
-            query_max_concurrency: slots,
-            metrics: Metrics::new(),
-            remote: RemoteState::new(&limits),
-            admission: Admission::new(limits.max_concurrent_writes, limits.max_inflight_bytes),
-            access: Arc::new(AccessPolicy::default()),
-            admin_api: false,
-            otlp_naming: crate::ingest::otlp::Naming::default(),
-            flags: Arc::default(),
-            slow_query: query.slow_query,
-            started: std::time::SystemTime::now(),
-        }
-    }
-}
-
-/// Query limits.
-#[derive(Clone, Debug)]
-pub struct QueryConfig {
-    /// Evaluator limits: timeout, loaded samples, lookback.
-    pub engine: EngineOptions,
-    /// Queries evaluated at once; more wait for a slot until their timeout.
-    pub max_concurrency: usize,
-    /// Queries that run at least this long are logged at `warn` (`None`: off).
-    pub slow_query: Option<std::time::Duration>,
-}
-
-impl Default for QueryConfig {
-    fn default() -> Self {
-        Self { engine: EngineOptions::default(), max_concurrency: 20, slow_query: None }
-    }
-}
 
 /// The whole HTTP surface.
 pub fn router(state: Arc<AppState>) -> Router {

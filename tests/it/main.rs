@@ -28,6 +28,7 @@ mod logs;
 mod manifest;
 mod metadata_api;
 mod metrics_cost;
+mod module_graph;
 mod operator_api;
 mod otlp;
 mod overload;

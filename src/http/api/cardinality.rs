@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::{params, query_slot, success};
 use crate::http::error::ApiError;
 use crate::http::params::Params;
-use crate::http::router::AppState;
+use crate::http::state::AppState;
 use crate::storage::{Cardinality, CardinalityQuery, Stat};
 
 const KNOWN: [&str; 5] = ["topN", "limit", "date", "match[]", "focusLabel"];

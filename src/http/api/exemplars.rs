@@ -16,7 +16,7 @@ use super::{params, success, time_range};
 use crate::backend::Backend;
 use crate::http::error::ApiError;
 use crate::http::params::{selector_groups, truncated};
-use crate::http::router::AppState;
+use crate::http::state::AppState;
 use crate::matcher::Matcher;
 use crate::sample::Exemplar;
 

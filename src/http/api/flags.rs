@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::success;
-use crate::http::router::AppState;
+use crate::http::state::AppState;
 
 /// The flags.
 pub async fn flags(State(state): State<Arc<AppState>>) -> Response {

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::{limit, params, success, time_range, union_over_selectors};
 use crate::http::error::ApiError;
 use crate::http::params::Params;
-use crate::http::router::AppState;
+use crate::http::state::AppState;
 use crate::labels::is_valid_label_name;
 use crate::matcher::Matcher;
 

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::http::error::ApiError;
 use crate::http::params::Params;
-use crate::http::router::AppState;
+use crate::http::state::AppState;
 
 fn limit(params: &Params, name: &str) -> Result<Option<usize>, ApiError> {
     match params.get(name) {

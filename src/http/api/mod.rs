@@ -7,6 +7,7 @@ pub mod histogram_json;
 pub mod labels;
 pub mod metadata;
 pub mod query;
+pub(crate) mod query_kind;
 pub mod runtimeinfo;
 pub mod series;
 pub mod slow_log;
@@ -26,7 +27,7 @@ use serde_json::Value;
 use super::body::read_decoded;
 use super::error::ApiError;
 use super::params::Params;
-use super::router::AppState;
+use super::state::AppState;
 use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 use crate::storage::Querier;
 

@@ -12,6 +12,7 @@ use axum::http::{header, HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 
+use super::query_kind::Kind;
 use super::streamed::{self, ArrayPieces};
 use super::{limit, params};
 use super::{slow_log, small_queries};
@@ -19,16 +20,9 @@ use crate::http::blocking;
 use crate::http::client_addr::ClientAddr;
 use crate::http::error::ApiError;
 use crate::http::params::{parse_duration_ms, Params};
-use crate::http::router::AppState;
+use crate::http::state::AppState;
 use crate::labels::Labels;
 use crate::promql::{Annotations, InstantSample, QueryResult, QueryStats, RangeSeries, Severity, Value};
-
-/// What to evaluate.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Kind {
-    Instant { time_ms: i64 },
-    Range { start_ms: i64, end_ms: i64, step_ms: i64 },
-}
 
 /// Instant query.
 ///

@@ -12,7 +12,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::json;
 
 use super::success;
-use crate::http::router::AppState;
+use crate::http::state::AppState;
 
 /// The runtime information.
 pub async fn runtimeinfo(State(state): State<Arc<AppState>>) -> Response {

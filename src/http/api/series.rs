@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::streamed::{self, ArrayPieces};
 use super::{limit, params, time_range, union_over_selectors};
 use crate::http::error::ApiError;
-use crate::http::router::AppState;
+use crate::http::state::AppState;
 use crate::labels::Labels;
 
 /// Label sets of the series matching any `match[]` with data in `[start, end]`.

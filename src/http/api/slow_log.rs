@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::query::Kind;
+use super::query_kind::Kind;
 use crate::http::client_addr::ClientAddr;
 use crate::promql::QueryResult;
 

@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use super::query::Kind;
+use super::query_kind::Kind;
 use crate::promql::EvalError;
 use crate::storage::StorageError;
 

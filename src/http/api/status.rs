@@ -29,7 +29,7 @@ pub async fn buildinfo() -> Response {
 /// # Errors
 /// 5xx when storage fails.
 pub async fn windows(
-    axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::http::router::AppState>>,
+    axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::http::state::AppState>>,
 ) -> Result<Response, crate::http::error::ApiError> {
     let storage = state.embedded("the window status")?.clone();
     let windows = crate::http::blocking::run(move || Ok(storage.window_status()?)).await?;

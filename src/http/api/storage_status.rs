@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::success;
 use crate::http::error::ApiError;
-use crate::http::router::AppState;
+use crate::http::state::AppState;
 
 /// The storage status.
 ///

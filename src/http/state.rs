@@ -1,0 +1,104 @@
+//! The state every handler reaches ([`AppState`]) and the query limits it is built with
+//! ([`QueryConfig`]). Below the handlers and the router: it imports none of them.
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+
+use super::access::AccessPolicy;
+use super::admission::Admission;
+use super::error::ApiError;
+use super::limits::Limits;
+use super::remote_state::RemoteState;
+use crate::backend::Backend;
+use crate::metrics::Metrics;
+use crate::promql::{Engine, EngineOptions};
+use crate::storage::Storage;
+
+/// What every handler can reach.
+pub struct AppState {
+    /// The database.
+    pub backend: Backend,
+    /// Request limits.
+    pub limits: Limits,
+    /// The PromQL evaluator with the server's query limits.
+    pub engine: Engine,
+    /// One permit per concurrently running query.
+    pub query_slots: Arc<Semaphore>,
+    /// Number of query slots (for messages).
+    pub query_max_concurrency: usize,
+    /// saltdb's own metrics.
+    pub metrics: Metrics,
+    /// Remote-write metadata.
+    pub remote: RemoteState,
+    /// The write budget: concurrent write requests and their bytes.
+    pub admission: Admission,
+    /// Who may call what (open by default).
+    pub access: Arc<AccessPolicy>,
+    /// Whether `/api/v1/admin/*` is enabled (`--enable-admin-api`; off by default).
+    pub admin_api: bool,
+    /// How OTLP metric names are translated.
+    pub otlp_naming: crate::ingest::otlp::Naming,
+    /// The command line's flags and values, for `/api/v1/status/flags` (empty in-process).
+    pub flags: Arc<std::collections::BTreeMap<String, String>>,
+    /// Queries that run at least this long are logged (`--query-log-slow`; `None`: off).
+    pub slow_query: Option<std::time::Duration>,
+    /// When the server started (`/api/v1/status/runtimeinfo`).
+    pub started: std::time::SystemTime,
+}
+
+impl AppState {
+    /// The embedded store, or a 501 naming `what` needs it when the server runs on another
+    /// backend.
+    ///
+    /// # Errors
+    /// [`ApiError::NotSupported`].
+    pub fn embedded(&self, what: &str) -> Result<&Storage, ApiError> {
+        self.backend.embedded().ok_or_else(|| {
+            ApiError::NotSupported(format!("{what} is not available on the {} storage backend", self.backend.name()))
+        })
+    }
+
+    /// State for a server over the embedded `storage`.
+    pub fn new(storage: Storage, limits: Limits, query: QueryConfig) -> Self {
+        Self::over(Backend::Embedded(storage), limits, query)
+    }
+
+    /// State for a server over `backend`.
+    pub fn over(backend: Backend, limits: Limits, query: QueryConfig) -> Self {
+        let slots = query.max_concurrency.max(1);
+        Self {
+            backend,
+            limits,
+            engine: Engine::new(query.engine),
+            query_slots: Arc::new(Semaphore::new(slots)),
+            query_max_concurrency: slots,
+            metrics: Metrics::new(),
+            remote: RemoteState::new(&limits),
+            admission: Admission::new(limits.max_concurrent_writes, limits.max_inflight_bytes),
+            access: Arc::new(AccessPolicy::default()),
+            admin_api: false,
+            otlp_naming: crate::ingest::otlp::Naming::default(),
+            flags: Arc::default(),
+            slow_query: query.slow_query,
+            started: std::time::SystemTime::now(),
+        }
+    }
+}
+
+/// Query limits.
+#[derive(Clone, Debug)]
+pub struct QueryConfig {
+    /// Evaluator limits: timeout, loaded samples, lookback.
+    pub engine: EngineOptions,
+    /// Queries evaluated at once; more wait for a slot until their timeout.
+    pub max_concurrency: usize,
+    /// Queries that run at least this long are logged at `warn` (`None`: off).
+    pub slow_query: Option<std::time::Duration>,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        Self { engine: EngineOptions::default(), max_concurrency: 20, slow_query: None }
+    }
+}
