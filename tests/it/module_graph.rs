@@ -73,6 +73,36 @@ fn promql_functions_do_not_import_the_evaluator() {
     );
 }
 
+/// Storage's bottom layers (`src/storage/mod.rs`): `format/` (the bytes of keys and rows) uses
+/// nothing of storage but the root's errors and series ids, and `index/` (series ids, postings,
+/// matchers) only those and `format/`. Neither may reach the writer, the readers, the lifecycle or
+/// the shared state above them.
+#[test]
+fn storage_format_and_index_are_the_bottom_layers() {
+    let graph = crate_graph();
+    let roots = [segments("storage::error"), segments("storage::series_id")];
+    let layers =
+        [("storage::format", vec!["storage::format"]), ("storage::index", vec!["storage::index", "storage::format"])];
+    let mut wrong = Vec::new();
+    for (layer, allowed) in &layers {
+        let layer = segments(layer);
+        let allowed: Vec<ModPath> = allowed.iter().map(|a| segments(a)).collect();
+        assert!(graph.keys().any(|m| m.starts_with(&layer)), "no module under {}: update this test", name(&layer));
+        for (module, uses) in graph.iter().filter(|(m, _)| m.starts_with(&layer)) {
+            for used in uses.iter().filter(|u| u.starts_with(&segments("storage"))) {
+                if !roots.contains(used) && !allowed.iter().any(|a| used.starts_with(a)) {
+                    wrong.push(format!("{} -> {}", name(module), name(used)));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "storage's bottom layers import from above them:\n{}", wrong.join("\n"));
+    for group in ["storage::format", "storage::index"] {
+        let cycles = cycles_within(&graph, group);
+        assert!(cycles.is_empty(), "import loops under {group}:\n{}", show_cycles(&cycles));
+    }
+}
+
 /// Not a check: prints every loop in the crate (`cargo test --test it module_graph -- --ignored
 /// --nocapture`).
 #[test]
