@@ -545,3 +545,93 @@ fn count_values(input: Vec<Elem>, grouping: &Grouping, label: &str) -> Result<St
     }
     Ok(StepValue::Vector(out))
 }
+
+#[cfg(test)]
+mod tests {
+    use promql_parser::label::Labels as Names;
+
+    use super::*;
+    use crate::promql::functions::context::Recorder;
+
+    fn series(job: &str, instance: &str) -> Labels {
+        Labels::from_pairs([("__name__", "up"), ("job", job), ("instance", instance)]).unwrap()
+    }
+
+    fn by_job() -> Option<LabelModifier> {
+        Some(LabelModifier::Include(Names { labels: vec!["job".to_owned()] }))
+    }
+
+    fn vector(v: StepValue) -> Vec<Elem> {
+        match v {
+            StepValue::Vector(v) => v,
+            other => panic!("expected a vector, got {}", other.type_name()),
+        }
+    }
+
+    #[test]
+    fn sum_by_groups_an_evaluated_vector() {
+        let cx = Recorder::default();
+        let modifier = by_job();
+        let sum = Aggregation::of("sum".to_owned(), &modifier).unwrap();
+        let input = vec![
+            Elem::new(series("a", "1"), 1.0, false),
+            Elem::new(series("b", "1"), 2.0, false),
+            Elem::new(series("a", "2"), 3.0, false),
+        ];
+        let out = vector(sum.apply(&cx, input, None, &mut GroupCache::default()).unwrap());
+        let got: Vec<(Option<&str>, f64, usize)> =
+            out.iter().map(|e| (e.labels.get("job"), e.value, e.labels.len())).collect();
+        assert_eq!(got, [(Some("a"), 4.0, 1), (Some("b"), 2.0, 1)]);
+        assert!(cx.annotations.borrow().is_empty());
+    }
+
+    #[test]
+    fn folding_series_by_series_equals_aggregating_each_step() {
+        let cx = Recorder::default();
+        let modifier = by_job();
+        let rows: Vec<(Labels, [Option<f64>; 4])> = vec![
+            (series("a", "1"), [Some(1.0), None, Some(0.1), Some(f64::NAN)]),
+            (series("b", "1"), [Some(2.0), Some(5.0), None, Some(1.0)]),
+            (series("a", "2"), [None, Some(-3.0), Some(0.2), Some(7.0)]),
+        ];
+        for op in ["sum", "avg", "count", "min", "max", "group"] {
+            let aggregation = Aggregation::of(op.to_owned(), &modifier).unwrap();
+            let mut fold = SeriesFold::new(&cx, &aggregation, false, 4).unwrap();
+            for (labels, values) in &rows {
+                let mut column = fold.series(labels).unwrap().unwrap();
+                for (i, v) in values.iter().enumerate() {
+                    if let Some(v) = v {
+                        column.add(i, *v);
+                    }
+                }
+            }
+            let folded = fold.finish(false);
+            for (i, step) in folded.into_iter().enumerate() {
+                let input = rows.iter().filter_map(|(l, vs)| vs[i].map(|v| Elem::new(l.clone(), v, false))).collect();
+                let want = vector(aggregation.apply(&cx, input, None, &mut GroupCache::default()).unwrap());
+                let shown = |v: &[Elem]| -> Vec<(Labels, u64)> {
+                    v.iter().map(|e| (e.labels.clone(), e.value.to_bits())).collect()
+                };
+                assert_eq!(shown(&step.unwrap()), shown(&want), "{op} at step {i}");
+            }
+        }
+        // Aggregations with a parameter, or that need all of a group's values, do not fold.
+        let topk = Aggregation::of("topk".to_owned(), &modifier).unwrap();
+        assert!(SeriesFold::new(&cx, &topk, true, 4).is_none());
+        let stddev = Aggregation::of("stddev".to_owned(), &modifier).unwrap();
+        assert!(SeriesFold::new(&cx, &stddev, false, 4).is_none());
+    }
+
+    #[test]
+    fn limit_ratio_warns_through_the_context() {
+        let cx = Recorder::default();
+        let aggregation = Aggregation::of("limit_ratio".to_owned(), &None).unwrap();
+        let input = vec![Elem::new(series("a", "1"), 1.0, false)];
+        let out = vector(aggregation.apply(&cx, input, Some(2.0), &mut GroupCache::default()).unwrap());
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            cx.annotations.borrow().warnings(),
+            ["PromQL warning: ratio value should be between -1 and 1, got 2, capping to 1"]
+        );
+    }
+}

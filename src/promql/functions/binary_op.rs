@@ -408,3 +408,43 @@ impl Fill<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::functions::context::Recorder;
+
+    fn elem(instance: &str, v: f64) -> Elem {
+        Elem::new(Labels::from_pairs([("__name__", "up"), ("instance", instance)]).unwrap(), v, false)
+    }
+
+    #[test]
+    fn comparisons_of_evaluated_operands() {
+        let cx = Recorder::default();
+        let v = || StepValue::Vector(vec![elem("a", 1.0), elem("b", 3.0)]);
+        let StepValue::Vector(kept) = operate(&cx, Op::Gt, None, v(), StepValue::Scalar(2.0)).unwrap() else {
+            panic!()
+        };
+        let kept: Vec<(Option<&str>, f64, bool)> =
+            kept.iter().map(|e| (e.labels.get("instance"), e.value, e.drop_name)).collect();
+        assert_eq!(kept, [(Some("b"), 3.0, false)]);
+        let StepValue::Scalar(x) = operate(&cx, Op::Add, None, StepValue::Scalar(1.0), StepValue::Scalar(2.0)).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(x, 3.0);
+        let e = operate(&cx, Op::TrimUpper, None, StepValue::Scalar(1.0), StepValue::Scalar(2.0)).unwrap_err();
+        assert_eq!(e.to_string(), r#"operator "</" not allowed for Scalar operations"#);
+    }
+
+    #[test]
+    fn one_to_one_matching_of_evaluated_vectors() {
+        let cx = Recorder::default();
+        let lhs = StepValue::Vector(vec![elem("a", 1.0), elem("b", 3.0)]);
+        let rhs = StepValue::Vector(vec![elem("b", 10.0), elem("c", 1.0)]);
+        let StepValue::Vector(out) = operate(&cx, Op::Add, None, lhs, rhs).unwrap() else { panic!() };
+        assert_eq!(out.len(), 1);
+        // Arithmetic marks the name to be dropped once the result is assembled.
+        assert_eq!((out[0].labels.get("instance"), out[0].drop_name, out[0].value), (Some("b"), true, 13.0));
+    }
+}

@@ -337,4 +337,29 @@ mod tests {
         let mut v = vec![b(1.0, 10.0), b(2.0, 20.0), b(f64::INFINITY, 20.0)];
         assert_eq!(bucket_fraction(f64::NEG_INFINITY, f64::INFINITY, &mut v), 1.0);
     }
+
+    #[test]
+    fn histogram_quantile_of_evaluated_buckets() {
+        use crate::promql::functions::context::Recorder;
+        let bucket = |le: &str, count: f64| {
+            Elem::new(Labels::from_pairs([("__name__", "h_bucket"), ("le", le)]).unwrap(), count, false)
+        };
+        let buckets = || StepValue::Vector(vec![bucket("1", 10.0), bucket("2", 20.0), bucket("+Inf", 20.0)]);
+        let quantile = |cx: &Recorder, phi: f64| match call(
+            cx,
+            HistogramFn::Quantile,
+            Args::new(vec![StepValue::Scalar(phi), buckets()]),
+        ) {
+            Ok(StepValue::Vector(v)) => v.iter().map(|e| (e.labels.get("le").is_none(), e.value)).collect::<Vec<_>>(),
+            other => panic!("{:?}", other.map(|v| v.type_name())),
+        };
+        let cx = Recorder::default();
+        assert_eq!(quantile(&cx, 0.75), [(true, 1.5)]);
+        assert!(cx.annotations.borrow().is_empty());
+        assert_eq!(quantile(&cx, 2.0), [(true, f64::INFINITY)]);
+        assert_eq!(
+            cx.annotations.borrow().warnings(),
+            ["PromQL warning: quantile value should be between 0 and 1, got 2"]
+        );
+    }
 }

@@ -415,3 +415,59 @@ fn double_exp_smoothing(s: &[Sample], sf: f64, tf: f64) -> Option<f64> {
     }
     Some(s1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::functions::context::Recorder;
+    use crate::promql::step::between;
+
+    fn counter() -> Vec<Sample> {
+        let values = [0.0, 4.0, 9.0, 2.0, 6.0, 6.0, 11.0, 1.0, 5.0, 30.0];
+        values.iter().enumerate().map(|(i, &v)| Sample::new(15_000 * (i as i64 + 1), v)).collect()
+    }
+
+    #[test]
+    fn every_step_at_once_equals_each_window_alone() {
+        let s = counter();
+        let window = StepWindow { pinned: None, offset: 0, range: 45_000 };
+        let grid = (0, 10_000, 20);
+        for f in
+            [Rollup::Rate, Rollup::Increase, Rollup::Delta, Rollup::Resets, Rollup::Sum, Rollup::Max, Rollup::Irate]
+        {
+            let mut stepped = Vec::new();
+            each_step(f, window, &s, grid, |i, v| stepped.push((i, v.to_bits())));
+            let mut alone = Vec::new();
+            for i in 0..grid.2 {
+                let t = grid_time(grid.0, grid.1, i);
+                let (start, end) = window.bounds(t);
+                if let Some(v) = compute(f, between(&s, start, end), &Span::new((start, end, t), &[])) {
+                    alone.push((i, v.to_bits()));
+                }
+            }
+            assert_eq!(stepped, alone, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn rollups_of_gathered_windows() {
+        let cx = Recorder::default();
+        let labels = Labels::from_pairs([("__name__", "c"), ("job", "j")]).unwrap();
+        let windows = || vec![Window::floats(labels.clone(), counter(), false)];
+        let span = Span::new((0, 150_000, 150_000), &[]);
+        let out = over_windows(&cx, Rollup::Increase, windows(), &span);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].drop_name);
+        // `last_over_time` keeps the name; the window's pending drop carries over.
+        let out = over_windows(&cx, Rollup::Last, windows(), &span);
+        assert_eq!((out[0].value, out[0].drop_name), (30.0, false));
+        // Parameters are checked before any window is computed.
+        let e = check_params(&cx, Rollup::DoubleExpSmoothing, &[2.0, 0.5]).unwrap_err();
+        assert!(e.to_string().contains("invalid smoothing factor"), "{e}");
+        check_params(&cx, Rollup::Quantile, &[1.5]).unwrap();
+        assert_eq!(
+            cx.annotations.borrow().warnings(),
+            ["PromQL warning: quantile value should be between 0 and 1, got 1.5"]
+        );
+    }
+}

@@ -445,4 +445,42 @@ mod tests {
         assert_eq!(days_in_month(2024, 2), 29);
         assert_eq!(days_in_month(2023, 12), 31);
     }
+
+    fn string(s: &str) -> StepValue {
+        StepValue::String(s.to_owned())
+    }
+
+    #[test]
+    fn label_replace_of_evaluated_arguments() {
+        let cx = crate::promql::functions::context::Recorder::default();
+        let labels = Labels::from_pairs([("__name__", "up"), ("src", "a-1")]).unwrap();
+        let v = StepValue::Vector(vec![Elem::new(labels, 1.0, false)]);
+        let args = Args::new(vec![v, string("dst"), string("$1"), string("src"), string("(.*)-.*")]);
+        let Some(f) = lookup("label_replace") else { panic!("label_replace is registered") };
+        let StepValue::Vector(out) = call(&cx, f, args, 0).unwrap() else { panic!("a vector") };
+        assert_eq!(out[0].labels.get("dst"), Some("a"));
+        assert_eq!(out[0].labels.get("__name__"), Some("up"));
+        // A pattern that does not compile is an error of the function.
+        let v = StepValue::Vector(Vec::new());
+        let args = Args::new(vec![v, string("dst"), string("$1"), string("src"), string("(")]);
+        assert!(call(&cx, f, args, 0).is_err());
+    }
+
+    #[test]
+    fn clamp_and_time_of_values() {
+        let cx = crate::promql::functions::context::Recorder::default();
+        let labels = Labels::from_pairs([("__name__", "up")]).unwrap();
+        let v = || StepValue::Vector(vec![Elem::new(labels.clone(), 5.0, false)]);
+        let clamp = |lo: f64, hi: f64| {
+            let args = Args::new(vec![v(), StepValue::Scalar(lo), StepValue::Scalar(hi)]);
+            match call(&cx, Transform::Clamp, args, 0).unwrap() {
+                StepValue::Vector(out) => out.iter().map(|e| (e.value, e.drop_name)).collect::<Vec<_>>(),
+                other => panic!("{}", other.type_name()),
+            }
+        };
+        assert_eq!(clamp(0.0, 3.0), [(3.0, true)]);
+        assert_eq!(clamp(3.0, 0.0), []);
+        let StepValue::Scalar(t) = call(&cx, Transform::Time, Args::new(Vec::new()), 1500).unwrap() else { panic!() };
+        assert_eq!(t, 1.5);
+    }
 }
