@@ -83,8 +83,8 @@ pub(crate) struct Query<'o> {
     groups: RefCell<AddrMap<GroupCache>>,
     /// The outer steps this query (or fork) evaluates: first, count (the step is `interval`).
     part: (i64, usize),
-    /// Per node (see `grid::step_vector` and `Query::aggregate_over_series`): its value at every step of
-    /// `part`, computed series by series on first use; each step's value is taken once.
+    /// Per node (see `grid::step_vector` and `Query::aggregate_over_series`): its value at every
+    /// step of `part`, computed series by series on first use; each step's value is taken once.
     rollups: RefCell<HashMap<(usize, usize), CachedSteps>>,
     /// Selector nodes whose loaded series hold, instead of samples, their expression's value at
     /// every outer step of the query (stamped with the step's time); see [`Planned::reduce`].
@@ -94,7 +94,7 @@ pub(crate) struct Query<'o> {
     with_histograms: Arc<HashSet<usize>>,
     /// Per selector node read by a function that uses start timestamps (`rate`, `irate`,
     /// `increase`, `resets` on a range selector, `start_timestamp` on an instant one), the
-    /// change points of its series that have any (see `start_ts::start_nodes`). Such nodes are
+    /// change points of its series that have any (see `shape::start_nodes`). Such nodes are
     /// also in `with_histograms`, so they take the general paths, where those functions look
     /// for them.
     starts: Arc<HashMap<usize, HashMap<Labels, Vec<StartChange>>>>,
