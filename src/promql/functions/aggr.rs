@@ -569,7 +569,7 @@ mod tests {
     }
 
     #[test]
-    fn sum_by_groups_an_evaluated_vector() {
+    fn sum_by_groups_a_vector_value() {
         let cx = Recorder::default();
         let modifier = by_job();
         let sum = Aggregation::of("sum".to_owned(), &modifier).unwrap();

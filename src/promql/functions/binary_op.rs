@@ -419,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn comparisons_of_evaluated_operands() {
+    fn comparisons_of_operand_values() {
         let cx = Recorder::default();
         let v = || StepValue::Vector(vec![elem("a", 1.0), elem("b", 3.0)]);
         let StepValue::Vector(kept) = operate(&cx, Op::Gt, None, v(), StepValue::Scalar(2.0)).unwrap() else {
@@ -438,7 +438,7 @@ mod tests {
     }
 
     #[test]
-    fn one_to_one_matching_of_evaluated_vectors() {
+    fn one_to_one_matching_of_vector_values() {
         let cx = Recorder::default();
         let lhs = StepValue::Vector(vec![elem("a", 1.0), elem("b", 3.0)]);
         let rhs = StepValue::Vector(vec![elem("b", 10.0), elem("c", 1.0)]);

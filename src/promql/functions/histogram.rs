@@ -339,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn histogram_quantile_of_evaluated_buckets() {
+    fn histogram_quantile_of_bucket_values() {
         use crate::promql::functions::context::Recorder;
         let bucket = |le: &str, count: f64| {
             Elem::new(Labels::from_pairs([("__name__", "h_bucket"), ("le", le)]).unwrap(), count, false)

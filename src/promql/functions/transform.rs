@@ -451,7 +451,7 @@ mod tests {
     }
 
     #[test]
-    fn label_replace_of_evaluated_arguments() {
+    fn label_replace_of_argument_values() {
         let cx = crate::promql::functions::context::Recorder::default();
         let labels = Labels::from_pairs([("__name__", "up"), ("src", "a-1")]).unwrap();
         let v = StepValue::Vector(vec![Elem::new(labels, 1.0, false)]);
