@@ -7,6 +7,7 @@
 
 pub mod annotations;
 mod bounds;
+mod budget;
 mod byte_escapes;
 mod duration_expr;
 pub mod engine;
@@ -15,11 +16,11 @@ mod eval;
 mod extended;
 mod footprint;
 mod functions;
-mod grid;
 mod hints;
 mod identity;
 mod points;
 pub mod stats;
+mod step;
 mod trim;
 pub mod value;
 

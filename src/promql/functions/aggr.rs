@@ -1,18 +1,20 @@
-//! Aggregation operators (`sum`, `avg`, `topk`, `count_values`, ...) with `by`/`without`.
-//! Registry: [`Aggr::from_name`].
+//! Aggregation operators (`sum`, `avg`, `topk`, `count_values`, ...) with `by`/`without`, over
+//! an evaluated input vector ([`Aggregation::apply`]) or series by series over every step of a
+//! range query part ([`SeriesFold`]). Registry: [`Aggr::from_name`].
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use promql_parser::parser::{AggregateExpr, LabelModifier};
+use promql_parser::parser::LabelModifier;
 
+use super::context::Context;
 use super::native_aggr;
 use super::stats::{format_float, kahan_sum, mean, quantile, variance, KahanSum, Mean};
 use crate::labels::{Labels, METRIC_NAME};
+use crate::promql::budget::GrowingHold;
 use crate::promql::error::{EvalError, Result};
-use crate::promql::eval::{GrowingHold, Query, StepValues};
-use crate::promql::grid::PerSeries;
 use crate::promql::identity::IdentityCache;
+use crate::promql::step::StepValues;
 use crate::promql::value::{project, with_label, Elem, StepValue};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +59,7 @@ impl Aggr {
 }
 
 /// How series are grouped.
-struct Grouping<'a> {
+pub(crate) struct Grouping<'a> {
     without: bool,
     names: &'a [String],
 }
@@ -73,42 +75,67 @@ impl Grouping<'_> {
     }
 }
 
-/// Evaluates an aggregation at `t`.
-pub(crate) fn eval(q: &Query, a: &AggregateExpr, t: i64) -> Result<StepValue> {
-    let name = a.op.to_string();
-    let op = Aggr::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown aggregation {name}")))?;
-    let empty: Vec<String> = Vec::new();
-    let grouping = match &a.modifier {
-        None => Grouping { without: false, names: &empty },
-        Some(LabelModifier::Include(l)) => Grouping { without: false, names: &l.labels },
-        Some(LabelModifier::Exclude(l)) => Grouping { without: true, names: &l.labels },
-    };
-    if op == Aggr::CountValues {
-        let p = a.param.as_ref().ok_or_else(|| EvalError::bad("count_values needs a label name"))?;
-        let label = q.eval_string(p, t)?;
-        let input = q.eval_vector(&a.expr, t)?;
-        return count_values(input, &grouping, &label);
+/// An aggregation operator with its grouping, as written.
+pub(crate) struct Aggregation<'a> {
+    op: Aggr,
+    name: String,
+    grouping: Grouping<'a>,
+}
+
+impl<'a> Aggregation<'a> {
+    /// The aggregation `name` (`sum`, ...) with `by`/`without` labels `modifier`.
+    ///
+    /// # Errors
+    /// An unknown aggregation.
+    pub(crate) fn of(name: String, modifier: &'a Option<LabelModifier>) -> Result<Self> {
+        let op = Aggr::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown aggregation {name}")))?;
+        let grouping = match modifier {
+            None => Grouping { without: false, names: &[] },
+            Some(LabelModifier::Include(l)) => Grouping { without: false, names: &l.labels },
+            Some(LabelModifier::Exclude(l)) => Grouping { without: true, names: &l.labels },
+        };
+        Ok(Self { op, name, grouping })
     }
-    let param = match &a.param {
-        Some(p) => Some(q.eval_scalar(p, t)?),
-        None => None,
-    };
-    if let Some(v) = over_series(q, op, a, &grouping, t)? {
-        return Ok(StepValue::Vector(v));
+
+    /// Whether this is `count_values`, whose parameter is a string (see [`Self::count_values`]).
+    pub(crate) fn is_count_values(&self) -> bool {
+        self.op == Aggr::CountValues
     }
-    let input = q.eval_vector(&a.expr, t)?;
-    let node = a as *const AggregateExpr as usize;
-    if input.iter().any(|e| !e.is_float()) {
-        return with_histograms(q, op, group(q, node, input, &grouping), param, &name);
+
+    /// `count_values("label", input)`.
+    pub(crate) fn count_values(&self, input: Vec<Elem>, label: &str) -> Result<StepValue> {
+        count_values(input, &self.grouping, label)
     }
-    if op == Aggr::Sum {
-        return Ok(StepValue::Vector(sum_streaming(q, node, input, &grouping)));
+
+    /// The aggregation of `input` with the scalar parameter `param` (`topk`'s k, ...), if it
+    /// takes one. `groups` is the node's group cache: the grouping of each input label set
+    /// seen at earlier steps.
+    pub(crate) fn apply(
+        &self,
+        cx: &dyn Context,
+        input: Vec<Elem>,
+        param: Option<f64>,
+        groups: &mut GroupCache,
+    ) -> Result<StepValue> {
+        let (op, grouping) = (self.op, &self.grouping);
+        if input.iter().any(|e| !e.is_float()) {
+            return with_histograms(cx, op, group(groups, input, grouping), param, &self.name);
+        }
+        if op == Aggr::Sum {
+            return Ok(StepValue::Vector(sum_streaming(groups, input, grouping)));
+        }
+        let groups = group(groups, input, grouping);
+        match op {
+            Aggr::Topk | Aggr::Bottomk | Aggr::Limitk => select_k(op, groups, param.unwrap_or(f64::NAN)),
+            Aggr::LimitRatio => limit_ratio(cx, groups, param.unwrap_or(f64::NAN)),
+            _ => Ok(StepValue::Vector(reduce(cx, op, groups, param)?)),
+        }
     }
-    let groups = group(q, node, input, &grouping);
-    match op {
-        Aggr::Topk | Aggr::Bottomk | Aggr::Limitk => select_k(op, groups, param.unwrap_or(f64::NAN)),
-        Aggr::LimitRatio => limit_ratio(q, groups, param.unwrap_or(f64::NAN)),
-        _ => Ok(StepValue::Vector(reduce(q, op, groups, param)?)),
+
+    /// Whether this aggregation, with a parameter or not (`has_param`), folds its input series
+    /// by series, as [`SeriesFold`] does, when the input has one value per series per step.
+    pub(crate) fn streams(&self, has_param: bool) -> bool {
+        !has_param && Running::start(self.op, 0.0).is_some()
     }
 }
 
@@ -116,7 +143,7 @@ pub(crate) fn eval(q: &Query, a: &AggregateExpr, t: i64) -> Result<StepValue> {
 /// `sum`/`avg` add them (see `native_aggr.rs`), `count`/`group`/`limitk`/`limit_ratio` take
 /// them as any element, the others ignore them with an info.
 fn with_histograms(
-    q: &Query,
+    cx: &dyn Context,
     op: Aggr,
     groups: Vec<(Labels, Vec<Elem>)>,
     param: Option<f64>,
@@ -124,14 +151,14 @@ fn with_histograms(
 ) -> Result<StepValue> {
     match op {
         Aggr::Limitk => select_k(op, groups, param.unwrap_or(f64::NAN)),
-        Aggr::LimitRatio => limit_ratio(q, groups, param.unwrap_or(f64::NAN)),
-        Aggr::Count | Aggr::Group => Ok(StepValue::Vector(reduce(q, op, groups, param)?)),
+        Aggr::LimitRatio => limit_ratio(cx, groups, param.unwrap_or(f64::NAN)),
+        Aggr::Count | Aggr::Group => Ok(StepValue::Vector(reduce(cx, op, groups, param)?)),
         Aggr::Sum | Aggr::Avg => {
             let mut out = Vec::with_capacity(groups.len());
             for (labels, elems) in groups {
                 if elems.iter().all(Elem::is_float) {
-                    out.extend(reduce(q, op, vec![(labels, elems)], param)?);
-                } else if let Some(e) = native_aggr::sum_or_avg(q, op == Aggr::Avg, labels, &elems) {
+                    out.extend(reduce(cx, op, vec![(labels, elems)], param)?);
+                } else if let Some(e) = native_aggr::sum_or_avg(cx, op == Aggr::Avg, labels, &elems) {
                     out.push(e);
                 }
             }
@@ -140,12 +167,12 @@ fn with_histograms(
         _ => {
             let groups: Vec<(Labels, Vec<Elem>)> = groups
                 .into_iter()
-                .map(|(l, elems)| (l, native_aggr::without_histograms(q, name, elems)))
+                .map(|(l, elems)| (l, native_aggr::without_histograms(cx, name, elems)))
                 .filter(|(_, elems)| !elems.is_empty())
                 .collect();
             match op {
                 Aggr::Topk | Aggr::Bottomk => select_k(op, groups, param.unwrap_or(f64::NAN)),
-                _ => Ok(StepValue::Vector(reduce(q, op, groups, param)?)),
+                _ => Ok(StepValue::Vector(reduce(cx, op, groups, param)?)),
             }
         }
     }
@@ -162,59 +189,56 @@ pub(crate) struct GroupCache {
 }
 
 /// Folds `input` into one state per group key, groups in order of first appearance: `add`
-/// takes each element into its group's state, which starts as `S::default()`. `node` identifies
-/// the aggregation, whose grouping never changes during a query.
+/// takes each element into its group's state, which starts as `S::default()`. `cache` is the
+/// aggregation's, whose grouping never changes during a query.
 fn fold_groups<S: Default>(
-    q: &Query,
-    node: usize,
+    cache: &mut GroupCache,
     input: Vec<Elem>,
     grouping: &Grouping,
     mut add: impl FnMut(&mut S, Elem),
 ) -> Vec<(Labels, S)> {
-    q.with_groups(node, |cache| {
-        let GroupCache { ids, keys, by_key } = cache;
-        // Position in `groups` of each group id seen at this step.
-        let mut slot: Vec<usize> = Vec::new();
-        let mut groups: Vec<(Labels, S)> = Vec::new();
-        for e in input {
-            let id = *ids.get_or_insert_with(&e.labels, |l| {
-                let k = grouping.key(l);
-                *by_key.entry(k).or_insert_with_key(|k| {
-                    keys.push(k.clone());
-                    keys.len() - 1
-                })
-            });
-            if slot.len() <= id {
-                slot.resize(keys.len().max(id + 1), usize::MAX);
-            }
-            let at = match slot.get(id).copied().filter(|&i| i < groups.len()) {
-                Some(i) => i,
-                None => {
-                    if let Some(s) = slot.get_mut(id) {
-                        *s = groups.len();
-                    }
-                    groups.push((keys.get(id).cloned().unwrap_or_default(), S::default()));
-                    groups.len() - 1
-                }
-            };
-            if let Some(g) = groups.get_mut(at) {
-                add(&mut g.1, e);
-            }
+    let GroupCache { ids, keys, by_key } = cache;
+    // Position in `groups` of each group id seen at this step.
+    let mut slot: Vec<usize> = Vec::new();
+    let mut groups: Vec<(Labels, S)> = Vec::new();
+    for e in input {
+        let id = *ids.get_or_insert_with(&e.labels, |l| {
+            let k = grouping.key(l);
+            *by_key.entry(k).or_insert_with_key(|k| {
+                keys.push(k.clone());
+                keys.len() - 1
+            })
+        });
+        if slot.len() <= id {
+            slot.resize(keys.len().max(id + 1), usize::MAX);
         }
-        ids.end_round();
-        groups
-    })
+        let at = match slot.get(id).copied().filter(|&i| i < groups.len()) {
+            Some(i) => i,
+            None => {
+                if let Some(s) = slot.get_mut(id) {
+                    *s = groups.len();
+                }
+                groups.push((keys.get(id).cloned().unwrap_or_default(), S::default()));
+                groups.len() - 1
+            }
+        };
+        if let Some(g) = groups.get_mut(at) {
+            add(&mut g.1, e);
+        }
+    }
+    ids.end_round();
+    groups
 }
 
 /// Groups `input` by key, in order of first appearance.
-fn group(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<(Labels, Vec<Elem>)> {
-    fold_groups(q, node, input, grouping, |elems: &mut Vec<Elem>, e| elems.push(e))
+fn group(cache: &mut GroupCache, input: Vec<Elem>, grouping: &Grouping) -> Vec<(Labels, Vec<Elem>)> {
+    fold_groups(cache, input, grouping, |elems: &mut Vec<Elem>, e| elems.push(e))
 }
 
 /// `sum`, without gathering each group's elements: the same compensated sum, in the same order,
 /// as [`group`] followed by [`reduce`].
-fn sum_streaming(q: &Query, node: usize, input: Vec<Elem>, grouping: &Grouping) -> Vec<Elem> {
-    let sums = fold_groups(q, node, input, grouping, |g: &mut (KahanSum, bool), e| {
+fn sum_streaming(cache: &mut GroupCache, input: Vec<Elem>, grouping: &Grouping) -> Vec<Elem> {
+    let sums = fold_groups(cache, input, grouping, |g: &mut (KahanSum, bool), e| {
         g.0.add(e.value);
         g.1 |= e.drop_name;
     });
@@ -281,88 +305,116 @@ impl Running {
     }
 }
 
-/// Whether aggregation `a` folds its input as [`over_series`] does, when the input has the shape.
-pub(crate) fn streams_input(a: &AggregateExpr) -> bool {
-    let name = a.op.to_string();
-    a.param.is_none() && Aggr::from_name(&name).is_some_and(|op| Running::start(op, 0.0).is_some())
+/// An aggregation [`Running`] covers, computed for every step of a range query part at once
+/// over an input with one value per series per step (a selector, or a parameterless rollup
+/// such as `rate(x[5m])`), fed series by series: each series' values are folded straight into
+/// its group's running state at every step. No per-step vector of inputs is built, and each
+/// series' group is looked up once per query part instead of once per step.
+///
+/// Same values, bit for bit, as the aggregation of the input's vector at each step, when the
+/// series come in the order of that vector: a step's values reach each group in series order;
+/// groups are listed in order of first appearance, as [`fold_groups`] lists them.
+pub(crate) struct SeriesFold<'a> {
+    cx: &'a dyn Context,
+    op: Aggr,
+    grouping: &'a Grouping<'a>,
+    steps: usize,
+    by_key: HashMap<Labels, usize>,
+    keys: Vec<Labels>,
+    /// states[group][step].
+    states: Vec<Vec<Option<Running>>>,
+    /// The groups of each step, in order of first appearance.
+    order: Vec<Vec<usize>>,
+    growing: GrowingHold<'a>,
 }
 
-/// `op by/without (...) (e)` at outer step `t` of a range query, for an expression `e` with one
-/// value per series per step ([`PerSeries`]: a selector, or a parameterless rollup such as
-/// `rate(x[5m])`) and an operator [`Running`] covers: computed for all of the query part's steps
-/// at once, series by series, each series' values folded straight into its group's running
-/// state at every step. No per-step vector of inputs is built, and each series' group is looked
-/// up once per query instead of once per step.
-///
-/// Same values, bit for bit, as evaluating `e` and then the aggregation at each step: a step's
-/// values reach each group in series order, the order of `e`'s vector; groups are listed in
-/// order of first appearance, as [`fold_groups`] lists them. `None` when the shape does not
-/// apply or the step was already taken; the caller then evaluates the step alone.
-fn over_series(q: &Query, op: Aggr, a: &AggregateExpr, grouping: &Grouping, t: i64) -> Result<Option<Vec<Elem>>> {
-    if a.param.is_some() || Running::start(op, 0.0).is_none() {
-        return Ok(None);
-    }
-    let Some(input) = PerSeries::of(&a.expr) else { return Ok(None) };
-    if q.has_histograms(input.selector()) {
-        return Ok(None);
-    }
-    let Some((k, grid)) = q.part_step(t) else { return Ok(None) };
-    let steps = grid.2;
-    let node = (a as *const AggregateExpr as usize, usize::MAX);
-    let fill = || -> Result<StepValues> {
-        let mut by_key: HashMap<Labels, usize> = HashMap::new();
-        let mut keys: Vec<Labels> = Vec::new();
-        // states[group][step], and the groups of each step in order of first appearance.
-        let mut states: Vec<Vec<Option<Running>>> = Vec::new();
-        let mut order: Vec<Vec<usize>> = vec![Vec::new(); steps];
-        let mut growing = GrowingHold::new(q, "aggregating");
-        for series in q.series_of(input.selector()) {
-            q.check_deadline()?;
-            let key = grouping.key(&series.labels);
-            let g = match by_key.get(&key) {
-                Some(&g) => g,
-                None => {
-                    // Every group may hold a point per step: count them before allocating.
-                    let slots = keys.len().saturating_add(1).saturating_mul(steps);
-                    q.check_samples(slots)?;
-                    growing.add(steps.saturating_mul(std::mem::size_of::<Option<Running>>()))?;
-                    by_key.insert(key.clone(), keys.len());
-                    keys.push(key);
-                    states.push(vec![None; steps]);
-                    keys.len() - 1
-                }
-            };
-            let Some(column) = states.get_mut(g) else { continue };
-            input.each_step(q, &series.samples, grid, |i, v| match column.get_mut(i) {
-                Some(Some(state)) => state.add(v),
-                Some(slot) => {
-                    *slot = Running::start(op, v);
-                    if let Some(groups) = order.get_mut(i) {
-                        groups.push(g);
-                    }
-                }
-                None => {}
-            });
+impl<'a> SeriesFold<'a> {
+    /// A fold of `a` (with a parameter or not: `has_param`) over `steps` steps, its memory and
+    /// points counted against `cx`'s limits; `None` unless `a` [streams](Aggregation::streams).
+    pub(crate) fn new(cx: &'a dyn Context, a: &'a Aggregation<'a>, has_param: bool, steps: usize) -> Option<Self> {
+        if !a.streams(has_param) {
+            return None;
         }
-        let drop = input.drops_name();
-        let value = |g: usize, i: usize| -> Option<Elem> {
-            let state = states.get(g)?.get(i)?.as_ref()?;
-            Some(Elem::new(keys.get(g)?.clone(), state.value(), drop))
+        Some(Self {
+            cx,
+            op: a.op,
+            grouping: &a.grouping,
+            steps,
+            by_key: HashMap::new(),
+            keys: Vec::new(),
+            states: Vec::new(),
+            order: vec![Vec::new(); steps],
+            growing: GrowingHold::new(cx, "aggregating"),
+        })
+    }
+
+    /// Where the values of the next series, with `labels`, go: its group's column.
+    ///
+    /// # Errors
+    /// Past the sample limit or the memory budget (a new group may hold a point per step).
+    pub(crate) fn series(&mut self, labels: &Labels) -> Result<Option<SeriesColumn<'_>>> {
+        let key = self.grouping.key(labels);
+        let g = match self.by_key.get(&key) {
+            Some(&g) => g,
+            None => {
+                // Every group may hold a point per step: count them before allocating.
+                let slots = self.keys.len().saturating_add(1).saturating_mul(self.steps);
+                self.cx.check_samples(slots)?;
+                self.growing.add(self.steps.saturating_mul(std::mem::size_of::<Option<Running>>()))?;
+                self.by_key.insert(key.clone(), self.keys.len());
+                self.keys.push(key);
+                self.states.push(vec![None; self.steps]);
+                self.keys.len() - 1
+            }
         };
-        Ok(order
+        let Some(column) = self.states.get_mut(g) else { return Ok(None) };
+        Ok(Some(SeriesColumn { op: self.op, group: g, column, order: &mut self.order }))
+    }
+
+    /// Each step's value, the results carrying a pending metric-name drop when `drop`.
+    pub(crate) fn finish(self, drop: bool) -> StepValues {
+        let value = |g: usize, i: usize| -> Option<Elem> {
+            let state = self.states.get(g)?.get(i)?.as_ref()?;
+            Some(Elem::new(self.keys.get(g)?.clone(), state.value(), drop))
+        };
+        self.order
             .iter()
             .enumerate()
             .map(|(i, groups)| Some(groups.iter().filter_map(|&g| value(g, i)).collect()))
-            .collect())
-    };
-    q.rollup_cache(node, fill, k)
+            .collect()
+    }
 }
 
-fn reduce(q: &Query, op: Aggr, groups: Vec<(Labels, Vec<Elem>)>, param: Option<f64>) -> Result<Vec<Elem>> {
+/// One group's running states, at every step, as one series of a [`SeriesFold`] feeds it.
+pub(crate) struct SeriesColumn<'f> {
+    op: Aggr,
+    group: usize,
+    column: &'f mut Vec<Option<Running>>,
+    order: &'f mut Vec<Vec<usize>>,
+}
+
+impl SeriesColumn<'_> {
+    /// Takes the series' value `v` at step `i`.
+    #[inline(always)]
+    pub(crate) fn add(&mut self, i: usize, v: f64) {
+        match self.column.get_mut(i) {
+            Some(Some(state)) => state.add(v),
+            Some(slot) => {
+                *slot = Running::start(self.op, v);
+                if let Some(groups) = self.order.get_mut(i) {
+                    groups.push(self.group);
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+fn reduce(cx: &dyn Context, op: Aggr, groups: Vec<(Labels, Vec<Elem>)>, param: Option<f64>) -> Result<Vec<Elem>> {
     if op == Aggr::Quantile {
         let p = param.unwrap_or(f64::NAN);
         if !(0.0..=1.0).contains(&p) {
-            q.warn(format!("quantile value should be between 0 and 1, got {}", format_float(p)));
+            cx.warn(format!("quantile value should be between 0 and 1, got {}", format_float(p)));
         }
     }
     let mut out = Vec::new();
@@ -431,15 +483,15 @@ fn select_k(op: Aggr, groups: Vec<(Labels, Vec<Elem>)>, k: f64) -> Result<StepVa
     Ok(StepValue::Vector(out))
 }
 
-fn limit_ratio(q: &Query, groups: Vec<(Labels, Vec<Elem>)>, r: f64) -> Result<StepValue> {
+fn limit_ratio(cx: &dyn Context, groups: Vec<(Labels, Vec<Elem>)>, r: f64) -> Result<StepValue> {
     if r.is_nan() {
         return Err(EvalError::exec("Ratio value is NaN"));
     }
     let r = if r > 1.0 {
-        q.warn(format!("ratio value should be between -1 and 1, got {}, capping to 1", format_float(r)));
+        cx.warn(format!("ratio value should be between -1 and 1, got {}, capping to 1", format_float(r)));
         1.0
     } else if r < -1.0 {
-        q.warn(format!("ratio value should be between -1 and 1, got {}, capping to -1", format_float(r)));
+        cx.warn(format!("ratio value should be between -1 and 1, got {}, capping to -1", format_float(r)));
         -1.0
     } else {
         r
@@ -492,4 +544,94 @@ fn count_values(input: Vec<Elem>, grouping: &Grouping, label: &str) -> Result<St
         }
     }
     Ok(StepValue::Vector(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use promql_parser::label::Labels as Names;
+
+    use super::*;
+    use crate::promql::functions::context::Recorder;
+
+    fn series(job: &str, instance: &str) -> Labels {
+        Labels::from_pairs([("__name__", "up"), ("job", job), ("instance", instance)]).unwrap()
+    }
+
+    fn by_job() -> Option<LabelModifier> {
+        Some(LabelModifier::Include(Names { labels: vec!["job".to_owned()] }))
+    }
+
+    fn vector(v: StepValue) -> Vec<Elem> {
+        match v {
+            StepValue::Vector(v) => v,
+            other => panic!("expected a vector, got {}", other.type_name()),
+        }
+    }
+
+    #[test]
+    fn sum_by_groups_a_vector_value() {
+        let cx = Recorder::default();
+        let modifier = by_job();
+        let sum = Aggregation::of("sum".to_owned(), &modifier).unwrap();
+        let input = vec![
+            Elem::new(series("a", "1"), 1.0, false),
+            Elem::new(series("b", "1"), 2.0, false),
+            Elem::new(series("a", "2"), 3.0, false),
+        ];
+        let out = vector(sum.apply(&cx, input, None, &mut GroupCache::default()).unwrap());
+        let got: Vec<(Option<&str>, f64, usize)> =
+            out.iter().map(|e| (e.labels.get("job"), e.value, e.labels.len())).collect();
+        assert_eq!(got, [(Some("a"), 4.0, 1), (Some("b"), 2.0, 1)]);
+        assert!(cx.annotations.borrow().is_empty());
+    }
+
+    #[test]
+    fn folding_series_by_series_equals_aggregating_each_step() {
+        let cx = Recorder::default();
+        let modifier = by_job();
+        let rows: Vec<(Labels, [Option<f64>; 4])> = vec![
+            (series("a", "1"), [Some(1.0), None, Some(0.1), Some(f64::NAN)]),
+            (series("b", "1"), [Some(2.0), Some(5.0), None, Some(1.0)]),
+            (series("a", "2"), [None, Some(-3.0), Some(0.2), Some(7.0)]),
+        ];
+        for op in ["sum", "avg", "count", "min", "max", "group"] {
+            let aggregation = Aggregation::of(op.to_owned(), &modifier).unwrap();
+            let mut fold = SeriesFold::new(&cx, &aggregation, false, 4).unwrap();
+            for (labels, values) in &rows {
+                let mut column = fold.series(labels).unwrap().unwrap();
+                for (i, v) in values.iter().enumerate() {
+                    if let Some(v) = v {
+                        column.add(i, *v);
+                    }
+                }
+            }
+            let folded = fold.finish(false);
+            for (i, step) in folded.into_iter().enumerate() {
+                let input = rows.iter().filter_map(|(l, vs)| vs[i].map(|v| Elem::new(l.clone(), v, false))).collect();
+                let want = vector(aggregation.apply(&cx, input, None, &mut GroupCache::default()).unwrap());
+                let shown = |v: &[Elem]| -> Vec<(Labels, u64)> {
+                    v.iter().map(|e| (e.labels.clone(), e.value.to_bits())).collect()
+                };
+                assert_eq!(shown(&step.unwrap()), shown(&want), "{op} at step {i}");
+            }
+        }
+        // Aggregations with a parameter, or that need all of a group's values, do not fold.
+        let topk = Aggregation::of("topk".to_owned(), &modifier).unwrap();
+        assert!(SeriesFold::new(&cx, &topk, true, 4).is_none());
+        let stddev = Aggregation::of("stddev".to_owned(), &modifier).unwrap();
+        assert!(SeriesFold::new(&cx, &stddev, false, 4).is_none());
+    }
+
+    #[test]
+    fn limit_ratio_warns_through_the_context() {
+        let cx = Recorder::default();
+        let aggregation = Aggregation::of("limit_ratio".to_owned(), &None).unwrap();
+        let input = vec![Elem::new(series("a", "1"), 1.0, false)];
+        let out = vector(aggregation.apply(&cx, input, Some(2.0), &mut GroupCache::default()).unwrap());
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            cx.annotations.borrow().warnings(),
+            ["PromQL warning: ratio value should be between -1 and 1, got 2, capping to 1"]
+        );
+    }
 }

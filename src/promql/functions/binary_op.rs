@@ -4,14 +4,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use promql_parser::parser::{BinModifier, BinaryExpr, LabelModifier, VectorMatchCardinality};
+use promql_parser::parser::{BinModifier, LabelModifier, VectorMatchCardinality};
 
+use super::context::Context;
 use super::native_binop::{self, Outcome};
 use crate::histogram::Trim;
 use crate::labels::{Labels, METRIC_NAME};
 use crate::promql::error::{EvalError, Result};
-use crate::promql::eval::Query;
-use crate::promql::trim;
 use crate::promql::value::{project, with_label, Elem, StepValue};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +87,7 @@ impl Op {
     }
 
     /// The histogram trims, which the crate parses as marked comparisons (`promql/trim.rs`).
-    fn of_trim(t: Trim) -> Self {
+    pub(crate) fn of_trim(t: Trim) -> Self {
         match t {
             Trim::Upper => Op::TrimUpper,
             Trim::Lower => Op::TrimLower,
@@ -136,18 +135,14 @@ pub(crate) fn apply(op: Op, l: f64, r: f64) -> Option<f64> {
     }
 }
 
-/// Evaluates a binary expression at `t`.
-pub(crate) fn eval(q: &Query, b: &BinaryExpr, t: i64) -> Result<StepValue> {
-    let (op, written) = match trim::of(b) {
-        Some(tr) => (Op::of_trim(tr), trim::modifier(b)),
-        None => {
-            let name = b.op.to_string();
-            (Op::from_name(&name).ok_or_else(|| EvalError::bad(format!("unknown operator {name}")))?, None)
-        }
-    };
-    let lhs = q.eval(&b.lhs, t)?;
-    let rhs = q.eval(&b.rhs, t)?;
-    let m = if op.is_trim() { written.as_ref() } else { b.modifier.as_ref() };
+/// `lhs op rhs`, with the matching and `bool` modifier `m`, of the evaluated operands.
+pub(crate) fn operate(
+    cx: &dyn Context,
+    op: Op,
+    m: Option<&BinModifier>,
+    lhs: StepValue,
+    rhs: StepValue,
+) -> Result<StepValue> {
     let return_bool = m.is_some_and(|m| m.return_bool);
     match (lhs, rhs) {
         (StepValue::Scalar(_), StepValue::Scalar(_)) if op.is_trim() => {
@@ -155,16 +150,16 @@ pub(crate) fn eval(q: &Query, b: &BinaryExpr, t: i64) -> Result<StepValue> {
         }
         (StepValue::Scalar(l), StepValue::Scalar(r)) => Ok(StepValue::Scalar(scalar_op(op, l, r, return_bool))),
         (StepValue::Vector(v), StepValue::Scalar(s)) => {
-            Ok(StepValue::Vector(vector_scalar(q, op, v, s, false, return_bool)))
+            Ok(StepValue::Vector(vector_scalar(cx, op, v, s, false, return_bool)))
         }
         (StepValue::Scalar(s), StepValue::Vector(v)) => {
-            Ok(StepValue::Vector(vector_scalar(q, op, v, s, true, return_bool)))
+            Ok(StepValue::Vector(vector_scalar(cx, op, v, s, true, return_bool)))
         }
         (StepValue::Vector(l), StepValue::Vector(r)) => {
             if op.is_set() {
                 Ok(StepValue::Vector(set_op(op, l, r, m)))
             } else {
-                Ok(StepValue::Vector(vector_vector(q, op, l, r, m)?))
+                Ok(StepValue::Vector(vector_vector(cx, op, l, r, m)?))
             }
         }
         (l, r) => Err(EvalError::bad(format!(
@@ -186,13 +181,13 @@ fn scalar_op(op: Op, l: f64, r: f64, return_bool: bool) -> f64 {
     apply(op, l, r).unwrap_or(f64::NAN)
 }
 
-fn vector_scalar(q: &Query, op: Op, v: Vec<Elem>, s: f64, swap: bool, return_bool: bool) -> Vec<Elem> {
+fn vector_scalar(cx: &dyn Context, op: Op, v: Vec<Elem>, s: f64, swap: bool, return_bool: bool) -> Vec<Elem> {
     let mut out = Vec::with_capacity(v.len());
     for e in v {
         if e.hist.is_some() || op.is_trim() {
             let (l, r) =
                 if swap { ((s, None), (e.value, e.hist.as_ref())) } else { ((e.value, e.hist.as_ref()), (s, None)) };
-            if let Some(x) = paired(native_binop::combine(q, op, l, r), return_bool) {
+            if let Some(x) = paired(native_binop::combine(cx, op, l, r), return_bool) {
                 let drop_name = op.changes_schema() || return_bool || e.drop_name;
                 out.push(Elem { labels: e.labels, value: x.0, drop_name, hist: x.1 });
             }
@@ -268,7 +263,13 @@ fn paired(o: Outcome, return_bool: bool) -> Option<(f64, Option<std::sync::Arc<c
     }
 }
 
-fn vector_vector(q: &Query, op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&BinModifier>) -> Result<Vec<Elem>> {
+fn vector_vector(
+    cx: &dyn Context,
+    op: Op,
+    lhs: Vec<Elem>,
+    rhs: Vec<Elem>,
+    m: Option<&BinModifier>,
+) -> Result<Vec<Elem>> {
     let matching = Matching::of(m);
     let return_bool = m.is_some_and(|m| m.return_bool);
     let empty = Vec::new();
@@ -312,7 +313,7 @@ fn vector_vector(q: &Query, op: Op, lhs: Vec<Elem>, rhs: Vec<Elem>, m: Option<&B
         let (vl, vr) = (el.value, er.value);
         let labels = result_labels(&ls.labels, &rs.labels, &matching, one_to_one, include);
         if el.hist.is_some() || er.hist.is_some() || op.is_trim() {
-            let outcome = native_binop::combine(q, op, (vl, el.hist.as_ref()), (vr, er.hist.as_ref()));
+            let outcome = native_binop::combine(cx, op, (vl, el.hist.as_ref()), (vr, er.hist.as_ref()));
             if matches!(outcome, Outcome::Dropped) {
                 continue;
             }
@@ -405,5 +406,45 @@ impl Fill<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::functions::context::Recorder;
+
+    fn elem(instance: &str, v: f64) -> Elem {
+        Elem::new(Labels::from_pairs([("__name__", "up"), ("instance", instance)]).unwrap(), v, false)
+    }
+
+    #[test]
+    fn comparisons_of_operand_values() {
+        let cx = Recorder::default();
+        let v = || StepValue::Vector(vec![elem("a", 1.0), elem("b", 3.0)]);
+        let StepValue::Vector(kept) = operate(&cx, Op::Gt, None, v(), StepValue::Scalar(2.0)).unwrap() else {
+            panic!()
+        };
+        let kept: Vec<(Option<&str>, f64, bool)> =
+            kept.iter().map(|e| (e.labels.get("instance"), e.value, e.drop_name)).collect();
+        assert_eq!(kept, [(Some("b"), 3.0, false)]);
+        let StepValue::Scalar(x) = operate(&cx, Op::Add, None, StepValue::Scalar(1.0), StepValue::Scalar(2.0)).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(x, 3.0);
+        let e = operate(&cx, Op::TrimUpper, None, StepValue::Scalar(1.0), StepValue::Scalar(2.0)).unwrap_err();
+        assert_eq!(e.to_string(), r#"operator "</" not allowed for Scalar operations"#);
+    }
+
+    #[test]
+    fn one_to_one_matching_of_vector_values() {
+        let cx = Recorder::default();
+        let lhs = StepValue::Vector(vec![elem("a", 1.0), elem("b", 3.0)]);
+        let rhs = StepValue::Vector(vec![elem("b", 10.0), elem("c", 1.0)]);
+        let StepValue::Vector(out) = operate(&cx, Op::Add, None, lhs, rhs).unwrap() else { panic!() };
+        assert_eq!(out.len(), 1);
+        // Arithmetic marks the name to be dropped once the result is assembled.
+        assert_eq!((out[0].labels.get("instance"), out[0].drop_name, out[0].value), (Some("b"), true, 13.0));
     }
 }

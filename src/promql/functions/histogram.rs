@@ -1,16 +1,15 @@
 //! Histogram functions: over classic (`le`-labelled) bucket series here, over native
-//! histograms in `native.rs` (an input vector may hold both). Registry: [`call`].
+//! histograms in `native.rs` (an input vector may hold both), from their evaluated arguments.
+//! Registry: [`lookup`] maps a function name to its [`HistogramFn`]; [`call`] computes it.
 
 use std::collections::HashMap;
 
-use promql_parser::parser::Expr;
-
+use super::args::Args;
+use super::context::Context;
 use super::native::{self, Property};
 use super::stats::format_float;
-use super::transform::{scalar_arg, vector_arg};
 use crate::labels::Labels;
 use crate::promql::error::Result;
-use crate::promql::eval::Query;
 use crate::promql::value::{Elem, StepValue};
 
 const BUCKET_LABEL: &str = "le";
@@ -21,80 +20,101 @@ struct Bucket {
     count: f64,
 }
 
-/// Evaluates the histogram function `name` at `t`; `None` when `name` is not in this family.
-pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<Option<StepValue>> {
-    let out = match name {
-        "histogram_quantile" => {
-            let phi = scalar_arg(q, args, 0, t)?;
-            let v = vector_arg(q, args, 1, t)?;
-            if !(0.0..=1.0).contains(&phi) {
-                q.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
-            }
-            let (natives, classic) = native::split_classic(q, v);
-            let mut out = native::quantiles(q, phi, &natives);
-            out.extend(per_histogram(q, classic, |b, name| quantile_noting(q, phi, b, name)));
-            StepValue::Vector(out)
-        }
-        "histogram_fraction" => {
-            let lower = scalar_arg(q, args, 0, t)?;
-            let upper = scalar_arg(q, args, 1, t)?;
-            let v = vector_arg(q, args, 2, t)?;
-            let (natives, classic) = native::split_classic(q, v);
-            let mut out = native::fractions(q, lower, upper, &natives);
-            out.extend(per_histogram(q, classic, |b, _| bucket_fraction(lower, upper, b)));
-            StepValue::Vector(out)
-        }
-        other if Property::of(other).is_some() => {
-            let v = vector_arg(q, args, 0, t)?;
-            match Property::of(other) {
-                Some(p) => StepValue::Vector(native::property(p, v)),
-                None => StepValue::Vector(Vec::new()),
-            }
-        }
-        "histogram_quantiles" => histogram_quantiles(q, args, t)?,
-        _ => return Ok(None),
-    };
-    Ok(Some(out))
+/// A histogram function.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum HistogramFn {
+    /// `histogram_quantile(phi, v)`.
+    Quantile,
+    /// `histogram_fraction(lower, upper, v)`.
+    Fraction,
+    /// `histogram_count(v)`, `histogram_sum(v)`, ...: a property of each native histogram.
+    Property(Property),
+    /// `histogram_quantiles(v, "label", phi...)`, see [`labelled_quantiles`].
+    Quantiles,
 }
 
-/// `histogram_quantiles(v, "label", q1, q2, ...)`: one output series per quantile, told
-/// apart by `label`.
-fn histogram_quantiles(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
-    let v = vector_arg(q, args, 0, t)?;
-    let label = match args.get(1) {
-        Some(a) => q.eval_string(a, t)?,
-        None => return Err(crate::promql::error::EvalError::bad("histogram_quantiles needs a label name")),
-    };
-    if !crate::labels::is_valid_label_name(&label) {
+/// The registry: function name -> histogram function.
+pub(crate) fn lookup(name: &str) -> Option<HistogramFn> {
+    Some(match name {
+        "histogram_quantile" => HistogramFn::Quantile,
+        "histogram_fraction" => HistogramFn::Fraction,
+        "histogram_quantiles" => HistogramFn::Quantiles,
+        other => HistogramFn::Property(Property::of(other)?),
+    })
+}
+
+/// Histogram function `f` of the evaluated arguments `args`.
+pub(crate) fn call(cx: &dyn Context, f: HistogramFn, mut args: Args) -> Result<StepValue> {
+    Ok(match f {
+        HistogramFn::Quantile => {
+            let phi = args.scalar(0)?;
+            let v = args.vector(1)?;
+            if !(0.0..=1.0).contains(&phi) {
+                cx.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
+            }
+            let (natives, classic) = native::split_classic(cx, v);
+            let mut out = native::quantiles(cx, phi, &natives);
+            out.extend(per_histogram(cx, classic, |b, name| quantile_noting(cx, phi, b, name)));
+            StepValue::Vector(out)
+        }
+        HistogramFn::Fraction => {
+            let lower = args.scalar(0)?;
+            let upper = args.scalar(1)?;
+            let v = args.vector(2)?;
+            let (natives, classic) = native::split_classic(cx, v);
+            let mut out = native::fractions(cx, lower, upper, &natives);
+            out.extend(per_histogram(cx, classic, |b, _| bucket_fraction(lower, upper, b)));
+            StepValue::Vector(out)
+        }
+        HistogramFn::Property(p) => StepValue::Vector(native::property(p, args.vector(0)?)),
+        HistogramFn::Quantiles => {
+            let v = args.vector(0)?;
+            let label = args.string(1)?;
+            let phis: Vec<Result<f64>> = (2..args.len()).map(|i| args.scalar(i)).collect();
+            labelled_quantiles(cx, v, &label, phis)?
+        }
+    })
+}
+
+/// `histogram_quantiles(v, "label", phi...)`: one output series per quantile, told apart by
+/// `label`. The quantiles `phis` are taken one at a time, each after the previous one's
+/// results (the evaluator evaluates each when it is taken).
+pub(crate) fn labelled_quantiles(
+    cx: &dyn Context,
+    v: Vec<Elem>,
+    label: &str,
+    phis: impl IntoIterator<Item = Result<f64>>,
+) -> Result<StepValue> {
+    if !crate::labels::is_valid_label_name(label) {
         return Err(crate::promql::error::EvalError::exec(format!("invalid label name {label:?}")));
     }
     let mut out = Vec::new();
-    for i in 2..args.len() {
-        let phi = scalar_arg(q, args, i, t)?;
+    for phi in phis {
+        let phi = phi?;
         if !(0.0..=1.0).contains(&phi) {
-            q.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
+            cx.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
         }
-        let (natives, classic) = native::split_classic(q, v.clone());
-        let mut res = native::quantiles(q, phi, &natives);
-        res.extend(per_histogram(q, classic, |b, name| quantile_noting(q, phi, b, name)));
+        let (natives, classic) = native::split_classic(cx, v.clone());
+        let mut res = native::quantiles(cx, phi, &natives);
+        res.extend(per_histogram(cx, classic, |b, name| quantile_noting(cx, phi, b, name)));
         let tag = quantile_label(phi);
         for e in res {
-            if e.labels.get(&label).is_some() {
+            if e.labels.get(label).is_some() {
                 return Err(crate::promql::error::EvalError::exec(
                     "vector cannot contain metrics with the same labelset",
                 ));
             }
-            out.push(Elem::new(crate::promql::value::with_label(&e.labels, &label, &tag), e.value, e.drop_name));
+            out.push(Elem::new(crate::promql::value::with_label(&e.labels, label, &tag), e.value, e.drop_name));
         }
     }
     Ok(StepValue::Vector(out))
 }
 
 /// [`bucket_quantile`], raising an info when the buckets had to be made monotonic.
-fn quantile_noting(q: &Query, phi: f64, b: &mut Vec<Bucket>, name: &str) -> f64 {
+fn quantile_noting(cx: &dyn Context, phi: f64, b: &mut Vec<Bucket>, name: &str) -> f64 {
     let (v, forced) = bucket_quantile(phi, b);
     if forced {
-        q.info(format!(
+        cx.info(format!(
             "input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name {name:?}"
         ));
     }
@@ -113,14 +133,14 @@ fn quantile_label(phi: f64) -> String {
 
 /// Groups bucket series by their labels without `le` and the metric name, and computes `f`
 /// over each group's buckets.
-fn per_histogram(q: &Query, v: Vec<Elem>, mut f: impl FnMut(&mut Vec<Bucket>, &str) -> f64) -> Vec<Elem> {
+fn per_histogram(cx: &dyn Context, v: Vec<Elem>, mut f: impl FnMut(&mut Vec<Bucket>, &str) -> f64) -> Vec<Elem> {
     let mut index: HashMap<Labels, usize> = HashMap::new();
     let mut groups: Vec<(Labels, String, Vec<Bucket>)> = Vec::new();
     for e in v {
         let name = e.labels.metric_name().unwrap_or("").to_string();
         let le = e.labels.get(BUCKET_LABEL).unwrap_or("");
         let Some(upper) = parse_le(le) else {
-            q.warn(format!(
+            cx.warn(format!(
                 "bucket label {BUCKET_LABEL:?} is missing or has a malformed value of {le:?} for metric name {name:?}"
             ));
             continue;
@@ -316,5 +336,30 @@ mod tests {
     fn fraction_of_everything_is_one() {
         let mut v = vec![b(1.0, 10.0), b(2.0, 20.0), b(f64::INFINITY, 20.0)];
         assert_eq!(bucket_fraction(f64::NEG_INFINITY, f64::INFINITY, &mut v), 1.0);
+    }
+
+    #[test]
+    fn histogram_quantile_of_bucket_values() {
+        use crate::promql::functions::context::Recorder;
+        let bucket = |le: &str, count: f64| {
+            Elem::new(Labels::from_pairs([("__name__", "h_bucket"), ("le", le)]).unwrap(), count, false)
+        };
+        let buckets = || StepValue::Vector(vec![bucket("1", 10.0), bucket("2", 20.0), bucket("+Inf", 20.0)]);
+        let quantile = |cx: &Recorder, phi: f64| match call(
+            cx,
+            HistogramFn::Quantile,
+            Args::new(vec![StepValue::Scalar(phi), buckets()]),
+        ) {
+            Ok(StepValue::Vector(v)) => v.iter().map(|e| (e.labels.get("le").is_none(), e.value)).collect::<Vec<_>>(),
+            other => panic!("{:?}", other.map(|v| v.type_name())),
+        };
+        let cx = Recorder::default();
+        assert_eq!(quantile(&cx, 0.75), [(true, 1.5)]);
+        assert!(cx.annotations.borrow().is_empty());
+        assert_eq!(quantile(&cx, 2.0), [(true, f64::INFINITY)]);
+        assert_eq!(
+            cx.annotations.borrow().warnings(),
+            ["PromQL warning: quantile value should be between 0 and 1, got 2"]
+        );
     }
 }

@@ -12,22 +12,21 @@
 //! - A series no info series matches is kept unchanged, unless a data label matcher does not
 //!   match the empty value: then it is dropped.
 //!
-//! The info series are loaded with the query (see `Query::preload`), keyed by the first
-//! argument's node, over the first argument's time range (its first selector's `@` and
-//! `offset`) plus the lookback delta; at each step each one's latest sample in the lookback
-//! window counts.
+//! The evaluator loads the info series with the query (in its preload), keyed by the
+//! first argument's node, over the first argument's time range (its first selector's `@` and
+//! `offset`) plus the lookback delta, and hands them to [`join`] with the first argument's value
+//! at each step; each one's latest sample in the lookback window counts.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use promql_parser::parser::{Expr, VectorSelector};
+use promql_parser::parser::VectorSelector;
 
 use crate::labels::{Label, Labels, METRIC_NAME};
 use crate::matcher::{MatchOp, Matcher};
 use crate::promql::error::{EvalError, Result};
-use crate::promql::eval::{offset_ms, Query};
 use crate::promql::value::Elem;
-use crate::sample::is_stale_marker;
+use crate::sample::{is_stale_marker, SeriesSamples};
 
 /// A matcher [`mark_selectors`] adds to the label selector of an info call, which may hold only
 /// matchers of the empty value (`{data=~".*"}`): the parser refuses such a selector anywhere
@@ -116,17 +115,15 @@ pub(crate) struct InfoSelection {
 }
 
 impl InfoSelection {
-    /// The selection of an info call with arguments `args`.
+    /// The selection of an info call whose second argument is the label selector `selector`
+    /// (`None` without one).
     ///
     /// # Errors
-    /// A second argument that is not a label selector, or a matcher that does not compile.
-    pub(crate) fn of(args: &[Box<Expr>]) -> Result<Self> {
+    /// A matcher that does not compile.
+    pub(crate) fn of(selector: Option<&VectorSelector>) -> Result<Self> {
         let mut names = Vec::new();
         let mut data: BTreeMap<String, Vec<Matcher>> = BTreeMap::new();
-        if let Some(arg) = args.get(1) {
-            let Expr::VectorSelector(vs) = &**arg else {
-                return Err(EvalError::bad("the second argument of info() must be a label selector"));
-            };
+        if let Some(vs) = selector {
             if let Some(name) = &vs.name {
                 names.push(Matcher::equal(METRIC_NAME, name.clone()));
             }
@@ -162,38 +159,15 @@ impl InfoSelection {
     }
 }
 
-/// The selector whose `@` and `offset` govern when the info series are looked at: the first of
-/// the first argument.
-pub(crate) fn timing_selector(e: &Expr) -> Option<&VectorSelector> {
-    match e {
-        Expr::VectorSelector(vs) => Some(vs),
-        Expr::MatrixSelector(ms) => Some(&ms.vs),
-        Expr::Paren(p) => timing_selector(&p.expr),
-        Expr::Unary(u) => timing_selector(&u.expr),
-        Expr::Subquery(s) => timing_selector(&s.expr),
-        Expr::Aggregate(a) => timing_selector(&a.expr),
-        Expr::Binary(b) => timing_selector(&b.lhs).or_else(|| timing_selector(&b.rhs)),
-        Expr::Call(c) => c.args.args.iter().find_map(|a| timing_selector(a)),
-        _ => None,
-    }
-}
-
-/// The key the info series of a call are loaded under: the address of its first argument.
-pub(crate) fn node(args: &[Box<Expr>]) -> Option<usize> {
-    args.first().map(|a| &**a as *const Expr as usize)
-}
-
-/// Evaluates `info(args...)` at `t`.
-pub(crate) fn eval(q: &Query, args: &[Box<Expr>], t: i64) -> Result<Vec<Elem>> {
-    let first = args.first().ok_or_else(|| EvalError::bad("info() needs an argument"))?;
-    let base = q.eval_vector(first, t)?;
-    let sel = InfoSelection::of(args)?;
-    let te = match timing_selector(first) {
-        Some(vs) => q.at_ms(&vs.at).unwrap_or(t).saturating_sub(offset_ms(&vs.offset)),
-        None => t,
-    };
-    let lo = te.saturating_sub(q.lookback_ms());
-    let loaded = node(args).map(|k| q.series_by_key(k)).unwrap_or(&[]);
+/// `info(base, ...)` at one time: joins `base` (the first argument's value) with the info series
+/// `sel` selects, of which `loaded` holds the samples, each counting with its latest sample in
+/// `(lo, te]` (the lookback window at the first argument's time).
+pub(crate) fn join(
+    sel: &InfoSelection,
+    base: Vec<Elem>,
+    loaded: &[SeriesSamples],
+    (lo, te): (i64, i64),
+) -> Result<Vec<Elem>> {
     let names: BTreeSet<&str> = loaded.iter().filter_map(|s| s.labels.metric_name()).collect();
     let mut latest = Vec::new();
     for s in loaded {
@@ -215,7 +189,7 @@ pub(crate) fn eval(q: &Query, args: &[Box<Expr>], t: i64) -> Result<Vec<Elem>> {
             }
         }
     }
-    combine(&sel, base, &names, &latest)
+    combine(sel, base, &names, &latest)
 }
 
 /// A series' identity towards info metric `name`: the name and its identifying labels.

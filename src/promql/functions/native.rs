@@ -6,9 +6,9 @@
 
 use std::collections::HashSet;
 
+use super::context::Context;
 use crate::histogram::{self, Histogram};
 use crate::labels::{Labels, METRIC_NAME};
-use crate::promql::eval::Query;
 use crate::promql::value::Elem;
 
 /// A property of one histogram.
@@ -53,7 +53,7 @@ pub(crate) fn property(p: Property, v: Vec<Elem>) -> Vec<Elem> {
 /// Splits `v` into its native histograms and its floats (classic buckets, keyed by their
 /// labels without `le`). A native histogram whose labels equal the key of a classic
 /// histogram is a conflict: both are dropped, with Prometheus' warning.
-pub(crate) fn split_classic(q: &Query, v: Vec<Elem>) -> (Vec<Elem>, Vec<Elem>) {
+pub(crate) fn split_classic(cx: &dyn Context, v: Vec<Elem>) -> (Vec<Elem>, Vec<Elem>) {
     let (natives, floats): (Vec<Elem>, Vec<Elem>) = v.into_iter().partition(|e| e.hist.is_some());
     if natives.is_empty() {
         return (natives, floats);
@@ -68,7 +68,7 @@ pub(crate) fn split_classic(q: &Query, v: Vec<Elem>) -> (Vec<Elem>, Vec<Elem>) {
                 return true;
             }
             let name = e.labels.get(METRIC_NAME).unwrap_or("");
-            q.warn(format!("vector contains a mix of classic and native histograms for metric name {name:?}"));
+            cx.warn(format!("vector contains a mix of classic and native histograms for metric name {name:?}"));
             conflicts.insert(e.labels.clone());
             false
         })
@@ -82,22 +82,22 @@ pub(crate) fn split_classic(q: &Query, v: Vec<Elem>) -> (Vec<Elem>, Vec<Elem>) {
 }
 
 /// `histogram_quantile(phi, ...)` of native histograms, raising the info each estimate notes.
-pub(crate) fn quantiles(q: &Query, phi: f64, natives: &[Elem]) -> Vec<Elem> {
-    estimates(q, natives, |h| histogram::quantile(phi, h))
+pub(crate) fn quantiles(cx: &dyn Context, phi: f64, natives: &[Elem]) -> Vec<Elem> {
+    estimates(cx, natives, |h| histogram::quantile(phi, h))
 }
 
 /// `histogram_fraction(lower, upper, ...)` of native histograms.
-pub(crate) fn fractions(q: &Query, lower: f64, upper: f64, natives: &[Elem]) -> Vec<Elem> {
-    estimates(q, natives, |h| histogram::fraction(lower, upper, h))
+pub(crate) fn fractions(cx: &dyn Context, lower: f64, upper: f64, natives: &[Elem]) -> Vec<Elem> {
+    estimates(cx, natives, |h| histogram::fraction(lower, upper, h))
 }
 
-fn estimates(q: &Query, natives: &[Elem], f: impl Fn(&Histogram) -> histogram::Estimate) -> Vec<Elem> {
+fn estimates(cx: &dyn Context, natives: &[Elem], f: impl Fn(&Histogram) -> histogram::Estimate) -> Vec<Elem> {
     natives
         .iter()
         .filter_map(|e| {
             let est = f(e.hist.as_deref()?);
             if let Some(note) = est.note {
-                q.info(note.message_for(e.labels.get(METRIC_NAME).unwrap_or("")));
+                cx.info(note.message_for(e.labels.get(METRIC_NAME).unwrap_or("")));
             }
             Some(Elem::new(e.labels.clone(), est.value, true))
         })

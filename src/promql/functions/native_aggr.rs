@@ -6,17 +6,17 @@
 
 use std::sync::Arc;
 
+use super::context::Context;
 use super::native_rollup::{add_noting, note};
 use crate::histogram::{CounterResetHint, Histogram};
 use crate::labels::{Labels, METRIC_NAME};
-use crate::promql::eval::Query;
 use crate::promql::value::Elem;
 
 /// `sum` (or `avg` when `average`) of one group that holds at least one histogram; `None`
 /// when the group has no value (mixed kinds, or histograms that cannot be added).
-pub(crate) fn sum_or_avg(q: &Query, average: bool, labels: Labels, elems: &[Elem]) -> Option<Elem> {
+pub(crate) fn sum_or_avg(cx: &dyn Context, average: bool, labels: Labels, elems: &[Elem]) -> Option<Elem> {
     if elems.iter().any(Elem::is_float) {
-        q.warn("encountered a mix of histograms and floats for aggregation");
+        cx.warn("encountered a mix of histograms and floats for aggregation".to_owned());
         return None;
     }
     let mut hists = elems.iter().filter_map(|e| e.hist.as_deref().map(|h| (h, &e.labels)));
@@ -31,14 +31,14 @@ pub(crate) fn sum_or_avg(q: &Query, average: bool, labels: Labels, elems: &[Elem
     track(first);
     for (h, l) in hists {
         track(h);
-        if !running.add(q, l.get(METRIC_NAME).unwrap_or(""), h, "aggregation") {
+        if !running.add(cx, l.get(METRIC_NAME).unwrap_or(""), h, "aggregation") {
             return None;
         }
     }
     let mut sum = running.finish();
     sum.compact(0);
     if reset && not_reset {
-        q.warn(note::counter_reset_collision("aggregation"));
+        cx.warn(note::counter_reset_collision("aggregation"));
     }
     let drop = elems.iter().any(|e| e.drop_name);
     Some(Elem::histogram(labels, Arc::new(sum), drop))
@@ -61,10 +61,10 @@ impl Running {
     }
 
     /// Adds `other`; `false` (after a warning) when it cannot be added.
-    pub(crate) fn add(&mut self, q: &Query, name: &str, other: &Histogram, operation: &str) -> bool {
+    pub(crate) fn add(&mut self, cx: &dyn Context, name: &str, other: &Histogram, operation: &str) -> bool {
         match self {
-            Running::Sum(s) => s.add(q, name, other, operation),
-            Running::Mean(m) => m.add(q, name, other, operation),
+            Running::Sum(s) => s.add(cx, name, other, operation),
+            Running::Mean(m) => m.add(cx, name, other, operation),
         }
     }
 
@@ -99,15 +99,15 @@ impl HistogramMean {
     }
 
     /// Adds `other` as [`CompensatedSum::add`] does; `false` when it cannot be added.
-    pub(crate) fn add(&mut self, q: &Query, name: &str, other: &Histogram, operation: &str) -> bool {
+    pub(crate) fn add(&mut self, cx: &dyn Context, name: &str, other: &Histogram, operation: &str) -> bool {
         self.n += 1.0;
         if !self.incremental {
             let safe = |h: &Histogram| h.largest_magnitude() < SAFE_MAGNITUDE;
             if safe(&self.running.acc) && safe(other) {
-                return self.running.add(q, name, other, operation);
+                return self.running.add(cx, name, other, operation);
             }
             let mut trial = self.running.clone();
-            if !trial.add(q, name, other, operation) {
+            if !trial.add(cx, name, other, operation) {
                 return false;
             }
             if !trial.acc.has_overflow() {
@@ -121,7 +121,7 @@ impl HistogramMean {
         self.running.scale(keep);
         let mut part = other.clone();
         part.div(self.n);
-        self.running.add(q, name, &part, operation)
+        self.running.add(cx, name, &part, operation)
     }
 
     /// The mean.
@@ -136,9 +136,9 @@ impl HistogramMean {
 }
 
 /// `elems` without histograms; an info names `aggregation` when some were dropped.
-pub(crate) fn without_histograms(q: &Query, aggregation: &str, mut elems: Vec<Elem>) -> Vec<Elem> {
+pub(crate) fn without_histograms(cx: &dyn Context, aggregation: &str, mut elems: Vec<Elem>) -> Vec<Elem> {
     if elems.iter().any(|e| !e.is_float()) {
-        q.info(format!("ignored histogram in {aggregation} aggregation"));
+        cx.info(format!("ignored histogram in {aggregation} aggregation"));
         elems.retain(Elem::is_float);
     }
     elems
@@ -161,10 +161,10 @@ impl CompensatedSum {
     }
 
     /// Adds `other`, raising the annotations of [`add_noting`]; `false` when it cannot be added.
-    pub(crate) fn add(&mut self, q: &Query, name: &str, other: &Histogram, operation: &str) -> bool {
+    pub(crate) fn add(&mut self, cx: &dyn Context, name: &str, other: &Histogram, operation: &str) -> bool {
         let before = [self.acc.count, self.acc.sum, self.acc.zero_count];
         let same_zero = self.acc.zero_threshold == other.zero_threshold;
-        if !add_noting(q, name, &mut self.acc, other, operation) {
+        if !add_noting(cx, name, &mut self.acc, other, operation) {
             return false;
         }
         let incs = [other.count, other.sum, other.zero_count];
@@ -204,16 +204,15 @@ impl CompensatedSum {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::promql::EngineOptions;
+    use crate::promql::functions::context::Recorder;
 
     #[test]
     fn compensated_sum_keeps_small_terms() {
-        let opts = EngineOptions::default();
-        let q = Query::new(&opts, 0, 0, 0);
+        let cx = Recorder::default();
         let h = |sum: f64| Histogram { sum, count: 1.0, ..Histogram::default() };
         let mut s = CompensatedSum::new(&h(1e100));
         for x in [1.0, -1e100] {
-            assert!(s.add(&q, "x", &h(x), "aggregation"));
+            assert!(s.add(&cx, "x", &h(x), "aggregation"));
         }
         let got = s.finish();
         // Plain addition loses the 1 (1e100 + 1 == 1e100).
@@ -223,21 +222,20 @@ mod tests {
 
     #[test]
     fn mean_turns_incremental_where_the_sum_would_overflow() {
-        let opts = EngineOptions::default();
-        let q = Query::new(&opts, 0, 0, 0);
+        let cx = Recorder::default();
         let h = |count: f64| Histogram { count, sum: 3.0, ..Histogram::default() };
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
 
         let mut plain = HistogramMean::new(&h(1.0));
         for c in [2.0, 6.0] {
-            assert!(plain.add(&q, "x", &h(c), "aggregation"));
+            assert!(plain.add(&cx, "x", &h(c), "aggregation"));
         }
         let got = plain.finish();
         assert_eq!((got.count, got.sum), (3.0, 3.0));
 
         let mut big = HistogramMean::new(&h(f64::MAX));
         for c in [f64::MAX, 0.0] {
-            assert!(big.add(&q, "x", &h(c), "aggregation"));
+            assert!(big.add(&cx, "x", &h(c), "aggregation"));
         }
         let got = big.finish();
         assert!(close(got.count, f64::MAX / 3.0 * 2.0), "{}", got.count);

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use super::binary_op::Op;
+use super::context::Context;
 use super::native_rollup::note;
 use crate::histogram::{CounterResetHint, Histogram, Trim};
-use crate::promql::eval::Query;
 
 /// One operand: a float, or a histogram (then the float is not used).
 pub(crate) type Operand<'a> = (f64, Option<&'a Arc<Histogram>>);
@@ -26,10 +26,10 @@ pub(crate) enum Outcome {
 }
 
 /// `l op r` where at least one side is a histogram (or, for a trim, both are floats).
-pub(crate) fn combine(q: &Query, op: Op, l: Operand<'_>, r: Operand<'_>) -> Outcome {
+pub(crate) fn combine(cx: &dyn Context, op: Op, l: Operand<'_>, r: Operand<'_>) -> Outcome {
     let incompatible = |lt: &str, rt: &str| {
         let sym = op.symbol();
-        q.info(format!("incompatible sample types encountered for binary operator {sym:?}: {lt} {sym} {rt}"));
+        cx.info(format!("incompatible sample types encountered for binary operator {sym:?}: {lt} {sym} {rt}"));
         Outcome::Dropped
     };
     let scaled = |h: &Histogram, f: &dyn Fn(&mut Histogram)| {
@@ -54,7 +54,7 @@ pub(crate) fn combine(q: &Query, op: Op, l: Operand<'_>, r: Operand<'_>) -> Outc
             _ => incompatible("histogram", "float"),
         },
         ((_, Some(hl)), (_, Some(hr))) => match op {
-            Op::Add | Op::Sub => add_or_sub(q, op, hl, hr),
+            Op::Add | Op::Sub => add_or_sub(cx, op, hl, hr),
             Op::Eq | Op::Ne => {
                 if hl.equals(hr) == (op == Op::Eq) {
                     Outcome::Value(0.0, Some(Arc::clone(hl)))
@@ -69,21 +69,21 @@ pub(crate) fn combine(q: &Query, op: Op, l: Operand<'_>, r: Operand<'_>) -> Outc
     }
 }
 
-fn add_or_sub(q: &Query, op: Op, hl: &Histogram, hr: &Histogram) -> Outcome {
+fn add_or_sub(cx: &dyn Context, op: Op, hl: &Histogram, hr: &Histogram) -> Outcome {
     let mut res = hl.clone();
     let (combined, operation) = if op == Op::Add { (res.add(hr), "addition") } else { (res.sub(hr), "subtraction") };
     let Ok(c) = combined else {
-        q.warn(format!("incompatible bucket layout encountered for binary operator {}", op.symbol()));
+        cx.warn(format!("incompatible bucket layout encountered for binary operator {}", op.symbol()));
         return Outcome::Dropped;
     };
     if op == Op::Sub {
         res.counter_reset_hint = CounterResetHint::Gauge;
     }
     if c.counter_reset_collision {
-        q.warn(note::counter_reset_collision(operation));
+        cx.warn(note::counter_reset_collision(operation));
     }
     if c.custom_bounds_reconciled {
-        q.info(note::reconciled_custom_buckets(operation));
+        cx.info(note::reconciled_custom_buckets(operation));
     }
     res.compact(0);
     Outcome::Value(0.0, Some(Arc::new(res)))

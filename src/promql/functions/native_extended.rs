@@ -16,11 +16,11 @@
 
 use std::sync::Arc;
 
+use super::context::Context;
 use super::native_rollup::{add_noting, count_transitions, note, noted};
 use super::rollup::Rollup;
 use crate::histogram::{detect_reset, ArithError, CounterResetHint, Histogram};
 use crate::labels::{Labels, METRIC_NAME};
-use crate::promql::eval::Query;
 use crate::promql::value::Point;
 use crate::sample::{is_stale_marker, HistogramSample, Sample};
 
@@ -40,7 +40,7 @@ pub(crate) struct Extended {
 /// and `hists` read from `start - lookback`, smoothed up to `end + lookback`), as
 /// the module documentation describes.
 pub(crate) fn rollup(
-    q: &Query,
+    cx: &dyn Context,
     f: Rollup,
     labels: &Labels,
     floats: &[Sample],
@@ -52,10 +52,10 @@ pub(crate) fn rollup(
     match f {
         Rollup::Rate | Rollup::Increase | Rollup::Delta => {
             if !floats.is_empty() {
-                q.warn(note::mixed_floats_histograms(name));
+                cx.warn(note::mixed_floats_histograms(name));
                 return None;
             }
-            rate(q, name, hists, w).map(|h| Point::Histogram(Arc::new(h)))
+            rate(cx, name, hists, w).map(|h| Point::Histogram(Arc::new(h)))
         }
         Rollup::Changes | Rollup::Resets => {
             let (a, b) = anchored_start(&floats, hists, w.start)?;
@@ -69,7 +69,7 @@ pub(crate) fn rollup(
 /// `rate`, `increase` or `delta` of the histograms `h` of a series (read from `start -
 /// lookback`, smoothed up to `end + lookback`); `None` (after a warning where Prometheus gives
 /// one) when the window gives no value.
-pub(crate) fn rate(q: &Query, name: &str, h: &[HistogramSample], w: Extended) -> Option<Histogram> {
+pub(crate) fn rate(cx: &dyn Context, name: &str, h: &[HistogramSample], w: Extended) -> Option<Histogram> {
     let mut last = h.len().checked_sub(1)?;
     let first = h.get(..last)?.partition_point(|p| p.timestamp_ms <= w.start).saturating_sub(1);
     if w.smoothed {
@@ -79,34 +79,34 @@ pub(crate) fn rate(q: &Query, name: &str, h: &[HistogramSample], w: Extended) ->
     if hl.timestamp_ms <= w.start || (w.smoothed && hf.timestamp_ms > w.end) {
         return None;
     }
-    if !validate(q, name, h.get(first..=last)?, w.is_counter) {
+    if !validate(cx, name, h.get(first..=last)?, w.is_counter) {
         return None;
     }
     let left = if w.smoothed && hf.timestamp_ms < w.start {
-        interpolate(q, hf, h.get(first + 1)?, w.start, w.is_counter)
+        interpolate(cx, hf, h.get(first + 1)?, w.start, w.is_counter)
     } else {
         Ok(Histogram::clone(&hf.histogram))
     };
     let right = match last.checked_sub(1).and_then(|p| h.get(p)) {
-        Some(before) if w.smoothed && hl.timestamp_ms > w.end => interpolate(q, before, hl, w.end, w.is_counter),
+        Some(before) if w.smoothed && hl.timestamp_ms > w.end => interpolate(cx, before, hl, w.end, w.is_counter),
         _ => Ok(Histogram::clone(&hl.histogram)),
     };
     let (Ok(left), Ok(right)) = (left, right) else {
-        q.warn(note::mixed_exponential_custom(name));
+        cx.warn(note::mixed_exponential_custom(name));
         return None;
     };
     let not_gauge = |x: &Histogram| x.counter_reset_hint != CounterResetHint::Gauge;
     if !w.is_counter && (not_gauge(&left) || not_gauge(&right)) {
-        q.warn(note::not_gauge(name));
+        cx.warn(note::not_gauge(name));
     }
     let mut out = right.clone();
-    if !combine(q, name, &mut out, &left, true) {
+    if !combine(cx, name, &mut out, &left, true) {
         return None;
     }
     if w.is_counter {
-        let corrected = correction(q, name, h, (first, last), (&left, &right), w)?;
+        let corrected = correction(cx, name, h, (first, last), (&left, &right), w)?;
         if let Some(c) = corrected {
-            if !combine(q, name, &mut out, &c, false) {
+            if !combine(cx, name, &mut out, &c, false) {
                 return None;
             }
         }
@@ -121,15 +121,15 @@ pub(crate) fn rate(q: &Query, name: &str, h: &[HistogramSample], w: Extended) ->
 
 /// Checks the window's histograms: `false` (after a warning) when exponential and custom
 /// buckets mix; a warning for each gauge histogram in a counter function.
-fn validate(q: &Query, name: &str, h: &[HistogramSample], is_counter: bool) -> bool {
+fn validate(cx: &dyn Context, name: &str, h: &[HistogramSample], is_counter: bool) -> bool {
     let custom = h.first().is_some_and(|p| p.histogram.uses_custom_buckets());
     for p in h {
         if p.histogram.uses_custom_buckets() != custom {
-            q.warn(note::mixed_exponential_custom(name));
+            cx.warn(note::mixed_exponential_custom(name));
             return false;
         }
         if is_counter && p.histogram.counter_reset_hint == CounterResetHint::Gauge {
-            q.warn(note::not_counter(name));
+            cx.warn(note::not_counter(name));
         }
     }
     true
@@ -139,7 +139,7 @@ fn validate(q: &Query, name: &str, h: &[HistogramSample], is_counter: bool) -> b
 /// samples at `first` and `last` stand for the ends `left` and `right`); `Some(None)` when
 /// there is none, `None` (after a warning) when they cannot be added.
 fn correction(
-    q: &Query,
+    cx: &dyn Context,
     name: &str,
     h: &[HistogramSample],
     (first, last): (usize, usize),
@@ -164,7 +164,7 @@ fn correction(
             sum = Some(x.clone());
             true
         }
-        Some(s) => combine(q, name, s, x, false),
+        Some(s) => combine(cx, name, s, x, false),
     };
     for p in h.get(from..last)? {
         if detect_reset(prev, &p.histogram) && !add(prev) {
@@ -180,11 +180,11 @@ fn correction(
 
 /// Adds (or with `subtract` subtracts) `other` into `acc`, raising Prometheus' annotations;
 /// `false` (after a warning) when they cannot be combined.
-fn combine(q: &Query, name: &str, acc: &mut Histogram, other: &Histogram, subtract: bool) -> bool {
+fn combine(cx: &dyn Context, name: &str, acc: &mut Histogram, other: &Histogram, subtract: bool) -> bool {
     if subtract {
-        noted(q, name, acc.sub(other), "subtraction")
+        noted(cx, name, acc.sub(other), "subtraction")
     } else {
-        add_noting(q, name, acc, other, "addition")
+        add_noting(cx, name, acc, other, "addition")
     }
 }
 
@@ -194,7 +194,7 @@ fn combine(q: &Query, name: &str, acc: &mut Histogram, other: &Histogram, subtra
 /// # Errors
 /// When `a` and `b` cannot be subtracted (exponential and custom buckets).
 fn interpolate(
-    q: &Query,
+    cx: &dyn Context,
     a: &HistogramSample,
     b: &HistogramSample,
     t: i64,
@@ -213,11 +213,11 @@ fn interpolate(
         return Ok(out);
     }
     if out.sub(&a.histogram)?.custom_bounds_reconciled {
-        q.info(note::reconciled_custom_buckets("subtraction"));
+        cx.info(note::reconciled_custom_buckets("subtraction"));
     }
     out.mul(fraction);
     if out.add(&a.histogram)?.custom_bounds_reconciled {
-        q.info(note::reconciled_custom_buckets("addition"));
+        cx.info(note::reconciled_custom_buckets("addition"));
     }
     Ok(out)
 }
@@ -226,7 +226,7 @@ fn interpolate(
 /// in `(te - lookback, te + lookback]`: the sample at `te`, else the interpolation between the
 /// samples around it (a counter unless both are gauges), else the last before it (its hint
 /// then unknown). `None` (after a warning when exponential and custom buckets meet) otherwise.
-pub(crate) fn smoothed_value(q: &Query, name: &str, h: &[HistogramSample], te: i64) -> Option<Histogram> {
+pub(crate) fn smoothed_value(cx: &dyn Context, name: &str, h: &[HistogramSample], te: i64) -> Option<Histogram> {
     let i = h.partition_point(|p| p.timestamp_ms < te);
     let prev = i.checked_sub(1).and_then(|j| h.get(j));
     match (prev, h.get(i)) {
@@ -236,10 +236,10 @@ pub(crate) fn smoothed_value(q: &Query, name: &str, h: &[HistogramSample], te: i
             let is_counter =
                 a.counter_reset_hint != CounterResetHint::Gauge || b.counter_reset_hint != CounterResetHint::Gauge;
             if a.uses_custom_buckets() != b.uses_custom_buckets() {
-                q.warn(note::mixed_exponential_custom(name));
+                cx.warn(note::mixed_exponential_custom(name));
                 return None;
             }
-            interpolate(q, prev, next, te, is_counter).map_err(|_| q.warn(note::mixed_exponential_custom(name))).ok()
+            interpolate(cx, prev, next, te, is_counter).map_err(|_| cx.warn(note::mixed_exponential_custom(name))).ok()
         }
         (Some(prev), None) => {
             let mut out = Histogram::clone(&prev.histogram);

@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
+use super::context::Context;
 use super::rollup::{self, Rollup};
 use crate::histogram::{detect_reset, ArithError, Combined, CounterResetHint, Histogram};
 use crate::labels::{Labels, METRIC_NAME};
-use crate::promql::eval::Query;
 use crate::promql::value::Point;
 use crate::sample::{HistogramSample, Sample};
 
@@ -53,7 +53,7 @@ pub(crate) mod note {
 /// `hists` are the window's points (no staleness markers), `(start, end, t)` its bounds and the
 /// evaluation time, `params` the scalar parameters. `None` when the series has no value.
 pub(crate) fn rollup_point(
-    q: &Query,
+    cx: &dyn Context,
     f: Rollup,
     labels: &Labels,
     floats: &[Sample],
@@ -69,20 +69,20 @@ pub(crate) fn rollup_point(
     match f {
         Rate | Increase | Delta => {
             if !floats.is_empty() {
-                q.warn(note::mixed_floats_histograms(name));
+                cx.warn(note::mixed_floats_histograms(name));
                 return None;
             }
-            extrapolated_histogram_rate(q, name, hists, bounds, f != Delta, f == Rate).map(into_point)
+            extrapolated_histogram_rate(cx, name, hists, bounds, f != Delta, f == Rate).map(into_point)
         }
-        Irate | Idelta => instant_value(q, name, floats, hists, f == Irate),
+        Irate | Idelta => instant_value(cx, name, floats, hists, f == Irate),
         Resets => Some(Point::Float(count_transitions(floats, hists, true))),
         Changes => Some(Point::Float(count_transitions(floats, hists, false))),
         Sum | Avg => {
             if !floats.is_empty() {
-                q.warn(note::mixed_floats_histograms(name));
+                cx.warn(note::mixed_floats_histograms(name));
                 return None;
             }
-            sum_histograms(q, name, hists, f == Avg).map(into_point)
+            sum_histograms(cx, name, hists, f == Avg).map(into_point)
         }
         Count => Some(Point::Float((floats.len() + hists.len()) as f64)),
         Present => Some(Point::Float(1.0)),
@@ -102,7 +102,7 @@ pub(crate) fn rollup_point(
             if floats.is_empty() {
                 return None;
             }
-            q.info(note::ignored_in_mixed_range(name));
+            cx.info(note::ignored_in_mixed_range(name));
             rollup::compute_floats(f, floats, bounds, params).map(Point::Float)
         }
     }
@@ -129,22 +129,28 @@ fn picked(timestamp: bool, hist_wins: bool, h: Option<&HistogramSample>, f: Opti
 
 /// Adds `other` into `acc`, raising Prometheus' annotations; `false` (after a warning) when
 /// the two cannot be added.
-pub(crate) fn add_noting(q: &Query, name: &str, acc: &mut Histogram, other: &Histogram, operation: &str) -> bool {
-    noted(q, name, acc.add(other), operation)
+pub(crate) fn add_noting(
+    cx: &dyn Context,
+    name: &str,
+    acc: &mut Histogram,
+    other: &Histogram,
+    operation: &str,
+) -> bool {
+    noted(cx, name, acc.add(other), operation)
 }
 
 /// Raises the annotations of an addition or subtraction of histograms (`operation`) that
 /// returned `combined`; `false` (after a warning) when it failed.
-pub(crate) fn noted(q: &Query, name: &str, combined: Result<Combined, ArithError>, operation: &str) -> bool {
+pub(crate) fn noted(cx: &dyn Context, name: &str, combined: Result<Combined, ArithError>, operation: &str) -> bool {
     match combined {
         Ok(c) => {
             if c.custom_bounds_reconciled {
-                q.info(note::reconciled_custom_buckets(operation));
+                cx.info(note::reconciled_custom_buckets(operation));
             }
             true
         }
         Err(_) => {
-            q.warn(note::mixed_exponential_custom(name));
+            cx.warn(note::mixed_exponential_custom(name));
             false
         }
     }
@@ -152,7 +158,7 @@ pub(crate) fn noted(q: &Query, name: &str, combined: Result<Combined, ArithError
 
 /// `sum_over_time` (or with `average` `avg_over_time`) of histograms; a collision of `CounterReset` and `NotCounterReset` hints
 /// among them raises a warning.
-fn sum_histograms(q: &Query, name: &str, hists: &[HistogramSample], average: bool) -> Option<Histogram> {
+fn sum_histograms(cx: &dyn Context, name: &str, hists: &[HistogramSample], average: bool) -> Option<Histogram> {
     let (first, rest) = hists.split_first()?;
     let mut sum = super::native_aggr::Running::new(&first.histogram, average);
     let (mut reset, mut not_reset) = (false, false);
@@ -164,12 +170,12 @@ fn sum_histograms(q: &Query, name: &str, hists: &[HistogramSample], average: boo
         }
     }
     for h in rest {
-        if !sum.add(q, name, &h.histogram, "aggregation") {
+        if !sum.add(cx, name, &h.histogram, "aggregation") {
             return None;
         }
     }
     if reset && not_reset {
-        q.warn(note::counter_reset_collision("aggregation"));
+        cx.warn(note::counter_reset_collision("aggregation"));
     }
     Some(sum.finish())
 }
@@ -215,7 +221,13 @@ pub(crate) fn count_transitions(floats: &[Sample], hists: &[HistogramSample], re
 }
 
 /// `irate` (`is_rate`) and `idelta` from the last two points of the window, of either kind.
-fn instant_value(q: &Query, name: &str, floats: &[Sample], hists: &[HistogramSample], is_rate: bool) -> Option<Point> {
+fn instant_value(
+    cx: &dyn Context,
+    name: &str,
+    floats: &[Sample],
+    hists: &[HistogramSample],
+    is_rate: bool,
+) -> Option<Point> {
     let mut last: Vec<(i64, Point)> = floats
         .iter()
         .rev()
@@ -243,21 +255,21 @@ fn instant_value(q: &Query, name: &str, floats: &[Sample], hists: &[HistogramSam
         (Point::Histogram(a), Point::Histogram(b)) => {
             let gauge = |h: &Histogram| h.counter_reset_hint == CounterResetHint::Gauge;
             if is_rate && (gauge(&a) || gauge(&b)) {
-                q.warn(note::not_counter(name));
+                cx.warn(note::not_counter(name));
             }
             let both_gauges = gauge(&a) && gauge(&b);
             if !is_rate && !both_gauges {
-                q.warn(note::not_gauge(name));
+                cx.warn(note::not_gauge(name));
             }
             let mut out = (*b).clone();
             if !is_rate || !detect_reset(&a, &b) {
                 match out.sub(&a) {
                     Err(ArithError::IncompatibleSchema) => {
-                        q.warn(note::mixed_exponential_custom(name));
+                        cx.warn(note::mixed_exponential_custom(name));
                         return None;
                     }
                     Err(_) => return None,
-                    Ok(c) if c.custom_bounds_reconciled => q.info(note::reconciled_custom_buckets("subtraction")),
+                    Ok(c) if c.custom_bounds_reconciled => cx.info(note::reconciled_custom_buckets("subtraction")),
                     Ok(_) => {}
                 }
             }
@@ -269,7 +281,7 @@ fn instant_value(q: &Query, name: &str, floats: &[Sample], hists: &[HistogramSam
             Some(into_point(out))
         }
         _ => {
-            q.warn(note::mixed_floats_histograms(name));
+            cx.warn(note::mixed_floats_histograms(name));
             None
         }
     }
@@ -278,12 +290,12 @@ fn instant_value(q: &Query, name: &str, floats: &[Sample], hists: &[HistogramSam
 /// The change of the histograms over the window (`histogramRate` in Prometheus), counter
 /// resets accounted for when `counter`: the last histogram minus the first, plus every
 /// histogram before a reset. `None` (after a warning) when the histograms cannot be combined.
-fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], counter: bool) -> Option<Histogram> {
+fn histogram_change(cx: &dyn Context, name: &str, hists: &[HistogramSample], counter: bool) -> Option<Histogram> {
     let first = &hists.first()?.histogram;
     let last = &hists.last()?.histogram;
     let gauge = |h: &Histogram| h.counter_reset_hint == CounterResetHint::Gauge;
     if counter && (gauge(first) || gauge(last)) {
-        q.warn(note::not_counter(name));
+        cx.warn(note::not_counter(name));
     }
     let mut prev: Histogram = (**first).clone();
     if counter {
@@ -299,7 +311,7 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], counter: b
     }
     let custom = prev.uses_custom_buckets();
     if last.uses_custom_buckets() != custom {
-        q.warn(note::mixed_exponential_custom(name));
+        cx.warn(note::mixed_exponential_custom(name));
         return None;
     }
     let mut min_schema = last.schema.min(prev.schema);
@@ -308,11 +320,11 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], counter: b
             continue;
         }
         if gauge(&mid.histogram) {
-            q.warn(note::not_counter(name));
+            cx.warn(note::not_counter(name));
         }
         min_schema = min_schema.min(mid.histogram.schema);
         if mid.histogram.uses_custom_buckets() != custom {
-            q.warn(note::mixed_exponential_custom(name));
+            cx.warn(note::mixed_exponential_custom(name));
             return None;
         }
     }
@@ -322,10 +334,10 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], counter: b
     }
     match h.sub(&prev) {
         Err(_) => {
-            q.warn(note::mixed_exponential_custom(name));
+            cx.warn(note::mixed_exponential_custom(name));
             return None;
         }
-        Ok(c) if c.custom_bounds_reconciled => q.info(note::reconciled_custom_buckets("subtraction")),
+        Ok(c) if c.custom_bounds_reconciled => cx.info(note::reconciled_custom_buckets("subtraction")),
         Ok(_) => {}
     }
     if counter {
@@ -335,16 +347,16 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], counter: b
             if detect_reset(before, &b.histogram) {
                 match h.add(before) {
                     Err(_) => {
-                        q.warn(note::mixed_exponential_custom(name));
+                        cx.warn(note::mixed_exponential_custom(name));
                         return None;
                     }
-                    Ok(c) if c.custom_bounds_reconciled => q.info(note::reconciled_custom_buckets("addition")),
+                    Ok(c) if c.custom_bounds_reconciled => cx.info(note::reconciled_custom_buckets("addition")),
                     Ok(_) => {}
                 }
             }
         }
     } else if !(gauge(first) && gauge(last)) {
-        q.warn(note::not_gauge(name));
+        cx.warn(note::not_gauge(name));
     }
     h.counter_reset_hint = CounterResetHint::Gauge;
     h.compact(0);
@@ -355,7 +367,7 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], counter: b
 /// `(start, end]`, extrapolated as floats are (Prometheus' `extrapolatedRate`), the zero point
 /// of a counter worked out from the counts.
 fn extrapolated_histogram_rate(
-    q: &Query,
+    cx: &dyn Context,
     name: &str,
     hists: &[HistogramSample],
     (start, end, _): (i64, i64, i64),
@@ -365,7 +377,7 @@ fn extrapolated_histogram_rate(
     if hists.len() < 2 {
         return None;
     }
-    let mut result = histogram_change(q, name, hists, counter)?;
+    let mut result = histogram_change(cx, name, hists, counter)?;
     let (first, last) = (hists.first()?, hists.last()?);
     let mut to_start = (first.timestamp_ms - start) as f64 / 1e3;
     let mut to_end = (end - last.timestamp_ms) as f64 / 1e3;

@@ -1,16 +1,17 @@
-//! Range-vector functions (`rate`, `*_over_time`, ...): one value per series window.
-//! Registry: [`lookup`] maps a function name to its [`Rollup`].
+//! Range-vector functions (`rate`, `*_over_time`, ...): one value per series window, computed
+//! from the window's samples ([`compute`], over floats; `native_rollup.rs` over histograms),
+//! for one step or for every step of a grid at once ([`each_step`]). The evaluator gathers the
+//! windows. Registry: [`lookup`] maps a function name to its [`Rollup`].
 
-use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr};
-
+use super::context::Context;
 use super::stats::{kahan_sum, linear_regression, mean, quantile, variance};
-use super::{native_extended, native_rollup, start_ts};
+use super::{native_extended, native_rollup};
+use crate::labels::Labels;
 use crate::promql::error::{EvalError, Result};
-use crate::promql::eval::{grid_time, seek, Query};
-use crate::promql::extended::{self, Modifier};
-use crate::promql::grid::{self, PerSeries};
-use crate::promql::value::{Elem, StepValue};
-use crate::sample::Sample;
+use crate::promql::extended;
+use crate::promql::step::{grid_time, seek, StepWindow};
+use crate::promql::value::{Elem, Point, Window};
+use crate::sample::{HistogramSample, Sample};
 
 /// A range-vector function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,134 +80,89 @@ pub(crate) fn lookup(name: &str) -> Option<Rollup> {
     })
 }
 
-/// Scalar parameters and window bounds a rollup may need.
-struct Ctx {
+/// One window of a rollup: its bounds, the evaluation time and the scalar parameters.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span<'p> {
     /// Window `(start, end]` in ms.
-    start: i64,
-    end: i64,
+    pub start: i64,
+    pub end: i64,
     /// Evaluation time in ms.
-    t: i64,
-    params: Vec<f64>,
+    pub t: i64,
+    pub params: &'p [f64],
     /// Set when no value of the window is below its predecessor or below zero, so the
     /// counter-reset correction of `rate` and `increase` would add nothing and can be skipped.
     /// `false` is always correct.
     monotonic: bool,
 }
 
-/// Evaluates rollup `f` over `args` at `t`.
-pub(crate) fn eval(q: &Query, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
-    let matrix_pos = if f == Rollup::Quantile { 1 } else { 0 };
-    let arg = args.get(matrix_pos).ok_or_else(|| EvalError::bad("missing range vector argument"))?;
-    let mut params = Vec::new();
-    for (i, a) in args.iter().enumerate() {
-        if i != matrix_pos {
-            params.push(q.eval_scalar(a, t)?);
-        }
+impl<'p> Span<'p> {
+    /// The window `(start, end]` evaluated at `t`, with `params`.
+    pub(crate) fn new((start, end, t): (i64, i64, i64), params: &'p [f64]) -> Self {
+        Self { start, end, t, params, monotonic: false }
     }
-    if let Some(ms) = matrix_selector(arg).filter(|_| start_ts::uses_starts(f)) {
-        if let Some(starts) = q.starts_of(&ms.vs) {
-            return Ok(StepValue::Vector(start_ts::rollup_with_starts(q, f, ms, starts, t)));
-        }
+}
+
+/// Rollup `f` over one series' window `span`: its floats `s` and its histograms `hs` (a window
+/// of floats alone is [`compute`]d; one with histograms goes to `native_rollup.rs`).
+#[inline]
+pub(crate) fn window_point(
+    cx: &dyn Context,
+    f: Rollup,
+    labels: &Labels,
+    (s, hs): (&[Sample], &[HistogramSample]),
+    span: &Span,
+) -> Option<Point> {
+    if hs.is_empty() {
+        return compute(f, s, span).map(Point::Float);
     }
-    if let Some((ms, m)) = matrix_selector(arg).and_then(|ms| Some((ms, extended::of(&ms.vs)?))) {
-        return Ok(StepValue::Vector(eval_extended(q, f, ms, m, t)));
-    }
-    if let Some(ms) = matrix_selector(arg).filter(|_| f != Rollup::AbsentOverTime) {
-        check_params(q, f, &params)?;
-        if params.is_empty() {
-            if let Some(v) = grid::step_vector(q, PerSeries::Rollup(f, ms), t)? {
-                return Ok(StepValue::Vector(v));
-            }
-        }
-        let (start, end) = q.range_bounds(ms, t);
-        let ctx = Ctx { start, end, t, params, monotonic: false };
-        // Windows straight from a selector never carry a pending name drop.
-        let drop = drops_name(f);
-        let mut out = Vec::new();
-        q.for_each_window(ms, t, |labels, s, hs| {
-            if !hs.is_empty() {
-                let point = native_rollup::rollup_point(q, f, labels, s, hs, (start, end, t), &ctx.params);
-                if let Some(p) = point {
-                    out.push(Elem::of_point(labels.clone(), p, drop));
-                }
-            } else if let Some(v) = compute(f, s, &ctx) {
-                out.push(Elem::new(labels.clone(), v, drop));
-            }
-        });
-        return Ok(StepValue::Vector(out));
-    }
-    if let (Some(sq), true) = (subquery(arg), params.is_empty() && drops_name(f) && parameterless_fn(f)) {
-        if let Some(v) = grid::subquery_step_vector(q, f, sq, t)? {
-            return Ok(StepValue::Vector(v));
-        }
-    }
-    let (windows, start, end) = q.eval_range_arg(arg, t)?;
-    if f == Rollup::AbsentOverTime {
-        let out = if windows.is_empty() {
-            vec![Elem::new(super::transform::absent_labels(arg), 1.0, false)]
-        } else {
-            Vec::new()
-        };
-        return Ok(StepValue::Vector(out));
-    }
-    check_params(q, f, &params)?;
-    let ctx = Ctx { start, end, t, params, monotonic: false };
+    native_rollup::rollup_point(cx, f, labels, s, hs, (span.start, span.end, span.t), span.params)
+}
+
+/// Rollup `f` over every window of a range vector (windows of one span: a subquery's at one
+/// step). The results drop the metric name unless `f` keeps it, then they drop it when the
+/// window's series had a pending drop.
+pub(crate) fn over_windows(cx: &dyn Context, f: Rollup, windows: Vec<Window>, span: &Span) -> Vec<Elem> {
     let keeps_name = !drops_name(f);
     let mut out = Vec::with_capacity(windows.len());
     for w in windows {
         let drop = if keeps_name { w.drop_name } else { true };
-        if !w.histograms.is_empty() {
-            let bounds = (start, end, t);
-            if let Some(p) =
-                native_rollup::rollup_point(q, f, &w.labels, &w.samples, &w.histograms, bounds, &ctx.params)
-            {
-                out.push(Elem::of_point(w.labels, p, drop));
-            }
-        } else if let Some(v) = compute(f, &w.samples, &ctx) {
-            out.push(Elem::new(w.labels, v, drop));
-        }
-    }
-    Ok(StepValue::Vector(out))
-}
-
-/// Rollup `f` (one that [`extended::Modifier::refuses`] not) over the anchored or smoothed
-/// range selector `ms` at `t` (see `extended.rs`).
-fn eval_extended(q: &Query, f: Rollup, ms: &MatrixSelector, m: Modifier, t: i64) -> Vec<Elem> {
-    let (start, end) = q.range_bounds(ms, t);
-    let (before, after) = q.extended_reach(&ms.vs);
-    let smoothed = m == Modifier::Smoothed;
-    let mut out = Vec::new();
-    for s in q.series_of(&ms.vs) {
-        let (lo, hi) = (start.saturating_sub(before), end.saturating_add(after));
-        let around = Query::between(&s.samples, lo, hi);
-        let hists = crate::promql::points::live_histograms_between(&s.histograms, lo, hi);
-        if !hists.is_empty() {
-            let w = native_extended::Extended {
-                start,
-                end,
-                smoothed,
-                is_counter: f != Rollup::Delta,
-                is_rate: f == Rollup::Rate,
-            };
-            if let Some(p) = native_extended::rollup(q, f, &s.labels, around, &hists, w) {
-                out.push(Elem::of_point(s.labels.clone(), p, true));
-            }
-            continue;
-        }
-        let v = match f {
-            Rollup::Rate => extended::rate(around, start, end, smoothed, true, true),
-            Rollup::Increase => extended::rate(around, start, end, smoothed, true, false),
-            Rollup::Delta => extended::rate(around, start, end, smoothed, false, false),
-            _ => extended::anchored_from(around, start).and_then(|from| {
-                let ctx = Ctx { start, end, t, params: Vec::new(), monotonic: false };
-                compute(f, &around[from..], &ctx)
-            }),
-        };
-        if let Some(v) = v {
-            out.push(Elem::new(s.labels.clone(), v, true));
+        if let Some(p) = window_point(cx, f, &w.labels, (&w.samples, &w.histograms), span) {
+            out.push(Elem::of_point(w.labels, p, drop));
         }
     }
     out
+}
+
+/// Rollup `f` (one that [`extended::Modifier::refuses`] not) over one series of an anchored or
+/// smoothed range selector (see `extended.rs`): `around` and `hists` are its samples and live
+/// histograms read from `start - lookback` (up to `end + lookback` when `smoothed`), for the
+/// window `(start, end]` at `t`.
+pub(crate) fn extended_point(
+    cx: &dyn Context,
+    f: Rollup,
+    labels: &Labels,
+    (around, hists): (&[Sample], &[HistogramSample]),
+    (start, end, t): (i64, i64, i64),
+    smoothed: bool,
+) -> Option<Point> {
+    if !hists.is_empty() {
+        let w = native_extended::Extended {
+            start,
+            end,
+            smoothed,
+            is_counter: f != Rollup::Delta,
+            is_rate: f == Rollup::Rate,
+        };
+        return native_extended::rollup(cx, f, labels, around, hists, w);
+    }
+    let v = match f {
+        Rollup::Rate => extended::rate(around, start, end, smoothed, true, true),
+        Rollup::Increase => extended::rate(around, start, end, smoothed, true, false),
+        Rollup::Delta => extended::rate(around, start, end, smoothed, false, false),
+        _ => extended::anchored_from(around, start)
+            .and_then(|from| compute(f, &around[from..], &Span::new((start, end, t), &[]))),
+    };
+    v.map(Point::Float)
 }
 
 /// Calls `emit(i, value)` for every step `i` of `grid` (`(first, step, count)`) at which
@@ -227,35 +183,15 @@ pub(crate) fn each_step(
     }
 }
 
-/// Where a range selector's window lies at each step: plain numbers resolved against the
-/// query, so the steps can be computed away from it (on storage threads).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct StepWindow {
-    /// The `@` time, if any.
-    pub pinned: Option<i64>,
-    /// The `offset`, in ms.
-    pub offset: i64,
-    /// The range, in ms.
-    pub range: i64,
-}
-
-impl StepWindow {
-    /// The window `(end - range, end]` at evaluation time `t`: `(start, end)`.
-    pub(crate) fn bounds(&self, t: i64) -> (i64, i64) {
-        let end = self.pinned.unwrap_or(t).saturating_sub(self.offset);
-        (end.saturating_sub(self.range), end)
-    }
-}
-
 /// The loop of [`each_step`]: `value` of every non-empty window; `counter` asks for
-/// [`Ctx::monotonic`] to be worked out.
+/// [`Span::monotonic`] to be worked out.
 fn windows(
     window: StepWindow,
     samples: &[Sample],
     (first, step, steps): (i64, i64, usize),
     counter: bool,
     mut emit: impl FnMut(usize, f64),
-    value: impl Fn(&[Sample], &Ctx) -> Option<f64>,
+    value: impl Fn(&[Sample], &Span) -> Option<f64>,
 ) {
     // The last "fall" among the samples before `scanned`: a sample below its predecessor or
     // below zero. A window [a, b) with no fall at or after `a` is monotonic (a conservative
@@ -279,7 +215,7 @@ fn windows(
             scanned = scanned.max(b);
             last_fall.is_none_or(|j| j < a)
         };
-        let ctx = Ctx { start, end, t, params: Vec::new(), monotonic };
+        let ctx = Span { start, end, t, params: &[], monotonic };
         if let Some(v) = value(w, &ctx) {
             emit(i, v);
         }
@@ -293,53 +229,18 @@ pub(crate) fn drops_name(f: Rollup) -> bool {
 }
 
 /// Whether [`each_step`] computes `f`: a rollup of one value per window, without parameters.
-fn parameterless_fn(f: Rollup) -> bool {
+pub(crate) fn parameterless_fn(f: Rollup) -> bool {
     !matches!(f, Rollup::AbsentOverTime | Rollup::Quantile | Rollup::PredictLinear | Rollup::DoubleExpSmoothing)
 }
 
-/// The rollup and range selector of `e` when it is a call of a rollup that takes no parameters
-/// on a range selector (through any parentheses), the shape [`each_step`] evaluates.
-pub(crate) fn parameterless(e: &Expr) -> Option<(Rollup, &MatrixSelector)> {
-    match e {
-        Expr::Paren(p) => parameterless(&p.expr),
-        Expr::Call(c) => {
-            let f = lookup(c.func.name)?;
-            if !parameterless_fn(f) {
-                return None;
-            }
-            match c.args.args.as_slice() {
-                [arg] => matrix_selector(arg).filter(|ms| extended::of(&ms.vs).is_none()).map(|ms| (f, ms)),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
-
-/// The subquery `e` is, through any parentheses.
-fn subquery(e: &Expr) -> Option<&SubqueryExpr> {
-    match e {
-        Expr::Subquery(sq) => Some(sq),
-        Expr::Paren(p) => subquery(&p.expr),
-        _ => None,
-    }
-}
-
-/// The range selector `e` is, through any parentheses.
-pub(crate) fn matrix_selector(e: &Expr) -> Option<&MatrixSelector> {
-    match e {
-        Expr::MatrixSelector(ms) => Some(ms),
-        Expr::Paren(p) => matrix_selector(&p.expr),
-        _ => None,
-    }
-}
-
-fn check_params(q: &Query, f: Rollup, params: &[f64]) -> Result<()> {
+/// Checks the scalar parameters of `f`: warns about a quantile outside `[0, 1]`, refuses
+/// smoothing and trend factors outside `(0, 1)`.
+pub(crate) fn check_params(cx: &dyn Context, f: Rollup, params: &[f64]) -> Result<()> {
     match f {
         Rollup::Quantile => {
             let p = params.first().copied().unwrap_or(f64::NAN);
             if !(0.0..=1.0).contains(&p) {
-                q.warn(format!("quantile value should be between 0 and 1, got {}", super::stats::format_float(p)));
+                cx.warn(format!("quantile value should be between 0 and 1, got {}", super::stats::format_float(p)));
             }
         }
         Rollup::DoubleExpSmoothing => {
@@ -362,11 +263,12 @@ fn values(s: &[Sample]) -> impl Iterator<Item = f64> + '_ {
 }
 
 /// Rollup `f` over the floats `s` of a window `(start, end]` evaluated at `t`, with `params`.
-pub(crate) fn compute_floats(f: Rollup, s: &[Sample], (start, end, t): (i64, i64, i64), params: &[f64]) -> Option<f64> {
-    compute(f, s, &Ctx { start, end, t, params: params.to_vec(), monotonic: false })
+pub(crate) fn compute_floats(f: Rollup, s: &[Sample], bounds: (i64, i64, i64), params: &[f64]) -> Option<f64> {
+    compute(f, s, &Span::new(bounds, params))
 }
 
-fn compute(f: Rollup, s: &[Sample], ctx: &Ctx) -> Option<f64> {
+/// Rollup `f` over the floats `s` of window `span`; `None` when the window has no value.
+pub(crate) fn compute(f: Rollup, s: &[Sample], ctx: &Span) -> Option<f64> {
     use Rollup::*;
     let first = s.first()?;
     let last = s.last()?;
@@ -438,7 +340,7 @@ fn ts_of_extreme(s: &[Sample], better: impl Fn(f64, f64) -> bool) -> Option<f64>
 /// `rate`, `increase` and `delta`: the change over the window, extrapolated towards the
 /// window bounds (never beyond half an average sample interval, nor below zero for counters).
 #[inline(always)]
-fn extrapolated_rate(s: &[Sample], ctx: &Ctx, is_counter: bool, is_rate: bool) -> Option<f64> {
+fn extrapolated_rate(s: &[Sample], ctx: &Span, is_counter: bool, is_rate: bool) -> Option<f64> {
     if s.len() < 2 {
         return None;
     }
@@ -512,4 +414,60 @@ fn double_exp_smoothing(s: &[Sample], sf: f64, tf: f64) -> Option<f64> {
         s1 = x + y;
     }
     Some(s1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::functions::context::Recorder;
+    use crate::promql::step::between;
+
+    fn counter() -> Vec<Sample> {
+        let values = [0.0, 4.0, 9.0, 2.0, 6.0, 6.0, 11.0, 1.0, 5.0, 30.0];
+        values.iter().enumerate().map(|(i, &v)| Sample::new(15_000 * (i as i64 + 1), v)).collect()
+    }
+
+    #[test]
+    fn every_step_at_once_equals_each_window_alone() {
+        let s = counter();
+        let window = StepWindow { pinned: None, offset: 0, range: 45_000 };
+        let grid = (0, 10_000, 20);
+        for f in
+            [Rollup::Rate, Rollup::Increase, Rollup::Delta, Rollup::Resets, Rollup::Sum, Rollup::Max, Rollup::Irate]
+        {
+            let mut stepped = Vec::new();
+            each_step(f, window, &s, grid, |i, v| stepped.push((i, v.to_bits())));
+            let mut alone = Vec::new();
+            for i in 0..grid.2 {
+                let t = grid_time(grid.0, grid.1, i);
+                let (start, end) = window.bounds(t);
+                if let Some(v) = compute(f, between(&s, start, end), &Span::new((start, end, t), &[])) {
+                    alone.push((i, v.to_bits()));
+                }
+            }
+            assert_eq!(stepped, alone, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn rollups_of_gathered_windows() {
+        let cx = Recorder::default();
+        let labels = Labels::from_pairs([("__name__", "c"), ("job", "j")]).unwrap();
+        let windows = || vec![Window::floats(labels.clone(), counter(), false)];
+        let span = Span::new((0, 150_000, 150_000), &[]);
+        let out = over_windows(&cx, Rollup::Increase, windows(), &span);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].drop_name);
+        // `last_over_time` keeps the name; the window's pending drop carries over.
+        let out = over_windows(&cx, Rollup::Last, windows(), &span);
+        assert_eq!((out[0].value, out[0].drop_name), (30.0, false));
+        // Parameters are checked before any window is computed.
+        let e = check_params(&cx, Rollup::DoubleExpSmoothing, &[2.0, 0.5]).unwrap_err();
+        assert!(e.to_string().contains("invalid smoothing factor"), "{e}");
+        check_params(&cx, Rollup::Quantile, &[1.5]).unwrap();
+        assert_eq!(
+            cx.annotations.borrow().warnings(),
+            ["PromQL warning: quantile value should be between 0 and 1, got 1.5"]
+        );
+    }
 }

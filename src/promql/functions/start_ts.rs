@@ -7,19 +7,15 @@
 //! sample. Only series read straight from a selector carry them: a subquery, or any other
 //! expression, cuts them off. Series without start timestamps take the usual paths.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use promql_parser::parser::{Expr, MatrixSelector, VectorSelector};
-
+use super::context::Context;
 use super::native_rollup;
-use super::rollup::{self, Rollup};
+use super::rollup::Rollup;
 use crate::histogram::{detect_reset, ArithError, CounterResetHint, Histogram};
 use crate::labels::{Labels, METRIC_NAME};
-use crate::promql::error::EvalError;
-use crate::promql::eval::Query;
-use crate::promql::points;
-use crate::promql::value::{Elem, Point, StepValue};
+use crate::promql::value::{Elem, Point};
 use crate::sample::{HistogramSample, Sample};
 use crate::storage::{start_at, StartChange};
 
@@ -37,119 +33,64 @@ pub(crate) fn uses_starts(f: Rollup) -> bool {
     matches!(f, Rollup::Rate | Rollup::Increase | Rollup::Irate | Rollup::Resets)
 }
 
-/// The node keys (a selector's address, as the preload keys them) of the selectors under `e`
-/// whose series a function reads with their start timestamps: the range selector of `rate`,
-/// `increase`, `irate` and `resets` (not `anchored` or `smoothed`), the instant selector of
-/// `start_timestamp`, through parentheses.
-pub(crate) fn start_nodes(e: &Expr) -> HashSet<usize> {
-    let mut out = HashSet::new();
-    walk(e, &mut out);
-    out
-}
-
-fn unparen(e: &Expr) -> &Expr {
-    match e {
-        Expr::Paren(p) => unparen(&p.expr),
-        other => other,
-    }
-}
-
-fn walk(e: &Expr, out: &mut HashSet<usize>) {
-    match e {
-        Expr::Aggregate(a) => {
-            walk(&a.expr, out);
-            if let Some(p) = &a.param {
-                walk(p, out);
-            }
-        }
-        Expr::Unary(u) => walk(&u.expr, out),
-        Expr::Binary(b) => {
-            walk(&b.lhs, out);
-            walk(&b.rhs, out);
-        }
-        Expr::Paren(p) => walk(&p.expr, out),
-        Expr::Subquery(sq) => walk(&sq.expr, out),
-        Expr::Call(c) => {
-            let first = c.args.args.first().map(|a| unparen(a));
-            match (c.func.name, first) {
-                (name, Some(Expr::MatrixSelector(ms)))
-                    if rollup::lookup(name).is_some_and(uses_starts)
-                        && crate::promql::extended::of(&ms.vs).is_none() =>
-                {
-                    out.insert(&ms.vs as *const VectorSelector as usize);
-                }
-                ("start_timestamp", Some(Expr::VectorSelector(vs))) => {
-                    out.insert(vs as *const VectorSelector as usize);
-                }
-                _ => {}
-            }
-            c.args.args.iter().for_each(|a| walk(a, out));
-        }
-        _ => {}
-    }
-}
-
-/// `start_timestamp(v)`: for an instant selector, the start timestamp (in seconds, 0 when it
-/// has none) of each series' sample at `t`; for any other expression, nothing (Prometheus
-/// carries start timestamps only from selectors).
-pub(crate) fn start_timestamp(q: &Query, args: &[Box<Expr>], t: i64) -> crate::promql::error::Result<StepValue> {
-    let arg = args.first().map(|a| unparen(a)).ok_or_else(|| EvalError::bad("missing argument"))?;
-    let Expr::VectorSelector(vs) = arg else {
-        // Evaluated for its errors and annotations; its values carry no start timestamps.
-        q.eval_vector(arg, t)?;
-        return Ok(StepValue::Vector(Vec::new()));
-    };
-    let starts = q.starts_of(vs);
-    let out = q.select_instant(vs, t).into_iter().map(|(e, ts)| {
+/// `start_timestamp(v)` of the samples `selected` from an instant selector (each with its
+/// own timestamp): the start timestamp, in seconds (0 when it has none), of each series'
+/// sample, from `starts`, the start timestamps of the selector's series by labels. (Of any
+/// other expression, `start_timestamp` is empty: Prometheus carries start timestamps only
+/// from selectors.)
+pub(crate) fn start_timestamps(
+    selected: Vec<(Elem, i64)>,
+    starts: Option<&HashMap<Labels, Vec<StartChange>>>,
+) -> Vec<Elem> {
+    let out = selected.into_iter().map(|(e, ts)| {
         let st = starts.and_then(|s| s.get(&e.labels)).map_or(0, |changes| start_at(changes, ts));
         Elem::new(e.labels, st as f64 / 1e3, true)
     });
-    Ok(StepValue::Vector(out.collect()))
+    out.collect()
 }
 
-/// Rollup `f` ([`uses_starts`]) over range selector `ms` at `t`, for a selector some of whose
-/// series have start timestamps (`starts`, by labels).
-pub(crate) fn rollup_with_starts(
-    q: &Query,
+/// Rollup `f` ([`uses_starts`]) over one series' window `(start, end]` at `t`: its floats and
+/// live histograms in the window, and its start timestamps `changes`, if it has any (the
+/// series of a selector of which some series have them).
+pub(crate) fn rollup_point(
+    cx: &dyn Context,
     f: Rollup,
-    ms: &MatrixSelector,
-    starts: &HashMap<Labels, Vec<StartChange>>,
-    t: i64,
-) -> Vec<Elem> {
-    let (start, end) = q.range_bounds(ms, t);
-    let mut out = Vec::new();
-    for s in q.series_of(&ms.vs) {
-        let floats = Query::between(&s.samples, start, end);
-        let hists = points::live_histograms_between(&s.histograms, start, end);
-        // A window of one kind: floats, or histograms (a mixed one goes the usual way).
-        let changes = starts.get(&s.labels).filter(|_| floats.is_empty() || hists.is_empty());
-        let name = s.labels.get(METRIC_NAME).unwrap_or("");
-        let point = match changes {
-            Some(changes) if hists.is_empty() => {
-                let sts: Vec<i64> = floats.iter().map(|p| start_at(changes, p.timestamp_ms)).collect();
-                float_rollup(q, f, name, floats, &sts, (start, end)).map(Point::Float)
-            }
-            Some(changes) => {
-                let sts: Vec<i64> = hists.iter().map(|h| start_at(changes, h.timestamp_ms)).collect();
-                histogram_rollup(q, f, name, &hists, &sts, (start, end))
-            }
-            None if floats.is_empty() && hists.is_empty() => None,
-            None => native_rollup::rollup_point(q, f, &s.labels, floats, &hists, (start, end, t), &[]),
-        };
-        if let Some(p) = point {
-            out.push(Elem::of_point(s.labels.clone(), p, true));
+    labels: &Labels,
+    (floats, hists): (&[Sample], &[HistogramSample]),
+    changes: Option<&[StartChange]>,
+    (start, end, t): (i64, i64, i64),
+) -> Option<Point> {
+    // A window of one kind: floats, or histograms (a mixed one goes the usual way).
+    let changes = changes.filter(|_| floats.is_empty() || hists.is_empty());
+    let name = labels.get(METRIC_NAME).unwrap_or("");
+    match changes {
+        Some(changes) if hists.is_empty() => {
+            let sts: Vec<i64> = floats.iter().map(|p| start_at(changes, p.timestamp_ms)).collect();
+            float_rollup(cx, f, name, floats, &sts, (start, end)).map(Point::Float)
         }
+        Some(changes) => {
+            let sts: Vec<i64> = hists.iter().map(|h| start_at(changes, h.timestamp_ms)).collect();
+            histogram_rollup(cx, f, name, hists, &sts, (start, end))
+        }
+        None if floats.is_empty() && hists.is_empty() => None,
+        None => native_rollup::rollup_point(cx, f, labels, floats, hists, (start, end, t), &[]),
     }
-    out
 }
 
 /// `f` over the floats `s` of window `(start, end]` whose start timestamps are `sts` (0: none).
-fn float_rollup(q: &Query, f: Rollup, name: &str, s: &[Sample], sts: &[i64], (start, end): (i64, i64)) -> Option<f64> {
+fn float_rollup(
+    cx: &dyn Context,
+    f: Rollup,
+    name: &str,
+    s: &[Sample],
+    sts: &[i64],
+    (start, end): (i64, i64),
+) -> Option<f64> {
     match f {
         Rollup::Rate | Rollup::Increase => {
             let (v, overlap) = extrapolated_rate(s, sts, (start, end), f == Rollup::Rate);
             if overlap {
-                q.warn(note::start_time_overlap(name));
+                cx.warn(note::start_time_overlap(name));
             }
             v
         }
@@ -161,7 +102,7 @@ fn float_rollup(q: &Query, f: Rollup, name: &str, s: &[Sample], sts: &[i64], (st
 
 /// `f` over the histograms `hists` of window `(start, end]` whose start timestamps are `sts`.
 fn histogram_rollup(
-    q: &Query,
+    cx: &dyn Context,
     f: Rollup,
     name: &str,
     hists: &[HistogramSample],
@@ -171,9 +112,9 @@ fn histogram_rollup(
     let into = |h: Histogram| Point::Histogram(Arc::new(h));
     match f {
         Rollup::Rate | Rollup::Increase => {
-            histogram_rate(q, name, hists, sts, (start, end), f == Rollup::Rate).map(into)
+            histogram_rate(cx, name, hists, sts, (start, end), f == Rollup::Rate).map(into)
         }
-        Rollup::Irate => histogram_irate(q, name, hists, sts).map(into),
+        Rollup::Irate => histogram_irate(cx, name, hists, sts).map(into),
         Rollup::Resets => {
             let st_of = |i: usize| sts.get(i).copied().unwrap_or(0);
             let n = hists
@@ -195,12 +136,12 @@ fn histogram_rollup(
 
 /// The change of counter histograms `hists` (at least two) over their window, a sample
 /// restarted by its start timestamp counting as a reset (Prometheus' `histogramRate`).
-fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64]) -> Option<Histogram> {
+fn histogram_change(cx: &dyn Context, name: &str, hists: &[HistogramSample], sts: &[i64]) -> Option<Histogram> {
     let st_of = |i: usize| sts.get(i).copied().unwrap_or(0);
     let (first, last) = (&hists.first()?.histogram, &hists.last()?.histogram);
     let gauge = |h: &Histogram| h.counter_reset_hint == CounterResetHint::Gauge;
     if gauge(first) || gauge(last) {
-        q.warn(native_rollup::note::not_counter(name));
+        cx.warn(native_rollup::note::not_counter(name));
     }
     let reset_at = |i: usize, before: &Histogram| -> bool {
         let (Some(a), Some(b)) = (hists.get(i - 1), hists.get(i)) else { return false };
@@ -218,17 +159,17 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64
     }
     let custom = prev.uses_custom_buckets();
     if last.uses_custom_buckets() != custom {
-        q.warn(native_rollup::note::mixed_exponential_custom(name));
+        cx.warn(native_rollup::note::mixed_exponential_custom(name));
         return None;
     }
     let mut min_schema = last.schema.min(prev.schema);
     for mid in hists.iter().skip(1).take(hists.len().saturating_sub(2)) {
         if gauge(&mid.histogram) {
-            q.warn(native_rollup::note::not_counter(name));
+            cx.warn(native_rollup::note::not_counter(name));
         }
         min_schema = min_schema.min(mid.histogram.schema);
         if mid.histogram.uses_custom_buckets() != custom {
-            q.warn(native_rollup::note::mixed_exponential_custom(name));
+            cx.warn(native_rollup::note::mixed_exponential_custom(name));
             return None;
         }
     }
@@ -236,19 +177,19 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64
     if !custom && min_schema < h.schema && h.reduce_resolution(min_schema).is_err() {
         return None;
     }
-    if !native_rollup::noted(q, name, h.sub(&prev), "subtraction") {
+    if !native_rollup::noted(cx, name, h.sub(&prev), "subtraction") {
         return None;
     }
     let mut overlap = false;
     for i in 1..hists.len() {
         let before = if i == 1 { &prev } else { &*hists.get(i - 1)?.histogram };
         overlap |= overlaps(st_of(i - 1), hists.get(i - 1)?.timestamp_ms, st_of(i));
-        if reset_at(i, before) && !native_rollup::add_noting(q, name, &mut h, before, "addition") {
+        if reset_at(i, before) && !native_rollup::add_noting(cx, name, &mut h, before, "addition") {
             return None;
         }
     }
     if overlap {
-        q.warn(note::start_time_overlap(name));
+        cx.warn(note::start_time_overlap(name));
     }
     h.counter_reset_hint = CounterResetHint::Gauge;
     h.compact(0);
@@ -258,7 +199,7 @@ fn histogram_change(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64
 /// `rate` (`is_rate`) or `increase` of counter histograms with start timestamps, extrapolated as
 /// [`extrapolated_rate`] does floats (the zero point from the counts).
 fn histogram_rate(
-    q: &Query,
+    cx: &dyn Context,
     name: &str,
     hists: &[HistogramSample],
     sts: &[i64],
@@ -267,7 +208,7 @@ fn histogram_rate(
 ) -> Option<Histogram> {
     let (first, last) = (hists.first()?, hists.last()?);
     let intervals = hists.len() - 1;
-    let mut result = if intervals > 0 { Some(histogram_change(q, name, hists, sts)?) } else { None };
+    let mut result = if intervals > 0 { Some(histogram_change(cx, name, hists, sts)?) } else { None };
     let mut to_start = (first.timestamp_ms - start) as f64 / 1e3;
     let mut to_end = (end - last.timestamp_ms) as f64 / 1e3;
     let mut sampled = (last.timestamp_ms - first.timestamp_ms) as f64 / 1e3;
@@ -279,7 +220,7 @@ fn histogram_rate(
         sampled = (last.timestamp_ms - st0) as f64 / 1e3;
         match result.as_mut() {
             Some(r) => {
-                if !native_rollup::add_noting(q, name, r, &first.histogram, "addition") {
+                if !native_rollup::add_noting(cx, name, r, &first.histogram, "addition") {
                     return None;
                 }
             }
@@ -312,7 +253,7 @@ fn histogram_rate(
 }
 
 /// `irate` of the last two histograms, a start-timestamp reset counting as a reset.
-fn histogram_irate(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64]) -> Option<Histogram> {
+fn histogram_irate(cx: &dyn Context, name: &str, hists: &[HistogramSample], sts: &[i64]) -> Option<Histogram> {
     let n = hists.len();
     let (a, b) = (hists.get(n.checked_sub(2)?)?, hists.get(n - 1)?);
     let (prev_st, st) = (sts.get(n - 2).copied().unwrap_or(0), sts.get(n - 1).copied().unwrap_or(0));
@@ -322,18 +263,18 @@ fn histogram_irate(q: &Query, name: &str, hists: &[HistogramSample], sts: &[i64]
     }
     let gauge = |h: &Histogram| h.counter_reset_hint == CounterResetHint::Gauge;
     if gauge(&a.histogram) || gauge(&b.histogram) {
-        q.warn(native_rollup::note::not_counter(name));
+        cx.warn(native_rollup::note::not_counter(name));
     }
     let mut out = (*b.histogram).clone();
     if !is_reset(prev_st, a.timestamp_ms, st, b.timestamp_ms) && !detect_reset(&a.histogram, &b.histogram) {
         match out.sub(&a.histogram) {
             Err(ArithError::IncompatibleSchema) => {
-                q.warn(native_rollup::note::mixed_exponential_custom(name));
+                cx.warn(native_rollup::note::mixed_exponential_custom(name));
                 return None;
             }
             Err(_) => return None,
             Ok(c) if c.custom_bounds_reconciled => {
-                q.info(native_rollup::note::reconciled_custom_buckets("subtraction"))
+                cx.info(native_rollup::note::reconciled_custom_buckets("subtraction"))
             }
             Ok(_) => {}
         }

@@ -1,73 +1,140 @@
 //! Instant-vector and scalar functions: math, clamping, label manipulation, sorting,
-//! date/time, `absent`, `scalar`, `vector`, `timestamp`. Registry: [`call`].
+//! date/time, `absent`, `scalar`, `vector`, `timestamp`, computed from their evaluated
+//! arguments. Registry: [`lookup`] maps a function name to its [`Transform`]; [`call`] computes
+//! it.
 
 use std::cmp::Ordering;
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
-use promql_parser::parser::Expr;
+use promql_parser::parser::VectorSelector;
 
+use super::args::Args;
+use super::context::Context;
 use super::stats::{go_max, go_min};
 use crate::labels::{Label, Labels, METRIC_NAME};
 use crate::promql::error::{EvalError, Result};
-use crate::promql::eval::Query;
 use crate::promql::value::{with_label, Elem, StepValue};
 
-/// Evaluates the instant function `name` at `t`; `None` when `name` is not in this family.
-pub(crate) fn call(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<Option<StepValue>> {
+/// An instant-vector or scalar function.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Transform {
+    /// A function of each float value (`abs`, `ln`, ...).
+    Math(fn(f64) -> f64),
+    Time,
+    Pi,
+    Start,
+    End,
+    Range,
+    Step,
+    Vector,
+    Scalar,
+    MinOf,
+    MaxOf,
+    Round,
+    Clamp,
+    ClampMin,
+    ClampMax,
+    LabelReplace,
+    LabelJoin,
+    Sort {
+        desc: bool,
+    },
+    SortByLabel {
+        desc: bool,
+    },
+    Date(DatePart),
+}
+
+/// The part of a date a date function returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DatePart {
+    Minute,
+    Hour,
+    DayOfMonth,
+    DayOfWeek,
+    DayOfYear,
+    DaysInMonth,
+    Month,
+    Year,
+}
+
+/// The registry: function name -> instant function.
+pub(crate) fn lookup(name: &str) -> Option<Transform> {
+    use Transform::*;
     if let Some(f) = math_fn(name) {
-        let v = vector_arg(q, args, 0, t)?;
-        return Ok(Some(map_values(v, f)));
+        return Some(Math(f));
     }
+    Some(match name {
+        "time" => Time,
+        "pi" => Pi,
+        "start" => Start,
+        "end" => End,
+        "range" => Range,
+        "step" => Step,
+        "vector" => Vector,
+        "scalar" => Scalar,
+        "min_of" => MinOf,
+        "max_of" => MaxOf,
+        "round" => Round,
+        "clamp" => Clamp,
+        "clamp_min" => ClampMin,
+        "clamp_max" => ClampMax,
+        "label_replace" => LabelReplace,
+        "label_join" => LabelJoin,
+        "sort" => Sort { desc: false },
+        "sort_desc" => Sort { desc: true },
+        "sort_by_label" => SortByLabel { desc: false },
+        "sort_by_label_desc" => SortByLabel { desc: true },
+        "minute" => Date(DatePart::Minute),
+        "hour" => Date(DatePart::Hour),
+        "day_of_month" => Date(DatePart::DayOfMonth),
+        "day_of_week" => Date(DatePart::DayOfWeek),
+        "day_of_year" => Date(DatePart::DayOfYear),
+        "days_in_month" => Date(DatePart::DaysInMonth),
+        "month" => Date(DatePart::Month),
+        "year" => Date(DatePart::Year),
+        _ => return None,
+    })
+}
+
+/// Instant function `f` of the evaluated arguments `args` at `t`.
+pub(crate) fn call(cx: &dyn Context, f: Transform, mut args: Args, t: i64) -> Result<StepValue> {
     let secs = t as f64 / 1e3;
-    let out = match name {
-        "time" => StepValue::Scalar(secs),
-        "pi" => StepValue::Scalar(std::f64::consts::PI),
-        "start" => StepValue::Scalar(q.start_ms() as f64 / 1e3),
-        "end" => StepValue::Scalar(q.end_ms() as f64 / 1e3),
-        "range" => StepValue::Scalar((q.end_ms() - q.start_ms()) as f64 / 1e3),
-        "step" => StepValue::Scalar(q.interval_ms() as f64 / 1e3),
-        "vector" => StepValue::Vector(vec![Elem::new(Labels::empty(), scalar_arg(q, args, 0, t)?, false)]),
-        "scalar" => {
+    Ok(match f {
+        Transform::Math(f) => map_values(args.vector(0)?, f),
+        Transform::Time => StepValue::Scalar(secs),
+        Transform::Pi => StepValue::Scalar(std::f64::consts::PI),
+        Transform::Start => StepValue::Scalar(cx.start_ms() as f64 / 1e3),
+        Transform::End => StepValue::Scalar(cx.end_ms() as f64 / 1e3),
+        Transform::Range => StepValue::Scalar((cx.end_ms() - cx.start_ms()) as f64 / 1e3),
+        Transform::Step => StepValue::Scalar(cx.interval_ms() as f64 / 1e3),
+        Transform::Vector => StepValue::Vector(vec![Elem::new(Labels::empty(), args.scalar(0)?, false)]),
+        Transform::Scalar => {
             // Histograms do not count (Prometheus' `funcScalar`).
-            let v = floats_only(vector_arg(q, args, 0, t)?);
+            let v = floats_only(args.vector(0)?);
             StepValue::Scalar(match v.as_slice() {
                 [one] => one.value,
                 _ => f64::NAN,
             })
         }
-        "min_of" => StepValue::Scalar(go_min(scalar_arg(q, args, 0, t)?, scalar_arg(q, args, 1, t)?)),
-        "max_of" => StepValue::Scalar(go_max(scalar_arg(q, args, 0, t)?, scalar_arg(q, args, 1, t)?)),
-        "round" => round(q, args, t)?,
-        "clamp" => clamp(q, args, t)?,
-        "clamp_min" => {
-            let (v, m) = (vector_arg(q, args, 0, t)?, scalar_arg(q, args, 1, t)?);
+        Transform::MinOf => StepValue::Scalar(go_min(args.scalar(0)?, args.scalar(1)?)),
+        Transform::MaxOf => StepValue::Scalar(go_max(args.scalar(0)?, args.scalar(1)?)),
+        Transform::Round => round(args)?,
+        Transform::Clamp => clamp(args)?,
+        Transform::ClampMin => {
+            let (v, m) = (args.vector(0)?, args.scalar(1)?);
             map_values(v, move |x| go_max(m, x))
         }
-        "clamp_max" => {
-            let (v, m) = (vector_arg(q, args, 0, t)?, scalar_arg(q, args, 1, t)?);
+        Transform::ClampMax => {
+            let (v, m) = (args.vector(0)?, args.scalar(1)?);
             map_values(v, move |x| go_min(m, x))
         }
-        "timestamp" => timestamp(q, args, t)?,
-        "start_timestamp" => super::start_ts::start_timestamp(q, args, t)?,
-        "absent" => {
-            let v = vector_arg(q, args, 0, t)?;
-            let arg = args.first().map(|a| a.as_ref());
-            StepValue::Vector(match (v.is_empty(), arg) {
-                (true, Some(a)) => vec![Elem::new(absent_labels(a), 1.0, false)],
-                _ => Vec::new(),
-            })
-        }
-        "label_replace" => label_replace(q, args, t)?,
-        "label_join" => label_join(q, args, t)?,
-        "sort" | "sort_desc" => sort_by_value(floats_only(vector_arg(q, args, 0, t)?), name == "sort_desc"),
-        "sort_by_label" | "sort_by_label_desc" => sort_by_label(q, args, t, name == "sort_by_label_desc")?,
-        "minute" | "hour" | "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month" | "month" | "year" => {
-            date_fn(q, name, args, t)?
-        }
-        "info" => StepValue::Vector(super::info::eval(q, args, t)?),
-        _ => return Ok(None),
-    };
-    Ok(Some(out))
+        Transform::LabelReplace => label_replace(args)?,
+        Transform::LabelJoin => label_join(args)?,
+        Transform::Sort { desc } => sort_by_value(floats_only(args.vector(0)?), desc),
+        Transform::SortByLabel { desc } => sort_by_label(args, desc)?,
+        Transform::Date(part) => date_fn(part, args, t)?,
+    })
 }
 
 fn math_fn(name: &str) -> Option<fn(f64) -> f64> {
@@ -107,21 +174,6 @@ fn math_fn(name: &str) -> Option<fn(f64) -> f64> {
     })
 }
 
-pub(crate) fn vector_arg(q: &Query, args: &[Box<Expr>], i: usize, t: i64) -> Result<Vec<Elem>> {
-    let a = args.get(i).ok_or_else(|| EvalError::bad(format!("missing argument {}", i + 1)))?;
-    q.eval_vector(a, t)
-}
-
-pub(crate) fn scalar_arg(q: &Query, args: &[Box<Expr>], i: usize, t: i64) -> Result<f64> {
-    let a = args.get(i).ok_or_else(|| EvalError::bad(format!("missing argument {}", i + 1)))?;
-    q.eval_scalar(a, t)
-}
-
-fn string_arg(q: &Query, args: &[Box<Expr>], i: usize, t: i64) -> Result<String> {
-    let a = args.get(i).ok_or_else(|| EvalError::bad(format!("missing argument {}", i + 1)))?;
-    q.eval_string(a, t)
-}
-
 /// Applies `f` to every float value; the result loses its metric name. Histograms are
 /// dropped, as Prometheus' `simpleFloatFunc` drops them.
 fn map_values(v: Vec<Elem>, f: impl Fn(f64) -> f64) -> StepValue {
@@ -136,44 +188,45 @@ fn floats_only(mut v: Vec<Elem>) -> Vec<Elem> {
     v
 }
 
-fn round(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
-    let v = vector_arg(q, args, 0, t)?;
-    let to = if args.len() > 1 { scalar_arg(q, args, 1, t)? } else { 1.0 };
+fn round(mut args: Args) -> Result<StepValue> {
+    let v = args.vector(0)?;
+    let to = if args.len() > 1 { args.scalar(1)? } else { 1.0 };
     let inv = 1.0 / to;
     Ok(map_values(v, move |x| (x * inv + 0.5).floor() / inv))
 }
 
-fn clamp(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
-    let v = vector_arg(q, args, 0, t)?;
-    let (lo, hi) = (scalar_arg(q, args, 1, t)?, scalar_arg(q, args, 2, t)?);
+fn clamp(mut args: Args) -> Result<StepValue> {
+    let v = args.vector(0)?;
+    let (lo, hi) = (args.scalar(1)?, args.scalar(2)?);
     if hi < lo {
         return Ok(StepValue::Vector(Vec::new()));
     }
     Ok(map_values(v, move |x| go_max(lo, go_min(hi, x))))
 }
 
-/// `timestamp(v)`: the sample timestamps for a plain selector, otherwise the evaluation time.
-fn timestamp(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
-    let mut arg = args.first().map(|a| a.as_ref()).ok_or_else(|| EvalError::bad("missing argument"))?;
-    while let Expr::Paren(p) = arg {
-        arg = &p.expr;
+/// `timestamp(v)` of the samples `selected` from an instant selector, each with its own
+/// timestamp: those timestamps, in seconds.
+pub(crate) fn sample_timestamps(selected: Vec<(Elem, i64)>) -> Vec<Elem> {
+    selected.into_iter().map(|(e, ts)| Elem::new(e.labels, ts as f64 / 1e3, true)).collect()
+}
+
+/// `timestamp(v)` of any other instant vector `v`: the evaluation time `t`, in seconds.
+pub(crate) fn step_timestamps(v: Vec<Elem>, t: i64) -> Vec<Elem> {
+    v.into_iter().map(|e| Elem::new(e.labels, t as f64 / 1e3, true)).collect()
+}
+
+/// `absent(v)` or `absent_over_time(v)` when `v` is `present` or not: `selector` is the
+/// argument, when it is a selector (not in parentheses), whose labels the result takes.
+pub(crate) fn absent(present: bool, selector: Option<&VectorSelector>) -> Vec<Elem> {
+    if present {
+        return Vec::new();
     }
-    if let Expr::VectorSelector(vs) = arg {
-        let out = q.select_instant(vs, t).into_iter().map(|(e, ts)| Elem::new(e.labels, ts as f64 / 1e3, true));
-        return Ok(StepValue::Vector(out.collect()));
-    }
-    let v = q.eval_vector(arg, t)?;
-    Ok(StepValue::Vector(v.into_iter().map(|e| Elem::new(e.labels, t as f64 / 1e3, true)).collect()))
+    vec![Elem::new(selector.map_or_else(Labels::empty, absent_labels), 1.0, false)]
 }
 
 /// Labels `absent()` reports: the selector's equality matchers (a label matched twice or
 /// by another operator is left out).
-pub(crate) fn absent_labels(e: &Expr) -> Labels {
-    let vs = match e {
-        Expr::VectorSelector(vs) => vs,
-        Expr::MatrixSelector(ms) => &ms.vs,
-        _ => return Labels::empty(),
-    };
+fn absent_labels(vs: &VectorSelector) -> Labels {
     let mut out: Vec<Label> = Vec::new();
     let mut has: Vec<&str> = Vec::new();
     for m in &vs.matchers.matchers {
@@ -209,12 +262,12 @@ fn unique(v: Vec<Elem>) -> Result<StepValue> {
     Ok(StepValue::Vector(v))
 }
 
-fn label_replace(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
-    let v = vector_arg(q, args, 0, t)?;
-    let dst = string_arg(q, args, 1, t)?;
-    let repl = string_arg(q, args, 2, t)?;
-    let src = string_arg(q, args, 3, t)?;
-    let pattern = string_arg(q, args, 4, t)?;
+fn label_replace(mut args: Args) -> Result<StepValue> {
+    let v = args.vector(0)?;
+    let dst = args.string(1)?;
+    let repl = args.string(2)?;
+    let src = args.string(3)?;
+    let pattern = args.string(4)?;
     let re = regex::Regex::new(&format!("^(?s:{pattern})$"))
         .map_err(|e| EvalError::exec(format!("invalid regular expression in label_replace(): {pattern}: {e}")))?;
     check_label_name("label_replace", &dst)?;
@@ -234,13 +287,13 @@ fn label_replace(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
     unique(out)
 }
 
-fn label_join(q: &Query, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
-    let v = vector_arg(q, args, 0, t)?;
-    let dst = string_arg(q, args, 1, t)?;
-    let sep = string_arg(q, args, 2, t)?;
+fn label_join(mut args: Args) -> Result<StepValue> {
+    let v = args.vector(0)?;
+    let dst = args.string(1)?;
+    let sep = args.string(2)?;
     let mut srcs = Vec::new();
     for i in 3..args.len() {
-        srcs.push(string_arg(q, args, i, t)?);
+        srcs.push(args.string(i)?);
     }
     check_label_name("label_join", &dst)?;
     let out = v
@@ -275,11 +328,11 @@ fn sort_by_value(mut v: Vec<Elem>, desc: bool) -> StepValue {
     StepValue::Vector(v)
 }
 
-fn sort_by_label(q: &Query, args: &[Box<Expr>], t: i64, desc: bool) -> Result<StepValue> {
-    let mut v = vector_arg(q, args, 0, t)?;
+fn sort_by_label(mut args: Args, desc: bool) -> Result<StepValue> {
+    let mut v = args.vector(0)?;
     let mut names = Vec::new();
     for i in 1..args.len() {
-        names.push(string_arg(q, args, i, t)?);
+        names.push(args.string(i)?);
     }
     v.sort_by(|a, b| {
         let mut o = Ordering::Equal;
@@ -338,12 +391,8 @@ fn chunks(s: &str) -> Vec<&str> {
     out
 }
 
-fn date_fn(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
-    let v = if args.is_empty() {
-        vec![Elem::new(Labels::empty(), t as f64 / 1e3, false)]
-    } else {
-        vector_arg(q, args, 0, t)?
-    };
+fn date_fn(part: DatePart, mut args: Args, t: i64) -> Result<StepValue> {
+    let v = if args.is_empty() { vec![Elem::new(Labels::empty(), t as f64 / 1e3, false)] } else { args.vector(0)? };
     let mut out = Vec::with_capacity(v.len());
     for e in floats_only(v) {
         if !e.value.is_finite() || e.value.abs() > 9.2e15 {
@@ -352,15 +401,15 @@ fn date_fn(q: &Query, name: &str, args: &[Box<Expr>], t: i64) -> Result<StepValu
         let Some(d) = DateTime::<Utc>::from_timestamp(e.value as i64, 0) else {
             continue;
         };
-        let x = match name {
-            "minute" => d.minute(),
-            "hour" => d.hour(),
-            "day_of_month" => d.day(),
-            "day_of_week" => d.weekday().num_days_from_sunday(),
-            "day_of_year" => d.ordinal(),
-            "days_in_month" => days_in_month(d.year(), d.month()),
-            "month" => d.month(),
-            _ => {
+        let x = match part {
+            DatePart::Minute => d.minute(),
+            DatePart::Hour => d.hour(),
+            DatePart::DayOfMonth => d.day(),
+            DatePart::DayOfWeek => d.weekday().num_days_from_sunday(),
+            DatePart::DayOfYear => d.ordinal(),
+            DatePart::DaysInMonth => days_in_month(d.year(), d.month()),
+            DatePart::Month => d.month(),
+            DatePart::Year => {
                 out.push(Elem::new(e.labels, d.year() as f64, true));
                 continue;
             }
@@ -395,5 +444,43 @@ mod tests {
     fn february_leap_year() {
         assert_eq!(days_in_month(2024, 2), 29);
         assert_eq!(days_in_month(2023, 12), 31);
+    }
+
+    fn string(s: &str) -> StepValue {
+        StepValue::String(s.to_owned())
+    }
+
+    #[test]
+    fn label_replace_of_argument_values() {
+        let cx = crate::promql::functions::context::Recorder::default();
+        let labels = Labels::from_pairs([("__name__", "up"), ("src", "a-1")]).unwrap();
+        let v = StepValue::Vector(vec![Elem::new(labels, 1.0, false)]);
+        let args = Args::new(vec![v, string("dst"), string("$1"), string("src"), string("(.*)-.*")]);
+        let Some(f) = lookup("label_replace") else { panic!("label_replace is registered") };
+        let StepValue::Vector(out) = call(&cx, f, args, 0).unwrap() else { panic!("a vector") };
+        assert_eq!(out[0].labels.get("dst"), Some("a"));
+        assert_eq!(out[0].labels.get("__name__"), Some("up"));
+        // A pattern that does not compile is an error of the function.
+        let v = StepValue::Vector(Vec::new());
+        let args = Args::new(vec![v, string("dst"), string("$1"), string("src"), string("(")]);
+        assert!(call(&cx, f, args, 0).is_err());
+    }
+
+    #[test]
+    fn clamp_and_time_of_values() {
+        let cx = crate::promql::functions::context::Recorder::default();
+        let labels = Labels::from_pairs([("__name__", "up")]).unwrap();
+        let v = || StepValue::Vector(vec![Elem::new(labels.clone(), 5.0, false)]);
+        let clamp = |lo: f64, hi: f64| {
+            let args = Args::new(vec![v(), StepValue::Scalar(lo), StepValue::Scalar(hi)]);
+            match call(&cx, Transform::Clamp, args, 0).unwrap() {
+                StepValue::Vector(out) => out.iter().map(|e| (e.value, e.drop_name)).collect::<Vec<_>>(),
+                other => panic!("{}", other.type_name()),
+            }
+        };
+        assert_eq!(clamp(0.0, 3.0), [(3.0, true)]);
+        assert_eq!(clamp(3.0, 0.0), []);
+        let StepValue::Scalar(t) = call(&cx, Transform::Time, Args::new(Vec::new()), 1500).unwrap() else { panic!() };
+        assert_eq!(t, 1.5);
     }
 }

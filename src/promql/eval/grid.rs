@@ -5,7 +5,7 @@
 //! step. For the expressions that dominate dashboards, a selector or a parameterless rollup of
 //! a range selector ([`PerSeries`]), the values of all of a part's steps are computed at first
 //! use instead, one series at a time, and cached per node (see [`Query::rollup_cache`]); the
-//! aggregations over them fold each series straight into its group (`aggr::over_series`). A
+//! aggregations over them fold each series straight into its group (`aggr::SeriesFold`). A
 //! parameterless rollup over a subquery ([`subquery_step_vector`]) is computed the same way,
 //! from the subquery's inner steps gathered once per series for all of the part's windows.
 //!
@@ -15,13 +15,16 @@
 
 use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
 
-use super::error::{EvalError, Result};
-use super::eval::{dur_ms, grid_time, offset_ms, seek, GrowingHold, Query, StepValues};
-use super::functions::native_rollup;
-use super::functions::rollup::{self, Rollup, StepWindow};
-use super::points;
-use super::value::{Elem, Point};
+use super::{dur_ms, offset_ms, shape, Query};
 use crate::labels::Labels;
+use crate::promql::budget::GrowingHold;
+use crate::promql::error::{EvalError, Result};
+use crate::promql::extended;
+use crate::promql::functions::native_rollup;
+use crate::promql::functions::rollup::{self, Rollup};
+use crate::promql::points;
+use crate::promql::step::{self, grid_time, seek, StepValues, StepWindow};
+use crate::promql::value::{Elem, Point};
 use crate::sample::{is_stale_marker, HistogramSample, Sample, SeriesSamples};
 
 /// An expression with at most one value per series per step, computed from that series'
@@ -41,9 +44,9 @@ impl<'e> PerSeries<'e> {
         match e {
             Expr::Paren(p) => Self::of(&p.expr),
             // An extended selector's values need samples beyond the plain window.
-            Expr::VectorSelector(vs) if super::extended::of(vs).is_some() => None,
+            Expr::VectorSelector(vs) if extended::of(vs).is_some() => None,
             Expr::VectorSelector(vs) => Some(Self::Latest(vs)),
-            _ => rollup::parameterless(e).map(|(f, ms)| Self::Rollup(f, ms)),
+            _ => shape::parameterless(e).map(|(f, ms)| Self::Rollup(f, ms)),
         }
     }
 
@@ -127,7 +130,7 @@ impl<'e> PerSeries<'e> {
             }
             Self::Rollup(f, ms) => {
                 let (lo, hi) = q.step_window(ms).bounds(t);
-                let floats: Vec<Sample> = Query::between(&series.samples, lo, hi)
+                let floats: Vec<Sample> = step::between(&series.samples, lo, hi)
                     .iter()
                     .copied()
                     .filter(|p| !is_stale_marker(p.value))
@@ -264,7 +267,7 @@ fn mixed_window_steps(
     for i in 0..steps {
         let t = grid_time(first, step, i);
         let (lo, hi) = window.bounds(t);
-        let fw = Query::between(floats, lo, hi);
+        let fw = step::between(floats, lo, hi);
         let hw = points::histograms_between(hists, lo, hi);
         if let Some(p) = native_rollup::rollup_point(q, f, labels, fw, hw, (lo, hi, t), &[]) {
             if let Some(slot) = out.get_mut(i) {

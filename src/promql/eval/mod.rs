@@ -1,6 +1,16 @@
 //! Step evaluation: one [`Query`] holds the series preloaded for every selector and evaluates
 //! expression nodes at one timestamp at a time. Range queries call [`Query::eval`] per step;
 //! subqueries call it per inner step.
+//!
+//! The evaluator walks the tree: selectors and subqueries here, function calls in `calls.rs`,
+//! aggregations and binary operators in `operators.rs`, the series-major paths of range
+//! queries in `grid.rs`, the shapes of expressions it recognises in `shape.rs`. It hands values
+//! to `functions/`, which compute, and is their [`Context`].
+
+mod calls;
+mod grid;
+mod operators;
+mod shape;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -10,19 +20,19 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryExpr, UnaryExpr, VectorSelector};
 
+use self::grid::PerSeries;
 use super::annotations::Annotations;
+use super::budget::Budget;
 use super::engine::{deadline_after, EngineOptions};
 use super::error::{EvalError, Result};
 use super::extended::{self, Modifier};
 use super::footprint;
-use super::functions;
 use super::functions::aggr::GroupCache;
-use super::functions::rollup::StepWindow;
-use super::functions::{native_extended, native_rollup, start_ts as starts};
-use super::grid::{self, PerSeries};
+use super::functions::{native_extended, native_rollup, Context};
 use super::hints;
 use super::identity::{AddrMap, IdentityCache};
 use super::points;
+use super::step::{self, grid_time, seek, StepValues, StepWindow};
 use super::value::{Elem, Point, StepValue, Window};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::matcher::Matcher;
@@ -38,10 +48,6 @@ type RangeArg = (Vec<Window>, i64, i64);
 /// Inner steps of one subquery evaluation, cached by (node, timestamp) because consecutive
 /// outer steps share most of their (absolutely aligned) inner steps.
 type SubqueryCache = HashMap<(usize, i64), StepValue>;
-
-/// A node's output at every step of a query part (`None` once taken): a rollup's or selector's
-/// (`grid::step_vector`) or an aggregation's (`aggr::over_series`).
-pub(crate) type StepValues = Vec<Option<Vec<Elem>>>;
 
 /// The state of one query evaluation.
 pub(crate) struct Query<'o> {
@@ -77,8 +83,8 @@ pub(crate) struct Query<'o> {
     groups: RefCell<AddrMap<GroupCache>>,
     /// The outer steps this query (or fork) evaluates: first, count (the step is `interval`).
     part: (i64, usize),
-    /// Per node (see `grid::step_vector` and `aggr::over_series`): its value at every step of
-    /// `part`, computed series by series on first use; each step's value is taken once.
+    /// Per node (see `grid::step_vector` and `Query::aggregate_over_series`): its value at every
+    /// step of `part`, computed series by series on first use; each step's value is taken once.
     rollups: RefCell<HashMap<(usize, usize), CachedSteps>>,
     /// Selector nodes whose loaded series hold, instead of samples, their expression's value at
     /// every outer step of the query (stamped with the step's time); see [`Planned::reduce`].
@@ -88,7 +94,7 @@ pub(crate) struct Query<'o> {
     with_histograms: Arc<HashSet<usize>>,
     /// Per selector node read by a function that uses start timestamps (`rate`, `irate`,
     /// `increase`, `resets` on a range selector, `start_timestamp` on an instant one), the
-    /// change points of its series that have any (see `start_ts::start_nodes`). Such nodes are
+    /// change points of its series that have any (see `shape::start_nodes`). Such nodes are
     /// also in `with_histograms`, so they take the general paths, where those functions look
     /// for them.
     starts: Arc<HashMap<usize, HashMap<Labels, Vec<StartChange>>>>,
@@ -270,18 +276,6 @@ impl<'o> Query<'o> {
         Ok(())
     }
 
-    pub fn start_ms(&self) -> i64 {
-        self.start
-    }
-
-    pub fn end_ms(&self) -> i64 {
-        self.end
-    }
-
-    pub fn interval_ms(&self) -> i64 {
-        self.interval
-    }
-
     /// The time an `@` modifier pins to, if any.
     pub fn at_ms(&self, at: &Option<AtModifier>) -> Option<i64> {
         match at {
@@ -304,7 +298,7 @@ impl<'o> Query<'o> {
         };
         let mut stepped = HashSet::new();
         let mut with_histograms = HashSet::new();
-        let start_nodes = starts::start_nodes(expr);
+        let start_nodes = shape::start_nodes(expr);
         let mut with_starts = HashMap::new();
         let stats_nodes: HashSet<usize> = hints::stats_selectors(expr).into_iter().collect();
         for Planned { node, vs, matchers, lo, hi, in_range, reduce, latest_only } in plan {
@@ -475,7 +469,7 @@ impl<'o> Query<'o> {
                 self.plan(&sq.expr, a.saturating_sub(dur_ms(sq.range)), b, false, out);
             }
             Expr::Aggregate(a) => {
-                let streamed = PerSeries::of(&a.expr).filter(|_| outer && functions::aggr::streams_input(a));
+                let streamed = PerSeries::of(&a.expr).filter(|_| outer && operators::streams_input(a));
                 let before = out.len();
                 self.plan(&a.expr, lo, hi, outer, out);
                 if let (Some(input @ PerSeries::Latest(_)), true) = (streamed, out.len() == before + 1) {
@@ -499,9 +493,9 @@ impl<'o> Query<'o> {
                 if let Some(first) = args.first() {
                     self.plan(first, lo, hi, outer, out);
                 }
-                let info = functions::info::InfoSelection::of(args).ok();
-                let timing = args.first().and_then(|a| functions::info::timing_selector(a));
-                if let (Some(info), Some(vs), Some(node)) = (info, timing, functions::info::node(args)) {
+                let info = calls::info_selection(args).ok();
+                let timing = args.first().and_then(|a| shape::timing_selector(a));
+                if let (Some(info), Some(vs), Some(node)) = (info, timing, shape::info_node(args)) {
                     let (a, b) = self.shifted(&vs.at, &vs.offset, lo, hi);
                     let lo = a.saturating_sub(self.opts.lookback_ms);
                     let matchers = Some(info.matchers());
@@ -541,13 +535,6 @@ impl<'o> Query<'o> {
             Some(Modifier::Anchored) => (self.opts.lookback_ms, 0),
             Some(Modifier::Smoothed) => (self.opts.lookback_ms, self.opts.lookback_ms),
         }
-    }
-
-    /// The samples of `s` in `(lo, hi]`.
-    pub fn between(s: &[Sample], lo: i64, hi: i64) -> &[Sample] {
-        let a = s.partition_point(|p| p.timestamp_ms <= lo);
-        let b = s.partition_point(|p| p.timestamp_ms <= hi).max(a);
-        &s[a..b]
     }
 
     fn shifted(&self, at: &Option<AtModifier>, off: &Option<Offset>, lo: i64, hi: i64) -> (i64, i64) {
@@ -640,9 +627,9 @@ impl<'o> Query<'o> {
             }
             Expr::MatrixSelector(ms) => Ok(StepValue::Matrix(self.select_range(ms, t).0)),
             Expr::Subquery(sq) => Ok(StepValue::Matrix(self.eval_subquery(sq, t)?.0)),
-            Expr::Binary(b) => super::functions::binary_op::eval(self, b, t),
-            Expr::Aggregate(a) => super::functions::aggr::eval(self, a, t),
-            Expr::Call(c) => functions::call(self, c, t),
+            Expr::Binary(b) => self.eval_binary(b, t),
+            Expr::Aggregate(a) => self.eval_aggregate(a, t),
+            Expr::Call(c) => self.eval_call(c, t),
             Expr::Extension(_) => Err(EvalError::bad("unsupported expression extension")),
         }
     }
@@ -700,7 +687,7 @@ impl<'o> Query<'o> {
             let hi = te.saturating_add(self.opts.lookback_ms);
             for s in self.series_of(vs) {
                 let around: Vec<Sample> =
-                    Self::between(&s.samples, lo, hi).iter().copied().filter(|p| !is_stale_marker(p.value)).collect();
+                    step::between(&s.samples, lo, hi).iter().copied().filter(|p| !is_stale_marker(p.value)).collect();
                 let hists = points::live_histograms_between(&s.histograms, lo, hi);
                 if !hists.is_empty() {
                     out.extend(self.smoothed_histogram(&s.labels, &around, &hists, te).map(|e| (e, te)));
@@ -802,7 +789,7 @@ impl<'o> Query<'o> {
             // The window with its ends picked or interpolated (Prometheus' `extendFloats`).
             let (before, after) = self.extended_reach(&ms.vs);
             for s in self.series_of(&ms.vs) {
-                let around = Self::between(&s.samples, lo.saturating_sub(before), te.saturating_add(after));
+                let around = step::between(&s.samples, lo.saturating_sub(before), te.saturating_add(after));
                 let samples = extended::extend(around, lo, te, m == Modifier::Smoothed);
                 if !samples.is_empty() {
                     out.push(Window::floats(s.labels.clone(), samples, false));
@@ -972,33 +959,39 @@ fn gathered_bytes(points: usize, windows: usize) -> usize {
     points.saturating_mul(footprint::SAMPLE_BYTES).saturating_add(windows.saturating_mul(std::mem::size_of::<Window>()))
 }
 
-/// Bytes a computation holds while it grows, counted against the query's budget as they are
-/// added (so parallel parts of a range query see each other's growth) and released when it is
-/// done: its result, if kept, is counted by its keeper.
-pub(crate) struct GrowingHold<'q, 'o> {
-    q: &'q Query<'o>,
-    what: &'static str,
-    bytes: usize,
-}
-
-impl<'q, 'o> GrowingHold<'q, 'o> {
-    pub fn new(q: &'q Query<'o>, what: &'static str) -> Self {
-        Self { q, what, bytes: 0 }
+impl Budget for Query<'_> {
+    fn check_samples(&self, extra: usize) -> Result<()> {
+        Query::check_samples(self, extra)
     }
 
-    /// Counts `bytes` more.
-    ///
-    /// # Errors
-    /// [`EvalError::TooMuchMemory`] past the budget.
-    pub fn add(&mut self, bytes: usize) -> Result<()> {
-        self.bytes = self.bytes.saturating_add(bytes);
-        self.q.hold(bytes, self.what)
+    fn hold(&self, bytes: usize, what: &'static str) -> Result<()> {
+        Query::hold(self, bytes, what)
+    }
+
+    fn release(&self, bytes: usize) {
+        Query::release(self, bytes);
     }
 }
 
-impl Drop for GrowingHold<'_, '_> {
-    fn drop(&mut self) {
-        self.q.release(self.bytes);
+impl Context for Query<'_> {
+    fn warn(&self, msg: String) {
+        Query::warn(self, msg);
+    }
+
+    fn info(&self, msg: String) {
+        Query::info(self, msg);
+    }
+
+    fn start_ms(&self) -> i64 {
+        self.start
+    }
+
+    fn end_ms(&self) -> i64 {
+        self.end
+    }
+
+    fn interval_ms(&self) -> i64 {
+        self.interval
     }
 }
 
@@ -1007,25 +1000,6 @@ impl Drop for GrowingHold<'_, '_> {
 struct CachedSteps {
     values: StepValues,
     bytes: Vec<usize>,
-}
-
-/// The first index of `s` (ascending timestamps) whose timestamp is after `bound`, searching
-/// forward from `hint` when the answer lies there (a few samples further for the next step of a
-/// range query), else by binary search.
-#[inline]
-pub(crate) fn seek(s: &[Sample], hint: usize, bound: i64) -> usize {
-    let hint_ok = hint <= s.len() && (hint == 0 || s.get(hint - 1).is_some_and(|p| p.timestamp_ms <= bound));
-    if !hint_ok {
-        return s.partition_point(|p| p.timestamp_ms <= bound);
-    }
-    const LINEAR: usize = 8;
-    for (i, p) in s.iter().enumerate().skip(hint).take(LINEAR) {
-        if p.timestamp_ms > bound {
-            return i;
-        }
-    }
-    let from = (hint + LINEAR).min(s.len());
-    from + s.get(from..).map_or(0, |rest| rest.partition_point(|p| p.timestamp_ms <= bound))
 }
 
 /// Per subquery node: a number for each label set its inner steps produced, found by identity
@@ -1045,14 +1019,6 @@ impl LabelIds {
             *by_value.entry(l.clone()).or_insert(next)
         })
     }
-}
-
-/// The time of step `i` of a grid starting at `first` every `step` ms, saturating at the `i64`
-/// bounds (callers stop before a step past them matters: grids hold at most a few million steps
-/// of times within the bounds checked in `bounds.rs`).
-#[inline]
-pub(crate) fn grid_time(first: i64, step: i64, i: usize) -> i64 {
-    i64::try_from(i).unwrap_or(i64::MAX).saturating_mul(step).saturating_add(first)
 }
 
 /// A subquery's step and its first inner step after `lo`: inner steps are the multiples of the

@@ -1,0 +1,133 @@
+//! The shapes of expressions the evaluator recognises before evaluating them: a range argument
+//! that is a selector or a subquery, a parameterless rollup of a range selector (which the
+//! series-major paths compute), the selectors whose series are read with their start
+//! timestamps, and the selector that times an `info` call.
+
+use std::collections::HashSet;
+
+use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
+
+use crate::promql::extended;
+use crate::promql::functions::rollup::{self, Rollup};
+use crate::promql::functions::start_ts::uses_starts;
+
+/// `e` through any parentheses.
+pub(super) fn unparen(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => unparen(&p.expr),
+        other => other,
+    }
+}
+
+/// The rollup and range selector of `e` when it is a call of a rollup that takes no parameters
+/// on a range selector (through any parentheses), the shape [`rollup::each_step`] evaluates.
+pub(super) fn parameterless(e: &Expr) -> Option<(Rollup, &MatrixSelector)> {
+    match e {
+        Expr::Paren(p) => parameterless(&p.expr),
+        Expr::Call(c) => {
+            let f = rollup::lookup(c.func.name)?;
+            if !rollup::parameterless_fn(f) {
+                return None;
+            }
+            match c.args.args.as_slice() {
+                [arg] => matrix_selector(arg).filter(|ms| extended::of(&ms.vs).is_none()).map(|ms| (f, ms)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The subquery `e` is, through any parentheses.
+pub(super) fn subquery(e: &Expr) -> Option<&SubqueryExpr> {
+    match e {
+        Expr::Subquery(sq) => Some(sq),
+        Expr::Paren(p) => subquery(&p.expr),
+        _ => None,
+    }
+}
+
+/// The range selector `e` is, through any parentheses.
+pub(super) fn matrix_selector(e: &Expr) -> Option<&MatrixSelector> {
+    match e {
+        Expr::MatrixSelector(ms) => Some(ms),
+        Expr::Paren(p) => matrix_selector(&p.expr),
+        _ => None,
+    }
+}
+
+/// The selector `absent` and `absent_over_time` take their labels from: their argument, when
+/// it is an instant or range selector (not in parentheses).
+pub(super) fn absent_selector(e: &Expr) -> Option<&VectorSelector> {
+    match e {
+        Expr::VectorSelector(vs) => Some(vs),
+        Expr::MatrixSelector(ms) => Some(&ms.vs),
+        _ => None,
+    }
+}
+
+/// The selector whose `@` and `offset` govern when the info series of an `info` call are
+/// looked at: the first of its first argument.
+pub(super) fn timing_selector(e: &Expr) -> Option<&VectorSelector> {
+    match e {
+        Expr::VectorSelector(vs) => Some(vs),
+        Expr::MatrixSelector(ms) => Some(&ms.vs),
+        Expr::Paren(p) => timing_selector(&p.expr),
+        Expr::Unary(u) => timing_selector(&u.expr),
+        Expr::Subquery(s) => timing_selector(&s.expr),
+        Expr::Aggregate(a) => timing_selector(&a.expr),
+        Expr::Binary(b) => timing_selector(&b.lhs).or_else(|| timing_selector(&b.rhs)),
+        Expr::Call(c) => c.args.args.iter().find_map(|a| timing_selector(a)),
+        _ => None,
+    }
+}
+
+/// The key the info series of an `info` call with arguments `args` are loaded under: the
+/// address of its first argument.
+pub(super) fn info_node(args: &[Box<Expr>]) -> Option<usize> {
+    args.first().map(|a| &**a as *const Expr as usize)
+}
+
+/// The node keys (a selector's address, as the preload keys them) of the selectors under `e`
+/// whose series a function reads with their start timestamps: the range selector of `rate`,
+/// `increase`, `irate` and `resets` (not `anchored` or `smoothed`), the instant selector of
+/// `start_timestamp`, through parentheses.
+pub(super) fn start_nodes(e: &Expr) -> HashSet<usize> {
+    let mut out = HashSet::new();
+    walk_starts(e, &mut out);
+    out
+}
+
+fn walk_starts(e: &Expr, out: &mut HashSet<usize>) {
+    match e {
+        Expr::Aggregate(a) => {
+            walk_starts(&a.expr, out);
+            if let Some(p) = &a.param {
+                walk_starts(p, out);
+            }
+        }
+        Expr::Unary(u) => walk_starts(&u.expr, out),
+        Expr::Binary(b) => {
+            walk_starts(&b.lhs, out);
+            walk_starts(&b.rhs, out);
+        }
+        Expr::Paren(p) => walk_starts(&p.expr, out),
+        Expr::Subquery(sq) => walk_starts(&sq.expr, out),
+        Expr::Call(c) => {
+            let first = c.args.args.first().map(|a| unparen(a));
+            match (c.func.name, first) {
+                (name, Some(Expr::MatrixSelector(ms)))
+                    if rollup::lookup(name).is_some_and(uses_starts) && extended::of(&ms.vs).is_none() =>
+                {
+                    out.insert(&ms.vs as *const VectorSelector as usize);
+                }
+                ("start_timestamp", Some(Expr::VectorSelector(vs))) => {
+                    out.insert(vs as *const VectorSelector as usize);
+                }
+                _ => {}
+            }
+            c.args.args.iter().for_each(|a| walk_starts(a, out));
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,95 @@
+//! Time on a query's step grid and in sample windows: the time of each step
+//! ([`grid_time`]), where a range selector's window lies at a step ([`StepWindow`]), the
+//! samples of a window ([`between`], [`seek`]) and a node's values at every step of a query
+//! part ([`StepValues`]). Plain arithmetic over timestamps, shared by the evaluator and the
+//! functions.
+
+use super::value::Elem;
+use crate::sample::Sample;
+
+/// A node's output at every step of a query part (`None` once taken): a rollup's or selector's
+/// (`grid::step_vector`) or an aggregation's (`aggr::SeriesFold`).
+pub(crate) type StepValues = Vec<Option<Vec<Elem>>>;
+
+/// The time of step `i` of a grid starting at `first` every `step` ms, saturating at the `i64`
+/// bounds (callers stop before a step past them matters: grids hold at most a few million steps
+/// of times within the bounds checked in `bounds.rs`).
+#[inline]
+pub(crate) fn grid_time(first: i64, step: i64, i: usize) -> i64 {
+    i64::try_from(i).unwrap_or(i64::MAX).saturating_mul(step).saturating_add(first)
+}
+
+/// The first index of `s` (ascending timestamps) whose timestamp is after `bound`, searching
+/// forward from `hint` when the answer lies there (a few samples further for the next step of a
+/// range query), else by binary search.
+#[inline]
+pub(crate) fn seek(s: &[Sample], hint: usize, bound: i64) -> usize {
+    let hint_ok = hint <= s.len() && (hint == 0 || s.get(hint - 1).is_some_and(|p| p.timestamp_ms <= bound));
+    if !hint_ok {
+        return s.partition_point(|p| p.timestamp_ms <= bound);
+    }
+    const LINEAR: usize = 8;
+    for (i, p) in s.iter().enumerate().skip(hint).take(LINEAR) {
+        if p.timestamp_ms > bound {
+            return i;
+        }
+    }
+    let from = (hint + LINEAR).min(s.len());
+    from + s.get(from..).map_or(0, |rest| rest.partition_point(|p| p.timestamp_ms <= bound))
+}
+
+/// The samples of `s` in `(lo, hi]`.
+pub(crate) fn between(s: &[Sample], lo: i64, hi: i64) -> &[Sample] {
+    let a = s.partition_point(|p| p.timestamp_ms <= lo);
+    let b = s.partition_point(|p| p.timestamp_ms <= hi).max(a);
+    &s[a..b]
+}
+
+/// Where a range selector's window lies at each step: plain numbers resolved against the
+/// query, so the steps can be computed away from it (on storage threads).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StepWindow {
+    /// The `@` time, if any.
+    pub pinned: Option<i64>,
+    /// The `offset`, in ms.
+    pub offset: i64,
+    /// The range, in ms.
+    pub range: i64,
+}
+
+impl StepWindow {
+    /// The window `(end - range, end]` at evaluation time `t`: `(start, end)`.
+    pub(crate) fn bounds(&self, t: i64) -> (i64, i64) {
+        let end = self.pinned.unwrap_or(t).saturating_sub(self.offset);
+        (end.saturating_sub(self.range), end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(ts: &[i64]) -> Vec<Sample> {
+        ts.iter().map(|&t| Sample::new(t, t as f64)).collect()
+    }
+
+    #[test]
+    fn seek_agrees_with_binary_search_from_any_hint() {
+        let s = samples(&[1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233]);
+        for bound in -1..300 {
+            let want = s.partition_point(|p| p.timestamp_ms <= bound);
+            for hint in 0..=s.len() + 1 {
+                assert_eq!(seek(&s, hint, bound), want, "bound {bound} hint {hint}");
+            }
+        }
+    }
+
+    #[test]
+    fn windows_are_left_open() {
+        let s = samples(&[10, 20, 30]);
+        assert_eq!(between(&s, 10, 30).len(), 2);
+        assert_eq!(StepWindow { pinned: None, offset: 5, range: 10 }.bounds(30), (15, 25));
+        assert_eq!(StepWindow { pinned: Some(100), offset: 0, range: 10 }.bounds(30), (90, 100));
+        assert_eq!(grid_time(10, 5, 3), 25);
+    }
+}
