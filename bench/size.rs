@@ -9,7 +9,7 @@ use saltdb::matcher::{MatchOp, Matcher};
 use saltdb::promql::{Engine, EngineOptions};
 use saltdb::sample::{Sample, WriteBatch};
 use saltdb::storage::format::chunk;
-use saltdb::storage::lifecycle::seal::{CHUNK_SAMPLES, ZSTD_LEVEL};
+use saltdb::storage::format::chunk::{CHUNK_SAMPLES, ZSTD_LEVEL};
 use saltdb::storage::{Storage, StorageConfig};
 
 use crate::http_client::{Conn, REMOTE_WRITE_HEADERS};

@@ -588,7 +588,7 @@ impl Bytes<'_> {
 /// 10^(bits 4-6), raw f64 bits, special value), followed by the bytes they need.
 pub fn samples_from_bytes(data: &[u8]) -> (i32, Vec<Sample>) {
     let mut b = Bytes(data);
-    // Levels 1..=9: saltdb seals chunks at level 3 (`storage::seal::ZSTD_LEVEL`, with the codec's
+    // Levels 1..=9: saltdb seals chunks at level 3 (`storage::format::chunk::ZSTD_LEVEL`, with the codec's
     // minimum match of 7). Levels from 11 on inputs as small as chunk byte planes, and 16 and up on
     // any input (zstd's btopt/btultra search) trip an AddressSanitizer stack-use-after-scope report
     // inside zstd-sys' C code (`ZSTD_selectBtGetAllMatches`) that saltdb never reaches.

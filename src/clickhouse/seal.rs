@@ -305,7 +305,7 @@ pub(super) fn put_chunk_rows(
     let mut data = Vec::new();
     let mut count = 0;
     if !resolved.samples.is_empty() {
-        chunk::encode(&resolved.samples, crate::storage::lifecycle::seal::ZSTD_LEVEL, &mut data)
+        chunk::encode(&resolved.samples, chunk::ZSTD_LEVEL, &mut data)
             .map_err(|_| StorageError::Corrupt { what: "samples to seal" })?;
         put_chunk_row(rows, bucket, id, day, version, &data);
         count += 1;

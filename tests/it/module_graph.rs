@@ -45,7 +45,6 @@ fn http_modules_form_no_import_loop() {
 }
 
 #[test]
-#[ignore = "enabled when the promql functions refactor lands"]
 fn promql_functions_do_not_import_the_evaluator() {
     let graph = crate_graph();
     let eval = segments("promql::eval");

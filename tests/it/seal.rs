@@ -92,7 +92,7 @@ fn sealed_windows_answer_ranges_and_latest() {
     let s = Storage::open(storage_config(dir.path())).unwrap();
     // Two chunks' worth of samples spread over the day window, so a range can span a chunk
     // boundary whatever `CHUNK_SAMPLES` is.
-    let per_chunk = saltdb::storage::lifecycle::seal::CHUNK_SAMPLES as i64;
+    let per_chunk = saltdb::storage::format::chunk::CHUNK_SAMPLES as i64;
     let (n, step) = (2 * per_chunk, DAY / (2 * per_chunk));
     let pts: Vec<(i64, f64)> = (0..n).map(|i| (W0 + i * step, i as f64)).collect();
     s.write(batch(&[("a".into(), pts)])).unwrap();

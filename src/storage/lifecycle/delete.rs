@@ -10,7 +10,6 @@
 //!
 //! The series' labels and id stay: a later write of the same series reuses its id.
 
-use super::seal::ZSTD_LEVEL;
 use super::window::Window;
 use crate::sample::Sample;
 use crate::storage::error::{Result, StorageError};
@@ -103,7 +102,7 @@ pub fn delete_in_window(
                             run::encode_hot(&samples, &mut buf)?;
                         } else {
                             buf.clear();
-                            chunk::encode(&samples, ZSTD_LEVEL, &mut buf)
+                            chunk::encode(&samples, chunk::ZSTD_LEVEL, &mut buf)
                                 .map_err(|_| StorageError::Corrupt { what: "unsorted chunk" })?;
                         }
                         batch.insert(ks, new_key, buf.clone());

@@ -26,11 +26,12 @@
 
 use std::sync::mpsc::{self, SyncSender};
 
-use super::seal::{SealOutcome, CHUNK_SAMPLES, ZSTD_LEVEL};
+use super::seal::SealOutcome;
 use super::window;
 use crate::sample::{HistogramSample, Sample};
 use crate::storage::error::{Result, StorageError};
 use crate::storage::format::chunk;
+use crate::storage::format::chunk::{CHUNK_SAMPLES, ZSTD_LEVEL};
 use crate::storage::format::histogram_run;
 use crate::storage::format::keys;
 use crate::storage::format::run;

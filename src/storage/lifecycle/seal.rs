@@ -20,20 +20,6 @@ use crate::storage::read::select::{read_histograms, read_series, universe};
 use crate::storage::shared::Shared;
 use crate::storage::write::{Command, FinishSeal, SealSwap};
 
-/// Most samples in one chunk: 24 h of 15 s scrapes, so one chunk per series per day window.
-/// Measured with `saltdb-bench size` (2,500 node-exporter-like series, 24 h): Gorilla/decimal
-/// chunks took 2.47 B/sample at 720 samples and 2.32 at 2,880; the columnar format (version 3,
-/// zstd level 11) took 1.222 at 2,880 and 1.211 at 5,760 (less framing per sample), while a
-/// 24 h query over sealed data stayed far faster than over hot rows.
-pub const CHUNK_SAMPLES: usize = 5760;
-/// zstd level of new chunks (recorded per chunk, so it may change later). Version-3 byte planes
-/// are mostly short random-looking symbol streams, where zstd's matchers take spurious short
-/// matches that cost more than Huffman literals: level 9 gave 1.296 B/sample (2,880-sample
-/// chunks). The codec sets zstd's minimum match to 7 bytes, and then level 3 gives 1.224 at
-/// 5,760 samples, level 9 no better (1.242). Levels 11 and up (btopt on inputs this small) give
-/// 1.211 at 2-3x the encode time, but trip an AddressSanitizer report inside zstd-sys' C code
-/// when fuzzed (see `fuzz/src/lib.rs`).
-pub const ZSTD_LEVEL: i32 = 3;
 /// Rows per write batch while sealing (bounds memory).
 const BATCH_ROWS: usize = 20_000;
 
@@ -145,10 +131,10 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
             outcome.chunks += histogram_run::write(&mut batch, chunks_ks, bucket, id, &histograms)?;
             outcome.samples += histograms.len();
         }
-        for run in samples.chunks(CHUNK_SAMPLES) {
+        for run in samples.chunks(chunk::CHUNK_SAMPLES) {
             let Some(head) = run.first() else { continue };
             buf.clear();
-            chunk::encode(run, ZSTD_LEVEL, &mut buf)
+            chunk::encode(run, chunk::ZSTD_LEVEL, &mut buf)
                 .map_err(|_| StorageError::Corrupt { what: "unsorted samples while sealing" })?;
             batch.insert(chunks_ks, keys::point_key(bucket, id, head.timestamp_ms), buf.clone());
             outcome.chunks += 1;
