@@ -16,6 +16,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use super::exemplars::InOrder;
 use super::rowbinary::{put_len, put_str};
 use super::{day_of, ClickHouse, Inner, Placement};
 use crate::histogram::chunk as histogram_chunk;
@@ -65,12 +66,14 @@ struct ShardRows {
 impl ShardRows {
     /// Adds the rows of one series' samples and histograms (and its index rows for the days
     /// not known yet).
-    fn add(
+    /// `in_order` is the job's: which of its exemplars are stored, over all its series.
+    fn add<'a>(
         &mut self,
         place: Placement,
-        series: &PackedSeries<'_>,
+        series: &PackedSeries<'a>,
         known: &HashSet<(u64, u16)>,
         write_id: u64,
+        in_order: &mut InOrder<'a>,
     ) -> Result<(), StorageError> {
         let stamps = series.samples.iter().map(|p| p.timestamp_ms);
         let stamps = stamps
@@ -98,7 +101,7 @@ impl ShardRows {
             self.starts.extend_from_slice(&st.start_ms.to_le_bytes());
             self.starts.extend_from_slice(&write_id.to_le_bytes());
         }
-        for e in super::exemplars::in_order(series.exemplars) {
+        for e in in_order.keep(series.labels, series.exemplars) {
             self.exemplar_row(place, e, write_id);
         }
         Ok(())
@@ -262,9 +265,11 @@ fn plan(
         Some(coordinator) if touched.iter().filter(|&&t| t).count() > 1 => store.write_id(coordinator),
         _ => 0,
     };
+    // One series may come as several series of the batch (entries of the request).
+    let mut in_order = InOrder::default();
     for (place, series) in &placed {
         if let Some(rows) = per_shard.get_mut(place.shard) {
-            rows.add(*place, series, known, write_id)?;
+            rows.add(*place, series, known, write_id, &mut in_order)?;
         }
     }
     Ok(Plan { touched, write_id })

@@ -1213,4 +1213,19 @@ mod exemplars {
         a.terminate();
         b.terminate();
     }
+
+    /// One series spread over several entries of a request: each entry's exemplars are stored
+    /// and counted, an older or repeated one of a later entry is dropped and not counted,
+    /// as on the embedded store (see `crate::exemplars`).
+    #[test]
+    fn exemplars_of_one_series_spread_over_entries_are_stored_and_counted_on_clickhouse() {
+        let test = "exemplars_of_one_series_spread_over_entries_are_stored_and_counted_on_clickhouse";
+        let dir = tempfile::tempdir().unwrap();
+        let Some(shards) = cluster(dir.path(), test) else { return };
+        let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
+        let (a, b) = (node(&dir.path().join("node-a"), &urls), node(&dir.path().join("node-b"), &urls));
+        crate::exemplars::assert_spread_entries_are_stored_and_counted(&a.url(""), &b.url(""));
+        a.terminate();
+        b.terminate();
+    }
 }

@@ -241,3 +241,120 @@ pub fn assert_a1_and_c3_kept(got: &serde_json::Value) {
     assert_eq!(got["data"][0]["seriesLabels"]["job"], "v2");
     assert_eq!(exemplars[1]["value"], "1.5");
 }
+
+/// `/api/v1/query_exemplars` of `selector` from two hours before `now_ms` to a minute after:
+/// the `trace_id` of each exemplar of the first series, in the order answered.
+pub fn traces_of(base: &str, selector: &str, now_ms: i64) -> Vec<String> {
+    let mut u = reqwest::Url::parse(&format!("{base}/api/v1/query_exemplars")).unwrap();
+    u.query_pairs_mut()
+        .append_pair("query", selector)
+        .append_pair("start", &(now_ms / 1000 - 7200).to_string())
+        .append_pair("end", &(now_ms / 1000 + 60).to_string());
+    let got = get_json(u.as_str());
+    assert_eq!(got["status"], "success", "{got}");
+    let data = got["data"].as_array().unwrap();
+    assert!(data.len() <= 1, "one series expected: {got}");
+    data.iter()
+        .flat_map(|s| s["exemplars"].as_array().unwrap().iter())
+        .map(|e| e["labels"]["trace_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Remote-write 2.0 entries of one series `name`, one per `(timestamp, trace)`: each with one
+/// float sample (or, with `histogram`, one native histogram sample) and one exemplar at that
+/// time, in the order given. Symbols: `trace` ids follow the fixed ones.
+fn spread_v2(name: &str, points: &[(i64, &str)], histogram: bool) -> v2::Request {
+    let mut symbols: Vec<String> = ["", "__name__", name, "trace_id"].map(String::from).to_vec();
+    let timeseries = points
+        .iter()
+        .map(|&(t, trace)| {
+            symbols.push(trace.to_owned());
+            let exemplar = v2::Exemplar { labels_refs: vec![3, symbols.len() as u32 - 1], value: 0.5, timestamp: t };
+            let mut ts = v2::TimeSeries { labels_refs: vec![1, 2], exemplars: vec![exemplar], ..Default::default() };
+            if histogram {
+                ts.histograms = vec![proto::Histogram {
+                    count: Some(proto::histogram::Count::CountInt(1)),
+                    zero_count: Some(proto::histogram::ZeroCount::ZeroCountInt(1)),
+                    sum: 0.5,
+                    timestamp: t,
+                    ..Default::default()
+                }];
+            } else {
+                ts.samples = vec![proto::Sample { value: 1.0, timestamp: t }];
+            }
+            ts
+        })
+        .collect();
+    v2::Request { symbols, timeseries }
+}
+
+fn written(h: &reqwest::header::HeaderMap) -> [String; 3] {
+    ["samples", "histograms", "exemplars"]
+        .map(|k| h[format!("x-prometheus-remote-write-{k}-written").as_str()].to_str().unwrap().to_owned())
+}
+
+/// One series spread over several `TimeSeries` entries of a request (as senders batch it):
+/// every entry's samples and exemplars are stored and counted, in 2.0 (floats and native
+/// histograms) and 1.0; an exemplar of a later entry older than the series' newest, or a
+/// duplicate of it, is dropped and not counted, without failing the request. Written through
+/// `write_base`, read through `read_base` (another node of the same backend, or the same).
+pub fn assert_spread_entries_are_stored_and_counted(write_base: &str, read_base: &str) {
+    let write = format!("{write_base}/api/v1/write");
+    let now = chrono::Utc::now().timestamp_millis();
+    let times = [now - 3_600_000, now - 60_000, now];
+
+    // 2.0, float samples.
+    let points = [(times[0], "a"), (times[1], "b"), (times[2], "c")];
+    let (status, h, text) = post(&write, &V2_HEADERS, snappy_body(&spread_v2("latency_hist", &points, false)));
+    assert_eq!((status, text.as_str()), (204, ""));
+    assert_eq!(written(&h), ["3", "0", "3"]);
+    assert_eq!(traces_of(read_base, "latency_hist", now), ["a", "b", "c"]);
+
+    // 2.0, native histogram samples.
+    let (status, h, text) = post(&write, &V2_HEADERS, snappy_body(&spread_v2("latency_native", &points, true)));
+    assert_eq!((status, text.as_str()), (204, ""));
+    assert_eq!(written(&h), ["0", "3", "3"]);
+    assert_eq!(traces_of(read_base, "latency_native", now), ["a", "b", "c"]);
+
+    // 1.0: the same spread (1.0 answers carry no counts).
+    let timeseries = points
+        .iter()
+        .map(|&(t, trace)| {
+            let mut ts = series(&[("__name__", "latency_v1")], &[(t, 1.0)]);
+            ts.exemplars = vec![proto::Exemplar {
+                labels: vec![proto::Label { name: "trace_id".into(), value: trace.into() }],
+                value: 0.5,
+                timestamp: t,
+            }];
+            ts
+        })
+        .collect();
+    let (status, _, text) =
+        post(&write, &V1_HEADERS, snappy_body(&proto::WriteRequest { timeseries, metadata: vec![] }));
+    assert_eq!((status, text.as_str()), (204, ""));
+    assert_eq!(traces_of(read_base, "latency_v1", now), ["a", "b", "c"]);
+
+    // Out of order in a later entry: older than the newest of an earlier entry.
+    let points = [(times[0], "d"), (times[2], "e"), (times[1], "late")];
+    let (status, h, text) = post(&write, &V2_HEADERS, snappy_body(&spread_v2("latency_ooo", &points, false)));
+    assert_eq!((status, text.as_str()), (204, ""));
+    assert_eq!(written(&h), ["3", "0", "2"]);
+    assert_eq!(traces_of(read_base, "latency_ooo", now), ["d", "e"]);
+
+    // A duplicate of the newest (same labels, value and time) in a later entry; its sample
+    // repeats the earlier entry's and is written (the later of equal samples wins).
+    let points = [(times[0], "f"), (times[1], "g"), (times[1], "g")];
+    let (status, h, text) = post(&write, &V2_HEADERS, snappy_body(&spread_v2("latency_dup", &points, false)));
+    assert_eq!((status, text.as_str()), (204, ""));
+    assert_eq!(written(&h), ["3", "0", "2"]);
+    assert_eq!(traces_of(read_base, "latency_dup", now), ["f", "g"]);
+}
+
+#[test]
+fn exemplars_of_one_series_spread_over_entries_are_all_stored_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(storage_config(dir.path()));
+    let base = server.url("");
+    assert_spread_entries_are_stored_and_counted(&base, &base);
+    server.stop();
+}

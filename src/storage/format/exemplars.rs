@@ -278,11 +278,14 @@ mod tests {
     proptest! {
         /// Against a brute-force reference: a list of (seq, series, exemplar) in arrival order,
         /// keeping per series only exemplars newer than its newest (or equal in time but not a
-        /// duplicate), then only the newest `max` overall.
+        /// duplicate), then only the newest `max` overall. With `spread`, each exemplar comes
+        /// in an entry of its own, so a series' exemplars of one write are spread over several
+        /// entries (as a request's `TimeSeries` carry them), interleaved with other series'.
         #[test]
         fn the_store_keeps_what_a_bounded_in_order_list_keeps(
             writes in proptest::collection::vec(proptest::collection::vec((0u64..4, 0i64..30, 0u8..3), 0..8), 0..12),
             max in 0usize..20,
+            spread in any::<bool>(),
         ) {
             let dir = tempfile::tempdir().unwrap();
             let db = fjall::Database::builder(dir.path()).open().unwrap();
@@ -290,12 +293,18 @@ mod tests {
             let (store, _) = ExemplarStore::load(&ks, max).unwrap();
             let mut reference: Vec<(SeriesId, Exemplar)> = Vec::new();
             for batch in &writes {
-                let mut per_series: BTreeMap<SeriesId, Vec<Exemplar>> = BTreeMap::new();
-                for &(s, t, v) in batch {
-                    per_series.entry(s).or_default().push(ex(t, f64::from(v), "t"));
-                }
-                let admitted = store.admit(per_series.iter().map(|(s, e)| (0, *s, e.as_slice())));
-                for (s, es) in &per_series {
+                let entries: Vec<(SeriesId, Vec<Exemplar>)> = if spread {
+                    batch.iter().map(|&(s, t, v)| (s, vec![ex(t, f64::from(v), "t")])).collect()
+                } else {
+                    let mut per_series: BTreeMap<SeriesId, Vec<Exemplar>> = BTreeMap::new();
+                    for &(s, t, v) in batch {
+                        per_series.entry(s).or_default().push(ex(t, f64::from(v), "t"));
+                    }
+                    per_series.into_iter().collect()
+                };
+                let admitted = store.admit(entries.iter().map(|(s, e)| (0, *s, e.as_slice())));
+                let kept_before = reference.len();
+                for (s, es) in &entries {
                     for e in es {
                         let last = reference.iter().rev().find(|(r, _)| r == s).map(|(_, x)| x.clone());
                         let refused = max == 0 || last.is_some_and(|l| e.timestamp_ms < l.timestamp_ms
@@ -305,6 +314,9 @@ mod tests {
                         }
                     }
                 }
+                let kept = reference.len() - kept_before;
+                prop_assert_eq!(admitted.added.len() + admitted.dropped, batch.len());
+                prop_assert_eq!(admitted.added.len(), kept.min(max));
                 let cut = reference.len().saturating_sub(max);
                 reference.drain(..cut);
                 for seq in &admitted.evicted {
