@@ -8,9 +8,9 @@ use clap::{Parser, Subcommand};
 use crate::http::access::{AccessPolicy, Credentials, CredentialsError, Exposure, SecretString};
 use crate::http::admission::DECODED_FACTOR;
 use crate::http::connections::ConnectionLimits;
-use crate::http::import::SeriesLimits;
 use crate::http::tls::TlsFiles;
 use crate::http::{Limits, QueryConfig};
+use crate::ingest::SeriesLimits;
 use crate::promql::EngineOptions;
 use crate::server::{Maintenance, ServerConfig};
 use crate::storage::{BucketScheme, FsyncMode, HeadLimits, StorageConfig};
@@ -193,7 +193,7 @@ pub struct ServeArgs {
     pub max_label_bytes: usize,
     /// Most series one remote-write request or import may carry (import: one per line); more is
     /// rejected with 400. The default never bothers Prometheus (it sends ~2,000 per request).
-    #[arg(long, default_value_t = crate::http::import::DEFAULT_MAX_SERIES_PER_REQUEST)]
+    #[arg(long, default_value_t = crate::ingest::DEFAULT_MAX_SERIES_PER_REQUEST)]
     pub max_series_per_request: usize,
     /// Memory for the in-memory cache from label set to series id (about 40 bytes a series;
     /// a series missing from it costs one point read per write). `auto`: 1/32 of the machine's

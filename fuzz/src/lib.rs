@@ -11,7 +11,8 @@
 
 use std::time::Duration;
 
-use saltdb::http::import::{decode_lines, SeriesLimits};
+use saltdb::http::import::decode_lines;
+use saltdb::ingest::SeriesLimits;
 use saltdb::labels::Labels;
 use saltdb::promql::{parse, Engine, EngineOptions, EvalError};
 use saltdb::remote::decode::{

@@ -26,7 +26,7 @@ use crate::labels::Labels;
 use crate::metrics::Protocol;
 use crate::sample::{check_timestamp, HistogramSample, Sample, SeriesSamples, WriteBatch};
 
-pub use crate::ingest::{SeriesLimits, DEFAULT_MAX_SERIES_PER_REQUEST};
+use crate::ingest::SeriesLimits;
 
 /// A rejected line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
