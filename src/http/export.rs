@@ -54,7 +54,6 @@ pub async fn export(
     body: Body,
 ) -> Result<Response, ApiError> {
     let params = super::api::params(&state, &method, query.as_deref(), &headers, body).await?;
-    params.reject_unknown(&["match[]", "start", "end"])?;
     let selectors = params.selectors("match[]")?;
     if selectors.is_empty() {
         return Err(ApiError::BadData("missing parameter \"match[]\": give at least one series selector".into()));

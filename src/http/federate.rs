@@ -37,7 +37,7 @@ struct Latest {
 /// The handler.
 ///
 /// # Errors
-/// 400 for an invalid selector or an unknown parameter; 503 past the query timeout; 5xx when
+/// 400 for an invalid selector (parameters it does not read are ignored); 503 past the query timeout; 5xx when
 /// storage fails.
 pub async fn federate(
     State(state): State<Arc<AppState>>,
@@ -47,7 +47,6 @@ pub async fn federate(
     body: Body,
 ) -> Result<Response, ApiError> {
     let params = super::api::params(&state, &method, query.as_deref(), &headers, body).await?;
-    params.reject_unknown(&["match[]"])?;
     let selectors = params.selectors("match[]")?;
     let maxt = crate::storage::now_ms();
     let mint = maxt.saturating_sub(state.engine.options().lookback_ms);

@@ -44,6 +44,11 @@ impl Params {
 
     /// Fails on a parameter the endpoint does not know, naming it and the known ones.
     ///
+    /// For the write doors and the admin API only, where a misspelled parameter would change what
+    /// is stored or deleted (`precison=s`, `strat=`). The query API's read endpoints ignore what
+    /// they do not read, as Prometheus and VictoriaMetrics do: clients add their own (`nocache`,
+    /// `partial_response`, `dedup`, `max_source_resolution`, Grafana's custom parameters).
+    ///
     /// # Errors
     /// [`ApiError::BadData`].
     pub fn reject_unknown(&self, known: &[&str]) -> Result<(), ApiError> {

@@ -350,7 +350,7 @@ fn cases(t0: i64) -> Vec<Case> {
         send("label values POST", "POST", "/api/v1/label/job/values", &[], vec![], 405, "method POST is not allowed"),
         // --- metadata, status ---
         get("metadata non-numeric limit", "/api/v1/metadata?limit=abc", 400, "is not an integer"),
-        get("metadata unknown parameter", "/api/v1/metadata?bogus=1", 400, "unknown parameter \"bogus\""),
+        get("metadata non-numeric limit_per_metric", "/api/v1/metadata?limit_per_metric=x", 400, "is not an integer"),
         send("metadata POST", "POST", "/api/v1/metadata", &[], vec![], 405, "not allowed"),
         get("status unknown page", "/api/v1/status/config", 404, "no endpoint at /api/v1/status/config"),
         send("status windows PUT", "PUT", "/api/v1/status/windows", &[], vec![], 405, "not allowed"),

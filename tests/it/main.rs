@@ -51,5 +51,6 @@ mod start_timestamps;
 mod status_api;
 mod storage_api;
 mod storage_failure;
+mod unknown_parameters;
 mod upgrade;
 mod write_buffer;

@@ -20,7 +20,6 @@ use crate::http::params::Params;
 use crate::http::state::AppState;
 use crate::storage::{Cardinality, CardinalityQuery, Stat};
 
-const KNOWN: [&str; 5] = ["topN", "limit", "date", "match[]", "focusLabel"];
 /// Entries per list when `topN` is not given (Prometheus and VictoriaMetrics both show 10).
 const DEFAULT_TOP_N: usize = 10;
 /// The largest `topN` accepted.
@@ -39,7 +38,6 @@ pub async fn tsdb(
     body: Body,
 ) -> Result<Response, ApiError> {
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
-    p.reject_unknown(&KNOWN)?;
     let start_ms = day_start(&p)?;
     let query = CardinalityQuery {
         start_ms,

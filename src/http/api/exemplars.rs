@@ -32,7 +32,6 @@ pub async fn query_exemplars(
     body: Body,
 ) -> Result<Response, ApiError> {
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
-    p.reject_unknown(&["query", "start", "end"])?;
     let query = p.get("query").ok_or_else(|| ApiError::BadData("invalid parameter \"query\": missing".into()))?;
     let expr = crate::promql::parse(query)
         .map_err(|e| ApiError::BadData(format!("invalid parameter \"query\": {}: {e}", truncated(query))))?;

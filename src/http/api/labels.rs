@@ -16,8 +16,6 @@ use crate::http::state::AppState;
 use crate::labels::is_valid_label_name;
 use crate::matcher::Matcher;
 
-const KNOWN: [&str; 4] = ["match[]", "start", "end", "limit"];
-
 /// Selectors from `match[]`, or one empty selector (all series) when none is given.
 fn selectors_or_all(p: &Params) -> Result<Vec<Vec<Matcher>>, ApiError> {
     let s = p.selectors("match[]")?;
@@ -36,7 +34,6 @@ pub async fn names(
     body: Body,
 ) -> Result<Response, ApiError> {
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
-    p.reject_unknown(&KNOWN)?;
     let selectors = selectors_or_all(&p)?;
     let (names, warnings): (Vec<String>, _) = union_over_selectors(
         &state,
@@ -67,7 +64,6 @@ pub async fn values(
         name.map_err(|e| ApiError::BadData(format!("invalid label name in the URL path: {}", e.body_text())))?;
     let name = label_name_from_path(&name)?;
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
-    p.reject_unknown(&KNOWN)?;
     let selectors = selectors_or_all(&p)?;
     let (values, warnings): (Vec<String>, _) = union_over_selectors(
         &state,

@@ -27,10 +27,9 @@ fn limit(params: &Params, name: &str) -> Result<Option<usize>, ApiError> {
 /// The handler.
 ///
 /// # Errors
-/// 400 for an unknown parameter or a non-integer limit.
+/// 400 for a non-integer limit. Parameters it does not read are ignored, as Prometheus does.
 pub async fn metadata(State(state): State<Arc<AppState>>, RawQuery(query): RawQuery) -> Result<Json<Value>, ApiError> {
     let params = Params::parse(query.as_deref(), None);
-    params.reject_unknown(&["metric", "limit", "limit_per_metric"])?;
     let found = state.remote.metadata.query(
         params.get("metric"),
         limit(&params, "limit")?,

@@ -38,7 +38,6 @@ pub async fn instant(
     body: Body,
 ) -> Result<Response, ApiError> {
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
-    p.reject_unknown(&["query", "time", "timeout", "limit", "stats", "lookback_delta"])?;
     let time_ms = p.time_ms("time", crate::storage::now_ms())?;
     run(state, &p, Kind::Instant { time_ms }, client.map(|c| c.0 .0)).await
 }
@@ -56,7 +55,6 @@ pub async fn range(
     body: Body,
 ) -> Result<Response, ApiError> {
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
-    p.reject_unknown(&["query", "start", "end", "step", "timeout", "limit", "stats", "lookback_delta"])?;
     let required = |name: &str| p.get(name).ok_or_else(|| ApiError::BadData(format!("missing parameter {name:?}")));
     required("start")?;
     required("end")?;

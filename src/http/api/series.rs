@@ -26,7 +26,6 @@ pub async fn series(
     body: Body,
 ) -> Result<Response, ApiError> {
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
-    p.reject_unknown(&["match[]", "start", "end", "limit"])?;
     let selectors = p.selectors("match[]")?;
     if selectors.is_empty() {
         return Err(ApiError::BadData("no match[] parameter provided".into()));
