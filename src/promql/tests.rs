@@ -353,3 +353,90 @@ fn subquery_steps_count_the_bytes_of_their_labels() {
     let roomy = Engine::new(EngineOptions { max_memory_bytes: 64 << 20, ..EngineOptions::default() });
     assert!(roomy.instant(&fixture(), &query, 300_000).is_ok());
 }
+
+/// A counter sampled every 15 s from 0 s, so that every 30 s a sample sits exactly on the
+/// 10 s grid of the subqueries below: 1 per second up to 300 s, 2 per second after.
+fn on_edge_fixture() -> MemQuerier {
+    let value = |k: i64| if k <= 20 { 15.0 * k as f64 } else { 300.0 + 30.0 * (k - 20) as f64 };
+    MemQuerier::new(vec![SeriesSamples {
+        labels: Labels::from_pairs([("__name__", "cpu_seconds_total")]).unwrap(),
+        samples: (0..=40).map(|k| Sample::new(k * 15_000, value(k))).collect(),
+        histograms: Vec::new(),
+    }])
+}
+
+/// Pins where subquery windows begin when samples and inner steps fall exactly on their left
+/// edges, as Prometheus 3 draws them (v3.14, `promql/engine.go`):
+///
+/// - an inner range selector keeps the samples of `(t - range, t]`: `matrixIterSlice` takes a
+///   sample only when `t > mint` (3.0: "Range selectors and the lookback delta are now
+///   left-open", prometheus#13904);
+/// - the inner steps are the multiples of the subquery step in `(T - offset - range, T -
+///   offset]`: `runSubquery` moves its first step on while `subqStart <= start - offset -
+///   range` (3.1, "promql: Fix subqueries to be really left-open").
+///
+/// Prometheus 2.x closed both windows on the left. Its answers are noted beside each case, as
+/// `docs/promql.md` explains: they differ only where a sample or an inner step is exactly on an
+/// edge, which is why the differential test against 2.42 keeps its data off every grid.
+#[test]
+fn subquery_windows_are_left_open_at_sample_and_step_edges() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = on_edge_fixture();
+    let instant = |q: &str, t: i64| -> Vec<(i64, f64)> {
+        match engine.instant(&src, q, t).unwrap_or_else(|e| panic!("{q}: {e}")).value {
+            Value::Vector(v) => v.iter().map(|s| (t, s.value)).collect(),
+            Value::Matrix(m) => m.iter().flat_map(|s| s.samples.iter().map(|p| (p.timestamp_ms, p.value))).collect(),
+            other => panic!("{q}: {other:?}"),
+        }
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+
+    // The inner range's left edge. At 330 s the sample at 270 s is on the edge of `[1m]`:
+    // left out, 285..330 s give 75 over 45 s, extrapolated by 15 s to the edge: 5/3 per
+    // second (2.42 takes 270..330 s: 90 over 60 s, 1.5).
+    let r = instant("rate(cpu_seconds_total[1m])", 330_000);
+    assert!(r.len() == 1 && close(r[0].1, 5.0 / 3.0), "{r:?}");
+    // At 320 s nothing is on the edge (270..315 s, extrapolated to 260..320 s): 4/3 in both.
+    let r = instant("rate(cpu_seconds_total[1m])", 320_000);
+    assert!(r.len() == 1 && close(r[0].1, 4.0 / 3.0), "{r:?}");
+
+    // The subquery's own left edge: at 330 s the inner steps of `[2m:10s]` are 220..330 s,
+    // 12 of them; 210 s is on the edge and left out (2.42 counts 13, from 210 s).
+    let m = instant("cpu_seconds_total[2m:10s]", 330_000);
+    assert_eq!(m.first().map(|p| p.0), Some(220_000), "{m:?}");
+    assert_eq!(m.len(), 12, "{m:?}");
+    assert_eq!(instant("count_over_time(cpu_seconds_total[2m:10s])", 330_000), vec![(330_000, 12.0)]);
+
+    // Both edges at once, as a range query off the grid (nothing on the outer edges) and as
+    // instant queries at its steps. The inner rates by Prometheus 3's rule, at each multiple
+    // of 10 s: 1 up to 310 s, 4/3 at 320 s, 5/3 at 330 s (the sample at 270 s on the edge)
+    // and 340 s, 2 from 350 s. The 12 outer steps whose window holds 330 s (335..445 s) are
+    // those where 2.42, with 1.5 there, differs; 325 s and 455 s agree with it.
+    let inner = |t: i64| match t {
+        ..=310_000 => 1.0,
+        320_000 => 4.0 / 3.0,
+        330_000 | 340_000 => 5.0 / 3.0,
+        _ => 2.0,
+    };
+    let query = "avg_over_time(rate(cpu_seconds_total[1m])[2m:10s])";
+    let (start, end, step) = (325_000, 455_000, 10_000);
+    let want: Vec<(i64, f64)> = (start..=end)
+        .step_by(step as usize)
+        .map(|t| {
+            let steps: Vec<i64> = (0..=t).step_by(10_000).filter(|s| *s > t - 120_000).collect();
+            (t, steps.iter().map(|s| inner(*s)).sum::<f64>() / steps.len() as f64)
+        })
+        .collect();
+    assert!(close(want[1].1, 13.0 / 12.0), "{want:?}"); // 335 s: ten times 1, 4/3 and 5/3
+    let range = match engine.range(&src, query, start, end, step).unwrap().value {
+        Value::Matrix(m) => m.iter().flat_map(|s| s.samples.iter().map(|p| (p.timestamp_ms, p.value))).collect(),
+        other => panic!("{other:?}"),
+    };
+    let by_instant: Vec<(i64, f64)> = (start..=end).step_by(step as usize).flat_map(|t| instant(query, t)).collect();
+    for got in [range, by_instant] {
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(g.0 == w.0 && close(g.1, w.1), "{query}: got {g:?}, want {w:?}");
+        }
+    }
+}
