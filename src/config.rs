@@ -191,6 +191,14 @@ pub struct ServeArgs {
     /// Longest label name or value, in bytes.
     #[arg(long, default_value_t = 16 * 1024)]
     pub max_label_bytes: usize,
+    /// Rewrite the label names InfluxDB line protocol tag keys, OpenTSDB tag keys and OTLP
+    /// attributes (under `--otlp-metric-names keep-utf8`) give, as saltdb did before keeping
+    /// them as sent: every character outside `[a-zA-Z0-9_]` becomes `_` and a leading digit gets
+    /// a `_` (`dc-id` -> `dc_id`, `tag,x` -> `tag_x`), so two keys may collide into one label.
+    /// By default names are kept as sent (any non-empty UTF-8), as Prometheus 3 and
+    /// VictoriaMetrics keep them. Metric names are kept as sent either way.
+    #[arg(long)]
+    pub ingest_legacy_label_names: bool,
     /// Most series one remote-write request or import may carry (import: one per line); more is
     /// rejected with 400. The default never bothers Prometheus (it sends ~2,000 per request).
     #[arg(long, default_value_t = crate::ingest::DEFAULT_MAX_SERIES_PER_REQUEST)]
@@ -307,8 +315,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub enable_admin_api: bool,
     /// How OTLP metric names become series names: Prometheus' default translation (invalid
-    /// characters to `_`, unit and `_total`/`_ratio` suffixes), or the name as sent (UTF-8
-    /// kept) with the same suffixes. Label names are always translated.
+    /// characters to `_`, unit and `_total`/`_ratio` suffixes, attribute names translated too),
+    /// or the name as sent (UTF-8 kept) with the same suffixes, attribute names kept as sent
+    /// (unless --ingest-legacy-label-names).
     #[arg(long, value_enum, default_value_t = crate::ingest::otlp::Naming::default())]
     pub otlp_metric_names: crate::ingest::otlp::Naming,
     /// PEM certificate chain: serve HTTPS instead of HTTP (needs --tls-key).
@@ -513,6 +522,7 @@ impl ServeArgs {
                     max_labels: self.max_labels_per_series,
                     max_label_bytes: self.max_label_bytes,
                     max_series: self.max_series_per_request,
+                    legacy_label_names: self.ingest_legacy_label_names,
                 },
                 max_concurrent_writes: self.max_concurrent_writes,
                 max_inflight_bytes: self.max_inflight_bytes,
@@ -594,6 +604,19 @@ mod tests {
         assert_eq!(threads(&["--storage-threads", "3"]).ok().flatten(), Some(3));
         let refused = threads(&["--storage-threads", "0"]).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(refused.contains("--storage-threads"), "{refused}");
+    }
+
+    #[test]
+    fn label_names_are_kept_unless_legacy_names_are_asked_for() {
+        let legacy = |extra: &[&str]| {
+            let argv = ["saltdb", "serve"].iter().chain(extra).copied().collect::<Vec<_>>();
+            Cli::try_parse_with_flags_from(argv).ok().and_then(|cli| match cli.command {
+                Command::Serve(args) => args.server_config().map(|c| c.limits.series.legacy_label_names).ok(),
+                _ => None,
+            })
+        };
+        assert_eq!(legacy(&[]), Some(false));
+        assert_eq!(legacy(&["--ingest-legacy-label-names"]), Some(true));
     }
 
     #[test]

@@ -34,8 +34,9 @@ impl Label {
 /// Why a label set was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LabelError {
-    /// A label name outside `[a-zA-Z_][a-zA-Z0-9_]*`.
-    #[error("invalid label name {0:?}: must match [a-zA-Z_][a-zA-Z0-9_]*")]
+    /// An empty label name, or one holding the byte 0x00 (any other UTF-8 is a valid name, as
+    /// in Prometheus 3).
+    #[error("invalid label name {0:?}: must be non-empty UTF-8 without the byte 0x00")]
     InvalidName(String),
     /// A label value containing 0x00.
     #[error("label {0:?} has a value containing the byte 0x00")]
@@ -69,7 +70,15 @@ pub enum LabelError {
     },
 }
 
-/// Returns true when `name` is a valid label name.
+/// Returns true when `name` is a label name the store keeps: any non-empty UTF-8 without the
+/// byte 0x00 (which separates names and values in the canonical encoding), as Prometheus 3
+/// accepts UTF-8 names (`service.name`, `名前`).
+pub fn is_storable_label_name(name: &str) -> bool {
+    !name.is_empty() && !name.as_bytes().contains(&0)
+}
+
+/// Returns true when `name` is a legacy Prometheus label name, `[a-zA-Z_][a-zA-Z0-9_]*` (what
+/// PromQL's unquoted selectors and `--ingest-legacy-label-names` accept).
 pub fn is_valid_label_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     match bytes.next() {
@@ -111,7 +120,7 @@ impl Labels {
         let mut labels = Vec::new();
         for (name, value) in pairs {
             let (name, value) = (name.into(), value.into());
-            if !is_valid_label_name(&name) {
+            if !is_storable_label_name(&name) {
                 return Err(LabelError::InvalidName(name));
             }
             if value.as_bytes().contains(&0) {
@@ -257,7 +266,8 @@ impl Labels {
 }
 
 impl fmt::Display for Labels {
-    /// Prometheus text form: `name{a="b", c="d"}`.
+    /// Prometheus text form: `name{a="b", c="d"}`, a name that is not a legacy one quoted
+    /// (`name{"service.name"="x"}`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = self.metric_name().unwrap_or("");
         write!(f, "{name}{{")?;
@@ -267,7 +277,11 @@ impl fmt::Display for Labels {
                 write!(f, ", ")?;
             }
             first = false;
-            write!(f, "{}={:?}", l.name, l.value)?;
+            if is_valid_label_name(&l.name) {
+                write!(f, "{}={:?}", l.name, l.value)?;
+            } else {
+                write!(f, "{:?}={:?}", l.name, l.value)?;
+            }
         }
         write!(f, "}}")
     }
@@ -283,7 +297,10 @@ mod tests {
         let l = Labels::from_pairs([("b", "2"), ("__name__", "m"), ("a", ""), ("c", "3")]).unwrap();
         assert_eq!(l.to_string(), r#"m{b="2", c="3"}"#);
         assert_eq!(Labels::from_pairs([("a", "1"), ("a", "2")]), Err(LabelError::DuplicateName("a".into())));
-        assert_eq!(Labels::from_pairs([("1a", "1")]), Err(LabelError::InvalidName("1a".into())));
+        assert_eq!(Labels::from_pairs([("", "1")]), Err(LabelError::InvalidName(String::new())));
+        assert_eq!(Labels::from_pairs([("a\0b", "1")]), Err(LabelError::InvalidName("a\0b".into())));
+        let utf8 = Labels::from_pairs([("__name__", "m"), ("service.name", "a"), ("名前", "x"), ("1a", "1")]).unwrap();
+        assert_eq!(utf8.to_string(), r#"m{"1a"="1", "service.name"="a", "名前"="x"}"#);
         assert_eq!(Labels::from_pairs([("a", "x\0y")]), Err(LabelError::NulInValue("a".into())));
     }
 

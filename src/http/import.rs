@@ -275,7 +275,7 @@ mod tests {
             ("not json", "invalid JSON"),
             (r#"{"metric":{"a":"b"},"values":[1],"timestamps":[1]}"#, "missing metric name"),
             (r#"{"metric":{"__name__":"a"},"values":[1,2],"timestamps":[1]}"#, "same length"),
-            (r#"{"metric":{"__name__":"a","1x":"b"},"values":[1],"timestamps":[1]}"#, "invalid label name"),
+            (r#"{"metric":{"__name__":"a","":"b"},"values":[1],"timestamps":[1]}"#, "invalid label name"),
             (r#"{"metric":{"__name__":"a","b":"x\u0000y"},"values":[1],"timestamps":[1]}"#, "0x00"),
             (r#"{"metric":{"__name__":"a"},"values":[1],"timestamps":[-1]}"#, "outside the supported range"),
             (r#"{"metric":{"__name__":"a"},"values":[1],"timestamps":[9223372036855]}"#, "outside the supported range"),

@@ -13,9 +13,13 @@
 //!   infinities are not line protocol and are refused.
 //! - Escapes: `\,`, `\ ` and `\=` in tag keys, tag values and field keys; `\,` and `\ ` in
 //!   measurements; `\"` and `\\` in string fields.
-//! - Tag keys that are not valid Prometheus label names are sanitized (`host-name` ->
-//!   `host_name`); measurement and field are kept as sent in the metric name, as
-//!   VictoriaMetrics keeps them. A tag with an empty value is left out.
+//! - Tag keys are label names as sent, escapes undone (`tag\,x` is the label `tag,x`,
+//!   `host-name` and `名前` stay), as VictoriaMetrics and Prometheus 3 keep UTF-8 names; under
+//!   `--ingest-legacy-label-names` ([`SeriesLimits::legacy_label_names`]) the keys that are not
+//!   legacy Prometheus names are sanitized instead (`host-name` -> `host_name`), so that two keys
+//!   may become one label (refused as a duplicate). Measurement and field are kept as sent in
+//!   the metric name either way, as VictoriaMetrics keeps them. A tag with an empty value is
+//!   left out.
 //! - Timestamps are in `precision` units (nanoseconds by default), truncated to milliseconds;
 //!   a line without one gets the request's arrival time.
 //! - Blank lines and `#` comment lines are skipped. Any other malformed line refuses the whole
@@ -23,7 +27,7 @@
 
 use std::borrow::Cow;
 
-use super::{at, sanitize_label_name, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
+use super::{at, label_name, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
 use crate::sample::{check_timestamp, PackedBatch, Sample};
 
 /// The unit of line timestamps (`precision`).
@@ -96,8 +100,8 @@ pub struct Decoded {
 /// Decodes a whole body.
 ///
 /// Lines are parsed into slices of the body (a name or value is copied only when it holds an
-/// escape or a tag key must be sanitized), so a line costs no allocation once the buffers below
-/// have grown.
+/// escape or, under `--ingest-legacy-label-names`, a tag key must be sanitized), so a line
+/// costs no allocation once the buffers below have grown.
 ///
 /// # Errors
 /// [`Stop::Invalid`] naming the first bad line, or the budget's refusal.
@@ -146,7 +150,7 @@ pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<
             }
         }
         last = None;
-        parse_key(key, &mut line_parts).map_err(bad)?;
+        parse_key(key, opts.limits.legacy_label_names, &mut line_parts).map_err(bad)?;
         parse_fields(fields, &mut line_parts.fields).map_err(bad)?;
         let ts = to_ms(timestamp)?;
         let Parts { measurement, tags, fields } = &mut line_parts;
@@ -176,7 +180,8 @@ pub fn decode<E: std::fmt::Debug>(body: &[u8], opts: &Options, reserve: Reserve<
 }
 
 /// One parsed line, borrowing from the body: fields hold `None` for string values, tags with
-/// an empty value are left out and tag keys are sanitized.
+/// an empty value are left out and tag keys are unescaped (and sanitized under
+/// `--ingest-legacy-label-names`).
 #[derive(Debug, Default, PartialEq)]
 struct Parts<'a> {
     measurement: Cow<'a, str>,
@@ -198,7 +203,7 @@ fn split_line(line: &str) -> Result<(&str, &str, Option<i64>), String> {
 }
 
 /// Parses a series key into the measurement and tags of `parts`.
-fn parse_key<'a>(key: &'a str, parts: &mut Parts<'a>) -> Result<(), String> {
+fn parse_key<'a>(key: &'a str, legacy: bool, parts: &mut Parts<'a>) -> Result<(), String> {
     parts.tags.clear();
     let mut tags = Pieces::new(key, b',', false);
     parts.measurement = unescape(tags.next().unwrap_or_default());
@@ -212,11 +217,7 @@ fn parse_key<'a>(key: &'a str, parts: &mut Parts<'a>) -> Result<(), String> {
             return Err(format!("a tag with value {:?} has an empty key", unescape(v)));
         }
         if !v.is_empty() {
-            let key = match unescape(k) {
-                Cow::Borrowed(k) => sanitize_label_name(k),
-                Cow::Owned(k) => Cow::Owned(sanitize_label_name(&k).into_owned()),
-            };
-            parts.tags.push((key, unescape(v)));
+            parts.tags.push((label_name(unescape(k), legacy), unescape(v)));
         }
     }
     Ok(())
@@ -433,7 +434,7 @@ mod tests {
             &Options { db: Some("mydb".into()), ..opts() },
         )
         .unwrap();
-        let tags = l(&[("db", "mydb"), ("host", "a"), ("my_tag", "x")]);
+        let tags = l(&[("db", "mydb"), ("host", "a"), ("my-tag", "x")]);
         let t = 1_700_000_001_000;
         assert_eq!(
             flat(&d),
@@ -460,7 +461,7 @@ mod tests {
         assert_eq!(
             flat(&d),
             vec![
-                ("weird name_f=x".into(), l(&[("db", "t"), ("ta_g", "v 1")]), 5_000, 3.0),
+                ("weird name_f=x".into(), l(&[("db", "t"), ("ta,g", "v 1")]), 5_000, 3.0),
                 ("value".into(), l(&[("db", "other"), ("x", "1")]), 1_700_000_000_000, 4.0),
                 ("m_v".into(), l(&[("db", "other")]), 1_700_000_000_000, 1.0),
             ]
@@ -507,8 +508,50 @@ mod tests {
         }
         let err = run("m v=1 9223372036854775807", &Options { precision: Precision::Hours, ..opts() }).unwrap_err();
         assert!(err.message.contains("out of range"), "{}", err.message);
-        let err = run("m,a-b=1,a_b=2 v=1", &opts()).unwrap_err();
+        let err = run("m,a-b=1,a_b=2 v=1", &legacy()).unwrap_err();
         assert!(err.message.contains("duplicate"), "{}", err.message);
+    }
+
+    fn legacy() -> Options {
+        Options { limits: SeriesLimits { legacy_label_names: true, ..SeriesLimits::default() }, ..opts() }
+    }
+
+    #[test]
+    fn tag_keys_are_kept_as_sent_unless_legacy_names_are_asked_for() {
+        let body = "m,tag\\,x=1,dc-id=2,service.name=3,名前=4,tag_x=5,dc_id=6,a\\ b\\=c=7 v=1 1000000";
+        let kept = l(&[
+            ("a b=c", "7"),
+            ("dc-id", "2"),
+            ("dc_id", "6"),
+            ("service.name", "3"),
+            ("tag,x", "1"),
+            ("tag_x", "5"),
+            ("名前", "4"),
+        ]);
+        assert_eq!(flat(&run(body, &opts()).unwrap()), vec![("m_v".into(), kept, 1, 1.0)]);
+        // Legacy names: `tag,x` and `tag_x` collide, as they did before names were kept.
+        let err = run(body, &legacy()).unwrap_err();
+        assert!(err.message.contains("duplicate label name"), "{}", err.message);
+        let body = "m,tag\\,x=1,dc-id=2,service.name=3,名前=4 v=1 1000000";
+        let sanitized = l(&[("__", "4"), ("dc_id", "2"), ("service_name", "3"), ("tag_x", "1")]);
+        assert_eq!(flat(&run(body, &legacy()).unwrap()), vec![("m_v".into(), sanitized, 1, 1.0)]);
+    }
+
+    proptest::proptest! {
+        /// Any tag key (escaped as line protocol escapes it) comes back byte for byte as a label
+        /// name; with legacy names it comes back sanitized.
+        #[test]
+        fn any_tag_key_round_trips(key in "[^\\\\\\n\\r\\x00#]{1,12}", value in "[a-z]{1,4}") {
+            let escaped: String = key.chars().flat_map(|c| {
+                let e = matches!(c, ',' | ' ' | '=').then_some('\\');
+                e.into_iter().chain(std::iter::once(c))
+            }).collect();
+            let body = format!("m,{escaped}={value} v=1 1000000");
+            let name = |o: &Options| run(&body, o).map(|d| flat(&d).into_iter().flat_map(|s| s.1).collect::<Vec<_>>());
+            proptest::prop_assert_eq!(name(&opts()), Ok(vec![(key.clone(), value.clone())]));
+            let sanitized = crate::ingest::sanitize_label_name(&key).into_owned();
+            proptest::prop_assert_eq!(name(&legacy()), Ok(vec![(sanitized, value)]));
+        }
     }
 
     /// The byte-at-a-time scan `find_unescaped` replaced.

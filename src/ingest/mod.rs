@@ -24,7 +24,7 @@ pub mod prom_text;
 
 use std::borrow::Cow;
 
-use crate::labels::{is_valid_label_name, LabelError, METRIC_NAME};
+use crate::labels::{is_storable_label_name, is_valid_label_name, LabelError, METRIC_NAME};
 use crate::sample::{HistogramSample, PackedBatch, Sample};
 
 /// Limits applied to every ingested series, whatever the protocol.
@@ -37,11 +37,21 @@ pub struct SeriesLimits {
     /// Most series (import lines, remote-write time series, line-protocol fields) one request
     /// may carry.
     pub max_series: usize,
+    /// `--ingest-legacy-label-names`: the doors that name labels on their own (InfluxDB line
+    /// protocol tag keys, OpenTSDB tag keys, OTLP attributes under `keep-utf8`) rewrite names
+    /// that are not legacy Prometheus names ([`sanitize_label_name`]) instead of keeping them as
+    /// sent.
+    pub legacy_label_names: bool,
 }
 
 impl Default for SeriesLimits {
     fn default() -> Self {
-        Self { max_labels: 128, max_label_bytes: 16 * 1024, max_series: DEFAULT_MAX_SERIES_PER_REQUEST }
+        Self {
+            max_labels: 128,
+            max_label_bytes: 16 * 1024,
+            max_series: DEFAULT_MAX_SERIES_PER_REQUEST,
+            legacy_label_names: false,
+        }
     }
 }
 
@@ -88,7 +98,18 @@ pub type Pairs = Vec<(String, String)>;
 /// Asks the memory budget for bytes before they are held.
 pub type Reserve<'a, E> = &'a mut dyn FnMut(usize) -> Result<(), E>;
 
-/// `name` made a valid label name: every character outside `[a-zA-Z0-9_]` becomes `_`, and a
+/// A tag key of a door that names labels on its own: as sent, or sanitized under
+/// `--ingest-legacy-label-names` ([`SeriesLimits::legacy_label_names`]). A name the store
+/// cannot keep (empty, or holding 0x00) is refused by [`BatchBuilder`] with a 400 naming it.
+pub fn label_name(name: Cow<'_, str>, legacy: bool) -> Cow<'_, str> {
+    match name {
+        name if !legacy => name,
+        Cow::Borrowed(k) => sanitize_label_name(k),
+        Cow::Owned(k) => Cow::Owned(sanitize_label_name(&k).into_owned()),
+    }
+}
+
+/// `name` made a legacy Prometheus label name: every character outside `[a-zA-Z0-9_]` becomes `_`, and a
 /// leading digit gets a `_` before it (as Prometheus' OTLP and Telegraf's outputs do).
 pub fn sanitize_label_name(name: &str) -> Cow<'_, str> {
     if is_valid_label_name(name) {
@@ -141,7 +162,13 @@ impl<'a, E> BatchBuilder<'a, E> {
         Self { batch: PackedBatch::default(), limits, reserve, pushed: 0, open: None, scratch: Vec::new() }
     }
 
-    /// Adds a series of `name` with the labels `pairs` (names already valid or sanitized) and
+    /// Whether the request's door should sanitize the label names it makes up
+    /// ([`SeriesLimits::legacy_label_names`]).
+    pub fn legacy_label_names(&self) -> bool {
+        self.limits.legacy_label_names
+    }
+
+    /// Adds a series of `name` with the labels `pairs` (names as sent or sanitized) and
     /// `samples` (timestamps already checked), validated as `Labels::from_pairs` and
     /// `Labels::check_limits` validate: the same rules and messages.
     ///
@@ -233,7 +260,7 @@ impl<'a, E> BatchBuilder<'a, E> {
         (self.reserve)(label_bytes + std::mem::size_of_val(samples) + histogram_bytes + 16).map_err(Stop::Refused)?;
         for (k, v) in pairs.iter() {
             let (k, v) = (k.as_ref(), v.as_ref());
-            if !is_valid_label_name(k) {
+            if !is_storable_label_name(k) {
                 return Err(invalid(LabelError::InvalidName(k.to_owned())));
             }
             if v.as_bytes().contains(&0) {
@@ -396,7 +423,7 @@ mod tests {
             max_labels in 1usize..8,
             max_bytes in 1usize..6,
         ) {
-            let limits = SeriesLimits { max_labels, max_label_bytes: max_bytes, max_series: 10 };
+            let limits = SeriesLimits { max_labels, max_label_bytes: max_bytes, max_series: 10, ..SeriesLimits::default() };
             let mut free = |_| Ok::<(), ()>(());
             let mut b = BatchBuilder::new(limits, &mut free);
             let got = b.push(name.clone(), pairs.clone(), &[Sample::new(1, 1.0)]);

@@ -4,8 +4,11 @@
 //! [{"metric": "sys.cpu.nice", "timestamp": 1346846400, "value": 18, "tags": {"host": "web01"}}]
 //! ```
 //!
-//! - `metric` becomes the metric name as sent (VictoriaMetrics keeps `sys.cpu.nice` too);
-//!   tag keys that are not valid label names are sanitized (`dc-id` -> `dc_id`).
+//! - `metric` becomes the metric name as sent (VictoriaMetrics keeps `sys.cpu.nice` too); tag
+//!   keys become label names as sent (`dc-id`, `service.name`, `名前`), as VictoriaMetrics and
+//!   Prometheus 3 keep UTF-8 names. Under `--ingest-legacy-label-names` the keys that are not
+//!   legacy Prometheus names are sanitized instead (`dc-id` -> `dc_id`); the metric stays as
+//!   sent either way. An empty key is refused (400, naming the point).
 //! - `timestamp`: seconds, or milliseconds when above 9,999,999,999 (13 digits), as OpenTSDB
 //!   tells them apart; `value`: a number or a string holding one.
 //! - A bad point refuses the whole request, naming the point (1-based) and the problem.
@@ -17,7 +20,7 @@ use std::borrow::Cow;
 use serde::de::{Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::{at, sanitize_label_name, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
+use super::{at, label_name, BatchBuilder, Rejection, Reserve, SeriesLimits, Stop};
 use crate::sample::{check_timestamp, PackedBatch, Sample};
 
 /// Largest timestamp read as seconds; larger ones are milliseconds.
@@ -117,7 +120,7 @@ impl<E> Sink<'_, E> {
         }
         let n = self.points;
         let mut tags = Vec::new();
-        let added = point(p, &mut tags)
+        let added = point(p, self.out.legacy_label_names(), &mut tags)
             .map_err(|m| Stop::Invalid(Rejection { where_: Some(("point", n)), message: m }))
             .and_then(|(name, sample)| self.out.push_pairs(name, &mut tags, &[sample]).map_err(at("point", n)));
         if let Err(stop) = added {
@@ -181,8 +184,12 @@ enum Tags<'a> {
     NotObject,
 }
 
-/// Checks a point; its tags (sanitized, empty values left out) go to `tags`.
-fn point<'a>(p: &'a Point<'a>, tags: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>) -> Result<(&'a str, Sample), String> {
+/// Checks a point; its tags (sanitized when `legacy`, empty values left out) go to `tags`.
+fn point<'a>(
+    p: &'a Point<'a>,
+    legacy: bool,
+    tags: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>,
+) -> Result<(&'a str, Sample), String> {
     tags.clear();
     let Point::Object { metric, timestamp, value, tags: raw_tags } = p else {
         return Err("is not an object".into());
@@ -227,7 +234,7 @@ fn point<'a>(p: &'a Point<'a>, tags: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>) -> 
                     Scalar::Other(_) => return Err(format!("tag {k:?} is not a string")),
                 };
                 if !v.is_empty() {
-                    tags.push((sanitize_label_name(k), v));
+                    tags.push((label_name(Cow::Borrowed(k), legacy), v));
                 }
             }
         }
@@ -411,7 +418,11 @@ mod tests {
     use crate::labels::METRIC_NAME;
 
     fn run(body: &str) -> Result<Vec<(String, String, i64, f64)>, Rejection> {
-        let d = decode(body.as_bytes(), SeriesLimits::default(), &mut |_| Ok::<(), ()>(())).map_err(|s| match s {
+        run_with(body, SeriesLimits::default())
+    }
+
+    fn run_with(body: &str, limits: SeriesLimits) -> Result<Vec<(String, String, i64, f64)>, Rejection> {
+        let d = decode(body.as_bytes(), limits, &mut |_| Ok::<(), ()>(())).map_err(|s| match s {
             Stop::Invalid(r) => r,
             Stop::Refused(_) => unreachable!(),
         })?;
@@ -438,11 +449,37 @@ mod tests {
     }
 
     #[test]
+    fn tag_keys_are_kept_as_sent_unless_legacy_names_are_asked_for() {
+        let legacy = SeriesLimits { legacy_label_names: true, ..SeriesLimits::default() };
+        // The scanner's shape and the serde path's (an escape in a key).
+        for body in [
+            r#"{"metric":"sys.cpu","timestamp":1,"value":1,"tags":{"tag,x":"1","dc-id":"2","service.name":"3","名前":"4","tag_x":"5"}}"#,
+            r#"{"metric":"sys.cpu","timestamp":1,"value":1,"tags":{"tag,x":"1","dc-id":"2","service.name":"3","\u540d前":"4","tag_x":"5"}}"#,
+        ] {
+            let kept = "dc-id=2,service.name=3,tag,x=1,tag_x=5,名前=4";
+            assert_eq!(run(body).unwrap(), vec![("sys.cpu".into(), kept.into(), 1000, 1.0)], "{body}");
+            // Legacy names: `tag,x` and `tag_x` collide, as they did before names were kept.
+            let err = run_with(body, legacy).unwrap_err();
+            assert!(err.message.contains("duplicate label name \"tag_x\""), "{}", err.message);
+        }
+        let body =
+            r#"{"metric":"sys.cpu","timestamp":1,"value":1,"tags":{"tag,x":"1","dc-id":"2","service.name":"3"}}"#;
+        let sanitized = "dc_id=2,service_name=3,tag_x=1";
+        assert_eq!(run_with(body, legacy).unwrap(), vec![("sys.cpu".into(), sanitized.into(), 1000, 1.0)]);
+        // An empty key is no label name: refused, naming the point and the name.
+        let err =
+            run(r#"[{"metric":"m","timestamp":1,"value":1},{"metric":"m","timestamp":1,"value":1,"tags":{"":"v"}}]"#)
+                .unwrap_err();
+        assert_eq!(err.where_, Some(("point", 2)));
+        assert!(err.message.contains("invalid label name \"\""), "{}", err.message);
+    }
+
+    #[test]
     fn one_point_or_many_seconds_or_milliseconds() {
         let one =
             run(r#"{"metric":"sys.cpu.nice","timestamp":1346846400,"value":18,"tags":{"host":"web01","dc-id":"lga"}}"#)
                 .unwrap();
-        assert_eq!(one, vec![("sys.cpu.nice".into(), "dc_id=lga,host=web01".into(), 1_346_846_400_000, 18.0)]);
+        assert_eq!(one, vec![("sys.cpu.nice".into(), "dc-id=lga,host=web01".into(), 1_346_846_400_000, 18.0)]);
         let many = run(r#"[{"metric":"a","timestamp":1346846400123,"value":"1.5","tags":{"n":7}},{"metric":"b","timestamp":"1346846400","value":2}]"#)
             .unwrap();
         assert_eq!(

@@ -7,12 +7,13 @@
 //!   `_`; the unit appended (`s` -> `seconds`, `By` -> `bytes`, `By/s` -> `bytes_per_second`,
 //!   nothing for `1` or `{...}` units, nothing already in the name); `_total` for monotonic sums;
 //!   `_ratio` for gauges of unit `1`; a leading digit gets `_`. [`Naming::KeepUtf8`] keeps the
-//!   name as sent and only adds the suffixes (label names are always made valid: saltdb's label
-//!   names are Prometheus' legacy ones).
+//!   name as sent and only adds the suffixes (Prometheus' `NoUTF8EscapingWithSuffixes`).
 //! - **Labels**: data point attributes, names with invalid characters replaced by `_` (runs of
 //!   `_` collapsed), a leading digit prefixed with `key_`; two attributes that become one name
-//!   have their values joined with `;`. `job` is `service.namespace/service.name` (or
-//!   `service.name`), `instance` is `service.instance.id`.
+//!   have their values joined with `;`. Under [`Naming::KeepUtf8`] attribute names are kept as
+//!   sent (`service.name`, `名前`), as Prometheus keeps them, unless `--ingest-legacy-label-names`
+//!   asks for the translation ([`SeriesLimits::legacy_label_names`]). `job` is
+//!   `service.namespace/service.name` (or `service.name`), `instance` is `service.instance.id`.
 //! - **`target_info`**: one sample of 1 per resource with other attributes, carrying them as
 //!   labels beside `job` and `instance`, at the newest timestamp of the resource's points.
 //! - **Types**: gauges and non-monotonic sums as gauges; monotonic cumulative sums as counters;
@@ -41,7 +42,8 @@ pub enum Naming {
     /// Prometheus' default: invalid characters to `_`, unit and type suffixes added.
     #[default]
     UnderscoreEscapingWithSuffixes,
-    /// The name as sent (UTF-8 allowed), unit and type suffixes added.
+    /// The name as sent (UTF-8 allowed), unit and type suffixes added; attribute names kept as
+    /// sent too (Prometheus' `NoUTF8EscapingWithSuffixes`).
     KeepUtf8,
 }
 
@@ -72,14 +74,19 @@ pub fn decode<E: std::fmt::Debug>(
     let request = ExportMetricsServiceRequest::decode(body)
         .map_err(|e| Stop::Invalid(Rejection::body(format!("invalid OTLP protobuf: {e}"))))?;
     let mut out = BatchBuilder::new(opts.limits, reserve);
+    let names = if opts.naming == Naming::UnderscoreEscapingWithSuffixes || opts.limits.legacy_label_names {
+        LabelNames::Translated
+    } else {
+        LabelNames::AsSent
+    };
     for rm in &request.resource_metrics {
         let attrs = rm.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
-        let resource = Resource::of(attrs)?;
+        let resource = Resource::of(attrs, names)?;
         let mut newest: Option<i64> = None;
         for sm in &rm.scope_metrics {
             for metric in &sm.metrics {
                 let at = |m: String| Stop::Invalid(Rejection::body(format!("metric {:?}: {m}", metric.name)));
-                let last = translate(metric, opts.naming, &resource, &mut out).map_err(|s| match s {
+                let last = translate(metric, opts.naming, names, &resource, &mut out).map_err(|s| match s {
                     Stop::Invalid(r) => at(r.message),
                     other => other,
                 })?;
@@ -104,7 +111,7 @@ struct Resource {
 }
 
 impl Resource {
-    fn of<E>(attrs: &[KeyValue]) -> Result<Self, Stop<E>> {
+    fn of<E>(attrs: &[KeyValue], names: LabelNames) -> Result<Self, Stop<E>> {
         let get = |k: &str| attrs.iter().find(|a| a.key == k).map(|a| value_text(a.value.as_ref()));
         let job = match (get("service.namespace"), get("service.name")) {
             (Some(ns), Some(name)) if !ns.is_empty() => Some(format!("{ns}/{name}")),
@@ -115,7 +122,7 @@ impl Resource {
             .iter()
             .filter(|a| !matches!(a.key.as_str(), "service.name" | "service.namespace" | "service.instance.id"))
             .collect();
-        Ok(Self { job, instance, info: labels_of(rest.into_iter())? })
+        Ok(Self { job, instance, info: labels_of(rest.into_iter(), names)? })
     }
 
     fn identity(&self) -> Pairs {
@@ -130,6 +137,15 @@ impl Resource {
     }
 }
 
+/// How attribute names become label names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LabelNames {
+    /// Prometheus' translation ([`label_name`]).
+    Translated,
+    /// As sent (any non-empty UTF-8).
+    AsSent,
+}
+
 /// The kind of series a metric becomes (for its name's suffixes).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -142,6 +158,7 @@ enum Kind {
 fn translate<E: std::fmt::Debug>(
     metric: &Metric,
     naming: Naming,
+    names: LabelNames,
     resource: &Resource,
     out: &mut BatchBuilder<'_, E>,
 ) -> Result<Option<i64>, Stop<E>> {
@@ -160,7 +177,7 @@ fn translate<E: std::fmt::Debug>(
             let name = metric_name(metric, Kind::Gauge, naming)?;
             for p in &g.data_points {
                 let v = number(p.value.as_ref(), p.flags);
-                emit(out, name.clone(), labels_of(p.attributes.iter())?, p.time_unix_nano, v)?;
+                emit(out, name.clone(), labels_of(p.attributes.iter(), names)?, p.time_unix_nano, v)?;
             }
             Ok(newest)
         }
@@ -172,7 +189,7 @@ fn translate<E: std::fmt::Debug>(
             let name = metric_name(metric, if s.is_monotonic { Kind::Counter } else { Kind::Other }, naming)?;
             for p in &s.data_points {
                 let v = number(p.value.as_ref(), p.flags);
-                emit(out, name.clone(), labels_of(p.attributes.iter())?, p.time_unix_nano, v)?;
+                emit(out, name.clone(), labels_of(p.attributes.iter(), names)?, p.time_unix_nano, v)?;
             }
             Ok(newest)
         }
@@ -182,7 +199,7 @@ fn translate<E: std::fmt::Debug>(
             }
             let base = metric_name(metric, Kind::Other, naming)?;
             for p in &h.data_points {
-                let labels = labels_of(p.attributes.iter())?;
+                let labels = labels_of(p.attributes.iter(), names)?;
                 let stale = p.flags & 1 == 1;
                 let val = |v: f64| if stale { f64::from_bits(STALE_NAN_BITS) } else { v };
                 if p.bucket_counts.len() != p.explicit_bounds.len() + 1 && !p.bucket_counts.is_empty() {
@@ -210,7 +227,7 @@ fn translate<E: std::fmt::Debug>(
         Some(Data::Summary(s)) => {
             let base = metric_name(metric, Kind::Other, naming)?;
             for p in &s.data_points {
-                let labels = labels_of(p.attributes.iter())?;
+                let labels = labels_of(p.attributes.iter(), names)?;
                 let stale = p.flags & 1 == 1;
                 let val = |v: f64| if stale { f64::from_bits(STALE_NAN_BITS) } else { v };
                 emit(out, format!("{base}_sum"), labels.clone(), p.time_unix_nano, val(p.sum))?;
@@ -234,7 +251,7 @@ fn translate<E: std::fmt::Debug>(
                 check_timestamp(ts).map_err(|e| Stop::Invalid(Rejection::body(e.to_string())))?;
                 let histogram = exponential::to_native(p).map_err(|m| invalid(&m))?;
                 newest = newest.max(Some(ts));
-                let mut labels = labels_of(p.attributes.iter())?;
+                let mut labels = labels_of(p.attributes.iter(), names)?;
                 labels.extend(resource.identity());
                 let sample = HistogramSample { timestamp_ms: ts, histogram: std::sync::Arc::new(histogram) };
                 out.push_histogram(name.clone(), labels, sample)?;
@@ -294,13 +311,18 @@ fn value_text(v: Option<&AnyValue>) -> String {
     }
 }
 
-/// Attributes as labels: names translated, values joined with `;` where two names collide.
-fn labels_of<'a, E>(attrs: impl Iterator<Item = &'a KeyValue>) -> Result<Pairs, Stop<E>> {
+/// Attributes as labels: names translated (or as sent), values joined with `;` where two names
+/// are the same.
+fn labels_of<'a, E>(attrs: impl Iterator<Item = &'a KeyValue>, names: LabelNames) -> Result<Pairs, Stop<E>> {
     let mut sorted: Vec<&KeyValue> = attrs.collect();
     sorted.sort_by(|a, b| a.key.cmp(&b.key));
     let mut out: Pairs = Vec::new();
     for a in sorted {
-        let name = label_name(&a.key).ok_or_else(|| {
+        let name = match names {
+            LabelNames::Translated => label_name(&a.key),
+            LabelNames::AsSent => Some(a.key.clone()).filter(|k| crate::labels::is_storable_label_name(k)),
+        };
+        let name = name.ok_or_else(|| {
             Stop::Invalid(Rejection::body(format!("attribute name {:?} has no valid label name", a.key)))
         })?;
         let value = value_text(a.value.as_ref());

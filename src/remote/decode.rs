@@ -11,7 +11,7 @@
 
 use std::convert::Infallible;
 
-use crate::labels::{is_valid_label_name, LabelError, Labels, METRIC_NAME};
+use crate::labels::{is_storable_label_name, LabelError, Labels, METRIC_NAME};
 use crate::remote::footprint::Footprint;
 use crate::remote::histogram::{self, HistogramProblem};
 use crate::remote::known_labels::KnownLabels;
@@ -632,7 +632,7 @@ fn validate_labels(pairs: &[(String, String)], limits: &DecodeLimits) -> Result<
             _ => {}
         }
         prev = Some(name);
-        if !is_valid_label_name(name) {
+        if !is_storable_label_name(name) {
             return Err(LabelError::InvalidName(name.clone()).into());
         }
         if value.as_bytes().contains(&0) {

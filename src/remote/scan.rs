@@ -29,7 +29,7 @@
 
 use super::decode::DecodeLimits;
 use super::known_labels::KnownLabels;
-use crate::labels::{is_valid_label_name, METRIC_NAME};
+use crate::labels::{is_storable_label_name, METRIC_NAME};
 use crate::sample::{check_timestamp, PackedBatch, Sample};
 
 /// Protobuf wire types.
@@ -278,7 +278,7 @@ fn check_labels(pairs: &[(&str, &str)], limits: &DecodeLimits) -> Option<()> {
     let mut prev: Option<&str> = None;
     let mut has_name = false;
     for &(name, value) in pairs {
-        if name.is_empty() || prev.is_some_and(|p| p >= name) || !is_valid_label_name(name) {
+        if name.is_empty() || prev.is_some_and(|p| p >= name) || !is_storable_label_name(name) {
             return None;
         }
         prev = Some(name);

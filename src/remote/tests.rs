@@ -80,7 +80,10 @@ fn every_bad_input_is_rejected_with_a_reason() {
     reject(&v1(vec![series(&[("", "x"), ("__name__", "up")], &[(T, 1.0)])]), "empty_label_name", "empty label name");
     reject(&v1(vec![series(&[("job", "a")], &[(T, 1.0)])]), "missing_metric_name", "__name__");
     reject(&v1(vec![series(&[("__name__", "")], &[(T, 1.0)])]), "missing_metric_name", "__name__");
-    reject(&v1(vec![series(&[("__name__", "up"), ("a-b", "1")], &[(T, 1.0)])]), "invalid_label", "a-b");
+    reject(&v1(vec![series(&[("__name__", "up"), ("a\0b", "1")], &[(T, 1.0)])]), "invalid_label", "a\\0b");
+    // Any other UTF-8 name is kept as sent, as Prometheus 3 keeps it.
+    let d = decode1(&v1(vec![series(&[("__name__", "up"), ("a-b", "1"), ("名前", "x")], &[(T, 1.0)])])).unwrap();
+    assert_eq!(d.batch.unpack().unwrap().series[0].labels.get("名前"), Some("x"));
     reject(&v1(vec![series(&[("__name__", "up"), ("a", "x\0y")], &[(T, 1.0)])]), "invalid_label", "0x00");
     reject(&v1(vec![series(&[("__name__", "up")], &[(-1, 1.0)])]), "timestamp_out_of_range", "-1");
     // Invalid UTF-8 in a label value: hand-built bytes, since prost will not encode it.

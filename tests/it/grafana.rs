@@ -862,7 +862,8 @@ fn grafana_labels_values_and_series() {
 
 /// UTF-8 label names: Grafana escapes names that are not classic (`service.name`) to
 /// `U__service_2e_name` in the label-values path; classic names written in the escaped form work
-/// too. An escaped name saltdb cannot hold has no values (not an error), as in Prometheus.
+/// too. An escaped name nothing was written under has no values (not an error), as in
+/// Prometheus.
 #[test]
 fn grafana_utf8_escaped_label_names() {
     let f = Fixture::start();

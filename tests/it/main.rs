@@ -24,6 +24,7 @@ mod hostile_queries;
 mod import_export;
 mod index;
 mod ingest_protocols;
+mod label_names;
 mod logs;
 mod manifest;
 mod metadata_api;

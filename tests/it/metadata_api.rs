@@ -82,7 +82,7 @@ fn series_and_label_endpoints() {
         ("/api/v1/series", "no match[]"),
         ("/api/v1/series?match[]=up&limit=-1", "limit"),
         ("/api/v1/series?match[]=up&start=5&end=1", "end timestamp"),
-        ("/api/v1/label/1bad/values", "invalid label name"),
+        ("/api/v1/label/U__a_zz_/values", "invalid label name"),
         ("/api/v1/series?match[]=sum(up)", "not a series selector"),
     ] {
         let (s, v) = json(c.get(format!("{base}{path}")).send().unwrap());

@@ -317,7 +317,7 @@ fn every_bad_remote_write_gets_its_status_and_reason_and_writes_nothing() {
         (
             "invalid label name",
             V1_HEADERS.to_vec(),
-            v1(vec![good(), series(&[("__name__", "up"), ("a.b", "1")], &[(t0, 1.0)])]),
+            v1(vec![good(), series(&[("__name__", "up"), ("a\0b", "1")], &[(t0, 1.0)])]),
             400,
             "invalid label name",
             "invalid_label",

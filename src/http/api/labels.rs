@@ -13,7 +13,7 @@ use super::{limit, params, success, time_range, union_over_selectors};
 use crate::http::error::ApiError;
 use crate::http::params::Params;
 use crate::http::state::AppState;
-use crate::labels::is_valid_label_name;
+use crate::labels::is_storable_label_name;
 use crate::matcher::Matcher;
 
 /// Selectors from `match[]`, or one empty selector (all series) when none is given.
@@ -79,15 +79,13 @@ pub async fn values(
     Ok(success(Value::from(values), warnings))
 }
 
-/// The label name of a `label/<name>/values` path: a classic name, or a `U__`-escaped one that
-/// may hold any UTF-8 (Grafana escapes names such as `service.name` that way). saltdb stores only
-/// classic names, so an escaped UTF-8 name simply has no values, as in Prometheus 3.
+/// The label name of a `label/<name>/values` path (percent-decoded by the router): any UTF-8
+/// name as Prometheus 3 takes it (`service.name`, `名前`), or a `U__`-escaped one (Grafana
+/// escapes names such as `service.name` that way).
 fn label_name_from_path(raw: &str) -> Result<String, ApiError> {
     let invalid = || ApiError::BadData(format!("invalid label name: {}", crate::http::params::truncated(raw)));
     let name = unescape_label_name(raw).ok_or_else(invalid)?;
-    let escaped = raw.starts_with("U__");
-    let valid = if escaped { !name.is_empty() && !name.contains('\0') } else { is_valid_label_name(&name) };
-    if valid {
+    if is_storable_label_name(&name) {
         Ok(name)
     } else {
         Err(invalid())
@@ -128,7 +126,9 @@ mod tests {
         assert_eq!(unescape_label_name("U__a_zz_"), None);
         assert_eq!(label_name_from_path("U__service_2e_name").ok().as_deref(), Some("service.name"));
         assert_eq!(label_name_from_path("job").ok().as_deref(), Some("job"));
-        assert!(label_name_from_path("service.name").is_err());
+        assert_eq!(label_name_from_path("service.name").ok().as_deref(), Some("service.name"));
+        assert_eq!(label_name_from_path("名前").ok().as_deref(), Some("名前"));
+        assert!(label_name_from_path("").is_err());
         assert!(label_name_from_path("U__a_0_b").is_err());
     }
 }

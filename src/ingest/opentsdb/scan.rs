@@ -15,7 +15,7 @@
 
 use std::borrow::Cow;
 
-use super::{sanitize_label_name, BatchBuilder, MAX_SECONDS};
+use super::{label_name, BatchBuilder, MAX_SECONDS};
 use crate::sample::{check_timestamp, Sample};
 
 /// Decodes `body` into `out`; the number of points, or `None` when the scanner gives up (then
@@ -74,7 +74,7 @@ struct Sink<'s, 'a, 'b, E> {
     previous: Option<(&'b str, Vec<(&'b str, &'b str)>)>,
     /// The raw tags of the point being read.
     tags: Vec<(&'b str, &'b str)>,
-    /// Its label pairs, sanitized.
+    /// Its label pairs (names sanitized under `--ingest-legacy-label-names`).
     pairs: Vec<(Cow<'b, str>, &'b str)>,
 }
 
@@ -233,13 +233,14 @@ impl<'b, E> Sink<'_, '_, 'b, E> {
             return Some(());
         }
         self.pairs.clear();
+        let legacy = self.out.legacy_label_names();
         for (i, &(k, v)) in self.tags.iter().enumerate() {
             // A key given twice keeps its last value (as the serde path does).
             if self.tags.get(i + 1..).is_some_and(|later| later.iter().any(|(later, _)| *later == k)) {
                 continue;
             }
             if !v.is_empty() {
-                self.pairs.push((sanitize_label_name(k), v));
+                self.pairs.push((label_name(Cow::Borrowed(k), legacy), v));
             }
         }
         self.out.push_pairs(metric, &mut self.pairs, &[sample]).ok()?;

@@ -168,6 +168,43 @@ fn labels_job_instance_and_target_info() {
 }
 
 #[test]
+fn keep_utf8_keeps_attribute_names_unless_legacy_names_are_asked_for() {
+    let resource = vec![s("service.name", "api"), s("host.name", "h1")];
+    let attrs = vec![s("tag,x", "1"), s("tag_x", "2"), s("service.name", "a"), s("名前", "x"), s("dc-id", "d")];
+    let body = request(resource, vec![metric("req", "", Data::Gauge(Gauge { data_points: vec![point(2.0, attrs)] }))]);
+    let keep = Options { naming: Naming::KeepUtf8, ..opts() };
+    assert_eq!(
+        run(&body, &keep).unwrap(),
+        vec![
+            format!("req{{dc-id=d,job=api,service.name=a,tag,x=1,tag_x=2,名前=x}} 2 @{MS}"),
+            format!("target_info{{host.name=h1,job=api}} 1 @{MS}"),
+        ]
+    );
+    // Prometheus' default translation, and keep-utf8 with legacy label names: translated, the
+    // colliding names joined.
+    let legacy = SeriesLimits { legacy_label_names: true, ..SeriesLimits::default() };
+    let attrs = vec![s("tag,x", "1"), s("tag_x", "2"), s("service.name", "a"), s("dc-id", "d")];
+    let body = request(
+        vec![s("service.name", "api"), s("host.name", "h1")],
+        vec![metric("req", "", Data::Gauge(Gauge { data_points: vec![point(2.0, attrs)] }))],
+    );
+    for o in [opts(), Options { limits: legacy, ..keep }] {
+        assert_eq!(
+            run(&body, &o).unwrap(),
+            vec![
+                format!("req{{dc_id=d,job=api,service_name=a,tag_x=1;2}} 2 @{MS}"),
+                format!("target_info{{host_name=h1,job=api}} 1 @{MS}"),
+            ]
+        );
+    }
+    // An empty attribute name is refused, naming it.
+    let empty =
+        request(vec![], vec![metric("m", "", Data::Gauge(Gauge { data_points: vec![point(1.0, vec![s("", "v")])] }))]);
+    let err = run(&empty, &keep).unwrap_err();
+    assert!(err.message.contains("attribute name \"\""), "{}", err.message);
+}
+
+#[test]
 fn histograms_summaries_and_stale_points() {
     let h = metric(
         "rpc.duration",

@@ -51,7 +51,7 @@ fn the_usual_shapes_are_scanned() {
     agrees(r#"[{"metric":"a","timestamp":1,"value":18446744073709551616,"tags":{"h":"1"}}]"#);
     agrees(r#"[{"metric":"a","timestamp":1,"value":"NaN5","tags":{"h":"1"}}]"#.replace("NaN5", "5").as_str());
     agrees("[]");
-    // Non-ASCII text is borrowed as it is; tag keys are sanitized as on the serde path.
+    // Non-ASCII text is borrowed as it is; tag keys are kept as on the serde path.
     agrees(r#"[{"metric":"température.°C","timestamp":1,"value":1,"tags":{"hôte":"été","1st":"ü"}}]"#);
 }
 
@@ -192,7 +192,17 @@ fn member() -> impl Strategy<Value = String> {
     ]
     .prop_map(|v| format!("\"value\":{v}"));
     let tag = (
-        prop_oneof![Just("h"), Just("host"), Just("dc-id"), Just("1st"), Just("__name__"), Just("h\\u0031")],
+        prop_oneof![
+            Just("h"),
+            Just("host"),
+            Just("dc-id"),
+            Just("dc_id"),
+            Just("1st"),
+            Just("__name__"),
+            Just("h\\u0031"),
+            Just(""),
+            Just("名前")
+        ],
         prop_oneof![Just("\"1\""), Just("\"2\""), Just("\"\""), Just("\"ü\""), Just("3"), Just("\"a\\\"b\"")],
     )
         .prop_map(|(k, v)| format!("\"{k}\":{v}"));
