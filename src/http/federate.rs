@@ -8,7 +8,9 @@
 //! families are ordered by metric name, each with `# TYPE <name> untyped`; series without a
 //! name are left out; and `instance=""` is added to a series without an `instance` label (the
 //! external label Prometheus always adds), so a scraper with `honor_labels: true` keeps the
-//! series' own `job` and `instance`. Values are printed as Go prints them (`1e+06`).
+//! series' own `job` and `instance`. Values are printed as Go prints them (`1e+06`). A metric
+//! or label name outside the legacy character set is quoted as Prometheus 3's text format quotes
+//! it (`{"sys.cpu.nice","service.name"="a"}`), which Prometheus 3 parses and 2.x does not.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -21,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::state::AppState;
-use crate::labels::{Labels, METRIC_NAME};
+use crate::labels::{is_valid_label_name, Labels, METRIC_NAME};
 use crate::sample::is_stale_marker;
 
 /// The text exposition format's content type.
@@ -83,18 +85,34 @@ fn exposition(latest: &[Latest]) -> String {
     let mut family: Option<&str> = None;
     for s in latest {
         let Some(name) = s.labels.metric_name().filter(|n| !n.is_empty()) else { continue };
+        let legacy = is_legacy_metric_name(name);
         if family != Some(name) {
-            let _ = writeln!(out, "# TYPE {name} untyped");
+            if legacy {
+                let _ = writeln!(out, "# TYPE {name} untyped");
+            } else {
+                let _ = writeln!(out, "# TYPE \"{}\" untyped", escape(name));
+            }
             family = Some(name);
         }
-        out.push_str(name);
+        // A name outside the legacy character set goes inside the braces, quoted, as Prometheus
+        // 3's text format writes it (`{"sys.cpu.nice",host="a"}`).
         let mut first = true;
+        if legacy {
+            out.push_str(name);
+        } else {
+            let _ = write!(out, "{{\"{}\"", escape(name));
+            first = false;
+        }
         let mut has_instance = false;
         for l in s.labels.iter().filter(|l| l.name != METRIC_NAME && !l.value.is_empty()) {
             has_instance |= l.name == "instance";
             out.push(if first { '{' } else { ',' });
             first = false;
-            let _ = write!(out, "{}=\"{}\"", l.name, escape(&l.value));
+            if is_valid_label_name(&l.name) {
+                let _ = write!(out, "{}=\"{}\"", l.name, escape(&l.value));
+            } else {
+                let _ = write!(out, "\"{}\"=\"{}\"", escape(&l.name), escape(&l.value));
+            }
         }
         if !has_instance {
             out.push_str(if first { "{" } else { "," });
@@ -107,7 +125,14 @@ fn exposition(latest: &[Latest]) -> String {
     out
 }
 
-/// A label value as the text format writes it: `\`, `"` and newlines escaped.
+/// Whether `name` may stand unquoted before the braces: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+fn is_legacy_metric_name(name: &str) -> bool {
+    let mut b = name.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_' || c == b':')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+}
+
+/// A label value (or a quoted name) as the text format writes it: `\`, `"` and newlines escaped.
 fn escape(v: &str) -> String {
     v.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
 }
@@ -179,6 +204,32 @@ mod tests {
         assert_eq!(
             exposition(&latest),
             "# TYPE a untyped\na{job=\"x\",instance=\"\"} 1 5\na{instance=\"i\",job=\"q\\\"\"} 2 6\n# TYPE b untyped\nb{instance=\"\"} 3 7\n"
+        );
+    }
+
+    /// Names outside the legacy character set (kept as sent by the ingest doors) are quoted as
+    /// Prometheus 3's text format quotes them, so a federating Prometheus can parse the page.
+    #[test]
+    fn names_outside_the_legacy_set_are_quoted() {
+        let l = |pairs: &[(&str, &str)]| {
+            Labels::from_trusted(pairs.iter().map(|(n, v)| crate::labels::Label::new(*n, *v)).collect())
+        };
+        let latest = vec![
+            Latest {
+                labels: l(&[("__name__", "a"), ("instance", "i"), ("service.name", "s")]),
+                timestamp_ms: 5,
+                value: 1.0,
+            },
+            Latest {
+                labels: l(&[("__name__", "sys.cpu.nice"), ("host", "h"), ("tag,x", "v")]),
+                timestamp_ms: 6,
+                value: 2.0,
+            },
+        ];
+        assert_eq!(
+            exposition(&latest),
+            "# TYPE a untyped\na{instance=\"i\",\"service.name\"=\"s\"} 1 5\n\
+             # TYPE \"sys.cpu.nice\" untyped\n{\"sys.cpu.nice\",host=\"h\",\"tag,x\"=\"v\",instance=\"\"} 2 6\n"
         );
     }
 }
