@@ -32,9 +32,22 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// Starts a server with its data in `dir` and waits until it answers.
+    /// Starts a server with its data in `dir` and waits until it answers. Its ports are free when
+    /// chosen but may be taken by another test before the server binds them: a server that exits
+    /// with "Address already in use" is started again on new ports (up to 5 times).
     pub fn start(dir: &Path) -> Shard {
+        for _ in 0..4 {
+            if let Some(shard) = Self::try_start(dir) {
+                return shard;
+            }
+        }
+        Self::try_start(dir).unwrap_or_else(|| panic!("clickhouse-server found no free ports in 5 tries"))
+    }
+
+    /// One start on freshly chosen ports: `None` when the server lost a port to someone else.
+    fn try_start(dir: &Path) -> Option<Shard> {
         std::fs::create_dir_all(dir).unwrap();
+        let _ = std::fs::remove_file(dir.join("server.log"));
         let (http, tcp) = (free_port(), free_port());
         let d = dir.display();
         let config = format!(
@@ -55,9 +68,16 @@ impl Shard {
 "#
         );
         std::fs::write(dir.join("config.xml"), config).unwrap();
-        let shard = Shard { child: Self::spawn(dir), url: format!("http://127.0.0.1:{http}"), dir: dir.to_owned() };
-        shard.wait_ready();
-        shard
+        let mut shard = Shard { child: Self::spawn(dir), url: format!("http://127.0.0.1:{http}"), dir: dir.to_owned() };
+        if shard.wait_ready() {
+            return Some(shard);
+        }
+        let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+        if log.contains("Address already in use") {
+            shard.kill9();
+            return None;
+        }
+        panic!("clickhouse-server at {} did not answer within 60 s; its log:\n{log}", shard.url);
     }
 
     fn spawn(dir: &Path) -> Child {
@@ -74,20 +94,26 @@ impl Shard {
     /// Starts the server again on its ports and data (after [`Shard::kill9`]).
     pub fn restart(&mut self) {
         self.child = Self::spawn(&self.dir);
-        self.wait_ready();
+        if !self.wait_ready() {
+            let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+            panic!("clickhouse-server at {} did not answer within 60 s after a restart; its log:\n{log}", self.url);
+        }
     }
 
-    fn wait_ready(&self) {
+    /// Waits until the server answers (true), or has exited or 60 s have passed (false).
+    fn wait_ready(&mut self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(60);
         let client = reqwest::blocking::Client::new();
         while Instant::now() < deadline {
             if client.get(format!("{}/?query=SELECT%201", self.url)).send().is_ok_and(|r| r.status().is_success()) {
-                return;
+                return true;
+            }
+            if self.child.try_wait().is_ok_and(|status| status.is_some()) {
+                return false;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
-        panic!("clickhouse-server at {} did not answer within 60 s; its log:\n{log}", self.url);
+        false
     }
 
     /// `kill -9`.
