@@ -88,6 +88,14 @@ pub fn is_valid_label_name(name: &str) -> bool {
     bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// Returns true when `name` is a legacy Prometheus metric name, `[a-zA-Z_:][a-zA-Z0-9_:]*`: what
+/// the Prometheus text format takes unquoted before the braces.
+pub fn is_legacy_metric_name(name: &str) -> bool {
+    let mut b = name.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_' || c == b':')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+}
+
 /// A validated, sorted label set. See the module docs for the invariants.
 ///
 /// Shared behind an `Arc`: query evaluation hands the same label set to every step of every

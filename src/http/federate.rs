@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::state::AppState;
-use crate::labels::{is_valid_label_name, Labels, METRIC_NAME};
+use crate::labels::{is_legacy_metric_name, is_valid_label_name, Labels, METRIC_NAME};
 use crate::sample::is_stale_marker;
 
 /// The text exposition format's content type.
@@ -123,13 +123,6 @@ fn exposition(latest: &[Latest]) -> String {
         let _ = writeln!(out, " {}", s.timestamp_ms);
     }
     out
-}
-
-/// Whether `name` may stand unquoted before the braces: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
-fn is_legacy_metric_name(name: &str) -> bool {
-    let mut b = name.bytes();
-    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_' || c == b':')
-        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
 }
 
 /// A label value (or a quoted name) as the text format writes it: `\`, `"` and newlines escaped.

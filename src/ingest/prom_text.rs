@@ -97,7 +97,7 @@ fn parse_series<'a>(line: &'a str, labels: &mut Pairs<'a>) -> Result<(&'a str, u
     labels.clear();
     let name_end = line.bytes().position(|c| c == b'{' || c.is_ascii_whitespace()).unwrap_or(line.len());
     let name = &line[..name_end];
-    if !is_valid_metric_name(name) {
+    if !crate::labels::is_legacy_metric_name(name) {
         return Err(format!("invalid metric name {name:?}: must match [a-zA-Z_:][a-zA-Z0-9_:]*"));
     }
     let mut rest = &line[name_end..];
@@ -132,12 +132,6 @@ fn parse_point(rest: &str, opts: &Options) -> Result<(f64, Option<i64>), String>
         return Err(format!("unexpected {extra:?} after the timestamp"));
     }
     Ok((value, ts))
-}
-
-fn is_valid_metric_name(name: &str) -> bool {
-    let mut b = name.bytes();
-    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_' || c == b':')
-        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
 }
 
 fn parse_value(v: &str) -> Option<f64> {
