@@ -12,6 +12,7 @@ mod latencies;
 mod peers;
 mod protocols;
 mod query;
+mod scan;
 mod size;
 mod soak;
 mod workload;
@@ -56,6 +57,8 @@ enum Bench {
     Crash(crash::CrashArgs),
     /// Ingest throughput per protocol (line protocol, OpenTSDB, Prometheus text, JSON, OTLP) vs VictoriaMetrics.
     Protocols(protocols::ProtocolArgs),
+    /// Long-range queries over sealed data in-process: time, samples read per second per core, the decode limit.
+    Scan(scan::ScanArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -294,6 +297,7 @@ fn main() {
                 let _ = std::fs::remove_dir_all(&root);
             }
         }
+        Bench::Scan(args) => scan::run(&args),
         Bench::Protocols(args) => {
             std::fs::create_dir_all(&root).expect("work dir");
             protocols::run(&args, &root);

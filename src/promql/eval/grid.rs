@@ -188,7 +188,9 @@ impl Stepper {
         }
         let mut points = Vec::new();
         self.each_step(&series.samples, grid, |i, v| points.push(Sample::new(grid_time(grid.0, grid.1, i), v)));
-        series.samples = points;
+        points.shrink_to_fit();
+        // The samples read go back for the next series read on this thread.
+        crate::spare_samples::give(std::mem::replace(&mut series.samples, points));
     }
 }
 

@@ -548,7 +548,7 @@ impl<'o> Query<'o> {
             }
             Expr::Call(c) => {
                 let before = out.len();
-                let values = values && shape::reads_values_only(&c.func.name);
+                let values = values && shape::reads_values_only(c.func.name);
                 c.args.args.iter().for_each(|a| self.plan(a, (lo, hi), (outer, values), out));
                 if let Some(rollup @ PerSeries::Rollup(..)) = PerSeries::of(e).filter(|_| outer) {
                     // The call's only selector is its range argument.

@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
 use crate::labels::Labels;
 use crate::sample::{HistogramSample, Sample, SeriesSamples};
+use crate::spare_samples;
 use crate::storage::error::Result;
 use crate::storage::format::histogram_run;
 use crate::storage::format::run;
@@ -113,19 +114,24 @@ pub fn read_series(
     }
     let base = out.len();
     for w in windows {
-        let mut cold = Vec::new();
-        if let Some((_, ks)) = &w.chunks {
-            run::read(ks, bucket, id, start_ms, end_ms, &mut cold)?;
-        }
-        match &w.points {
-            // The common case (an unsealed window): straight into `out`, no merge.
-            Some(ks) if cold.is_empty() => run::read(ks, bucket, id, start_ms, end_ms, out)?,
-            Some(ks) => {
-                let mut hot = Vec::new();
-                run::read(ks, bucket, id, start_ms, end_ms, &mut hot)?;
-                run::merge_into(out, &cold, &hot);
+        match (&w.chunks, &w.points) {
+            // The common cases (a sealed window without late samples, an unsealed window):
+            // straight into `out`, no merge.
+            (Some((_, ks)), None) | (None, Some(ks)) => run::read(ks, bucket, id, start_ms, end_ms, out)?,
+            (Some((_, sealed)), Some(hot_ks)) => {
+                let mut cold = spare_samples::take();
+                run::read(sealed, bucket, id, start_ms, end_ms, &mut cold)?;
+                if cold.is_empty() {
+                    run::read(hot_ks, bucket, id, start_ms, end_ms, out)?;
+                } else {
+                    let mut hot = spare_samples::take();
+                    run::read(hot_ks, bucket, id, start_ms, end_ms, &mut hot)?;
+                    run::merge_into(out, &cold, &hot);
+                    spare_samples::give(hot);
+                }
+                spare_samples::give(cold);
             }
-            None => out.extend(cold),
+            (None, None) => {}
         }
     }
     append_head(out, base, &recent);
@@ -207,22 +213,30 @@ pub fn read_series_many(
             head.read(bucket, id, start_ms, end_ms, out);
         }
     }
-    let mut outs = vec![Vec::new(); ids.len()];
+    let mut outs: Vec<Vec<Sample>> = ids.iter().map(|_| spare_samples::take()).collect();
     for w in windows {
-        let mut cold = vec![Vec::new(); ids.len()];
-        if let Some((_, ks)) = &w.chunks {
-            run::read_many(ks, bucket, ids, start_ms, end_ms, &mut cold)?;
-        }
-        let mut hot = vec![Vec::new(); ids.len()];
-        if let Some(ks) = &w.points {
-            run::read_many(ks, bucket, ids, start_ms, end_ms, &mut hot)?;
-        }
+        let (sealed, hot_ks) = match (&w.chunks, &w.points) {
+            // The common cases (a sealed window without late samples, an unsealed window):
+            // straight into place, no copy.
+            (Some((_, ks)), None) | (None, Some(ks)) => {
+                run::read_many(ks, bucket, ids, start_ms, end_ms, &mut outs)?;
+                continue;
+            }
+            (Some((_, sealed)), Some(hot_ks)) => (sealed, hot_ks),
+            (None, None) => continue,
+        };
+        let mut cold: Vec<Vec<Sample>> = ids.iter().map(|_| spare_samples::take()).collect();
+        run::read_many(sealed, bucket, ids, start_ms, end_ms, &mut cold)?;
+        let mut hot: Vec<Vec<Sample>> = ids.iter().map(|_| spare_samples::take()).collect();
+        run::read_many(hot_ks, bucket, ids, start_ms, end_ms, &mut hot)?;
         for ((out, cold), hot) in outs.iter_mut().zip(cold).zip(hot) {
             match (cold.is_empty(), hot.is_empty()) {
-                (true, _) => out.extend(hot),
-                (false, true) => out.extend(cold),
+                (true, _) => out.extend_from_slice(&hot),
+                (false, true) => out.extend_from_slice(&cold),
                 (false, false) => run::merge_into(out, &cold, &hot),
             }
+            spare_samples::give(cold);
+            spare_samples::give(hot);
         }
     }
     for (out, recent) in outs.iter_mut().zip(&recent) {
@@ -287,7 +301,7 @@ impl Scan<'_> {
             } else {
                 let mut each = Vec::with_capacity(accepted.len());
                 for &id in &accepted {
-                    let mut samples = Vec::new();
+                    let mut samples = spare_samples::take();
                     read_series(
                         self.windows,
                         Some(&self.sh.head),
@@ -311,6 +325,7 @@ impl Scan<'_> {
                     (self.start_ms, self.end_ms),
                 )?;
                 if samples.is_empty() && histograms.is_empty() {
+                    spare_samples::give(samples);
                     continue;
                 }
                 histogram_run::drop_shadowed(&mut samples, &histograms);
