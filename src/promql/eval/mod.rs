@@ -21,7 +21,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryExpr, UnaryExpr, VectorSelector};
 
-use self::grid::PerSeries;
+use self::grid::{PerSeries, StepSink};
 use self::intake::Intake;
 use super::annotations::Annotations;
 use super::budget::Budget;
@@ -39,7 +39,7 @@ use super::value::{Elem, Point, StepValue, Window};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::matcher::Matcher;
 use crate::sample::{is_stale_marker, HistogramSample, Sample, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
-use crate::storage::{Querier, SeriesMap, StartChange};
+use crate::storage::{Querier, SampleSink, SeriesMap, SinkFactory, StartChange};
 
 /// Step of a subquery written without one (`[5m:]`), as Prometheus' default evaluation interval.
 pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
@@ -353,18 +353,24 @@ impl<'o> Query<'o> {
             let read = AtomicUsize::new(0);
             let series = match reduce {
                 Some(e) => {
-                    // Reduced where the samples are read, while they are in cache.
+                    // Reduced as the samples are decoded, while they are in cache: series of
+                    // floats through a sink; the few with histograms, read whole, here.
                     let stepper = e.stepper(self);
+                    let grid = (self.start, self.interval, steps);
+                    let sink =
+                        || -> Box<dyn SampleSink + '_> { Box::new(StepSink::new(stepper, grid, in_range, &read)) };
                     let map = |s: &mut SeriesSamples| {
-                        read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
-                        pending.derive(s);
-                        if stats {
-                            hints::detect_unknown(s);
+                        if !s.histograms.is_empty() {
+                            read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
+                            pending.derive(s);
+                            if stats {
+                                hints::detect_unknown(s);
+                            }
+                            stepper.reduce(s, grid, in_range);
                         }
-                        stepper.reduce(s, (self.start, self.interval, steps), in_range);
                         intake.admit(s);
                     };
-                    let series = intake.finish(select_series(src, &groups, lo, hi, Some(&map)))?;
+                    let series = intake.finish(select_reduced(src, &groups, (lo, hi), &sink, &map))?;
                     stepped.insert(node);
                     series
                 }
@@ -1171,7 +1177,27 @@ fn select_series(
     hi: i64,
     map: Option<SeriesMap<'_>>,
 ) -> Result<Vec<SeriesSamples>> {
-    let select = |ms: &[Matcher], start: i64, end: i64| src.select(ms, start, end, map);
+    select_groups(groups, lo, hi, |ms, start, end| src.select(ms, start, end, map))
+}
+
+/// [`select_series`] through [`Querier::select_reduced`].
+fn select_reduced(
+    src: &dyn Querier,
+    groups: &[Vec<Matcher>],
+    (lo, hi): (i64, i64),
+    sink: SinkFactory<'_>,
+    map: SeriesMap<'_>,
+) -> Result<Vec<SeriesSamples>> {
+    select_groups(groups, lo, hi, |ms, start, end| src.select_reduced(ms, start, end, sink, Some(map)))
+}
+
+/// The series of every matcher group in `(lo, hi]`, each label set once, sorted by labels.
+fn select_groups(
+    groups: &[Vec<Matcher>],
+    lo: i64,
+    hi: i64,
+    select: impl Fn(&[Matcher], i64, i64) -> crate::storage::Result<Vec<SeriesSamples>>,
+) -> Result<Vec<SeriesSamples>> {
     // Windows are left-open: a sample at exactly `lo` is never used.
     let start = lo.saturating_add(1).max(MIN_TIMESTAMP_MS);
     let end = hi.min(MAX_TIMESTAMP_MS);

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
 
-use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
+use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap, SinkFactory};
+use super::stream::Streamed;
 use crate::labels::Labels;
 use crate::sample::{HistogramSample, Sample, SeriesSamples};
 use crate::spare_samples;
@@ -279,7 +280,12 @@ impl Scan<'_> {
     /// Reads one bucket's candidates, [`CHECK_EVERY`] at a time: labels checked, then samples
     /// (with one iterator per keyspace where the candidates are [`dense`], else a seek per
     /// series), then `map`.
-    fn bucket(&self, (bucket, ids): &(u16, Vec<SeriesId>), map: Option<SeriesMap<'_>>) -> Result<Vec<SeriesSamples>> {
+    fn bucket(
+        &self,
+        (bucket, ids): &(u16, Vec<SeriesId>),
+        map: Option<SeriesMap<'_>>,
+        sink: Option<SinkFactory<'_>>,
+    ) -> Result<Vec<SeriesSamples>> {
         let mut out = Vec::with_capacity(ids.len());
         for part in ids.chunks(CHECK_EVERY) {
             self.limits.check()?;
@@ -296,6 +302,10 @@ impl Scan<'_> {
                 ReadStrategy::Seek => false,
                 ReadStrategy::Range => true,
             };
+            if let Some(sink) = sink {
+                self.reduced_part(*bucket, (accepted, labels), one_iterator, (sink, map), &mut out)?;
+                continue;
+            }
             let samples = if one_iterator {
                 read_series_many(self.windows, Some(&self.sh.head), *bucket, &accepted, self.start_ms, self.end_ms)?
             } else {
@@ -339,6 +349,64 @@ impl Scan<'_> {
         }
         Ok(out)
     }
+
+    /// [`Scan::bucket`] for one part of a reduced selection (see [`select_reduced`]): the series
+    /// with native histograms are read whole, the others fed to their sinks window by window.
+    fn reduced_part(
+        &self,
+        bucket: u16,
+        (ids, labels): (Vec<SeriesId>, Vec<Labels>),
+        one_iterator: bool,
+        (sink, map): (SinkFactory<'_>, Option<SeriesMap<'_>>),
+        out: &mut Vec<SeriesSamples>,
+    ) -> Result<()> {
+        let range = (self.start_ms, self.end_ms);
+        let mut plain = Vec::with_capacity(ids.len());
+        let mut plain_labels = Vec::with_capacity(ids.len());
+        for (id, labels) in ids.into_iter().zip(labels) {
+            let histograms = read_histograms(self.sh, self.windows, Some(&self.sh.head), bucket, id, range)?;
+            if histograms.is_empty() {
+                plain.push(id);
+                plain_labels.push(labels);
+                continue;
+            }
+            let mut samples = spare_samples::take();
+            read_series(self.windows, Some(&self.sh.head), bucket, id, self.start_ms, self.end_ms, &mut samples)?;
+            histogram_run::drop_shadowed(&mut samples, &histograms);
+            self.budget.take(samples.len() + histograms.len())?;
+            let mut series = SeriesSamples { labels, samples, histograms };
+            if let Some(map) = map {
+                map(&mut series);
+            }
+            out.push(series);
+        }
+        if plain.is_empty() {
+            return Ok(());
+        }
+        let mut sinks: Vec<_> = plain.iter().map(|_| sink()).collect();
+        let streamed = Streamed {
+            windows: self.windows,
+            window_ms: self.sh.windows.window_ms(),
+            head: &self.sh.head,
+            bucket,
+            ids: &plain,
+            start_ms: self.start_ms,
+            end_ms: self.end_ms,
+            one_iterator: one_iterator && dense(&plain, self.sh.bucketing.count()),
+        };
+        let any = streamed.feed(&mut sinks, &self.budget)?;
+        for ((labels, sink), any) in plain_labels.into_iter().zip(sinks).zip(any) {
+            if !any {
+                continue;
+            }
+            let mut series = SeriesSamples { labels, samples: sink.finish(), histograms: Vec::new() };
+            if let Some(map) = map {
+                map(&mut series);
+            }
+            out.push(series);
+        }
+        Ok(())
+    }
 }
 
 /// Every series matching `sel` with samples in `[start, end]`, samples ascending. Buckets are
@@ -355,21 +423,49 @@ pub fn select(
     limits: &ReadLimits,
     map: Option<SeriesMap<'_>>,
 ) -> Result<Vec<SeriesSamples>> {
+    select_with(sh, sel, (start_ms, end_ms), limits, map, None)
+}
+
+fn select_with(
+    sh: &Shared,
+    sel: &Selection,
+    (start_ms, end_ms): (i64, i64),
+    limits: &ReadLimits,
+    map: Option<SeriesMap<'_>>,
+    sink: Option<SinkFactory<'_>>,
+) -> Result<Vec<SeriesSamples>> {
     limits.check()?;
     let (windows, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
     let groups = by_bucket(sh, &ids);
     let scan =
         Scan { sh, sel, windows: &windows, start_ms, end_ms, limits, budget: SampleBudget::new(limits.max_samples) };
     let parts: Vec<Result<Vec<SeriesSamples>>> = if groups.len() <= 1 || ids.len() < 2 * CHECK_EVERY {
-        groups.iter().map(|g| scan.bucket(g, map)).collect()
+        groups.iter().map(|g| scan.bucket(g, map, sink)).collect()
     } else {
-        sh.pool.install(|| groups.par_iter().map(|g| scan.bucket(g, map)).collect())
+        sh.pool.install(|| groups.par_iter().map(|g| scan.bucket(g, map, sink)).collect())
     };
     let mut out = Vec::with_capacity(ids.len());
     for part in parts {
         out.extend(part?);
     }
     Ok(out)
+}
+
+/// [`select`] with the float samples of each series without native histograms fed to a sink
+/// made by `sink` as they are decoded, window by window (see `stream.rs`), instead of being
+/// collected: see [`Querier::select_reduced`](super::querier::Querier::select_reduced).
+///
+/// # Errors
+/// As [`select`].
+pub fn select_reduced(
+    sh: &Shared,
+    sel: &Selection,
+    (start_ms, end_ms): (i64, i64),
+    limits: &ReadLimits,
+    sink: SinkFactory<'_>,
+    map: Option<SeriesMap<'_>>,
+) -> Result<Vec<SeriesSamples>> {
+    select_with(sh, sel, (start_ms, end_ms), limits, map, Some(sink))
 }
 
 /// Calls `f` for each matching series in bucket order, one series in memory at a time (for
