@@ -411,8 +411,17 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
         println!("(load average after the queries: {})", load_average());
         print_queries(&targets, &results, args.runs);
     }
-    if let Err(e) = salt.stop_within(Duration::from_secs(600)) {
-        println!("!! saltdb: {e}");
+    println!("\nBytes on disk at the end, {samples} samples:");
+    du_line("saltdb", "after the queries", &salt_dir, samples);
+    if vm.is_some() {
+        du_line("victoria-metrics", "after the queries", &vm_dir, samples);
+    }
+    match salt.stop_within(Duration::from_secs(600)) {
+        // A clean shutdown flushes every memtable and empties the journals.
+        Ok(_) => {
+            du_line("saltdb", "after a clean shutdown", &salt_dir, samples);
+        }
+        Err(e) => println!("!! saltdb: {e}"),
     }
     drop(vm);
     if args.keep {
