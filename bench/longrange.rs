@@ -412,9 +412,10 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
         print_queries(&targets, &results, args.runs);
     }
     println!("\nBytes on disk at the end, {samples} samples:");
-    du_line("saltdb", "after the queries", &salt_dir, samples);
+    let state = if args.disk_only { "at the end" } else { "after the queries" };
+    du_line("saltdb", state, &salt_dir, samples);
     if vm.is_some() {
-        du_line("victoria-metrics", "after the queries", &vm_dir, samples);
+        du_line("victoria-metrics", state, &vm_dir, samples);
     }
     match salt.stop_within(Duration::from_secs(600)) {
         // A clean shutdown flushes every memtable and empties the journals.
@@ -423,9 +424,9 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
         }
         Err(e) => println!("!! saltdb: {e}"),
     }
-    drop(vm);
     if args.keep {
-        println!("data kept: {} and {}", salt_dir.display(), vm_dir.display());
+        let vm_dir = vm.as_ref().map_or(String::new(), |_| format!(" and {}", vm_dir.display()));
+        println!("data kept: {}{vm_dir}", salt_dir.display());
     }
 }
 
