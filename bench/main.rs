@@ -9,10 +9,12 @@ mod flood;
 mod histogram_size;
 mod http_client;
 mod latencies;
+mod longrange;
 mod peers;
 mod protocols;
 mod query;
 mod scan;
+mod sender;
 mod size;
 mod soak;
 mod workload;
@@ -59,6 +61,8 @@ enum Bench {
     Protocols(protocols::ProtocolArgs),
     /// Long-range queries over sealed data in-process: time, samples read per second per core, the decode limit.
     Scan(scan::ScanArgs),
+    /// 30-day range queries and bytes on disk of a running server vs VictoriaMetrics.
+    Longrange(longrange::LongRangeArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -298,6 +302,15 @@ fn main() {
             }
         }
         Bench::Scan(args) => scan::run(&args),
+        Bench::Longrange(args) => {
+            let base = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+            let root = base.join(format!("saltdb-bench-longrange-{}", std::process::id()));
+            std::fs::create_dir_all(&root).expect("work dir");
+            longrange::run(&args, &root);
+            if !args.keep {
+                let _ = std::fs::remove_dir_all(&root);
+            }
+        }
         Bench::Protocols(args) => {
             std::fs::create_dir_all(&root).expect("work dir");
             protocols::run(&args, &root);

@@ -36,17 +36,6 @@ pub struct ScanArgs {
     query: Option<String>,
 }
 
-/// The dashboard's queries over the whole range, with their steps in seconds.
-pub const QUERIES: [(&str, i64); 7] = [
-    ("sum(rate(c0[5m]))", 1_800),
-    ("sum by (region) (rate(c1[1h]))", 3_600),
-    ("max_over_time(g1[1h])", 3_600),
-    ("avg by (region) (avg_over_time(g2[1d]))", 86_400),
-    ("quantile(0.9, rate(c2[10m]))", 1_800),
-    ("topk(5, increase(c3[1d]))", 86_400),
-    ("{job=\"rwgen\"}", 10_800),
-];
-
 const REGIONS: [&str; 3] = ["eu", "us", "ap"];
 
 /// The labels of every series: `c0..c4` counters, `g0..g4` gauges, per host.
@@ -170,7 +159,7 @@ pub fn run(args: &ScanArgs) {
     let engine = Engine::new(EngineOptions { max_samples: usize::MAX, ..EngineOptions::default() });
     let queries: Vec<(String, i64)> = match &args.query {
         Some(q) => vec![(q.clone(), 3_600)],
-        None => QUERIES.iter().map(|(q, s)| ((*q).to_string(), *s)).collect(),
+        None => crate::longrange::queries::QUERIES.iter().map(|(q, s)| ((*q).to_string(), *s)).collect(),
     };
     for (q, step_s) in &queries {
         let step = step_s * 1000;

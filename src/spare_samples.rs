@@ -18,7 +18,7 @@ use crate::sample::Sample;
 /// Most vectors one thread keeps.
 pub const MAX_KEPT: usize = 128;
 /// Most bytes of capacity one thread keeps.
-pub const MAX_KEPT_BYTES: usize = 32 << 20;
+pub const MAX_KEPT_BYTES: usize = 8 << 20;
 /// Vectors smaller than this (in samples) are not worth keeping.
 const MIN_KEPT_SAMPLES: usize = 1_024;
 
