@@ -210,9 +210,7 @@ pub fn read_series_many(
     // The head first, for every series, before any keyspace (see `read_series`).
     let mut recent = vec![Vec::new(); ids.len()];
     if let Some(head) = head {
-        for (&id, out) in ids.iter().zip(recent.iter_mut()) {
-            head.read(bucket, id, start_ms, end_ms, out);
-        }
+        head.read_many(bucket, ids, start_ms, end_ms, &mut recent);
     }
     let mut outs: Vec<Vec<Sample>> = ids.iter().map(|_| spare_samples::take()).collect();
     for w in windows {
@@ -309,18 +307,14 @@ impl Scan<'_> {
             let samples = if one_iterator {
                 read_series_many(self.windows, Some(&self.sh.head), *bucket, &accepted, self.start_ms, self.end_ms)?
             } else {
+                // The head first for every series, under one lock (see `read_series`).
+                let mut recent = vec![Vec::new(); accepted.len()];
+                self.sh.head.read_many(*bucket, &accepted, self.start_ms, self.end_ms, &mut recent);
                 let mut each = Vec::with_capacity(accepted.len());
-                for &id in &accepted {
+                for (&id, recent) in accepted.iter().zip(&recent) {
                     let mut samples = spare_samples::take();
-                    read_series(
-                        self.windows,
-                        Some(&self.sh.head),
-                        *bucket,
-                        id,
-                        self.start_ms,
-                        self.end_ms,
-                        &mut samples,
-                    )?;
+                    read_series(self.windows, None, *bucket, id, self.start_ms, self.end_ms, &mut samples)?;
+                    append_head(&mut samples, 0, recent);
                     each.push(samples);
                 }
                 each

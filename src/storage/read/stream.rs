@@ -41,12 +41,8 @@ impl Streamed<'_> {
     /// Engine errors, corrupt rows, the budget's error.
     pub fn feed(&self, sinks: &mut [Box<dyn SampleSink + '_>], budget: &SampleBudget) -> Result<Vec<bool>> {
         let n = self.ids.len();
-        let mut recent: Vec<Vec<Sample>> = Vec::with_capacity(n);
-        for &id in self.ids {
-            let mut v = Vec::new();
-            self.head.read(self.bucket, id, self.start_ms, self.end_ms, &mut v);
-            recent.push(v);
-        }
+        let mut recent: Vec<Vec<Sample>> = vec![Vec::new(); n];
+        self.head.read_many(self.bucket, self.ids, self.start_ms, self.end_ms, &mut recent);
         let mut fed_head = vec![0usize; n];
         let mut any = vec![false; n];
         let mut feed = |i: usize, batch: &[Sample], sinks: &mut [Box<dyn SampleSink + '_>]| -> Result<()> {
