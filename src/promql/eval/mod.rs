@@ -44,6 +44,11 @@ use crate::storage::{Querier, SampleSink, SeriesMap, SinkFactory, StartChange};
 /// Step of a subquery written without one (`[5m:]`), as Prometheus' default evaluation interval.
 pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
 
+/// Shortest step at which a plain selector of a range query is reduced to its step values where
+/// it is read (see [`Query::plan`]): below the longest common scrape interval, one value per
+/// step per series may outnumber the samples it replaces.
+const MIN_REDUCED_STEP_MS: i64 = 60_000;
+
 /// A range-vector argument at one step: its windows and their bounds `(start, end]`.
 type RangeArg = (Vec<Window>, i64, i64);
 
@@ -475,8 +480,9 @@ impl<'o> Query<'o> {
     /// are the outer steps of a range query (not inside a subquery), `values` when, moreover,
     /// `e`'s value is only ever read through [`Query::eval`] at those steps (nothing reads its
     /// samples' own timestamps, as `timestamp` does): a plain selector there is reduced to its
-    /// values at the steps where it is read ([`PerSeries::Latest`]), so a range query over a
-    /// long range holds a point per step per series, not every sample.
+    /// values at the steps where it is read ([`PerSeries::Latest`]) when the step is at least
+    /// [`MIN_REDUCED_STEP_MS`], so a range query over a long range holds a point per step per
+    /// series, not every sample.
     fn plan<'e>(&self, e: &'e Expr, (lo, hi): (i64, i64), (outer, values): (bool, bool), out: &mut Vec<Planned<'e>>) {
         match e {
             Expr::VectorSelector(vs) => {
@@ -486,7 +492,8 @@ impl<'o> Query<'o> {
                 let ahead = if extended::of(vs) == Some(Modifier::Smoothed) { self.opts.lookback_ms } else { 0 };
                 let hi = b.saturating_add(ahead);
                 let latest_only = a == b && ahead == 0;
-                let reduce = PerSeries::of(e).filter(|_| outer && values && !latest_only);
+                let coarse = self.interval >= MIN_REDUCED_STEP_MS;
+                let reduce = PerSeries::of(e).filter(|_| outer && values && coarse && !latest_only);
                 out.push(Planned { node: key(vs), vs, matchers: None, lo, hi, in_range: false, reduce, latest_only });
             }
             Expr::MatrixSelector(ms) => {
