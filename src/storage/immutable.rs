@@ -1,0 +1,94 @@
+//! What readers may remember about the past: a time before which every window is sealed, and a
+//! generation counter that moves whenever data below that time changes. A cache of query
+//! answers (the query result cache of `promql::result_cache`) keeps per-step answers that read
+//! only data below the boundary, with the generation they were computed under, and uses one
+//! only while that generation is current.
+//!
+//! Invariant (as in [`crate::storage::index::index_cache`]): every change to samples below the
+//! boundary calls [`Immutable::written_below`] or [`Immutable::changed`] *after* it is visible to
+//! readers: a group commit holding a sample below the boundary (a late sample into a sealed
+//! window or a gap between them, once it is in the head), a deletion, a re-seal, a retention
+//! drop. A reader loads the generation *before* the boundary and before it reads samples
+//! ([`Immutable::get`]), so an answer that may have missed a change is stored under a
+//! generation that change's bump has already left behind, and is never used.
+//!
+//! The boundary only moves forward ([`Immutable::advance`], after a seal made the window
+//! visible): a late write that creates a window below it (in a gap, or before the oldest window)
+//! leaves it where it was and bumps the generation instead. Moving state (head flushes, the
+//! first seal of a window, an overlay merged into its chunks) changes no sample a read returns
+//! and bumps nothing. Process restarts (snapshot restore, migrations) start with no answers.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use crate::storage::lifecycle::window::Windows;
+
+/// The boundary and generation (see the module doc).
+pub struct Immutable {
+    generation: AtomicU64,
+    /// Exclusive: samples strictly before it are covered. `i64::MIN`: nothing is.
+    before: AtomicI64,
+}
+
+impl Default for Immutable {
+    fn default() -> Self {
+        Self { generation: AtomicU64::new(0), before: AtomicI64::new(i64::MIN) }
+    }
+}
+
+impl Immutable {
+    /// `(boundary, generation)`: samples before the boundary change only with the generation;
+    /// `None` while no window is sealed. The generation is loaded first (see the module doc).
+    pub fn get(&self) -> Option<(i64, u64)> {
+        let generation = self.generation.load(Ordering::SeqCst);
+        let before = self.before.load(Ordering::SeqCst);
+        (before != i64::MIN).then_some((before, generation))
+    }
+
+    /// Records that samples below the boundary changed. Call it after the change is visible.
+    pub fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// After a commit made samples from `oldest_ms` on visible: a change below the boundary
+    /// when `oldest_ms` lies before it.
+    pub fn written_below(&self, oldest_ms: i64) {
+        if oldest_ms < self.before.load(Ordering::SeqCst) {
+            self.changed();
+        }
+    }
+
+    /// Moves the boundary to the end of the newest window that, with every window before it,
+    /// is sealed (never backwards). Call it after a seal made its window visible, and at open.
+    pub fn advance(&self, windows: &Windows) {
+        if let Some(end) = sealed_prefix_end(windows) {
+            self.before.fetch_max(end, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The end of the newest window that, with every older window, has a visible chunks keyspace.
+fn sealed_prefix_end(windows: &Windows) -> Option<i64> {
+    let window_ms = windows.window_ms();
+    windows.all().into_iter().take_while(|w| w.chunks.is_some()).last().map(|w| w.start_ms.saturating_add(window_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_below_the_boundary_move_the_generation() {
+        let i = Immutable::default();
+        assert_eq!(i.get(), None);
+        i.before.store(1_000, Ordering::SeqCst);
+        assert_eq!(i.get(), Some((1_000, 0)));
+        i.written_below(1_000);
+        assert_eq!(i.get(), Some((1_000, 0)), "at the boundary: not below it");
+        i.written_below(999);
+        assert_eq!(i.get(), Some((1_000, 1)));
+        i.changed();
+        assert_eq!(i.get(), Some((1_000, 2)));
+        i.before.fetch_max(500, Ordering::SeqCst);
+        assert_eq!(i.get(), Some((1_000, 2)), "never backwards");
+    }
+}
