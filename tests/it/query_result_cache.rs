@@ -214,3 +214,50 @@ fn repeats_hit_and_late_samples_show() {
     assert_eq!(ask(&[]).0, "hit; cached=34; evaluated=7");
     server.stop();
 }
+
+/// The storage's generation moves with every change below the sealed boundary (a late sample,
+/// a deletion, a re-seal, a retention drop) and stays put for writes past it; the boundary
+/// moves forward with seals only.
+#[test]
+fn the_generation_moves_with_changes_to_the_sealed_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = storage_config(dir.path());
+    c.window_ms = HOUR;
+    c.retention_ms = Some(3 * 86_400_000);
+    let s = Storage::open(c).unwrap();
+    let now = saltdb::storage::now_ms();
+    let first = (now - 2 * 86_400_000) / HOUR * HOUR;
+    let state = || s.querier(ReadLimits::none()).immutable_before();
+    let points: Vec<(i64, f64)> = (0..5 * 60).map(|i| (first + i * MIN, i as f64)).collect();
+    write(&s, 0, 0, &points);
+    assert_eq!(state(), None, "nothing sealed");
+    for hour in 0..3 {
+        s.seal_window(first + hour * HOUR).unwrap();
+    }
+    let (boundary, g) = state().unwrap();
+    assert_eq!(boundary, first + 3 * HOUR);
+    // Past the boundary: nothing moves.
+    write(&s, 0, 0, &[(first + 3 * HOUR + 1, 1.0)]);
+    assert_eq!(state(), Some((boundary, g)));
+    // A late sample below it.
+    write(&s, 0, 1, &[(first + HOUR + 1, 1.0)]);
+    let (_, g1) = state().unwrap();
+    assert!(g1 > g);
+    // Its re-seal.
+    s.seal_window(first + HOUR).unwrap();
+    let (_, g2) = state().unwrap();
+    assert!(g2 > g1);
+    // A deletion.
+    let m = Matcher::new(MatchOp::Equal, "__name__", "m0").unwrap();
+    s.delete_series(&[m], first + 10 * MIN, first + 20 * MIN).unwrap();
+    let (_, g3) = state().unwrap();
+    assert!(g3 > g2);
+    // Sealing the next window moves the boundary, not the generation.
+    s.seal_window(first + 3 * HOUR).unwrap();
+    assert_eq!(state(), Some((first + 4 * HOUR, g3)));
+    // Retention drops the first hour.
+    assert_eq!(s.enforce_retention(first + HOUR + 3 * 86_400_000).unwrap(), vec![first]);
+    let (b4, g4) = state().unwrap();
+    assert!(g4 > g3);
+    assert_eq!(b4, first + 4 * HOUR, "never backwards");
+}
