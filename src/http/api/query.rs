@@ -290,11 +290,21 @@ fn write_value(out: &mut String, v: f64) {
     out.push('"');
 }
 
+/// 2^52: whole numbers below it in magnitude print as integers (see [`write_finite`]).
+const WHOLE_BELOW: f64 = 4_503_599_627_370_496.0;
+
 /// The shortest decimal of a finite `v` that reads back as `v`, as `Display` prints it but
 /// faster (ryu); ryu's exponent forms (below 1e-5, from 1e16) are left to `Display`. Ties
 /// between two shortest decimals go to the even one, where `Display` rounds up: both read back
 /// as `v`.
 fn write_finite(out: &mut String, v: f64) {
+    // Whole numbers (counters, most gauges) print their digits: below 2^52 a whole number's
+    // shortest decimal is its digits, and itoa takes a fraction of ryu's time (ryu was 30% of
+    // answering 480,000 points from the query result cache). -0 keeps its sign through ryu.
+    if v.fract() == 0.0 && v.abs() < WHOLE_BELOW && (v != 0.0 || v.is_sign_positive()) {
+        out.push_str(itoa::Buffer::new().format(v as i64));
+        return;
+    }
     let mut buf = ryu::Buffer::new();
     let s = buf.format_finite(v);
     if s.contains('e') {
@@ -482,6 +492,13 @@ mod tests {
             write_value(&mut v, x);
         }
         assert_eq!(v, r#""1.5""NaN""+Inf""-Inf""1000000000000000000000""0.1""#);
+        for x in
+            [0.0, -0.0, 7.0, -123.0, 1e15, 4_503_599_627_370_495.0, -4_503_599_627_370_495.0, 4_503_599_627_370_496.0]
+        {
+            let mut fast = String::new();
+            write_finite(&mut fast, x);
+            assert_eq!(fast, format!("{x}"));
+        }
         let mut t = String::new();
         for ms in [-1_500, 0, 1, 10, 999, 1_700_000_000_007] {
             write_ts(&mut t, ms);
