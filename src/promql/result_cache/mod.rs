@@ -254,8 +254,11 @@ impl ResultCache {
         counter.fetch_add(1, Ordering::Relaxed);
         self.steps_cached.fetch_add(outcome.cached_steps, Ordering::Relaxed);
         self.steps_evaluated.fetch_add(outcome.evaluated_steps, Ordering::Relaxed);
+        let value = Value::Matrix(splice::join(parts.runs));
         let result = QueryResult {
-            value: Value::Matrix(splice::join(parts.runs)),
+            // The parts were held one after the other; the answer assembled from them at once.
+            peak_samples: parts.peak.max(value.points()),
+            value,
             annotations: parts.annotations,
             stats: None,
             loaded_samples: parts.loaded,
@@ -277,6 +280,7 @@ struct Parts {
     runs: Vec<Vec<RangeSeries>>,
     annotations: Annotations,
     loaded: usize,
+    peak: usize,
     evaluated: bool,
 }
 
@@ -294,6 +298,7 @@ impl Parts {
         self.runs.push(series);
         self.annotations.merge(r.annotations);
         self.loaded = self.loaded.saturating_add(r.loaded_samples);
+        self.peak = self.peak.max(r.peak_samples);
         self.evaluated = true;
         Ok(())
     }
