@@ -223,8 +223,13 @@ fn evaluate(
         // Asked before anything is read (see `Querier::immutable_before`).
         let immutable = source.immutable_before();
         let r = RangeRequest { query, start_ms, end_ms, step_ms, lookback_ms: engine.options().lookback_ms };
-        let (mut r, outcome) =
-            cache.range(&r, immutable, &mut |first, last| engine.range(source, query, first, last, step_ms))?;
+        // The parts it evaluates share the query's time.
+        let deadline = began.checked_add(engine.options().timeout).unwrap_or(began);
+        let (mut r, outcome) = cache.range(&r, immutable, &mut |first, last| {
+            let mut opts = engine.options().clone();
+            opts.timeout = deadline.saturating_duration_since(Instant::now());
+            crate::promql::Engine::new(opts).range(source, query, first, last, step_ms)
+        })?;
         small_queries::record(key, r.loaded_samples, began.elapsed());
         for w in source.warnings() {
             r.annotations.warn(w);
