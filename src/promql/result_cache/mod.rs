@@ -157,8 +157,20 @@ impl ResultCache {
     /// A cache holding entries of at most `bytes` in all.
     pub fn new(bytes: u64) -> Self {
         let items = usize::try_from(bytes / 16_384).unwrap_or(usize::MAX).max(16);
+        // One shard: quick_cache splits the budget among its shards (4 per core by default) and
+        // refuses an entry heavier than one shard's share, which on 32 cores would have been
+        // 1/128 of the budget. A range query looks up and stores once: no lock to spread.
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(items)
+            .weight_capacity(bytes.max(1))
+            .shards(1)
+            .build();
+        let entries = match options {
+            Ok(o) => quick_cache::sync::Cache::with_options(o, Weight, Default::default(), Default::default()),
+            Err(_) => quick_cache::sync::Cache::with_weighter(items, bytes.max(1), Weight),
+        };
         Self {
-            entries: quick_cache::sync::Cache::with_weighter(items, bytes.max(1), Weight),
+            entries,
             max_entry: bytes / MAX_SHARE,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),

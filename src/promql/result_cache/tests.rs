@@ -117,3 +117,18 @@ fn memory_is_bounded() {
     assert_eq!(cache.figures().entries, 0, "an entry over an eighth of the budget is not kept");
     assert!(cache.figures().bytes <= 4_096);
 }
+
+#[test]
+fn an_entry_up_to_an_eighth_of_the_budget_is_kept_whatever_the_cores() {
+    // 4 series x ~9,300 steps: ~600 kB, so that the budget below estimates enough entries for
+    // quick_cache to keep its shards.
+    let r = request("{__name__=~\".+\"}", 0, 10_999_000, 1_000);
+    let probe = ResultCache::new(1 << 30);
+    through(&probe, &r, Some((1_000 * MIN, 1)));
+    let weight = probe.figures().bytes;
+    // Just over 8 such entries: split in 8 shards (4 per core on 2 cores), one would not fit.
+    let cache = ResultCache::new(weight * 81 / 10);
+    through(&cache, &r, Some((1_000 * MIN, 1)));
+    assert_eq!(cache.figures().entries, 1);
+    assert_eq!(through(&cache, &r, Some((1_000 * MIN, 1))).1.lookup, Lookup::Hit);
+}
