@@ -262,9 +262,10 @@ pub struct ServeArgs {
     /// How far back an instant selector looks for the latest sample.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub query_lookback_delta: i64,
-    /// Memory for the steps of range queries that read only sealed windows: a dashboard's
-    /// repeated range query evaluates only the steps it does not hold. A late sample, a
-    /// deletion, a re-seal or a retention drop makes every held step stale. `0` turns it off;
+    /// Memory for the steps of range queries that read only data older than five minutes (or
+    /// than the sealed windows' end): a dashboard's repeated range query evaluates only the
+    /// steps it does not hold. A write of an older sample, a deletion, a re-seal or a retention
+    /// drop makes every held step stale. `0` turns it off;
     /// `nocache=1` skips it for one query.
     #[arg(long, default_value = "128MiB", value_parser = parse_bytes)]
     pub query_result_cache_size: usize,

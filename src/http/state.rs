@@ -46,7 +46,7 @@ pub struct AppState {
     pub slow_query: Option<std::time::Duration>,
     /// When the server started (`/api/v1/status/runtimeinfo`).
     pub started: std::time::SystemTime,
-    /// Steps of range queries over the sealed past (`--query-result-cache-size`; `None`: off).
+    /// Steps of range queries over the settled past (`--query-result-cache-size`; `None`: off).
     pub result_cache: Option<ResultCache>,
 }
 

@@ -12,15 +12,29 @@
 //! ([`Immutable::get`]), so an answer that may have missed a change is stored under a
 //! generation that change's bump has already left behind, and is never used.
 //!
-//! The boundary only moves forward ([`Immutable::advance`], after a seal made the window
-//! visible): a late write that creates a window below it (in a gap, or before the oldest window)
-//! leaves it where it was and bumps the generation instead. Moving state (head flushes, the
+//! The boundary is the later of two times and only moves forward: the end of the sealed
+//! windows ([`Immutable::advance`], after a seal made a window visible) and [`SETTLED_MS`]
+//! before now (moved by every [`Immutable::get`] and [`Immutable::written_below`]). A write
+//! older than that is rare in steady operation (scrapes arrive within seconds), so the hot
+//! window's steps up to five minutes ago are kept too, not only the sealed days (with 1-day
+//! windows and a 1-hour grace those end 1 to 25 hours ago); a client catching up on a
+//! backlog bumps the generation with every write, and the cache holds nothing meanwhile. A
+//! late write that creates a window below the boundary (in a gap, or before the oldest window)
+//! leaves the boundary where it was and bumps the generation instead.
+//!
+//! The reader's move of the boundary comes before its reads, the writer's after its commit is
+//! visible (and the head's locks order the two when the read missed the commit), so the writer
+//! compares the commit's oldest sample with a boundary at least the reader's. Moving state (head flushes, the
 //! first seal of a window, an overlay merged into its chunks) changes no sample a read returns
 //! and bumps nothing. Process restarts (snapshot restore, migrations) start with no answers.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use crate::storage::lifecycle::window::Windows;
+
+/// How long before now samples count as settled (see the module doc): VictoriaMetrics' rollup
+/// result cache leaves out the last 5 minutes too (`-search.cacheTimestampOffset`).
+pub const SETTLED_MS: i64 = 5 * 60_000;
 
 /// The boundary and generation (see the module doc).
 pub struct Immutable {
@@ -36,12 +50,18 @@ impl Default for Immutable {
 }
 
 impl Immutable {
-    /// `(boundary, generation)`: samples before the boundary change only with the generation;
-    /// `None` while no window is sealed. The generation is loaded first (see the module doc).
+    /// `(boundary, generation)`: samples before the boundary change only with the generation.
+    /// The generation is loaded first (see the module doc).
     pub fn get(&self) -> Option<(i64, u64)> {
         let generation = self.generation.load(Ordering::SeqCst);
-        let before = self.before.load(Ordering::SeqCst);
+        let before = self.settle(crate::storage::now_ms());
         (before != i64::MIN).then_some((before, generation))
+    }
+
+    /// Moves the boundary to [`SETTLED_MS`] before `now_ms` if that is later; the boundary.
+    fn settle(&self, now_ms: i64) -> i64 {
+        let settled = now_ms.saturating_sub(SETTLED_MS);
+        self.before.fetch_max(settled, Ordering::SeqCst).max(settled)
     }
 
     /// Records that samples below the boundary changed. Call it after the change is visible.
@@ -52,7 +72,11 @@ impl Immutable {
     /// After a commit made samples from `oldest_ms` on visible: a change below the boundary
     /// when `oldest_ms` lies before it.
     pub fn written_below(&self, oldest_ms: i64) {
-        if oldest_ms < self.before.load(Ordering::SeqCst) {
+        self.written_below_at(oldest_ms, crate::storage::now_ms());
+    }
+
+    fn written_below_at(&self, oldest_ms: i64, now_ms: i64) {
+        if oldest_ms < self.settle(now_ms) {
             self.changed();
         }
     }
@@ -79,16 +103,19 @@ mod tests {
     #[test]
     fn writes_below_the_boundary_move_the_generation() {
         let i = Immutable::default();
-        assert_eq!(i.get(), None);
-        i.before.store(1_000, Ordering::SeqCst);
-        assert_eq!(i.get(), Some((1_000, 0)));
-        i.written_below(1_000);
-        assert_eq!(i.get(), Some((1_000, 0)), "at the boundary: not below it");
-        i.written_below(999);
-        assert_eq!(i.get(), Some((1_000, 1)));
+        let now = SETTLED_MS + 1_000;
+        assert_eq!(i.settle(now), 1_000);
+        i.written_below_at(1_000, now);
+        assert_eq!(i.generation.load(Ordering::SeqCst), 0, "at the boundary: not below it");
+        i.written_below_at(999, now);
+        assert_eq!(i.generation.load(Ordering::SeqCst), 1);
         i.changed();
-        assert_eq!(i.get(), Some((1_000, 2)));
-        i.before.fetch_max(500, Ordering::SeqCst);
-        assert_eq!(i.get(), Some((1_000, 2)), "never backwards");
+        assert_eq!(i.generation.load(Ordering::SeqCst), 2);
+        // A seal moves it past now - 5m; an earlier clock never moves it back.
+        i.before.fetch_max(SETTLED_MS * 10, Ordering::SeqCst);
+        assert_eq!(i.settle(now), SETTLED_MS * 10);
+        i.written_below_at(SETTLED_MS * 10 - 1, now - 60_000);
+        assert_eq!(i.generation.load(Ordering::SeqCst), 3);
+        assert_eq!(i.settle(now + SETTLED_MS * 20), 1_000 + SETTLED_MS * 20);
     }
 }

@@ -1,6 +1,7 @@
 //! The query result cache: per-step answers of range queries for the part of their range that
-//! reads only the sealed past (see `storage/immutable.rs`), so that a dashboard's repeated range
-//! query evaluates only its new steps.
+//! reads only the settled past (before the sealed windows' end or five minutes ago, see
+//! `storage/immutable.rs`), so that a dashboard's repeated range query evaluates only its new
+//! steps.
 //!
 //! - **Key**: the query text as sent (dashboards repeat it byte for byte; a normalized print of
 //!   the tree could merge texts that differ), the step, the start's phase on the step grid

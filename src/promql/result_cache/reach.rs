@@ -1,8 +1,8 @@
 //! How far past its evaluation time a step of a query reads: what decides whether a step lies
-//! entirely in the sealed past. Pure, over the parsed expression (the evaluator's `plan` reads
+//! entirely in the settled past. Pure, over the parsed expression (the evaluator's `plan` reads
 //! the same modifiers to load the samples).
 //!
-//! Only the reach *ahead* matters: everything before the sealed boundary is covered by the
+//! Only the reach *ahead* matters: everything before the boundary is covered by the
 //! storage generation, however far back a range, lookback or subquery reads.
 
 use promql_parser::parser::{Expr, VectorSelector};

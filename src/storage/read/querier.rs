@@ -118,8 +118,9 @@ pub trait Querier: Send + Sync {
     /// `(boundary, generation)`: samples before `boundary` (exclusive, ms) change only together
     /// with `generation`, so an answer computed from them alone may be kept and reused while
     /// the generation is the same. Load it *before* reading (the embedded store bumps the
-    /// generation after a change is visible; see `storage/immutable.rs`). `None` (the default,
-    /// and the ClickHouse backend): nothing may be kept.
+    /// generation after a change is visible; its boundary is the later of its sealed windows'
+    /// end and five minutes ago, see `storage/immutable.rs`). `None` (the default, and the
+    /// ClickHouse backend): nothing may be kept.
     fn immutable_before(&self) -> Option<(i64, u64)> {
         None
     }
