@@ -262,6 +262,13 @@ pub struct ServeArgs {
     /// How far back an instant selector looks for the latest sample.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub query_lookback_delta: i64,
+    /// Memory for the steps of range queries that read only data older than five minutes (or
+    /// than the sealed windows' end): a dashboard's repeated range query evaluates only the
+    /// steps it does not hold. A write of an older sample, a deletion, a re-seal or a retention
+    /// drop makes every held step stale. `0` turns it off;
+    /// `nocache=1` skips it for one query.
+    #[arg(long, default_value = "128MiB", value_parser = parse_bytes)]
+    pub query_result_cache_size: usize,
     /// How a read takes the samples of many series: `auto` (one iterator over a bucket's key
     /// range where the selected series are dense, a seek per series where sparse), or always
     /// `seek` / `range` (for benchmarks).
@@ -551,6 +558,7 @@ impl ServeArgs {
                 max_concurrency: self.query_max_concurrency,
                 slow_query: (self.query_log_slow > 0)
                     .then(|| std::time::Duration::from_millis(self.query_log_slow.unsigned_abs())),
+                result_cache_bytes: self.query_result_cache_size as u64,
             },
             maintenance: Maintenance {
                 interval: std::time::Duration::from_millis(self.maintenance_interval.max(1).unsigned_abs()),

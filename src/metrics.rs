@@ -20,6 +20,9 @@
 //! | `saltdb_head_samples`, `saltdb_head_series`, `saltdb_head_bytes` (the in-memory head, see `--head-max-memory`) | gauge | |
 //! | `saltdb_fjall_write_buffer_bytes`, `saltdb_fjall_block_cache_bytes`, `saltdb_fjall_outstanding_flushes`, `saltdb_fjall_active_compactions`, `saltdb_fjall_journal_files`, `saltdb_fjall_journal_bytes` | gauge | |
 //! | `saltdb_fjall_pinned_bytes` (index and filter blocks pinned outside the block cache), `saltdb_labels_cache_bytes`, `saltdb_index_cache_bytes`, `saltdb_label_set_filter_bytes`, `saltdb_allocator_committed_bytes` (what mimalloc has committed, in use or free) | gauge | |
+//! | `saltdb_query_result_cache_requests_total` (range queries that looked in the result cache, see `--query-result-cache-size`) | counter | `outcome` (`hit`: some steps came from it, `miss`) |
+//! | `saltdb_query_result_cache_steps_total` (steps of those queries) | counter | `source` (`cache`, `evaluated`) |
+//! | `saltdb_query_result_cache_bytes`, `saltdb_query_result_cache_entries` | gauge | |
 //! | `saltdb_fjall_compactions_completed_total`, `saltdb_fjall_compaction_seconds_total` | counter | |
 //! | `saltdb_http_connections_open` | gauge | |
 //! | `saltdb_http_connections_accepted_total` | counter | |
@@ -221,6 +224,10 @@ pub struct Metrics {
     clickhouse_requests: IntCounterVec,
     clickhouse_seconds: prometheus::CounterVec,
     clickhouse_rows: IntCounterVec,
+    result_cache_requests: IntCounterVec,
+    result_cache_steps: IntCounterVec,
+    result_cache_bytes: IntGauge,
+    result_cache_entries: IntGauge,
     /// Serialises scrapes so counters mirrored from storage move monotonically.
     refresh: std::sync::Mutex<()>,
 }
@@ -385,6 +392,24 @@ impl Metrics {
                 "Index and filter blocks fjall keeps pinned in memory outside the block cache.",
             ),
             labels_cache: gauge(&r, "saltdb_labels_cache_bytes", "Bytes of decoded label sets cached (bounded by --labels-cache)."),
+            result_cache_requests: counter_vec(
+                &r,
+                "saltdb_query_result_cache_requests_total",
+                "Range queries that looked in the query result cache, by whether some steps came from it.",
+                &["outcome"],
+            ),
+            result_cache_steps: counter_vec(
+                &r,
+                "saltdb_query_result_cache_steps_total",
+                "Steps of the range queries that looked in the query result cache, answered from it or evaluated.",
+                &["source"],
+            ),
+            result_cache_bytes: gauge(
+                &r,
+                "saltdb_query_result_cache_bytes",
+                "Bytes of range query steps held by the query result cache (bounded by --query-result-cache-size).",
+            ),
+            result_cache_entries: gauge(&r, "saltdb_query_result_cache_entries", "Entries of the query result cache."),
             index_cache: gauge(
                 &r,
                 "saltdb_index_cache_bytes",
@@ -526,6 +551,17 @@ impl Metrics {
         if let Some(committed) = crate::allocator::committed_bytes() {
             self.allocator_committed.set(clamp(committed));
         }
+    }
+
+    /// Mirrors the query result cache's counters and sizes.
+    pub fn set_result_cache(&self, f: &crate::promql::result_cache::Figures) {
+        let _guard = self.refresh.lock().unwrap_or_else(|e| e.into_inner());
+        advance(&self.result_cache_requests.with_label_values(&["hit"]), f.hits);
+        advance(&self.result_cache_requests.with_label_values(&["miss"]), f.misses);
+        advance(&self.result_cache_steps.with_label_values(&["cache"]), f.steps_cached);
+        advance(&self.result_cache_steps.with_label_values(&["evaluated"]), f.steps_evaluated);
+        self.result_cache_bytes.set(clamp(f.bytes));
+        self.result_cache_entries.set(clamp(f.entries));
     }
 
     /// Mirrors the ClickHouse shards' counters (shards labelled by number, in `--clickhouse-url`

@@ -20,6 +20,9 @@ use crate::metrics::{StorageFigures, TEXT_CONTENT_TYPE};
 /// 5xx when storage cannot be measured.
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let st = state.clone();
+    if let Some(cache) = &state.result_cache {
+        state.metrics.set_result_cache(&cache.figures());
+    }
     let text = blocking::run(move || {
         // The embedded store's figures, or the ClickHouse shards' counters.
         let storage = match &st.backend {

@@ -12,6 +12,7 @@ use super::limits::Limits;
 use super::remote_state::RemoteState;
 use crate::backend::Backend;
 use crate::metrics::Metrics;
+use crate::promql::result_cache::ResultCache;
 use crate::promql::{Engine, EngineOptions};
 use crate::storage::Storage;
 
@@ -45,6 +46,8 @@ pub struct AppState {
     pub slow_query: Option<std::time::Duration>,
     /// When the server started (`/api/v1/status/runtimeinfo`).
     pub started: std::time::SystemTime,
+    /// Steps of range queries over the settled past (`--query-result-cache-size`; `None`: off).
+    pub result_cache: Option<ResultCache>,
 }
 
 impl AppState {
@@ -82,6 +85,7 @@ impl AppState {
             flags: Arc::default(),
             slow_query: query.slow_query,
             started: std::time::SystemTime::now(),
+            result_cache: (query.result_cache_bytes > 0).then(|| ResultCache::new(query.result_cache_bytes)),
         }
     }
 }
@@ -95,10 +99,17 @@ pub struct QueryConfig {
     pub max_concurrency: usize,
     /// Queries that run at least this long are logged at `warn` (`None`: off).
     pub slow_query: Option<std::time::Duration>,
+    /// Bytes the query result cache may hold (0: no cache).
+    pub result_cache_bytes: u64,
 }
 
 impl Default for QueryConfig {
     fn default() -> Self {
-        Self { engine: EngineOptions::default(), max_concurrency: 20, slow_query: None }
+        Self {
+            engine: EngineOptions::default(),
+            max_concurrency: 20,
+            slow_query: None,
+            result_cache_bytes: crate::promql::result_cache::DEFAULT_BYTES,
+        }
     }
 }

@@ -19,6 +19,7 @@ mod functions;
 mod hints;
 mod identity;
 mod points;
+pub mod result_cache;
 pub mod stats;
 mod step;
 mod trim;

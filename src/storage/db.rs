@@ -282,6 +282,7 @@ impl Storage {
         }
         crate::storage::lifecycle::churn::recover(&shared)?;
         let wal = replay_wal(&shared)?;
+        shared.immutable.advance(&shared.windows);
 
         let durability = match config.fsync {
             FsyncMode::Always => fjall::PersistMode::SyncData,
@@ -731,6 +732,10 @@ pub struct StorageQuerier {
 impl Querier for StorageQuerier {
     fn cancellation(&self) -> Option<Arc<std::sync::atomic::AtomicBool>> {
         self.limits.cancel.clone()
+    }
+
+    fn immutable_before(&self) -> Option<(i64, u64)> {
+        self.shared.immutable.get()
     }
 
     fn select(

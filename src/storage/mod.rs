@@ -21,6 +21,7 @@ mod db;
 mod disk;
 mod error;
 pub mod format;
+mod immutable;
 pub mod index;
 pub mod lifecycle;
 pub mod read;

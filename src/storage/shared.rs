@@ -24,6 +24,10 @@ pub struct Shared {
     /// Answers of the window index between requests; every commit that adds or removes index
     /// rows must call `index.changed()` after it (see [`crate::storage::index::index_cache`]).
     pub index: crate::storage::index::index_cache::IndexCache,
+    /// The sealed past and its generation; every change to samples below its boundary must
+    /// call `immutable.changed()` (or `written_below`) after it (see
+    /// [`crate::storage::immutable`]).
+    pub immutable: crate::storage::immutable::Immutable,
     /// Memory of the writer's label-set filter (see [`crate::storage::index::known_label_sets`]), for
     /// `/metrics`.
     pub label_set_filter_bytes: AtomicU64,
@@ -113,6 +117,7 @@ impl Shared {
             series_by_labels,
             labels: crate::storage::index::series::LabelsCache::new(labels_cache_bytes),
             index: crate::storage::index::index_cache::IndexCache::new(index_cache_bytes),
+            immutable: crate::storage::immutable::Immutable::default(),
             label_set_filter_bytes: AtomicU64::new(0),
             exemplars,
             exemplar_rows,

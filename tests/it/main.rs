@@ -40,6 +40,7 @@ mod prometheus_scrape_histograms;
 mod query_api;
 mod query_histograms;
 mod query_memory;
+mod query_result_cache;
 mod readme;
 mod real_prometheus;
 mod remote_histograms;

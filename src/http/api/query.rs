@@ -22,6 +22,7 @@ use crate::http::error::ApiError;
 use crate::http::params::{parse_duration_ms, Params};
 use crate::http::state::AppState;
 use crate::labels::Labels;
+use crate::promql::result_cache::{Lookup, Outcome, RangeRequest, ResultCache};
 use crate::promql::{Annotations, InstantSample, QueryResult, QueryStats, RangeSeries, Severity, Value};
 
 /// Instant query.
@@ -89,6 +90,7 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
     let query = p.get("query").ok_or_else(|| ApiError::BadData("missing parameter \"query\"".into()))?.to_owned();
     let limit = limit(p)?;
     let stats = stats_request(p);
+    let counted = stats.is_some();
     let mut opts = state.engine.options().clone();
     if let Some(t) = p.get("timeout") {
         let ms =
@@ -104,10 +106,15 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
         }
     }
     let timeout = opts.timeout;
+    // Stats count what a whole evaluation reads: such requests are evaluated whole.
+    let cached = match (&state.result_cache, kind) {
+        (Some(_), Kind::Range { .. }) if counted || p.flag("nocache") => Cached::Bypassed,
+        (Some(_), Kind::Range { .. }) => Cached::Asked,
+        _ => Cached::Off,
+    };
     let key = small_queries::key(&query, kind);
     let slot = super::query_slot(&state, timeout).await?;
     let queued = received.elapsed();
-    let counted = stats.is_some();
     let mut answered = None;
     // Only the embedded store reads from memory and local files: a ClickHouse read waits on the
     // network, which an async thread must not do.
@@ -120,7 +127,8 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
         let (limits, _cancel_on_drop) = blocking::read_limits(Some(small.max_scanned_samples), small.timeout);
         let source = state.backend.querier(limits);
         let engine = crate::promql::Engine::new(small);
-        match blocking::contain(|| Ok(evaluate(&engine, &*source, &query, kind, counted, key))) {
+        let cache = cached.cache(&state);
+        match blocking::contain(|| Ok(evaluate(&engine, &*source, &query, kind, counted, key, cache))) {
             Ok(Err(e)) if small_queries::over_budget(&e) => small_queries::forget(key),
             done => answered = Some(done.and_then(|r| r.map_err(ApiError::from))),
         }
@@ -137,17 +145,66 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
             let (limits, _cancel_on_drop) = blocking::read_limits(Some(engine.options().max_scanned_samples), timeout);
             let source = state.backend.querier(limits);
             let query = query.clone();
+            let st = Arc::clone(&state);
             blocking::run(move || {
                 let _slot = slot;
-                evaluate(&engine, &*source, &query, kind, counted, key).map_err(ApiError::from)
+                evaluate(&engine, &*source, &query, kind, counted, key, cached.cache(&st)).map_err(ApiError::from)
             })
             .await
         }
     };
+    let (result, outcome) = match result {
+        Ok((r, outcome)) => (Ok(r), outcome),
+        Err(e) => (Err(e), None),
+    };
     if let Some(threshold) = state.slow_query {
         slow_log::record(threshold, &query, kind, received.elapsed(), result.as_ref().ok(), client);
     }
-    Ok(render(result?, limit, stats.map(|per_step| (per_step, queued))))
+    let mut response = render(result?, limit, stats.map(|per_step| (per_step, queued)));
+    let told = match (cached, outcome) {
+        (Cached::Off, _) => None,
+        (Cached::Bypassed, _) => Some("bypass".to_owned()),
+        (Cached::Asked, Some(o)) => Some(format!(
+            "{}; cached={}; evaluated={}",
+            match o.lookup {
+                Lookup::Hit => "hit",
+                Lookup::Miss => "miss",
+                Lookup::Uncacheable => "uncacheable",
+            },
+            o.cached_steps,
+            o.evaluated_steps
+        )),
+        (Cached::Asked, None) => None,
+    };
+    if let Some(value) = told.and_then(|v| header::HeaderValue::from_str(&v).ok()) {
+        response.headers_mut().insert(RESULT_CACHE_HEADER, value);
+    }
+    Ok(response)
+}
+
+/// The response header telling what the query result cache did for a range query:
+/// `hit; cached=<steps>; evaluated=<steps>`, `miss; ...`, `uncacheable; ...` or `bypass`
+/// (`nocache=1`, or `stats` asked for); absent when the cache is off.
+pub const RESULT_CACHE_HEADER: &str = "x-saltdb-result-cache";
+
+/// Whether a request goes through the query result cache.
+#[derive(Clone, Copy)]
+enum Cached {
+    /// No cache (turned off, or an instant query).
+    Off,
+    /// `nocache=1` or `stats`: evaluated whole.
+    Bypassed,
+    /// Through the cache.
+    Asked,
+}
+
+impl Cached {
+    fn cache(self, state: &AppState) -> Option<&ResultCache> {
+        match self {
+            Self::Asked => state.result_cache.as_ref(),
+            Self::Off | Self::Bypassed => None,
+        }
+    }
 }
 
 /// Evaluates `query` on `source`, with the querier's warnings added to the answer's, and
@@ -159,8 +216,26 @@ fn evaluate(
     kind: Kind,
     counted: bool,
     key: u64,
-) -> Result<QueryResult, crate::promql::EvalError> {
+    cache: Option<&ResultCache>,
+) -> Result<(QueryResult, Option<Outcome>), crate::promql::EvalError> {
     let began = Instant::now();
+    if let (Some(cache), Kind::Range { start_ms, end_ms, step_ms }) = (cache, kind) {
+        // Asked before anything is read (see `Querier::immutable_before`).
+        let immutable = source.immutable_before();
+        let r = RangeRequest { query, start_ms, end_ms, step_ms, lookback_ms: engine.options().lookback_ms };
+        // The parts it evaluates share the query's time.
+        let deadline = began.checked_add(engine.options().timeout).unwrap_or(began);
+        let (mut r, outcome) = cache.range(&r, immutable, &mut |first, last| {
+            let mut opts = engine.options().clone();
+            opts.timeout = deadline.saturating_duration_since(Instant::now());
+            crate::promql::Engine::new(opts).range(source, query, first, last, step_ms)
+        })?;
+        small_queries::record(key, r.loaded_samples, began.elapsed());
+        for w in source.warnings() {
+            r.annotations.warn(w);
+        }
+        return Ok((r, Some(outcome)));
+    }
     let r = match (kind, counted) {
         (Kind::Instant { time_ms }, false) => engine.instant(source, query, time_ms),
         (Kind::Instant { time_ms }, true) => engine.instant_with_stats(source, query, time_ms),
@@ -174,7 +249,7 @@ fn evaluate(
         for w in source.warnings() {
             r.annotations.warn(w);
         }
-        r
+        (r, None)
     })
 }
 
@@ -220,11 +295,21 @@ fn write_value(out: &mut String, v: f64) {
     out.push('"');
 }
 
+/// 2^52: whole numbers below it in magnitude print as integers (see [`write_finite`]).
+const WHOLE_BELOW: f64 = 4_503_599_627_370_496.0;
+
 /// The shortest decimal of a finite `v` that reads back as `v`, as `Display` prints it but
 /// faster (ryu); ryu's exponent forms (below 1e-5, from 1e16) are left to `Display`. Ties
 /// between two shortest decimals go to the even one, where `Display` rounds up: both read back
 /// as `v`.
 fn write_finite(out: &mut String, v: f64) {
+    // Whole numbers (counters, most gauges) print their digits: below 2^52 a whole number's
+    // shortest decimal is its digits, and itoa takes a fraction of ryu's time (ryu was 30% of
+    // answering 480,000 points from the query result cache). -0 keeps its sign through ryu.
+    if v.fract() == 0.0 && v.abs() < WHOLE_BELOW && (v != 0.0 || v.is_sign_positive()) {
+        out.push_str(itoa::Buffer::new().format(v as i64));
+        return;
+    }
     let mut buf = ryu::Buffer::new();
     let s = buf.format_finite(v);
     if s.contains('e') {
@@ -412,6 +497,13 @@ mod tests {
             write_value(&mut v, x);
         }
         assert_eq!(v, r#""1.5""NaN""+Inf""-Inf""1000000000000000000000""0.1""#);
+        for x in
+            [0.0, -0.0, 7.0, -123.0, 1e15, 4_503_599_627_370_495.0, -4_503_599_627_370_495.0, 4_503_599_627_370_496.0]
+        {
+            let mut fast = String::new();
+            write_finite(&mut fast, x);
+            assert_eq!(fast, format!("{x}"));
+        }
         let mut t = String::new();
         for ms in [-1_500, 0, 1, 10, 999, 1_700_000_000_007] {
             write_ts(&mut t, ms);

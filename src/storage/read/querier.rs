@@ -115,6 +115,16 @@ pub trait Querier: Send + Sync {
         None
     }
 
+    /// `(boundary, generation)`: samples before `boundary` (exclusive, ms) change only together
+    /// with `generation`, so an answer computed from them alone may be kept and reused while
+    /// the generation is the same. Load it *before* reading (the embedded store bumps the
+    /// generation after a change is visible; its boundary is the later of its sealed windows'
+    /// end and five minutes ago, see `storage/immutable.rs`). `None` (the default, and the
+    /// ClickHouse backend): nothing may be kept.
+    fn immutable_before(&self) -> Option<(i64, u64)> {
+        None
+    }
+
     /// Warnings about what this querier's answers lack so far (a backend answering partially
     /// when part of it is down); the query API adds them to the response's warnings.
     fn warnings(&self) -> Vec<String> {

@@ -102,6 +102,9 @@ pub struct Prepared {
     pub batch: PackedBatch,
     /// One key per series of the batch.
     pub keys: Vec<SeriesKey>,
+    /// The oldest timestamp of the batch (floats and histograms; `i64::MAX` when empty), for
+    /// [`crate::storage::immutable::Immutable::written_below`].
+    pub oldest_ms: i64,
 }
 
 /// A label set's in-memory identity (the id-cache key).
@@ -114,7 +117,15 @@ impl Prepared {
     /// Hashes every series of `batch`.
     pub fn new(batch: PackedBatch) -> Self {
         let keys = batch.series().map(|s| SeriesKey { identity: series::identity(s.labels) }).collect();
-        Self { batch, keys }
+        let oldest_ms = batch
+            .series()
+            .flat_map(|s| {
+                let floats = s.samples.iter().map(|p| p.timestamp_ms);
+                floats.chain(s.histograms.iter().map(|h| h.timestamp_ms))
+            })
+            .min()
+            .unwrap_or(i64::MAX);
+        Self { batch, keys, oldest_ms }
     }
 }
 
@@ -500,6 +511,8 @@ impl Writer {
                 .filter(|(_, s)| !s.histograms.is_empty())
                 .map(|(&(bucket, id), s)| (bucket, id, s.histograms)),
         );
+        // Visible now: answers kept about the sealed past are stale if it reached below it.
+        sh.immutable.written_below(group.iter().map(|(b, _)| b.oldest_ms).min().unwrap_or(i64::MAX));
         if self.head_since.is_none() && !sh.head.is_empty() {
             self.head_since = Some(Instant::now());
         }
@@ -547,7 +560,7 @@ impl Writer {
         let mut cached = std::mem::take(&mut self.cached_buf);
         let mut indexed = std::mem::take(&mut self.indexed_buf);
         let mut created: Vec<NewSeries<'a>> = Vec::new();
-        for (index, Prepared { batch, keys }) in batches.enumerate() {
+        for (index, Prepared { batch, keys, .. }) in batches.enumerate() {
             let created_before = pending.created;
             // The id cache is looked up for the whole batch first, in a loop of nothing else:
             // each lookup misses the CPU caches, and only back to back do the misses overlap.
@@ -784,6 +797,7 @@ impl Writer {
             self.presence.forget(w.start_ms);
             sh.outdate_measured_series(w.start_ms);
             sh.index.changed();
+            sh.immutable.changed();
             total += done?;
         }
         Ok(total)
@@ -839,6 +853,7 @@ impl Writer {
         // Answers about the dropped keyspaces are never asked again (names are not reused);
         // this is for the series rows that went with them.
         sh.index.changed();
+        sh.immutable.changed();
         Ok(dropped)
     }
 
@@ -853,6 +868,8 @@ impl Writer {
                 self.presence.forget(d.start_ms);
                 sh.db.delete_keyspace(points)?;
                 sh.index.changed();
+                // A re-seal reads as before; bumped anyway, as a re-seal follows late writes.
+                sh.immutable.changed();
                 Ok(SealSwap::Sealed)
             }
         }
@@ -875,6 +892,7 @@ impl Writer {
         let installed = sh.windows.install_chunks(f.start_ms, (f.generation, f.chunks.clone()), f.writes_at_start);
         // The window's keyspaces changed: a new one with its index, and one going.
         sh.index.changed();
+        sh.immutable.advance(&sh.windows);
         match installed {
             None => {
                 sh.db.delete_keyspace(f.chunks)?;
@@ -886,6 +904,8 @@ impl Writer {
             Some((old, overlay)) => {
                 if let Some(old) = old {
                     sh.db.delete_keyspace(old)?;
+                    // A re-seal by rewrite: reads as before, bumped as a re-seal (see `drop_overlay`).
+                    sh.immutable.changed();
                 }
                 match overlay {
                     Some(points) => {
