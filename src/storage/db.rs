@@ -79,6 +79,10 @@ pub struct StorageConfig {
     pub head: HeadLimits,
     /// How reads take the samples of many series (for measuring; default `Auto`).
     pub read_strategy: ReadStrategy,
+    /// After this long without a write (or a seal, deletion, ...), flush the head and every
+    /// memtable into tables and roll the journal over, so that the journal files, which then only
+    /// repeat tables, are deleted (see `write/idle.rs`); `None` never (`--idle-flush`).
+    pub idle_flush: Option<Duration>,
 }
 
 impl StorageConfig {
@@ -101,9 +105,13 @@ impl StorageConfig {
             max_exemplars: exemplars::DEFAULT_MAX_EXEMPLARS,
             head: HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(300) },
             read_strategy: ReadStrategy::Auto,
+            idle_flush: Some(DEFAULT_IDLE_FLUSH),
         }
     }
 }
+
+/// How long the writer waits without a write before flushing everything (`--idle-flush`).
+pub const DEFAULT_IDLE_FLUSH: Duration = Duration::from_secs(20);
 
 /// What fjall's memtables may hold by default over all keyspaces (`--write-buffer`).
 pub const DEFAULT_WRITE_BUFFER_BYTES: u64 = 64 << 20;
@@ -300,6 +308,7 @@ impl Storage {
         if shared.starts_stored() {
             writer.restore_starts()?;
         }
+        writer.flush_on_idle(config.idle_flush, config.data_dir.clone());
         let writer = std::thread::Builder::new()
             .name("saltdb-writer".into())
             .spawn(move || writer.run(&rx))

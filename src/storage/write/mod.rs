@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 mod flush;
 pub(super) mod head;
+pub(super) mod idle;
 mod memtables;
 mod presence;
 pub(super) mod wal;
@@ -222,6 +223,10 @@ pub struct Writer {
     /// timestamp: it and the window of its last change point (see `format/start_ts.rs`). Empty, and
     /// never consulted, while no start timestamp is written.
     starts: IdMap<start_ts::Current>,
+    /// When the writer last had something to do, for flushing on idle (see `idle.rs`).
+    idle: idle::Idle,
+    /// The data directory (its journal is measured on idle).
+    data_dir: std::path::PathBuf,
 }
 
 /// What a group adds on top of committed state; applied to the caches only after commit.
@@ -329,7 +334,16 @@ impl Writer {
             label_sets_published: false,
             label_sets: KnownLabelSets::start(shared.series_by_labels.clone(), next_id.saturating_sub(1)),
             starts: IdMap::default(),
+            idle: idle::Idle::new(None),
+            data_dir: std::path::PathBuf::new(),
         }
+    }
+
+    /// Flushes everything into tables once no command has arrived for `after` (see `idle.rs`);
+    /// `None` never. `data_dir` is the database's directory.
+    pub fn flush_on_idle(&mut self, after: Option<Duration>, data_dir: std::path::PathBuf) {
+        self.idle = idle::Idle::new(after);
+        self.data_dir = data_dir;
     }
 
     /// Restores what the writer knows of series' start timestamps (see [`Writer::starts`]) from
@@ -367,11 +381,13 @@ impl Writer {
                     Err(RecvTimeoutError::Timeout) => {
                         self.flush_if_due();
                         self.bound_memtables();
+                        self.flush_if_idle();
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => break,
                 },
             };
+            self.idle.touch();
             match first {
                 Command::DropExpired(cutoff, reply) => {
                     let _ = reply.send(self.drop_expired(cutoff));
