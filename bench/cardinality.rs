@@ -292,8 +292,11 @@ fn run_default(kind: TargetKind, args: &CardinalityArgs, root: &Path, tl: Timeli
 /// Prints the bytes on disk of the running target in `dir` every 10 s until `secs` after
 /// `since` (the end of the last round).
 fn watch_disk(dir: &Path, since: Instant, secs: u64) {
+    if secs == 0 {
+        return;
+    }
     let end = since + Duration::from_secs(secs);
-    while secs > 0 {
+    loop {
         let journals: u64 = std::fs::read_dir(dir)
             .into_iter()
             .flatten()
