@@ -110,6 +110,9 @@ impl StorageConfig {
     }
 }
 
+/// Bytes of sealed journal files past which fjall flushes the memtables holding the oldest back.
+pub const MAX_JOURNAL_BYTES: u64 = 128 << 20;
+
 /// How long the writer waits without a write before flushing everything (`--idle-flush`).
 pub const DEFAULT_IDLE_FLUSH: Duration = Duration::from_secs(20);
 
@@ -238,6 +241,10 @@ impl Storage {
             // The journal's big values are log rows of float bits, which LZ4 barely shrinks:
             // compressing them cost the writer thread ~15% of its time. Recovery reads both.
             .journal_compression(fjall::CompressionType::None)
+            // Past this much in sealed journal files, fjall flushes the memtables that hold the
+            // oldest back (512 MiB by default: under steady ingest the rarely written series
+            // and manifest tables held up to that much, see `write/idle.rs`).
+            .max_journaling_size(MAX_JOURNAL_BYTES)
             .worker_threads(config.storage_threads.max(1))
             .open()?;
         let ks = |name: &str| db.keyspace(name, fjall::KeyspaceCreateOptions::default);
