@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use fjall::AbstractTree;
 
 use super::Writer;
-use crate::storage::error::{Result, StorageError};
+use crate::storage::error::Result;
 use crate::storage::lifecycle::close;
 
 /// The keyspace the journal is padded through (see the module documentation).
@@ -52,23 +52,38 @@ pub const ROLL_MIN_BYTES: u64 = 1 << 20;
 /// ... and at least this share (1/n) of the data directory: padding writes up to 64 MB, worth
 /// it to reclaim a journal that is a noticeable part of the directory, not a few kilobytes.
 pub const ROLL_SHARE: u64 = 32;
-/// Longest wait for a keyspace's sealed memtables to reach tables during an idle flush.
-const FLUSH_WAIT: Duration = Duration::from_secs(30);
-
 /// The writer's idle state.
 #[derive(Debug)]
 pub(super) struct Idle {
     /// Flush after this long without a command; `None` never.
-    pub(super) after: Option<Duration>,
+    after: Option<Duration>,
     /// When the writer last handled a command.
-    pub(super) last: Instant,
-    /// Whether a command arrived since the last idle flush.
-    pub(super) dirty: bool,
+    last: Instant,
+    /// Whether a command arrived since the last idle flush began.
+    dirty: bool,
+    /// The idle flush under way.
+    step: Step,
+    /// When the idle flush under way began.
+    began: Instant,
+}
+
+/// Where an idle flush stands. The writer never waits for fjall's workers (a compaction may
+/// hold them for many seconds, and a write arriving meanwhile must not wait for it): a step that
+/// needs a flush to have finished is retried at the next tick (see [`Idle::busy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// No idle flush under way.
+    Quiet,
+    /// Padding the journal (step 3): the active journal file's id when padding began, and the
+    /// bytes still to write at most.
+    Padding { journal: Option<u64>, left: u64 },
+    /// Compacting the log (step 4), once its memtable is in tables.
+    Log { rolled: bool },
 }
 
 impl Idle {
     pub(super) fn new(after: Option<Duration>) -> Self {
-        Self { after, last: Instant::now(), dirty: true }
+        Self { after, last: Instant::now(), dirty: true, step: Step::Quiet, began: Instant::now() }
     }
 
     /// Records a command.
@@ -77,116 +92,155 @@ impl Idle {
         self.dirty = true;
     }
 
+    /// True while an idle flush is under way: the writer then checks back every few
+    /// milliseconds rather than every second.
+    pub(super) fn busy(&self) -> bool {
+        self.step != Step::Quiet
+    }
+
     fn due(&self) -> bool {
         self.dirty && self.after.is_some_and(|after| self.last.elapsed() >= after)
     }
 }
 
 impl Writer {
-    /// Runs an idle flush when one is due (see the module documentation). A failure is logged;
-    /// the next command and idle period try again.
+    /// Begins an idle flush when one is due, or advances the one under way as far as it can
+    /// without waiting (see the module documentation). A failure is logged and ends it; the next
+    /// command and idle period try again.
     pub(super) fn flush_if_idle(&mut self) {
-        if !self.idle.due() || self.flushing() {
+        if self.flushing() {
             return;
         }
-        self.idle.dirty = false;
-        let began = Instant::now();
-        match self.flush_idle() {
-            Ok(rolled) => tracing::debug!(elapsed = ?began.elapsed(), rolled, "flushed on idle"),
-            Err(e) => tracing::warn!(error = %e, "flushing on idle failed; retried after the next write"),
+        if self.idle.step == Step::Quiet {
+            if !self.idle.due() {
+                return;
+            }
+            self.idle.dirty = false;
+            self.idle.began = Instant::now();
+        }
+        match self.advance_idle_flush() {
+            Ok(step) => {
+                if let (Step::Quiet, Step::Log { rolled }) = (step, self.idle.step) {
+                    tracing::debug!(elapsed = ?self.idle.began.elapsed(), rolled, "flushed on idle");
+                }
+                self.idle.step = step;
+            }
+            Err(e) => {
+                self.idle.step = Step::Quiet;
+                tracing::warn!(error = %e, "flushing on idle failed; retried after the next write");
+            }
         }
     }
 
-    /// Steps 1-4; returns whether the journal was rolled over.
-    fn flush_idle(&mut self) -> Result<bool> {
-        self.flush_head()?;
+    /// Runs the steps of the idle flush from the current one until one must wait; returns the
+    /// step to resume at (`Quiet` once done).
+    fn advance_idle_flush(&mut self) -> Result<Step> {
         let sh = std::sync::Arc::clone(&self.shared);
-        for name in sh.db.list_keyspace_names() {
-            sh.db.keyspace(&name, fjall::KeyspaceCreateOptions::default)?.rotate_memtable()?;
+        let mut step = self.idle.step;
+        loop {
+            step = match step {
+                Step::Quiet => {
+                    // Steps 1 and 2.
+                    self.flush_head()?;
+                    for name in sh.db.list_keyspace_names() {
+                        sh.db.keyspace(&name, fjall::KeyspaceCreateOptions::default)?.rotate_memtable()?;
+                    }
+                    match self.roll_over_bytes() {
+                        Some(left) => Step::Padding { journal: self.newest_journal(), left },
+                        None => Step::Log { rolled: false },
+                    }
+                }
+                Step::Padding { journal, left } => {
+                    let pad = sh.db.keyspace(PAD_KEYSPACE, crate::storage::index::series::table_options)?;
+                    if pad.tree.sealed_memtable_count() > 0 {
+                        return Ok(step);
+                    }
+                    if left == 0 || self.newest_journal() != journal {
+                        // One live row, so that compaction never leaves the keyspace without
+                        // tables (fjall deletes no journal file naming a keyspace without tables).
+                        pad.insert(PAD_LIVE_KEY, [])?;
+                        pad.rotate_memtable()?;
+                        Step::Log { rolled: true }
+                    } else {
+                        Step::Padding { journal, left: self.pad_step(&pad, left)? }
+                    }
+                }
+                Step::Log { .. } => {
+                    if !(sh.head.is_empty() && sh.wal.first_key_value().is_none()) {
+                        // A write arrived meanwhile: the log is live again.
+                        return Ok(Step::Quiet);
+                    }
+                    if sh.wal.tree.sealed_memtable_count() > 0 {
+                        return Ok(step);
+                    }
+                    self.compact_log()?;
+                    return Ok(Step::Quiet);
+                }
+            };
         }
-        let rolled = match close::journal_bytes(&self.data_dir) {
-            Ok((active, all))
-                if active >= ROLL_MIN_BYTES && active >= self.data_dir_bytes().saturating_sub(all) / ROLL_SHARE =>
-            {
-                self.pad_journal(active)?;
-                true
+    }
+
+    /// Bytes to pad the journal with for fjall to roll it over, when that is worth it (see
+    /// [`ROLL_MIN_BYTES`] and [`ROLL_SHARE`]).
+    fn roll_over_bytes(&self) -> Option<u64> {
+        match close::journal_bytes(&self.data_dir) {
+            Ok((active, all)) => {
+                let tables = crate::storage::disk::du_bytes(&self.data_dir).unwrap_or(0).saturating_sub(all);
+                // The file's allocated blocks trail the writer's position by its buffer (8 KiB);
+                // padding ends as soon as the file was sealed, whatever this count says.
+                (active >= ROLL_MIN_BYTES && active >= tables / ROLL_SHARE)
+                    .then(|| FJALL_ROLL_BYTES.saturating_sub(active) + PAD_STEP as u64)
             }
-            Ok(_) => false,
             Err(e) => {
                 tracing::debug!(error = %e, "measuring the journal failed; not rolled over");
-                false
-            }
-        };
-        if sh.head.is_empty() && sh.wal.first_key_value().is_none() {
-            wait_flushed(&sh.wal)?;
-            if sh.wal.table_count() > 0 {
-                let before = sh.wal.disk_space();
-                sh.wal.major_compact()?;
-                tracing::debug!(before, after = sh.wal.disk_space(), "compacted the write-ahead log on idle");
-            }
-            if sh.wal.table_count() == 0 {
-                // fjall deletes no journal file naming a keyspace without tables (it reads the
-                // keyspace's flushed position from them): leave one table, holding only the
-                // removal of a row already removed.
-                let mut keep = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
-                keep.remove(&sh.wal, super::wal::key(self.wal.next.saturating_sub(1)));
-                keep.commit()?;
-                sh.wal.rotate_memtable()?;
-                wait_flushed(&sh.wal)?;
+                None
             }
         }
-        Ok(rolled)
     }
 
-    fn data_dir_bytes(&self) -> u64 {
-        crate::storage::disk::du_bytes(&self.data_dir).unwrap_or(0)
+    fn newest_journal(&self) -> Option<u64> {
+        close::newest_journal_id(&self.data_dir).ok().flatten()
     }
 
-    /// Writes zeros through the pad keyspace until fjall starts a new journal file (the active
-    /// one holds `active` bytes now), each step's rows removed again and its memtable sealed.
-    fn pad_journal(&mut self, active: u64) -> Result<()> {
-        let sh = std::sync::Arc::clone(&self.shared);
-        let pad = sh.db.keyspace(PAD_KEYSPACE, crate::storage::index::series::table_options)?;
+    /// Writes up to [`PAD_STEP`] zeros through `pad`, removes them again and seals the
+    /// memtable; returns the bytes left to write.
+    fn pad_step(&self, pad: &fjall::Keyspace, mut left: u64) -> Result<u64> {
+        let sh = &self.shared;
         let zeros = fjall::Slice::from(vec![0u8; PAD_ROW]);
-        let newest = || close::newest_journal_id(&self.data_dir).ok().flatten();
-        let before = newest();
-        // The file's allocated blocks trail the writer's position by its buffer (8 KiB); the
-        // loop ends as soon as the file was sealed, whatever this count says.
-        let mut left = FJALL_ROLL_BYTES.saturating_sub(active) + (PAD_STEP as u64);
-        while left > 0 && newest() == before {
-            // Rows and their removal in two batches: the rows of one batch share a sequence
-            // number, so a row and its removal in one would be unordered.
-            let mut rows = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
-            let mut removals = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
-            let mut key = 0u32;
-            while (key as usize) * PAD_ROW < PAD_STEP && left > 0 {
-                rows.insert(&pad, key.to_be_bytes(), zeros.clone());
-                removals.remove(&pad, key.to_be_bytes());
-                key += 1;
-                left = left.saturating_sub(PAD_ROW as u64);
-            }
-            rows.commit()?;
-            removals.commit()?;
-            pad.rotate_memtable()?;
-            wait_flushed(&pad)?;
+        // Rows and their removal in two batches: the rows of one batch share a sequence number,
+        // so a row and its removal in one would be unordered.
+        let mut rows = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
+        let mut removals = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
+        let mut key = 0u32;
+        while (key as usize) * PAD_ROW < PAD_STEP && left > 0 {
+            rows.insert(pad, key.to_be_bytes(), zeros.clone());
+            removals.remove(pad, key.to_be_bytes());
+            key += 1;
+            left = left.saturating_sub(PAD_ROW as u64);
         }
-        // One live row, so that compaction never leaves the keyspace without tables (fjall
-        // deletes no journal file naming a keyspace without tables).
-        pad.insert(PAD_LIVE_KEY, [])?;
+        rows.commit()?;
+        removals.commit()?;
         pad.rotate_memtable()?;
+        Ok(left)
+    }
+
+    /// Step 4: compacts the log's tables away (it holds no live row), leaving one table.
+    fn compact_log(&self) -> Result<()> {
+        let sh = &self.shared;
+        if sh.wal.table_count() > 0 {
+            let before = sh.wal.disk_space();
+            sh.wal.major_compact()?;
+            tracing::debug!(before, after = sh.wal.disk_space(), "compacted the write-ahead log on idle");
+        }
+        if sh.wal.table_count() == 0 {
+            // fjall deletes no journal file naming a keyspace without tables (it reads the
+            // keyspace's flushed position from them): leave one table, holding only the removal
+            // of a row already removed. Written by fjall's workers; not waited for.
+            let mut keep = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
+            keep.remove(&sh.wal, super::wal::key(self.wal.next.saturating_sub(1)));
+            keep.commit()?;
+            sh.wal.rotate_memtable()?;
+        }
         Ok(())
     }
-}
-
-/// Waits until `ks` has no sealed memtable left.
-fn wait_flushed(ks: &fjall::Keyspace) -> Result<()> {
-    let deadline = Instant::now() + FLUSH_WAIT;
-    while ks.tree.sealed_memtable_count() > 0 {
-        if Instant::now() > deadline {
-            let late = std::io::Error::new(std::io::ErrorKind::TimedOut, "a memtable flush took over 30 s");
-            return Err(StorageError::Engine(std::sync::Arc::new(late.into())));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Ok(())
 }

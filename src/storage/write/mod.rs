@@ -339,6 +339,19 @@ impl Writer {
         }
     }
 
+    /// How long to wait for a command: not at all while a head flush cycle is under way (its
+    /// next step runs whenever no command waits), briefly while an idle flush waits for fjall's
+    /// workers, otherwise a second.
+    fn idle_timeout(&self) -> Duration {
+        if self.flushing() {
+            Duration::ZERO
+        } else if self.idle.busy() {
+            Duration::from_millis(10)
+        } else {
+            Duration::from_secs(1)
+        }
+    }
+
     /// Flushes everything into tables once no command has arrived for `after` (see `idle.rs`);
     /// `None` never. `data_dir` is the database's directory.
     pub fn flush_on_idle(&mut self, after: Option<Duration>, data_dir: std::path::PathBuf) {
@@ -376,7 +389,7 @@ impl Writer {
             let first = match queued.take() {
                 Some(c) => c,
                 // While a flush cycle is under way, its next step runs whenever no command waits.
-                None => match rx.recv_timeout(if self.flushing() { Duration::ZERO } else { Duration::from_secs(1) }) {
+                None => match rx.recv_timeout(self.idle_timeout()) {
                     Ok(c) => c,
                     Err(RecvTimeoutError::Timeout) => {
                         self.flush_if_due();
