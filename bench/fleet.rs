@@ -36,7 +36,7 @@ pub struct Fleet {
 }
 
 /// splitmix64: a deterministic hash for values, offsets and jitter.
-fn mix(mut x: u64) -> u64 {
+pub(crate) fn mix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -44,7 +44,7 @@ fn mix(mut x: u64) -> u64 {
 }
 
 /// Uniform in [0, 1), from a hash.
-fn unit(x: u64) -> f64 {
+pub(crate) fn unit(x: u64) -> f64 {
     (mix(x) >> 11) as f64 / (1u64 << 53) as f64
 }
 

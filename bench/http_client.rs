@@ -233,3 +233,43 @@ impl Conn {
         Ok((status, out))
     }
 }
+
+/// The first 300 characters of a response body, on one line.
+pub fn excerpt(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).chars().take(300).collect::<String>().replace('\n', " ")
+}
+
+/// Waits (at most `limit`) until the saltdb at `base` has sealed every window that closed more
+/// than `grace_ms` (its `--ooo-grace`) ago, polling `/api/v1/status/windows`; prints how many
+/// are sealed and how long it waited, or how many are still pending. Returns whether all were
+/// sealed in time.
+pub fn wait_until_sealed(name: &str, base: &str, grace_ms: i64, limit: Duration) -> bool {
+    let Ok(addr) = base.trim_start_matches("http://").parse() else { return false };
+    let started = Instant::now();
+    loop {
+        let answer = Conn::try_connect(addr, Some(Duration::from_secs(60)))
+            .and_then(|mut c| c.try_request("GET", "/api/v1/status/windows", &[], b""));
+        let (status, body) = answer.unwrap_or((0, Vec::new()));
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let now = chrono::Utc::now().timestamp_millis();
+        let windows = v["data"].as_array().cloned().unwrap_or_default();
+        let pending = windows
+            .iter()
+            .filter(|w| w["end"].as_i64().is_some_and(|end| end + grace_ms < now) && w["state"] != "sealed")
+            .count();
+        if status == 200 && pending == 0 {
+            let sealed = windows.iter().filter(|w| w["state"] == "sealed").count();
+            println!(
+                "{name}: {sealed} of {} windows sealed (waited {:.1}s)",
+                windows.len(),
+                started.elapsed().as_secs_f64()
+            );
+            return true;
+        }
+        if started.elapsed() > limit {
+            println!("{name}: {pending} windows still unsealed after {limit:?}; measuring anyway");
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}

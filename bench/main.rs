@@ -9,9 +9,12 @@ mod flood;
 mod histogram_size;
 mod http_client;
 mod latencies;
+mod longrange;
 mod peers;
 mod protocols;
 mod query;
+mod scan;
+mod sender;
 mod size;
 mod soak;
 mod workload;
@@ -56,6 +59,10 @@ enum Bench {
     Crash(crash::CrashArgs),
     /// Ingest throughput per protocol (line protocol, OpenTSDB, Prometheus text, JSON, OTLP) vs VictoriaMetrics.
     Protocols(protocols::ProtocolArgs),
+    /// Long-range queries over sealed data in-process: time, samples read per second per core, the decode limit.
+    Scan(scan::ScanArgs),
+    /// 30-day range queries and bytes on disk of a running server vs VictoriaMetrics.
+    Longrange(longrange::LongRangeArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -291,6 +298,16 @@ fn main() {
             std::fs::create_dir_all(&root).expect("work dir");
             cardinality::run(&args, &root);
             if !args.keep_data {
+                let _ = std::fs::remove_dir_all(&root);
+            }
+        }
+        Bench::Scan(args) => scan::run(&args),
+        Bench::Longrange(args) => {
+            let base = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+            let root = base.join(format!("saltdb-bench-longrange-{}", std::process::id()));
+            std::fs::create_dir_all(&root).expect("work dir");
+            longrange::run(&args, &root);
+            if !args.keep {
                 let _ = std::fs::remove_dir_all(&root);
             }
         }

@@ -5,6 +5,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::http_client::{excerpt, Conn};
+
 /// Whether `program` is an executable file on `PATH` (peers are optional: a missing one is
 /// skipped with a message).
 pub fn installed(program: &str) -> bool {
@@ -71,11 +73,23 @@ impl Peer {
     /// VictoriaMetrics with extra flags after the usual ones (e.g. a higher
     /// `-search.maxUniqueTimeseries`), or `None` when not installed or not ready within 60 s.
     pub fn victoria_metrics_with(dir: &Path, extra: &[String]) -> Option<Self> {
+        Self::spawn_victoria_metrics(dir, true, extra)
+    }
+
+    /// [`Peer::victoria_metrics_with`] with its rollup result cache on (no
+    /// `-search.disableCache`): repeated range queries are answered from it unless the request
+    /// says `nocache=1`.
+    pub fn victoria_metrics_cached(dir: &Path, extra: &[String]) -> Option<Self> {
+        Self::spawn_victoria_metrics(dir, false, extra)
+    }
+
+    fn spawn_victoria_metrics(dir: &Path, disable_cache: bool, extra: &[String]) -> Option<Self> {
         let port = free_port();
         let child = Command::new("victoria-metrics")
             .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
             .arg(format!("-storageDataPath={}", dir.display()))
-            .args(["-retentionPeriod=100y", "-search.disableCache", "-search.latencyOffset=0s"])
+            .args(["-retentionPeriod=100y", "-search.latencyOffset=0s"])
+            .args(disable_cache.then_some("-search.disableCache"))
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -116,6 +130,37 @@ impl Peer {
     pub fn pid(&self) -> String {
         self.child.id().to_string()
     }
+}
+
+/// Waits until VictoriaMetrics at `base` runs no forced or background merge (two quiet polls of
+/// its `/metrics` in a row), at most `limit`; each poll is bounded by `timeout`.
+///
+/// # Errors
+/// `/metrics` cannot be read, or merges still run after `limit` (the caller measures anyway).
+pub fn wait_vm_merges(base: &str, timeout: Duration, limit: Duration) -> Result<(), String> {
+    let addr = base.trim_start_matches("http://").parse().map_err(|e| format!("{base}: {e}"))?;
+    let deadline = Instant::now() + limit;
+    let mut quiet = 0;
+    std::thread::sleep(Duration::from_millis(500));
+    while Instant::now() < deadline {
+        let mut conn = Conn::try_connect(addr, Some(timeout)).map_err(|e| format!("connect: {e}"))?;
+        let metrics = match conn.try_request("GET", "/metrics", &[], b"") {
+            Ok((200, body)) => String::from_utf8_lossy(&body).into_owned(),
+            Ok((status, body)) => return Err(format!("GET /metrics: HTTP {status}: {}", excerpt(&body))),
+            Err(e) => return Err(format!("GET /metrics: {e}")),
+        };
+        let active: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("vm_active_force_merges ") || l.starts_with("vm_active_merges{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        quiet = if active == 0.0 { quiet + 1 } else { 0 };
+        if quiet >= 2 {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Err(format!("VictoriaMetrics still merging after {limit:?}; measured anyway"))
 }
 
 impl Drop for Peer {

@@ -115,40 +115,6 @@ fn load(name: &str, base: &str, bodies: &[Vec<u8>]) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
-/// Waits (up to two minutes) until saltdb has sealed every window that closed more than its
-/// out-of-order grace (1 h by default) ago, the state a server is in after it has run for a
-/// while: all but the last hour or so of a 24 h range is read from sealed chunks. Queries
-/// timed before that would read whatever mix of hot runs and chunks the load left behind.
-fn wait_until_sealed(name: &str, base: &str) {
-    const GRACE_MS: i64 = 3_600_000;
-    let addr = base.trim_start_matches("http://").parse().expect("addr");
-    let started = Instant::now();
-    loop {
-        let (status, body) = Conn::connect(addr).request("GET", "/api/v1/status/windows", &[], b"");
-        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-        let now = chrono::Utc::now().timestamp_millis();
-        let windows = v["data"].as_array().cloned().unwrap_or_default();
-        let pending = windows
-            .iter()
-            .filter(|w| w["end"].as_i64().is_some_and(|end| end + GRACE_MS < now) && w["state"] != "sealed")
-            .count();
-        if status == 200 && pending == 0 {
-            let sealed = windows.iter().filter(|w| w["state"] == "sealed").count();
-            println!(
-                "{name}: {sealed} of {} windows sealed (waited {:.1}s)",
-                windows.len(),
-                started.elapsed().as_secs_f64()
-            );
-            return;
-        }
-        if started.elapsed().as_secs() > 120 {
-            println!("{name}: {pending} windows still unsealed after 120 s; timing anyway");
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
-}
-
 /// Runs a range query; returns (seconds, series in the result).
 fn query(base: &str, q: &str, start: i64, end: i64) -> (f64, usize) {
     let addr = base.trim_start_matches("http://").parse().expect("addr");
@@ -319,7 +285,9 @@ pub fn run(args: &QueryArgs, root: &Path) {
         let _ = crate::http_client::get_status(&vm.base, "/internal/force_flush");
     }
     for (name, base) in targets.iter().filter(|(name, _)| name.starts_with("saltdb") && name != "saltdb-clickhouse") {
-        wait_until_sealed(name, base);
+        // All but the last hour or so of the 24 h range is then read from sealed chunks, the
+        // state of a server that has run for a while.
+        crate::http_client::wait_until_sealed(name, base, 3_600_000, std::time::Duration::from_secs(120));
     }
     println!(
         "{:<80} {:<18} {:>10} {:>8} {:>8} {:>12} {:>8}",

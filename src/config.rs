@@ -236,9 +236,15 @@ pub struct ServeArgs {
     /// Longest a query may run before it fails with a timeout (clients may ask for less).
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub query_timeout: i64,
-    /// Most samples one query may load or hold in memory; beyond it the query fails (422).
+    /// Most samples one query may hold in memory at once (what its selectors keep once reduced
+    /// to the values its steps read, cached step values, its result); beyond it the query fails
+    /// (422).
     #[arg(long, default_value_t = 50_000_000)]
     pub query_max_samples: usize,
+    /// Most samples one query may read from storage, however few it holds; beyond it the query
+    /// fails (422).
+    #[arg(long, default_value_t = crate::promql::DEFAULT_MAX_SCANNED_SAMPLES)]
+    pub query_max_scanned_samples: usize,
     /// Most memory one query's evaluation may hold, in bytes: loaded series (samples and
     /// labels), cached subquery steps and rollup values, subquery windows and the result being
     /// assembled. Beyond it the query fails (422). Responses are streamed, so answering adds
@@ -547,6 +553,7 @@ impl ServeArgs {
                 engine: EngineOptions {
                     lookback_ms: self.query_lookback_delta,
                     max_samples: self.query_max_samples,
+                    max_scanned_samples: self.query_max_scanned_samples.max(1),
                     max_memory_bytes: self.query_max_memory,
                     timeout: std::time::Duration::from_millis(self.query_timeout.unsigned_abs()),
                 },

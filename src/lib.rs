@@ -31,5 +31,6 @@ pub mod promql;
 pub mod remote;
 pub mod sample;
 pub mod server;
+pub mod spare_samples;
 pub mod storage;
 pub mod varint;

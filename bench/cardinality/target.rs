@@ -138,7 +138,7 @@ impl Target {
                     }
                 }
                 let t = Instant::now();
-                match wait_vm_merges(&self) {
+                match peers::wait_vm_merges(&peer.base, self.timeout, SETTLE_TIMEOUT) {
                     Ok(()) => out.notes.push(format!("merges done in {:.1}s", t.elapsed().as_secs_f64())),
                     Err(e) => out.notes.push(format!("!! {e}")),
                 }
@@ -153,28 +153,4 @@ impl Target {
     }
 }
 
-/// Waits until VictoriaMetrics runs no forced or background merge (two quiet polls in a row).
-fn wait_vm_merges(target: &Target) -> Result<(), String> {
-    let deadline = Instant::now() + SETTLE_TIMEOUT;
-    let mut quiet = 0;
-    std::thread::sleep(Duration::from_millis(500));
-    while Instant::now() < deadline {
-        let metrics = String::from_utf8_lossy(&target.get("/metrics")?).into_owned();
-        let active: f64 = metrics
-            .lines()
-            .filter(|l| l.starts_with("vm_active_force_merges ") || l.starts_with("vm_active_merges{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
-        quiet = if active == 0.0 { quiet + 1 } else { 0 };
-        if quiet >= 2 {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    Err(format!("VictoriaMetrics still merging after {SETTLE_TIMEOUT:?}; measured anyway"))
-}
-
-/// The first 300 characters of a response body, on one line.
-pub(super) fn excerpt(body: &[u8]) -> String {
-    String::from_utf8_lossy(body).chars().take(300).collect::<String>().replace('\n', " ")
-}
+pub(super) use crate::http_client::excerpt;

@@ -295,6 +295,7 @@ fn engine() -> Engine {
     Engine::new(EngineOptions {
         lookback_ms: 300_000,
         max_samples: 1_000_000,
+        max_scanned_samples: 10_000_000,
         max_memory_bytes: 256 << 20,
         timeout: Duration::from_secs(1),
     })
@@ -479,6 +480,7 @@ pub fn promql_times(data: &[u8]) {
     let engine = Engine::new(EngineOptions {
         lookback_ms: 300_000,
         max_samples: 1_000_000,
+        max_scanned_samples: 10_000_000,
         max_memory_bytes: 256 << 20,
         timeout: Duration::from_secs(5),
     });

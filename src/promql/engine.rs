@@ -39,13 +39,21 @@ const MAX_QUERY_OPERATORS: usize = 2_000;
 /// Default of [`EngineOptions::max_memory_bytes`] (`--query-max-memory`): 2 GiB.
 pub const DEFAULT_MAX_MEMORY_BYTES: usize = 2 << 30;
 
+/// Default of [`EngineOptions::max_scanned_samples`] (`--query-max-scanned-samples`): a
+/// billion samples, about ten seconds of decoding on one core.
+pub const DEFAULT_MAX_SCANNED_SAMPLES: usize = 1_000_000_000;
+
 /// Limits and defaults of the evaluator.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
     /// How far back an instant selector looks for the latest sample (Prometheus: 5m).
     pub lookback_ms: i64,
-    /// Most samples a query may load or hold at once.
+    /// Most samples a query may hold at once: what its selectors keep after reducing them where
+    /// they are read, its cached step values and its result (`--query-max-samples`).
     pub max_samples: usize,
+    /// Most samples a query may read from storage in all (`--query-max-scanned-samples`); a
+    /// selector reduced where it is read scans many more samples than it holds.
+    pub max_scanned_samples: usize,
     /// Most bytes a query's evaluation may hold at once (see `footprint.rs` for what counts).
     pub max_memory_bytes: usize,
     /// Longest a query may run.
@@ -57,6 +65,7 @@ impl Default for EngineOptions {
         Self {
             lookback_ms: 300_000,
             max_samples: 50_000_000,
+            max_scanned_samples: DEFAULT_MAX_SCANNED_SAMPLES,
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             timeout: Duration::from_secs(120),
         }
@@ -73,8 +82,12 @@ pub struct QueryResult {
     /// Timings and sample counts, when asked for ([`Engine::instant_with_stats`],
     /// [`Engine::range_with_stats`]).
     pub stats: Option<QueryStats>,
-    /// Samples loaded from storage (for the slow-query log).
+    /// Samples read from storage (for the slow-query log).
     pub loaded_samples: usize,
+    /// Most samples the evaluation held at once: what its selectors kept after reducing them
+    /// where they were read, its cached step values and its result (the figure
+    /// `--query-max-samples` limits).
+    pub peak_samples: usize,
 }
 
 /// The PromQL evaluator. Cheap to share; holds no per-query state.
@@ -122,16 +135,18 @@ impl Engine {
         let v = q.eval(&expr, time_ms)?;
         let evaluated = Instant::now();
         let value = instant_value(v, time_ms)?;
+        q.check_samples(value.points())?;
+        let peak_samples = q.peak_samples();
         let stats = per_step.map(|per_step| QueryStats {
             timings: Timings {
                 preparation: prepared - started,
                 inner_eval: evaluated - evaluating,
                 result_sort: evaluated.elapsed(),
             },
-            samples: sample_stats(per_step, q.loaded(), value.points()),
+            samples: sample_stats(per_step, peak_samples),
         });
         let loaded_samples = q.loaded();
-        Ok(QueryResult { value, annotations: q.into_annotations(), stats, loaded_samples })
+        Ok(QueryResult { value, annotations: q.into_annotations(), stats, loaded_samples, peak_samples })
     }
 
     /// Evaluates `query` at every step from `start_ms` to `end_ms` (inclusive).
@@ -223,9 +238,10 @@ impl Engine {
             }
             Ok(acc)
         };
-        let (mut acc, mut annotations) = if parts == 1 {
+        let (mut acc, mut annotations, peak_samples) = if parts == 1 {
             let acc = run(&q, 0, steps)?;
-            (acc, q.into_annotations())
+            let peak = q.peak_samples();
+            (acc, q.into_annotations(), peak)
         } else {
             let forks: Vec<Query> = (1..parts)
                 .map(|part| {
@@ -255,13 +271,14 @@ impl Engine {
                 (first, rest)
             });
             let mut acc = first?;
+            let peak = q.peak_samples();
             let mut annotations = q.into_annotations();
             for part in rest {
                 let (more, notes) = part?;
                 acc.absorb(more);
                 annotations.merge(notes);
             }
-            (acc, annotations)
+            (acc, annotations, peak)
         };
         acc.points = points.load(Ordering::Relaxed);
         if contains_sort(&expr) {
@@ -275,17 +292,16 @@ impl Engine {
                 inner_eval: evaluated - evaluating,
                 result_sort: evaluated.elapsed(),
             },
-            samples: sample_stats(per_step, loaded, value.points()),
+            samples: sample_stats(per_step, peak_samples),
         });
-        Ok(QueryResult { value, annotations, stats, loaded_samples: loaded })
+        Ok(QueryResult { value, annotations, stats, loaded_samples: loaded, peak_samples })
     }
 }
 
-/// The sample counts of a query: per step, their sum, and the peak (loaded samples plus result
-/// points, see [`super::stats`]).
-fn sample_stats(per_step: Vec<(i64, u64)>, loaded: usize, result_points: usize) -> SampleStats {
+/// The sample counts of a query: per step, their sum, and the peak (see [`super::stats`]).
+fn sample_stats(per_step: Vec<(i64, u64)>, peak: usize) -> SampleStats {
     let total_queryable = per_step.iter().fold(0u64, |sum, (_, n)| sum.saturating_add(*n));
-    let peak = u64::try_from(loaded.saturating_add(result_points)).unwrap_or(u64::MAX);
+    let peak = u64::try_from(peak).unwrap_or(u64::MAX);
     SampleStats { total_queryable, per_step, peak }
 }
 

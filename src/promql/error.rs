@@ -16,9 +16,19 @@ pub enum EvalError {
     /// The query ran longer than the configured timeout.
     #[error("query timed out in {0}")]
     Timeout(&'static str),
-    /// The query loaded or produced more samples than allowed.
+    /// The query would hold more samples at once (loaded, cached or in its result) than allowed
+    /// (`--query-max-samples`).
     #[error("query processing would load too many samples into memory in {0}")]
     TooManySamples(&'static str),
+    /// The query would read more samples from storage than allowed
+    /// (`--query-max-scanned-samples`), however few of them it holds.
+    #[error(
+        "query would scan more than {limit} samples from storage (--query-max-scanned-samples): narrow its time range or its selectors"
+    )]
+    TooManyScanned {
+        /// The limit.
+        limit: usize,
+    },
     /// The query would hold more memory than allowed (`--query-max-memory`).
     #[error(
         "query processing would hold more than {limit} bytes in memory (--query-max-memory) in {what}: {needed} bytes"
@@ -44,7 +54,11 @@ impl EvalError {
             Self::BadData(_) => "bad_data",
             Self::Timeout(_) => "timeout",
             Self::Storage(StorageError::Timeout) => "timeout",
-            Self::Execution(_) | Self::TooManySamples(_) | Self::TooMuchMemory { .. } | Self::Storage(_) => "execution",
+            Self::Execution(_)
+            | Self::TooManySamples(_)
+            | Self::TooManyScanned { .. }
+            | Self::TooMuchMemory { .. }
+            | Self::Storage(_) => "execution",
         }
     }
 

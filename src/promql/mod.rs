@@ -25,7 +25,7 @@ mod trim;
 pub mod value;
 
 pub use annotations::{Annotation, Annotations, Severity};
-pub use engine::{parse, Engine, EngineOptions, QueryResult};
+pub use engine::{parse, Engine, EngineOptions, QueryResult, DEFAULT_MAX_SCANNED_SAMPLES};
 pub use error::EvalError;
 pub use stats::{QueryStats, SampleStats, Timings};
 pub use value::{InstantSample, RangeSeries, Value};

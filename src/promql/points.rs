@@ -80,9 +80,9 @@ pub(crate) fn keep_newest(s: &mut SeriesSamples) {
         (Some(_), Some(_)) => s.histograms.clear(),
         _ => {}
     }
-    let drop = s.samples.len().saturating_sub(1);
-    s.samples.drain(..drop);
-    s.samples.shrink_to_fit();
+    let newest: Vec<Sample> = s.samples.last().copied().into_iter().collect();
+    // The samples read go back for the next series read on this thread.
+    crate::spare_samples::give(std::mem::replace(&mut s.samples, newest));
     let drop = s.histograms.len().saturating_sub(1);
     s.histograms.drain(..drop);
     s.histograms.shrink_to_fit();

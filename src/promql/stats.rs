@@ -11,9 +11,12 @@
 //! selectors, and `@`-pinned (step-invariant) expressions, in ways tied to its evaluator; here
 //! those count as described above.
 //!
-//! `peakSamples` is saltdb's own figure: the samples the query loaded (saltdb holds a selector's
-//! samples for the whole evaluation) plus the points of its result. Prometheus' figure follows
-//! its evaluator's buffers, so the two differ.
+//! `peakSamples` is saltdb's own figure: the most samples the query held at once, counted as
+//! `--query-max-samples` counts them: what its selectors kept after being reduced where they
+//! were read (saltdb holds a selector's kept samples for the whole evaluation), its cached step
+//! values and the points of its result. Prometheus' figure follows its evaluator's buffers, so
+//! the two differ. A query measured with `stats` keeps its selectors' samples unreduced, so
+//! its peak is that of the unreduced evaluation.
 
 use std::time::Duration;
 
@@ -65,6 +68,7 @@ pub(crate) fn per_step(q: &Query<'_>, e: &Expr, steps: &[i64]) -> Result<Vec<(i6
 
 fn walk(q: &Query<'_>, e: &Expr, steps: &[i64], counts: &mut [u64]) -> Result<()> {
     match e {
+        Expr::VectorSelector(vs) if q.is_stepped(vs) => each_step(q, steps, counts, |t| Ok(stepped_at(q, vs, t))),
         Expr::VectorSelector(vs) => each_step(q, steps, counts, |t| Ok(q.select_instant(vs, t).len())),
         Expr::MatrixSelector(ms) => each_step(q, steps, counts, |t| {
             let mut n = 0;
@@ -87,6 +91,24 @@ fn walk(q: &Query<'_>, e: &Expr, steps: &[i64], counts: &mut [u64]) -> Result<()
         Expr::Call(c) => c.args.args.iter().try_for_each(|a| walk(q, a, steps, counts)),
         Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => Ok(()),
     }
+}
+
+/// The series of a selector reduced to its values at the outer steps (see
+/// `Query::is_stepped`) that have one at outer step `t`: each value is stamped with its step's
+/// time, so this is what [`Query::select_instant`] finds on the unreduced samples. A series
+/// holding histograms is never reduced and is looked at as read.
+fn stepped_at(q: &Query<'_>, vs: &promql_parser::parser::VectorSelector, t: i64) -> usize {
+    q.series_of(vs)
+        .iter()
+        .filter(|s| {
+            if s.histograms.is_empty() {
+                s.samples.binary_search_by_key(&t, |p| p.timestamp_ms).is_ok()
+            } else {
+                let te = q.at_ms(&vs.at).unwrap_or(t).saturating_sub(super::eval::offset_ms(&vs.offset));
+                super::points::latest(&s.samples, &s.histograms, te, q.lookback_ms()).is_some()
+            }
+        })
+        .count()
 }
 
 fn each_step(q: &Query<'_>, steps: &[i64], counts: &mut [u64], mut at: impl FnMut(i64) -> Result<usize>) -> Result<()> {

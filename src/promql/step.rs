@@ -20,22 +20,53 @@ pub(crate) fn grid_time(first: i64, step: i64, i: usize) -> i64 {
 }
 
 /// The first index of `s` (ascending timestamps) whose timestamp is after `bound`, searching
-/// forward from `hint` when the answer lies there (a few samples further for the next step of a
-/// range query), else by binary search.
+/// forward from `hint` when the answer lies there (the next step of a range query: a few samples
+/// further, or a few hundred over a long range at a coarse step): first where the spacing of
+/// the samples before the hint puts it, then by galloping (probes 1, 2, 4, 8, ... samples past
+/// the hint, then a binary search between the last two), so a step costs about twice the
+/// logarithm of the distance moved rather than a binary search over every sample left. Without
+/// a usable hint, a binary search.
 #[inline]
 pub(crate) fn seek(s: &[Sample], hint: usize, bound: i64) -> usize {
     let hint_ok = hint <= s.len() && (hint == 0 || s.get(hint - 1).is_some_and(|p| p.timestamp_ms <= bound));
     if !hint_ok {
         return s.partition_point(|p| p.timestamp_ms <= bound);
     }
-    const LINEAR: usize = 8;
-    for (i, p) in s.iter().enumerate().skip(hint).take(LINEAR) {
-        if p.timestamp_ms > bound {
-            return i;
+    // Invariant: every sample before `lo` is at or before `bound`.
+    let mut lo = hint;
+    // Samples are mostly evenly spaced: guess the answer from the spacing before the hint and
+    // try it first (two neighbouring probes), so that a long move costs no more than a short one.
+    if let (Some(before), Some(at)) = (hint.checked_sub(1).and_then(|i| s.get(i)), s.get(hint)) {
+        let spacing = at.timestamp_ms.saturating_sub(before.timestamp_ms).max(1);
+        let ahead = bound.saturating_sub(at.timestamp_ms) / spacing;
+        if let Some(guess) = usize::try_from(ahead).ok().and_then(|a| hint.checked_add(a)).filter(|&g| g > hint) {
+            match (s.get(guess - 1), s.get(guess)) {
+                (Some(p), Some(q)) if p.timestamp_ms <= bound && q.timestamp_ms > bound => return guess,
+                (Some(p), None) if p.timestamp_ms <= bound => return guess,
+                (Some(p), _) if p.timestamp_ms <= bound => lo = guess,
+                _ => {}
+            }
         }
     }
-    let from = (hint + LINEAR).min(s.len());
-    from + s.get(from..).map_or(0, |rest| rest.partition_point(|p| p.timestamp_ms <= bound))
+    let mut width = 1usize;
+    loop {
+        let probe = lo.saturating_add(width - 1);
+        match s.get(probe) {
+            Some(p) if p.timestamp_ms <= bound => {
+                lo = probe + 1;
+                width = width.saturating_mul(2);
+            }
+            Some(_) => {
+                // The answer is in `lo..=probe`.
+                let within = s.get(lo..probe).unwrap_or_default();
+                return lo + within.partition_point(|p| p.timestamp_ms <= bound);
+            }
+            None => {
+                let rest = s.get(lo..).unwrap_or_default();
+                return lo + rest.partition_point(|p| p.timestamp_ms <= bound);
+            }
+        }
+    }
 }
 
 /// The samples of `s` in `(lo, hi]`.
@@ -80,6 +111,26 @@ mod tests {
             let want = s.partition_point(|p| p.timestamp_ms <= bound);
             for hint in 0..=s.len() + 1 {
                 assert_eq!(seek(&s, hint, bound), want, "bound {bound} hint {hint}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Against a binary search, over spacings that are regular (where the guess from the
+        /// spacing is tried first) and irregular, from every hint.
+        #[test]
+        fn seek_agrees_with_binary_search_on_any_spacing(
+            gaps in proptest::collection::vec(proptest::prop_oneof![3 => proptest::strategy::Just(15i64), 1 => 1i64..100], 0..200),
+            bounds in proptest::collection::vec(-10i64..4_000, 1..20),
+        ) {
+            let mut t = 0;
+            let ts: Vec<i64> = gaps.iter().map(|g| { t += g; t }).collect();
+            let s = samples(&ts);
+            for &bound in &bounds {
+                let want = s.partition_point(|p| p.timestamp_ms <= bound);
+                for hint in 0..=s.len() + 1 {
+                    proptest::prop_assert_eq!(seek(&s, hint, bound), want, "bound {} hint {}", bound, hint);
+                }
             }
         }
     }

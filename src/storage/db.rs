@@ -23,7 +23,7 @@ use crate::storage::lifecycle::migrate;
 use crate::storage::lifecycle::seal::{self, SealOutcome};
 use crate::storage::lifecycle::snapshot::{self, SnapshotOutcome};
 use crate::storage::lifecycle::window::Windows;
-use crate::storage::read::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap};
+use crate::storage::read::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap, SinkFactory};
 use crate::storage::read::select;
 use crate::storage::shared::MeasuredSeries;
 use crate::storage::shared::Shared;
@@ -757,6 +757,18 @@ impl Querier for StorageQuerier {
         map: Option<SeriesMap<'_>>,
     ) -> Result<Vec<SeriesSamples>> {
         select::select(&self.shared, &Selection::new(matchers), start_ms, end_ms, &self.limits, map)
+    }
+
+    fn select_reduced(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        sink: SinkFactory<'_>,
+        map: Option<SeriesMap<'_>>,
+    ) -> Result<Vec<SeriesSamples>> {
+        let sel = Selection::new(matchers);
+        select::select_reduced(&self.shared, &sel, (start_ms, end_ms), &self.limits, sink, map)
     }
 
     fn for_each_series(

@@ -42,5 +42,7 @@ pub use lifecycle::delete::DeleteOutcome;
 pub use lifecycle::seal::SealOutcome;
 pub use lifecycle::snapshot::SnapshotOutcome;
 pub use read::cardinality::{Cardinality, CardinalityQuery, Stat};
-pub use read::querier::{MemQuerier, Querier, ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
+pub use read::querier::{
+    MemQuerier, Querier, ReadLimits, ReadStrategy, SampleBudget, SampleSink, SeriesMap, SinkFactory,
+};
 pub use write::{HeadLimits, SealSwap, WriteOutcome, RUN_SAMPLES};

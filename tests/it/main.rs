@@ -27,6 +27,7 @@ mod index;
 mod ingest_protocols;
 mod label_names;
 mod logs;
+mod long_range;
 mod manifest;
 mod metadata_api;
 mod metrics_cost;

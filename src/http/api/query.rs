@@ -115,8 +115,9 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
         // In place, within the small budget (see `small_queries`); past it, to the pool below.
         let mut small = opts.clone();
         small.max_samples = small.max_samples.min(small_queries::INLINE_SAMPLES);
+        small.max_scanned_samples = small.max_scanned_samples.min(small_queries::INLINE_SAMPLES);
         small.timeout = small.timeout.min(small_queries::INLINE_TIME);
-        let (limits, _cancel_on_drop) = blocking::read_limits(Some(small.max_samples), small.timeout);
+        let (limits, _cancel_on_drop) = blocking::read_limits(Some(small.max_scanned_samples), small.timeout);
         let source = state.backend.querier(limits);
         let engine = crate::promql::Engine::new(small);
         match blocking::contain(|| Ok(evaluate(&engine, &*source, &query, kind, counted, key))) {
@@ -131,11 +132,9 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
         }
         None => {
             let engine = crate::promql::Engine::new(opts);
-            // Storage stops reading once the samples alone would exceed the memory budget,
-            // before the evaluator sees them.
-            let o = engine.options();
-            let max_read = o.max_samples.min(o.max_memory_bytes / std::mem::size_of::<crate::sample::Sample>());
-            let (limits, _cancel_on_drop) = blocking::read_limits(Some(max_read), timeout);
+            // Storage stops reading past the scan limit; what the query holds of what it reads
+            // is limited by the engine as each series arrives.
+            let (limits, _cancel_on_drop) = blocking::read_limits(Some(engine.options().max_scanned_samples), timeout);
             let source = state.backend.querier(limits);
             let query = query.clone();
             blocking::run(move || {

@@ -77,6 +77,7 @@ pub fn over_budget(e: &EvalError) -> bool {
         e,
         EvalError::Timeout(_)
             | EvalError::TooManySamples(_)
+            | EvalError::TooManyScanned { .. }
             | EvalError::TooMuchMemory { .. }
             | EvalError::Storage(StorageError::TooManySamples { .. } | StorageError::Timeout)
     )

@@ -13,6 +13,8 @@
 //! `range_steps_equal_instant_queries_for_subqueries` (promql tests) checks it against instant
 //! queries, which never take this path.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
 
 use super::{dur_ms, offset_ms, shape, Query};
@@ -26,6 +28,7 @@ use crate::promql::points;
 use crate::promql::step::{self, grid_time, seek, StepValues, StepWindow};
 use crate::promql::value::{Elem, Point};
 use crate::sample::{is_stale_marker, HistogramSample, Sample, SeriesSamples};
+use crate::storage::SampleSink;
 
 /// An expression with at most one value per series per step, computed from that series'
 /// samples alone.
@@ -188,7 +191,97 @@ impl Stepper {
         }
         let mut points = Vec::new();
         self.each_step(&series.samples, grid, |i, v| points.push(Sample::new(grid_time(grid.0, grid.1, i), v)));
-        series.samples = points;
+        points.shrink_to_fit();
+        // The samples read go back for the next series read on this thread.
+        crate::spare_samples::give(std::mem::replace(&mut series.samples, points));
+    }
+}
+
+impl Stepper {
+    /// The samples the value at step time `t` reads: those in `(lo, hi]` (for a selector, the
+    /// newest of them).
+    fn reach(&self, t: i64) -> (i64, i64) {
+        match *self {
+            Self::Latest { pinned, offset, lookback } => {
+                let te = pinned.unwrap_or(t).saturating_sub(offset);
+                (te.saturating_sub(lookback), te)
+            }
+            Self::Rollup(_, window) => window.bounds(t),
+        }
+    }
+}
+
+/// [`Stepper::reduce`] as the samples are decoded: a [`SampleSink`] holding only the samples
+/// the steps not yet computed still read. Each time a batch arrives, the steps whose reach ends
+/// before its last sample are computed (no later sample can fall in them), then the samples
+/// before the next step's reach are dropped. The values equal [`Stepper::reduce`]'s on the
+/// whole series: each step is computed by [`Stepper::each_step`] over a buffer that holds every
+/// sample of its reach.
+pub(crate) struct StepSink<'r> {
+    stepper: Stepper,
+    grid: (i64, i64, usize),
+    drop_stale: bool,
+    buffer: Vec<Sample>,
+    /// The first step not computed yet.
+    next: usize,
+    out: Vec<Sample>,
+    /// Samples fed, over every sink of the selection.
+    read: &'r AtomicUsize,
+}
+
+impl<'r> StepSink<'r> {
+    /// A sink computing `stepper` at every step of `grid`, dropping staleness markers first when
+    /// `drop_stale` (as the preload does for range selectors); counts what it is fed in `read`.
+    pub(crate) fn new(stepper: Stepper, grid: (i64, i64, usize), drop_stale: bool, read: &'r AtomicUsize) -> Self {
+        Self { stepper, grid, drop_stale, buffer: Vec::new(), next: 0, out: Vec::new(), read }
+    }
+
+    /// Computes the steps before `until`, then drops the samples no later step reads.
+    fn advance(&mut self, until: usize) {
+        let (first, step, steps) = self.grid;
+        if until > self.next {
+            let from = grid_time(first, step, self.next);
+            let out = &mut self.out;
+            self.stepper.each_step(&self.buffer, (from, step, until - self.next), |i, v| {
+                out.push(Sample::new(grid_time(from, step, i), v));
+            });
+            self.next = until;
+        }
+        if self.next >= steps {
+            self.buffer.clear();
+            return;
+        }
+        let (lo, _) = self.stepper.reach(grid_time(first, step, self.next));
+        let cut = self.buffer.partition_point(|p| p.timestamp_ms <= lo);
+        self.buffer.drain(..cut);
+    }
+}
+
+impl SampleSink for StepSink<'_> {
+    fn feed(&mut self, batch: &[Sample]) {
+        self.read.fetch_add(batch.len(), Ordering::Relaxed);
+        let (first, step, steps) = self.grid;
+        if self.next >= steps {
+            return;
+        }
+        if self.drop_stale {
+            self.buffer.extend(batch.iter().filter(|p| !is_stale_marker(p.value)));
+        } else {
+            self.buffer.extend_from_slice(batch);
+        }
+        let Some(last) = self.buffer.last().map(|p| p.timestamp_ms) else { return };
+        let mut until = self.next;
+        while until < steps && self.stepper.reach(grid_time(first, step, until)).1 < last {
+            until += 1;
+        }
+        self.advance(until);
+    }
+
+    fn finish(mut self: Box<Self>) -> Vec<Sample> {
+        self.advance(self.grid.2);
+        let mut out = std::mem::take(&mut self.out);
+        out.shrink_to_fit();
+        out
     }
 }
 
@@ -317,4 +410,80 @@ pub(crate) fn step_vector(q: &Query, e: PerSeries, t: i64) -> Result<Option<Vec<
         return Err(EvalError::exec("internal error: a step of a reduced selector was evaluated twice"));
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::labels::Labels;
+    use crate::promql::functions::rollup::lookup;
+    use crate::sample::STALE_NAN_BITS;
+
+    /// A series: gaps of 1-30 s (mostly 15 s), counter-like values with resets, some staleness
+    /// markers.
+    fn series() -> impl Strategy<Value = Vec<Sample>> {
+        proptest::collection::vec((prop_oneof![4 => Just(15_000i64), 1 => 1_000i64..30_000], 0u8..20), 0..400).prop_map(
+            |points| {
+                let (mut t, mut v) = (1_000_000i64, 0.0f64);
+                points
+                    .into_iter()
+                    .map(|(gap, kind)| {
+                        t += gap;
+                        v = match kind {
+                            0 => 0.0,
+                            1 => return Sample::new(t, f64::from_bits(STALE_NAN_BITS)),
+                            k => v + f64::from(k),
+                        };
+                        Sample::new(t, v)
+                    })
+                    .collect()
+            },
+        )
+    }
+
+    fn stepper() -> impl Strategy<Value = Stepper> {
+        let names =
+            ["rate", "increase", "delta", "changes", "resets", "max_over_time", "avg_over_time", "last_over_time"];
+        prop_oneof![
+            (prop::option::of(1_000_000i64..5_000_000), -60_000i64..600_000, 1_000i64..600_000)
+                .prop_map(|(pinned, offset, lookback)| Stepper::Latest { pinned, offset, lookback }),
+            (0..names.len(), prop::option::of(1_000_000i64..5_000_000), -60_000i64..600_000, 1_000i64..3_600_000)
+                .prop_filter_map("a rollup", move |(f, pinned, offset, range)| {
+                    lookup(names[f]).map(|f| Stepper::Rollup(f, StepWindow { pinned, offset, range }))
+                }),
+        ]
+    }
+
+    proptest! {
+        /// Fed in any batches, the sink computes what the reduction of the whole series does,
+        /// bit for bit.
+        #[test]
+        fn the_sink_equals_the_whole_series_reduction(
+            samples in series(),
+            stepper in stepper(),
+            (first, step, steps) in (900_000i64..2_000_000, 1_000i64..900_000, 0usize..300),
+            cuts in proptest::collection::vec(0usize..400, 0..12),
+            drop_stale in any::<bool>(),
+        ) {
+            let grid = (first, step, steps);
+            let mut whole = SeriesSamples { labels: Labels::empty(), samples: samples.clone(), histograms: Vec::new() };
+            stepper.reduce(&mut whole, grid, drop_stale);
+            let read = AtomicUsize::new(0);
+            let mut sink: Box<dyn SampleSink> = Box::new(StepSink::new(stepper, grid, drop_stale, &read));
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(samples.len())).collect();
+            cuts.push(samples.len());
+            cuts.sort_unstable();
+            let mut from = 0;
+            for c in cuts {
+                sink.feed(&samples[from..c]);
+                from = c;
+            }
+            let streamed = sink.finish();
+            let bits = |s: &[Sample]| s.iter().map(|p| (p.timestamp_ms, p.value.to_bits())).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&streamed), bits(&whole.samples));
+            prop_assert_eq!(read.load(Ordering::Relaxed), samples.len());
+        }
+    }
 }

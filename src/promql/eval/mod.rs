@@ -9,6 +9,7 @@
 
 mod calls;
 mod grid;
+mod intake;
 mod operators;
 mod shape;
 
@@ -20,7 +21,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryExpr, UnaryExpr, VectorSelector};
 
-use self::grid::PerSeries;
+use self::grid::{PerSeries, StepSink};
+use self::intake::Intake;
 use super::annotations::Annotations;
 use super::budget::Budget;
 use super::engine::{deadline_after, EngineOptions};
@@ -37,7 +39,7 @@ use super::value::{Elem, Point, StepValue, Window};
 use crate::labels::{Labels, METRIC_NAME};
 use crate::matcher::Matcher;
 use crate::sample::{is_stale_marker, HistogramSample, Sample, SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
-use crate::storage::{Querier, SeriesMap, StartChange};
+use crate::storage::{Querier, SampleSink, SeriesMap, SinkFactory, StartChange};
 
 /// Step of a subquery written without one (`[5m:]`), as Prometheus' default evaluation interval.
 pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
@@ -64,7 +66,13 @@ pub(crate) struct Query<'o> {
     /// Set when the request is abandoned (the client went away): the querier's flag, taken by
     /// [`Query::preload`].
     cancel: Option<Arc<AtomicBool>>,
-    loaded: Cell<usize>,
+    /// Samples the selectors read from storage (see [`intake`]).
+    scanned: Cell<usize>,
+    /// Samples the selectors keep in memory after reducing them where they are read.
+    kept: Cell<usize>,
+    /// Most samples held at once so far (kept, cached and in the result; see
+    /// [`Query::check_samples`]), over this query and its forks.
+    peak: Arc<AtomicUsize>,
     /// Bytes held by this query and its forks (loaded series, caches), against
     /// `max_memory_bytes`; see `footprint.rs`.
     held: Arc<AtomicUsize>,
@@ -159,7 +167,9 @@ impl<'o> Query<'o> {
             data: Arc::new(HashMap::new()),
             deadline: deadline_after(opts.timeout),
             cancel: None,
-            loaded: Cell::new(0),
+            scanned: Cell::new(0),
+            kept: Cell::new(0),
+            peak: Arc::new(AtomicUsize::new(0)),
             held: Arc::new(AtomicUsize::new(0)),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
@@ -183,9 +193,16 @@ impl<'o> Query<'o> {
         self.may_reduce = false;
     }
 
-    /// Samples loaded from storage so far.
+    /// Samples read from storage so far.
     pub fn loaded(&self) -> usize {
-        self.loaded.get()
+        self.scanned.get()
+    }
+
+    /// Most samples this query (with its forks) held at once so far: what its selectors kept,
+    /// its cached step values and intermediate points, its result (counted as
+    /// [`Query::check_samples`] sees them).
+    pub fn peak_samples(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
     }
 
     /// A query over the same loaded data, with fresh caches, to evaluate other steps on another
@@ -201,7 +218,9 @@ impl<'o> Query<'o> {
             data: Arc::clone(&self.data),
             deadline: self.deadline,
             cancel: self.cancel.clone(),
-            loaded: Cell::new(self.loaded.get()),
+            scanned: Cell::new(self.scanned.get()),
+            kept: Cell::new(self.kept.get()),
+            peak: Arc::clone(&self.peak),
             held: Arc::clone(&self.held),
             annotations: RefCell::new(Annotations::new()),
             subquery_cache: RefCell::new(HashMap::new()),
@@ -240,9 +259,11 @@ impl<'o> Query<'o> {
         Ok(())
     }
 
-    /// Fails when loaded samples plus `extra` intermediate points exceed the limit.
+    /// Fails when the samples held (kept by the selectors, cached step values) plus `extra`
+    /// intermediate points exceed the limit; records the peak.
     pub fn check_samples(&self, extra: usize) -> Result<()> {
-        let total = self.loaded.get().saturating_add(extra).saturating_add(self.cached_points.get());
+        let total = self.kept.get().saturating_add(extra).saturating_add(self.cached_points.get());
+        self.peak.fetch_max(total, Ordering::Relaxed);
         if total > self.opts.max_samples {
             return Err(EvalError::TooManySamples("query execution"));
         }
@@ -290,7 +311,8 @@ impl<'o> Query<'o> {
     pub fn preload(&mut self, src: &dyn Querier, expr: &Expr) -> Result<()> {
         self.cancel = src.cancellation();
         let mut plan = Vec::new();
-        self.plan(expr, self.start, self.end, self.interval > 0, &mut plan);
+        let outer = self.interval > 0;
+        self.plan(expr, (self.start, self.end), (outer, outer), &mut plan);
         let steps = if self.interval > 0 {
             usize::try_from((self.end - self.start) / self.interval + 1).unwrap_or(0)
         } else {
@@ -313,32 +335,49 @@ impl<'o> Query<'o> {
                     with_starts.insert(node, found);
                 }
             }
-            let reduce = reduce.filter(|_| self.may_reduce && !with_starts.contains_key(&node));
+            // A measured query counts the samples of range selectors' windows, which a reduction
+            // would not keep; reduced instant selectors are counted by their step values.
+            let reduce = reduce
+                .filter(|r| (self.may_reduce || matches!(r, PerSeries::Latest(_))) && !with_starts.contains_key(&node));
             // Histograms get the counter reset hints a query sees where they are read, before
             // a map keeps only part of them (see `hints.rs`).
             let pending = hints::Pending::default();
             let stats = stats_nodes.contains(&node);
-            let (mut series, n) = match reduce {
+            // What the selection keeps is counted as it is read (the held limit); what it reads
+            // is counted by the storage (the scan limit) and here.
+            let intake = Intake::new(
+                self.opts,
+                (self.kept.get().saturating_add(self.cached_points.get()), self.held.load(Ordering::Relaxed)),
+                self.cancel.clone(),
+            );
+            let read = AtomicUsize::new(0);
+            let series = match reduce {
                 Some(e) => {
-                    // Reduced where the samples are read, while they are in cache; the sample
-                    // limit counts the samples read.
+                    // Reduced as the samples are decoded, while they are in cache: series of
+                    // floats through a sink; the few with histograms, read whole, here.
                     let stepper = e.stepper(self);
-                    let read = AtomicUsize::new(0);
+                    let grid = (self.start, self.interval, steps);
+                    let sink =
+                        || -> Box<dyn SampleSink + '_> { Box::new(StepSink::new(stepper, grid, in_range, &read)) };
                     let map = |s: &mut SeriesSamples| {
-                        read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
-                        pending.derive(s);
-                        if stats {
-                            hints::detect_unknown(s);
+                        if !s.histograms.is_empty() {
+                            read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
+                            pending.derive(s);
+                            if stats {
+                                hints::detect_unknown(s);
+                            }
+                            stepper.reduce(s, grid, in_range);
                         }
-                        stepper.reduce(s, (self.start, self.interval, steps), in_range);
+                        intake.admit(s);
                     };
-                    let series = select_series(src, &groups, lo, hi, Some(&map))?;
+                    let series = intake.finish(select_reduced(src, &groups, (lo, hi), &sink, &map))?;
                     stepped.insert(node);
-                    (series, read.into_inner())
+                    series
                 }
                 None => {
                     // Selected samples are in `(lo, hi]`: the newest is the last one.
                     let map = |s: &mut SeriesSamples| {
+                        read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
                         pending.derive(s);
                         if stats {
                             hints::detect_unknown(s);
@@ -347,18 +386,24 @@ impl<'o> Query<'o> {
                             points::keep_newest(s);
                             pending.forget_unless_first_kept(s);
                         }
+                        intake.admit(s);
                     };
-                    let series = select_series(src, &groups, lo, hi, Some(&map))?;
-                    let n = series.iter().map(|s| s.samples.len() + s.histograms.len()).sum();
-                    (series, n)
+                    intake.finish(select_series(src, &groups, lo, hi, Some(&map)))?
                 }
             };
+            let mut series = series;
+            let n = read.into_inner();
+            let kept: usize = series.iter().map(|s| s.samples.len() + s.histograms.len()).sum();
             let pending = pending.into_inner();
             if !pending.is_empty() {
                 self.resolve_first_hints(src, &groups, lo, &mut series, &pending)?;
             }
             drop(pending);
-            self.loaded.set(self.loaded.get().saturating_add(n));
+            self.scanned.set(self.scanned.get().saturating_add(n));
+            if self.scanned.get() > self.opts.max_scanned_samples {
+                return Err(EvalError::TooManyScanned { limit: self.opts.max_scanned_samples });
+            }
+            self.kept.set(self.kept.get().saturating_add(kept));
             self.check_samples(0)?;
             // Merged reads grow their vectors by doubling: give back the spare room, which would
             // otherwise be held (and counted) for the whole query.
@@ -427,8 +472,12 @@ impl<'o> Query<'o> {
     }
 
     /// Collects every selector under `e`, evaluated at times in `[lo, hi]`; `outer` when those
-    /// are the outer steps of a range query (not inside a subquery).
-    fn plan<'e>(&self, e: &'e Expr, lo: i64, hi: i64, outer: bool, out: &mut Vec<Planned<'e>>) {
+    /// are the outer steps of a range query (not inside a subquery), `values` when, moreover,
+    /// `e`'s value is only ever read through [`Query::eval`] at those steps (nothing reads its
+    /// samples' own timestamps, as `timestamp` does): a plain selector there is reduced to its
+    /// values at the steps where it is read ([`PerSeries::Latest`]), so a range query over a
+    /// long range holds a point per step per series, not every sample.
+    fn plan<'e>(&self, e: &'e Expr, (lo, hi): (i64, i64), (outer, values): (bool, bool), out: &mut Vec<Planned<'e>>) {
         match e {
             Expr::VectorSelector(vs) => {
                 let (a, b) = self.shifted(&vs.at, &vs.offset, lo, hi);
@@ -437,16 +486,8 @@ impl<'o> Query<'o> {
                 let ahead = if extended::of(vs) == Some(Modifier::Smoothed) { self.opts.lookback_ms } else { 0 };
                 let hi = b.saturating_add(ahead);
                 let latest_only = a == b && ahead == 0;
-                out.push(Planned {
-                    node: key(vs),
-                    vs,
-                    matchers: None,
-                    lo,
-                    hi,
-                    in_range: false,
-                    reduce: None,
-                    latest_only,
-                });
+                let reduce = PerSeries::of(e).filter(|_| outer && values && !latest_only);
+                out.push(Planned { node: key(vs), vs, matchers: None, lo, hi, in_range: false, reduce, latest_only });
             }
             Expr::MatrixSelector(ms) => {
                 let (a, b) = self.shifted(&ms.vs.at, &ms.vs.offset, lo, hi);
@@ -466,32 +507,32 @@ impl<'o> Query<'o> {
             }
             Expr::Subquery(sq) => {
                 let (a, b) = self.shifted(&sq.at, &sq.offset, lo, hi);
-                self.plan(&sq.expr, a.saturating_sub(dur_ms(sq.range)), b, false, out);
+                self.plan(&sq.expr, (a.saturating_sub(dur_ms(sq.range)), b), (false, false), out);
             }
             Expr::Aggregate(a) => {
                 let streamed = PerSeries::of(&a.expr).filter(|_| outer && operators::streams_input(a));
                 let before = out.len();
-                self.plan(&a.expr, lo, hi, outer, out);
+                self.plan(&a.expr, (lo, hi), (outer, values), out);
                 if let (Some(input @ PerSeries::Latest(_)), true) = (streamed, out.len() == before + 1) {
                     if let Some(last) = out.last_mut() {
                         last.reduce = Some(input);
                     }
                 }
                 if let Some(p) = &a.param {
-                    self.plan(p, lo, hi, outer, out);
+                    self.plan(p, (lo, hi), (outer, values), out);
                 }
             }
-            Expr::Unary(u) => self.plan(&u.expr, lo, hi, outer, out),
+            Expr::Unary(u) => self.plan(&u.expr, (lo, hi), (outer, values), out),
             Expr::Binary(b) => {
-                self.plan(&b.lhs, lo, hi, outer, out);
-                self.plan(&b.rhs, lo, hi, outer, out);
+                self.plan(&b.lhs, (lo, hi), (outer, values), out);
+                self.plan(&b.rhs, (lo, hi), (outer, values), out);
             }
-            Expr::Paren(p) => self.plan(&p.expr, lo, hi, outer, out),
+            Expr::Paren(p) => self.plan(&p.expr, (lo, hi), (outer, values), out),
             Expr::Call(c) if c.func.name == "info" => {
                 // The first argument as usual; the second selects info series, loaded here.
                 let args = c.args.args.as_slice();
                 if let Some(first) = args.first() {
-                    self.plan(first, lo, hi, outer, out);
+                    self.plan(first, (lo, hi), (outer, false), out);
                 }
                 let info = calls::info_selection(args).ok();
                 let timing = args.first().and_then(|a| shape::timing_selector(a));
@@ -513,7 +554,8 @@ impl<'o> Query<'o> {
             }
             Expr::Call(c) => {
                 let before = out.len();
-                c.args.args.iter().for_each(|a| self.plan(a, lo, hi, outer, out));
+                let values = values && shape::reads_values_only(c.func.name);
+                c.args.args.iter().for_each(|a| self.plan(a, (lo, hi), (outer, values), out));
                 if let Some(rollup @ PerSeries::Rollup(..)) = PerSeries::of(e).filter(|_| outer) {
                     // The call's only selector is its range argument.
                     if out.len() == before + 1 {
@@ -594,8 +636,10 @@ impl<'o> Query<'o> {
         }
         let Some(steps) = cache.get_mut(&node) else { return Ok(None) };
         let taken = steps.values.get_mut(k).and_then(Option::take);
-        if taken.is_some() {
+        if let Some(v) = &taken {
             self.release(steps.bytes.get(k).copied().unwrap_or(0));
+            // The step's points move on into the result, where they are counted again.
+            self.cached_points.set(self.cached_points.get().saturating_sub(v.len()));
         }
         Ok(taken)
     }
@@ -1133,7 +1177,27 @@ fn select_series(
     hi: i64,
     map: Option<SeriesMap<'_>>,
 ) -> Result<Vec<SeriesSamples>> {
-    let select = |ms: &[Matcher], start: i64, end: i64| src.select(ms, start, end, map);
+    select_groups(groups, lo, hi, |ms, start, end| src.select(ms, start, end, map))
+}
+
+/// [`select_series`] through [`Querier::select_reduced`].
+fn select_reduced(
+    src: &dyn Querier,
+    groups: &[Vec<Matcher>],
+    (lo, hi): (i64, i64),
+    sink: SinkFactory<'_>,
+    map: SeriesMap<'_>,
+) -> Result<Vec<SeriesSamples>> {
+    select_groups(groups, lo, hi, |ms, start, end| src.select_reduced(ms, start, end, sink, Some(map)))
+}
+
+/// The series of every matcher group in `(lo, hi]`, each label set once, sorted by labels.
+fn select_groups(
+    groups: &[Vec<Matcher>],
+    lo: i64,
+    hi: i64,
+    select: impl Fn(&[Matcher], i64, i64) -> crate::storage::Result<Vec<SeriesSamples>>,
+) -> Result<Vec<SeriesSamples>> {
     // Windows are left-open: a sample at exactly `lo` is never used.
     let start = lo.saturating_add(1).max(MIN_TIMESTAMP_MS);
     let end = hi.min(MAX_TIMESTAMP_MS);

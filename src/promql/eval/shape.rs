@@ -38,6 +38,51 @@ pub(super) fn parameterless(e: &Expr) -> Option<(Rollup, &MatrixSelector)> {
     }
 }
 
+/// Functions whose instant-vector arguments are read only as values at the step being
+/// evaluated, through `Query::eval` (unlike `timestamp`, which reads the samples' own
+/// timestamps, or `info`, which reads its argument's timing): their arguments may be reduced to
+/// per-step values where they are read (see `Query::plan`).
+pub(super) fn reads_values_only(function: &str) -> bool {
+    matches!(
+        function,
+        "abs"
+            | "absent"
+            | "acos"
+            | "acosh"
+            | "asin"
+            | "asinh"
+            | "atan"
+            | "atanh"
+            | "ceil"
+            | "clamp"
+            | "clamp_max"
+            | "clamp_min"
+            | "cos"
+            | "cosh"
+            | "deg"
+            | "exp"
+            | "floor"
+            | "histogram_quantile"
+            | "label_join"
+            | "label_replace"
+            | "ln"
+            | "log10"
+            | "log2"
+            | "rad"
+            | "round"
+            | "scalar"
+            | "sgn"
+            | "sin"
+            | "sinh"
+            | "sort"
+            | "sort_desc"
+            | "sqrt"
+            | "tan"
+            | "tanh"
+            | "vector"
+    )
+}
+
 /// The subquery `e` is, through any parentheses.
 pub(super) fn subquery(e: &Expr) -> Option<&SubqueryExpr> {
     match e {

@@ -12,3 +12,4 @@
 pub(super) mod cardinality;
 pub mod querier;
 pub(super) mod select;
+mod stream;

@@ -12,12 +12,25 @@ use std::time::Instant;
 
 use crate::labels::Labels;
 use crate::matcher::Matcher;
-use crate::sample::SeriesSamples;
+use crate::sample::{Sample, SeriesSamples};
 use crate::storage::error::{Result, StorageError};
 use crate::storage::format::start_ts::SeriesStarts;
 
 /// A transformation applied to each selected series where it is read (see [`Querier::select`]).
 pub type SeriesMap<'a> = &'a (dyn Fn(&mut SeriesSamples) + Sync);
+
+/// Consumes one series' float samples as they are decoded, in ascending batches, and keeps
+/// what it needs of them (see [`Querier::select_reduced`]): a reduction that never holds a
+/// long range's samples at once, and reads each batch while it is in the CPU caches.
+pub trait SampleSink {
+    /// The next samples of the series, all after those fed before.
+    fn feed(&mut self, batch: &[Sample]);
+    /// What the series keeps, once every sample was fed.
+    fn finish(self: Box<Self>) -> Vec<Sample>;
+}
+
+/// Makes the [`SampleSink`] of each series a reduced selection reads.
+pub type SinkFactory<'a> = &'a (dyn Fn() -> Box<dyn SampleSink + 'a> + Sync);
 
 /// What one request may spend.
 #[derive(Clone, Debug, Default)]
@@ -124,6 +137,36 @@ pub trait Querier: Send + Sync {
         end_ms: i64,
         map: Option<SeriesMap<'_>>,
     ) -> Result<Vec<SeriesSamples>>;
+
+    /// As [`Querier::select`], but the float samples of every series without native histograms
+    /// go through a sink made by `sink` instead of being collected: the series holds what the
+    /// sink's [`SampleSink::finish`] returns. A series with histograms is collected whole, as
+    /// by `select`. `map` then runs on every series. The sample budget counts the samples read.
+    /// The default collects each series, then feeds it whole; a backend that decodes in pieces
+    /// feeds them as they come, so a long range is never held at once.
+    ///
+    /// # Errors
+    /// As [`Querier::select`].
+    fn select_reduced(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        sink: SinkFactory<'_>,
+        map: Option<SeriesMap<'_>>,
+    ) -> Result<Vec<SeriesSamples>> {
+        let each = |s: &mut SeriesSamples| {
+            if s.histograms.is_empty() {
+                let mut reduced = sink();
+                reduced.feed(&s.samples);
+                s.samples = reduced.finish();
+            }
+            if let Some(map) = map {
+                map(s);
+            }
+        };
+        self.select(matchers, start_ms, end_ms, Some(&each))
+    }
 
     /// Calls `f` with each matching series (as [`Querier::select`] without `map`), one series in
     /// memory at a time; stops when `f` returns false.

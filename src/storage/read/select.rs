@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
 
-use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap};
+use super::querier::{ReadLimits, ReadStrategy, SampleBudget, SeriesMap, SinkFactory};
+use super::stream::Streamed;
 use crate::labels::Labels;
 use crate::sample::{HistogramSample, Sample, SeriesSamples};
+use crate::spare_samples;
 use crate::storage::error::Result;
 use crate::storage::format::histogram_run;
 use crate::storage::format::run;
@@ -113,19 +115,24 @@ pub fn read_series(
     }
     let base = out.len();
     for w in windows {
-        let mut cold = Vec::new();
-        if let Some((_, ks)) = &w.chunks {
-            run::read(ks, bucket, id, start_ms, end_ms, &mut cold)?;
-        }
-        match &w.points {
-            // The common case (an unsealed window): straight into `out`, no merge.
-            Some(ks) if cold.is_empty() => run::read(ks, bucket, id, start_ms, end_ms, out)?,
-            Some(ks) => {
-                let mut hot = Vec::new();
-                run::read(ks, bucket, id, start_ms, end_ms, &mut hot)?;
-                run::merge_into(out, &cold, &hot);
+        match (&w.chunks, &w.points) {
+            // The common cases (a sealed window without late samples, an unsealed window):
+            // straight into `out`, no merge.
+            (Some((_, ks)), None) | (None, Some(ks)) => run::read(ks, bucket, id, start_ms, end_ms, out)?,
+            (Some((_, sealed)), Some(hot_ks)) => {
+                let mut cold = spare_samples::take();
+                run::read(sealed, bucket, id, start_ms, end_ms, &mut cold)?;
+                if cold.is_empty() {
+                    run::read(hot_ks, bucket, id, start_ms, end_ms, out)?;
+                } else {
+                    let mut hot = spare_samples::take();
+                    run::read(hot_ks, bucket, id, start_ms, end_ms, &mut hot)?;
+                    run::merge_into(out, &cold, &hot);
+                    spare_samples::give(hot);
+                }
+                spare_samples::give(cold);
             }
-            None => out.extend(cold),
+            (None, None) => {}
         }
     }
     append_head(out, base, &recent);
@@ -207,22 +214,30 @@ pub fn read_series_many(
             head.read(bucket, id, start_ms, end_ms, out);
         }
     }
-    let mut outs = vec![Vec::new(); ids.len()];
+    let mut outs: Vec<Vec<Sample>> = ids.iter().map(|_| spare_samples::take()).collect();
     for w in windows {
-        let mut cold = vec![Vec::new(); ids.len()];
-        if let Some((_, ks)) = &w.chunks {
-            run::read_many(ks, bucket, ids, start_ms, end_ms, &mut cold)?;
-        }
-        let mut hot = vec![Vec::new(); ids.len()];
-        if let Some(ks) = &w.points {
-            run::read_many(ks, bucket, ids, start_ms, end_ms, &mut hot)?;
-        }
+        let (sealed, hot_ks) = match (&w.chunks, &w.points) {
+            // The common cases (a sealed window without late samples, an unsealed window):
+            // straight into place, no copy.
+            (Some((_, ks)), None) | (None, Some(ks)) => {
+                run::read_many(ks, bucket, ids, start_ms, end_ms, &mut outs)?;
+                continue;
+            }
+            (Some((_, sealed)), Some(hot_ks)) => (sealed, hot_ks),
+            (None, None) => continue,
+        };
+        let mut cold: Vec<Vec<Sample>> = ids.iter().map(|_| spare_samples::take()).collect();
+        run::read_many(sealed, bucket, ids, start_ms, end_ms, &mut cold)?;
+        let mut hot: Vec<Vec<Sample>> = ids.iter().map(|_| spare_samples::take()).collect();
+        run::read_many(hot_ks, bucket, ids, start_ms, end_ms, &mut hot)?;
         for ((out, cold), hot) in outs.iter_mut().zip(cold).zip(hot) {
             match (cold.is_empty(), hot.is_empty()) {
-                (true, _) => out.extend(hot),
-                (false, true) => out.extend(cold),
+                (true, _) => out.extend_from_slice(&hot),
+                (false, true) => out.extend_from_slice(&cold),
                 (false, false) => run::merge_into(out, &cold, &hot),
             }
+            spare_samples::give(cold);
+            spare_samples::give(hot);
         }
     }
     for (out, recent) in outs.iter_mut().zip(&recent) {
@@ -265,7 +280,12 @@ impl Scan<'_> {
     /// Reads one bucket's candidates, [`CHECK_EVERY`] at a time: labels checked, then samples
     /// (with one iterator per keyspace where the candidates are [`dense`], else a seek per
     /// series), then `map`.
-    fn bucket(&self, (bucket, ids): &(u16, Vec<SeriesId>), map: Option<SeriesMap<'_>>) -> Result<Vec<SeriesSamples>> {
+    fn bucket(
+        &self,
+        (bucket, ids): &(u16, Vec<SeriesId>),
+        map: Option<SeriesMap<'_>>,
+        sink: Option<SinkFactory<'_>>,
+    ) -> Result<Vec<SeriesSamples>> {
         let mut out = Vec::with_capacity(ids.len());
         for part in ids.chunks(CHECK_EVERY) {
             self.limits.check()?;
@@ -282,12 +302,16 @@ impl Scan<'_> {
                 ReadStrategy::Seek => false,
                 ReadStrategy::Range => true,
             };
+            if let Some(sink) = sink {
+                self.reduced_part(*bucket, (accepted, labels), one_iterator, (sink, map), &mut out)?;
+                continue;
+            }
             let samples = if one_iterator {
                 read_series_many(self.windows, Some(&self.sh.head), *bucket, &accepted, self.start_ms, self.end_ms)?
             } else {
                 let mut each = Vec::with_capacity(accepted.len());
                 for &id in &accepted {
-                    let mut samples = Vec::new();
+                    let mut samples = spare_samples::take();
                     read_series(
                         self.windows,
                         Some(&self.sh.head),
@@ -311,6 +335,7 @@ impl Scan<'_> {
                     (self.start_ms, self.end_ms),
                 )?;
                 if samples.is_empty() && histograms.is_empty() {
+                    spare_samples::give(samples);
                     continue;
                 }
                 histogram_run::drop_shadowed(&mut samples, &histograms);
@@ -323,6 +348,64 @@ impl Scan<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// [`Scan::bucket`] for one part of a reduced selection (see [`select_reduced`]): the series
+    /// with native histograms are read whole, the others fed to their sinks window by window.
+    fn reduced_part(
+        &self,
+        bucket: u16,
+        (ids, labels): (Vec<SeriesId>, Vec<Labels>),
+        one_iterator: bool,
+        (sink, map): (SinkFactory<'_>, Option<SeriesMap<'_>>),
+        out: &mut Vec<SeriesSamples>,
+    ) -> Result<()> {
+        let range = (self.start_ms, self.end_ms);
+        let mut plain = Vec::with_capacity(ids.len());
+        let mut plain_labels = Vec::with_capacity(ids.len());
+        for (id, labels) in ids.into_iter().zip(labels) {
+            let histograms = read_histograms(self.sh, self.windows, Some(&self.sh.head), bucket, id, range)?;
+            if histograms.is_empty() {
+                plain.push(id);
+                plain_labels.push(labels);
+                continue;
+            }
+            let mut samples = spare_samples::take();
+            read_series(self.windows, Some(&self.sh.head), bucket, id, self.start_ms, self.end_ms, &mut samples)?;
+            histogram_run::drop_shadowed(&mut samples, &histograms);
+            self.budget.take(samples.len() + histograms.len())?;
+            let mut series = SeriesSamples { labels, samples, histograms };
+            if let Some(map) = map {
+                map(&mut series);
+            }
+            out.push(series);
+        }
+        if plain.is_empty() {
+            return Ok(());
+        }
+        let mut sinks: Vec<_> = plain.iter().map(|_| sink()).collect();
+        let streamed = Streamed {
+            windows: self.windows,
+            window_ms: self.sh.windows.window_ms(),
+            head: &self.sh.head,
+            bucket,
+            ids: &plain,
+            start_ms: self.start_ms,
+            end_ms: self.end_ms,
+            one_iterator: one_iterator && dense(&plain, self.sh.bucketing.count()),
+        };
+        let any = streamed.feed(&mut sinks, &self.budget)?;
+        for ((labels, sink), any) in plain_labels.into_iter().zip(sinks).zip(any) {
+            if !any {
+                continue;
+            }
+            let mut series = SeriesSamples { labels, samples: sink.finish(), histograms: Vec::new() };
+            if let Some(map) = map {
+                map(&mut series);
+            }
+            out.push(series);
+        }
+        Ok(())
     }
 }
 
@@ -340,21 +423,49 @@ pub fn select(
     limits: &ReadLimits,
     map: Option<SeriesMap<'_>>,
 ) -> Result<Vec<SeriesSamples>> {
+    select_with(sh, sel, (start_ms, end_ms), limits, map, None)
+}
+
+fn select_with(
+    sh: &Shared,
+    sel: &Selection,
+    (start_ms, end_ms): (i64, i64),
+    limits: &ReadLimits,
+    map: Option<SeriesMap<'_>>,
+    sink: Option<SinkFactory<'_>>,
+) -> Result<Vec<SeriesSamples>> {
     limits.check()?;
     let (windows, ids) = matching_ids(sh, sel, start_ms, end_ms)?;
     let groups = by_bucket(sh, &ids);
     let scan =
         Scan { sh, sel, windows: &windows, start_ms, end_ms, limits, budget: SampleBudget::new(limits.max_samples) };
     let parts: Vec<Result<Vec<SeriesSamples>>> = if groups.len() <= 1 || ids.len() < 2 * CHECK_EVERY {
-        groups.iter().map(|g| scan.bucket(g, map)).collect()
+        groups.iter().map(|g| scan.bucket(g, map, sink)).collect()
     } else {
-        sh.pool.install(|| groups.par_iter().map(|g| scan.bucket(g, map)).collect())
+        sh.pool.install(|| groups.par_iter().map(|g| scan.bucket(g, map, sink)).collect())
     };
     let mut out = Vec::with_capacity(ids.len());
     for part in parts {
         out.extend(part?);
     }
     Ok(out)
+}
+
+/// [`select`] with the float samples of each series without native histograms fed to a sink
+/// made by `sink` as they are decoded, window by window (see `stream.rs`), instead of being
+/// collected: see [`Querier::select_reduced`](super::querier::Querier::select_reduced).
+///
+/// # Errors
+/// As [`select`].
+pub fn select_reduced(
+    sh: &Shared,
+    sel: &Selection,
+    (start_ms, end_ms): (i64, i64),
+    limits: &ReadLimits,
+    sink: SinkFactory<'_>,
+    map: Option<SeriesMap<'_>>,
+) -> Result<Vec<SeriesSamples>> {
+    select_with(sh, sel, (start_ms, end_ms), limits, map, Some(sink))
 }
 
 /// Calls `f` for each matching series in bucket order, one series in memory at a time (for
