@@ -15,7 +15,7 @@ mod target;
 mod write;
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 
@@ -70,6 +70,11 @@ pub struct CardinalityArgs {
     /// Also write every figure to this JSON file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// After the requests, print the running target's bytes on disk (`du`, journals apart)
+    /// every 10 s for this many seconds from the end of the last round, before it is settled
+    /// (saltdb's idle flush, `--idle-flush`, runs meanwhile). 0: not watched.
+    #[arg(long, default_value_t = 0)]
+    watch_disk: u64,
     /// Longest wait for one HTTP request, in seconds (a slower answer counts as an error).
     #[arg(long, default_value_t = 120)]
     timeout_secs: u64,
@@ -254,6 +259,7 @@ fn run_default(kind: TargetKind, args: &CardinalityArgs, root: &Path, tl: Timeli
         );
         report.rounds.push(sent);
     }
+    let ingested = Instant::now();
     if let Err(e) = target.make_searchable() {
         println!("  !! {}: {e}", target.name());
     }
@@ -272,6 +278,7 @@ fn run_default(kind: TargetKind, args: &CardinalityArgs, root: &Path, tl: Timeli
         println!("  {:<36} {:>10} ms  {}", p.name, report::ms(Some(&t)), t.answer.map_or("-".into(), Answer::show));
         report.timings.push(t);
     }
+    watch_disk(&target.dir, ingested, args.watch_disk);
     report.settled = settle(target, args);
     println!(
         "  peak RSS {:.1} MiB, on disk {:.1} MiB ({})",
@@ -280,6 +287,35 @@ fn run_default(kind: TargetKind, args: &CardinalityArgs, root: &Path, tl: Timeli
         report.settled.notes.join("; ")
     );
     report
+}
+
+/// Prints the bytes on disk of the running target in `dir` every 10 s until `secs` after
+/// `since` (the end of the last round).
+fn watch_disk(dir: &Path, since: Instant, secs: u64) {
+    if secs == 0 {
+        return;
+    }
+    let end = since + Duration::from_secs(secs);
+    loop {
+        let journals: u64 = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "jnl"))
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512)
+            .sum();
+        println!(
+            "  {:>5.0}s after the last round: on disk {:.1} MiB (journals {:.1} MiB), running",
+            since.elapsed().as_secs_f64(),
+            mib(crate::dir_allocated_bytes(dir)),
+            mib(journals)
+        );
+        if Instant::now() + Duration::from_secs(10) > end {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(10));
+    }
 }
 
 /// Settles the target (see [`Target::settle`]) and removes its data directory unless

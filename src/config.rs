@@ -302,6 +302,13 @@ pub struct ServeArgs {
     /// machine with many idle cores and a heavy compaction load.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub storage_threads: u16,
+    /// After this long without a write (or a seal, deletion or snapshot), flush the in-memory
+    /// head and every memtable into tables and roll the storage engine's journal over, so that
+    /// the journal files, which then only repeat tables, are deleted: the data directory of a
+    /// server that stopped receiving writes is then about its size after a clean shutdown
+    /// instead of carrying up to hundreds of MB of journal. `0` turns it off.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub idle_flush: i64,
     /// Bearer token required on the write paths (`/api/v1/write`, `/api/v1/import`, admin API).
     /// Prefer the environment variable: command lines are visible to other users.
     #[arg(long, env = "SALTDB_WRITE_TOKEN", hide_env_values = true)]
@@ -495,6 +502,8 @@ impl ServeArgs {
         storage.index_cache_bytes = self.index_cache as u64;
         storage.write_buffer_bytes = (self.write_buffer as u64).max(1 << 20);
         storage.storage_threads = usize::from(self.storage_threads);
+        storage.idle_flush =
+            (self.idle_flush > 0).then(|| std::time::Duration::from_millis(self.idle_flush.unsigned_abs()));
         storage.max_exemplars = self.max_exemplars;
         storage.read_strategy = self.read_strategy;
         storage.head = HeadLimits {

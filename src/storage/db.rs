@@ -79,6 +79,10 @@ pub struct StorageConfig {
     pub head: HeadLimits,
     /// How reads take the samples of many series (for measuring; default `Auto`).
     pub read_strategy: ReadStrategy,
+    /// After this long without a write (or a seal, deletion, ...), flush the head and every
+    /// memtable into tables and roll the journal over, so that the journal files, which then only
+    /// repeat tables, are deleted (see `write/idle.rs`); `None` never (`--idle-flush`).
+    pub idle_flush: Option<Duration>,
 }
 
 impl StorageConfig {
@@ -101,9 +105,16 @@ impl StorageConfig {
             max_exemplars: exemplars::DEFAULT_MAX_EXEMPLARS,
             head: HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(300) },
             read_strategy: ReadStrategy::Auto,
+            idle_flush: Some(DEFAULT_IDLE_FLUSH),
         }
     }
 }
+
+/// Bytes of sealed journal files past which fjall flushes the memtables holding the oldest back.
+pub const MAX_JOURNAL_BYTES: u64 = 128 << 20;
+
+/// How long the writer waits without a write before flushing everything (`--idle-flush`).
+pub const DEFAULT_IDLE_FLUSH: Duration = Duration::from_secs(20);
 
 /// What fjall's memtables may hold by default over all keyspaces (`--write-buffer`).
 pub const DEFAULT_WRITE_BUFFER_BYTES: u64 = 64 << 20;
@@ -230,6 +241,10 @@ impl Storage {
             // The journal's big values are log rows of float bits, which LZ4 barely shrinks:
             // compressing them cost the writer thread ~15% of its time. Recovery reads both.
             .journal_compression(fjall::CompressionType::None)
+            // Past this much in sealed journal files, fjall flushes the memtables that hold the
+            // oldest back (512 MiB by default: under steady ingest the rarely written series
+            // and manifest tables held up to that much, see `write/idle.rs`).
+            .max_journaling_size(MAX_JOURNAL_BYTES)
             .worker_threads(config.storage_threads.max(1))
             .open()?;
         let ks = |name: &str| db.keyspace(name, fjall::KeyspaceCreateOptions::default);
@@ -301,6 +316,7 @@ impl Storage {
         if shared.starts_stored() {
             writer.restore_starts()?;
         }
+        writer.flush_on_idle(config.idle_flush, config.data_dir.clone());
         let writer = std::thread::Builder::new()
             .name("saltdb-writer".into())
             .spawn(move || writer.run(&rx))

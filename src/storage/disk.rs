@@ -17,6 +17,14 @@ fn allocated(meta: &std::fs::Metadata) -> u64 {
     }
 }
 
+/// Allocated bytes of one file.
+///
+/// # Errors
+/// I/O errors reading its metadata.
+pub fn file_bytes(path: &Path) -> std::io::Result<u64> {
+    Ok(allocated(&std::fs::metadata(path)?))
+}
+
 /// Allocated bytes of everything under `dir` (directories included, symbolic links not
 /// followed), as `du -s --block-size=1` reports. Entries vanishing during the walk (fjall deletes
 /// tables after compactions) are skipped.

@@ -21,6 +21,7 @@ mod head_flush;
 mod histograms;
 mod hostile;
 mod hostile_queries;
+mod idle_flush;
 mod import_export;
 mod index;
 mod ingest_protocols;

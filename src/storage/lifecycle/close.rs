@@ -121,6 +121,27 @@ fn journals(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
+/// Allocated bytes of the journal files of `dir`: the active one (the newest) and all.
+///
+/// # Errors
+/// I/O errors listing `dir` or reading a file's metadata.
+pub fn journal_bytes(dir: &Path) -> std::io::Result<(u64, u64)> {
+    let (mut active, mut all) = (0, 0);
+    for (_, path) in journals(dir)? {
+        active = crate::storage::disk::file_bytes(&path)?;
+        all += active;
+    }
+    Ok((active, all))
+}
+
+/// The id of the active journal file of `dir` (the newest), `None` when there is none.
+///
+/// # Errors
+/// I/O errors listing `dir`.
+pub fn newest_journal_id(dir: &Path) -> std::io::Result<Option<u64>> {
+    Ok(journals(dir)?.pop().map(|(id, _)| id))
+}
+
 /// Deletes sealed journals and truncates the active one (the newest) to zero bytes, holding
 /// fjall's directory lock. Returns false, touching nothing, when the lock is taken.
 fn empty_journal(dir: &Path) -> std::io::Result<bool> {

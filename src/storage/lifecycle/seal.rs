@@ -152,5 +152,8 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
         start_ts::copy_all(&mut batch, points, chunks_ks)?;
     }
     batch.commit()?;
+    // Written once: into tables now, rather than left in a memtable that holds every journal
+    // file written since back from deletion until an idle flush (see `write/idle.rs`).
+    chunks_ks.rotate_memtable()?;
     Ok(outcome)
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 mod flush;
 pub(super) mod head;
+pub(super) mod idle;
 mod memtables;
 mod presence;
 pub(super) mod wal;
@@ -233,6 +234,10 @@ pub struct Writer {
     /// timestamp: it and the window of its last change point (see `format/start_ts.rs`). Empty, and
     /// never consulted, while no start timestamp is written.
     starts: IdMap<start_ts::Current>,
+    /// When the writer last had something to do, for flushing on idle (see `idle.rs`).
+    idle: idle::Idle,
+    /// The data directory (its journal is measured on idle).
+    data_dir: std::path::PathBuf,
 }
 
 /// What a group adds on top of committed state; applied to the caches only after commit.
@@ -340,7 +345,29 @@ impl Writer {
             label_sets_published: false,
             label_sets: KnownLabelSets::start(shared.series_by_labels.clone(), next_id.saturating_sub(1)),
             starts: IdMap::default(),
+            idle: idle::Idle::new(None),
+            data_dir: std::path::PathBuf::new(),
         }
+    }
+
+    /// How long to wait for a command: not at all while a head flush cycle is under way (its
+    /// next step runs whenever no command waits), briefly while an idle flush waits for fjall's
+    /// workers, otherwise a second.
+    fn idle_timeout(&self) -> Duration {
+        if self.flushing() {
+            Duration::ZERO
+        } else if self.idle.busy() {
+            Duration::from_millis(10)
+        } else {
+            Duration::from_secs(1)
+        }
+    }
+
+    /// Flushes everything into tables once no command has arrived for `after` (see `idle.rs`);
+    /// `None` never. `data_dir` is the database's directory.
+    pub fn flush_on_idle(&mut self, after: Option<Duration>, data_dir: std::path::PathBuf) {
+        self.idle = idle::Idle::new(after);
+        self.data_dir = data_dir;
     }
 
     /// Restores what the writer knows of series' start timestamps (see [`Writer::starts`]) from
@@ -373,16 +400,18 @@ impl Writer {
             let first = match queued.take() {
                 Some(c) => c,
                 // While a flush cycle is under way, its next step runs whenever no command waits.
-                None => match rx.recv_timeout(if self.flushing() { Duration::ZERO } else { Duration::from_secs(1) }) {
+                None => match rx.recv_timeout(self.idle_timeout()) {
                     Ok(c) => c,
                     Err(RecvTimeoutError::Timeout) => {
                         self.flush_if_due();
                         self.bound_memtables();
+                        self.flush_if_idle();
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => break,
                 },
             };
+            self.idle.touch();
             match first {
                 Command::DropExpired(cutoff, reply) => {
                     let _ = reply.send(self.drop_expired(cutoff));
