@@ -390,6 +390,10 @@ impl<'o> Query<'o> {
                         if latest_only {
                             points::keep_newest(s);
                             pending.forget_unless_first_kept(s);
+                        } else if s.samples.capacity() > s.samples.len() + s.samples.len() / 8 {
+                            // Reads grow their vectors by doubling: the spare room goes back
+                            // here, one series at a time, not once every series is read.
+                            s.samples.shrink_to_fit();
                         }
                         intake.admit(s);
                     };
