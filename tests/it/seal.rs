@@ -13,10 +13,18 @@ const DAY: i64 = 86_400_000;
 const W0: i64 = 19_600 * DAY; // a window start in 2023
 
 fn all(s: &Storage) -> Vec<(String, Vec<(i64, u64)>)> {
+    all_in(s, 0, i64::MAX / 4)
+}
+
+/// [`all`] over `[start, end]`.
+fn all_in(s: &Storage, start: i64, end: i64) -> Vec<(String, Vec<(i64, u64)>)> {
     let m = Matcher::new(MatchOp::RegexMatch, "__name__", ".+").unwrap();
-    let mut out: Vec<(String, Vec<(i64, u64)>)> = s
-        .select(&[m], 0, i64::MAX / 4, usize::MAX)
-        .unwrap()
+    bits(s.select(&[m], start, end, usize::MAX).unwrap())
+}
+
+/// Series as sorted `(labels, [(timestamp, value bits)])`, to compare bit for bit.
+fn bits(series: Vec<SeriesSamples>) -> Vec<(String, Vec<(i64, u64)>)> {
+    let mut out: Vec<(String, Vec<(i64, u64)>)> = series
         .into_iter()
         .map(|x| (x.labels.to_string(), x.samples.iter().map(|p| (p.timestamp_ms, p.value.to_bits())).collect()))
         .collect();
@@ -407,27 +415,7 @@ fn all_fed(s: &Storage, start: i64, end: i64) -> Vec<(String, Vec<(i64, u64)>)> 
     let m = Matcher::new(MatchOp::RegexMatch, "__name__", ".+").unwrap();
     let sink = || -> Box<dyn saltdb::storage::SampleSink> { Box::new(Collect(Vec::new())) };
     let q = s.querier(saltdb::storage::ReadLimits::none());
-    let mut out: Vec<(String, Vec<(i64, u64)>)> = q
-        .select_reduced(&[m], start, end, &sink, None)
-        .unwrap()
-        .into_iter()
-        .map(|x| (x.labels.to_string(), x.samples.iter().map(|p| (p.timestamp_ms, p.value.to_bits())).collect()))
-        .collect();
-    out.sort();
-    out
-}
-
-/// [`all`] over `[start, end]`.
-fn all_in(s: &Storage, start: i64, end: i64) -> Vec<(String, Vec<(i64, u64)>)> {
-    let m = Matcher::new(MatchOp::RegexMatch, "__name__", ".+").unwrap();
-    let mut out: Vec<(String, Vec<(i64, u64)>)> = s
-        .select(&[m], start, end, usize::MAX)
-        .unwrap()
-        .into_iter()
-        .map(|x| (x.labels.to_string(), x.samples.iter().map(|p| (p.timestamp_ms, p.value.to_bits())).collect()))
-        .collect();
-    out.sort();
-    out
+    bits(q.select_reduced(&[m], start, end, &sink, None).unwrap())
 }
 
 proptest! {

@@ -319,7 +319,7 @@ impl Scan<'_> {
                 }
                 each
             };
-            for ((labels, mut samples), id) in labels.into_iter().zip(samples).zip(accepted) {
+            for ((labels, samples), id) in labels.into_iter().zip(samples).zip(accepted) {
                 let histograms = read_histograms(
                     self.sh,
                     self.windows,
@@ -332,16 +332,27 @@ impl Scan<'_> {
                     spare_samples::give(samples);
                     continue;
                 }
-                histogram_run::drop_shadowed(&mut samples, &histograms);
-                self.budget.take(samples.len() + histograms.len())?;
-                let mut series = SeriesSamples { labels, samples, histograms };
-                if let Some(map) = map {
-                    map(&mut series);
-                }
-                out.push(series);
+                self.keep_whole(SeriesSamples { labels, samples, histograms }, map, &mut out)?;
             }
         }
         Ok(out)
+    }
+
+    /// Keeps a series read whole: floats shadowed by histograms dropped, its samples taken from
+    /// the budget, then `map` applied.
+    fn keep_whole(
+        &self,
+        mut series: SeriesSamples,
+        map: Option<SeriesMap<'_>>,
+        out: &mut Vec<SeriesSamples>,
+    ) -> Result<()> {
+        histogram_run::drop_shadowed(&mut series.samples, &series.histograms);
+        self.budget.take(series.samples.len() + series.histograms.len())?;
+        if let Some(map) = map {
+            map(&mut series);
+        }
+        out.push(series);
+        Ok(())
     }
 
     /// [`Scan::bucket`] for one part of a reduced selection (see [`select_reduced`]): the series
@@ -366,13 +377,7 @@ impl Scan<'_> {
             }
             let mut samples = spare_samples::take();
             read_series(self.windows, Some(&self.sh.head), bucket, id, self.start_ms, self.end_ms, &mut samples)?;
-            histogram_run::drop_shadowed(&mut samples, &histograms);
-            self.budget.take(samples.len() + histograms.len())?;
-            let mut series = SeriesSamples { labels, samples, histograms };
-            if let Some(map) = map {
-                map(&mut series);
-            }
-            out.push(series);
+            self.keep_whole(SeriesSamples { labels, samples, histograms }, map, out)?;
         }
         if plain.is_empty() {
             return Ok(());
