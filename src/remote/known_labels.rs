@@ -16,7 +16,15 @@
 //! - memory is bounded by bytes: each of the [`SHARDS`] shards keeps two generations, and when
 //!   the current one reaches half the shard's share of the budget it becomes the previous one
 //!   (the old previous is dropped); a hit in the previous generation moves the entry back to
-//!   the current one, so label sets sent every scrape stay while departed ones age out.
+//!   the current one, so label sets sent every scrape stay while departed ones age out;
+//! - a shard whose working set outgrows it admits only a fixed part of the hash space: when a
+//!   generation rotates having served fewer hits than it took new entries (every series sent
+//!   once per scrape, more of them than fit, is that cache's worst case: each lookup misses and
+//!   each learn evicts one that will be asked for next), the admitted part shrinks by a
+//!   quarter; a shard that served two lookups of admitted label sets per entry it holds (and
+//!   [`GROW_AFTER_LOOKUPS`]) without rotating, two passes over what it admits, admits half as
+//!   much again. The label sets admitted then stay and hit; the others are decoded in full, without
+//!   the cost of learning and evicting them.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -27,6 +35,13 @@ use super::decode::DecodeLimits;
 
 /// Independent shards (by the top bits of the hash), so decoding threads rarely wait on each other.
 const SHARDS: usize = 16;
+
+/// A shard that served this many lookups of admitted label sets, plus twice the entries it
+/// holds, without rotating admits half as much again of the hash space (see the module docs).
+const GROW_AFTER_LOOKUPS: usize = 64;
+
+/// The smallest part of the hash space a shard admits, out of `u32::MAX`: about 1/1024.
+const MIN_ADMIT: u32 = u32::MAX >> 10;
 
 /// Bytes an entry costs beyond its key and value bytes: the table slot (hash, pointer, length,
 /// split) at a load factor of 7/8 and the allocation's header.
@@ -74,12 +89,53 @@ impl Entry {
 
 type Table = HashMap<u64, Entry, BuildHasherDefault<PassThrough>>;
 
-#[derive(Default)]
 struct Shard {
     current: Table,
     previous: Table,
     current_bytes: usize,
     previous_bytes: usize,
+    /// Label sets whose hash's low 32 bits are at most this are learned (see the module docs).
+    admit: u32,
+    /// Hits, and entries learned, since the current generation began.
+    hits: u32,
+    learned: u32,
+    /// Lookups of admitted label sets since the last rotation or growth of `admit`.
+    lookups: usize,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Self {
+            current: Table::default(),
+            previous: Table::default(),
+            current_bytes: 0,
+            previous_bytes: 0,
+            admit: u32::MAX,
+            hits: 0,
+            learned: 0,
+            lookups: 0,
+        }
+    }
+}
+
+impl Shard {
+    /// Counts a lookup; admits a larger part of the hash space after enough without rotating.
+    fn looked_up(&mut self, hash: u64, hit: bool) {
+        self.hits = self.hits.saturating_add(u32::from(hit));
+        if self.admit == u32::MAX || !self.admits(hash) {
+            return;
+        }
+        self.lookups += 1;
+        if self.lookups >= 2 * (self.current.len() + self.previous.len()) + GROW_AFTER_LOOKUPS {
+            self.lookups = 0;
+            self.admit = self.admit.saturating_add(self.admit / 2);
+        }
+    }
+
+    /// Whether a label set of this hash is learned.
+    fn admits(&self, hash: u64) -> bool {
+        (hash as u32) <= self.admit
+    }
 }
 
 /// A bounded, shared map from the wire bytes of a series' label fields to their canonical
@@ -130,19 +186,25 @@ impl KnownLabels {
         let hash = xxhash_rust::xxh3::xxh3_64(wire);
         let mut shard = self.shard(hash);
         if let Some(e) = shard.current.get(&hash) {
-            if e.wire() == wire {
+            let hit = e.wire() == wire;
+            if hit {
                 found(e.canonical());
-                return true;
             }
-            return false;
+            shard.looked_up(hash, hit);
+            return hit;
         }
-        let Some(e) = shard.previous.remove(&hash) else { return false };
+        let Some(e) = shard.previous.remove(&hash) else {
+            shard.looked_up(hash, false);
+            return false;
+        };
         shard.previous_bytes = shard.previous_bytes.saturating_sub(e.cost());
         if e.wire() != wire {
             self.bytes.fetch_sub(e.cost(), Ordering::Relaxed);
+            shard.looked_up(hash, false);
             return false;
         }
         found(e.canonical());
+        shard.looked_up(hash, true);
         // Promoted: it was sent again, so it is still in use.
         self.bytes.fetch_sub(e.cost(), Ordering::Relaxed);
         self.insert(&mut shard, hash, e);
@@ -155,16 +217,26 @@ impl KnownLabels {
         if cost > self.generation_bytes {
             return;
         }
+        let hash = xxhash_rust::xxh3::xxh3_64(wire);
+        let mut shard = self.shard(hash);
+        if !shard.admits(hash) {
+            return;
+        }
+        shard.learned = shard.learned.saturating_add(1);
         let mut bytes = Vec::with_capacity(wire.len() + canonical.len());
         bytes.extend_from_slice(wire);
         bytes.extend_from_slice(canonical);
-        let hash = xxhash_rust::xxh3::xxh3_64(wire);
-        let mut shard = self.shard(hash);
         self.insert(&mut shard, hash, Entry { bytes: bytes.into_boxed_slice(), wire_len: wire.len() });
     }
 
     fn insert(&self, shard: &mut Shard, hash: u64, entry: Entry) {
         if shard.current_bytes + entry.cost() > self.generation_bytes {
+            // The generation served fewer hits than it took entries: the working set outgrows
+            // the shard, admit less of it.
+            if shard.hits < shard.learned {
+                shard.admit = (shard.admit / 4 * 3).max(MIN_ADMIT);
+            }
+            (shard.hits, shard.learned, shard.lookups) = (0, 0, 0);
             let dropped = shard.previous_bytes;
             shard.previous = std::mem::take(&mut shard.current);
             shard.previous_bytes = std::mem::take(&mut shard.current_bytes);
@@ -209,12 +281,33 @@ mod tests {
             known.learn(&i.to_le_bytes(), b"x");
             assert!(known.bytes() <= 64 << 10, "{} bytes after {i}", known.bytes());
         }
-        // Recent entries survive rotation.
-        assert!(known.lookup(&19_999u32.to_le_bytes(), |c| assert_eq!(c, b"x")));
         let off = KnownLabels::new(0, &limits);
         off.learn(b"wire-a", b"canonical-a");
         assert!(!off.serves(&limits));
         assert!(!off.lookup(b"wire-a", |_| ()));
         assert_eq!(off.bytes(), 0);
+    }
+
+    /// Every key asked once per pass, 40x more keys than fit: without admission each lookup
+    /// misses (each learn evicts a key asked for later in the pass). With it, a part stays.
+    #[test]
+    fn a_working_set_larger_than_the_budget_keeps_a_part_that_hits() {
+        let limits = DecodeLimits::default();
+        let known = KnownLabels::new(64 << 10, &limits);
+        let keys: Vec<[u8; 4]> = (0..40_000u32).map(u32::to_le_bytes).collect();
+        let mut hits = 0;
+        for pass in 0..6 {
+            hits = 0;
+            for k in &keys {
+                if known.lookup(k, |c| assert_eq!(c, b"x")) {
+                    hits += 1;
+                } else {
+                    known.learn(k, b"x");
+                }
+                assert!(known.bytes() <= 64 << 10, "pass {pass}: {} bytes", known.bytes());
+            }
+        }
+        // About 1,000 entries fit; most of them should be hit by the last pass.
+        assert!(hits >= 300, "{hits} hits in the last pass");
     }
 }

@@ -1,9 +1,11 @@
 //! Flushing the head into runs of the window keyspaces.
 //!
 //! A flush that falls due (by size, see [`super::HeadLimits`], or `--head-flush-interval`) runs as a *cycle*
-//! of steps, one head shard (bucket) at a time, between group commits: writes keep being
+//! of steps, a few head shards (buckets) at a time, between group commits: writes keep being
 //! acknowledged while the head drains, instead of stalling for the whole flush. Each step
-//! commits its shard's runs, then removes that shard's series from the head (readers read the
+//! writes its shards' runs in parallel on the read pool, one worker per shard (a shard is a
+//! bucket: its series, and their rows, are disjoint from the others'), commits them, then
+//! removes those shards' series from the head (readers read the
 //! head before the keyspaces, see `head.rs`, so a racing read sees every sample). The log rows
 //! written before the cycle began are removed when its last step is done: by then every sample
 //! they hold is in a run. Samples that arrived during the cycle may already be in runs too;
@@ -12,8 +14,15 @@
 //! A full flush (shutdown, snapshot, delete, retention) flushes every shard at once and removes
 //! every log row.
 
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::storage::series_id::IdMap;
+use crate::storage::shared::Shared;
 
 use super::{histogram_run, keys, run, wal, Pending, Result, Sample, SeriesId, StorageError, Writer};
 
@@ -24,7 +33,7 @@ const FLUSH_BATCH_ROWS: usize = 50_000;
 /// 1/64 of `--head-max-samples`, within these bounds.
 const STEP_SAMPLES: std::ops::RangeInclusive<usize> = 1_000..=50_000;
 
-/// A flush in progress, one shard at a time.
+/// A flush in progress, a few shards at a time (see [`Writer::flush_step`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct FlushCycle {
     /// The log position when the cycle began: rows before it are removed at its end.
@@ -72,9 +81,12 @@ impl Writer {
         let sh = Arc::clone(&self.shared);
         let step = (self.limits.max_samples / 64).clamp(*STEP_SAMPLES.start(), *STEP_SAMPLES.end());
         let mut written = 0;
+        // As many shards at once as the read pool has threads: they are written in parallel.
+        let width = sh.pool.current_num_threads().max(1);
         while written < step && cycle.next_shard < sh.head.shard_count() {
-            written += self.flush_shards(cycle.next_shard..cycle.next_shard + 1, None)?;
-            cycle.next_shard += 1;
+            let to = (cycle.next_shard + width).min(sh.head.shard_count());
+            written += self.flush_shards(cycle.next_shard..to, None)?;
+            cycle.next_shard = to;
             self.cycle = Some(cycle);
         }
         if cycle.next_shard < sh.head.shard_count() {
@@ -142,6 +154,13 @@ impl Writer {
         e
     }
 
+    /// Writes the runs of head shards `shards` in three steps: the windows their samples fall
+    /// in, and the series not known to be indexed there, are found on the read pool (one
+    /// worker per shard, reading the head); those series are indexed and their postings
+    /// committed first, on this thread (a series is never in runs of a window before it is in
+    /// its index); then each worker writes and commits its shard's runs. The log rows `log` are
+    /// removed after every run is committed (a crash in between replays them, merging
+    /// idempotently).
     fn write_runs(
         &mut self,
         shards: std::ops::Range<usize>,
@@ -150,147 +169,276 @@ impl Writer {
     ) -> Result<usize> {
         let sh = Arc::clone(&self.shared);
         let started = Instant::now();
+        let plans: Vec<ShardPlan> = {
+            let presence = &self.presence;
+            sh.pool.install(|| shards.clone().into_par_iter().map(|shard| plan_shard(&sh, presence, shard)).collect())
+        };
+        let mut keyspaces: HashMap<i64, fjall::Keyspace> = HashMap::new();
+        for plan in &plans {
+            for &start in &plan.windows {
+                if let Entry::Vacant(slot) = keyspaces.entry(start) {
+                    slot.insert(sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?);
+                }
+            }
+            for &(start, id) in &plan.unindexed {
+                self.mark_present(pending, start, id, None)?;
+            }
+        }
+        if !pending.postings.is_empty() {
+            let mut fb = sh.db.batch().durability(self.durability);
+            pending.write_postings(&mut fb);
+            fb.commit()?;
+            pending.committed(&sh);
+        }
+        let context =
+            RunContext { sh: &sh, keyspaces: &keyspaces, fresh_from: self.fresh_from, durability: self.durability };
+        let maps = self.flushed_max.get_mut(shards.clone()).ok_or(StorageError::ShuttingDown)?;
+        let flushed: Vec<Result<ShardFlushed>> = sh.pool.install(|| {
+            maps.par_iter_mut()
+                .zip(shards.into_par_iter())
+                .map(|(max, shard)| flush_shard(&context, shard, max))
+                .collect()
+        });
         let (mut runs, mut samples) = (0usize, 0usize);
-        let mut fb = sh.db.batch().durability(self.durability);
-        let mut buf = Vec::new();
-        for shard in shards {
-            let Some(series) = sh.head.read_shard(shard) else { continue };
-            for (&id, all) in by_id(&series) {
-                let bucket = sh.bucketing.bucket(id);
-                // Split the series' samples at window boundaries.
-                let mut rest = all.as_slice();
-                while let Some(first) = rest.first() {
-                    let start = sh.windows.start_of(first.timestamp_ms);
-                    let end = start.saturating_add(sh.windows.window_ms());
-                    let cut = rest.partition_point(|s| s.timestamp_ms < end);
-                    let (piece, tail) = rest.split_at(cut);
-                    rest = tail;
-                    self.mark_present(pending, start, id, None)?;
-                    let ks = pending.hot.as_ref().map(|(_, ks)| ks.clone()).ok_or(StorageError::ShuttingDown)?;
-                    pending.windows.insert(start);
-                    runs += self.write_run(&mut fb, (start, &ks), bucket, id, piece, &mut buf)?;
-                    samples += piece.len();
+        let mut failed = None;
+        for done in flushed {
+            match done {
+                Ok(done) => {
+                    runs += done.runs;
+                    samples += done.samples;
+                    pending.windows.extend(done.windows);
                 }
-                if fb.len() >= FLUSH_BATCH_ROWS {
-                    pending.write_postings(&mut fb);
-                    std::mem::replace(&mut fb, sh.db.batch().durability(self.durability)).commit()?;
-                    pending.committed(&sh);
-                }
-            }
-            drop(series);
-            let Some(histograms) = sh.head.read_histogram_shard(shard) else { continue };
-            if !histograms.is_empty() {
-                // Before the commit that makes the runs visible (see `Shared::histograms_stored`).
-                sh.mark_histograms_stored();
-            }
-            for (&id, all) in by_id(&histograms) {
-                let bucket = sh.bucketing.bucket(id);
-                let mut rest = all.as_slice();
-                while let Some(first) = rest.first() {
-                    let start = sh.windows.start_of(first.timestamp_ms);
-                    let end = start.saturating_add(sh.windows.window_ms());
-                    let (piece, tail) = rest.split_at(rest.partition_point(|s| s.timestamp_ms < end));
-                    rest = tail;
-                    self.mark_present(pending, start, id, None)?;
-                    let ks = pending.hot.as_ref().map(|(_, ks)| ks.clone()).ok_or(StorageError::ShuttingDown)?;
-                    pending.windows.insert(start);
-                    runs += histogram_run::write(&mut fb, &ks, bucket, id, piece)?;
-                    samples += piece.len();
-                }
-                if fb.len() >= FLUSH_BATCH_ROWS {
-                    pending.write_postings(&mut fb);
-                    std::mem::replace(&mut fb, sh.db.batch().durability(self.durability)).commit()?;
-                    pending.committed(&sh);
-                }
+                Err(e) => failed = Some(e),
             }
         }
-        pending.write_postings(&mut fb);
-        for seq in log.into_iter().flatten() {
-            fb.remove(&sh.wal, wal::key(seq));
+        if let Some(e) = failed {
+            return Err(e);
         }
-        fb.commit()?;
-        pending.committed(&sh);
+        if let Some(log) = log {
+            let mut fb = sh.db.batch().durability(self.durability);
+            for seq in log {
+                fb.remove(&sh.wal, wal::key(seq));
+            }
+            fb.commit()?;
+        }
         tracing::debug!(samples, runs, elapsed_ms = started.elapsed().as_millis() as u64, "flushed head shards");
         Ok(samples)
     }
+}
 
-    /// Adds the rows storing `piece` (ascending, one window) for series `id` to `fb`, merged
-    /// with any run of the keyspace it overlaps (`piece` wins on equal timestamps). Returns the
-    /// rows written.
-    fn write_run(
-        &mut self,
-        fb: &mut fjall::OwnedWriteBatch,
-        (window, ks): (i64, &fjall::Keyspace),
-        bucket: u16,
-        id: SeriesId,
-        piece: &[Sample],
-        buf: &mut Vec<u8>,
-    ) -> Result<usize> {
-        let (Some(first), Some(last)) = (piece.first(), piece.last()) else { return Ok(0) };
-        let (a, b) = (first.timestamp_ms, last.timestamp_ms);
-        let flushed = self.flushed_max.get(&id).map(|&m| (self.shared.windows.start_of(m), m));
-        // Never flushed, and created by this writer: nothing of it is stored anywhere.
-        let never_stored = flushed.is_none() && id >= self.fresh_from;
-        let known = flushed.filter(|(w, _)| *w == window).map(|(_, m)| m);
-        let may_overlap = !never_stored && known.is_none_or(|m| a <= m);
-        let mut newest = match known {
-            Some(m) => m,
-            None if never_stored => i64::MIN,
-            // First run of the series into this window since start: learn the newest timestamp
-            // already stored (runs written by an earlier life), from the series' newest run.
-            None => match ks.prefix(keys::series_prefix(bucket, id)).next() {
-                Some(guard) => {
-                    let (key, value) = guard.into_inner()?;
-                    let mut run = Vec::new();
-                    run::decode_row(&key, &value, &mut run)?;
-                    run.last().map_or(i64::MIN, |s| s.timestamp_ms)
+/// What a shard's flush needs besides the head and the shard's own `flushed_max` entries.
+struct RunContext<'a> {
+    sh: &'a Shared,
+    /// The hot keyspace of every window the flushed samples fall in.
+    keyspaces: &'a HashMap<i64, fjall::Keyspace>,
+    fresh_from: SeriesId,
+    durability: Option<fjall::PersistMode>,
+}
+
+/// The windows a head shard's samples fall in, and its series not known to be indexed in them.
+#[derive(Default)]
+struct ShardPlan {
+    windows: Vec<i64>,
+    unindexed: Vec<(i64, SeriesId)>,
+}
+
+/// What a shard's flush wrote.
+struct ShardFlushed {
+    samples: usize,
+    runs: usize,
+    windows: Vec<i64>,
+}
+
+/// The windows of the samples of series `all` (ascending), each once, in order.
+fn windows_of(sh: &Shared, times: impl Iterator<Item = i64>, mut each: impl FnMut(i64)) {
+    let mut last = None;
+    for t in times {
+        let start = sh.windows.start_of(t);
+        if last != Some(start) {
+            last = Some(start);
+            each(start);
+        }
+    }
+}
+
+/// Plans the flush of head shard `shard` (see [`ShardPlan`]); `presence` is read, not loaded.
+fn plan_shard(sh: &Shared, presence: &super::presence::Presence, shard: usize) -> ShardPlan {
+    let mut plan = ShardPlan::default();
+    let note = |start: i64, id: SeriesId, plan: &mut ShardPlan| {
+        if !plan.windows.contains(&start) {
+            plan.windows.push(start);
+        }
+        if !presence.loaded(start).is_some_and(|set| set.contains(id)) {
+            plan.unindexed.push((start, id));
+        }
+    };
+    if let Some(series) = sh.head.read_shard(shard) {
+        for (&id, all) in series.iter() {
+            // Nearly always one window: its first and last sample share it.
+            let (Some(first), Some(last)) = (all.first(), all.last()) else { continue };
+            let start = sh.windows.start_of(first.timestamp_ms);
+            if start == sh.windows.start_of(last.timestamp_ms) {
+                note(start, id, &mut plan);
+            } else {
+                windows_of(sh, all.iter().map(|s| s.timestamp_ms), |w| note(w, id, &mut plan));
+            }
+        }
+    }
+    if let Some(histograms) = sh.head.read_histogram_shard(shard) {
+        for (&id, all) in histograms.iter() {
+            windows_of(sh, all.iter().map(|h| h.timestamp_ms), |w| note(w, id, &mut plan));
+        }
+    }
+    plan
+}
+
+/// Writes and commits the runs of head shard `shard` (whose series are in bucket `shard`),
+/// keeping `flushed_max`, the shard's entries of [`Writer::flushed_max`], up to date.
+fn flush_shard(ctx: &RunContext<'_>, shard: usize, flushed_max: &mut IdMap<i64>) -> Result<ShardFlushed> {
+    let sh = ctx.sh;
+    let bucket = u16::try_from(shard).map_err(|_| StorageError::Corrupt { what: "head shard past the buckets" })?;
+    let (mut runs, mut samples) = (0usize, 0usize);
+    let mut windows: Vec<i64> = Vec::new();
+    let mut fb = sh.db.batch().durability(ctx.durability);
+    let mut buf = Vec::new();
+    let keyspace = |start: i64| {
+        ctx.keyspaces.get(&start).cloned().ok_or(StorageError::Corrupt { what: "window of a head sample not planned" })
+    };
+    if let Some(series) = sh.head.read_shard(shard) {
+        for (&id, all) in by_id(&series) {
+            // Split the series' samples at window boundaries.
+            let mut rest = all.as_slice();
+            while let Some(first) = rest.first() {
+                let start = sh.windows.start_of(first.timestamp_ms);
+                let end = start.saturating_add(sh.windows.window_ms());
+                let cut = rest.partition_point(|s| s.timestamp_ms < end);
+                let (piece, tail) = rest.split_at(cut);
+                rest = tail;
+                let ks = keyspace(start)?;
+                if !windows.contains(&start) {
+                    windows.push(start);
                 }
-                None => i64::MIN,
-            },
-        };
-        newest = newest.max(b);
-        // Within the window: `b` is, and a stored newest read from this window's keyspace is.
-        self.flushed_max.insert(id, newest);
-        let mut old_keys: Vec<fjall::Slice> = Vec::new();
-        let mut old: Vec<Sample> = Vec::new();
-        if may_overlap {
-            // Runs starting at or before `b`, newest first; stop at the first ending before `a`.
-            let mut found: Vec<Vec<Sample>> = Vec::new();
-            for guard in ks.range(keys::point_key(bucket, id, b)..=keys::point_key(bucket, id, 0)) {
+                let run = RunTarget { window: start, ks: &ks, bucket, id };
+                runs += write_run(ctx, flushed_max, &mut fb, &run, piece, &mut buf)?;
+                samples += piece.len();
+            }
+            if fb.len() >= FLUSH_BATCH_ROWS {
+                std::mem::replace(&mut fb, sh.db.batch().durability(ctx.durability)).commit()?;
+            }
+        }
+    }
+    if let Some(histograms) = sh.head.read_histogram_shard(shard) {
+        if !histograms.is_empty() {
+            // Before the commit that makes the runs visible (see `Shared::histograms_stored`).
+            sh.mark_histograms_stored();
+        }
+        for (&id, all) in by_id(&histograms) {
+            let mut rest = all.as_slice();
+            while let Some(first) = rest.first() {
+                let start = sh.windows.start_of(first.timestamp_ms);
+                let end = start.saturating_add(sh.windows.window_ms());
+                let (piece, tail) = rest.split_at(rest.partition_point(|s| s.timestamp_ms < end));
+                rest = tail;
+                let ks = keyspace(start)?;
+                if !windows.contains(&start) {
+                    windows.push(start);
+                }
+                runs += histogram_run::write(&mut fb, &ks, bucket, id, piece)?;
+                samples += piece.len();
+            }
+            if fb.len() >= FLUSH_BATCH_ROWS {
+                std::mem::replace(&mut fb, sh.db.batch().durability(ctx.durability)).commit()?;
+            }
+        }
+    }
+    fb.commit()?;
+    Ok(ShardFlushed { samples, runs, windows })
+}
+
+/// Where a piece of a series goes: its window, the window's hot keyspace, its bucket and id.
+struct RunTarget<'a> {
+    window: i64,
+    ks: &'a fjall::Keyspace,
+    bucket: u16,
+    id: SeriesId,
+}
+
+/// Adds the rows storing `piece` (ascending, one window) for series `run.id` to `fb`, merged
+/// with any run of the keyspace it overlaps (`piece` wins on equal timestamps). Returns the
+/// rows written.
+fn write_run(
+    ctx: &RunContext<'_>,
+    flushed_max: &mut IdMap<i64>,
+    fb: &mut fjall::OwnedWriteBatch,
+    run: &RunTarget<'_>,
+    piece: &[Sample],
+    buf: &mut Vec<u8>,
+) -> Result<usize> {
+    let RunTarget { window, ks, bucket, id } = *run;
+    let (Some(first), Some(last)) = (piece.first(), piece.last()) else { return Ok(0) };
+    let (a, b) = (first.timestamp_ms, last.timestamp_ms);
+    let flushed = flushed_max.get(&id).map(|&m| (ctx.sh.windows.start_of(m), m));
+    // Never flushed, and created by this writer: nothing of it is stored anywhere.
+    let never_stored = flushed.is_none() && id >= ctx.fresh_from;
+    let known = flushed.filter(|(w, _)| *w == window).map(|(_, m)| m);
+    let may_overlap = !never_stored && known.is_none_or(|m| a <= m);
+    let mut newest = match known {
+        Some(m) => m,
+        None if never_stored => i64::MIN,
+        // First run of the series into this window since start: learn the newest timestamp
+        // already stored (runs written by an earlier life), from the series' newest run.
+        None => match ks.prefix(keys::series_prefix(bucket, id)).next() {
+            Some(guard) => {
                 let (key, value) = guard.into_inner()?;
                 let mut run = Vec::new();
                 run::decode_row(&key, &value, &mut run)?;
-                if run.last().is_none_or(|s| s.timestamp_ms < a) {
-                    break;
-                }
-                old_keys.push(key);
-                found.push(run);
+                run.last().map_or(i64::MIN, |s| s.timestamp_ms)
             }
-            old = found.into_iter().rev().flatten().collect();
-        }
-        let merged;
-        let all = if old.is_empty() {
-            piece
-        } else {
-            let mut m = Vec::with_capacity(old.len() + piece.len());
-            run::merge_into(&mut m, &old, piece);
-            merged = m;
-            merged.as_slice()
-        };
-        let mut new_keys = Vec::new();
-        for part in all.chunks(run::MAX_RUN_SAMPLES) {
-            let Some(head) = part.first() else { continue };
-            run::encode_hot(part, buf)?;
-            let key = keys::point_key(bucket, id, head.timestamp_ms);
-            fb.insert(ks, key, buf.as_slice());
-            new_keys.push(key);
-        }
-        // A key rewritten in this batch must not also be removed in it.
-        for key in old_keys {
-            if !new_keys.iter().any(|k| k.as_slice() == &*key) {
-                fb.remove(ks, key);
+            None => i64::MIN,
+        },
+    };
+    newest = newest.max(b);
+    // Within the window: `b` is, and a stored newest read from this window's keyspace is.
+    flushed_max.insert(id, newest);
+    let mut old_keys: Vec<fjall::Slice> = Vec::new();
+    let mut old: Vec<Sample> = Vec::new();
+    if may_overlap {
+        // Runs starting at or before `b`, newest first; stop at the first ending before `a`.
+        let mut found: Vec<Vec<Sample>> = Vec::new();
+        for guard in ks.range(keys::point_key(bucket, id, b)..=keys::point_key(bucket, id, 0)) {
+            let (key, value) = guard.into_inner()?;
+            let mut run = Vec::new();
+            run::decode_row(&key, &value, &mut run)?;
+            if run.last().is_none_or(|s| s.timestamp_ms < a) {
+                break;
             }
+            old_keys.push(key);
+            found.push(run);
         }
-        Ok(new_keys.len())
+        old = found.into_iter().rev().flatten().collect();
     }
+    let merged;
+    let all = if old.is_empty() {
+        piece
+    } else {
+        let mut m = Vec::with_capacity(old.len() + piece.len());
+        run::merge_into(&mut m, &old, piece);
+        merged = m;
+        merged.as_slice()
+    };
+    let mut new_keys = Vec::new();
+    for part in all.chunks(run::MAX_RUN_SAMPLES) {
+        let Some(head) = part.first() else { continue };
+        run::encode_hot(part, buf)?;
+        let key = keys::point_key(bucket, id, head.timestamp_ms);
+        fb.insert(ks, key, buf.as_slice());
+        new_keys.push(key);
+    }
+    // A key rewritten in this batch must not also be removed in it.
+    for key in old_keys {
+        if !new_keys.iter().any(|k| k.as_slice() == &*key) {
+            fb.remove(ks, key);
+        }
+    }
+    Ok(new_keys.len())
 }

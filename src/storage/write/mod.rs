@@ -208,8 +208,9 @@ pub struct Writer {
     /// Per series, an upper bound of the series' timestamps stored in the window last flushed
     /// into (always a timestamp of that window, so the window is `start_of` it): a run
     /// starting after it cannot overlap a stored run (no read needed). Deletions and seals only
-    /// lower the true maximum, so the bound stays valid. 16 bytes a series, not 24.
-    flushed_max: IdMap<i64>,
+    /// lower the true maximum, so the bound stays valid. 16 bytes a series, not 24. One map
+    /// per bucket, indexed by bucket, so that the flush writes the buckets' runs in parallel.
+    flushed_max: Vec<IdMap<i64>>,
     /// The first id this writer allocated: a series with an id at or above it that has no
     /// `flushed_max` entry has never had a run written (by this life or an earlier one), so its
     /// first flush needs no read of the keyspace.
@@ -334,7 +335,7 @@ impl Writer {
             wal,
             limits,
             head_since,
-            flushed_max: IdMap::default(),
+            flushed_max: (0..shared.head.shard_count()).map(|_| IdMap::default()).collect(),
             fresh_from: next_id,
             cycle: None,
             log_buf: Vec::new(),
@@ -874,7 +875,9 @@ impl Writer {
                 self.cache.remove(&series::identity(&canonical));
             }
             for id in &orphans {
-                self.flushed_max.remove(id);
+                if let Some(max) = self.flushed_max.get_mut(usize::from(sh.bucketing.bucket(*id))) {
+                    max.remove(id);
+                }
                 self.starts.remove(id);
             }
             tracing::debug!(series = orphans.len(), "removed series left without data");
