@@ -185,6 +185,11 @@ impl KnownLabels {
     pub fn lookup(&self, wire: &[u8], found: impl FnOnce(&[u8])) -> bool {
         let hash = xxhash_rust::xxh3::xxh3_64(wire);
         let mut shard = self.shard(hash);
+        if !shard.admits(hash) {
+            // Not learned since the shard last admitted it: at worst an entry from before then
+            // is missed, and the label set is decoded in full. The probe would miss the caches.
+            return false;
+        }
         if let Some(e) = shard.current.get(&hash) {
             let hit = e.wire() == wire;
             if hit {

@@ -3,7 +3,7 @@
 //! A flush that falls due (by size, see [`super::HeadLimits`], or `--head-flush-interval`) runs as a *cycle*
 //! of steps, a few head shards (buckets) at a time, between group commits: writes keep being
 //! acknowledged while the head drains, instead of stalling for the whole flush. Each step
-//! writes its shards' runs in parallel on the read pool, one worker per shard (a shard is a
+//! writes its shards' runs in parallel on the writer's pool, one worker per shard (a shard is a
 //! bucket: its series, and their rows, are disjoint from the others'), commits them, then
 //! removes those shards' series from the head (readers read the
 //! head before the keyspaces, see `head.rs`, so a racing read sees every sample). The log rows
@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use crate::storage::series_id::IdMap;
 use crate::storage::shared::Shared;
 
-use super::{histogram_run, keys, run, wal, Pending, Result, Sample, SeriesId, StorageError, Writer};
+use super::{histogram_run, in_pool, keys, run, wal, Pending, Result, Sample, SeriesId, StorageError, Writer};
 
 /// Rows per fjall batch while flushing (bounds the batch's memory; the log rows are removed
 /// only by the last batch, so a crash in between replays and merges idempotently).
@@ -81,8 +81,8 @@ impl Writer {
         let sh = Arc::clone(&self.shared);
         let step = (self.limits.max_samples / 64).clamp(*STEP_SAMPLES.start(), *STEP_SAMPLES.end());
         let mut written = 0;
-        // As many shards at once as the read pool has threads: they are written in parallel.
-        let width = sh.pool.current_num_threads().max(1);
+        // As many shards at once as the write pool has threads: they are written in parallel.
+        let width = self.pool.as_ref().map_or(1, rayon::ThreadPool::current_num_threads).max(1);
         while written < step && cycle.next_shard < sh.head.shard_count() {
             let to = (cycle.next_shard + width).min(sh.head.shard_count());
             written += self.flush_shards(cycle.next_shard..to, None)?;
@@ -101,6 +101,7 @@ impl Writer {
         }
         self.wal.first = cycle.mark;
         self.cycle = None;
+        self.seal_log();
         // What the head holds now arrived during the cycle.
         self.head_since = (!sh.head.is_empty()).then_some(cycle.began);
         Ok(())
@@ -118,6 +119,7 @@ impl Writer {
         self.cycle = None;
         self.head_since = None;
         self.wal.first = next;
+        self.seal_log();
         Ok(())
     }
 
@@ -155,7 +157,7 @@ impl Writer {
     }
 
     /// Writes the runs of head shards `shards` in three steps: the windows their samples fall
-    /// in, and the series not known to be indexed there, are found on the read pool (one
+    /// in, and the series not known to be indexed there, are found on the write pool (one
     /// worker per shard, reading the head); those series are indexed and their postings
     /// committed first, on this thread (a series is never in runs of a window before it is in
     /// its index); then each worker writes and commits its shard's runs. The log rows `log` are
@@ -171,7 +173,9 @@ impl Writer {
         let started = Instant::now();
         let plans: Vec<ShardPlan> = {
             let presence = &self.presence;
-            sh.pool.install(|| shards.clone().into_par_iter().map(|shard| plan_shard(&sh, presence, shard)).collect())
+            in_pool(self.pool.as_ref(), || {
+                shards.clone().into_par_iter().map(|shard| plan_shard(&sh, presence, shard)).collect()
+            })
         };
         let mut keyspaces: HashMap<i64, fjall::Keyspace> = HashMap::new();
         for plan in &plans {
@@ -193,7 +197,7 @@ impl Writer {
         let context =
             RunContext { sh: &sh, keyspaces: &keyspaces, fresh_from: self.fresh_from, durability: self.durability };
         let maps = self.flushed_max.get_mut(shards.clone()).ok_or(StorageError::ShuttingDown)?;
-        let flushed: Vec<Result<ShardFlushed>> = sh.pool.install(|| {
+        let flushed: Vec<Result<ShardFlushed>> = in_pool(self.pool.as_ref(), || {
             maps.par_iter_mut()
                 .zip(shards.into_par_iter())
                 .map(|(max, shard)| flush_shard(&context, shard, max))

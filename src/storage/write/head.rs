@@ -104,8 +104,10 @@ impl Head {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Adds samples (any order) to series `id`. Writer thread only. `entries` should be grouped
-    /// by bucket for fewer lock acquisitions; any order is correct.
+    /// Adds samples (any order) to series `id`. Writer thread only, or its pool on its behalf
+    /// while it waits, with concurrent calls on distinct buckets only (each shard's vectors are
+    /// then written by one thread; the counters are atomic). `entries` should be grouped by
+    /// bucket for fewer lock acquisitions; any order is correct.
     pub fn append<'a>(&self, entries: impl IntoIterator<Item = (u16, SeriesId, &'a [Sample])>) {
         let mut current: Option<(u16, RwLockWriteGuard<'_, Shard>)> = None;
         let (mut added, mut new_series) = (0usize, 0usize);

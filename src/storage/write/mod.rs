@@ -239,6 +239,38 @@ pub struct Writer {
     idle: idle::Idle,
     /// The data directory (its journal is measured on idle).
     data_dir: std::path::PathBuf,
+    /// Threads (one per core) the writer hands per-bucket work to and waits for: appending a
+    /// group to the head, flushing it. Its own, not the read pool: a long query keeping the
+    /// read pool's threads busy must not hold writes back. `None` if it could not be started
+    /// (that work then runs on the writer thread).
+    pool: Option<rayon::ThreadPool>,
+}
+
+/// Runs `work` on `pool` (its parallel iterators then use the pool's threads), or here.
+fn in_pool<R: Send>(pool: Option<&rayon::ThreadPool>, work: impl FnOnce() -> R + Send) -> R {
+    match pool {
+        Some(pool) => pool.install(work),
+        None => work(),
+    }
+}
+
+/// Entries (grouped by bucket) a group must hold before the head append is split by bucket
+/// over the write pool: below it, waking the pool costs more than it saves.
+const PARALLEL_APPEND_ENTRIES: usize = 1_024;
+
+/// The writer's pool (see [`Writer::pool`]), or `None` (logged) when its threads cannot start.
+fn write_pool() -> Option<rayon::ThreadPool> {
+    let built = rayon::ThreadPoolBuilder::new()
+        .num_threads(crate::cores::available())
+        .thread_name(|i| format!("saltdb-write-{i}"))
+        .build();
+    match built {
+        Ok(pool) => Some(pool),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start the write pool; the writer thread does its work alone");
+            None
+        }
+    }
 }
 
 /// What a group adds on top of committed state; applied to the caches only after commit.
@@ -348,6 +380,7 @@ impl Writer {
             starts: IdMap::default(),
             idle: idle::Idle::new(None),
             data_dir: std::path::PathBuf::new(),
+            pool: write_pool(),
         }
     }
 
@@ -531,7 +564,14 @@ impl Writer {
         // Grouped by bucket, so each head shard is locked once per group. The sort is stable:
         // writes of one series keep their order (the later one wins).
         entries.sort_by_key(|&(bucket, _, _)| bucket);
-        sh.head.append(entries);
+        if entries.len() >= PARALLEL_APPEND_ENTRIES && self.pool.is_some() {
+            // Buckets are the head's shards: each worker appends to its own.
+            use rayon::prelude::*;
+            let groups: Vec<&[(u16, SeriesId, &[Sample])]> = entries.chunk_by(|a, b| a.0 == b.0).collect();
+            in_pool(self.pool.as_ref(), || groups.par_iter().for_each(|group| sh.head.append(group.iter().copied())));
+        } else {
+            sh.head.append(entries);
+        }
         let series = group.iter().flat_map(|(b, _)| b.batch.series());
         sh.head.append_histograms(
             pending
