@@ -83,9 +83,8 @@ pub fn family(keyspace: &str, key: &[u8], value: &[u8]) -> &'static str {
 }
 
 fn window_family(key: &[u8], value: &[u8]) -> &'static str {
-    let Some(prefix) = key.get(..2) else { return "unknown" };
-    let prefix = u16::from_be_bytes([prefix[0], prefix[1]]);
-    match prefix {
+    let Some(&prefix) = key.first_chunk::<2>() else { return "unknown" };
+    match u16::from_be_bytes(prefix) {
         keys::WINDOW_INDEX_BUCKET => "window index",
         keys::WINDOW_POSTINGS_BUCKET => "window postings",
         p if p >= keys::HISTOGRAM_FAMILY => "histogram runs",
