@@ -360,6 +360,57 @@ mod tests {
         assert_eq!(cache.get(&table, 99).unwrap(), None);
     }
 
+    /// Two label sets forced onto one md5 (as a real collision would be): each finds its own id
+    /// through the primary row or the collision row and `series`, never the other's; removing
+    /// the primary promotes the collision row; format 5's rows read the same.
+    #[test]
+    fn label_sets_sharing_an_md5_keep_their_own_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = fjall::Database::builder(dir.path()).open().unwrap();
+        let series = db.keyspace("series", table_options).unwrap();
+        let sbl = db.keyspace("series_by_labels", table_options).unwrap();
+        let (a, b, c) = (b"__name__\0a\0".as_slice(), b"__name__\0b\0".as_slice(), b"__name__\0c\0".as_slice());
+        let hash = [7u8; 16];
+        assert_eq!(lookup(&series, &sbl, &hash, a).unwrap(), Lookup::Absent { primary_taken: false });
+        let mut batch = db.batch();
+        batch.insert(&series, 1u64.to_be_bytes(), a);
+        batch.insert(&series, 2u64.to_be_bytes(), b);
+        insert_by_labels(&mut batch, &sbl, &hash, 1, false);
+        insert_by_labels(&mut batch, &sbl, &hash, 2, true);
+        batch.commit().unwrap();
+        assert_eq!(lookup(&series, &sbl, &hash, a).unwrap(), Lookup::Found(1));
+        assert_eq!(lookup(&series, &sbl, &hash, b).unwrap(), Lookup::Found(2));
+        assert_eq!(lookup(&series, &sbl, &hash, c).unwrap(), Lookup::Absent { primary_taken: true });
+        // Removing the primary's series: the collision row becomes the primary.
+        let mut batch = db.batch();
+        // `remove_by_labels` hashes the label set itself: use rows of the real md5 of `a` here.
+        let real = keys::labels_hash(a);
+        insert_by_labels(&mut batch, &sbl, &real, 1, false);
+        insert_by_labels(&mut batch, &sbl, &real, 2, true);
+        batch.commit().unwrap();
+        let mut batch = db.batch();
+        remove_by_labels(&mut batch, &sbl, 1, a).unwrap();
+        batch.remove(&series, 1u64.to_be_bytes());
+        batch.commit().unwrap();
+        assert_eq!(lookup(&series, &sbl, &real, a).unwrap(), Lookup::Absent { primary_taken: true });
+        assert_eq!(lookup(&series, &sbl, &real, b).unwrap(), Lookup::Found(2));
+        assert_eq!(sbl.get(real).unwrap().as_deref(), Some(2u64.to_be_bytes().as_slice()));
+        assert!(sbl.get(keys::series_by_labels_key(&real, 2)).unwrap().is_none());
+        // Format 5's shapes (the label set after the id, and as a collision row's value) read
+        // alike, and slimming them is idempotent.
+        let old = [7u8; 16].map(|x| x + 1);
+        sbl.insert(old, [&3u64.to_be_bytes()[..], c].concat()).unwrap();
+        sbl.insert(keys::series_by_labels_key(&old, 4), b).unwrap();
+        series.insert(3u64.to_be_bytes(), c).unwrap();
+        series.insert(4u64.to_be_bytes(), b).unwrap();
+        assert_eq!(lookup(&series, &sbl, &old, c).unwrap(), Lookup::Found(3));
+        assert_eq!(lookup(&series, &sbl, &old, b).unwrap(), Lookup::Found(4));
+        assert_eq!(slim_rows(&db, &sbl, 1).unwrap(), 2);
+        assert_eq!(slim_rows(&db, &sbl, 1).unwrap(), 0);
+        assert_eq!(sbl.get(old).unwrap().as_deref(), Some(3u64.to_be_bytes().as_slice()));
+        assert_eq!(lookup(&series, &sbl, &old, b).unwrap(), Lookup::Found(4));
+    }
+
     #[test]
     fn cache_stays_bounded_and_promotes() {
         let mut c = SeriesCache::new(4);
