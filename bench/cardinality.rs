@@ -4,7 +4,8 @@
 //!
 //! Default mode: `--rounds` scrapes of `--series` series (round 1 creates every series, the
 //! others only append), then the median latency of small and large API requests over that data,
-//! peak RSS, and bytes on disk once the target has flushed. `--churn`: rounds of new series
+//! peak RSS, and bytes on disk once the target has flushed (for saltdb also per keyspace and key
+//! family, as `saltdb disk-usage` prints them). `--churn`: rounds of new series
 //! replacing the previous ones, with a few small requests, RSS and disk after each round, so a
 //! cost that grows with the series ever seen (rather than the ones asked for) shows as a
 //! growing line. See `bench/README.md`.
@@ -322,13 +323,25 @@ fn watch_disk(dir: &Path, since: Instant, secs: u64) {
 /// `--keep-data`.
 fn settle(target: Target, args: &CardinalityArgs) -> Settled {
     let dir = target.dir.clone();
+    let is_saltdb = target.name() == "saltdb";
     let settled = target.settle();
+    if is_saltdb {
+        // Where the bytes went, per keyspace and key family (as `saltdb disk-usage` prints).
+        match saltdb::storage::disk_usage(&dir) {
+            Ok(usage) => print!("{}", indent(&usage.to_string())),
+            Err(e) => println!("  !! disk usage of {}: {e}", dir.display()),
+        }
+    }
     if args.keep_data {
         println!("  data kept in {}", dir.display());
     } else {
         let _ = std::fs::remove_dir_all(&dir);
     }
     settled
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
 }
 
 /// One churn round on one target.

@@ -92,6 +92,13 @@ pub enum Command {
     Import(crate::backfill::ImportArgs),
     /// Write a running server's series out as JSON lines (the import format).
     Export(crate::backfill::ExportArgs),
+    /// Print where the bytes of a stopped server's data directory go: bytes on disk per
+    /// keyspace, and rows and bytes per key family within each.
+    DiskUsage {
+        /// The data directory (no server may be running on it).
+        #[arg(long, default_value = "./saltdb-data")]
+        data_dir: PathBuf,
+    },
 }
 
 /// `saltdb serve` flags.

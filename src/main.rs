@@ -94,6 +94,16 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+        Command::DiskUsage { data_dir } => match saltdb::storage::disk_usage(&data_dir) {
+            Ok(usage) => {
+                print!("{usage}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("saltdb disk-usage: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
         Command::Import(args) => match saltdb::backfill::import(&args) {
             Ok(_) => std::process::ExitCode::SUCCESS,
             Err(e) => {

@@ -264,6 +264,7 @@ impl Storage {
         if let Some(from) = manifest.upgrade_from {
             migrate::upgrade(&db, &meta, [&series, &series_by_labels], &windows, from)?;
         }
+        migrate::finish_slimming(&db, &meta, &series_by_labels)?;
         migrate::clear_legacy_postings(&db)?;
         let tables = [meta, series, series_by_labels, ks("wal")?];
         let exemplar_rows = ks("exemplars")?;

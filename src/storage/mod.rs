@@ -13,12 +13,14 @@
 //!
 //! At the root: [`Storage`] (`db.rs`: open, recover, the handle every caller holds), the state the
 //! writer thread shares with readers (`shared.rs`), the series id every row carries
-//! (`series_id.rs`), errors and bytes on disk.
+//! (`series_id.rs`), errors and bytes on disk (`disk.rs`; per keyspace and key family of a stopped
+//! directory, `disk_usage.rs`).
 //!
 //! Layout of the keys and tables: see [`format::keys`]. Manifest: see [`format::manifest`].
 
 mod db;
 mod disk;
+mod disk_usage;
 mod error;
 pub mod format;
 mod immutable;
@@ -34,6 +36,7 @@ pub use db::{
     StorageStats, WindowState, WindowStats, WindowStatus,
 };
 pub use disk::du_bytes;
+pub use disk_usage::{disk_usage, DiskUsage, FamilyBytes, KeyspaceBytes};
 pub use error::{Result, StorageError};
 pub use format::exemplars::{SeriesExemplars, DEFAULT_MAX_EXEMPLARS};
 pub use format::keys::{BucketScheme, Bucketing};

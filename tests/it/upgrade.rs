@@ -1,7 +1,8 @@
-//! Data directories written by format 1 (all-time postings) and format 2 (per-window postings,
-//! one row per series and label) open in today's format: the one-time upgrade at start-up
-//! builds what the format needs, every sample reads back, and the upgrade survives a second
-//! open. See `tests/fixtures/README.md` for what the fixtures hold.
+//! Data directories written by format 1 (all-time postings), format 2 (per-window postings,
+//! one row per series and label) and format 5 (`series_by_labels` rows repeating the label set)
+//! open in today's format: the one-time upgrade at start-up builds what the format needs, every
+//! sample reads back, and the upgrade survives a second open. See `tests/fixtures/README.md` for
+//! what the fixtures hold.
 
 use std::path::Path;
 
@@ -67,6 +68,40 @@ fn a_format_2_directory_is_upgraded_at_open() {
     upgraded_at_open("format-2");
 }
 
+#[test]
+fn a_format_5_directory_is_upgraded_at_open() {
+    upgraded_at_open("format-5");
+}
+
+/// A crash after the version bump of 5 -> 6 and before the rows were rewritten: the next open
+/// finishes the rewrite (the manifest marks it pending), and reads meanwhile take both shapes.
+#[test]
+fn a_format_5_upgrade_interrupted_after_the_bump_is_finished_at_open() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-5");
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixture, dir.path());
+    {
+        let db = fjall::Database::builder(dir.path()).open().unwrap();
+        let meta = db.keyspace("meta", fjall::KeyspaceCreateOptions::default).unwrap();
+        meta.insert("format_version", 6u32.to_be_bytes()).unwrap();
+        meta.insert("series_by_labels_slim_pending", []).unwrap();
+        db.persist(fjall::PersistMode::SyncAll).unwrap();
+    }
+    assert_eq!(series_by_labels_families(dir.path()), ["md5 -> id, label set (format 5)"]);
+    {
+        let s = Storage::open(storage_config(dir.path())).unwrap();
+        check(&s, &["job0", "job1", "job2", "late"]);
+    }
+    assert_eq!(series_by_labels_families(dir.path()), ["md5 -> id"]);
+}
+
+/// The key families of `series_by_labels` in the stopped directory `dir`.
+fn series_by_labels_families(dir: &Path) -> Vec<&'static str> {
+    let usage = saltdb::storage::disk_usage(dir).unwrap();
+    let sbl = usage.keyspaces.iter().find(|k| k.name == "series_by_labels").unwrap();
+    sbl.families.iter().map(|f| f.family).collect()
+}
+
 fn upgraded_at_open(name: &str) {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
     let dir = tempfile::tempdir().unwrap();
@@ -88,9 +123,25 @@ fn upgraded_at_open(name: &str) {
             ["job0", "job1", "job2", "late", "new"]
         );
     }
+    // Format 6: no `series_by_labels` row repeats its label set.
+    assert_eq!(series_by_labels_families(dir.path()), ["md5 -> id"]);
     // Opened again (no second upgrade), and after sealing the window the late writes reached.
     let s = Storage::open(storage_config(dir.path())).unwrap();
     s.seal_window(D0 + DAY).unwrap();
     check(&s, &["job0", "job1", "job2", "late", "new"]);
     assert_eq!(s.series(&[m(MatchOp::Equal, "job", "new")], 0, D0 + 10 * DAY).unwrap().len(), 1);
+    // Known label sets keep their ids: writing one again creates no series.
+    let up = [m(MatchOp::Equal, "__name__", "up"), m(MatchOp::Equal, "instance", "host-03:9100")];
+    let labels = s.series(&up, 0, D0 + 10 * DAY).unwrap().remove(0);
+    let again = saltdb::sample::WriteBatch {
+        series: vec![saltdb::sample::SeriesSamples {
+            labels,
+            samples: vec![saltdb::sample::Sample::new(D0 + 2 * DAY + 10, 1.0)],
+            histograms: Vec::new(),
+        }],
+    };
+    s.write(again).unwrap();
+    let host3 = s.select(&up, 0, D0 + 10 * DAY, usize::MAX).unwrap();
+    assert_eq!(host3.len(), 1);
+    assert_eq!(host3[0].samples.len(), 44);
 }

@@ -7,9 +7,10 @@
 //! |---------------------|------------------------------------------------------------|-----------------------------|
 //! | `meta`              | setting name (ASCII)                                       | setting bytes (manifest)    |
 //! | `series`            | `series_id u64`                                            | canonical label set         |
-//! | `series_by_labels`  | `md5(canonical label set) [16]` `series_id u64`            | canonical label set         |
+//! | `series_by_labels`  | `md5(canonical label set) [16]`                            | `series_id u64`             |
+//! | `series_by_labels`  | `md5 [16]` `series_id u64` (a second label set, same md5)  | empty                       |
 //! | `wal`               | group-commit sequence number `u64`                         | the group's samples (`wal`) |
-//! | `points_`, `chunks_`| `bucket u16` `series_id u64` `u64::MAX - first ts_ms`      | a run of samples (`run`)    |
+//! | `points_`, `chunks_`| `bucket u16` `series_id u64` `u64::MAX - first ts_ms`      | a run of samples (`run`, `compact_run`) |
 //! | `points_`, `chunks_`| `0x4000 + bucket u16` `series_id u64` `u64::MAX - ts_ms` | start timestamp from `ts_ms` on (`start_ts`) |
 //! | `points_`, `chunks_`| `0x8000 + bucket u16` `series_id u64` `u64::MAX - first ts_ms` | histogram run (`histogram_run`) |
 //! | `points_`, `chunks_`| `0xFFFF` `series_id u64` (window index: series has data)   | empty                       |

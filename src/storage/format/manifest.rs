@@ -2,12 +2,13 @@
 //!
 //! | key               | value                         |
 //! |-------------------|-------------------------------|
-//! | `format_version`  | `u32` BE, currently 5         |
+//! | `format_version`  | `u32` BE, currently 6         |
 //! | `bucket_scheme`   | `hash` or `modulo`            |
 //! | `buckets`         | `u16` BE                      |
 //! | `window_ms`       | `i64` BE                      |
 //! | `next_series_id`  | `u64` BE, next id to allocate |
 //! | `last_clean_close`| `i64` BE, ms: written last by a clean close (see `lifecycle/close.rs`) |
+//! | `series_by_labels_slim_pending` | empty: an upgrade to format 6 has rows left to rewrite |
 
 use super::keys::{BucketScheme, Bucketing};
 use crate::storage::error::{Result, StorageError};
@@ -24,7 +25,13 @@ use crate::storage::error::{Result, StorageError};
 /// - 5: window keyspaces may hold start-timestamp rows (keys in the start-timestamp family, see
 ///   `start_ts.rs`); 4 upgrades by writing the new version alone (a build that reads only 4
 ///   would drop them when sealing and refuse them when re-sealing).
-pub const FORMAT_VERSION: u32 = 5;
+/// - 6: `series_by_labels` rows hold the series id alone (the label set is read from `series`),
+///   and hot runs may be compact runs (`compact_run.rs`); 5 upgrades by writing the new version
+///   with [`SLIM_PENDING_KEY`], then rewriting the rows (`lifecycle/migrate.rs`).
+pub const FORMAT_VERSION: u32 = 6;
+/// Manifest key present (empty value) while `series_by_labels` rows of format 5 may be left to
+/// rewrite after an upgrade to format 6.
+pub const SLIM_PENDING_KEY: &str = "series_by_labels_slim_pending";
 /// The oldest format this build upgrades at open.
 pub const OLDEST_UPGRADABLE: u32 = 1;
 /// Manifest key of the format version.

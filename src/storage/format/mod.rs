@@ -10,6 +10,7 @@
 //! matchers (that is `index/`).
 
 pub mod chunk;
+pub(super) mod compact_run;
 pub(super) mod exemplars;
 pub(super) mod histogram_run;
 pub mod keys;

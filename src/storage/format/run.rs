@@ -4,11 +4,16 @@
 //! A row value is either
 //! - 8 bytes: a single sample, the value's bits big-endian (the format of saltdb's first hot
 //!   rows, still read; a flushed run of one sample is stored this way, without a chunk header); or
-//! - a *raw run* (first byte [`RAW_RUN`]), what head flushes write: cheap to encode, and it
+//! - a *raw run* (first byte [`RAW_RUN`]), what head flushes wrote before format 6 (and still
+//!   write when a compact run would be 8 bytes long, the length of a single sample): cheap to encode, and it
 //!   decodes at memory speed, because recent data is what dashboards read most. Layout: the
 //!   marker, the sample count `n` (u32 LE), the first timestamp (i64 LE), the `n` values' bits
 //!   (u64 LE each), then `n - 1` timestamp deltas (unsigned LEB128 varints, > 0). About 10 bytes
 //!   a sample before the keyspace's LZ4; sealing rewrites it compactly; or
+//! - a *compact run* (first byte [`COMPACT_RUN`]), what head flushes write since format 6:
+//!   the first timestamp is the key's, then varint timestamp deltas of deltas and the values as
+//!   varint deltas of decimal mantissas (or XOR'd bits, byte-trimmed). About 4 bytes a scraped
+//!   sample instead of 10, still decoded without a bit reader or zstd (layout: `docs/format.md`);
 //! - a chunk (see [`super::chunk`], at least its 11-byte header, first byte its version):
 //!   Gorilla or decimal + zstd for sealed windows.
 //!
@@ -17,6 +22,7 @@
 //! the first run that starts at or before the range's start.
 
 use super::chunk;
+use super::compact_run;
 use super::keys;
 use crate::sample::Sample;
 use crate::storage::error::{Result, StorageError};
@@ -36,11 +42,33 @@ const RAW_HEADER_LEN: usize = 13;
 pub fn encode_hot(samples: &[Sample], dst: &mut Vec<u8>) -> Result<()> {
     dst.clear();
     let unsorted = StorageError::Corrupt { what: "unsorted run" };
-    let (Some(first), true) = (samples.first(), samples.len() <= MAX_RUN_SAMPLES) else { return Err(unsorted) };
+    let (Some(_), true) = (samples.first(), samples.len() <= MAX_RUN_SAMPLES) else { return Err(unsorted) };
     if let [one] = samples {
         dst.extend_from_slice(&keys::encode_value(one.value));
         return Ok(());
     }
+    if !compact_run::encode(samples, dst) {
+        return Err(unsorted);
+    }
+    // Eight bytes would read as a single sample: such a (short) run is written raw instead.
+    if dst.len() != 8 {
+        return Ok(());
+    }
+    encode_raw(samples, dst)
+}
+
+/// Encodes a raw run (see the module doc) into `dst` (cleared first): what head flushes wrote
+/// before format 6, still written where a compact run would be 8 bytes long.
+///
+/// # Errors
+/// [`StorageError::Corrupt`] when `samples` has fewer than 2 samples, too many, or is not strictly
+/// ascending (a bug upstream).
+pub(crate) fn encode_raw(samples: &[Sample], dst: &mut Vec<u8>) -> Result<()> {
+    dst.clear();
+    let unsorted = StorageError::Corrupt { what: "unsorted run" };
+    let (Some(first), true) = (samples.first(), (2..=MAX_RUN_SAMPLES).contains(&samples.len())) else {
+        return Err(unsorted);
+    };
     dst.reserve(RAW_HEADER_LEN + samples.len() * 10);
     dst.push(RAW_RUN);
     dst.extend_from_slice(&(samples.len() as u32).to_le_bytes());
@@ -112,6 +140,11 @@ pub fn decode_row(key: &[u8], value: &[u8], out: &mut Vec<Sample>) -> Result<()>
     // Length first: a single value's first byte may be anything (-0.0 starts with 0x80).
     if value.len() != 8 && value.first() == Some(&RAW_RUN) {
         return decode_raw(value, out);
+    }
+    if value.len() != 8 && value.first() == Some(&compact_run::MARKER) {
+        let (_, _, first_ts) = keys::decode_point_key(key).ok_or(StorageError::Corrupt { what: "point key" })?;
+        return compact_run::decode(first_ts, value, MAX_RUN_SAMPLES, out)
+            .map_err(|_| StorageError::Corrupt { what: "compact run" });
     }
     if value.len() == 8 {
         return match (keys::decode_point_key(key), keys::decode_value(value)) {

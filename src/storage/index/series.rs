@@ -4,9 +4,11 @@
 //! same write batch that creates the series, so an id is never reused. The cache maps the
 //! [`identity`] of a label set (xxh3-128, computed without building the canonical bytes) to its
 //! id; it is only a cache: `series_by_labels` (keyed by md5, checked against the stored
-//! canonical bytes) is the truth, and md5 is computed only when the cache misses. Its rows:
-//! `md5 -> series_id canonical` (the primary row, found by one point read) and, only for a
-//! second label set with the same md5, `md5 series_id -> canonical` (see `docs/format.md`).
+//! label set in `series`) is the truth, and md5 is computed only when the cache misses. Its rows:
+//! `md5 -> series_id` (the primary row, found by one point read) and, only for a second label
+//! set with the same md5, `md5 series_id -> empty` (see `docs/format.md`). The label set is not
+//! repeated: a look-up reads it from `series` (format 5 repeated it, half of the series tables'
+//! bytes).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -123,51 +125,63 @@ fn corrupt_row() -> StorageError {
     StorageError::Corrupt { what: "series_by_labels row" }
 }
 
-/// Splits a primary row's value into the series id and the canonical label set.
-fn decode_primary(value: &[u8]) -> Result<(SeriesId, &[u8])> {
-    let (id, canonical) = value.split_at_checked(8).ok_or_else(corrupt_row)?;
-    Ok((u64::from_be_bytes(id.try_into().map_err(|_| corrupt_row())?), canonical))
+/// The series id of a primary row: its value's first 8 bytes (format 6 stores nothing more;
+/// format 5 followed them with the canonical label set, ignored here, and a directory upgraded
+/// from it may hold such rows until [`slim_rows`] rewrote them).
+fn primary_id(value: &[u8]) -> Result<SeriesId> {
+    let id = value.first_chunk::<8>().ok_or_else(corrupt_row)?;
+    Ok(u64::from_be_bytes(*id))
 }
 
-/// Finds the id of a label set in `series_by_labels` (layout: `docs/format.md`): one point read
-/// of its md5, which the tables' bloom filters answer without a disk read for a new label set;
-/// only when another label set has the same md5 are the collision rows scanned. The stored
-/// canonical bytes are compared, so a collision can never merge two series.
+/// True when series `id`'s `series` row holds `canonical`. A missing row is no match.
+fn holds(series: &fjall::Keyspace, id: SeriesId, canonical: &[u8]) -> Result<bool> {
+    Ok(series.get(id.to_be_bytes())?.is_some_and(|stored| stored.as_ref() == canonical))
+}
+
+/// Finds the id of a label set through `series_by_labels` (layout: `docs/format.md`): one point
+/// read of its md5, which the tables' bloom filters answer without a disk read for a new label
+/// set, and one of the `series` row of the id found, whose label set must be `canonical`; only
+/// when it is another label set with the same md5 are the collision rows scanned (each checked
+/// against `series` the same way). So a collision can never merge two series.
 ///
 /// # Errors
 /// Engine errors and corrupt rows.
-pub fn lookup(series_by_labels: &fjall::Keyspace, hash: &[u8; 16], canonical: &[u8]) -> Result<Lookup> {
+pub fn lookup(
+    series: &fjall::Keyspace,
+    series_by_labels: &fjall::Keyspace,
+    hash: &[u8; 16],
+    canonical: &[u8],
+) -> Result<Lookup> {
     let Some(primary) = series_by_labels.get(hash)? else { return Ok(Lookup::Absent { primary_taken: false }) };
-    let (id, stored) = decode_primary(&primary)?;
-    if stored == canonical {
+    let id = primary_id(&primary)?;
+    if holds(series, id, canonical)? {
         return Ok(Lookup::Found(id));
     }
     for guard in series_by_labels.prefix(hash) {
-        let (key, value) = guard.into_inner()?;
-        if key.len() == 24 && value.as_ref() == canonical {
-            return Ok(Lookup::Found(keys::decode_series_by_labels_key(&key).ok_or_else(corrupt_row)?));
+        let key = guard.key()?;
+        if key.len() == 24 {
+            let other = keys::decode_series_by_labels_key(&key).ok_or_else(corrupt_row)?;
+            if holds(series, other, canonical)? {
+                return Ok(Lookup::Found(other));
+            }
         }
     }
     Ok(Lookup::Absent { primary_taken: true })
 }
 
 /// Adds the `series_by_labels` row of a new series to `batch`: the md5's primary row
-/// (`md5 -> id canonical`), or a collision row (`md5 id -> canonical`) when the primary is taken.
+/// (`md5 -> id`), or a collision row (`md5 id -> empty`) when the primary is taken.
 pub fn insert_by_labels(
     batch: &mut fjall::OwnedWriteBatch,
     series_by_labels: &fjall::Keyspace,
     hash: &[u8; 16],
     id: SeriesId,
-    canonical: &[u8],
     primary_taken: bool,
 ) {
     if primary_taken {
-        batch.insert(series_by_labels, keys::series_by_labels_key(hash, id), canonical);
+        batch.insert(series_by_labels, keys::series_by_labels_key(hash, id), []);
     } else {
-        let mut value = Vec::with_capacity(8 + canonical.len());
-        value.extend_from_slice(&id.to_be_bytes());
-        value.extend_from_slice(canonical);
-        batch.insert(series_by_labels, *hash, value);
+        batch.insert(series_by_labels, *hash, id.to_be_bytes());
     }
 }
 
@@ -183,9 +197,8 @@ pub fn remove_by_labels(
     canonical: &[u8],
 ) -> Result<()> {
     let hash = keys::labels_hash(canonical);
-    let primary = series_by_labels.get(hash)?;
-    let is_primary = match &primary {
-        Some(v) => decode_primary(v)?.0 == id,
+    let is_primary = match series_by_labels.get(hash)? {
+        Some(v) => primary_id(&v)? == id,
         None => false,
     };
     if !is_primary {
@@ -194,15 +207,43 @@ pub fn remove_by_labels(
     }
     batch.remove(series_by_labels, hash.to_vec());
     for guard in series_by_labels.prefix(hash) {
-        let (key, value) = guard.into_inner()?;
+        let key = guard.key()?;
         if key.len() == 24 {
             let other = keys::decode_series_by_labels_key(&key).ok_or_else(corrupt_row)?;
-            insert_by_labels(batch, series_by_labels, &hash, other, &value, false);
+            insert_by_labels(batch, series_by_labels, &hash, other, false);
             batch.remove(series_by_labels, key);
             break;
         }
     }
     Ok(())
+}
+
+/// Rewrites the `series_by_labels` rows of format 5 in the shape of format 6: a primary row keeps
+/// its id alone, a collision row its key alone (the label sets are in `series`). Idempotent, in
+/// batches of `batch_rows`; returns the rows rewritten.
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn slim_rows(db: &fjall::Database, series_by_labels: &fjall::Keyspace, batch_rows: usize) -> Result<u64> {
+    let mut batch = db.batch();
+    let mut rewritten = 0u64;
+    for guard in series_by_labels.iter() {
+        let (key, value) = guard.into_inner()?;
+        match key.len() {
+            16 if value.len() > 8 => {
+                batch.insert(series_by_labels, key, primary_id(&value)?.to_be_bytes());
+            }
+            24 if !value.is_empty() => batch.insert(series_by_labels, key, []),
+            16 | 24 => continue,
+            _ => return Err(corrupt_row()),
+        }
+        rewritten += 1;
+        if batch.len() >= batch_rows {
+            std::mem::replace(&mut batch, db.batch()).commit()?;
+        }
+    }
+    batch.commit()?;
+    Ok(rewritten)
 }
 
 /// The canonical label set of a series, which must exist (a window lists it).
@@ -317,6 +358,57 @@ mod tests {
         table.remove(99u64.to_be_bytes()).unwrap();
         cache.forget(&[99]);
         assert_eq!(cache.get(&table, 99).unwrap(), None);
+    }
+
+    /// Two label sets forced onto one md5 (as a real collision would be): each finds its own id
+    /// through the primary row or the collision row and `series`, never the other's; removing
+    /// the primary promotes the collision row; format 5's rows read the same.
+    #[test]
+    fn label_sets_sharing_an_md5_keep_their_own_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = fjall::Database::builder(dir.path()).open().unwrap();
+        let series = db.keyspace("series", table_options).unwrap();
+        let sbl = db.keyspace("series_by_labels", table_options).unwrap();
+        let (a, b, c) = (b"__name__\0a\0".as_slice(), b"__name__\0b\0".as_slice(), b"__name__\0c\0".as_slice());
+        let hash = [7u8; 16];
+        assert_eq!(lookup(&series, &sbl, &hash, a).unwrap(), Lookup::Absent { primary_taken: false });
+        let mut batch = db.batch();
+        batch.insert(&series, 1u64.to_be_bytes(), a);
+        batch.insert(&series, 2u64.to_be_bytes(), b);
+        insert_by_labels(&mut batch, &sbl, &hash, 1, false);
+        insert_by_labels(&mut batch, &sbl, &hash, 2, true);
+        batch.commit().unwrap();
+        assert_eq!(lookup(&series, &sbl, &hash, a).unwrap(), Lookup::Found(1));
+        assert_eq!(lookup(&series, &sbl, &hash, b).unwrap(), Lookup::Found(2));
+        assert_eq!(lookup(&series, &sbl, &hash, c).unwrap(), Lookup::Absent { primary_taken: true });
+        // Removing the primary's series: the collision row becomes the primary.
+        let mut batch = db.batch();
+        // `remove_by_labels` hashes the label set itself: use rows of the real md5 of `a` here.
+        let real = keys::labels_hash(a);
+        insert_by_labels(&mut batch, &sbl, &real, 1, false);
+        insert_by_labels(&mut batch, &sbl, &real, 2, true);
+        batch.commit().unwrap();
+        let mut batch = db.batch();
+        remove_by_labels(&mut batch, &sbl, 1, a).unwrap();
+        batch.remove(&series, 1u64.to_be_bytes());
+        batch.commit().unwrap();
+        assert_eq!(lookup(&series, &sbl, &real, a).unwrap(), Lookup::Absent { primary_taken: true });
+        assert_eq!(lookup(&series, &sbl, &real, b).unwrap(), Lookup::Found(2));
+        assert_eq!(sbl.get(real).unwrap().as_deref(), Some(2u64.to_be_bytes().as_slice()));
+        assert!(sbl.get(keys::series_by_labels_key(&real, 2)).unwrap().is_none());
+        // Format 5's shapes (the label set after the id, and as a collision row's value) read
+        // alike, and slimming them is idempotent.
+        let old = [7u8; 16].map(|x| x + 1);
+        sbl.insert(old, [&3u64.to_be_bytes()[..], c].concat()).unwrap();
+        sbl.insert(keys::series_by_labels_key(&old, 4), b).unwrap();
+        series.insert(3u64.to_be_bytes(), c).unwrap();
+        series.insert(4u64.to_be_bytes(), b).unwrap();
+        assert_eq!(lookup(&series, &sbl, &old, c).unwrap(), Lookup::Found(3));
+        assert_eq!(lookup(&series, &sbl, &old, b).unwrap(), Lookup::Found(4));
+        assert_eq!(slim_rows(&db, &sbl, 1).unwrap(), 2);
+        assert_eq!(slim_rows(&db, &sbl, 1).unwrap(), 0);
+        assert_eq!(sbl.get(old).unwrap().as_deref(), Some(3u64.to_be_bytes().as_slice()));
+        assert_eq!(lookup(&series, &sbl, &old, b).unwrap(), Lookup::Found(4));
     }
 
     #[test]

@@ -4,14 +4,16 @@
 //! Crash safety: an upgrade only adds rows derived from rows that stay, commits them, and bumps
 //! `format_version` last with an fsync. A crash before the bump leaves a directory in the old
 //! version with some derived rows already there; the next open runs the upgrade again, and
-//! writing a row twice is harmless. Rows of the old format are removed only after the bump.
+//! writing a row twice is harmless. Rows of the old format are removed or rewritten only after
+//! the bump (the legacy postings at every open while any are left; `series_by_labels` rows while
+//! the manifest marks them pending).
 
 use std::collections::HashMap;
 
 use super::window::Windows;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::format::keys;
-use crate::storage::format::manifest::{FORMAT_VERSION, FORMAT_VERSION_KEY};
+use crate::storage::format::manifest::{FORMAT_VERSION, FORMAT_VERSION_KEY, SLIM_PENDING_KEY};
 use crate::storage::index::postings;
 use crate::storage::index::series;
 use crate::storage::series_id::SeriesId;
@@ -28,6 +30,11 @@ const LEGACY_POSTINGS: &str = "postings";
 /// window postings of the series in its window index, built from their label sets.
 /// Version 2 -> 3: only the version (format 2's postings rows are valid blocks of one id);
 /// 3 -> 4 and 4 -> 5 likewise (they add key families that older formats never hold).
+/// Version 5 -> 6: `series_by_labels` rows lose their copy of the label set (format 6 reads it
+/// from `series`) and hot runs may be compact runs. The version is bumped together with the
+/// manifest mark [`SLIM_PENDING_KEY`], then [`finish_slimming`] rewrites the rows: format 6
+/// reads both shapes, while a build that reads only format 5 would take a slimmed primary row
+/// for another label set's and give its series a second id, so it must never see one.
 ///
 /// # Errors
 /// Engine errors; a series in a window index without its `series` row.
@@ -45,6 +52,9 @@ pub fn upgrade(
     // The journal is written in order: persisting the bump persists every batch before it.
     let mut bump = db.batch().durability(Some(fjall::PersistMode::SyncAll));
     bump.insert(meta, FORMAT_VERSION_KEY, FORMAT_VERSION.to_be_bytes().to_vec());
+    if from < 6 {
+        bump.insert(meta, SLIM_PENDING_KEY, []);
+    }
     bump.commit()?;
     tracing::warn!(
         from,
@@ -115,7 +125,9 @@ fn rekey_series_by_labels(db: &fjall::Database, sbl: &fjall::Keyspace) -> Result
         };
         match primary {
             None => {
-                series::insert_by_labels(&mut batch, sbl, &hash, id, &canonical, false);
+                // Format 5's primary row (id and label set): the slimming after the bump rewrites
+                // it, so a build of formats 2-5 never meets a format 6 row before then.
+                batch.insert(sbl, hash, [&id.to_be_bytes()[..], &canonical].concat());
                 batch.remove(sbl, key);
                 primaries.insert(hash, id);
             }
@@ -128,6 +140,30 @@ fn rekey_series_by_labels(db: &fjall::Database, sbl: &fjall::Keyspace) -> Result
         }
     }
     batch.commit()?;
+    Ok(())
+}
+
+/// Rewrites the `series_by_labels` rows of format 5 in the shape of format 6 when the manifest
+/// says an upgrade left them (see [`upgrade`]), then removes the mark. Run at every open after
+/// [`upgrade`]: a crash during the rewrite is finished at the next open (the rewrite is
+/// idempotent).
+///
+/// # Errors
+/// Engine errors and corrupt rows.
+pub fn finish_slimming(db: &fjall::Database, meta: &fjall::Keyspace, series_by_labels: &fjall::Keyspace) -> Result<()> {
+    if meta.get(SLIM_PENDING_KEY)?.is_none() {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let rows = series::slim_rows(db, series_by_labels, BATCH_ROWS)?;
+    let mut done = db.batch();
+    done.remove(meta, SLIM_PENDING_KEY);
+    done.commit()?;
+    tracing::warn!(
+        rows,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "series_by_labels rows no longer repeat label sets"
+    );
     Ok(())
 }
 

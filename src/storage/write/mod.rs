@@ -342,7 +342,7 @@ fn write_new_series(fb: &mut fjall::OwnedWriteBatch, sh: &Shared, created: &mut 
     // A primary row's key is the md5, a collision row's the md5 and the id: primaries first.
     created.sort_unstable_by_key(|s| (s.hash, s.primary_taken, s.id));
     for s in created.iter() {
-        series::insert_by_labels(fb, &sh.series_by_labels, &s.hash, s.id, s.canonical, s.primary_taken);
+        series::insert_by_labels(fb, &sh.series_by_labels, &s.hash, s.id, s.primary_taken);
     }
 }
 
@@ -827,7 +827,7 @@ impl Writer {
         let looked = if self.label_sets.certainly_absent(&hash) {
             Lookup::Absent { primary_taken: false }
         } else {
-            series::lookup(&sh.series_by_labels, &hash, canonical)?
+            series::lookup(&sh.series, &sh.series_by_labels, &hash, canonical)?
         };
         let id = match looked {
             Lookup::Found(id) => id,
