@@ -440,3 +440,41 @@ fn subquery_windows_are_left_open_at_sample_and_step_edges() {
         }
     }
 }
+
+/// `label_replace` and `label_join` take any UTF-8 label name, as Prometheus 3 does
+/// (`model.UTF8Validation.IsValidLabelName`): destinations and `label_join`'s sources alike;
+/// only an empty name, or one whose bytes are not UTF-8, is refused.
+#[test]
+fn label_functions_take_utf8_label_names() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = fixture();
+    for name in ["service.name", "tag,x", "名前", "dc-id", "1st"] {
+        let quoted = format!("{name:?}");
+        for query in [
+            format!(r#"label_replace(limit, {quoted}, "$1-x", "job", "(.*)")"#),
+            format!(r#"label_join(label_replace(limit, {quoted}, "a-x", "", ""), {quoted}, "-", {quoted})"#),
+        ] {
+            let got = engine.instant(&src, &query, 0).unwrap_or_else(|e| panic!("{query}: {e}"));
+            let Value::Vector(v) = got.value else { panic!("{query}: not a vector") };
+            assert_eq!(v.len(), 1, "{query}");
+            assert_eq!(v[0].labels.get(name), Some("a-x"), "{query}: {}", v[0].labels);
+            assert_eq!(v[0].labels.get("job"), Some("a"), "{query}");
+        }
+    }
+    let joined = engine.instant(&src, r#"label_join(limit, "service.name", ",", "job", "job")"#, 0).unwrap();
+    let Value::Vector(v) = joined.value else { panic!("not a vector") };
+    assert_eq!(v[0].labels.get("service.name"), Some("a,a"));
+    for (query, message) in [
+        (r#"label_replace(limit, "", "x", "job", "(.*)")"#, "invalid destination label name in label_replace(): "),
+        (r#"label_join(limit, "", "-", "job")"#, "invalid destination label name in label_join(): "),
+        (r#"label_join(limit, "d", "-", "")"#, "invalid source label name in label_join(): "),
+        (
+            r#"label_replace(limit, "a\xff", "x", "job", "(.*)")"#,
+            r"invalid destination label name in label_replace(): a\xff",
+        ),
+    ] {
+        let err = engine.instant(&src, query, 0).expect_err(query);
+        assert_eq!(err.error_type(), "execution", "{query}: {err}");
+        assert!(err.to_string().ends_with(message), "{query}: {err}");
+    }
+}

@@ -247,3 +247,30 @@ fn prometheus_text_import_takes_quoted_utf8_names() {
     other.stop();
     saltdb.stop();
 }
+
+/// `label_replace` and `label_join` make and read UTF-8 label names over HTTP, as Prometheus 3;
+/// an empty destination is a 422 naming it.
+#[test]
+fn label_functions_take_utf8_names_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let saltdb = server(dir.path(), false);
+    let base = saltdb.url("");
+    let t = recent_ms() / 1000;
+    write_all(&base, t, 200);
+    let time = t.to_string();
+    let query =
+        |q: &str| client().get(format!("{base}/api/v1/query")).query(&[("query", q), ("time", &time)]).send().unwrap();
+    let replaced = r#"label_replace(lp_v, "new.名前", "$1-y", "名前", "(.*)")"#;
+    let joined = format!(r#"label_join({replaced}, "tag,joined", "|", "tag,x", "new.名前", "service.name")"#);
+    let resp = query(&joined);
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: Value = serde_json::from_str(&resp.text().unwrap()).unwrap();
+    let m = &v["data"]["result"][0]["metric"];
+    assert_eq!(m["new.名前"], "x-y", "{v}");
+    assert_eq!(m["tag,joined"], "a|x-y|a", "{v}");
+    let resp = query(r#"label_replace(lp_v, "", "x", "名前", "(.*)")"#);
+    assert_eq!(resp.status().as_u16(), 422);
+    let body = resp.text().unwrap();
+    assert!(body.contains("invalid destination label name in label_replace(): "), "{body}");
+    saltdb.stop();
+}
