@@ -478,3 +478,52 @@ fn label_functions_take_utf8_label_names() {
         assert!(err.to_string().ends_with(message), "{query}: {err}");
     }
 }
+
+/// A metric and its `target_info`, whose `version` changes at 3m (prometheus#19266's case, our
+/// own data): the info series are matched at the time the first selector is read at.
+fn churning_info() -> MemQuerier {
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    let id = [("instance", "a"), ("job", "1")];
+    let with = |extra: &[(&'static str, &'static str)]| -> Vec<(&str, &str)> { [&id[..], extra].concat() };
+    let mut new_version = series(&with(&[("__name__", "target_info"), ("version", "new")]), 60_000, &[1.0; 6]);
+    for s in &mut new_version.samples {
+        s.timestamp_ms += 180_000;
+    }
+    MemQuerier::new(vec![
+        series(&with(&[("__name__", "metric")]), 60_000, &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]),
+        series(&with(&[("__name__", "target_info"), ("version", "old")]), 60_000, &[1.0, 1.0, 1.0, stale]),
+        new_version,
+    ])
+}
+
+/// `info()` takes its time from the first selector of its argument: that selector's `@`, else
+/// the `@` of the innermost subquery around it that has one, less the offsets on the way, as
+/// Prometheus' main branch does since prometheus#19266 (`infoSelectTimestampAndOffset`).
+#[test]
+fn info_follows_at_and_offset_of_enclosing_subqueries() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = churning_info();
+    let version = |v: &Value| -> Vec<(String, f64)> {
+        let Value::Vector(v) = v else { panic!("not a vector: {v:?}") };
+        v.iter().map(|s| (s.labels.get("version").unwrap_or_default().to_owned(), s.value)).collect()
+    };
+    for (query, want) in [
+        ("info(last_over_time(metric[10m:1m] @ 420))", ("new", 7.0)),
+        ("info(last_over_time((metric offset 1m)[10m:1m] @ 180))", ("old", 2.0)),
+        ("info(metric @ 120)", ("old", 2.0)),
+        ("info(metric @ 420 offset 1m)", ("new", 6.0)),
+    ] {
+        let got = engine.instant(&src, query, 2_400_000).unwrap_or_else(|e| panic!("{query}: {e}"));
+        assert_eq!(version(&got.value), [(want.0.to_owned(), want.1)], "{query}");
+    }
+    // Without `@`, a subquery's offset moves the info series' time at each step.
+    let got = engine.range(&src, "info(last_over_time(metric[5m:1m] offset 6m))", 480_000, 540_000, 60_000).unwrap();
+    let Value::Matrix(m) = got.value else { panic!("not a matrix") };
+    let points: Vec<(&str, Vec<(i64, f64)>)> = m
+        .iter()
+        .map(|s| {
+            (s.labels.get("version").unwrap_or_default(), s.samples.iter().map(|p| (p.timestamp_ms, p.value)).collect())
+        })
+        .collect();
+    assert_eq!(points, [("new", vec![(540_000, 3.0)]), ("old", vec![(480_000, 2.0)])]);
+}
