@@ -527,3 +527,23 @@ fn info_follows_at_and_offset_of_enclosing_subqueries() {
         .collect();
     assert_eq!(points, [("new", vec![(540_000, 3.0)]), ("old", vec![(480_000, 2.0)])]);
 }
+
+/// The two series of a many-to-many matching error are named in the order of their text, so
+/// the message does not depend on the order they were read in (prometheus#18810).
+#[test]
+fn many_to_many_error_names_its_series_in_order() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = MemQuerier::new(vec![
+        series(&[("__name__", "dup"), ("label", "beta")], 60_000, &[2.0]),
+        series(&[("__name__", "dup"), ("label", "alpha")], 60_000, &[1.0]),
+        series(&[("__name__", "one")], 60_000, &[3.0]),
+    ]);
+    for query in ["one > on() dup", "one > on() sort_desc(dup)", "one > on() sort(dup)"] {
+        let err = engine.instant(&src, query, 0).expect_err(query);
+        assert_eq!(
+            err.to_string(),
+            r#"found duplicate series for the match group {} on the right hand-side of the operation: [{__name__="dup", label="alpha"}, {__name__="dup", label="beta"}];many-to-many matching not allowed: matching labels must be unique on one side"#,
+            "{query}"
+        );
+    }
+}
