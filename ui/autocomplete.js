@@ -2,8 +2,11 @@
 // is typed, label names inside `{...}`, label values after `name="`. Candidates come from the
 // API (/api/v1/label/__name__/values, /api/v1/labels, /api/v1/label/<name>/values). The list is
 // a WAI-ARIA listbox driven from the box: arrows move, Enter or Tab accepts, Escape closes.
+// Names outside the legacy character sets are offered as sent and inserted quoted, as Prometheus
+// 3 reads them (`{"service.name"="`, `{"my.metric"}`).
 import { cachedApi } from './api.js';
 import { h } from './dom.js';
+import { labelName, metricSelector } from './format.js';
 
 const FUNCTIONS = [
   'abs', 'absent', 'absent_over_time', 'avg', 'avg_over_time', 'ceil', 'changes', 'clamp', 'clamp_max',
@@ -22,16 +25,27 @@ export function contextAt(text) {
   if (braces) {
     const metric = braces[1] || '';
     const inside = braces[2];
-    const value = /([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)$/.exec(inside);
-    if (value) return { kind: 'value', label: value[1], prefix: value[2], metric };
+    const value = /(?:([a-zA-Z_][a-zA-Z0-9_]*)|"((?:[^"\\]|\\.)*)")\s*(?:=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)$/.exec(inside);
+    if (value) return { kind: 'value', label: value[1] ?? unquote(value[2]), prefix: value[3], metric };
     const name = /(?:^|,)\s*([a-zA-Z_][a-zA-Z0-9_]*)?$/.exec(inside);
     if (name) return { kind: 'label', prefix: name[1] || '', metric };
+    const quoted = /(?:^|,)\s*"((?:[^"\\]|\\.)*)$/.exec(inside);
+    if (quoted) return { kind: 'label', prefix: unquote(quoted[1]), typed: quoted[1].length + 1, metric };
     return null;
   }
   if (/"[^"]*$/.test(text.replace(/"(?:[^"\\]|\\.)*"/g, ''))) return null;
   const word = /[a-zA-Z_:][a-zA-Z0-9_:]*$/.exec(text);
   if (word) return { kind: 'metric', prefix: word[0] };
   return null;
+}
+
+// The text of a PromQL string literal's inside (`a\"b` -> `a"b`).
+function unquote(inside) {
+  try {
+    return JSON.parse(`"${inside}"`);
+  } catch {
+    return inside;
+  }
 }
 
 async function candidates(ctx) {
@@ -81,8 +95,14 @@ export function attachAutocomplete(box, onEnter) {
     const item = items[i];
     if (!item || !ctx) return;
     const cursor = box.selectionStart;
-    const before = box.value.slice(0, cursor - ctx.prefix.length);
-    const insert = ctx.kind === 'value' ? item.text.replace(/["\\]/g, '\\$&') : item.text;
+    // A quoted label name being typed is replaced whole, its opening quote included.
+    const before = box.value.slice(0, cursor - (ctx.typed ?? ctx.prefix.length));
+    const insert = {
+      value: () => item.text.replace(/["\\]/g, '\\$&'),
+      label: () => labelName(item.text),
+      metric: () => metricSelector(item.text),
+      function: () => item.text,
+    }[item.kind]();
     box.value = before + insert + box.value.slice(cursor);
     const at = before.length + insert.length;
     box.setSelectionRange(at, at);

@@ -4,7 +4,7 @@
 // selector to it. The state (date, match[], topN) is in the URL.
 import { api } from './api.js';
 import { alert, field, h, table } from './dom.js';
-import { number } from './format.js';
+import { number, quote } from './format.js';
 
 function readState() {
   const p = new URLSearchParams(location.search);
@@ -36,7 +36,7 @@ export function cardinalityPage(main) {
     try {
       const { data } = await api('/api/v1/status/tsdb', s);
       out.replaceChildren(...render(data, (metric) => {
-        match.value = `{__name__="${metric}"}`;
+        match.value = `{__name__=${quote(metric)}}`;
         load(true);
       }));
     } catch (e) {

@@ -3,13 +3,14 @@
 // their values (/api/v1/labels, /api/v1/label/<name>/values restricted by match[]).
 import { api } from './api.js';
 import { alert, field, h, table } from './dom.js';
-import { number } from './format.js';
+import { metricSelector, number } from './format.js';
 
 const VALUES_SHOWN = 20;
 
-function queryLink(expr) {
+// A link to the query page showing `expr`; `text` is what the link says (`expr` by default).
+function queryLink(expr, text = expr) {
   const p = new URLSearchParams({ 'g0.expr': expr, 'g0.tab': '1' });
-  return h('a', { href: `/graph?${p}`, 'data-nav': true }, expr);
+  return h('a', { href: `/graph?${p}`, 'data-nav': true }, text);
 }
 
 export async function explorePage(main) {
@@ -35,19 +36,20 @@ export async function explorePage(main) {
 
   const showDetail = async (metric) => {
     detail.replaceChildren(h('h2', {}, `Labels of ${metric}`), h('p', { class: 'empty' }, 'Loading…'));
+    const selector = metricSelector(metric);
     try {
-      const { data: labels } = await api('/api/v1/labels', { 'match[]': metric });
+      const { data: labels } = await api('/api/v1/labels', { 'match[]': selector });
       const rows = await Promise.all(
         labels
           .filter((l) => l !== '__name__')
           .map(async (l) => {
-            const { data: values } = await api(`/api/v1/label/${encodeURIComponent(l)}/values`, { 'match[]': metric });
+            const { data: values } = await api(`/api/v1/label/${encodeURIComponent(l)}/values`, { 'match[]': selector });
             const shown = values.slice(0, VALUES_SHOWN).join(', ') + (values.length > VALUES_SHOWN ? `, … (${values.length - VALUES_SHOWN} more)` : '');
             return h('tr', {}, h('th', { scope: 'row' }, l), h('td', { class: 'num' }, number(values.length)), h('td', {}, shown));
           }),
       );
       detail.replaceChildren(
-        h('h2', {}, 'Labels of ', queryLink(metric)),
+        h('h2', {}, 'Labels of ', queryLink(selector, metric)),
         rows.length ? table(`Label names and values of ${metric}`, ['Label', 'Values', 'Some values'], rows) : h('p', { class: 'empty' }, 'No labels besides the name.'),
       );
     } catch (e) {
@@ -64,7 +66,7 @@ export async function explorePage(main) {
       return h(
         'tr',
         {},
-        h('td', {}, queryLink(name)),
+        h('td', {}, queryLink(metricSelector(name), name)),
         h('td', {}, meta.type || ''),
         h('td', { class: 'help' }, meta.help || ''),
         h('td', { class: 'num' }, number(counts.get(name) || 0)),

@@ -1,10 +1,36 @@
 // Formatting of label sets, numbers, byte sizes, times and durations.
 
+// Names as PromQL writes them: legacy names bare, any other UTF-8 name (`service.name`,
+// `tag,x`, `名前`) quoted, as Prometheus 3 writes and reads them.
+const LEGACY_LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+const LEGACY_METRIC = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+
+export function isLegacyLabelName(name) {
+  return LEGACY_LABEL.test(name);
+}
+
+export function quote(s) {
+  return JSON.stringify(String(s));
+}
+
+// A label name as it stands before `=` in a selector.
+export function labelName(name) {
+  return isLegacyLabelName(name) ? name : quote(name);
+}
+
+// The selector of every series of metric `name`: `up`, or `{"my.metric"}`.
+export function metricSelector(name) {
+  return LEGACY_METRIC.test(name) ? name : `{${quote(name)}}`;
+}
+
+// A series as Prometheus 3's UI prints it: `name{a="x", "service.name"="y"}`, or with the
+// name quoted inside the braces when it is not a legacy name (`{"my.metric", a="x"}`).
 export function seriesName(metric) {
   const { __name__: name = '', ...rest } = metric || {};
   const labels = Object.keys(rest)
     .sort()
-    .map((k) => `${k}=${JSON.stringify(rest[k])}`);
+    .map((k) => `${labelName(k)}=${quote(rest[k])}`);
+  if (name && !LEGACY_METRIC.test(name)) return `{${[quote(name), ...labels].join(', ')}}`;
   return labels.length ? `${name}{${labels.join(', ')}}` : name || '{}';
 }
 

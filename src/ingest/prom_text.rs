@@ -15,6 +15,10 @@
 //!   `timestamp` parameter, else the arrival time).
 //! - OpenMetrics exemplars (`# {trace_id="x"} 1 1.5` after the value) are skipped.
 //! - Label values may escape `\\`, `\"` and `\n`.
+//! - Names outside the legacy character sets are quoted, as Prometheus 3 writes them: a metric
+//!   name inside the braces where a label would stand (`{"my.metric",job="x"} 1`), a label name
+//!   before its `=` (`m{"service.name"="a"} 1`); quoted names escape as values do, and are kept
+//!   as sent (any UTF-8 but an empty name or the byte 0x00).
 //!
 //! A malformed line refuses the whole request, naming the line.
 
@@ -74,7 +78,7 @@ pub fn decode<E: std::fmt::Debug>(
         }
         let (name, series_len) = parse_series(line, &mut labels).map_err(bad)?;
         let (value, ts) = parse_point(line.get(series_len..).unwrap_or(""), opts).map_err(bad)?;
-        out.push_pairs(name, &mut labels, &point(ts, value)?).map_err(at("line", i + 1))?;
+        out.push_pairs(&name, &mut labels, &point(ts, value)?).map_err(at("line", i + 1))?;
         last_series = line.get(..series_len).unwrap_or("");
     }
     Ok(out.finish())
@@ -89,21 +93,33 @@ fn same_series<'a>(line: &'a str, series: &str) -> Option<&'a str> {
 }
 
 /// Label names and values of one line.
-type Pairs<'a> = Vec<(&'a str, Cow<'a, str>)>;
+type Pairs<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
 
 /// Parses the series part of `line` (its name and labels) into its name and `labels` (cleared
 /// first); returns the name and the length of the series part.
-fn parse_series<'a>(line: &'a str, labels: &mut Pairs<'a>) -> Result<(&'a str, usize), String> {
+///
+/// The name is either legacy and unquoted before the braces (`m{a="1"}`), or quoted inside them
+/// where a label would stand, without `=` (`{"my.metric",a="1"}`), as Prometheus 3 writes a
+/// name outside `[a-zA-Z_:][a-zA-Z0-9_:]*`. Label names are legacy and unquoted, or quoted
+/// (`{"service.name"="a"}`).
+fn parse_series<'a>(line: &'a str, labels: &mut Pairs<'a>) -> Result<(Cow<'a, str>, usize), String> {
     labels.clear();
     let name_end = line.bytes().position(|c| c == b'{' || c.is_ascii_whitespace()).unwrap_or(line.len());
-    let name = &line[..name_end];
-    if !crate::labels::is_legacy_metric_name(name) {
-        return Err(format!("invalid metric name {name:?}: must match [a-zA-Z_:][a-zA-Z0-9_:]*"));
+    let unquoted = line.get(..name_end).unwrap_or_default();
+    let mut rest = line.get(name_end..).unwrap_or_default();
+    let mut name = None;
+    if !unquoted.is_empty() {
+        if !crate::labels::is_legacy_metric_name(unquoted) {
+            return Err(format!(
+                "invalid metric name {unquoted:?}: must match [a-zA-Z_:][a-zA-Z0-9_:]* or be quoted inside the braces ({{\"{unquoted}\"}})"
+            ));
+        }
+        name = Some(Cow::Borrowed(unquoted));
     }
-    let mut rest = &line[name_end..];
     if let Some(inner) = rest.strip_prefix('{') {
-        rest = parse_labels(inner, labels)?;
+        rest = parse_labels(inner, &mut name, labels)?;
     }
+    let name = name.ok_or("has no metric name")?;
     Ok((name, line.len() - rest.len()))
 }
 
@@ -144,23 +160,44 @@ fn parse_value(v: &str) -> Option<f64> {
     }
 }
 
-/// Parses `name="value",...}` into `out` and returns what follows the `}`.
-fn parse_labels<'a>(mut s: &'a str, out: &mut Pairs<'a>) -> Result<&'a str, String> {
+/// Parses `name="value",...}` into `out` and returns what follows the `}`. A quoted string
+/// followed by `,` or `}` instead of `=` is the metric name, set in `metric` (an error when it
+/// is set already).
+fn parse_labels<'a>(mut s: &'a str, metric: &mut Option<Cow<'a, str>>, out: &mut Pairs<'a>) -> Result<&'a str, String> {
     loop {
         s = s.trim_start();
         if let Some(after) = s.strip_prefix('}') {
             return Ok(after);
         }
-        let eq = s.find('=').ok_or("a label has no `=`")?;
-        let name = s[..eq].trim();
-        if !is_valid_label_name(name) {
-            return Err(format!("invalid label name {name:?}"));
+        let name;
+        if let Some(quoted) = s.strip_prefix('"') {
+            let (text, end) = label_value(quoted).ok_or("a quoted name is not closed")?;
+            s = quoted.get(end + 1..).unwrap_or_default().trim_start();
+            if s.starts_with([',', '}']) {
+                if let Some(first) = metric {
+                    return Err(format!("metric name {text:?} given after the metric name {first:?}"));
+                }
+                *metric = Some(text);
+                s = s.strip_prefix(',').unwrap_or(s);
+                continue;
+            }
+            name = text;
+        } else {
+            let end = s.find(|c: char| matches!(c, '=' | ',' | '}' | '"') || c.is_whitespace()).unwrap_or(s.len());
+            let unquoted = s.get(..end).unwrap_or_default();
+            if !is_valid_label_name(unquoted) {
+                return Err(format!(
+                    "invalid label name {unquoted:?}: must match [a-zA-Z_][a-zA-Z0-9_]* or be quoted (\"{unquoted}\"=...)"
+                ));
+            }
+            name = Cow::Borrowed(unquoted);
+            s = s.get(end..).unwrap_or_default().trim_start();
         }
-        s = s[eq + 1..].trim_start();
+        s = s.strip_prefix('=').ok_or_else(|| format!("label {name:?} has no `=`"))?.trim_start();
         s = s.strip_prefix('"').ok_or_else(|| format!("the value of label {name:?} is not quoted"))?;
         let (value, end) = label_value(s).ok_or_else(|| format!("the value of label {name:?} is not closed"))?;
         out.push((name, value));
-        s = s[end + 1..].trim_start();
+        s = s.get(end + 1..).unwrap_or_default().trim_start();
         if let Some(after) = s.strip_prefix(',') {
             s = after;
         } else if !s.starts_with('}') {
@@ -306,6 +343,58 @@ mod tests {
         assert!(special[2].1.is_nan());
     }
 
+    /// Prometheus 3's quoted names: the metric name inside the braces, label names before `=`,
+    /// escapes undone, kept as sent (the first two lines are one series).
+    #[test]
+    fn quoted_utf8_names() {
+        let got = run(
+            concat!(
+                "# TYPE \"my.metric\" counter\n",
+                "{\"my.metric\", job=\"x\"} 1 1000\n",
+                "{\"my.metric\",job=\"x\"} 2 2000\n",
+                "m{\"service.name\"=\"a\",\"tag,x\"=\"b\", \"名前\" = \"c\"} 3\n",
+                "{job=\"y\" , \"q\\\"uo\\\\te\"} 4\n",
+                "{\"up\"} 5\n",
+            ),
+            &opts(false),
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("my.metric{job=x}".into(), 1.0, 1000),
+                ("m{service.name=a,tag,x=b,名前=c}".into(), 3.0, 1_700_000_000_000),
+                ("q\"uo\\te{job=y}".into(), 4.0, 1_700_000_000_000),
+                ("up{}".into(), 5.0, 1_700_000_000_000),
+            ]
+        );
+    }
+
+    proptest::proptest! {
+        /// Any label name and value, quoted as `/federate` quotes them, decode back as sent.
+        #[test]
+        fn quoted_names_round_trip(name in "[^\\x00]{1,8}", label in "[^\\x00]{1,8}", value in "[^\\x00]{1,8}") {
+            let q = |s: &str| format!("\"{}\"", s.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n"));
+            let line = format!("{{{}, {}={}}} 7", q(&name), q(&label), q(&value));
+            let batch = decoded(&line, &opts(false)).map_err(|r| proptest::test_runner::TestCaseError::fail(r.message))?;
+            let series = batch.unpack().map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?.series;
+            proptest::prop_assert_eq!(series.len(), 1);
+            let labels = &series[0].labels;
+            proptest::prop_assert_eq!(labels.get(METRIC_NAME), Some(name.as_str()));
+            if label != METRIC_NAME {
+                proptest::prop_assert_eq!(labels.get(&label), Some(value.as_str()));
+            }
+        }
+
+        /// No input panics; a refusal names its line.
+        #[test]
+        fn any_line_decodes_or_is_refused(line in "[{}\",= a.\\\\名\n#0-9]{0,24}") {
+            if let Err(r) = decoded(&line, &opts(false)) {
+                proptest::prop_assert!(r.where_.is_some() || r.message.contains("series"), "{:?}", r);
+            }
+        }
+    }
+
     #[test]
     fn openmetrics_seconds_and_exemplars() {
         let got = run(
@@ -333,6 +422,24 @@ mod tests {
             ("a{b=\"1\",b=\"2\"} 1", "duplicate"),
         ] {
             let err = run(&format!("ok 1\n{bad}\n"), &opts(false)).unwrap_err();
+            assert_eq!(err.where_, Some(("line", 2)), "{bad}");
+            assert!(err.message.contains(why), "{bad}: {}", err.message);
+        }
+        for (bad, why) in [
+            ("{a=\"1\"} 1", "has no metric name"),
+            ("m{\"x\"} 1", "after the metric name"),
+            ("{\"x\",\"y\"} 1", "after the metric name"),
+            ("{\"x} 1", "not closed"),
+            ("{\"x\" 1", "has no `=`"),
+            ("{\"x\"=1} 1", "not quoted"),
+            ("{\"x\"=\"1\" ", "separated"),
+            ("m{a b=\"1\"} 1", "has no `=`"),
+            ("my.metric 1", "quoted inside the braces"),
+            ("m{\"\"=\"1\"} 1", "invalid label name"),
+            ("m{\"a\u{0}\"=\"1\"} 1", "invalid label name"),
+            ("{\"\"} 1", "missing metric name"),
+        ] {
+            let err = run(&format!("ok 1\n{bad}\n"), &opts(false)).expect_err(bad);
             assert_eq!(err.where_, Some(("line", 2)), "{bad}");
             assert!(err.message.contains(why), "{bad}: {}", err.message);
         }

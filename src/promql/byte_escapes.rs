@@ -89,6 +89,13 @@ pub fn holds_raw_bytes(s: &str) -> bool {
     s.chars().any(|c| placeholder_byte(c).is_some())
 }
 
+/// Whether `name` is a label name a PromQL function may take or make: any non-empty UTF-8, as
+/// Prometheus 3's `model.UTF8Validation.IsValidLabelName` (a literal whose bytes are not UTF-8
+/// is not), and without the byte 0x00, which the store cannot hold in a name.
+pub fn is_utf8_label_name(name: &str) -> bool {
+    crate::labels::is_storable_label_name(name) && !holds_raw_bytes(name)
+}
+
 fn placeholder_byte(c: char) -> Option<u32> {
     u32::from(c).checked_sub(PLACEHOLDER).filter(|b| *b <= 0xFF)
 }

@@ -440,3 +440,110 @@ fn subquery_windows_are_left_open_at_sample_and_step_edges() {
         }
     }
 }
+
+/// `label_replace` and `label_join` take any UTF-8 label name, as Prometheus 3 does
+/// (`model.UTF8Validation.IsValidLabelName`): destinations and `label_join`'s sources alike;
+/// only an empty name, or one whose bytes are not UTF-8, is refused.
+#[test]
+fn label_functions_take_utf8_label_names() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = fixture();
+    for name in ["service.name", "tag,x", "名前", "dc-id", "1st"] {
+        let quoted = format!("{name:?}");
+        for query in [
+            format!(r#"label_replace(limit, {quoted}, "$1-x", "job", "(.*)")"#),
+            format!(r#"label_join(label_replace(limit, {quoted}, "a-x", "", ""), {quoted}, "-", {quoted})"#),
+        ] {
+            let got = engine.instant(&src, &query, 0).unwrap_or_else(|e| panic!("{query}: {e}"));
+            let Value::Vector(v) = got.value else { panic!("{query}: not a vector") };
+            assert_eq!(v.len(), 1, "{query}");
+            assert_eq!(v[0].labels.get(name), Some("a-x"), "{query}: {}", v[0].labels);
+            assert_eq!(v[0].labels.get("job"), Some("a"), "{query}");
+        }
+    }
+    let joined = engine.instant(&src, r#"label_join(limit, "service.name", ",", "job", "job")"#, 0).unwrap();
+    let Value::Vector(v) = joined.value else { panic!("not a vector") };
+    assert_eq!(v[0].labels.get("service.name"), Some("a,a"));
+    for (query, message) in [
+        (r#"label_replace(limit, "", "x", "job", "(.*)")"#, "invalid destination label name in label_replace(): "),
+        (r#"label_join(limit, "", "-", "job")"#, "invalid destination label name in label_join(): "),
+        (r#"label_join(limit, "d", "-", "")"#, "invalid source label name in label_join(): "),
+        (
+            r#"label_replace(limit, "a\xff", "x", "job", "(.*)")"#,
+            r"invalid destination label name in label_replace(): a\xff",
+        ),
+    ] {
+        let err = engine.instant(&src, query, 0).expect_err(query);
+        assert_eq!(err.error_type(), "execution", "{query}: {err}");
+        assert!(err.to_string().ends_with(message), "{query}: {err}");
+    }
+}
+
+/// A metric and its `target_info`, whose `version` changes at 3m (prometheus#19266's case, our
+/// own data): the info series are matched at the time the first selector is read at.
+fn churning_info() -> MemQuerier {
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    let id = [("instance", "a"), ("job", "1")];
+    let with = |extra: &[(&'static str, &'static str)]| -> Vec<(&str, &str)> { [&id[..], extra].concat() };
+    let mut new_version = series(&with(&[("__name__", "target_info"), ("version", "new")]), 60_000, &[1.0; 6]);
+    for s in &mut new_version.samples {
+        s.timestamp_ms += 180_000;
+    }
+    MemQuerier::new(vec![
+        series(&with(&[("__name__", "metric")]), 60_000, &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]),
+        series(&with(&[("__name__", "target_info"), ("version", "old")]), 60_000, &[1.0, 1.0, 1.0, stale]),
+        new_version,
+    ])
+}
+
+/// `info()` takes its time from the first selector of its argument: that selector's `@`, else
+/// the `@` of the innermost subquery around it that has one, less the offsets on the way, as
+/// Prometheus' main branch does since prometheus#19266 (`infoSelectTimestampAndOffset`).
+#[test]
+fn info_follows_at_and_offset_of_enclosing_subqueries() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = churning_info();
+    let version = |v: &Value| -> Vec<(String, f64)> {
+        let Value::Vector(v) = v else { panic!("not a vector: {v:?}") };
+        v.iter().map(|s| (s.labels.get("version").unwrap_or_default().to_owned(), s.value)).collect()
+    };
+    for (query, want) in [
+        ("info(last_over_time(metric[10m:1m] @ 420))", ("new", 7.0)),
+        ("info(last_over_time((metric offset 1m)[10m:1m] @ 180))", ("old", 2.0)),
+        ("info(metric @ 120)", ("old", 2.0)),
+        ("info(metric @ 420 offset 1m)", ("new", 6.0)),
+    ] {
+        let got = engine.instant(&src, query, 2_400_000).unwrap_or_else(|e| panic!("{query}: {e}"));
+        assert_eq!(version(&got.value), [(want.0.to_owned(), want.1)], "{query}");
+    }
+    // Without `@`, a subquery's offset moves the info series' time at each step.
+    let got = engine.range(&src, "info(last_over_time(metric[5m:1m] offset 6m))", 480_000, 540_000, 60_000).unwrap();
+    let Value::Matrix(m) = got.value else { panic!("not a matrix") };
+    let points: Vec<(&str, Vec<(i64, f64)>)> = m
+        .iter()
+        .map(|s| {
+            (s.labels.get("version").unwrap_or_default(), s.samples.iter().map(|p| (p.timestamp_ms, p.value)).collect())
+        })
+        .collect();
+    assert_eq!(points, [("new", vec![(540_000, 3.0)]), ("old", vec![(480_000, 2.0)])]);
+}
+
+/// The two series of a many-to-many matching error are named in the order of their text, so
+/// the message does not depend on the order they were read in (prometheus#18810).
+#[test]
+fn many_to_many_error_names_its_series_in_order() {
+    let engine = Engine::new(EngineOptions::default());
+    let src = MemQuerier::new(vec![
+        series(&[("__name__", "dup"), ("label", "beta")], 60_000, &[2.0]),
+        series(&[("__name__", "dup"), ("label", "alpha")], 60_000, &[1.0]),
+        series(&[("__name__", "one")], 60_000, &[3.0]),
+    ]);
+    for query in ["one > on() dup", "one > on() sort_desc(dup)", "one > on() sort(dup)"] {
+        let err = engine.instant(&src, query, 0).expect_err(query);
+        assert_eq!(
+            err.to_string(),
+            r#"found duplicate series for the match group {} on the right hand-side of the operation: [{__name__="dup", label="alpha"}, {__name__="dup", label="beta"}];many-to-many matching not allowed: matching labels must be unique on one side"#,
+            "{query}"
+        );
+    }
+}

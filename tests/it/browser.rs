@@ -28,6 +28,9 @@ use crate::common::*;
 
 const TOP_METRIC: &str = "saltui_requests_total";
 const OTHER_METRIC: &str = "saltui_temperature_celsius";
+/// A metric and label names outside the legacy character sets, kept as sent.
+const UTF8_METRIC: &str = "saltui.utf8";
+const UTF8_LABELS: [(&str, &str); 3] = [("tag,x", "b"), ("service.name", "a"), ("名前", "c")];
 const WAIT: Duration = Duration::from_secs(20);
 
 /// `chromedriver` on a free port, killed on drop.
@@ -167,11 +170,38 @@ fn write_data(base: &str) -> i64 {
     end
 }
 
-/// Series names as the UI prints them (`name{a="x", b="y"}`), from an API result.
+/// One series of `UTF8_METRIC` with `UTF8_LABELS`, over the same hour, through remote-write.
+fn write_utf8(base: &str, end: i64) {
+    let samples: Vec<(i64, f64)> = (0..240).map(|i| (end - (239 - i) * 15_000, i as f64)).collect();
+    let mut labels = vec![("__name__", UTF8_METRIC)];
+    labels.extend(UTF8_LABELS);
+    // Remote-write wants the labels sorted by name.
+    labels.sort_unstable();
+    let (status, _, text) = post(
+        &format!("{base}/api/v1/write"),
+        &V1_HEADERS,
+        snappy_body(&proto::WriteRequest { timeseries: vec![series(&labels, &samples)], metadata: Vec::new() }),
+    );
+    assert_eq!((status, text.as_str()), (204, ""));
+}
+
+/// Series names as the UI prints them, from an API result: as Prometheus 3's UI, names outside
+/// the legacy sets quoted, a metric name among the labels (`{"my.metric", "a.b"="x"}`).
 fn ui_name(metric: &Value) -> String {
+    let legacy_label = |n: &str| {
+        n.chars().enumerate().all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()))
+    };
     let map = metric.as_object().expect("label object");
     let name = map.get("__name__").and_then(Value::as_str).unwrap_or_default();
-    let labels: Vec<String> = map.iter().filter(|(k, _)| *k != "__name__").map(|(k, v)| format!("{k}={}", v)).collect();
+    let mut labels: Vec<String> = map
+        .iter()
+        .filter(|(k, _)| *k != "__name__")
+        .map(|(k, v)| if legacy_label(k) { format!("{k}={v}") } else { format!("{}={v}", Value::from(k.as_str())) })
+        .collect();
+    if !name.chars().all(|c| c == ':' || c.is_ascii_alphanumeric() || c == '_') {
+        labels.insert(0, Value::from(name).to_string());
+        return format!("{{{}}}", labels.join(", "));
+    }
     if labels.is_empty() {
         name.to_owned()
     } else {
@@ -205,6 +235,7 @@ fn web_ui_in_a_real_browser() {
     let server = InProcess::start_with(runtime(), args.server_config().expect("config"));
     let base = server.url("");
     let end_ms = write_data(&base);
+    write_utf8(&base, end_ms);
 
     // What the API says, to compare the pages with.
     let instant = get_json(&format!("{base}/api/v1/query?query={TOP_METRIC}&time={}", end_ms / 1000));
@@ -224,6 +255,15 @@ fn web_ui_in_a_real_browser() {
     let sorted = get_json(&format!("{base}/api/v1/query_range?query=sort(saltui_requests_total)&{range}"));
     let expected_warning = sorted["warnings"][0].as_str().expect("sort() in a range query warns").to_owned();
     let windows = get_json(&format!("{base}/api/v1/status/windows"))["data"].as_array().unwrap().len();
+    let utf8_selector = format!("{{\"{UTF8_METRIC}\"}}");
+    let utf8 = client()
+        .get(format!("{base}/api/v1/query"))
+        .query(&[("query", utf8_selector.as_str()), ("time", &(end_ms / 1000).to_string())])
+        .send()
+        .unwrap();
+    let utf8: Value = serde_json::from_str(&utf8.text().unwrap()).unwrap();
+    let utf8_name = ui_name(&utf8["data"]["result"][0]["metric"]);
+    assert_eq!(utf8_name, r#"{"saltui.utf8", "service.name"="a", "tag,x"="b", "名前"="c"}"#);
 
     // A second server whose reads need a bearer token (writes stay open).
     let guarded_dir = tempfile::tempdir().unwrap();
@@ -400,6 +440,60 @@ fn web_ui_in_a_real_browser() {
         screenshot(&c, "query-warning").await;
         failures.extend(console_errors(&c).await.into_iter().map(|e| format!("warning: {e}")));
 
+        // UTF-8 names: the table and the legend print them quoted, as Prometheus 3's UI; the
+        // autocomplete offers them and writes them quoted into the query it builds.
+        c.goto(&format!("{base}/graph")).await.unwrap();
+        let expr = c.wait().at_most(WAIT).for_element(Locator::Css("#expr")).await.unwrap();
+        expr.send_keys("saltui").await.unwrap();
+        let offered = eventually("UTF-8 metric suggestions", || async {
+            let items = texts(&c, "#autocomplete-list li .ac-text").await;
+            items.first().is_some_and(|f| f == UTF8_METRIC).then_some(items)
+        })
+        .await;
+        assert!(offered.contains(&TOP_METRIC.to_owned()), "offered {offered:?}");
+        expr.send_keys(&Key::Enter.to_string()).await.unwrap();
+        assert_eq!(expr.prop("value").await.unwrap().unwrap_or_default(), utf8_selector, "a UTF-8 metric name is inserted quoted");
+        // A quoted label name being typed, then its values: the query selects the series. (A
+        // closed list keeps its items hidden, their text reading empty: wait for the new ones.)
+        // On a fresh page: WebDriver's clear blurs the box, whose list closes 100 ms later.
+        c.goto(&format!("{base}/graph")).await.unwrap();
+        let expr = c.wait().at_most(WAIT).for_element(Locator::Css("#expr")).await.unwrap();
+        expr.send_keys("{\"名").await.unwrap();
+        let offered = eventually("UTF-8 label suggestions", || async {
+            let items = texts(&c, "#autocomplete-list li .ac-text").await;
+            (!items.is_empty() && items.iter().all(|t| !t.is_empty())).then_some(items)
+        })
+        .await;
+        assert_eq!(offered, ["名前"], "label names offered after a quote");
+        expr.send_keys(&Key::Enter.to_string()).await.unwrap();
+        expr.send_keys("=\"").await.unwrap();
+        let offered = eventually("values of a UTF-8 label", || async {
+            let items = texts(&c, "#autocomplete-list li .ac-text").await;
+            (!items.is_empty() && items.iter().all(|t| !t.is_empty())).then_some(items)
+        })
+        .await;
+        assert_eq!(offered, ["c"], "values of 名前");
+        expr.send_keys(&Key::Enter.to_string()).await.unwrap();
+        expr.send_keys("\"}").await.unwrap();
+        let built = expr.prop("value").await.unwrap().unwrap_or_default();
+        assert_eq!(built, r#"{"名前"="c"}"#, "the query the autocomplete built");
+        expr.send_keys(&Key::Enter.to_string()).await.unwrap();
+        let legend = eventually("the UTF-8 legend", || async {
+            let t = texts(&c, ".legend .legend-label").await;
+            (t.len() == 1).then_some(t)
+        })
+        .await;
+        assert_eq!(legend, std::slice::from_ref(&utf8_name), "legend");
+        c.find(Locator::Css("#tab-table")).await.unwrap().click().await.unwrap();
+        let rows = eventually("the UTF-8 series in the table", || async {
+            let cells = texts(&c, "#result-table tbody td").await;
+            (cells.len() == 2).then_some(cells)
+        })
+        .await;
+        assert_eq!(rows[0], utf8_name, "table row");
+        screenshot(&c, "query-utf8").await;
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("utf-8 names: {e}")));
+
         // Cardinality: the top metric first.
         c.goto(&format!("{base}/cardinality")).await.unwrap();
         let top = eventually("the top metrics", || async {
@@ -408,7 +502,7 @@ fn web_ui_in_a_real_browser() {
         })
         .await;
         assert_eq!((top[0].as_str(), top[1].as_str()), (TOP_METRIC, "5"));
-        assert_eq!(texts(&c, "#total-series").await, ["7"]);
+        assert_eq!(texts(&c, "#total-series").await, ["8"]);
         screenshot(&c, "cardinality").await;
         failures.extend(console_errors(&c).await.into_iter().map(|e| format!("cardinality: {e}")));
 
@@ -441,6 +535,26 @@ fn web_ui_in_a_real_browser() {
         .await;
         assert!(labels.iter().any(|l| l.starts_with("job") && l.contains("api, web")), "labels {labels:?}");
         screenshot(&c, "explore").await;
+        // A UTF-8 metric: its labels listed by name as sent, its link a query that selects it.
+        c.find(Locator::XPath(&format!("//tr[td/a[text()='{UTF8_METRIC}']]//button"))).await.unwrap().click().await.unwrap();
+        let labels = eventually("the UTF-8 labels", || async {
+            let t = texts(&c, "#metric-detail tbody tr").await;
+            (t.len() == 3).then_some(t)
+        })
+        .await;
+        for (name, value) in UTF8_LABELS {
+            assert!(labels.iter().any(|l| l.starts_with(name) && l.ends_with(value)), "{name}: labels {labels:?}");
+        }
+        let link = c.find(Locator::Css("#metric-detail h2 a")).await.unwrap();
+        assert_eq!(link.text().await.unwrap(), UTF8_METRIC);
+        link.click().await.unwrap();
+        let rows = eventually("the UTF-8 metric's query", || async {
+            let cells = texts(&c, "#result-table tbody td").await;
+            (cells.len() == 2).then_some(cells)
+        })
+        .await;
+        assert_eq!(rows[0], utf8_name, "explore's link queries the metric");
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("explore utf-8: {e}")));
         failures.extend(console_errors(&c).await.into_iter().map(|e| format!("explore: {e}")));
 
         // A phone: the pages fit the width (tables scroll inside their boxes).

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use promql_parser::parser::{Call, Expr, MatrixSelector};
 
 use super::grid::{self, PerSeries};
-use super::{offset_ms, shape, Query};
+use super::{shape, Query};
 use crate::labels::Labels;
 use crate::promql::error::{EvalError, Result};
 use crate::promql::extended::{self, Modifier};
@@ -198,8 +198,8 @@ impl Query<'_> {
         let first = args.first().ok_or_else(|| EvalError::bad("info() needs an argument"))?;
         let base = self.eval_vector(first, t)?;
         let sel = info_selection(args)?;
-        let te = match shape::timing_selector(first) {
-            Some(vs) => self.at_ms(&vs.at).unwrap_or(t).saturating_sub(offset_ms(&vs.offset)),
+        let te = match shape::info_timing(first) {
+            Some(timing) => self.at_ms(timing.at).unwrap_or(t).saturating_sub(timing.offset_ms),
             None => t,
         };
         let lo = te.saturating_sub(self.lookback_ms());

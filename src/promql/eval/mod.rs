@@ -546,9 +546,14 @@ impl<'o> Query<'o> {
                     self.plan(first, (lo, hi), (outer, false), out);
                 }
                 let info = calls::info_selection(args).ok();
-                let timing = args.first().and_then(|a| shape::timing_selector(a));
-                if let (Some(info), Some(vs), Some(node)) = (info, timing, shape::info_node(args)) {
-                    let (a, b) = self.shifted(&vs.at, &vs.offset, lo, hi);
+                let timing = args.first().and_then(|a| shape::info_timing(a));
+                if let (Some(info), Some(timing), Some(node)) = (info, timing, shape::info_node(args)) {
+                    let vs = timing.vs;
+                    let (a, b) = match self.at_ms(timing.at) {
+                        Some(t) => (t, t),
+                        None => (lo, hi),
+                    };
+                    let (a, b) = (a.saturating_sub(timing.offset_ms), b.saturating_sub(timing.offset_ms));
                     let lo = a.saturating_sub(self.opts.lookback_ms);
                     let matchers = Some(info.matchers());
                     out.push(Planned {

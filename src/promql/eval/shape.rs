@@ -5,7 +5,9 @@
 
 use std::collections::HashSet;
 
-use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
+use promql_parser::parser::{AtModifier, Expr, MatrixSelector, SubqueryExpr, VectorSelector};
+
+use super::offset_ms;
 
 use crate::promql::extended;
 use crate::promql::functions::rollup::{self, Rollup};
@@ -111,18 +113,54 @@ pub(super) fn absent_selector(e: &Expr) -> Option<&VectorSelector> {
     }
 }
 
-/// The selector whose `@` and `offset` govern when the info series of an `info` call are
-/// looked at: the first of its first argument.
-pub(super) fn timing_selector(e: &Expr) -> Option<&VectorSelector> {
+/// When the info series of an `info` call are looked at, from the first selector of its first
+/// argument (depth first, as Prometheus' `parser.Inspect` walks): that selector's `@`, else the
+/// `@` of the innermost enclosing subquery that has one (the evaluation time if none has), less
+/// the offsets of the selector and of the subqueries up to that one (Prometheus'
+/// `infoSelectTimestampAndOffset`).
+pub(super) struct InfoTiming<'a> {
+    /// The first selector of the first argument.
+    pub vs: &'a VectorSelector,
+    /// The `@` that pins the info series' time, if any.
+    pub at: &'a Option<AtModifier>,
+    /// The offsets that shift it, in milliseconds.
+    pub offset_ms: i64,
+}
+
+pub(super) fn info_timing(e: &Expr) -> Option<InfoTiming<'_>> {
+    let mut subqueries = Vec::new();
+    let vs = first_selector(e, &mut subqueries)?;
+    let mut timing = InfoTiming { vs, at: &vs.at, offset_ms: offset_ms(&vs.offset) };
+    for sq in subqueries.iter().rev() {
+        if timing.at.is_some() {
+            break;
+        }
+        timing.offset_ms = timing.offset_ms.saturating_add(offset_ms(&sq.offset));
+        timing.at = &sq.at;
+    }
+    Some(timing)
+}
+
+/// The first selector under `e`, depth first; `subqueries` ends holding the subqueries that
+/// enclose it, outermost first.
+fn first_selector<'a>(e: &'a Expr, subqueries: &mut Vec<&'a SubqueryExpr>) -> Option<&'a VectorSelector> {
     match e {
         Expr::VectorSelector(vs) => Some(vs),
         Expr::MatrixSelector(ms) => Some(&ms.vs),
-        Expr::Paren(p) => timing_selector(&p.expr),
-        Expr::Unary(u) => timing_selector(&u.expr),
-        Expr::Subquery(s) => timing_selector(&s.expr),
-        Expr::Aggregate(a) => timing_selector(&a.expr),
-        Expr::Binary(b) => timing_selector(&b.lhs).or_else(|| timing_selector(&b.rhs)),
-        Expr::Call(c) => c.args.args.iter().find_map(|a| timing_selector(a)),
+        Expr::Paren(p) => first_selector(&p.expr, subqueries),
+        Expr::Unary(u) => first_selector(&u.expr, subqueries),
+        Expr::Subquery(s) => {
+            subqueries.push(s);
+            let found = first_selector(&s.expr, subqueries);
+            if found.is_none() {
+                subqueries.pop();
+            }
+            found
+        }
+        Expr::Aggregate(a) => first_selector(&a.expr, subqueries)
+            .or_else(|| a.param.as_deref().and_then(|p| first_selector(p, subqueries))),
+        Expr::Binary(b) => first_selector(&b.lhs, subqueries).or_else(|| first_selector(&b.rhs, subqueries)),
+        Expr::Call(c) => c.args.args.iter().find_map(|a| first_selector(a, subqueries)),
         _ => None,
     }
 }

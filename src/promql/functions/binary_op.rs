@@ -287,10 +287,14 @@ fn vector_vector(
         let sig = matching.signature(&e.labels);
         if let Some(&j) = one_sigs.get(&sig) {
             let side = if one_to_many { "left" } else { "right" };
-            let other = one.get(j).map(|o| o.labels.to_string()).unwrap_or_default();
+            // The two series in the order of their text, so the message does not depend on the
+            // order they were read in (as Prometheus since prometheus#18810).
+            let mut pair = [go_labels(&e.labels), one.get(j).map(|o| go_labels(&o.labels)).unwrap_or_default()];
+            pair.sort_unstable();
+            let [first, second] = pair;
+            let sig = go_labels(&sig);
             return Err(EvalError::exec(format!(
-                "found duplicate series for the match group {} on the {side} hand-side of the operation: [{}, {other}];many-to-many matching not allowed: matching labels must be unique on one side",
-                sig, e.labels
+                "found duplicate series for the match group {sig} on the {side} hand-side of the operation: [{first}, {second}];many-to-many matching not allowed: matching labels must be unique on one side"
             )));
         }
         one_sigs.insert(sig, i);
@@ -407,6 +411,21 @@ impl Fill<'_> {
             }
         }
     }
+}
+
+/// A label set as Prometheus' `labels.Labels.String()` writes it in messages: every label in the
+/// braces, the name too (`{__name__="m", job="a"}`), names outside the legacy set and values
+/// quoted as Go's `%q` quotes them.
+fn go_labels(labels: &Labels) -> String {
+    let quote = crate::promql::byte_escapes::quote;
+    let pairs: Vec<String> = labels
+        .iter()
+        .map(|l| {
+            let name = if crate::labels::is_valid_label_name(&l.name) { l.name.clone() } else { quote(&l.name) };
+            format!("{name}={}", quote(&l.value))
+        })
+        .collect();
+    format!("{{{}}}", pairs.join(", "))
 }
 
 #[cfg(test)]

@@ -85,8 +85,9 @@ pub(crate) fn labelled_quantiles(
     label: &str,
     phis: impl IntoIterator<Item = Result<f64>>,
 ) -> Result<StepValue> {
-    if !crate::labels::is_valid_label_name(label) {
-        return Err(crate::promql::error::EvalError::exec(format!("invalid label name {label:?}")));
+    if !crate::promql::byte_escapes::is_utf8_label_name(label) {
+        let label = crate::promql::byte_escapes::quote(label);
+        return Err(crate::promql::error::EvalError::exec(format!("invalid label name {label}")));
     }
     let mut out = Vec::new();
     for phi in phis {

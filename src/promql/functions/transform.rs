@@ -245,9 +245,13 @@ fn absent_labels(vs: &VectorSelector) -> Labels {
     Labels::from_trusted(out)
 }
 
-fn check_label_name(func: &str, name: &str) -> Result<()> {
-    if !crate::labels::is_valid_label_name(name) {
-        return Err(EvalError::exec(format!("invalid destination label name in {func}(): {name}")));
+/// Any UTF-8 name but an empty one (or one holding 0x00) is a valid label name, as in
+/// Prometheus 3; `role` is `destination` or `source`.
+fn check_label_name(func: &str, role: &str, name: &str) -> Result<()> {
+    if !crate::promql::byte_escapes::is_utf8_label_name(name) {
+        let name = crate::promql::byte_escapes::quote(name);
+        let name = name.strip_prefix('"').and_then(|n| n.strip_suffix('"')).unwrap_or(&name);
+        return Err(EvalError::exec(format!("invalid {role} label name in {func}(): {name}")));
     }
     Ok(())
 }
@@ -270,7 +274,7 @@ fn label_replace(mut args: Args) -> Result<StepValue> {
     let pattern = args.string(4)?;
     let re = regex::Regex::new(&format!("^(?s:{pattern})$"))
         .map_err(|e| EvalError::exec(format!("invalid regular expression in label_replace(): {pattern}: {e}")))?;
-    check_label_name("label_replace", &dst)?;
+    check_label_name("label_replace", "destination", &dst)?;
     let mut out = Vec::with_capacity(v.len());
     for mut e in v {
         let value = e.labels.get(&src).unwrap_or("");
@@ -293,9 +297,11 @@ fn label_join(mut args: Args) -> Result<StepValue> {
     let sep = args.string(2)?;
     let mut srcs = Vec::new();
     for i in 3..args.len() {
-        srcs.push(args.string(i)?);
+        let src = args.string(i)?;
+        check_label_name("label_join", "source", &src)?;
+        srcs.push(src);
     }
-    check_label_name("label_join", &dst)?;
+    check_label_name("label_join", "destination", &dst)?;
     let out = v
         .into_iter()
         .map(|mut e| {
