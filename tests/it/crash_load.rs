@@ -1,6 +1,8 @@
 //! Crash safety under load: the real binary takes remote-write 1.0, remote-write 2.0 and import
 //! traffic from several client threads while it seals closed one-minute windows and drops expired
-//! ones, and is killed with SIGKILL at random moments. After every restart:
+//! ones, and is killed with SIGKILL at random moments. Its head is small, so it is flushed (in
+//! parallel by bucket) many times a second, and some requests are wide enough for the head append
+//! to be split by bucket over the write pool. After every restart:
 //!
 //! - every acknowledged (2xx) sample is there, bit-exact, unless retention has since dropped its
 //!   whole window;
@@ -33,6 +35,13 @@ const WINDOW_MS: i64 = 60_000;
 const CLIENTS: usize = 4;
 /// Long-lived series per client; every request also may create a few new ones.
 const SERIES_PER_CLIENT: usize = 60;
+/// One request in this many carries one sample for each of [`WIDE_SERIES`] series.
+const WIDE_EVERY: u64 = 12;
+/// More series than `PARALLEL_APPEND_ENTRIES` (1,024) in `storage/write`.
+const WIDE_SERIES: usize = 1_100;
+/// `--head-max-samples`: small, so the head is flushed (by bucket, over the write pool) many
+/// times in every life, under load and under the kills.
+const HEAD_MAX_SAMPLES: &str = "3000";
 /// Server log filter: seal and retention steps are debug events.
 const RUST_LOG: &str = "info,saltdb::storage=debug";
 const SELECTOR: &str = r#"{__name__=~"crashload.*"}"#;
@@ -255,6 +264,21 @@ impl Client {
             _ => Proto::Import,
         };
         let mut series = Vec::new();
+        if self.rng.next().is_multiple_of(WIDE_EVERY) {
+            // One sample for each of more series than the writer appends alone: the head append
+            // is split by bucket over the write pool.
+            for w in 0..WIDE_SERIES {
+                let labels = vec![
+                    ("__name__".to_owned(), "crashload_wide".to_owned()),
+                    ("client".to_owned(), self.id.to_string()),
+                    ("w".to_owned(), w.to_string()),
+                ];
+                if let Some(ts) = self.pick_ts(SERIES_PER_CLIENT + w, target) {
+                    series.push((labels, vec![(ts, self.rng.value(proto))]));
+                }
+            }
+            return Batch { id, proto, series };
+        }
         let mut picked = HashSet::new();
         for _ in 0..self.rng.range(5, 40) {
             let s = self.rng.range(0, SERIES_PER_CLIENT as i64 - 1) as usize;
@@ -478,6 +502,8 @@ struct LifeLog {
     /// Seals that found no new write and deleted the window's hot keyspace.
     hot_dropped: usize,
     windows_dropped: usize,
+    /// Head flush steps (each flushes up to one head shard per write-pool thread).
+    head_flushes: usize,
     /// The log ends inside a retention pass (a window drop started, the pass did not finish).
     killed_while_dropping: bool,
     unfinished_seals_cleaned: usize,
@@ -492,6 +518,9 @@ impl LifeLog {
         for line in text.lines() {
             if line.contains("dropped windows past retention") {
                 log.killed_while_dropping = false;
+            }
+            if line.contains("flushed head shards") {
+                log.head_flushes += 1;
             }
             if line.contains("sealing window") {
                 log.seals_started += 1;
@@ -525,6 +554,7 @@ impl LifeLog {
 
 #[derive(Default)]
 struct Totals {
+    head_flushes: usize,
     seals_finished: usize,
     hot_dropped: usize,
     kills_while_sealing: usize,
@@ -583,6 +613,8 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
             &retention,
             "--fsync",
             fsync,
+            "--head-max-samples",
+            HEAD_MAX_SAMPLES,
         ];
         let mut bin = Binary::spawn_logged(&data, &args, RUST_LOG, &log_path);
         let base = bin.url("");
@@ -657,6 +689,7 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         let log = LifeLog::read(&log_path);
         let sealing = log.killed_while_sealing();
         totals.seals_finished += log.seals_finished;
+        totals.head_flushes += log.head_flushes;
         totals.hot_dropped += log.hot_dropped;
         totals.kills_while_sealing += usize::from(sealing);
         let under_load = log.windows_dropped - startup.windows_dropped;
@@ -755,6 +788,8 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         totals.kills_while_dropping,
         last.acked_expired
     );
+    let wide = l.batches.iter().filter(|b| b.outcome == Outcome::Acked && b.keys.len() > 1_024).count();
+    println!("  write path: {} head flush steps under load; {wide} acknowledged requests of more than 1,024 series", totals.head_flushes);
     println!(
         "  samples verified: {} over all restarts, {} in the last check; lost = {lost}, corrupt = {corrupt}",
         totals.samples_verified, last.acked_present
@@ -772,4 +807,6 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
     );
     assert!(acked_samples > 0 && totals.samples_verified > 0, "no traffic was acknowledged");
     assert!(totals.seals_finished > 0, "nothing was sealed while traffic flowed");
+    assert!(totals.head_flushes > 0, "the head was never flushed while traffic flowed");
+    assert!(wide > 0, "no request wide enough for the parallel head append was acknowledged");
 }
