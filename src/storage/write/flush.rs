@@ -11,11 +11,23 @@
 //! they hold is in a run. Samples that arrived during the cycle may already be in runs too;
 //! their log rows stay, and a replay after a crash merges them again idempotently.
 //!
-//! A full flush (shutdown, snapshot, delete, retention) flushes every shard at once and removes
-//! every log row.
+//! While the head holds no native histogram, a step runs in the background: the writer finds
+//! the step's windows and unindexed series and commits their postings, then freezes the step's
+//! shards (see `head.rs`: their series move aside, still read by queries, and new samples go to
+//! emptied live shards) and hands them to the flush pool. It goes back to its commands at once
+//! and collects the step's outcome when it is done (every command but a write waits for it
+//! first), and only then empties the frozen shards and starts the next step. A failed
+//! background step poisons the database: its samples stay in the head and in the log, which
+//! the next start replays. With histograms in the head a step runs in the foreground, as it did
+//! before (a write of one kind replaces the other kind's sample at its timestamp in the live
+//! head only).
+//!
+//! A full flush (shutdown, snapshot, delete, retention) first waits for a background step, then
+//! flushes every shard at once and removes every log row.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::sync::mpsc::{self, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,6 +36,7 @@ use rayon::prelude::*;
 use crate::storage::series_id::IdMap;
 use crate::storage::shared::Shared;
 
+use super::head::{HistogramShard, Shard};
 use super::{histogram_run, in_pool, keys, run, wal, Pending, Result, Sample, SeriesId, StorageError, Writer};
 
 /// Rows per fjall batch while flushing (bounds the batch's memory; the log rows are removed
@@ -43,6 +56,38 @@ pub(super) struct FlushCycle {
     began: Instant,
 }
 
+/// A flush step running in the background (see the module docs).
+pub(super) struct InFlight {
+    /// The head shards it writes (frozen).
+    shards: std::ops::Range<usize>,
+    done: mpsc::Receiver<StepDone>,
+    started: Instant,
+}
+
+/// What a background step sends back: each shard's outcome, and the shards' entries of
+/// [`Writer::flushed_max`] it took along.
+struct StepDone {
+    flushed: Vec<Result<ShardFlushed>>,
+    maps: Vec<IdMap<i64>>,
+}
+
+/// The flush pool: a background step's shards are written on it, in parallel. Its own, not the
+/// write pool, which the writer's head appends use meanwhile. `None` (logged) when its threads
+/// cannot start: every step then runs in the foreground.
+pub(super) fn flush_pool() -> Option<Arc<rayon::ThreadPool>> {
+    let built = rayon::ThreadPoolBuilder::new()
+        .num_threads(crate::cores::available())
+        .thread_name(|i| format!("saltdb-flush-{i}"))
+        .build();
+    match built {
+        Ok(pool) => Some(Arc::new(pool)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start the flush pool; head flushes run on the writer thread");
+            None
+        }
+    }
+}
+
 /// The series of a head shard in id order, which is their rows' key order within the shard's
 /// bucket: fjall inserts a batch's rows into the memtable's skiplist one after the other, and a
 /// search that follows the previous one's path finds it in the CPU caches (the map's own order
@@ -54,9 +99,141 @@ fn by_id<T>(shard: &crate::storage::series_id::IdMap<Vec<T>>) -> Vec<(&SeriesId,
 }
 
 impl Writer {
-    /// True while a flush cycle is under way (the writer then does not wait for commands).
+    /// True while a flush cycle is under way (the writer then does not wait long for commands).
     pub(super) fn flushing(&self) -> bool {
         self.cycle.is_some()
+    }
+
+    /// True while a flush step runs in the background (the writer then polls for its end).
+    pub(super) fn flushing_in_background(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Waits for the background flush step, if any, and collects it (see the module docs).
+    ///
+    /// # Errors
+    /// The step's failure (the database is then poisoned).
+    pub(super) fn settle_flush(&mut self) -> Result<()> {
+        self.collect_step(true).map(|_| ())
+    }
+
+    /// Collects the background step if it is done (or, with `wait`, once it is): puts back the
+    /// `flushed_max` entries, records the windows written, empties the frozen shards and moves
+    /// the cycle past them. Returns false while the step still runs; true when there is none
+    /// (any more).
+    fn collect_step(&mut self, wait: bool) -> Result<bool> {
+        let Some(job) = self.in_flight.as_ref() else { return Ok(true) };
+        let done = if wait {
+            job.done.recv().ok()
+        } else {
+            match job.done.try_recv() {
+                Ok(done) => Some(done),
+                Err(TryRecvError::Empty) => return Ok(false),
+                Err(TryRecvError::Disconnected) => None,
+            }
+        };
+        let Some(job) = self.in_flight.take() else { return Ok(true) };
+        let sh = Arc::clone(&self.shared);
+        let Some(done) = done else {
+            return Err(self.background_failed(StorageError::Corrupt { what: "a background head flush stopped" }));
+        };
+        for (slot, map) in self.flushed_max.get_mut(job.shards.clone()).unwrap_or_default().iter_mut().zip(done.maps) {
+            *slot = map;
+        }
+        let (mut runs, mut samples, mut windows, mut failed) = (0usize, 0usize, Vec::new(), None);
+        for step in done.flushed {
+            match step {
+                Ok(step) => {
+                    runs += step.runs;
+                    samples += step.samples;
+                    windows.extend(step.windows);
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        // Whatever was committed counts, before a seal may look (see `Windows::committed`).
+        sh.windows.committed(windows);
+        if let Some(e) = failed {
+            return Err(self.background_failed(e));
+        }
+        for shard in job.shards.clone() {
+            sh.head.clear_frozen(shard);
+        }
+        if let Some(cycle) = self.cycle.as_mut() {
+            cycle.next_shard = cycle.next_shard.max(job.shards.end);
+        }
+        let elapsed_ms = job.started.elapsed().as_millis() as u64;
+        tracing::debug!(samples, runs, elapsed_ms, background = true, "flushed head shards");
+        Ok(true)
+    }
+
+    /// A background step failed: the database is poisoned whatever the error, so that no log
+    /// row is removed and the frozen samples, still in the head for reads, are replayed at the
+    /// next start.
+    fn background_failed(&mut self, e: StorageError) -> StorageError {
+        self.shared.poison(&e.to_string());
+        tracing::error!(error = %e, "flushing the head failed; refusing further writes");
+        e
+    }
+
+    /// Starts a background step over head shards `shards` (see the module docs).
+    fn start_step(&mut self, shards: std::ops::Range<usize>) -> Result<()> {
+        let sh = Arc::clone(&self.shared);
+        if let Some(reason) = sh.poisoned() {
+            return Err(StorageError::Poisoned(reason));
+        }
+        let Some(pool) = self.flush_pool.clone() else { return Ok(()) };
+        let started = Instant::now();
+        // Planned and indexed before the shards are frozen: only this thread appends to the
+        // head, so nothing arrives in between, and nothing can fail once they are frozen.
+        let mut pending = Pending::default();
+        let plans: Vec<ShardPlan> = {
+            let presence = &self.presence;
+            in_pool(self.pool.as_ref(), || {
+                shards
+                    .clone()
+                    .into_par_iter()
+                    .map(|shard| {
+                        let floats = sh.head.read_shard(shard);
+                        plan_shard(&sh, presence, floats.as_deref(), None)
+                    })
+                    .collect()
+            })
+        };
+        let keyspaces = match self.index_planned(&plans, &mut pending) {
+            Ok(keyspaces) => keyspaces,
+            Err(e) => return Err(self.flush_failed(e, &pending)),
+        };
+        let mut frozen = Vec::with_capacity(shards.len());
+        for shard in shards.clone() {
+            match sh.head.freeze(shard) {
+                Some(f) => frozen.push(f),
+                None => return Err(self.background_failed(StorageError::Corrupt { what: "a head shard frozen twice" })),
+            }
+        }
+        let mut maps: Vec<IdMap<i64>> =
+            self.flushed_max.get_mut(shards.clone()).unwrap_or_default().iter_mut().map(std::mem::take).collect();
+        let (fresh_from, durability) = (self.fresh_from, self.durability);
+        let (tx, rx) = mpsc::sync_channel(1);
+        let first = shards.start;
+        pool.spawn(move || {
+            let context = RunContext { sh: &sh, keyspaces: &keyspaces, fresh_from, durability };
+            let flushed = crate::containment::contain("flushing the head", || {
+                maps.par_iter_mut()
+                    .zip(frozen.par_iter())
+                    .enumerate()
+                    .map(|(i, (max, floats))| flush_shard(&context, first + i, Some(floats), None, max))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_else(|panic| {
+                tracing::error!(error = %panic, "a background head flush panicked");
+                vec![Err(StorageError::Corrupt { what: "a background head flush panicked" })]
+            });
+            // The writer may have gone (shutdown after a failure): nothing to report to then.
+            let _ = tx.send(StepDone { flushed, maps });
+        });
+        self.in_flight = Some(InFlight { shards, done: rx, started });
+        Ok(())
     }
 
     /// Begins a flush cycle when one falls due, and advances the current one by a step.
@@ -77,12 +254,19 @@ impl Writer {
     /// Flushes shards of the current cycle until a step's samples (see [`STEP_SAMPLES`]) are
     /// written or the cycle ends.
     fn flush_step(&mut self) -> Result<()> {
+        if !self.collect_step(false)? {
+            return Ok(());
+        }
         let Some(mut cycle) = self.cycle else { return Ok(()) };
         let sh = Arc::clone(&self.shared);
-        let step = (self.limits.max_samples / 64).clamp(*STEP_SAMPLES.start(), *STEP_SAMPLES.end());
-        let mut written = 0;
         // As many shards at once as the write pool has threads: they are written in parallel.
         let width = self.pool.as_ref().map_or(1, rayon::ThreadPool::current_num_threads).max(1);
+        if cycle.next_shard < sh.head.shard_count() && self.flush_pool.is_some() && sh.head.histogram_series() == 0 {
+            let to = (cycle.next_shard + width).min(sh.head.shard_count());
+            return self.start_step(cycle.next_shard..to);
+        }
+        let step = (self.limits.max_samples / 64).clamp(*STEP_SAMPLES.start(), *STEP_SAMPLES.end());
+        let mut written = 0;
         while written < step && cycle.next_shard < sh.head.shard_count() {
             let to = (cycle.next_shard + width).min(sh.head.shard_count());
             written += self.flush_shards(cycle.next_shard..to, None)?;
@@ -111,6 +295,7 @@ impl Writer {
     /// row, then empties the head (ending any cycle under way). On failure the database is
     /// poisoned and the head and log stay as they were (the next start replays the log).
     pub(super) fn flush_head(&mut self) -> Result<()> {
+        self.settle_flush()?;
         if self.wal.first == self.wal.next {
             return Ok(());
         }
@@ -174,33 +359,29 @@ impl Writer {
         let plans: Vec<ShardPlan> = {
             let presence = &self.presence;
             in_pool(self.pool.as_ref(), || {
-                shards.clone().into_par_iter().map(|shard| plan_shard(&sh, presence, shard)).collect()
+                shards
+                    .clone()
+                    .into_par_iter()
+                    .map(|shard| {
+                        let floats = sh.head.read_shard(shard);
+                        let histograms = sh.head.read_histogram_shard(shard);
+                        plan_shard(&sh, presence, floats.as_deref(), histograms.as_deref())
+                    })
+                    .collect()
             })
         };
-        let mut keyspaces: HashMap<i64, fjall::Keyspace> = HashMap::new();
-        for plan in &plans {
-            for &start in &plan.windows {
-                if let Entry::Vacant(slot) = keyspaces.entry(start) {
-                    slot.insert(sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?);
-                }
-            }
-            for &(start, id) in &plan.unindexed {
-                self.mark_present(pending, start, id, None)?;
-            }
-        }
-        if !pending.postings.is_empty() {
-            let mut fb = sh.db.batch().durability(self.durability);
-            pending.write_postings(&mut fb);
-            fb.commit()?;
-            pending.committed(&sh);
-        }
+        let keyspaces = self.index_planned(&plans, pending)?;
         let context =
             RunContext { sh: &sh, keyspaces: &keyspaces, fresh_from: self.fresh_from, durability: self.durability };
         let maps = self.flushed_max.get_mut(shards.clone()).ok_or(StorageError::ShuttingDown)?;
         let flushed: Vec<Result<ShardFlushed>> = in_pool(self.pool.as_ref(), || {
             maps.par_iter_mut()
                 .zip(shards.into_par_iter())
-                .map(|(max, shard)| flush_shard(&context, shard, max))
+                .map(|(max, shard)| {
+                    let floats = sh.head.read_shard(shard);
+                    let histograms = sh.head.read_histogram_shard(shard);
+                    flush_shard(&context, shard, floats.as_deref(), histograms.as_deref(), max)
+                })
                 .collect()
         });
         let (mut runs, mut samples) = (0usize, 0usize);
@@ -227,6 +408,31 @@ impl Writer {
         }
         tracing::debug!(samples, runs, elapsed_ms = started.elapsed().as_millis() as u64, "flushed head shards");
         Ok(samples)
+    }
+
+    /// The hot keyspace of every window in `plans`, with the planned unindexed series indexed
+    /// there and their postings committed (a series is never in runs of a window before it is
+    /// in its index).
+    fn index_planned(&mut self, plans: &[ShardPlan], pending: &mut Pending) -> Result<HashMap<i64, fjall::Keyspace>> {
+        let sh = Arc::clone(&self.shared);
+        let mut keyspaces: HashMap<i64, fjall::Keyspace> = HashMap::new();
+        for plan in plans {
+            for &start in &plan.windows {
+                if let Entry::Vacant(slot) = keyspaces.entry(start) {
+                    slot.insert(sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?);
+                }
+            }
+            for &(start, id) in &plan.unindexed {
+                self.mark_present(pending, start, id, None)?;
+            }
+        }
+        if !pending.postings.is_empty() {
+            let mut fb = sh.db.batch().durability(self.durability);
+            pending.write_postings(&mut fb);
+            fb.commit()?;
+            pending.committed(&sh);
+        }
+        Ok(keyspaces)
     }
 }
 
@@ -265,8 +471,14 @@ fn windows_of(sh: &Shared, times: impl Iterator<Item = i64>, mut each: impl FnMu
     }
 }
 
-/// Plans the flush of head shard `shard` (see [`ShardPlan`]); `presence` is read, not loaded.
-fn plan_shard(sh: &Shared, presence: &super::presence::Presence, shard: usize) -> ShardPlan {
+/// Plans the flush of a head shard's float and histogram series (see [`ShardPlan`]);
+/// `presence` is read, not loaded.
+fn plan_shard(
+    sh: &Shared,
+    presence: &super::presence::Presence,
+    floats: Option<&Shard>,
+    histograms: Option<&HistogramShard>,
+) -> ShardPlan {
     let mut plan = ShardPlan::default();
     let note = |start: i64, id: SeriesId, plan: &mut ShardPlan| {
         if !plan.windows.contains(&start) {
@@ -276,7 +488,7 @@ fn plan_shard(sh: &Shared, presence: &super::presence::Presence, shard: usize) -
             plan.unindexed.push((start, id));
         }
     };
-    if let Some(series) = sh.head.read_shard(shard) {
+    if let Some(series) = floats {
         for (&id, all) in series.iter() {
             // Nearly always one window: its first and last sample share it.
             let (Some(first), Some(last)) = (all.first(), all.last()) else { continue };
@@ -288,7 +500,7 @@ fn plan_shard(sh: &Shared, presence: &super::presence::Presence, shard: usize) -
             }
         }
     }
-    if let Some(histograms) = sh.head.read_histogram_shard(shard) {
+    if let Some(histograms) = histograms {
         for (&id, all) in histograms.iter() {
             windows_of(sh, all.iter().map(|h| h.timestamp_ms), |w| note(w, id, &mut plan));
         }
@@ -296,9 +508,16 @@ fn plan_shard(sh: &Shared, presence: &super::presence::Presence, shard: usize) -
     plan
 }
 
-/// Writes and commits the runs of head shard `shard` (whose series are in bucket `shard`),
-/// keeping `flushed_max`, the shard's entries of [`Writer::flushed_max`], up to date.
-fn flush_shard(ctx: &RunContext<'_>, shard: usize, flushed_max: &mut IdMap<i64>) -> Result<ShardFlushed> {
+/// Writes and commits the runs of the float and histogram series of head shard `shard` (whose
+/// series are in bucket `shard`), keeping `flushed_max`, the shard's entries of
+/// [`Writer::flushed_max`], up to date.
+fn flush_shard(
+    ctx: &RunContext<'_>,
+    shard: usize,
+    floats: Option<&Shard>,
+    histograms: Option<&HistogramShard>,
+    flushed_max: &mut IdMap<i64>,
+) -> Result<ShardFlushed> {
     let sh = ctx.sh;
     let bucket = u16::try_from(shard).map_err(|_| StorageError::Corrupt { what: "head shard past the buckets" })?;
     let (mut runs, mut samples) = (0usize, 0usize);
@@ -308,8 +527,8 @@ fn flush_shard(ctx: &RunContext<'_>, shard: usize, flushed_max: &mut IdMap<i64>)
     let keyspace = |start: i64| {
         ctx.keyspaces.get(&start).cloned().ok_or(StorageError::Corrupt { what: "window of a head sample not planned" })
     };
-    if let Some(series) = sh.head.read_shard(shard) {
-        for (&id, all) in by_id(&series) {
+    if let Some(series) = floats {
+        for (&id, all) in by_id(series) {
             // Split the series' samples at window boundaries.
             let mut rest = all.as_slice();
             while let Some(first) = rest.first() {
@@ -331,12 +550,12 @@ fn flush_shard(ctx: &RunContext<'_>, shard: usize, flushed_max: &mut IdMap<i64>)
             }
         }
     }
-    if let Some(histograms) = sh.head.read_histogram_shard(shard) {
+    if let Some(histograms) = histograms {
         if !histograms.is_empty() {
             // Before the commit that makes the runs visible (see `Shared::histograms_stored`).
             sh.mark_histograms_stored();
         }
-        for (&id, all) in by_id(&histograms) {
+        for (&id, all) in by_id(histograms) {
             let mut rest = all.as_slice();
             while let Some(first) = rest.first() {
                 let start = sh.windows.start_of(first.timestamp_ms);

@@ -10,10 +10,15 @@
 //!   timestamp replaces the value (last write wins);
 //! - a flush commits its rows to fjall *before* clearing the head, and readers read the head
 //!   *before* the keyspaces, so a sample is never missed by a read racing a flush (at worst it
-//!   is seen twice, with equal values, and merged).
+//!   is seen twice, with equal values, and merged);
+//! - a shard being flushed in the background is *frozen*: its float series move, whole and under
+//!   its lock, to the shard's frozen slot, which appends never touch and the flush reads without
+//!   a lock, while new samples go to the emptied live shard. Readers take the live shard's lock,
+//!   then the frozen slot's, and merge the two (the live sample wins on an equal timestamp: it
+//!   was written later). The frozen slot is emptied only after the flush committed its rows.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::sample::{HistogramSample, Sample};
 use crate::storage::series_id::{IdMap, SeriesId};
@@ -44,6 +49,9 @@ const HISTOGRAM_SLOT_BYTES: usize =
 /// one kind removes the other kind's sample at that timestamp (last write wins).
 pub struct Head {
     shards: Vec<RwLock<Shard>>,
+    /// Per shard, the float series a background flush is writing (see the module docs);
+    /// counted in `samples`, `series` and `bytes` until [`Head::clear_frozen`].
+    frozen: Vec<RwLock<Option<Arc<Shard>>>>,
     histograms: Vec<RwLock<HistogramShard>>,
     /// Series held in the histogram maps: while 0, float appends skip them.
     histogram_series: AtomicUsize,
@@ -57,6 +65,7 @@ impl Head {
     pub fn new(buckets: u16) -> Self {
         Self {
             shards: (0..buckets.max(1)).map(|_| RwLock::new(Shard::default())).collect(),
+            frozen: (0..buckets.max(1)).map(|_| RwLock::new(None)).collect(),
             histograms: (0..buckets.max(1)).map(|_| RwLock::new(HistogramShard::default())).collect(),
             histogram_series: AtomicUsize::new(0),
             samples: AtomicUsize::new(0),
@@ -216,50 +225,102 @@ impl Head {
         self.histograms.get(index).map(|s| s.read().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
+    /// The live shard and the frozen slot of `bucket`, read-locked in that order (see the
+    /// module docs).
+    fn read_both(&self, bucket: u16) -> Option<(RwLockReadGuard<'_, Shard>, Option<Arc<Shard>>)> {
+        let live = self.shard(bucket)?.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let frozen = self
+            .frozen
+            .get(usize::from(bucket))
+            .and_then(|f| f.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone());
+        Some((live, frozen))
+    }
+
     /// Appends the samples of series `id` in `[start, end]` to `out`, ascending.
     pub fn read(&self, bucket: u16, id: SeriesId, start_ms: i64, end_ms: i64, out: &mut Vec<Sample>) {
-        let Some(shard) = self.shard(bucket) else { return };
-        let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(series) = shard.get(&id) {
-            let from = series.partition_point(|s| s.timestamp_ms < start_ms);
-            let to = series.partition_point(|s| s.timestamp_ms <= end_ms);
-            out.extend_from_slice(series.get(from..to).unwrap_or_default());
-        }
+        let Some((live, frozen)) = self.read_both(bucket) else { return };
+        read_merged(live.get(&id), frozen.as_deref().and_then(|f| f.get(&id)), start_ms, end_ms, out);
     }
 
     /// [`Head::read`] for several series of one bucket under one lock: appends the samples of
     /// `ids[i]` to `outs[i]`.
     pub fn read_many(&self, bucket: u16, ids: &[SeriesId], start_ms: i64, end_ms: i64, outs: &mut [Vec<Sample>]) {
-        let Some(shard) = self.shard(bucket) else { return };
-        let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some((live, frozen)) = self.read_both(bucket) else { return };
+        let frozen = frozen.as_deref();
         for (id, out) in ids.iter().zip(outs.iter_mut()) {
-            if let Some(series) = shard.get(id) {
-                let from = series.partition_point(|s| s.timestamp_ms < start_ms);
-                let to = series.partition_point(|s| s.timestamp_ms <= end_ms);
-                out.extend_from_slice(series.get(from..to).unwrap_or_default());
-            }
+            read_merged(live.get(id), frozen.and_then(|f| f.get(id)), start_ms, end_ms, out);
         }
     }
 
     /// The newest sample of series `id` at or before `at_ms`.
     pub fn latest(&self, bucket: u16, id: SeriesId, at_ms: i64) -> Option<Sample> {
-        let shard = self.shard(bucket)?.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let series = shard.get(&id)?;
-        let to = series.partition_point(|s| s.timestamp_ms <= at_ms);
-        to.checked_sub(1).and_then(|i| series.get(i)).copied()
+        let (live, frozen) = self.read_both(bucket)?;
+        let newest = |series: Option<&Vec<Sample>>| {
+            let series = series?;
+            let to = series.partition_point(|s| s.timestamp_ms <= at_ms);
+            to.checked_sub(1).and_then(|i| series.get(i)).copied()
+        };
+        match (newest(live.get(&id)), newest(frozen.as_deref().and_then(|f| f.get(&id)))) {
+            // The live one was written later: it wins an equal timestamp.
+            (Some(l), Some(f)) => Some(if f.timestamp_ms > l.timestamp_ms { f } else { l }),
+            (l, f) => l.or(f),
+        }
     }
 
-    /// Samples held with timestamps in `[start, end)` (scans every series; for status pages).
+    /// Samples held with timestamps in `[start, end)` (scans every series; for status pages). A
+    /// timestamp both live and frozen counts twice.
     pub fn count_in(&self, start_ms: i64, end_ms: i64) -> usize {
         let shards = self.shards.iter().map(|s| held_in(s, start_ms, end_ms)).sum::<usize>();
-        shards + self.histograms.iter().map(|s| held_in(s, start_ms, end_ms)).sum::<usize>()
+        let frozen = self.frozen_shards().iter().map(|s| held_in_shard(s, start_ms, end_ms)).sum::<usize>();
+        shards + frozen + self.histograms.iter().map(|s| held_in(s, start_ms, end_ms)).sum::<usize>()
     }
 
     /// True when some series holds a sample with a timestamp in `[start, end)`; stops at the
     /// first such series.
     pub fn any_in(&self, start_ms: i64, end_ms: i64) -> bool {
         self.shards.iter().any(|s| holds_in(s, start_ms, end_ms))
+            || self.frozen_shards().iter().any(|s| holds_in_shard(s, start_ms, end_ms))
             || self.histograms.iter().any(|s| holds_in(s, start_ms, end_ms))
+    }
+
+    /// The frozen shards (see the module docs).
+    fn frozen_shards(&self) -> Vec<Arc<Shard>> {
+        self.frozen.iter().filter_map(|f| f.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()).collect()
+    }
+
+    /// Moves the float series of shard `index` to its frozen slot, leaving the live shard empty,
+    /// and returns them, for a background flush; `None` (nothing moved) when the slot is taken.
+    /// Writer thread only. The samples stay counted until [`Head::clear_frozen`].
+    pub fn freeze(&self, index: usize) -> Option<Arc<Shard>> {
+        let live = self.shards.get(index)?;
+        let slot = self.frozen.get(index)?;
+        let mut live = live.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut slot = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.is_some() {
+            return None;
+        }
+        let frozen = Arc::new(std::mem::take(&mut *live));
+        *slot = Some(Arc::clone(&frozen));
+        Some(frozen)
+    }
+
+    /// Empties the frozen slot of shard `index` (after the flush committed everything in it).
+    /// Writer thread only.
+    pub fn clear_frozen(&self, index: usize) {
+        let Some(slot) = self.frozen.get(index) else { return };
+        let Some(frozen) = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner).take() else { return };
+        let held: usize = frozen.values().map(Vec::len).sum();
+        let slots: usize = frozen.values().map(Vec::capacity).sum();
+        let series = frozen.len();
+        self.samples.fetch_sub(held, Ordering::Relaxed);
+        self.series.fetch_sub(series, Ordering::Relaxed);
+        self.bytes.fetch_sub(series * SERIES_BYTES + slots * SLOT_BYTES, Ordering::Relaxed);
+    }
+
+    /// Series held in histogram maps (while any are, a flush runs in the foreground: the frozen
+    /// slots hold float series only).
+    pub fn histogram_series(&self) -> usize {
+        self.histogram_series.load(Ordering::Relaxed)
     }
 
     /// Empties one shard (after a flush committed everything in it). Writer thread only.
@@ -289,6 +350,9 @@ impl Head {
 
     /// Empties the head (after a flush committed everything in it). Writer thread only.
     pub fn clear(&self) {
+        for slot in &self.frozen {
+            *slot.write().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        }
         for shard in &self.shards {
             let mut shard = shard.write().unwrap_or_else(std::sync::PoisonError::into_inner);
             // Keep no capacity: the next flush period may hold other series.
@@ -311,14 +375,58 @@ fn histogram_bytes(series: &[HistogramSample]) -> usize {
 
 /// Samples of one shard (float or histogram) with timestamps in `[start, end)`.
 fn held_in<T: Timed>(shard: &RwLock<IdMap<Vec<T>>>, start_ms: i64, end_ms: i64) -> usize {
-    let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    held_in_shard(&shard.read().unwrap_or_else(std::sync::PoisonError::into_inner), start_ms, end_ms)
+}
+
+fn held_in_shard<T: Timed>(shard: &IdMap<Vec<T>>, start_ms: i64, end_ms: i64) -> usize {
     shard.values().map(|s| s.partition_point(|x| x.ts() < end_ms) - s.partition_point(|x| x.ts() < start_ms)).sum()
 }
 
 /// True when a series of one shard holds a sample with a timestamp in `[start, end)`.
 fn holds_in<T: Timed>(shard: &RwLock<IdMap<Vec<T>>>, start_ms: i64, end_ms: i64) -> bool {
-    let shard = shard.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    holds_in_shard(&shard.read().unwrap_or_else(std::sync::PoisonError::into_inner), start_ms, end_ms)
+}
+
+fn holds_in_shard<T: Timed>(shard: &IdMap<Vec<T>>, start_ms: i64, end_ms: i64) -> bool {
     shard.values().any(|s| s.get(s.partition_point(|x| x.ts() < start_ms)).is_some_and(|x| x.ts() < end_ms))
+}
+
+/// The part in `[start, end]` of an ascending series.
+fn in_range(series: &[Sample], start_ms: i64, end_ms: i64) -> &[Sample] {
+    let from = series.partition_point(|s| s.timestamp_ms < start_ms);
+    let to = series.partition_point(|s| s.timestamp_ms <= end_ms);
+    series.get(from..to).unwrap_or_default()
+}
+
+/// Appends to `out` the samples in `[start, end]` of a series' live and frozen parts, ascending,
+/// the live sample kept of two at one timestamp.
+fn read_merged(live: Option<&Vec<Sample>>, frozen: Option<&Vec<Sample>>, start_ms: i64, end_ms: i64, out: &mut Vec<Sample>) {
+    let live = live.map_or(&[][..], |s| in_range(s, start_ms, end_ms));
+    let frozen = frozen.map_or(&[][..], |s| in_range(s, start_ms, end_ms));
+    if frozen.is_empty() {
+        out.extend_from_slice(live);
+        return;
+    }
+    if live.is_empty() || frozen.last().is_some_and(|f| live.first().is_some_and(|l| f.timestamp_ms < l.timestamp_ms)) {
+        out.extend_from_slice(frozen);
+        out.extend_from_slice(live);
+        return;
+    }
+    out.reserve(live.len() + frozen.len());
+    let (mut l, mut f) = (live.iter().peekable(), frozen.iter().peekable());
+    loop {
+        match (l.peek(), f.peek()) {
+            (Some(a), Some(b)) if a.timestamp_ms < b.timestamp_ms => out.extend(l.next()),
+            (Some(a), Some(b)) if a.timestamp_ms > b.timestamp_ms => out.extend(f.next()),
+            (Some(_), Some(_)) => {
+                out.extend(l.next());
+                f.next();
+            }
+            (Some(_), None) => out.extend(l.next()),
+            (None, Some(_)) => out.extend(f.next()),
+            (None, None) => break,
+        }
+    }
 }
 
 /// `samples` (any order) ascending, the last of equal timestamps kept: what the head holds
@@ -470,6 +578,60 @@ mod tests {
             let want: Vec<Sample> = expect.iter().map(|(&t, &v)| Sample::new(t, v)).collect();
             prop_assert_eq!(&out, &want);
             prop_assert_eq!(head.len(), want.len());
+        }
+
+        /// Writes before a freeze, more (overwrites, earlier and later timestamps) after it:
+        /// every read answers what a head without freezing would (the last write wins), before
+        /// and after the frozen part is cleared (reads then see only what came after), and the
+        /// counters cover both parts until it is cleared.
+        #[test]
+        fn a_frozen_shard_reads_merged_with_the_live_one(
+            before in proptest::collection::vec((0u64..4, proptest::collection::vec((0i64..60, -5i32..5), 0..8)), 0..10),
+            after in proptest::collection::vec((0u64..4, proptest::collection::vec((0i64..60, -5i32..5), 0..8)), 0..10),
+            range in (0i64..60, 0i64..60),
+            at in 0i64..70,
+        ) {
+            let head = Head::new(2);
+            let mut all: std::collections::BTreeMap<(u64, i64), f64> = std::collections::BTreeMap::new();
+            let mut later: std::collections::BTreeMap<(u64, i64), f64> = std::collections::BTreeMap::new();
+            for (id, w) in &before {
+                let batch: Vec<Sample> = w.iter().map(|&(t, v)| Sample::new(t, f64::from(v))).collect();
+                head.append([(1, *id, batch.as_slice())]);
+                all.extend(w.iter().map(|&(t, v)| ((*id, t), f64::from(v))));
+            }
+            let held = head.len();
+            let frozen = head.freeze(1).expect("the slot is free");
+            prop_assert_eq!(frozen.values().map(Vec::len).sum::<usize>(), held);
+            prop_assert!(head.freeze(1).is_none(), "a second freeze must wait for the clear");
+            for (id, w) in &after {
+                let batch: Vec<Sample> = w.iter().map(|&(t, v)| Sample::new(t, f64::from(v))).collect();
+                head.append([(1, *id, batch.as_slice())]);
+                all.extend(w.iter().map(|&(t, v)| ((*id, t), f64::from(v))));
+                later.extend(w.iter().map(|&(t, v)| ((*id, t), f64::from(v))));
+            }
+            let (lo, hi) = (range.0.min(range.1), range.0.max(range.1));
+            let live_held: usize = head.read_shard(1).unwrap().values().map(Vec::len).sum();
+            prop_assert_eq!(head.len(), held + live_held);
+            for (expect, stage) in [(&all, "frozen"), (&later, "cleared")] {
+                let want = |id: u64| -> Vec<Sample> {
+                    expect.range((id, lo)..=(id, hi)).map(|(&(_, t), &v)| Sample::new(t, v)).collect()
+                };
+                let ids: Vec<u64> = (0..4).collect();
+                let mut outs = vec![Vec::new(); ids.len()];
+                head.read_many(1, &ids, lo, hi, &mut outs);
+                for &id in &ids {
+                    let mut one = Vec::new();
+                    head.read(1, id, lo, hi, &mut one);
+                    prop_assert_eq!(&one, &want(id), "read of {} ({})", id, stage);
+                    prop_assert_eq!(&outs[id as usize], &want(id), "read_many of {} ({})", id, stage);
+                    let newest = expect.range((id, i64::MIN)..=(id, at)).next_back().map(|(&(_, t), &v)| Sample::new(t, v));
+                    prop_assert_eq!(head.latest(1, id, at), newest, "latest of {} ({})", id, stage);
+                }
+                prop_assert_eq!(head.any_in(lo, hi + 1), expect.keys().any(|&(_, t)| (lo..=hi).contains(&t)));
+                head.clear_frozen(1);
+            }
+            assert_counted(&head);
+            prop_assert_eq!(head.len(), later.len());
         }
     }
 }

@@ -219,6 +219,10 @@ pub struct Writer {
     fresh_from: SeriesId,
     /// The head flush under way, if any (see `flush.rs`).
     cycle: Option<flush::FlushCycle>,
+    /// The step of `cycle` running in the background on `flush_pool`, if any.
+    in_flight: Option<flush::InFlight>,
+    /// Where background flush steps run (see `flush.rs`).
+    flush_pool: Option<Arc<rayon::ThreadPool>>,
     /// The id-cache answers for a batch's series (reused across groups).
     cached_buf: Vec<Option<(SeriesId, u16)>>,
     /// Per series of a batch, whether it is known to be indexed in the batch's first window.
@@ -372,6 +376,8 @@ impl Writer {
             flushed_max: (0..shared.head.shard_count()).map(|_| IdMap::default()).collect(),
             fresh_from: next_id,
             cycle: None,
+            in_flight: None,
+            flush_pool: flush::flush_pool(),
             log_buf: Vec::new(),
             cached_buf: Vec::new(),
             indexed_buf: Vec::new(),
@@ -390,7 +396,9 @@ impl Writer {
     /// next step runs whenever no command waits), briefly while an idle flush waits for fjall's
     /// workers, otherwise a second.
     fn idle_timeout(&self) -> Duration {
-        if self.flushing() {
+        if self.flushing_in_background() {
+            Duration::from_millis(1)
+        } else if self.flushing() {
             Duration::ZERO
         } else if self.idle.busy() {
             Duration::from_millis(10)
@@ -448,6 +456,12 @@ impl Writer {
                 },
             };
             self.idle.touch();
+            if !matches!(first, Command::Write(..)) {
+                // Every command but a write sees the head and the keyspaces with no flush step
+                // in the background. A failure poisoned the database and was logged: the
+                // command meets that itself.
+                let _ = self.settle_flush();
+            }
             match first {
                 Command::DropExpired(cutoff, reply) => {
                     let _ = reply.send(self.drop_expired(cutoff));
