@@ -223,8 +223,9 @@ pub struct ServeArgs {
     /// after a crash.
     #[arg(long, default_value_t = 4_000_000)]
     pub head_max_samples: usize,
-    /// Most memory the head may take (samples at 16 bytes, plus 64 bytes a series it holds)
-    /// before it is flushed, whatever `--head-max-samples` allows. `auto`: 1/16 of the machine's
+    /// Most memory the head may take (96 bytes a series, which holds its first 4 samples, and 16
+    /// bytes a sample of a series holding more) before it is flushed, whatever
+    /// `--head-max-samples` allows. `auto`: 1/16 of the machine's
     /// memory, between 256MiB and 4GiB (1.5GiB on a 24 GiB machine).
     #[arg(long, default_value = "auto", value_parser = parse_bytes_or_auto)]
     pub head_max_memory: MemorySize,

@@ -92,8 +92,8 @@ pub(super) fn flush_pool() -> Option<Arc<rayon::ThreadPool>> {
 /// bucket: fjall inserts a batch's rows into the memtable's skiplist one after the other, and a
 /// search that follows the previous one's path finds it in the CPU caches (the map's own order
 /// misses them at every level).
-fn by_id<T>(shard: &crate::storage::series_id::IdMap<Vec<T>>) -> Vec<(&SeriesId, &Vec<T>)> {
-    let mut series: Vec<(&SeriesId, &Vec<T>)> = shard.iter().collect();
+fn by_id<V>(shard: &crate::storage::series_id::IdMap<V>) -> Vec<(&SeriesId, &V)> {
+    let mut series: Vec<(&SeriesId, &V)> = shard.iter().collect();
     series.sort_unstable_by_key(|&(&id, _)| id);
     series
 }

@@ -17,21 +17,37 @@
 //!   then the frozen slot's, and merge the two (the live sample wins on an equal timestamp: it
 //!   was written later). The frozen slot is emptied only after the flush committed its rows.
 
+use std::ops::Deref;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use smallvec::SmallVec;
 
 use crate::sample::{HistogramSample, Sample};
 use crate::storage::series_id::{IdMap, SeriesId};
 
+/// Samples of a series the head keeps in its map entry, without an allocation of their own: at
+/// millions of active series a flush period holds a few samples per series, and an append then
+/// touches the entry only (no second cache miss on a heap buffer, no allocation to free at the
+/// flush). Longer series spill to the heap.
+pub const INLINE_SAMPLES: usize = 4;
+
+/// One series' float samples in the head.
+pub type FloatSeries = SmallVec<[Sample; INLINE_SAMPLES]>;
+
 /// One bucket's series in the head.
-pub type Shard = IdMap<Vec<Sample>>;
+pub type Shard = IdMap<FloatSeries>;
 
 /// One bucket's native histogram series in the head (same invariants as [`Shard`]).
 pub type HistogramShard = IdMap<Vec<HistogramSample>>;
 
-/// Bytes the head counts for each series it holds besides its samples' slots: the map entry
+/// Bytes the head counts for each float series it holds besides its samples' heap slots: the
+/// map entry (id, and the vector with its [`INLINE_SAMPLES`] inline slots) with the hash
+/// table's slack.
+pub const SERIES_BYTES: usize = 96;
+/// Bytes the head counts for each histogram series it holds besides its samples: the map entry
 /// (id and vector header) with the hash table's slack, and the allocation's own overhead.
-pub const SERIES_BYTES: usize = 64;
+const HISTOGRAM_SERIES_BYTES: usize = 64;
 /// Bytes of one sample slot in a series' vector.
 const SLOT_BYTES: usize = std::mem::size_of::<Sample>();
 
@@ -43,8 +59,9 @@ const HISTOGRAM_SLOT_BYTES: usize =
 ///
 /// Invariants (writer thread updates, anyone reads): `samples` is the number of float and
 /// histogram samples held, `series` the number of entries of the float and histogram maps (a
-/// series holding both counts twice), and `bytes` is `series * SERIES_BYTES + slots * SLOT_BYTES`
-/// over the float vectors' capacities plus, per histogram held, [`HISTOGRAM_SLOT_BYTES`] and its
+/// series holding both counts twice), and `bytes` is [`SERIES_BYTES`] per float series plus
+/// `SLOT_BYTES` per heap slot of the float vectors, plus [`HISTOGRAM_SERIES_BYTES`] per histogram
+/// series and, per histogram held, [`HISTOGRAM_SLOT_BYTES`] and its
 /// buckets. No timestamp of a series is in both its float and its histogram vector: a write of
 /// one kind removes the other kind's sample at that timestamp (last write wins).
 pub struct Head {
@@ -131,12 +148,12 @@ impl Head {
             }
             let Some((_, shard)) = current.as_mut() else { continue };
             let series = shard.entry(id).or_default();
-            let (before, slots) = (series.len(), series.capacity());
+            let (before, slots) = (series.len(), series.heap_slots());
             new_series += usize::from(before == 0);
             insert(series, samples);
             added += series.len() - before;
-            gained += series.capacity().saturating_sub(slots);
-            lost += slots.saturating_sub(series.capacity());
+            gained += series.heap_slots().saturating_sub(slots);
+            lost += slots.saturating_sub(series.heap_slots());
             if self.histogram_series.load(Ordering::Relaxed) > 0 {
                 self.remove_histograms_at(bucket, id, samples.iter().map(|s| s.timestamp_ms));
             }
@@ -162,7 +179,7 @@ impl Head {
             if before == 0 {
                 self.histogram_series.fetch_add(1, Ordering::Relaxed);
                 self.series.fetch_add(1, Ordering::Relaxed);
-                self.bytes.fetch_add(SERIES_BYTES, Ordering::Relaxed);
+                self.bytes.fetch_add(HISTOGRAM_SERIES_BYTES, Ordering::Relaxed);
             }
             insert(series, samples);
             self.samples.fetch_add(series.len() - before, Ordering::Relaxed);
@@ -255,7 +272,7 @@ impl Head {
     /// The newest sample of series `id` at or before `at_ms`.
     pub fn latest(&self, bucket: u16, id: SeriesId, at_ms: i64) -> Option<Sample> {
         let (live, frozen) = self.read_both(bucket)?;
-        let newest = |series: Option<&Vec<Sample>>| {
+        let newest = |series: Option<&FloatSeries>| {
             let series = series?;
             let to = series.partition_point(|s| s.timestamp_ms <= at_ms);
             to.checked_sub(1).and_then(|i| series.get(i)).copied()
@@ -299,7 +316,10 @@ impl Head {
         if slot.is_some() {
             return None;
         }
-        let frozen = Arc::new(std::mem::take(&mut *live));
+        // The next period's series are mostly these: room for them up front spares the live
+        // map its rehashing as it refills (both are held only while the step runs).
+        let room = Shard::with_capacity_and_hasher(live.len(), Default::default());
+        let frozen = Arc::new(std::mem::replace(&mut *live, room));
         *slot = Some(Arc::clone(&frozen));
         Some(frozen)
     }
@@ -309,8 +329,8 @@ impl Head {
     pub fn clear_frozen(&self, index: usize) {
         let Some(slot) = self.frozen.get(index) else { return };
         let Some(frozen) = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner).take() else { return };
-        let held: usize = frozen.values().map(Vec::len).sum();
-        let slots: usize = frozen.values().map(Vec::capacity).sum();
+        let held: usize = frozen.values().map(|v| v.len()).sum();
+        let slots: usize = frozen.values().map(|v| v.heap_slots()).sum();
         let series = frozen.len();
         self.samples.fetch_sub(held, Ordering::Relaxed);
         self.series.fetch_sub(series, Ordering::Relaxed);
@@ -327,8 +347,8 @@ impl Head {
     pub fn clear_shard(&self, index: usize) {
         let Some(shard) = self.shards.get(index) else { return };
         let mut shard = shard.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let held: usize = shard.values().map(Vec::len).sum();
-        let slots: usize = shard.values().map(Vec::capacity).sum();
+        let held: usize = shard.values().map(|v| v.len()).sum();
+        let slots: usize = shard.values().map(|v| v.heap_slots()).sum();
         let series = shard.len();
         // Keep no capacity: the next flush period may hold other series.
         *shard = Shard::default();
@@ -338,14 +358,14 @@ impl Head {
         drop(shard);
         let Some(hist) = self.histograms.get(index) else { return };
         let mut hist = hist.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let held: usize = hist.values().map(Vec::len).sum();
+        let held: usize = hist.values().map(|v| v.len()).sum();
         let bytes: usize = hist.values().map(|s| histogram_bytes(s)).sum();
         let series = hist.len();
         *hist = HistogramShard::default();
         self.histogram_series.fetch_sub(series, Ordering::Relaxed);
         self.samples.fetch_sub(held, Ordering::Relaxed);
         self.series.fetch_sub(series, Ordering::Relaxed);
-        self.bytes.fetch_sub(series * SERIES_BYTES + bytes, Ordering::Relaxed);
+        self.bytes.fetch_sub(series * HISTOGRAM_SERIES_BYTES + bytes, Ordering::Relaxed);
     }
 
     /// Empties the head (after a flush committed everything in it). Writer thread only.
@@ -374,20 +394,20 @@ fn histogram_bytes(series: &[HistogramSample]) -> usize {
 }
 
 /// Samples of one shard (float or histogram) with timestamps in `[start, end)`.
-fn held_in<T: Timed>(shard: &RwLock<IdMap<Vec<T>>>, start_ms: i64, end_ms: i64) -> usize {
+fn held_in<T: Timed, V: Deref<Target = [T]>>(shard: &RwLock<IdMap<V>>, start_ms: i64, end_ms: i64) -> usize {
     held_in_shard(&shard.read().unwrap_or_else(std::sync::PoisonError::into_inner), start_ms, end_ms)
 }
 
-fn held_in_shard<T: Timed>(shard: &IdMap<Vec<T>>, start_ms: i64, end_ms: i64) -> usize {
+fn held_in_shard<T: Timed, V: Deref<Target = [T]>>(shard: &IdMap<V>, start_ms: i64, end_ms: i64) -> usize {
     shard.values().map(|s| s.partition_point(|x| x.ts() < end_ms) - s.partition_point(|x| x.ts() < start_ms)).sum()
 }
 
 /// True when a series of one shard holds a sample with a timestamp in `[start, end)`.
-fn holds_in<T: Timed>(shard: &RwLock<IdMap<Vec<T>>>, start_ms: i64, end_ms: i64) -> bool {
+fn holds_in<T: Timed, V: Deref<Target = [T]>>(shard: &RwLock<IdMap<V>>, start_ms: i64, end_ms: i64) -> bool {
     holds_in_shard(&shard.read().unwrap_or_else(std::sync::PoisonError::into_inner), start_ms, end_ms)
 }
 
-fn holds_in_shard<T: Timed>(shard: &IdMap<Vec<T>>, start_ms: i64, end_ms: i64) -> bool {
+fn holds_in_shard<T: Timed, V: Deref<Target = [T]>>(shard: &IdMap<V>, start_ms: i64, end_ms: i64) -> bool {
     shard.values().any(|s| s.get(s.partition_point(|x| x.ts() < start_ms)).is_some_and(|x| x.ts() < end_ms))
 }
 
@@ -400,7 +420,13 @@ fn in_range(series: &[Sample], start_ms: i64, end_ms: i64) -> &[Sample] {
 
 /// Appends to `out` the samples in `[start, end]` of a series' live and frozen parts, ascending,
 /// the live sample kept of two at one timestamp.
-fn read_merged(live: Option<&Vec<Sample>>, frozen: Option<&Vec<Sample>>, start_ms: i64, end_ms: i64, out: &mut Vec<Sample>) {
+fn read_merged(
+    live: Option<&FloatSeries>,
+    frozen: Option<&FloatSeries>,
+    start_ms: i64,
+    end_ms: i64,
+    out: &mut Vec<Sample>,
+) {
     let live = live.map_or(&[][..], |s| in_range(s, start_ms, end_ms));
     let frozen = frozen.map_or(&[][..], |s| in_range(s, start_ms, end_ms));
     if frozen.is_empty() {
@@ -455,14 +481,14 @@ impl Timed for HistogramSample {
 }
 
 /// Merges `new` (any order; later entries win on equal timestamps) into the sorted `series`.
-fn insert<T: Timed>(series: &mut Vec<T>, new: &[T]) {
+fn insert<T: Timed, V: SeriesVec<T>>(series: &mut V, new: &[T]) {
     let ascending = new.windows(2).all(|w| matches!(w, [a, b] if a.ts() < b.ts()));
     let after_last = match (series.last(), new.first()) {
         (Some(last), Some(first)) => last.ts() < first.ts(),
         _ => true,
     };
     if ascending && after_last {
-        if series.capacity() == 0 {
+        if series.heap_slots() == 0 {
             // A new series takes room for what it holds, not the 4 slots a first push reserves:
             // at millions of series with one sample each (new fleets, churn), that is 80 bytes a
             // series instead of 128. A second sample grows it as usual.
@@ -488,13 +514,75 @@ fn insert<T: Timed>(series: &mut Vec<T>, new: &[T]) {
     series.extend_from_slice(new);
     series.sort_by_key(T::ts);
     let mut kept: Vec<T> = Vec::with_capacity(series.len());
-    for s in series.drain(..) {
+    for s in series.take_all() {
         match kept.last_mut() {
             Some(last) if last.ts() == s.ts() => *last = s,
             _ => kept.push(s),
         }
     }
-    *series = kept;
+    series.replace_with(kept);
+}
+
+/// What [`insert`] needs of a series' vector: a `Vec` (histograms) or a [`FloatSeries`].
+trait SeriesVec<T>: std::ops::DerefMut<Target = [T]> {
+    /// Slots allocated on the heap (none while a [`FloatSeries`] holds its samples inline).
+    fn heap_slots(&self) -> usize;
+    fn reserve_exact(&mut self, additional: usize);
+    fn extend_from_slice(&mut self, new: &[T]);
+    fn insert(&mut self, index: usize, value: T);
+    /// Moves the contents out, leaving the vector empty.
+    fn take_all(&mut self) -> Vec<T>;
+    /// Replaces the contents with `kept`, sized to it.
+    fn replace_with(&mut self, kept: Vec<T>);
+}
+
+impl<T: Clone> SeriesVec<T> for Vec<T> {
+    fn heap_slots(&self) -> usize {
+        Vec::capacity(self)
+    }
+    fn reserve_exact(&mut self, additional: usize) {
+        Vec::reserve_exact(self, additional);
+    }
+    fn extend_from_slice(&mut self, new: &[T]) {
+        Vec::extend_from_slice(self, new);
+    }
+    fn insert(&mut self, index: usize, value: T) {
+        Vec::insert(self, index, value);
+    }
+    fn take_all(&mut self) -> Vec<T> {
+        std::mem::take(self)
+    }
+    fn replace_with(&mut self, kept: Vec<T>) {
+        *self = kept;
+    }
+}
+
+impl<T: Copy, const N: usize> SeriesVec<T> for SmallVec<[T; N]>
+where
+    [T; N]: smallvec::Array<Item = T>,
+{
+    fn heap_slots(&self) -> usize {
+        if self.spilled() {
+            SmallVec::capacity(self)
+        } else {
+            0
+        }
+    }
+    fn reserve_exact(&mut self, additional: usize) {
+        SmallVec::reserve_exact(self, additional);
+    }
+    fn extend_from_slice(&mut self, new: &[T]) {
+        SmallVec::extend_from_slice(self, new);
+    }
+    fn insert(&mut self, index: usize, value: T) {
+        SmallVec::insert(self, index, value);
+    }
+    fn take_all(&mut self) -> Vec<T> {
+        std::mem::take(self).into_vec()
+    }
+    fn replace_with(&mut self, kept: Vec<T>) {
+        *self = SmallVec::from_vec(kept);
+    }
 }
 
 #[cfg(test)]
@@ -530,8 +618,8 @@ mod tests {
         for i in 0..head.shard_count() {
             let shard = head.read_shard(i).unwrap();
             series += shard.len();
-            samples += shard.values().map(Vec::len).sum::<usize>();
-            slots += shard.values().map(Vec::capacity).sum::<usize>();
+            samples += shard.values().map(|v| v.len()).sum::<usize>();
+            slots += shard.values().map(|v| v.heap_slots()).sum::<usize>();
         }
         assert_eq!(
             (head.len(), head.series(), head.bytes()),
@@ -601,7 +689,7 @@ mod tests {
             }
             let held = head.len();
             let frozen = head.freeze(1).expect("the slot is free");
-            prop_assert_eq!(frozen.values().map(Vec::len).sum::<usize>(), held);
+            prop_assert_eq!(frozen.values().map(|v| v.len()).sum::<usize>(), held);
             prop_assert!(head.freeze(1).is_none(), "a second freeze must wait for the clear");
             for (id, w) in &after {
                 let batch: Vec<Sample> = w.iter().map(|&(t, v)| Sample::new(t, f64::from(v))).collect();
@@ -610,7 +698,7 @@ mod tests {
                 later.extend(w.iter().map(|&(t, v)| ((*id, t), f64::from(v))));
             }
             let (lo, hi) = (range.0.min(range.1), range.0.max(range.1));
-            let live_held: usize = head.read_shard(1).unwrap().values().map(Vec::len).sum();
+            let live_held: usize = head.read_shard(1).unwrap().values().map(|v| v.len()).sum();
             prop_assert_eq!(head.len(), held + live_held);
             for (expect, stage) in [(&all, "frozen"), (&later, "cleared")] {
                 let want = |id: u64| -> Vec<Sample> {
