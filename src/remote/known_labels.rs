@@ -24,11 +24,12 @@
 //!   quarter; a shard that served two lookups of admitted label sets per entry it holds (and
 //!   [`GROW_AFTER_LOOKUPS`]) without rotating, two passes over what it admits, admits half as
 //!   much again. The label sets admitted then stay and hit; the others are decoded in full, without
-//!   the cost of learning and evicting them.
+//!   the cost of learning and evicting them, nor of the shard's lock: each shard's admitted part
+//!   is also kept in an atomic, read before the lock is taken.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::decode::DecodeLimits;
@@ -142,6 +143,9 @@ impl Shard {
 /// encoding (see the module docs).
 pub struct KnownLabels {
     shards: Vec<Mutex<Shard>>,
+    /// Each shard's `admit`, copied on every change, so that a label set a shard does not admit
+    /// is answered (a miss, nothing learned) without taking the shard's lock.
+    admits: Vec<AtomicU32>,
     /// Bytes one generation of one shard may reach before it rotates.
     generation_bytes: usize,
     /// The limits the entries were checked under.
@@ -156,6 +160,7 @@ impl KnownLabels {
     pub fn new(budget: usize, limits: &DecodeLimits) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            admits: (0..SHARDS).map(|_| AtomicU32::new(u32::MAX)).collect(),
             generation_bytes: budget / SHARDS / 2,
             max_labels: limits.max_labels,
             max_label_len: limits.max_label_len,
@@ -170,8 +175,20 @@ impl KnownLabels {
             && limits.max_label_len == self.max_label_len
     }
 
+    /// Whether the shard of `hash` admits it, read without its lock (see [`KnownLabels::admits`]).
+    fn admitted(&self, hash: u64) -> bool {
+        self.admits.get(shard_index(hash)).is_none_or(|a| (hash as u32) <= a.load(Ordering::Relaxed))
+    }
+
+    /// Copies a shard's `admit` for [`KnownLabels::admitted`].
+    fn publish_admit(&self, hash: u64, shard: &Shard) {
+        if let Some(a) = self.admits.get(shard_index(hash)) {
+            a.store(shard.admit, Ordering::Relaxed);
+        }
+    }
+
     fn shard(&self, hash: u64) -> std::sync::MutexGuard<'_, Shard> {
-        let i = (hash >> 60) as usize % SHARDS;
+        let i = shard_index(hash);
         let shard = self.shards.get(i).or_else(|| self.shards.first());
         match shard {
             Some(m) => m.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
@@ -184,10 +201,14 @@ impl KnownLabels {
     /// before; returns whether they were.
     pub fn lookup(&self, wire: &[u8], found: impl FnOnce(&[u8])) -> bool {
         let hash = xxhash_rust::xxh3::xxh3_64(wire);
+        if !self.admitted(hash) {
+            // Not learned since the shard last admitted it: at worst an entry from before then
+            // is missed, and the label set is decoded in full. The probe would miss the caches,
+            // and the lock would be taken for nothing.
+            return false;
+        }
         let mut shard = self.shard(hash);
         if !shard.admits(hash) {
-            // Not learned since the shard last admitted it: at worst an entry from before then
-            // is missed, and the label set is decoded in full. The probe would miss the caches.
             return false;
         }
         if let Some(e) = shard.current.get(&hash) {
@@ -196,23 +217,28 @@ impl KnownLabels {
                 found(e.canonical());
             }
             shard.looked_up(hash, hit);
+            self.publish_admit(hash, &shard);
             return hit;
         }
         let Some(e) = shard.previous.remove(&hash) else {
             shard.looked_up(hash, false);
+            self.publish_admit(hash, &shard);
             return false;
         };
         shard.previous_bytes = shard.previous_bytes.saturating_sub(e.cost());
         if e.wire() != wire {
             self.bytes.fetch_sub(e.cost(), Ordering::Relaxed);
             shard.looked_up(hash, false);
+            self.publish_admit(hash, &shard);
             return false;
         }
         found(e.canonical());
         shard.looked_up(hash, true);
+        self.publish_admit(hash, &shard);
         // Promoted: it was sent again, so it is still in use.
         self.bytes.fetch_sub(e.cost(), Ordering::Relaxed);
         self.insert(&mut shard, hash, e);
+        self.publish_admit(hash, &shard);
         true
     }
 
@@ -223,6 +249,9 @@ impl KnownLabels {
             return;
         }
         let hash = xxhash_rust::xxh3::xxh3_64(wire);
+        if !self.admitted(hash) {
+            return;
+        }
         let mut shard = self.shard(hash);
         if !shard.admits(hash) {
             return;
@@ -232,6 +261,7 @@ impl KnownLabels {
         bytes.extend_from_slice(wire);
         bytes.extend_from_slice(canonical);
         self.insert(&mut shard, hash, Entry { bytes: bytes.into_boxed_slice(), wire_len: wire.len() });
+        self.publish_admit(hash, &shard);
     }
 
     fn insert(&self, shard: &mut Shard, hash: u64, entry: Entry) {
@@ -260,6 +290,11 @@ impl KnownLabels {
     pub fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
     }
+}
+
+/// The shard of a hash: its top bits.
+fn shard_index(hash: u64) -> usize {
+    (hash >> 60) as usize % SHARDS
 }
 
 #[cold]
