@@ -421,9 +421,8 @@ impl<'q> Walker<'_, 'q> {
             Expr::NumberLiteral(_) => {
                 let s = self.peek()?.start;
                 while self.take_op("-").or_else(|| self.take_op("+")).is_some() {}
-                let t = self.peek().filter(|t| matches!(t.kind, Kind::Number | Kind::Word))?;
+                self.peek().filter(|t| matches!(t.kind, Kind::Number | Kind::Word))?;
                 self.i += 1;
-                let _ = t;
                 s
             }
             Expr::StringLiteral(_) => self.take(Kind::Str)?,
@@ -442,9 +441,9 @@ impl<'q> Walker<'_, 'q> {
             Expr::Aggregate(a) => self.aggregate(a)?,
             Expr::Binary(b) => {
                 let s = self.node(&b.lhs)?;
-                let op = self.peek().filter(|t| matches!(t.kind, Kind::Op | Kind::Word))?;
+                // The operator: a symbol, or `and`/`or`/`unless`/`atan2`.
+                self.peek().filter(|t| matches!(t.kind, Kind::Op | Kind::Word))?;
                 self.i += 1;
-                let _ = op;
                 loop {
                     if self.peek_word(&["bool"]) {
                         self.i += 1;
