@@ -1,5 +1,14 @@
 //! Warnings and infos returned beside a result, never instead of one (Prometheus'
-//! `annotations.Annotations`). Messages use Prometheus' wording so clients see the same text.
+//! `annotations.Annotations`). Messages use Prometheus' wording so clients see the same text,
+//! and carry, as Prometheus' HTTP API (and its main branch's test framework) prints them, the
+//! position in the query of the expression they refer to: ` (line:column)` after the message
+//! (see `positions.rs`).
+//!
+//! Like Prometheus, annotations are told apart by their message alone: the same message raised
+//! at two positions is one annotation, which keeps the position raised last (Prometheus' map
+//! keyed by the message without position, where a later `Add` or `Merge` replaces the entry).
+
+pub use super::positions::Position;
 
 /// How serious an annotation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -15,15 +24,21 @@ pub enum Severity {
 pub struct Annotation {
     /// Warning or info.
     pub severity: Severity,
-    /// The message without the `PromQL warning: ` / `PromQL info: ` prefix.
+    /// The message without the `PromQL warning: ` / `PromQL info: ` prefix and the position.
     pub message: String,
+    /// Where in the query the expression it refers to starts, when known.
+    pub position: Option<Position>,
 }
 
 impl std::fmt::Display for Annotation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.severity {
-            Severity::Warning => write!(f, "PromQL warning: {}", self.message),
-            Severity::Info => write!(f, "PromQL info: {}", self.message),
+            Severity::Warning => write!(f, "PromQL warning: {}", self.message)?,
+            Severity::Info => write!(f, "PromQL info: {}", self.message)?,
+        }
+        match self.position {
+            Some(p) => write!(f, " ({p})"),
+            None => Ok(()),
         }
     }
 }
@@ -38,20 +53,32 @@ impl Annotations {
         Self::default()
     }
 
-    /// Adds a warning (ignored when the same one is already present).
+    /// Adds a warning without position (see [`Annotations::add`]).
     pub fn warn(&mut self, message: impl Into<String>) {
-        self.add(Severity::Warning, message.into());
+        self.add(Severity::Warning, message.into(), None);
     }
 
-    /// Adds an info (ignored when the same one is already present).
+    /// Adds an info without position (see [`Annotations::add`]).
     pub fn info(&mut self, message: impl Into<String>) {
-        self.add(Severity::Info, message.into());
+        self.add(Severity::Info, message.into(), None);
     }
 
-    fn add(&mut self, severity: Severity, message: String) {
-        let a = Annotation { severity, message };
-        if !self.0.contains(&a) {
-            self.0.push(a);
+    /// Adds a warning about the expression at `position` (see [`Annotations::add`]).
+    pub fn warn_at(&mut self, position: Option<Position>, message: impl Into<String>) {
+        self.add(Severity::Warning, message.into(), position);
+    }
+
+    /// Adds an info about the expression at `position` (see [`Annotations::add`]).
+    pub fn info_at(&mut self, position: Option<Position>, message: impl Into<String>) {
+        self.add(Severity::Info, message.into(), position);
+    }
+
+    /// Adds an annotation; when one of the same severity and message is present, it stays
+    /// where it is and takes the new position, if any (Prometheus keeps the one added last).
+    pub fn add(&mut self, severity: Severity, message: String, position: Option<Position>) {
+        match self.0.iter_mut().find(|a| a.severity == severity && a.message == message) {
+            Some(a) => a.position = position.or(a.position),
+            None => self.0.push(Annotation { severity, message, position }),
         }
     }
 
@@ -79,10 +106,10 @@ impl Annotations {
         self.0.is_empty()
     }
 
-    /// Moves all annotations of `other` into `self`.
+    /// Moves all annotations of `other` into `self`, as raised after those of `self`.
     pub fn merge(&mut self, other: Annotations) {
         for a in other.0 {
-            self.add(a.severity, a.message);
+            self.add(a.severity, a.message, a.position);
         }
     }
 }
@@ -99,5 +126,22 @@ mod tests {
         a.info("i");
         assert_eq!(a.warnings(), vec!["PromQL warning: w".to_string()]);
         assert_eq!(a.infos(), vec!["PromQL info: i".to_string()]);
+    }
+
+    #[test]
+    fn positions_follow_the_message_and_the_last_one_wins() {
+        let at = |line, column| Some(Position { line, column });
+        let mut a = Annotations::new();
+        a.warn_at(at(1, 6), "w");
+        a.info_at(at(2, 1), "w");
+        a.warn_at(at(1, 23), "w");
+        a.warn_at(None, "w");
+        assert_eq!(a.warnings(), vec!["PromQL warning: w (1:23)".to_string()]);
+        assert_eq!(a.infos(), vec!["PromQL info: w (2:1)".to_string()]);
+        let mut b = Annotations::new();
+        b.warn_at(at(3, 4), "w");
+        b.warn("x");
+        a.merge(b);
+        assert_eq!(a.warnings(), vec!["PromQL warning: w (3:4)".to_string(), "PromQL warning: x".to_string()]);
     }
 }

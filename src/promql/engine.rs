@@ -3,15 +3,17 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use promql_parser::parser::value::ValueType;
-use promql_parser::parser::Expr;
+use promql_parser::parser::{Call, Expr};
 
 use super::annotations::Annotations;
 use super::error::{EvalError, Result};
 use super::eval::Query;
 use super::identity::IdentityCache;
+use super::positions::{self, Spot};
 use super::stats::{self, QueryStats, SampleStats, Timings};
 use super::value::{without_name, Elem, InstantSample, RangeSeries, StepValue, Value};
 use super::{bounds, footprint};
@@ -128,6 +130,7 @@ impl Engine {
         let started = Instant::now();
         let expr = parse(query)?;
         let mut q = Query::new(&self.opts, time_ms, time_ms, 0);
+        q.set_positions(Arc::new(positions::locate(query, &expr)));
         q.preload(src, &expr)?;
         let prepared = Instant::now();
         let per_step = if count { Some(stats::per_step(&q, &expr, &[time_ms])?) } else { None };
@@ -201,6 +204,9 @@ impl Engine {
             }
         }
         let mut q = Query::new(&self.opts, start_ms, end_ms, step_ms);
+        // Built for this tree (a copy of the cached one): the table is keyed by node address.
+        let positions = Arc::new(positions::locate(query, &expr));
+        q.set_positions(Arc::clone(&positions));
         if count {
             // The count reads the selectors' samples themselves, not per-step reductions.
             q.keep_samples();
@@ -281,8 +287,11 @@ impl Engine {
             (acc, annotations, peak)
         };
         acc.points = points.load(Ordering::Relaxed);
-        if contains_sort(&expr) {
-            annotations.warn("sort is ineffective for range queries since results are always ordered by labels");
+        if let Some(call) = last_sort(&expr) {
+            // Prometheus warns at every `sort*` call evaluated; the one evaluated last (the last
+            // in the text) gives the position.
+            let at = positions.of(positions::key(call), Spot::Node);
+            annotations.warn_at(at, "sort is ineffective for range queries since results are always ordered by labels");
         }
         let evaluated = Instant::now();
         let value = Value::Matrix(acc.finish()?);
@@ -534,16 +543,18 @@ fn depth_exceeds(e: &Expr, limit: usize) -> bool {
     }
 }
 
-/// True when a `sort*` function appears anywhere in the expression.
-fn contains_sort(e: &Expr) -> bool {
+/// The last `sort*` call of the expression in source order, if any.
+fn last_sort(e: &Expr) -> Option<&Call> {
     match e {
-        Expr::Aggregate(a) => contains_sort(&a.expr),
-        Expr::Unary(u) => contains_sort(&u.expr),
-        Expr::Binary(b) => contains_sort(&b.lhs) || contains_sort(&b.rhs),
-        Expr::Paren(p) => contains_sort(&p.expr),
-        Expr::Subquery(s) => contains_sort(&s.expr),
-        Expr::Call(c) => c.func.name.starts_with("sort") || c.args.args.iter().any(|a| contains_sort(a)),
-        _ => false,
+        Expr::Aggregate(a) => last_sort(&a.expr),
+        Expr::Unary(u) => last_sort(&u.expr),
+        Expr::Binary(b) => last_sort(&b.rhs).or_else(|| last_sort(&b.lhs)),
+        Expr::Paren(p) => last_sort(&p.expr),
+        Expr::Subquery(s) => last_sort(&s.expr),
+        Expr::Call(c) => {
+            c.args.args.iter().rev().find_map(|a| last_sort(a)).or_else(|| c.func.name.starts_with("sort").then_some(c))
+        }
+        _ => None,
     }
 }
 

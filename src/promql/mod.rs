@@ -19,13 +19,14 @@ mod functions;
 mod hints;
 mod identity;
 mod points;
+mod positions;
 pub mod result_cache;
 pub mod stats;
 mod step;
 mod trim;
 pub mod value;
 
-pub use annotations::{Annotation, Annotations, Severity};
+pub use annotations::{Annotation, Annotations, Position, Severity};
 pub use engine::{parse, Engine, EngineOptions, QueryResult, DEFAULT_MAX_SCANNED_SAMPLES};
 pub use error::EvalError;
 pub use stats::{QueryStats, SampleStats, Timings};

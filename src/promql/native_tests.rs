@@ -197,23 +197,25 @@ fn histogram_functions_and_operators() {
 
 #[test]
 fn annotations_name_the_problem() {
+    // Each ends with the position Prometheus gives it (see `positions.rs`).
     let engine = Engine::new(EngineOptions::default());
     let src = fixture();
     let cases: &[(&str, i64, &str)] = &[
-        ("h_total + 1", 5 * MIN, "PromQL info: incompatible sample types encountered for binary operator \"+\": histogram + float"),
-        ("rate(mixed[5m])", 3 * MIN, "PromQL warning: encountered a mix of histograms and floats for metric name \"mixed\""),
+        ("h_total + 1", 5 * MIN, "PromQL info: incompatible sample types encountered for binary operator \"+\": histogram + float (1:1)"),
+        ("rate(mixed[5m])", 3 * MIN, "PromQL warning: encountered a mix of histograms and floats for metric name \"mixed\" (1:6)"),
         (
             "max_over_time(mixed[5m])",
             3 * MIN,
-            "PromQL info: ignored histograms in a range containing both floats and histograms for metric name \"mixed\"",
+            "PromQL info: ignored histograms in a range containing both floats and histograms for metric name \"mixed\" (1:15)",
         ),
-        ("max(h_total)", 5 * MIN, "PromQL info: ignored histogram in max aggregation"),
-        ("sum({__name__=~\"h_total|h_count\", job=\"a\"})", 5 * MIN, "PromQL warning: encountered a mix of histograms and floats for aggregation"),
-        ("delta(h_total[5m])", 5 * MIN, "PromQL warning: this native histogram metric is not a gauge: \"h_total\""),
-        ("h_count </ 1", 5 * MIN, "PromQL info: incompatible sample types encountered for binary operator \"</\": float </ float"),
-        ("1 >/ h_total", 5 * MIN, "PromQL info: incompatible sample types encountered for binary operator \">/\": float >/ histogram"),
-        ("rate(mixed[5m] anchored)", 3 * MIN, "PromQL warning: encountered a mix of histograms and floats for metric name \"mixed\""),
-        ("mixed smoothed", 90_000, "PromQL warning: encountered a mix of histograms and floats for metric name \"mixed\""),
+        ("max(h_total)", 5 * MIN, "PromQL info: ignored histogram in max aggregation (1:5)"),
+        ("topk(1, h_total)", 5 * MIN, "PromQL info: ignored histogram in topk aggregation (1:1)"),
+        ("sum({__name__=~\"h_total|h_count\", job=\"a\"})", 5 * MIN, "PromQL warning: encountered a mix of histograms and floats for aggregation (1:5)"),
+        ("delta(h_total[5m])", 5 * MIN, "PromQL warning: this native histogram metric is not a gauge: \"h_total\" (1:7)"),
+        ("h_count </ 1", 5 * MIN, "PromQL info: incompatible sample types encountered for binary operator \"</\": float </ float (1:1)"),
+        ("1 >/ h_total", 5 * MIN, "PromQL info: incompatible sample types encountered for binary operator \">/\": float >/ histogram (1:1)"),
+        ("rate(mixed[5m] anchored)", 3 * MIN, "PromQL warning: encountered a mix of histograms and floats for metric name \"mixed\" (1:6)"),
+        ("mixed smoothed", 90_000, "PromQL warning: encountered a mix of histograms and floats for metric name \"mixed\" (1:1)"),
     ];
     for (query, t, want) in cases {
         let got = engine.instant(&src, query, *t).unwrap_or_else(|e| panic!("{query}: {e}"));

@@ -327,3 +327,57 @@ fn a_small_query_that_grows_still_gets_its_whole_answer() {
         assert_eq!(range("count(grows)"), 3);
     }
 }
+
+/// Warnings carry the position of the expression they refer to, as Prometheus' API prints
+/// them: ` (line:column)`, the column counted in bytes from the last line break.
+#[test]
+fn annotations_carry_the_position_of_their_expression() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(storage_config(dir.path()));
+    let base = server.url("");
+    load(&base);
+    let c = client();
+    let at = ((T + 600_000) / 1000).to_string();
+    let instant = |q: &str| {
+        let (s, v) =
+            json_of(c.get(format!("{base}/api/v1/query")).query(&[("query", q), ("time", &at)]).send().unwrap());
+        assert_eq!(s, 200, "{q}: {v}");
+        v["warnings"].clone()
+    };
+    let range = |q: &str| {
+        let (start, end) = (((T + 300_000) / 1000).to_string(), at.clone());
+        let params = [("query", q), ("start", &start), ("end", &end), ("step", "60")];
+        let (s, v) = json_of(c.get(format!("{base}/api/v1/query_range")).query(&params).send().unwrap());
+        assert_eq!(s, 200, "{q}: {v}");
+        v["warnings"].clone()
+    };
+
+    // The aggregation's parameter.
+    assert_eq!(
+        instant("quantile(2, reqs_total)"),
+        json!(["PromQL warning: quantile value should be between 0 and 1, got 2 (1:10)"])
+    );
+    // `é` before the node counts two bytes.
+    assert_eq!(
+        instant("count(reqs_total{job!=\"é\"}) + quantile(-0.5, reqs_total)"),
+        json!(["PromQL warning: quantile value should be between 0 and 1, got -0.5 (1:41)"])
+    );
+    // Lines count from 1; the duration expression is folded before parsing, the text is not.
+    assert_eq!(
+        instant("sum(rate(reqs_total[1m+30s]))\n  * on() group_left\n  quantile(\n    1.5, reqs_total)"),
+        json!(["PromQL warning: quantile value should be between 0 and 1, got 1.5 (4:5)"])
+    );
+    // `sort` in a range query: the call itself.
+    assert_eq!(
+        range("sort(reqs_total)"),
+        json!([
+            "PromQL warning: sort is ineffective for range queries since results are always ordered by labels (1:1)"
+        ])
+    );
+    assert_eq!(
+        range("sum(\n  sort_desc(reqs_total)\n)"),
+        json!([
+            "PromQL warning: sort is ineffective for range queries since results are always ordered by labels (2:3)"
+        ])
+    );
+}

@@ -116,12 +116,16 @@ impl<'e> PerSeries<'e> {
         (first, step, steps): (i64, i64, usize),
         mut emit: impl FnMut(usize, Point),
     ) {
-        for i in 0..steps {
-            let t = grid_time(first, step, i);
-            if let Some(p) = self.mixed_point_at(q, series, t) {
-                emit(i, p);
+        // Annotations refer to the selector (a rollup's is its range argument, as Prometheus
+        // points at a call's first argument), even when an aggregation streams this input.
+        q.within(self.node().0, || {
+            for i in 0..steps {
+                let t = grid_time(first, step, i);
+                if let Some(p) = self.mixed_point_at(q, series, t) {
+                    emit(i, p);
+                }
             }
-        }
+        })
     }
 
     /// The value of this expression at `t` for a series holding native histograms.

@@ -34,6 +34,7 @@ use super::functions::{native_extended, native_rollup, Context};
 use super::hints;
 use super::identity::{AddrMap, IdentityCache};
 use super::points;
+use super::positions::{Positions, Spot};
 use super::step::{self, grid_time, seek, StepValues, StepWindow};
 use super::value::{Elem, Point, StepValue, Window};
 use crate::labels::{Labels, METRIC_NAME};
@@ -82,6 +83,11 @@ pub(crate) struct Query<'o> {
     /// `max_memory_bytes`; see `footprint.rs`.
     held: Arc<AtomicUsize>,
     annotations: RefCell<Annotations>,
+    /// Where the query's nodes start in its text (see `positions.rs`); empty when unknown.
+    positions: Arc<Positions>,
+    /// The node (its address) whose evaluation raises the annotations raised now: set by
+    /// [`Query::within`] around each node that may raise some (0: none).
+    site: Cell<usize>,
     subquery_cache: RefCell<SubqueryCache>,
     /// Per subquery node pinned by `@`: its windows, the same at every outer step (Prometheus'
     /// step-invariant evaluation), computed once instead of at every step.
@@ -177,6 +183,8 @@ impl<'o> Query<'o> {
             peak: Arc::new(AtomicUsize::new(0)),
             held: Arc::new(AtomicUsize::new(0)),
             annotations: RefCell::new(Annotations::new()),
+            positions: Arc::new(Positions::default()),
+            site: Cell::new(0),
             subquery_cache: RefCell::new(HashMap::new()),
             pinned_subqueries: RefCell::new(AddrMap::default()),
             subquery_ids: RefCell::new(AddrMap::default()),
@@ -190,6 +198,21 @@ impl<'o> Query<'o> {
             starts: Arc::new(HashMap::new()),
             may_reduce: true,
         }
+    }
+
+    /// The positions of the evaluated tree's nodes in the query text, which annotations carry
+    /// (see `positions.rs`).
+    pub fn set_positions(&mut self, positions: Arc<Positions>) {
+        self.positions = positions;
+    }
+
+    /// Runs `f` as the evaluation of `node` (its address, see `positions::node_key`): the
+    /// annotations raised meanwhile refer to it, unless a node inside sets its own.
+    pub fn within<R>(&self, node: usize, f: impl FnOnce() -> R) -> R {
+        let outer = self.site.replace(node);
+        let r = f();
+        self.site.set(outer);
+        r
     }
 
     /// Keeps every selector's samples as read (no reduction to per-step values), for
@@ -228,6 +251,8 @@ impl<'o> Query<'o> {
             peak: Arc::clone(&self.peak),
             held: Arc::clone(&self.held),
             annotations: RefCell::new(Annotations::new()),
+            positions: Arc::clone(&self.positions),
+            site: Cell::new(0),
             subquery_cache: RefCell::new(HashMap::new()),
             pinned_subqueries: RefCell::new(AddrMap::default()),
             subquery_ids: RefCell::new(AddrMap::default()),
@@ -245,12 +270,21 @@ impl<'o> Query<'o> {
         self.annotations.into_inner()
     }
 
+    /// Raises a warning about the node being evaluated ([`Spot::Subject`]).
     pub fn warn(&self, msg: impl Into<String>) {
-        self.annotations.borrow_mut().warn(msg);
+        self.warn_at(Spot::Subject, msg);
     }
 
-    pub fn info(&self, msg: impl Into<String>) {
-        self.annotations.borrow_mut().info(msg);
+    /// Raises a warning about `spot` of the node being evaluated, with its position.
+    pub fn warn_at(&self, spot: Spot, msg: impl Into<String>) {
+        let at = self.positions.of(self.site.get(), spot);
+        self.annotations.borrow_mut().warn_at(at, msg);
+    }
+
+    /// Raises an info about `spot` of the node being evaluated, with its position.
+    pub fn info_at(&self, spot: Spot, msg: impl Into<String>) {
+        let at = self.positions.of(self.site.get(), spot);
+        self.annotations.borrow_mut().info_at(at, msg);
     }
 
     /// Fails once the query is past its deadline or its request was abandoned.
@@ -677,19 +711,19 @@ impl<'o> Query<'o> {
             Expr::StringLiteral(s) => Ok(StepValue::String(s.val.clone())),
             Expr::Paren(p) => self.eval(&p.expr, t),
             Expr::Unary(u) => self.eval_unary(u, t),
-            Expr::VectorSelector(vs) => {
+            Expr::VectorSelector(vs) => self.within(key(vs), || {
                 if let Some(v) = grid::step_vector(self, PerSeries::Latest(vs), t)
                     .map(|v| v.filter(|_| extended::of(vs).is_none()))?
                 {
                     return Ok(StepValue::Vector(v));
                 }
                 Ok(StepValue::Vector(self.select_instant(vs, t).into_iter().map(|(e, _)| e).collect()))
-            }
+            }),
             Expr::MatrixSelector(ms) => Ok(StepValue::Matrix(self.select_range(ms, t).0)),
             Expr::Subquery(sq) => Ok(StepValue::Matrix(self.eval_subquery(sq, t)?.0)),
-            Expr::Binary(b) => self.eval_binary(b, t),
-            Expr::Aggregate(a) => self.eval_aggregate(a, t),
-            Expr::Call(c) => self.eval_call(c, t),
+            Expr::Binary(b) => self.within(key(b), || self.eval_binary(b, t)),
+            Expr::Aggregate(a) => self.within(key(a), || self.eval_aggregate(a, t)),
+            Expr::Call(c) => self.within(key(c), || self.eval_call(c, t)),
             Expr::Extension(_) => Err(EvalError::bad("unsupported expression extension")),
         }
     }
@@ -1034,12 +1068,12 @@ impl Budget for Query<'_> {
 }
 
 impl Context for Query<'_> {
-    fn warn(&self, msg: String) {
-        Query::warn(self, msg);
+    fn warn_at(&self, spot: Spot, msg: String) {
+        Query::warn_at(self, spot, msg);
     }
 
-    fn info(&self, msg: String) {
-        Query::info(self, msg);
+    fn info_at(&self, spot: Spot, msg: String) {
+        Query::info_at(self, spot, msg);
     }
 
     fn start_ms(&self) -> i64 {

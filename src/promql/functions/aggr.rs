@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use promql_parser::parser::LabelModifier;
 
-use super::context::Context;
+use super::context::{Context, Spot};
 use super::native_aggr;
 use super::stats::{format_float, kahan_sum, mean, quantile, variance, KahanSum, Mean};
 use crate::labels::{Labels, METRIC_NAME};
@@ -414,7 +414,7 @@ fn reduce(cx: &dyn Context, op: Aggr, groups: Vec<(Labels, Vec<Elem>)>, param: O
     if op == Aggr::Quantile {
         let p = param.unwrap_or(f64::NAN);
         if !(0.0..=1.0).contains(&p) {
-            cx.warn(format!("quantile value should be between 0 and 1, got {}", format_float(p)));
+            cx.warn_at(Spot::Param, format!("quantile value should be between 0 and 1, got {}", format_float(p)));
         }
     }
     let mut out = Vec::new();
@@ -488,10 +488,16 @@ fn limit_ratio(cx: &dyn Context, groups: Vec<(Labels, Vec<Elem>)>, r: f64) -> Re
         return Err(EvalError::exec("Ratio value is NaN"));
     }
     let r = if r > 1.0 {
-        cx.warn(format!("ratio value should be between -1 and 1, got {}, capping to 1", format_float(r)));
+        cx.warn_at(
+            Spot::Param,
+            format!("ratio value should be between -1 and 1, got {}, capping to 1", format_float(r)),
+        );
         1.0
     } else if r < -1.0 {
-        cx.warn(format!("ratio value should be between -1 and 1, got {}, capping to -1", format_float(r)));
+        cx.warn_at(
+            Spot::Param,
+            format!("ratio value should be between -1 and 1, got {}, capping to -1", format_float(r)),
+        );
         -1.0
     } else {
         r

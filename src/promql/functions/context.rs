@@ -3,14 +3,26 @@
 //! [`Context`]; functions get their arguments as values and never see the expression tree.
 
 use crate::promql::budget::Budget;
+pub(crate) use crate::promql::positions::Spot;
 
 /// The evaluating query, as functions see it.
 pub(crate) trait Context: Budget {
-    /// Raises a warning annotation.
-    fn warn(&self, msg: String);
+    /// Raises a warning annotation about the node being evaluated, at `spot` of it (the
+    /// evaluator turns that into a position in the query).
+    fn warn_at(&self, spot: Spot, msg: String);
 
-    /// Raises an info annotation.
-    fn info(&self, msg: String);
+    /// Raises an info annotation, as [`Context::warn_at`].
+    fn info_at(&self, spot: Spot, msg: String);
+
+    /// Raises a warning annotation about the node's subject ([`Spot::Subject`]).
+    fn warn(&self, msg: String) {
+        self.warn_at(Spot::Subject, msg);
+    }
+
+    /// Raises an info annotation about the node's subject ([`Spot::Subject`]).
+    fn info(&self, msg: String) {
+        self.info_at(Spot::Subject, msg);
+    }
 
     /// The query's start, in ms (`start()`, `range()`).
     fn start_ms(&self) -> i64;
@@ -45,11 +57,11 @@ impl Budget for Recorder {
 
 #[cfg(test)]
 impl Context for Recorder {
-    fn warn(&self, msg: String) {
+    fn warn_at(&self, _spot: Spot, msg: String) {
         self.annotations.borrow_mut().warn(msg);
     }
 
-    fn info(&self, msg: String) {
+    fn info_at(&self, _spot: Spot, msg: String) {
         self.annotations.borrow_mut().info(msg);
     }
 

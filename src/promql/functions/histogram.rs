@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::args::Args;
-use super::context::Context;
+use super::context::{Context, Spot};
 use super::native::{self, Property};
 use super::stats::format_float;
 use crate::labels::Labels;
@@ -50,7 +50,7 @@ pub(crate) fn call(cx: &dyn Context, f: HistogramFn, mut args: Args) -> Result<S
             let phi = args.scalar(0)?;
             let v = args.vector(1)?;
             if !(0.0..=1.0).contains(&phi) {
-                cx.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
+                cx.warn_at(Spot::Param, format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
             }
             let (natives, classic) = native::split_classic(cx, v);
             let mut out = native::quantiles(cx, phi, &natives);
@@ -90,10 +90,14 @@ pub(crate) fn labelled_quantiles(
         return Err(crate::promql::error::EvalError::exec(format!("invalid label name {label}")));
     }
     let mut out = Vec::new();
-    for phi in phis {
+    // The quantiles are the arguments from the third on.
+    for (i, phi) in phis.into_iter().enumerate() {
         let phi = phi?;
         if !(0.0..=1.0).contains(&phi) {
-            cx.warn(format!("quantile value should be between 0 and 1, got {}", format_float(phi)));
+            cx.warn_at(
+                Spot::Arg(i + 2),
+                format!("quantile value should be between 0 and 1, got {}", format_float(phi)),
+            );
         }
         let (natives, classic) = native::split_classic(cx, v.clone());
         let mut res = native::quantiles(cx, phi, &natives);

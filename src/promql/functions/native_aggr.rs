@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::context::Context;
+use super::context::{Context, Spot};
 use super::native_rollup::{add_noting, note};
 use crate::histogram::{CounterResetHint, Histogram};
 use crate::labels::{Labels, METRIC_NAME};
@@ -138,7 +138,9 @@ impl HistogramMean {
 /// `elems` without histograms; an info names `aggregation` when some were dropped.
 pub(crate) fn without_histograms(cx: &dyn Context, aggregation: &str, mut elems: Vec<Elem>) -> Vec<Elem> {
     if elems.iter().any(|e| !e.is_float()) {
-        cx.info(format!("ignored histogram in {aggregation} aggregation"));
+        // Prometheus points at the aggregated expression, but at `topk`/`bottomk` themselves.
+        let spot = if matches!(aggregation, "topk" | "bottomk") { Spot::Node } else { Spot::Subject };
+        cx.info_at(spot, format!("ignored histogram in {aggregation} aggregation"));
         elems.retain(Elem::is_float);
     }
     elems
