@@ -145,11 +145,12 @@ fn query() -> impl Strategy<Value = String> {
         prop_oneof![Just("[5m]"), Just("[1m+30s]"), Just("[2m*(1+1)] anchored"), Just("[5m] smoothed")],
     )
         .prop_map(|(n, m, r)| format!("{n}{m}{r}"));
-    // `info` of a selector only: `info(info(...), ...)` trips `info::mark_selectors`.
     let info = selector.clone().prop_map(|s| format!("info({s}, {{k=~\".*\"}})"));
+    let nested_info = selector.clone().prop_map(|s| format!("info(info({s}, {{k=~\".*\"}}), {{k=~\".*\"}})"));
     let leaf = prop_oneof![
         4 => selector,
         1 => info,
+        1 => nested_info,
         2 => (range.clone(), sep.clone()).prop_map(|(r, s)| format!("rate({s}{r}{s})")),
         1 => range.prop_map(|r| format!("delta({r})")),
         1 => Just("{__name__=\"up\"}".to_string()),

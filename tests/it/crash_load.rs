@@ -789,7 +789,10 @@ fn crash_load_acknowledged_writes_survive_kill_9_under_sealing_and_retention() {
         last.acked_expired
     );
     let wide = l.batches.iter().filter(|b| b.outcome == Outcome::Acked && b.keys.len() > 1_024).count();
-    println!("  write path: {} head flush steps under load; {wide} acknowledged requests of more than 1,024 series", totals.head_flushes);
+    println!(
+        "  write path: {} head flush steps under load; {wide} acknowledged requests of more than 1,024 series",
+        totals.head_flushes
+    );
     println!(
         "  samples verified: {} over all restarts, {} in the last check; lost = {lost}, corrupt = {corrupt}",
         totals.samples_verified, last.acked_present

@@ -65,6 +65,10 @@ pub(crate) fn mark_selectors(query: &str) -> Cow<'_, str> {
                             j = skip_string(b, j, q);
                             continue;
                         }
+                        Some(b'#') => {
+                            j = b[j..].iter().position(|&c| c == b'\n').map_or(b.len(), |p| j + p);
+                            continue;
+                        }
                         Some(b'(' | b'[' | b'{') => depth += 1,
                         Some(b')' | b']' | b'}') if depth == 0 => break None,
                         Some(b')' | b']' | b'}') => depth -= 1,
@@ -90,6 +94,9 @@ pub(crate) fn mark_selectors(query: &str) -> Cow<'_, str> {
     if inserts.is_empty() {
         return Cow::Borrowed(query);
     }
+    // An info call inside another's first argument is found after the outer one, but its
+    // selector comes first in the text.
+    inserts.sort_by_key(|&(at, _)| at);
     let mut out = String::with_capacity(query.len() + inserts.len() * 32);
     let mut copied = 0;
     for (at, text) in inserts {
@@ -340,6 +347,13 @@ mod tests {
             format!(r#"info(metric, {{data=~".*",{SELECTOR_MARKER}="1"}})"#)
         );
         assert_eq!(m("info(rate(m[5m]), {})"), format!(r#"info(rate(m[5m]), {{{SELECTOR_MARKER}="1"}})"#));
+        // Nested calls: the inner selector comes first in the text, though found second.
+        assert_eq!(
+            m(r#"info(info(foo, {k=~".*"}), {k=~".*"})"#),
+            format!(r#"info(info(foo, {{k=~".*",{SELECTOR_MARKER}="1"}}), {{k=~".*",{SELECTOR_MARKER}="1"}})"#)
+        );
+        // A comment inside a call is skipped, brackets and commas in it included.
+        assert_eq!(m("info(metric # (a, b\n, {})"), format!("info(metric # (a, b\n, {{{SELECTOR_MARKER}=\"1\"}})"));
         for q in ["info(metric)", "sum(info)", r#"m{a="info(x, {})"}"#, "info_metric{a=\"b\"}"] {
             assert_eq!(m(q), q);
         }
