@@ -187,19 +187,7 @@ impl Writer {
         // Planned and indexed before the shards are frozen: only this thread appends to the
         // head, so nothing arrives in between, and nothing can fail once they are frozen.
         let mut pending = Pending::default();
-        let plans: Vec<ShardPlan> = {
-            let presence = &self.presence;
-            in_pool(self.pool.as_ref(), || {
-                shards
-                    .clone()
-                    .into_par_iter()
-                    .map(|shard| {
-                        let floats = sh.head.read_shard(shard);
-                        plan_shard(&sh, presence, floats.as_deref(), None)
-                    })
-                    .collect()
-            })
-        };
+        let plans = self.plan_shards(shards.clone());
         let keyspaces = match self.index_planned(&plans, &mut pending) {
             Ok(keyspaces) => keyspaces,
             Err(e) => return Err(self.flush_failed(e, &pending)),
@@ -356,20 +344,7 @@ impl Writer {
     ) -> Result<usize> {
         let sh = Arc::clone(&self.shared);
         let started = Instant::now();
-        let plans: Vec<ShardPlan> = {
-            let presence = &self.presence;
-            in_pool(self.pool.as_ref(), || {
-                shards
-                    .clone()
-                    .into_par_iter()
-                    .map(|shard| {
-                        let floats = sh.head.read_shard(shard);
-                        let histograms = sh.head.read_histogram_shard(shard);
-                        plan_shard(&sh, presence, floats.as_deref(), histograms.as_deref())
-                    })
-                    .collect()
-            })
-        };
+        let plans = self.plan_shards(shards.clone());
         let keyspaces = self.index_planned(&plans, pending)?;
         let context =
             RunContext { sh: &sh, keyspaces: &keyspaces, fresh_from: self.fresh_from, durability: self.durability };
@@ -408,6 +383,22 @@ impl Writer {
         }
         tracing::debug!(samples, runs, elapsed_ms = started.elapsed().as_millis() as u64, "flushed head shards");
         Ok(samples)
+    }
+
+    /// The plans of head shards `shards` (their live float and histogram series), made on the
+    /// write pool, a shard per worker.
+    fn plan_shards(&self, shards: std::ops::Range<usize>) -> Vec<ShardPlan> {
+        let (sh, presence) = (&self.shared, &self.presence);
+        in_pool(self.pool.as_ref(), || {
+            shards
+                .into_par_iter()
+                .map(|shard| {
+                    let floats = sh.head.read_shard(shard);
+                    let histograms = sh.head.read_histogram_shard(shard);
+                    plan_shard(sh, presence, floats.as_deref(), histograms.as_deref())
+                })
+                .collect()
+        })
     }
 
     /// The hot keyspace of every window in `plans`, with the planned unindexed series indexed
