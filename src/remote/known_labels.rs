@@ -175,7 +175,7 @@ impl KnownLabels {
             && limits.max_label_len == self.max_label_len
     }
 
-    /// Whether the shard of `hash` admits it, read without its lock (see [`KnownLabels::admits`]).
+    /// Whether the shard of `hash` admits it, read without its lock (see the `admits` field).
     fn admitted(&self, hash: u64) -> bool {
         self.admits.get(shard_index(hash)).is_none_or(|a| (hash as u32) <= a.load(Ordering::Relaxed))
     }

@@ -2,9 +2,11 @@
 //! one write-ahead-log row per group; the samples then join the head), head flushes into runs,
 //! series-id allocation, window creation and window drops. Owning all mutations on one thread
 //! means ids are allocated without locks and a window is never dropped while a commit or a flush
-//! writes into it. Per-bucket work (appending a group to the head, flushing it) is handed to the
-//! writer's own pool, one worker per bucket, while the writer waits: the order of its steps is
-//! unchanged, and buckets share no series, head shard or row (see `docs/scaling.md`).
+//! writes into it (every command but a write first waits for a background flush step).
+//! Appending a group to the head is handed to the writer's own pool, one worker per bucket,
+//! while the writer waits; a head flush step writes its frozen head shards on a flush pool while
+//! the writer goes on (`flush.rs`). Buckets share no series, head shard or row (see
+//! `docs/scaling.md`).
 //!
 //! The write group owns, beside this thread: the head of acknowledged samples ([`head`]), its
 //! write-ahead log ([`wal`]), flushes of the head into runs (`flush.rs`), keeping fjall's memtables
