@@ -23,6 +23,8 @@ use std::fmt;
 
 use promql_parser::parser::{AggregateExpr, Call, Expr, VectorSelector};
 
+use super::extended::skip_string;
+
 /// A position as Prometheus prints it: the 1-based line, and the column, which is the byte
 /// offset from the last line break before it (1 for the first byte of a line).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -230,7 +232,7 @@ fn lex(query: &str) -> Vec<Token<'_>> {
                 continue;
             }
             b'"' | b'\'' | b'`' => {
-                i = skip_string(b, i);
+                i = skip_string(b, i, b[i]);
                 Kind::Str
             }
             b'{' | b'[' => {
@@ -239,7 +241,7 @@ fn lex(query: &str) -> Vec<Token<'_>> {
                 while i < b.len() {
                     match b[i] {
                         b'"' | b'\'' | b'`' if c == b'{' => {
-                            i = skip_string(b, i);
+                            i = skip_string(b, i, b[i]);
                             continue;
                         }
                         x if x == c => depth += 1,
@@ -318,20 +320,6 @@ fn lex(query: &str) -> Vec<Token<'_>> {
         out.push(Token { kind, text: query.get(start..i).unwrap_or(""), start });
     }
     out
-}
-
-/// The index after the string literal opening at `i` (its end when unterminated).
-fn skip_string(b: &[u8], i: usize) -> usize {
-    let q = b[i];
-    let mut j = i + 1;
-    while j < b.len() {
-        match b[j] {
-            b'\\' if q != b'`' => j += 2,
-            x if x == q => return j + 1,
-            _ => j += 1,
-        }
-    }
-    b.len()
 }
 
 /// The walk of a tree beside its tokens (see [`starts`]).
