@@ -258,7 +258,7 @@ pub(crate) fn check_params(cx: &dyn Context, f: Rollup, params: &[f64]) -> Resul
     Ok(())
 }
 
-fn values(s: &[Sample]) -> impl Iterator<Item = f64> + '_ {
+fn values(s: &[Sample]) -> impl Iterator<Item = f64> + Clone + '_ {
     s.iter().map(|p| p.value)
 }
 

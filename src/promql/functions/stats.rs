@@ -27,12 +27,38 @@ impl KahanSum {
 }
 
 /// Compensated sum of `values`.
-pub(crate) fn kahan_sum(values: impl IntoIterator<Item = f64>) -> f64 {
+pub(crate) fn kahan_sum<I>(values: I) -> f64
+where
+    I: IntoIterator<Item = f64>,
+    I::IntoIter: Clone,
+{
+    let values = values.into_iter();
+    if let Some((sum, c, _)) = finite_neumaier(values.clone()) {
+        return sum + c;
+    }
     let mut sum = KahanSum::default();
     for v in values {
         sum.add(v);
     }
     sum.value()
+}
+
+/// Neumaier's running sum of `values` (the arithmetic of [`kahan_inc`], in the same order)
+/// without its check for an infinite partial sum, with the count of values: `(sum, c, n)`,
+/// the same `sum` and `c` as [`KahanSum`] gives, whenever that sum is finite, and `None`
+/// otherwise. A partial sum that overflows stays infinite or turns NaN, never finite again, so
+/// a finite result means the check never fired. Without it the loop is one dependent addition
+/// per value: the long-range rollups (`sum_over_time`, `avg_over_time` over days) spend their
+/// time here.
+fn finite_neumaier(values: impl Iterator<Item = f64>) -> Option<(f64, f64, usize)> {
+    let (mut sum, mut c, mut n) = (0.0f64, 0.0f64, 0usize);
+    for inc in values {
+        let t = sum + inc;
+        c += if sum.abs() >= inc.abs() { (sum - t) + inc } else { (inc - t) + sum };
+        sum = t;
+        n += 1;
+    }
+    sum.is_finite().then_some((sum, c, n))
 }
 
 /// A running arithmetic mean that survives overflow: a compensated sum while it stays finite,
@@ -85,7 +111,17 @@ impl Mean {
 }
 
 /// Arithmetic mean of `values` (see [`Mean`]).
-pub(crate) fn mean(values: impl IntoIterator<Item = f64>) -> f64 {
+pub(crate) fn mean<I>(values: I) -> f64
+where
+    I: IntoIterator<Item = f64>,
+    I::IntoIter: Clone,
+{
+    let values = values.into_iter();
+    if let Some((sum, c, n)) = finite_neumaier(values.clone()) {
+        // What `Mean` gives when its sum never overflows; `n` counts exactly (below 2^53).
+        let count = n as f64;
+        return if n == 0 { f64::NAN } else { sum / count + c / count };
+    }
     let mut mean = Mean::default();
     for v in values {
         mean.add(v);
@@ -241,5 +277,35 @@ mod tests {
     #[test]
     fn mean_survives_overflow() {
         assert_eq!(mean([f64::MAX, f64::MAX]), f64::MAX);
+    }
+
+    fn value() -> impl proptest::strategy::Strategy<Value = f64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            8 => -1e6f64..1e6,
+            2 => any::<f64>(),
+            1 => Just(f64::MAX),
+            1 => Just(-f64::MAX),
+            1 => Just(f64::INFINITY),
+            1 => Just(f64::NEG_INFINITY),
+            1 => Just(f64::NAN),
+            1 => Just(0.0),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The unchecked loop is an optimisation only: the sum and the mean are the running
+        /// accumulators' to the bit, overflow, infinities and NaN included.
+        #[test]
+        fn sum_and_mean_equal_the_running_accumulators(values in proptest::collection::vec(value(), 0..40)) {
+            let mut running = KahanSum::default();
+            let mut m = Mean::default();
+            for &v in &values {
+                running.add(v);
+                m.add(v);
+            }
+            proptest::prop_assert_eq!(kahan_sum(values.iter().copied()).to_bits(), running.value().to_bits());
+            proptest::prop_assert_eq!(mean(values.iter().copied()).to_bits(), m.value().to_bits());
+        }
     }
 }

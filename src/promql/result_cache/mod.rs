@@ -13,11 +13,13 @@
 //! - **Cacheable steps**: a step `t` reads data up to `t + ahead` (see [`reach`]); it is kept
 //!   when that lies before the boundary. Queries whose steps depend on the query's start and
 //!   end (`@`, `range()`) are never kept.
-//! - **A request** answers its steps from the entry where it overlaps, evaluates the rest with
-//!   the evaluator (before the cached run, between it and the boundary, past the boundary:
-//!   each one sub-range), joins them by label set, and stores the cacheable run it now holds
-//!   when it evaluated any of it. Annotations are the union of the parts' (an entry's apply to
-//!   its whole run, also when a request uses part of it).
+//! - **A request** answers its steps from the entry where it overlaps and evaluates the rest
+//!   with the evaluator: the steps before the cached run in one call, everything after it in
+//!   another, cut at the boundary (a first call is one evaluation, as without the cache). It
+//!   joins the runs by label set and stores the cacheable run it now holds when it evaluated
+//!   any of it. Annotations are the union of the parts' (an entry's apply to its whole run,
+//!   also when a request uses part of it); an evaluation that crosses the boundary and raised
+//!   annotations is followed by one of its kept steps alone, for the entry's.
 //! - **Memory**: bounded by bytes (`--query-result-cache-size`), entries weighed by their points
 //!   and label sets; one entry may take at most an eighth.
 
@@ -197,6 +199,11 @@ impl ResultCache {
     /// `immutable` is the querier's [`crate::storage::Querier::immutable_before`], asked before
     /// anything is read.
     ///
+    /// Everything after the held steps is evaluated in one call and cut at the boundary, so that
+    /// a first call costs one evaluation as without the cache, plus the copy it keeps. Only when
+    /// that evaluation raised annotations and crosses the boundary is the kept part evaluated
+    /// again on its own: an entry must hold the annotations of its steps and no others.
+    ///
     /// # Errors
     /// Those of `evaluate` (nothing is stored then).
     pub fn range(
@@ -226,21 +233,47 @@ impl ResultCache {
             (lo <= hi).then_some((e, lo, hi))
         });
         let mut parts = Parts::default();
-        match overlap {
+        // The held run, and the kept steps evaluated before it.
+        let (mut kept_runs, mut kept_notes, rest_from) = match overlap {
             Some((e, lo, hi)) => {
-                if lo > r.start_ms {
-                    parts.evaluate(evaluate, r.start_ms, lo - step)?;
+                let before =
+                    if lo > r.start_ms { Some(parts.evaluate(evaluate, r.start_ms, lo - step)?) } else { None };
+                let mut notes = Annotations::default();
+                let mut runs = Vec::new();
+                if let Some((series, n)) = before {
+                    runs.push(series);
+                    notes.merge(n);
                 }
-                parts.runs.push(splice::slice(&e.series, lo, hi));
-                parts.annotations.merge(e.annotations.clone());
-                if hi < last {
-                    parts.evaluate(evaluate, hi + step, last)?;
-                }
+                runs.push(splice::slice(&e.series, lo, hi));
+                notes.merge(e.annotations.clone());
+                (runs, notes, hi + step)
             }
-            None => parts.evaluate(evaluate, r.start_ms, last)?,
+            None => (Vec::new(), Annotations::default(), r.start_ms),
+        };
+        let evaluated_kept = rest_from <= last || overlap.is_some_and(|(_, lo, _)| lo > r.start_ms);
+        // The rest in one evaluation: kept steps up to `last`, then the recent ones.
+        let mut recent = Vec::new();
+        let mut recent_notes = Annotations::default();
+        if rest_from <= r.end_ms {
+            let (series, notes) = parts.evaluate(evaluate, rest_from, r.end_ms)?;
+            if last < rest_from {
+                recent = series;
+                recent_notes = notes;
+            } else if last >= r.end_ms || notes.is_empty() {
+                let (early, late) = splice::split(series, last);
+                kept_runs.push(early);
+                recent = late;
+                kept_notes.merge(notes);
+            } else {
+                // Which steps raised the annotations is not known: the kept part again, alone.
+                let (kept, notes_kept) = parts.evaluate(evaluate, rest_from, last)?;
+                kept_runs.push(kept);
+                kept_notes.merge(notes_kept);
+                recent = splice::split(series, last).1;
+                recent_notes = notes;
+            }
         }
-        let evaluated_kept = parts.evaluated;
-        let kept = splice::join(std::mem::take(&mut parts.runs));
+        let kept = splice::join(kept_runs);
         if evaluated_kept {
             self.store(
                 key,
@@ -249,13 +282,9 @@ impl ResultCache {
                     first_ms: r.start_ms,
                     last_ms: last,
                     series: kept.clone(),
-                    annotations: parts.annotations.clone(),
+                    annotations: kept_notes.clone(),
                 },
             );
-        }
-        parts.runs.push(kept);
-        if last.saturating_add(step) <= r.end_ms {
-            parts.evaluate(evaluate, last + step, r.end_ms)?;
         }
         let cached = overlap.map_or(0, |(_, lo, hi)| steps(lo, hi));
         let outcome = Outcome {
@@ -267,12 +296,14 @@ impl ResultCache {
         counter.fetch_add(1, Ordering::Relaxed);
         self.steps_cached.fetch_add(outcome.cached_steps, Ordering::Relaxed);
         self.steps_evaluated.fetch_add(outcome.evaluated_steps, Ordering::Relaxed);
-        let value = Value::Matrix(splice::join(parts.runs));
+        let value = Value::Matrix(splice::join(vec![kept, recent]));
+        let mut annotations = kept_notes;
+        annotations.merge(recent_notes);
         let result = QueryResult {
             // The parts were held one after the other; the answer assembled from them at once.
             peak_samples: parts.peak.max(value.points()),
             value,
-            annotations: parts.annotations,
+            annotations,
             stats: None,
             loaded_samples: parts.loaded,
         };
@@ -287,33 +318,28 @@ impl ResultCache {
     }
 }
 
-/// The runs of steps a request assembles, oldest first, and what evaluating them raised.
+/// What a request's evaluations read and held, summed over its parts.
 #[derive(Default)]
 struct Parts {
-    runs: Vec<Vec<RangeSeries>>,
-    annotations: Annotations,
     loaded: usize,
     peak: usize,
-    evaluated: bool,
 }
 
 impl Parts {
+    /// The series and annotations of `evaluate(first_ms, last_ms)`.
     fn evaluate(
         &mut self,
         evaluate: &mut dyn FnMut(i64, i64) -> Result<QueryResult>,
         first_ms: i64,
         last_ms: i64,
-    ) -> Result<()> {
+    ) -> Result<(Vec<RangeSeries>, Annotations)> {
         let r = evaluate(first_ms, last_ms)?;
         let Value::Matrix(series) = r.value else {
             return Err(EvalError::exec("BUG: a range query answered with something else than a matrix"));
         };
-        self.runs.push(series);
-        self.annotations.merge(r.annotations);
         self.loaded = self.loaded.saturating_add(r.loaded_samples);
         self.peak = self.peak.max(r.peak_samples);
-        self.evaluated = true;
-        Ok(())
+        Ok((series, r.annotations))
     }
 }
 

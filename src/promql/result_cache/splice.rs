@@ -22,6 +22,29 @@ pub fn slice(series: &[RangeSeries], first_ms: i64, last_ms: i64) -> Vec<RangeSe
         .collect()
 }
 
+/// Splits `series` (sorted by labels) into its points up to `last_ms` inclusive and those after,
+/// moving them; each side keeps only the series with a point on it, in the same order.
+pub fn split(series: Vec<RangeSeries>, last_ms: i64) -> (Vec<RangeSeries>, Vec<RangeSeries>) {
+    let mut early = Vec::with_capacity(series.len());
+    let mut late = Vec::new();
+    for mut s in series {
+        let floats = s.samples.partition_point(|p| p.timestamp_ms <= last_ms);
+        let hists = s.histograms.partition_point(|p| p.timestamp_ms <= last_ms);
+        let after = RangeSeries {
+            labels: s.labels.clone(),
+            samples: s.samples.split_off(floats),
+            histograms: s.histograms.split_off(hists),
+        };
+        if !after.samples.is_empty() || !after.histograms.is_empty() {
+            late.push(after);
+        }
+        if !s.samples.is_empty() || !s.histograms.is_empty() {
+            early.push(s);
+        }
+    }
+    (early, late)
+}
+
 fn within<T>(points: &[T], time: impl Fn(&T) -> i64, first_ms: i64, last_ms: i64) -> &[T] {
     let from = points.partition_point(|p| time(p) < first_ms);
     let to = points.partition_point(|p| time(p) <= last_ms);
@@ -87,5 +110,14 @@ mod tests {
         assert_eq!(join(vec![early, Vec::new(), late]), whole);
         assert_eq!(slice(&whole, 41, 50), Vec::new());
         assert_eq!(join(Vec::new()), Vec::new());
+        for cut in [0, 10, 25, 30, 40, 99] {
+            let (a, b) = split(whole.clone(), cut);
+            assert_eq!(
+                (a.clone(), b.clone()),
+                (slice(&whole, i64::MIN, cut), slice(&whole, cut + 1, i64::MAX)),
+                "{cut}"
+            );
+            assert_eq!(join(vec![a, b]), whole);
+        }
     }
 }

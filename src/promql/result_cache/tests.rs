@@ -132,3 +132,60 @@ fn an_entry_up_to_an_eighth_of_the_budget_is_kept_whatever_the_cores() {
     assert_eq!(cache.figures().entries, 1);
     assert_eq!(through(&cache, &r, Some((1_000 * MIN, 1))).1.lookup, Lookup::Hit);
 }
+
+/// Runs `r` through `cache`, returning the answer and the sub-ranges the evaluator was asked for.
+fn calls(cache: &ResultCache, r: &RangeRequest<'_>, immutable: Option<(i64, u64)>) -> (QueryResult, Vec<(i64, i64)>) {
+    let (engine, src) = (Engine::default(), source());
+    let mut asked = Vec::new();
+    let mut eval = |a: i64, b: i64| {
+        asked.push((a, b));
+        engine.range(&src, r.query, a, b, r.step_ms)
+    };
+    let (res, _) = cache.range(r, immutable, &mut eval).unwrap();
+    (res, asked)
+}
+
+#[test]
+fn a_miss_evaluates_once_and_keeps_the_settled_part() {
+    let cache = ResultCache::new(64 << 20);
+    let sealed = Some((100 * MIN, 4));
+    let r = request("c * 2", 20 * MIN, 140 * MIN, MIN);
+    let (first, asked) = calls(&cache, &r, sealed);
+    assert_eq!(first.value, fresh(&r).value);
+    assert_eq!(asked, vec![(20 * MIN, 140 * MIN)]);
+    // Steps 20m..99m were kept; a repeat evaluates the rest in one call.
+    let (again, asked) = calls(&cache, &r, sealed);
+    assert_eq!(again.value, fresh(&r).value);
+    assert_eq!(asked, vec![(100 * MIN, 140 * MIN)]);
+    // The boundary moved: the newly settled steps and the recent ones, still one call.
+    let (later, asked) = calls(&cache, &r, Some((120 * MIN, 4)));
+    assert_eq!(later.value, fresh(&r).value);
+    assert_eq!(asked, vec![(100 * MIN, 140 * MIN)]);
+    assert_eq!(calls(&cache, &r, Some((120 * MIN, 4))).1, vec![(120 * MIN, 140 * MIN)]);
+}
+
+#[test]
+fn annotations_crossing_the_boundary_are_kept_for_their_steps_only() {
+    let cache = ResultCache::new(64 << 20);
+    let sealed = Some((100 * MIN, 4));
+    let r = request("quantile(2, c)", 20 * MIN, 140 * MIN, MIN);
+    let (first, asked) = calls(&cache, &r, sealed);
+    let want = fresh(&r);
+    assert_eq!((&first.value, &first.annotations), (&want.value, &want.annotations));
+    assert!(!first.annotations.is_empty());
+    // Which steps raised an annotation is not known: the kept part is evaluated again alone.
+    assert_eq!(asked, vec![(20 * MIN, 140 * MIN), (20 * MIN, 99 * MIN)]);
+    let (again, asked) = calls(&cache, &r, sealed);
+    assert_eq!((&again.value, &again.annotations), (&want.value, &want.annotations));
+    assert_eq!(asked, vec![(100 * MIN, 140 * MIN)]);
+    // A query whose recent steps alone raise an annotation: the kept steps do not carry it.
+    let only_recent = request("quantile(time() / 6000, c)", 20 * MIN, 140 * MIN, MIN);
+    let (res, asked) = calls(&cache, &only_recent, sealed);
+    assert!(!res.annotations.is_empty());
+    assert_eq!(asked.len(), 2);
+    let early = request(only_recent.query, 20 * MIN, 90 * MIN, MIN);
+    let (held, asked) = calls(&cache, &early, sealed);
+    assert!(asked.is_empty(), "{asked:?}");
+    assert_eq!(held.annotations, fresh(&early).annotations);
+    assert!(held.annotations.is_empty());
+}
