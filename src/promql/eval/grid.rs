@@ -242,43 +242,98 @@ impl<'r> StepSink<'r> {
 
     /// Computes the steps before `until`, then drops the samples no later step reads.
     fn advance(&mut self, until: usize) {
-        let (first, step, steps) = self.grid;
-        if until > self.next {
-            let from = grid_time(first, step, self.next);
-            let out = &mut self.out;
-            self.stepper.each_step(&self.buffer, (from, step, until - self.next), |i, v| {
-                out.push(Sample::new(grid_time(from, step, i), v));
-            });
-            self.next = until;
-        }
-        if self.next >= steps {
+        let buffer = std::mem::take(&mut self.buffer);
+        self.emit(&buffer, until);
+        self.buffer = buffer;
+        if self.next >= self.grid.2 {
             self.buffer.clear();
             return;
         }
-        let (lo, _) = self.stepper.reach(grid_time(first, step, self.next));
+        let (lo, _) = self.reach_of(self.next);
         let cut = self.buffer.partition_point(|p| p.timestamp_ms <= lo);
         self.buffer.drain(..cut);
     }
 }
 
-impl SampleSink for StepSink<'_> {
-    fn feed(&mut self, batch: &[Sample]) {
-        self.read.fetch_add(batch.len(), Ordering::Relaxed);
-        let (first, step, steps) = self.grid;
-        if self.next >= steps {
-            return;
+impl StepSink<'_> {
+    /// Computes the steps from `next` to `until` over `samples`, which hold every sample their
+    /// reaches hold.
+    fn emit(&mut self, samples: &[Sample], until: usize) {
+        let (first, step, _) = self.grid;
+        if until > self.next {
+            let from = grid_time(first, step, self.next);
+            let out = &mut self.out;
+            self.stepper.each_step(samples, (from, step, until - self.next), |i, v| {
+                out.push(Sample::new(grid_time(from, step, i), v));
+            });
+            self.next = until;
         }
-        if self.drop_stale {
-            self.buffer.extend(batch.iter().filter(|p| !is_stale_marker(p.value)));
-        } else {
-            self.buffer.extend_from_slice(batch);
-        }
+    }
+
+    /// The reach of step `i`.
+    fn reach_of(&self, i: usize) -> (i64, i64) {
+        self.stepper.reach(grid_time(self.grid.0, self.grid.1, i))
+    }
+
+    /// [`SampleSink::feed`] with the staleness markers dropped: the buffer takes the whole
+    /// batch, filtered.
+    fn feed_filtered(&mut self, batch: &[Sample]) {
+        let steps = self.grid.2;
+        self.buffer.extend(batch.iter().filter(|p| !is_stale_marker(p.value)));
         let Some(last) = self.buffer.last().map(|p| p.timestamp_ms) else { return };
         let mut until = self.next;
-        while until < steps && self.stepper.reach(grid_time(first, step, until)).1 < last {
+        while until < steps && self.reach_of(until).1 < last {
             until += 1;
         }
         self.advance(until);
+    }
+}
+
+impl SampleSink for StepSink<'_> {
+    /// The steps whose reach ends before the batch's last sample are computed: those that
+    /// reach into the buffer over the buffer and the part of the batch they read, the others
+    /// straight over the batch. Only the samples a later step reads are copied into the buffer.
+    fn feed(&mut self, batch: &[Sample]) {
+        self.read.fetch_add(batch.len(), Ordering::Relaxed);
+        let steps = self.grid.2;
+        if self.next >= steps {
+            return;
+        }
+        if self.drop_stale && batch.iter().any(|p| is_stale_marker(p.value)) {
+            return self.feed_filtered(batch);
+        }
+        let Some(last) = batch.last().map(|p| p.timestamp_ms) else { return };
+        let mut until = self.next;
+        while until < steps && self.reach_of(until).1 < last {
+            until += 1;
+        }
+        // The buffer holds every sample fed after the next step's reach starts, all before the
+        // batch's: the steps reaching before its last one read from it.
+        let mut taken = 0;
+        if let Some(buffered) = self.buffer.last().map(|p| p.timestamp_ms) {
+            let mut mid = self.next;
+            while mid < until && self.reach_of(mid).0 < buffered {
+                mid += 1;
+            }
+            if mid > self.next {
+                let hi = self.reach_of(mid - 1).1;
+                taken = batch.partition_point(|p| p.timestamp_ms <= hi);
+                self.buffer.extend_from_slice(&batch[..taken]);
+                let buffer = std::mem::take(&mut self.buffer);
+                self.emit(&buffer, mid);
+                self.buffer = buffer;
+            }
+        }
+        self.emit(batch, until);
+        if self.next >= steps {
+            self.buffer.clear();
+            return;
+        }
+        let (lo, _) = self.reach_of(self.next);
+        let cut = self.buffer.partition_point(|p| p.timestamp_ms <= lo);
+        self.buffer.drain(..cut);
+        let from = batch.partition_point(|p| p.timestamp_ms <= lo).max(taken);
+        self.buffer.extend_from_slice(&batch[from..]);
     }
 
     fn finish(mut self: Box<Self>) -> Vec<Sample> {
