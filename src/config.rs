@@ -210,9 +210,9 @@ pub struct ServeArgs {
     /// rejected with 400. The default never bothers Prometheus (it sends ~2,000 per request).
     #[arg(long, default_value_t = crate::ingest::DEFAULT_MAX_SERIES_PER_REQUEST)]
     pub max_series_per_request: usize,
-    /// Memory for the in-memory cache from label set to series id (about 40 bytes a series;
+    /// Memory for the in-memory cache from label set to series id (about 32 bytes a series;
     /// a series missing from it costs one point read per write). `auto`: 1/32 of the machine's
-    /// memory, between 64MiB and 2GiB (768MiB, ~20M series, on a 24 GiB machine). On ClickHouse,
+    /// memory, between 64MiB and 2GiB (768MiB, ~25M series, on a 24 GiB machine). On ClickHouse,
     /// the node's set of series already indexed that day (about 32 bytes a series and day).
     #[arg(long, default_value = "auto", value_parser = parse_bytes_or_auto)]
     pub series_cache: MemorySize,
