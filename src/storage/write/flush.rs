@@ -247,8 +247,7 @@ impl Writer {
         }
         let Some(mut cycle) = self.cycle else { return Ok(()) };
         let sh = Arc::clone(&self.shared);
-        // As many shards at once as the write pool has threads: they are written in parallel.
-        let width = self.pool.as_ref().map_or(1, rayon::ThreadPool::current_num_threads).max(1);
+        let width = self.step_width();
         if cycle.next_shard < sh.head.shard_count() && self.flush_pool.is_some() && sh.head.histogram_series() == 0 {
             let to = (cycle.next_shard + width).min(sh.head.shard_count());
             return self.start_step(cycle.next_shard..to);
@@ -279,16 +278,35 @@ impl Writer {
         Ok(())
     }
 
+    /// Shards a step writes at once: as many as the write pool has threads (they are written
+    /// in parallel).
+    fn step_width(&self) -> usize {
+        self.pool.as_ref().map_or(1, rayon::ThreadPool::current_num_threads).max(1)
+    }
+
     /// Writes everything in the head into runs of the window keyspaces and removes every log
-    /// row, then empties the head (ending any cycle under way). On failure the database is
-    /// poisoned and the head and log stay as they were (the next start replays the log).
+    /// row, then empties the head (ending any cycle under way). It goes [`Writer::step_width`]
+    /// shards at a time, emptying each group's shards once its runs are committed and keeping
+    /// fjall's memtables within `--write-buffer` in between: the head's memory goes as the
+    /// memtables' grows, where flushing every shard at once held both in full (at 5 M series,
+    /// a full head and 300 MiB of memtables at the idle flush). The log rows are removed with
+    /// the last group, once every sample they hold is in runs. On failure the database is
+    /// poisoned; the shards not yet written stay in the head, and the log as it was (the next
+    /// start replays it, merging what was written idempotently).
     pub(super) fn flush_head(&mut self) -> Result<()> {
         self.settle_flush()?;
         if self.wal.first == self.wal.next {
             return Ok(());
         }
         let (first, next) = (self.wal.first, self.wal.next);
-        self.flush_shards(0..self.shared.head.shard_count(), Some(first..next))?;
+        let (count, width) = (self.shared.head.shard_count(), self.step_width());
+        let mut from = 0;
+        while from < count {
+            let to = from.saturating_add(width).min(count);
+            self.flush_shards(from..to, (to == count).then_some(first..next))?;
+            self.bound_memtables();
+            from = to;
+        }
         self.cycle = None;
         self.head_since = None;
         self.wal.first = next;
