@@ -26,6 +26,10 @@ impl Hasher for IdHasher {
     fn write_u64(&mut self, v: u64) {
         self.0 = v.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
+
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
 }
 
 /// A map keyed by series id.

@@ -36,6 +36,7 @@ use rayon::prelude::*;
 use crate::storage::series_id::IdMap;
 use crate::storage::shared::Shared;
 
+use super::flushed_max::FlushedMax;
 use super::head::{HistogramShard, Shard};
 use super::{histogram_run, in_pool, keys, run, wal, Pending, Result, Sample, SeriesId, StorageError, Writer};
 
@@ -68,7 +69,7 @@ pub(super) struct InFlight {
 /// [`Writer::flushed_max`] it took along.
 struct StepDone {
     flushed: Vec<Result<ShardFlushed>>,
-    maps: Vec<IdMap<i64>>,
+    maps: Vec<FlushedMax>,
 }
 
 /// The flush pool: a background step's shards are written on it, in parallel. Its own, not the
@@ -92,7 +93,7 @@ pub(super) fn flush_pool() -> Option<Arc<rayon::ThreadPool>> {
 /// bucket: fjall inserts a batch's rows into the memtable's skiplist one after the other, and a
 /// search that follows the previous one's path finds it in the CPU caches (the map's own order
 /// misses them at every level).
-fn by_id<V>(shard: &crate::storage::series_id::IdMap<V>) -> Vec<(&SeriesId, &V)> {
+fn by_id<V>(shard: &IdMap<V>) -> Vec<(&SeriesId, &V)> {
     let mut series: Vec<(&SeriesId, &V)> = shard.iter().collect();
     series.sort_unstable_by_key(|&(&id, _)| id);
     series
@@ -199,7 +200,7 @@ impl Writer {
                 None => return Err(self.background_failed(StorageError::Corrupt { what: "a head shard frozen twice" })),
             }
         }
-        let mut maps: Vec<IdMap<i64>> =
+        let mut maps: Vec<FlushedMax> =
             self.flushed_max.get_mut(shards.clone()).unwrap_or_default().iter_mut().map(std::mem::take).collect();
         let (fresh_from, durability) = (self.fresh_from, self.durability);
         let (tx, rx) = mpsc::sync_channel(1);
@@ -525,7 +526,7 @@ fn flush_shard(
     shard: usize,
     floats: Option<&Shard>,
     histograms: Option<&HistogramShard>,
-    flushed_max: &mut IdMap<i64>,
+    flushed_max: &mut FlushedMax,
 ) -> Result<ShardFlushed> {
     let sh = ctx.sh;
     let bucket = u16::try_from(shard).map_err(|_| StorageError::Corrupt { what: "head shard past the buckets" })?;
@@ -600,7 +601,7 @@ struct RunTarget<'a> {
 /// rows written.
 fn write_run(
     ctx: &RunContext<'_>,
-    flushed_max: &mut IdMap<i64>,
+    flushed_max: &mut FlushedMax,
     fb: &mut fjall::OwnedWriteBatch,
     run: &RunTarget<'_>,
     piece: &[Sample],
@@ -609,7 +610,7 @@ fn write_run(
     let RunTarget { window, ks, bucket, id } = *run;
     let (Some(first), Some(last)) = (piece.first(), piece.last()) else { return Ok(0) };
     let (a, b) = (first.timestamp_ms, last.timestamp_ms);
-    let flushed = flushed_max.get(&id).map(|&m| (ctx.sh.windows.start_of(m), m));
+    let flushed = flushed_max.get(id).map(|m| (ctx.sh.windows.start_of(m), m));
     // Never flushed, and created by this writer: nothing of it is stored anywhere.
     let never_stored = flushed.is_none() && id >= ctx.fresh_from;
     let known = flushed.filter(|(w, _)| *w == window).map(|(_, m)| m);

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod flush;
+mod flushed_max;
 pub(super) mod head;
 pub(super) mod idle;
 mod memtables;
@@ -212,9 +213,10 @@ pub struct Writer {
     /// Per series, an upper bound of the series' timestamps stored in the window last flushed
     /// into (always a timestamp of that window, so the window is `start_of` it): a run
     /// starting after it cannot overlap a stored run (no read needed). Deletions and seals only
-    /// lower the true maximum, so the bound stays valid. 16 bytes a series, not 24. One map
-    /// per bucket, indexed by bucket, so that the flush writes the buckets' runs in parallel.
-    flushed_max: Vec<IdMap<i64>>,
+    /// lower the true maximum, so the bound stays valid. 12 bytes a series (see
+    /// `flushed_max.rs`). One map per bucket, indexed by bucket, so that the flush writes the
+    /// buckets' runs in parallel.
+    flushed_max: Vec<flushed_max::FlushedMax>,
     /// The first id this writer allocated: a series with an id at or above it that has no
     /// `flushed_max` entry has never had a run written (by this life or an earlier one), so its
     /// first flush needs no read of the keyspace.
@@ -375,7 +377,7 @@ impl Writer {
             wal,
             limits,
             head_since,
-            flushed_max: (0..shared.head.shard_count()).map(|_| IdMap::default()).collect(),
+            flushed_max: (0..shared.head.shard_count()).map(|_| flushed_max::FlushedMax::default()).collect(),
             fresh_from: next_id,
             cycle: None,
             in_flight: None,
@@ -934,7 +936,7 @@ impl Writer {
             }
             for id in &orphans {
                 if let Some(max) = self.flushed_max.get_mut(usize::from(sh.bucketing.bucket(*id))) {
-                    max.remove(id);
+                    max.remove(*id);
                 }
                 self.starts.remove(id);
             }
