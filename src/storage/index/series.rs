@@ -107,10 +107,15 @@ impl SeriesCache {
         Some(found.get())
     }
 
-    /// Records an id and its bucket (not at all for an id past [`CachedId::ID_BITS`]).
+    /// Records an id and its bucket. An id past [`CachedId::ID_BITS`] is not kept, and neither
+    /// is any entry the label set had, so that a look-up never answers an older id.
     pub fn insert(&mut self, hash: [u8; 16], (id, bucket): (SeriesId, u16)) {
-        if let Some(packed) = CachedId::new(id, bucket) {
-            self.insert_packed(hash, packed);
+        match CachedId::new(id, bucket) {
+            Some(packed) => self.insert_packed(hash, packed),
+            None => {
+                self.current.remove(&hash);
+                self.previous.remove(&hash);
+            }
         }
     }
 
@@ -448,6 +453,7 @@ mod tests {
         fn cached_ids_round_trip(id in 0u64..(1 << 48), bucket: u16, wide in (1u64 << 48)..) {
             let mut c = SeriesCache::new(8);
             c.insert([1; 16], (id, bucket));
+            c.insert([2; 16], (id, bucket));
             c.insert([2; 16], (wide, bucket));
             proptest::prop_assert_eq!(c.get(&[1; 16]), Some((id, bucket)));
             proptest::prop_assert_eq!(c.get(&[2; 16]), None);
