@@ -240,22 +240,13 @@ impl<'r> StepSink<'r> {
         Self { stepper, grid, drop_stale, buffer: Vec::new(), next: 0, out: Vec::new(), read }
     }
 
-    /// Computes the steps before `until`, then drops the samples no later step reads.
+    /// Computes the steps before `until` over the buffer, then drops the samples no later step
+    /// reads.
     fn advance(&mut self, until: usize) {
-        let buffer = std::mem::take(&mut self.buffer);
-        self.emit(&buffer, until);
-        self.buffer = buffer;
-        if self.next >= self.grid.2 {
-            self.buffer.clear();
-            return;
-        }
-        let (lo, _) = self.reach_of(self.next);
-        let cut = self.buffer.partition_point(|p| p.timestamp_ms <= lo);
-        self.buffer.drain(..cut);
+        self.emit_buffered(until);
+        self.trim();
     }
-}
 
-impl StepSink<'_> {
     /// Computes the steps from `next` to `until` over `samples`, which hold every sample their
     /// reaches hold.
     fn emit(&mut self, samples: &[Sample], until: usize) {
@@ -270,22 +261,47 @@ impl StepSink<'_> {
         }
     }
 
+    /// [`StepSink::emit`] over the buffer.
+    fn emit_buffered(&mut self, until: usize) {
+        let buffer = std::mem::take(&mut self.buffer);
+        self.emit(&buffer, until);
+        self.buffer = buffer;
+    }
+
+    /// Drops the buffered samples no later step reads: those up to the start of the next
+    /// step's reach, which it returns, or all of them once every step is computed (`None`).
+    fn trim(&mut self) -> Option<i64> {
+        if self.next >= self.grid.2 {
+            self.buffer.clear();
+            return None;
+        }
+        let (lo, _) = self.reach_of(self.next);
+        let cut = self.buffer.partition_point(|p| p.timestamp_ms <= lo);
+        self.buffer.drain(..cut);
+        Some(lo)
+    }
+
     /// The reach of step `i`.
     fn reach_of(&self, i: usize) -> (i64, i64) {
         self.stepper.reach(grid_time(self.grid.0, self.grid.1, i))
     }
 
+    /// The first step from `next` on whose reach does not end before `last`: the steps before
+    /// it can be computed once a sample at `last` has arrived.
+    fn due(&self, last: i64) -> usize {
+        let mut until = self.next;
+        while until < self.grid.2 && self.reach_of(until).1 < last {
+            until += 1;
+        }
+        until
+    }
+
     /// [`SampleSink::feed`] with the staleness markers dropped: the buffer takes the whole
     /// batch, filtered.
     fn feed_filtered(&mut self, batch: &[Sample]) {
-        let steps = self.grid.2;
         self.buffer.extend(batch.iter().filter(|p| !is_stale_marker(p.value)));
         let Some(last) = self.buffer.last().map(|p| p.timestamp_ms) else { return };
-        let mut until = self.next;
-        while until < steps && self.reach_of(until).1 < last {
-            until += 1;
-        }
-        self.advance(until);
+        self.advance(self.due(last));
     }
 }
 
@@ -295,18 +311,14 @@ impl SampleSink for StepSink<'_> {
     /// straight over the batch. Only the samples a later step reads are copied into the buffer.
     fn feed(&mut self, batch: &[Sample]) {
         self.read.fetch_add(batch.len(), Ordering::Relaxed);
-        let steps = self.grid.2;
-        if self.next >= steps {
+        if self.next >= self.grid.2 {
             return;
         }
         if self.drop_stale && batch.iter().any(|p| is_stale_marker(p.value)) {
             return self.feed_filtered(batch);
         }
         let Some(last) = batch.last().map(|p| p.timestamp_ms) else { return };
-        let mut until = self.next;
-        while until < steps && self.reach_of(until).1 < last {
-            until += 1;
-        }
+        let until = self.due(last);
         // The buffer holds every sample fed after the next step's reach starts, all before the
         // batch's: the steps reaching before its last one read from it.
         let mut taken = 0;
@@ -319,19 +331,11 @@ impl SampleSink for StepSink<'_> {
                 let hi = self.reach_of(mid - 1).1;
                 taken = batch.partition_point(|p| p.timestamp_ms <= hi);
                 self.buffer.extend_from_slice(&batch[..taken]);
-                let buffer = std::mem::take(&mut self.buffer);
-                self.emit(&buffer, mid);
-                self.buffer = buffer;
+                self.emit_buffered(mid);
             }
         }
         self.emit(batch, until);
-        if self.next >= steps {
-            self.buffer.clear();
-            return;
-        }
-        let (lo, _) = self.reach_of(self.next);
-        let cut = self.buffer.partition_point(|p| p.timestamp_ms <= lo);
-        self.buffer.drain(..cut);
+        let Some(lo) = self.trim() else { return };
         let from = batch.partition_point(|p| p.timestamp_ms <= lo).max(taken);
         self.buffer.extend_from_slice(&batch[from..]);
     }
