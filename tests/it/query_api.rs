@@ -13,6 +13,11 @@ fn json_of(resp: reqwest::blocking::Response) -> (u16, Value) {
     (status, serde_json::from_str(&resp.text().unwrap()).unwrap())
 }
 
+/// Status and JSON body of the instant query `q` at `time` (seconds).
+fn instant_at(c: &reqwest::blocking::Client, base: &str, q: &str, time: &str) -> (u16, Value) {
+    json_of(c.get(format!("{base}/api/v1/query")).query(&[("query", q), ("time", time)]).send().unwrap())
+}
+
 const T: i64 = 1_700_000_000_000;
 
 fn load(base: &str) {
@@ -135,8 +140,7 @@ fn duration_expressions_in_ranges_and_offsets() {
     let c = client();
     let at = ((T + 600_000) / 1000).to_string();
     let value = |q: &str| {
-        let (s, v) =
-            json_of(c.get(format!("{base}/api/v1/query")).query(&[("query", q), ("time", &at)]).send().unwrap());
+        let (s, v) = instant_at(&c, &base, q, &at);
         assert_eq!(s, 200, "{q}: {v}");
         v["data"]["result"][0]["value"][1].as_str().unwrap_or_default().to_owned()
     };
@@ -183,8 +187,7 @@ fn anchored_and_smoothed_selectors() {
     let c = client();
     // Between two 15 s samples: instance "a" counts 1/s from 0 at T.
     let at = format!("{:.1}", (T + 307_500) as f64 / 1000.0);
-    let query =
-        |q: &str| json_of(c.get(format!("{base}/api/v1/query")).query(&[("query", q), ("time", &at)]).send().unwrap());
+    let query = |q: &str| instant_at(&c, &base, q, &at);
     let value = |q: &str| {
         let (s, v) = query(q);
         assert_eq!(s, 200, "{q}: {v}");
@@ -251,8 +254,7 @@ fn info_joins_target_info_labels() {
     let c = client();
     let at = ((T + 600_000) / 1000).to_string();
     let series = |q: &str| -> Vec<String> {
-        let (s, v) =
-            json_of(c.get(format!("{base}/api/v1/query")).query(&[("query", q), ("time", &at)]).send().unwrap());
+        let (s, v) = instant_at(&c, &base, q, &at);
         assert_eq!(s, 200, "{q}: {v}");
         let mut out: Vec<String> =
             v["data"]["result"].as_array().unwrap().iter().map(|r| r["metric"].to_string()).collect();
@@ -339,8 +341,7 @@ fn annotations_carry_the_position_of_their_expression() {
     let c = client();
     let at = ((T + 600_000) / 1000).to_string();
     let instant = |q: &str| {
-        let (s, v) =
-            json_of(c.get(format!("{base}/api/v1/query")).query(&[("query", q), ("time", &at)]).send().unwrap());
+        let (s, v) = instant_at(&c, &base, q, &at);
         assert_eq!(s, 200, "{q}: {v}");
         v["warnings"].clone()
     };
