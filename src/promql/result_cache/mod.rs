@@ -236,11 +236,10 @@ impl ResultCache {
         // The held run, and the kept steps evaluated before it.
         let (mut kept_runs, mut kept_notes, rest_from) = match overlap {
             Some((e, lo, hi)) => {
-                let before =
-                    if lo > r.start_ms { Some(parts.evaluate(evaluate, r.start_ms, lo - step)?) } else { None };
                 let mut notes = Annotations::default();
                 let mut runs = Vec::new();
-                if let Some((series, n)) = before {
+                if lo > r.start_ms {
+                    let (series, n) = parts.evaluate(evaluate, r.start_ms, lo - step)?;
                     runs.push(series);
                     notes.merge(n);
                 }
