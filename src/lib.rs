@@ -29,6 +29,7 @@ pub mod matcher;
 pub mod metrics;
 pub mod promql;
 pub mod remote;
+pub mod rules;
 pub mod sample;
 pub mod server;
 pub mod spare_samples;
