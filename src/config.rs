@@ -92,12 +92,27 @@ pub enum Command {
     Import(crate::backfill::ImportArgs),
     /// Write a running server's series out as JSON lines (the import format).
     Export(crate::backfill::ExportArgs),
+    /// Run unit tests of rules (the `promtool test rules` format).
+    #[command(subcommand)]
+    Test(TestCommand),
     /// Print where the bytes of a stopped server's data directory go: bytes on disk per
     /// keyspace, and rows and bytes per key family within each.
     DiskUsage {
         /// The data directory (no server may be running on it).
         #[arg(long, default_value = "./saltdb-data")]
         data_dir: PathBuf,
+    },
+}
+
+/// `saltdb test` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TestCommand {
+    /// Run rule unit test files (`promtool test rules` format) on saltdb's rule evaluator; exits
+    /// 1 when any test fails.
+    Rules {
+        /// Unit test files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
 }
 

@@ -104,6 +104,7 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+        Command::Test(saltdb::config::TestCommand::Rules { files }) => test_rules(&files),
         Command::Import(args) => match saltdb::backfill::import(&args) {
             Ok(_) => std::process::ExitCode::SUCCESS,
             Err(e) => {
@@ -118,6 +119,31 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// `saltdb test rules`: prints as `promtool test rules` prints.
+fn test_rules(files: &[std::path::PathBuf]) -> std::process::ExitCode {
+    let mut failed = false;
+    for f in files {
+        println!("Unit Testing:  {}", f.display());
+        let failures = saltdb::rules::unit::run_file(f);
+        if failures.is_empty() {
+            println!("  SUCCESS");
+        } else {
+            failed = true;
+            eprintln!("  FAILED:");
+            for e in failures {
+                eprintln!("{e}");
+                println!();
+            }
+        }
+        println!();
+    }
+    if failed {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
     }
 }
 

@@ -46,7 +46,12 @@ pub struct TemplateError(pub String);
 ///
 /// # Errors
 /// A parse or execution error, worded as Go's text/template words it.
-pub fn expand(name: &str, text: &str, data: &TemplateData<'_>, query: &dyn TemplateQuery) -> Result<String, TemplateError> {
+pub fn expand(
+    name: &str,
+    text: &str,
+    data: &TemplateData<'_>,
+    query: &dyn TemplateQuery,
+) -> Result<String, TemplateError> {
     let _ = (name, data, query);
     Ok(text.to_owned())
 }

@@ -1,0 +1,315 @@
+//! One rule group evaluated at one timestamp, as Prometheus' `Group.Eval` evaluates it: rules in
+//! order, each rule's output written before the next rule runs (so the next one reads it),
+//! series a rule no longer produces marked stale, alerting rules' `ALERTS` and
+//! `ALERTS_FOR_STATE` series written beside their state.
+//!
+//! The caller decides when (see [`super::slot`]); this module decides what is written.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
+use crate::backend::Backend;
+use crate::labels::{Label, Labels};
+use crate::promql::{Engine, Value};
+use crate::sample::{HistogramSample, PackedBatch, Sample, STALE_NAN_BITS};
+use crate::storage::ReadLimits;
+
+use super::alert::{Alert, AlertSet, Holds, Raised};
+use super::file::{Group, Rule, RuleKind};
+use super::output::{self, OutputSample};
+use super::template::{self, QuerySample, TemplateData, TemplateQuery};
+
+/// What a group's evaluation reads from and writes to, and the server's identity in templates.
+#[derive(Clone, Copy)]
+pub struct Env<'a> {
+    /// The evaluator.
+    pub engine: &'a Engine,
+    /// The store rules read and write.
+    pub backend: &'a Backend,
+    /// `$externalLabels` of templates, and labels added to alerts sent to Alertmanager.
+    pub external_labels: &'a BTreeMap<String, String>,
+    /// `$externalURL` of templates.
+    pub external_url: &'a str,
+}
+
+impl Env<'_> {
+    /// The instant vector of `expr` at `t_ms` (a scalar as one sample without labels).
+    fn query(&self, expr: &str, t_ms: i64) -> Result<Vec<OutputSample>, String> {
+        let limits =
+            ReadLimits { deadline: Some(Instant::now() + self.engine.options().timeout), ..ReadLimits::default() };
+        let querier = self.backend.querier(limits);
+        let result = self.engine.instant(&*querier, expr, t_ms).map_err(|e| e.to_string())?;
+        match result.value {
+            Value::Vector(v) => Ok(v
+                .into_iter()
+                .map(|s| OutputSample { labels: s.labels, value: s.value, histogram: s.histogram })
+                .collect()),
+            Value::Scalar { value, .. } => Ok(vec![OutputSample { labels: Labels::empty(), value, histogram: None }]),
+            _ => Err("rule result is not a vector or scalar".to_owned()),
+        }
+    }
+}
+
+/// The health of a rule after its latest evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Not evaluated yet.
+    Unknown,
+    /// The latest evaluation succeeded.
+    Ok,
+    /// The latest evaluation failed (see [`RuleRun::last_error`]).
+    Err,
+}
+
+impl Health {
+    /// Prometheus' word: `unknown`, `ok`, `err`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::Ok => "ok",
+            Self::Err => "err",
+        }
+    }
+}
+
+/// A rule with what its evaluations left behind.
+#[derive(Debug, Clone)]
+pub struct RuleRun {
+    /// The rule.
+    pub rule: Rule,
+    /// Health after the latest evaluation.
+    pub health: Health,
+    /// The latest evaluation's error.
+    pub last_error: Option<String>,
+    /// Wall-clock time the latest evaluation started (Unix milliseconds).
+    pub last_evaluation_ms: Option<i64>,
+    /// How long the latest evaluation took, seconds.
+    pub evaluation_seconds: f64,
+    /// Alerting rules: their alerts.
+    pub alerts: AlertSet,
+    /// The series the latest successful evaluation wrote (for stale markers).
+    previous: HashSet<Labels>,
+}
+
+impl RuleRun {
+    /// A rule not yet evaluated.
+    pub fn new(rule: Rule) -> Self {
+        Self {
+            rule,
+            health: Health::Unknown,
+            last_error: None,
+            last_evaluation_ms: None,
+            evaluation_seconds: 0.0,
+            alerts: AlertSet::default(),
+            previous: HashSet::new(),
+        }
+    }
+
+    /// The series the latest successful evaluation wrote.
+    pub fn written_series(&self) -> impl Iterator<Item = &Labels> {
+        self.previous.iter()
+    }
+}
+
+/// A group with its rules' state.
+#[derive(Debug, Clone)]
+pub struct GroupRun {
+    /// The group as loaded.
+    pub group: Group,
+    /// The evaluation interval in force (the group's, or the global one).
+    pub interval_ms: i64,
+    /// The query offset in force (the group's, or the global one).
+    pub query_offset_ms: i64,
+    /// Its rules, in order.
+    pub rules: Vec<RuleRun>,
+    /// Wall-clock time the latest evaluation started (Unix milliseconds).
+    pub last_evaluation_ms: Option<i64>,
+    /// How long the latest evaluation took, seconds.
+    pub evaluation_seconds: f64,
+    /// Evaluation timestamp of the latest evaluation (milliseconds).
+    pub last_timestamp_ms: Option<i64>,
+}
+
+/// An alert due to be sent to Alertmanager, with the expression that raised it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    /// The alert as it stands after the evaluation.
+    pub alert: Alert,
+    /// The rule's expression (for the generator URL).
+    pub expr: String,
+}
+
+/// Tuning of alert sending: Prometheus' `--rules.alert.resend-delay` (1m).
+pub const DEFAULT_RESEND_DELAY_MS: i64 = 60_000;
+
+impl GroupRun {
+    /// A group ready to run with the global defaults `interval_ms` and `query_offset_ms`.
+    pub fn new(group: Group, interval_ms: i64, query_offset_ms: i64) -> Self {
+        let interval_ms = group.interval_ms.unwrap_or(interval_ms);
+        let query_offset_ms = group.query_offset_ms.unwrap_or(query_offset_ms);
+        let rules = group.rules.iter().cloned().map(RuleRun::new).collect();
+        Self {
+            group,
+            interval_ms,
+            query_offset_ms,
+            rules,
+            last_evaluation_ms: None,
+            evaluation_seconds: 0.0,
+            last_timestamp_ms: None,
+        }
+    }
+
+    /// Evaluates every rule at `ts_ms` in order, writing outputs and stale markers through
+    /// `env.backend`. Returns the alerts due to be sent (resend delay `resend_delay_ms`).
+    /// A failing rule records its error and the next rule still runs.
+    pub fn evaluate(&mut self, ts_ms: i64, env: &Env<'_>, resend_delay_ms: i64) -> Vec<Outgoing> {
+        let started = Instant::now();
+        self.last_evaluation_ms = Some(chrono::Utc::now().timestamp_millis());
+        self.last_timestamp_ms = Some(ts_ms);
+        let mut outgoing = Vec::new();
+        let (interval_ms, query_ts) = (self.interval_ms, ts_ms - self.query_offset_ms);
+        for i in 0..self.rules.len() {
+            let rule_started = Instant::now();
+            let Some(run) = self.rules.get_mut(i) else { continue };
+            run.last_evaluation_ms = Some(chrono::Utc::now().timestamp_millis());
+            let produced = produce(run, &self.group, ts_ms, query_ts, env);
+            match produced.and_then(|samples| write(run, samples, query_ts, env)) {
+                Ok(()) => {
+                    run.health = Health::Ok;
+                    run.last_error = None;
+                    if let RuleKind::Alerting { .. } = run.rule.kind {
+                        let due = run.alerts.due_for_sending(ts_ms, resend_delay_ms, interval_ms);
+                        outgoing.extend(due.into_iter().map(|alert| Outgoing { alert, expr: run.rule.expr.clone() }));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(group = %self.group.name, rule = %run.rule.name(), error = %e, "rule evaluation failed");
+                    run.health = Health::Err;
+                    run.last_error = Some(e);
+                }
+            }
+            run.evaluation_seconds = rule_started.elapsed().as_secs_f64();
+        }
+        self.evaluation_seconds = started.elapsed().as_secs_f64();
+        outgoing
+    }
+}
+
+/// Runs one rule's query and turns the answer into the samples to write.
+fn produce(
+    run: &mut RuleRun,
+    group: &Group,
+    ts_ms: i64,
+    query_ts: i64,
+    env: &Env<'_>,
+) -> Result<Vec<OutputSample>, String> {
+    let answer = env.query(&run.rule.expr, query_ts)?;
+    let labels = output::rule_labels(&group.labels, &run.rule.labels);
+    match &run.rule.kind {
+        RuleKind::Recording { record } => output::recorded(answer, record, &labels, group.limit),
+        RuleKind::Alerting { alert, for_ms, keep_firing_for_ms, annotations } => {
+            let raised = raise(alert, &labels, annotations, answer, query_ts, env)?;
+            let holds = Holds { for_ms: *for_ms, keep_firing_for_ms: *keep_firing_for_ms, limit: group.limit };
+            run.alerts.update(ts_ms, raised, holds).map_err(|e| e.to_string())?;
+            Ok(run
+                .alerts
+                .series(alert)
+                .into_iter()
+                .map(|(labels, value)| OutputSample { labels, value, histogram: None })
+                .collect())
+        }
+    }
+}
+
+/// The alerts an alerting rule's answer raises: labels and annotations expanded per sample.
+fn raise(
+    name: &str,
+    labels: &[(String, String)],
+    annotations: &BTreeMap<String, String>,
+    answer: Vec<OutputSample>,
+    query_ts: i64,
+    env: &Env<'_>,
+) -> Result<Vec<Raised>, String> {
+    let query = AtTime { env, t_ms: query_ts };
+    let template_name = format!("__alert_{name}");
+    let mut seen = HashSet::with_capacity(answer.len());
+    let mut raised = Vec::with_capacity(answer.len());
+    for s in answer {
+        let sample_labels: BTreeMap<String, String> =
+            s.labels.iter().map(|l| (l.name.clone(), l.value.clone())).collect();
+        let data = TemplateData {
+            labels: &sample_labels,
+            external_labels: env.external_labels,
+            external_url: env.external_url,
+            value: s.value,
+        };
+        let expand = |text: &str| match template::expand(&template_name, text, &data, &query) {
+            Ok(t) => t,
+            Err(e) => format!("<error expanding template: {e}>"),
+        };
+        let mut out: BTreeMap<String, String> = sample_labels.clone();
+        out.remove("__name__");
+        for (k, v) in labels {
+            out.insert(k.clone(), expand(v));
+        }
+        out.insert("alertname".to_owned(), name.to_owned());
+        let alert_labels = Labels::from_trusted(out.into_iter().map(|(k, v)| Label::new(k, v)).collect());
+        if !seen.insert(alert_labels.clone()) {
+            return Err("vector contains metrics with the same labelset after applying alert labels".to_owned());
+        }
+        let annotations = annotations.iter().map(|(k, v)| Label::new(k.clone(), expand(v))).collect();
+        raised.push(Raised { labels: alert_labels, annotations, value: s.value });
+    }
+    Ok(raised)
+}
+
+/// A template's `query` function: instant queries at the rule's query time.
+struct AtTime<'a> {
+    env: &'a Env<'a>,
+    t_ms: i64,
+}
+
+impl TemplateQuery for AtTime<'_> {
+    fn query(&self, expr: &str) -> Result<Vec<QuerySample>, String> {
+        let answer = self.env.query(expr, self.t_ms)?;
+        Ok(answer
+            .into_iter()
+            .map(|s| QuerySample {
+                labels: s.labels.iter().map(|l| (l.name.clone(), l.value.clone())).collect(),
+                value: s.value,
+            })
+            .collect())
+    }
+}
+
+/// Writes a rule's samples at `t_ms` and stale markers for the series its previous evaluation
+/// wrote and this one did not; the rule's series set moves on only once the write succeeded.
+fn write(run: &mut RuleRun, samples: Vec<OutputSample>, t_ms: i64, env: &Env<'_>) -> Result<(), String> {
+    let mut batch = PackedBatch::default();
+    let mut written = HashSet::with_capacity(samples.len());
+    for s in samples {
+        push_labels(&mut batch, &s.labels);
+        match s.histogram {
+            Some(histogram) => batch.push_histogram(HistogramSample { timestamp_ms: t_ms, histogram }),
+            None => batch.push_sample(Sample::new(t_ms, s.value)),
+        }
+        batch.finish_series();
+        written.insert(s.labels);
+    }
+    for gone in run.previous.iter().filter(|l| !written.contains(*l)) {
+        push_labels(&mut batch, gone);
+        batch.push_sample(Sample::new(t_ms, f64::from_bits(STALE_NAN_BITS)));
+        batch.finish_series();
+    }
+    if !batch.is_empty() {
+        env.backend.write_packed(batch).map_err(|e| format!("writing the rule's samples: {e}"))?;
+    }
+    run.previous = written;
+    Ok(())
+}
+
+fn push_labels(batch: &mut PackedBatch, labels: &Labels) {
+    for l in labels.iter() {
+        batch.push_label(&l.name, &l.value);
+    }
+}
