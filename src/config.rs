@@ -357,6 +357,30 @@ pub struct ServeArgs {
     /// write credentials when they are set).
     #[arg(long)]
     pub enable_admin_api: bool,
+    /// A Prometheus rule file (recording and alerting rules) to evaluate; repeatable, globs
+    /// allowed (`rules/*.yml`). Reloaded on SIGHUP and `POST /-/reload`. See docs/rules.md.
+    #[arg(long = "rule-file", value_name = "PATH")]
+    pub rule_files: Vec<String>,
+    /// Evaluation interval of rule groups that set none (Prometheus' global
+    /// evaluation_interval).
+    #[arg(long, default_value = "1m", value_parser = parse_positive_duration)]
+    pub rule_evaluation_interval: i64,
+    /// How far back of each evaluation time rules query, for groups that set no query_offset
+    /// (Prometheus' global rule_query_offset): room for late samples.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub rule_query_offset: i64,
+    /// Least time between two sends of an unchanged firing alert to Alertmanager (Prometheus'
+    /// --rules.alert.resend-delay).
+    #[arg(long, default_value = "1m", value_parser = parse_positive_duration)]
+    pub rules_resend_delay: i64,
+    /// The URL users reach this server at: `$externalURL` of rule templates and the source link
+    /// of alerts (Prometheus' --web.external-url).
+    #[arg(long, default_value = "")]
+    pub external_url: String,
+    /// A label `name=value` of this server: `$externalLabels` of rule templates, added to alerts
+    /// sent (Prometheus' global external_labels); repeatable.
+    #[arg(long = "external-label", value_name = "NAME=VALUE", value_parser = parse_external_label)]
+    pub external_labels: Vec<(String, String)>,
     /// How OTLP metric names become series names: Prometheus' default translation (invalid
     /// characters to `_`, unit and `_total`/`_ratio` suffixes, attribute names translated too),
     /// or the name as sent (UTF-8 kept) with the same suffixes, attribute names kept as sent
@@ -410,6 +434,14 @@ pub enum ConfigError {
 
 fn parse_duration(s: &str) -> Result<i64, String> {
     crate::duration::parse_ms(s).map_err(|e| e.to_string())
+}
+
+fn parse_external_label(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s.split_once('=').ok_or("expected NAME=VALUE")?;
+    if !crate::labels::is_valid_label_name(name) {
+        return Err(format!("invalid label name {name:?}"));
+    }
+    Ok((name.to_owned(), value.to_owned()))
 }
 
 fn parse_positive_duration(s: &str) -> Result<i64, String> {
@@ -598,6 +630,15 @@ impl ServeArgs {
             },
             access,
             admin_api: self.enable_admin_api,
+            rules: crate::rules::evaluator::RulesConfig {
+                files: self.rule_files.clone(),
+                evaluation_interval_ms: self.rule_evaluation_interval,
+                query_offset_ms: self.rule_query_offset.max(0),
+                resend_delay_ms: self.rules_resend_delay,
+                external_labels: self.external_labels.iter().cloned().collect(),
+                external_url: self.external_url.trim_end_matches('/').to_owned(),
+                state_dir: Some(self.data_dir.join("rules")),
+            },
             otlp_naming: self.otlp_metric_names,
             tls: match (&self.tls_cert, &self.tls_key) {
                 (Some(cert), Some(key)) => Some(TlsFiles { cert: cert.clone(), key: key.clone() }),

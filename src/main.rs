@@ -165,10 +165,23 @@ async fn serve(args: saltdb::config::ServeArgs) -> std::process::ExitCode {
     // Install the signal handlers before announcing the address, so a SIGTERM sent right after
     // the announcement still shuts down cleanly.
     let signal = shutdown_signal();
+    // SIGHUP reloads the rule files (its default action would end the process).
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     tracing::info!(addr = %server.addr(), data_dir = %args.data_dir.display(), "saltdb listening");
     // Tests and scripts read the bound address from this line (port 0 picks a free port).
     println!("saltdb listening on {}", server.addr());
-    signal.await;
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            _ = &mut signal => break,
+            Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                match server.reload_rules().await {
+                    Ok(()) => tracing::info!("SIGHUP: rule files reloaded"),
+                    Err(e) => tracing::error!(error = %e, "SIGHUP: reloading the rule files failed; the running rules stay"),
+                }
+            }
+        }
+    }
     tracing::info!("shutting down");
     match server.shutdown().await {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -43,6 +43,8 @@ pub struct ServerConfig {
     /// The command line's flags and values (see [`crate::config::Cli::parse_with_flags`]),
     /// shown by `/api/v1/status/flags`; empty for a server built in code.
     pub flags: std::collections::BTreeMap<String, String>,
+    /// Recording and alerting rules (`--rule-file`); none by default.
+    pub rules: crate::rules::evaluator::RulesConfig,
 }
 
 impl ServerConfig {
@@ -61,6 +63,7 @@ impl ServerConfig {
             otlp_naming: crate::ingest::otlp::Naming::default(),
             tls: None,
             flags: std::collections::BTreeMap::new(),
+            rules: crate::rules::evaluator::RulesConfig::default(),
         }
     }
 }
@@ -98,6 +101,9 @@ pub enum ServeError {
     /// The TLS certificate or key is unusable.
     #[error("{0}")]
     Tls(#[from] TlsError),
+    /// A rule file is bad (every problem, one per line).
+    #[error("{}", .0.join("\n"))]
+    Rules(Vec<String>),
     /// The server task failed.
     #[error("server: {0}")]
     Io(#[from] std::io::Error),
@@ -111,6 +117,8 @@ pub struct Server {
     task: JoinHandle<std::io::Result<()>>,
     /// Retention and sealing (on ClickHouse, retention only).
     maintenance: JoinHandle<()>,
+    /// The rule evaluator, when rule files are configured.
+    rules: Option<Arc<crate::rules::evaluator::Evaluator>>,
 }
 
 impl Server {
@@ -146,6 +154,8 @@ impl Server {
         state.admin_api = config.admin_api;
         state.otlp_naming = config.otlp_naming;
         state.flags = Arc::new(config.flags);
+        let rules = start_rules(config.rules, &state).await?;
+        state.rules = rules.clone();
         let (stop, stopped) = watch::channel(false);
         let maintenance = match &backend {
             Backend::Embedded(s) => spawn_maintenance(s.clone(), config.maintenance, stopped.clone()),
@@ -157,7 +167,7 @@ impl Server {
         let app = router(Arc::new(state));
         let task =
             tokio::spawn(connections::serve(listener, acceptor, app, config.connections, connection_metrics, stopped));
-        Ok(Self { addr, backend, stop, task, maintenance })
+        Ok(Self { addr, backend, stop, task, maintenance, rules })
     }
 
     /// The bound address.
@@ -171,6 +181,18 @@ impl Server {
         self.backend.embedded()
     }
 
+    /// Reads the rule files again (SIGHUP); the running rules stay when one is bad.
+    ///
+    /// # Errors
+    /// The files' problems.
+    pub async fn reload_rules(&self) -> Result<(), ServeError> {
+        let Some(rules) = self.rules.clone() else { return Ok(()) };
+        tokio::task::spawn_blocking(move || rules.reload())
+            .await
+            .map_err(|e| ServeError::Io(std::io::Error::other(e)))?
+            .map_err(ServeError::Rules)
+    }
+
     /// Stops accepting, finishes in-flight requests, and closes storage.
     ///
     /// # Errors
@@ -178,6 +200,12 @@ impl Server {
     pub async fn shutdown(self) -> Result<(), ServeError> {
         let _ = self.stop.send(true);
         let result = self.task.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
+        // Rule evaluations write: stop them before the store closes.
+        if let Some(rules) = self.rules {
+            tokio::task::spawn_blocking(move || rules.stop())
+                .await
+                .map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
+        }
         // A running maintenance pass holds a storage handle until it ends.
         self.maintenance.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
         let storage = self.backend;
@@ -188,6 +216,23 @@ impl Server {
             .map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
         result.map_err(ServeError::Io)
     }
+}
+
+/// Starts the rule evaluator when rule files are configured.
+async fn start_rules(
+    config: crate::rules::evaluator::RulesConfig,
+    state: &AppState,
+) -> Result<Option<Arc<crate::rules::evaluator::Evaluator>>, ServeError> {
+    if config.files.is_empty() {
+        return Ok(None);
+    }
+    let (engine, backend) = (state.engine.clone(), state.backend.clone());
+    let evaluator =
+        tokio::task::spawn_blocking(move || crate::rules::evaluator::Evaluator::start(config, engine, backend, None))
+            .await
+            .map_err(|e| ServeError::Io(std::io::Error::other(e)))?
+            .map_err(ServeError::Rules)?;
+    Ok(Some(Arc::new(evaluator)))
 }
 
 fn spawn_maintenance(storage: Storage, every: Maintenance, mut stopped: watch::Receiver<bool>) -> JoinHandle<()> {

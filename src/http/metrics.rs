@@ -50,6 +50,10 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, Api
         Ok(st.metrics.render())
     })
     .await?;
+    let text = match &state.rules {
+        Some(rules) => text + &crate::rules::exposition::render(&rules.groups()),
+        None => text,
+    };
     Ok(([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)], text).into_response())
 }
 

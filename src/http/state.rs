@@ -48,6 +48,8 @@ pub struct AppState {
     pub started: std::time::SystemTime,
     /// Steps of range queries over the settled past (`--query-result-cache-size`; `None`: off).
     pub result_cache: Option<ResultCache>,
+    /// The rule evaluator (`--rule-file`); `None` when no rules are configured.
+    pub rules: Option<Arc<crate::rules::evaluator::Evaluator>>,
 }
 
 impl AppState {
@@ -86,6 +88,7 @@ impl AppState {
             slow_query: query.slow_query,
             started: std::time::SystemTime::now(),
             result_cache: (query.result_cache_bytes > 0).then(|| ResultCache::new(query.result_cache_bytes)),
+            rules: None,
         }
     }
 }

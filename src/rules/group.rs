@@ -128,6 +128,16 @@ pub struct GroupRun {
     pub evaluation_seconds: f64,
     /// Evaluation timestamp of the latest evaluation (milliseconds).
     pub last_timestamp_ms: Option<i64>,
+    /// Slots skipped because an evaluation ran past the next one.
+    pub missed: u64,
+    /// Evaluations of the group so far (`prometheus_rule_group_iterations_total` less missed).
+    pub iterations: u64,
+    /// Rule evaluations so far.
+    pub rule_evaluations: u64,
+    /// Rule evaluations that failed so far.
+    pub rule_failures: u64,
+    /// Samples the latest evaluation wrote.
+    pub last_samples: u64,
 }
 
 /// An alert due to be sent to Alertmanager, with the expression that raised it.
@@ -156,6 +166,62 @@ impl GroupRun {
             last_evaluation_ms: None,
             evaluation_seconds: 0.0,
             last_timestamp_ms: None,
+            missed: 0,
+            iterations: 0,
+            rule_evaluations: 0,
+            rule_failures: 0,
+            last_samples: 0,
+        }
+    }
+
+    /// Takes over the state of `previous`, the same group before a reload: each rule takes the
+    /// state of the first unclaimed rule of the same name and labels (Prometheus' `CopyState`).
+    /// Returns the series written by rules that found no successor.
+    pub fn adopt(&mut self, previous: GroupRun) -> Vec<Labels> {
+        let mut old: Vec<Option<RuleRun>> = previous.rules.into_iter().map(Some).collect();
+        for run in &mut self.rules {
+            let found = old.iter_mut().find(|o| {
+                o.as_ref().is_some_and(|o| o.rule.name() == run.rule.name() && o.rule.labels == run.rule.labels)
+            });
+            let Some(o) = found.and_then(Option::take) else { continue };
+            run.health = o.health;
+            run.last_error = o.last_error;
+            run.last_evaluation_ms = o.last_evaluation_ms;
+            run.evaluation_seconds = o.evaluation_seconds;
+            run.previous = o.previous;
+            run.alerts = o.alerts;
+        }
+        self.last_evaluation_ms = previous.last_evaluation_ms;
+        self.evaluation_seconds = previous.evaluation_seconds;
+        self.last_timestamp_ms = previous.last_timestamp_ms;
+        self.missed = previous.missed;
+        self.iterations = previous.iterations;
+        self.rule_evaluations = previous.rule_evaluations;
+        self.rule_failures = previous.rule_failures;
+        self.last_samples = previous.last_samples;
+        old.into_iter().flatten().flat_map(|o| o.previous.into_iter()).collect()
+    }
+
+    /// Marks `series` stale at `now_ms` less the group's query offset (series of rules a
+    /// reload removed).
+    pub fn mark_stale(&self, series: Vec<Labels>, now_ms: i64, env: &Env<'_>) {
+        Self::write_stale(series, now_ms - self.query_offset_ms, env);
+    }
+
+    /// Writes a stale marker at `t_ms` for each of `series`; a failure is logged (the series
+    /// then ends by the lookback instead).
+    pub fn write_stale(series: Vec<Labels>, t_ms: i64, env: &Env<'_>) {
+        if series.is_empty() {
+            return;
+        }
+        let mut batch = PackedBatch::default();
+        for labels in &series {
+            push_labels(&mut batch, labels);
+            batch.push_sample(Sample::new(t_ms, f64::from_bits(STALE_NAN_BITS)));
+            batch.finish_series();
+        }
+        if let Err(e) = env.backend.write_packed(batch) {
+            tracing::warn!(series = series.len(), error = %e, "marking the series of removed rules stale failed");
         }
     }
 
@@ -168,12 +234,18 @@ impl GroupRun {
         self.last_timestamp_ms = Some(ts_ms);
         let mut outgoing = Vec::new();
         let (interval_ms, query_ts) = (self.interval_ms, ts_ms - self.query_offset_ms);
+        self.iterations += 1;
+        let mut samples = 0u64;
         for i in 0..self.rules.len() {
             let rule_started = Instant::now();
             let Some(run) = self.rules.get_mut(i) else { continue };
             run.last_evaluation_ms = Some(chrono::Utc::now().timestamp_millis());
             let produced = produce(run, &self.group, ts_ms, query_ts, env);
-            match produced.and_then(|samples| write(run, samples, query_ts, env)) {
+            self.rule_evaluations += 1;
+            match produced.and_then(|out| {
+                samples += out.len() as u64;
+                write(run, out, query_ts, env)
+            }) {
                 Ok(()) => {
                     run.health = Health::Ok;
                     run.last_error = None;
@@ -186,11 +258,13 @@ impl GroupRun {
                     tracing::warn!(group = %self.group.name, rule = %run.rule.name(), error = %e, "rule evaluation failed");
                     run.health = Health::Err;
                     run.last_error = Some(e);
+                    self.rule_failures += 1;
                 }
             }
             run.evaluation_seconds = rule_started.elapsed().as_secs_f64();
         }
         self.evaluation_seconds = started.elapsed().as_secs_f64();
+        self.last_samples = samples;
         outgoing
     }
 }

@@ -49,4 +49,7 @@ impl RuleFiles {
         self.files.iter().flat_map(|f| &f.groups)
     }
 }
+pub mod evaluator;
+pub mod exposition;
 mod scratch_parse;
+pub mod state;

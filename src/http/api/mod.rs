@@ -8,6 +8,7 @@ pub mod labels;
 pub mod metadata;
 pub mod query;
 pub(crate) mod query_kind;
+pub mod rules;
 pub mod runtimeinfo;
 pub mod series;
 pub mod slow_log;

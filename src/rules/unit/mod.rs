@@ -29,6 +29,7 @@ use super::group::{Env, GroupRun, DEFAULT_RESEND_DELAY_MS};
 use super::RuleFiles;
 pub use file::UnitTestFile;
 pub use series::{parse_metric, parse_values};
+pub use text::go_float_e;
 use text::{go_duration, samples_text, AlertText};
 
 /// One test file's outcome: its failures, as promtool prints them (empty: it passed).

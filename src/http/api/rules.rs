@@ -1,0 +1,190 @@
+//! `GET /api/v1/rules`, `GET /api/v1/alerts` and `POST|PUT /-/reload`, in Prometheus' shapes.
+//!
+//! `/api/v1/rules` reads `type` (`alert` or `record`), `rule_name[]`, `rule_group[]`,
+//! `file[]` and `exclude_alerts`; a group is listed when any of its rules remains.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, Method};
+use axum::response::Response;
+use serde_json::{json, Value};
+
+use super::{params, success};
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
+use crate::labels::{Label, Labels};
+use crate::rules::alert::{Alert, AlertState};
+use crate::rules::file::RuleKind;
+use crate::rules::group::{GroupRun, RuleRun};
+
+/// Go's zero time, which Prometheus shows for "never".
+const NEVER: &str = "0001-01-01T00:00:00Z";
+
+fn rfc3339(ms: Option<i64>) -> String {
+    ms.and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+        .unwrap_or_else(|| NEVER.to_owned())
+}
+
+fn object(labels: impl Iterator<Item = Label>) -> Value {
+    Value::Object(labels.map(|l| (l.name, Value::from(l.value))).collect())
+}
+
+fn labels_object(labels: &Labels) -> Value {
+    object(labels.iter().cloned())
+}
+
+/// Go's `strconv.FormatFloat(v, 'e', -1, 64)`: `1e+00`, `3.5e+01`.
+fn go_float_e(v: f64) -> String {
+    crate::rules::unit::go_float_e(v).replace('E', "e")
+}
+
+fn alert_json(a: &Alert) -> Value {
+    let mut v = json!({
+        "labels": labels_object(&a.labels),
+        "annotations": object(a.annotations.iter().cloned()),
+        "state": a.state.as_str(),
+        "activeAt": rfc3339(Some(a.active_at_ms)),
+        "value": go_float_e(a.value),
+    });
+    if let (Some(since), Value::Object(map)) = (a.keep_firing_since_ms, &mut v) {
+        map.insert("keepFiringSince".to_owned(), Value::from(rfc3339(Some(since))));
+    }
+    v
+}
+
+fn rule_json(run: &RuleRun, with_alerts: bool) -> Value {
+    let rule = &run.rule;
+    let labels = object(rule.labels.iter().map(|(k, v)| Label::new(k.clone(), v.clone())));
+    let common = |mut v: Value| {
+        if let Value::Object(map) = &mut v {
+            map.insert("health".into(), Value::from(run.health.as_str()));
+            map.insert("lastError".into(), Value::from(run.last_error.clone().unwrap_or_default()));
+            map.insert("evaluationTime".into(), Value::from(run.evaluation_seconds));
+            map.insert("lastEvaluation".into(), Value::from(rfc3339(run.last_evaluation_ms)));
+        }
+        v
+    };
+    match &rule.kind {
+        RuleKind::Recording { record } => {
+            common(json!({"name": record, "query": rule.expr, "labels": labels, "type": "recording"}))
+        }
+        RuleKind::Alerting { alert, for_ms, keep_firing_for_ms, annotations } => {
+            let alerts: Vec<Value> =
+                if with_alerts { run.alerts.active().map(alert_json).collect() } else { Vec::new() };
+            let state = if run.alerts.active().next().is_none() { AlertState::Inactive } else { run.alerts.state() };
+            common(json!({
+                "state": state.as_str(),
+                "name": alert,
+                "query": rule.expr,
+                "duration": *for_ms as f64 / 1000.0,
+                "keepFiringFor": *keep_firing_for_ms as f64 / 1000.0,
+                "labels": labels,
+                "annotations": object(annotations.iter().map(|(k, v)| Label::new(k.clone(), v.clone()))),
+                "alerts": alerts,
+                "type": "alerting",
+            }))
+        }
+    }
+}
+
+/// What `/api/v1/rules` was asked to list.
+struct RuleFilter {
+    kind: Option<bool>,
+    names: Vec<String>,
+    groups: Vec<String>,
+    files: Vec<String>,
+    with_alerts: bool,
+}
+
+impl RuleFilter {
+    fn keeps_group(&self, g: &GroupRun) -> bool {
+        (self.groups.is_empty() || self.groups.contains(&g.group.name))
+            && (self.files.is_empty() || self.files.contains(&g.group.file))
+    }
+
+    fn keeps_rule(&self, r: &RuleRun) -> bool {
+        let alerting = matches!(r.rule.kind, RuleKind::Alerting { .. });
+        self.kind.is_none_or(|k| k == alerting)
+            && (self.names.is_empty() || self.names.iter().any(|n| n == r.rule.name()))
+    }
+}
+
+/// `GET /api/v1/rules`.
+///
+/// # Errors
+/// 400 for a `type` other than `alert` or `record`, or a bad `exclude_alerts`.
+pub async fn rules(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let p = params(&state, &method, q.as_deref(), &headers, body).await?;
+    let kind = match p.get("type") {
+        None | Some("") => None,
+        Some("alert") => Some(true),
+        Some("record") => Some(false),
+        Some(other) => {
+            return Err(ApiError::BadData(format!("unsupported type {other:?}: use \"alert\" or \"record\"")))
+        }
+    };
+    let with_alerts = match p.get("exclude_alerts") {
+        None | Some("") | Some("false") => true,
+        Some("true") => false,
+        Some(other) => return Err(ApiError::BadData(format!("invalid exclude_alerts {other:?}: use true or false"))),
+    };
+    let own = |name: &str| p.all(name).into_iter().map(str::to_owned).collect::<Vec<_>>();
+    let filter =
+        RuleFilter { kind, names: own("rule_name[]"), groups: own("rule_group[]"), files: own("file[]"), with_alerts };
+    let groups = state.rules.as_ref().map(|r| r.groups()).unwrap_or_default();
+    let listed: Vec<Value> = groups
+        .iter()
+        .filter(|g| filter.keeps_group(g))
+        .filter_map(|g| {
+            let rules: Vec<Value> =
+                g.rules.iter().filter(|r| filter.keeps_rule(r)).map(|r| rule_json(r, filter.with_alerts)).collect();
+            (!rules.is_empty() || (filter.kind.is_none() && filter.names.is_empty())).then(|| {
+                json!({
+                    "name": g.group.name,
+                    "file": g.group.file,
+                    "rules": rules,
+                    "interval": g.interval_ms as f64 / 1000.0,
+                    "limit": g.group.limit,
+                    "evaluationTime": g.evaluation_seconds,
+                    "lastEvaluation": rfc3339(g.last_evaluation_ms),
+                })
+            })
+        })
+        .collect();
+    Ok(success(json!({ "groups": listed }), Vec::new()))
+}
+
+/// `GET /api/v1/alerts`: every pending and firing alert.
+pub async fn alerts(State(state): State<Arc<AppState>>) -> Response {
+    let groups = state.rules.as_ref().map(|r| r.groups()).unwrap_or_default();
+    let alerts: Vec<Value> =
+        groups.iter().flat_map(|g| &g.rules).flat_map(|r| r.alerts.active().map(alert_json)).collect();
+    success(json!({ "alerts": alerts }), Vec::new())
+}
+
+/// `POST|PUT /-/reload`: reads the rule files again; 500 with the files' errors when one is
+/// bad (the running rules stay), as Prometheus answers.
+///
+/// # Errors
+/// [`ApiError::Internal`] (500) with the errors.
+pub async fn reload(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
+    let Some(rules) = state.rules.clone() else {
+        return Ok(axum::response::IntoResponse::into_response("no rule files are configured; nothing to reload\n"));
+    };
+    let outcome = tokio::task::spawn_blocking(move || rules.reload())
+        .await
+        .map_err(|e| ApiError::Internal(format!("reload task failed: {e}")))?;
+    match outcome {
+        Ok(()) => Ok(axum::response::IntoResponse::into_response("")),
+        Err(errors) => Err(ApiError::Internal(format!("failed to reload config: {}", errors.join("; ")))),
+    }
+}

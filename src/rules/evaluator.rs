@@ -1,0 +1,296 @@
+//! The rule evaluator of a running server: one thread per group, evaluating it at its slots
+//! (see [`super::slot`]), writing through the server's store, handing due alerts to the
+//! notifier, and publishing each group's state for the APIs after every evaluation.
+//!
+//! A reload reads the files again. If any is bad, the running rules stay and the error is kept
+//! for `/api/v1/status` and the caller. Otherwise the groups are replaced: a group of the same
+//! file and name keeps the state of its rules that are unchanged (alerts, series written), as
+//! Prometheus' `CopyState` keeps them, and series of rules that went away are marked stale.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::backend::Backend;
+use crate::promql::Engine;
+
+use super::group::{Env, GroupRun, Outgoing};
+use super::slot::{group_hash, next_slot, slot_at_or_before};
+use super::state::{fingerprint, StateDir};
+use super::RuleFiles;
+
+/// What the server evaluates and how.
+#[derive(Debug, Clone)]
+pub struct RulesConfig {
+    /// Rule files (paths or globs), `--rule-file`.
+    pub files: Vec<String>,
+    /// Interval of groups that set none (`--rule-evaluation-interval`, 1m).
+    pub evaluation_interval_ms: i64,
+    /// Query offset of groups that set none (`--rule-query-offset`, 0).
+    pub query_offset_ms: i64,
+    /// Least time between two sends of an unchanged firing alert (`--rules-resend-delay`, 1m).
+    pub resend_delay_ms: i64,
+    /// `$externalLabels` of templates, added to alerts sent.
+    pub external_labels: BTreeMap<String, String>,
+    /// `$externalURL` of templates and the generator URL of alerts.
+    pub external_url: String,
+    /// Where alert state is saved (`<data-dir>/rules`); `None`: not saved.
+    pub state_dir: Option<std::path::PathBuf>,
+}
+
+impl Default for RulesConfig {
+    fn default() -> Self {
+        Self {
+            files: Vec::new(),
+            evaluation_interval_ms: 60_000,
+            query_offset_ms: 0,
+            resend_delay_ms: super::group::DEFAULT_RESEND_DELAY_MS,
+            external_labels: BTreeMap::new(),
+            external_url: String::new(),
+            state_dir: None,
+        }
+    }
+}
+
+/// Where due alerts go (the Alertmanager notifier, or nothing).
+pub trait AlertSink: Send + Sync {
+    /// Takes alerts due to be sent; must not block.
+    fn send(&self, alerts: Vec<Outgoing>);
+}
+
+/// The outcome of the latest reload.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReloadStatus {
+    /// Whether it succeeded.
+    pub success: bool,
+    /// When it happened (Unix milliseconds).
+    pub at_ms: i64,
+    /// Its errors.
+    pub errors: Vec<String>,
+}
+
+/// A group's thread and the state it publishes.
+struct GroupThread {
+    published: Arc<Mutex<Arc<GroupRun>>>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<JoinHandle<GroupRun>>,
+}
+
+struct Shared {
+    config: RulesConfig,
+    engine: Engine,
+    backend: Backend,
+    sink: Option<Arc<dyn AlertSink>>,
+    states: Option<StateDir>,
+}
+
+/// The server's rule evaluator.
+pub struct Evaluator {
+    shared: Arc<Shared>,
+    groups: RwLock<Vec<GroupThread>>,
+    reload: Mutex<ReloadStatus>,
+    stopped: AtomicBool,
+}
+
+impl Evaluator {
+    /// Loads the rule files and starts evaluating.
+    ///
+    /// # Errors
+    /// Every problem of the rule files (the server refuses to start, as Prometheus does).
+    pub fn start(
+        config: RulesConfig,
+        engine: Engine,
+        backend: Backend,
+        sink: Option<Arc<dyn AlertSink>>,
+    ) -> Result<Self, Vec<String>> {
+        let files = RuleFiles::load(&config.files)?;
+        let states = config.state_dir.clone().map(StateDir::new);
+        let shared = Arc::new(Shared { config, engine, backend, sink, states });
+        let now = crate::storage::now_ms();
+        let groups = files
+            .groups()
+            .map(|g| {
+                let mut run =
+                    GroupRun::new(g.clone(), shared.config.evaluation_interval_ms, shared.config.query_offset_ms);
+                if let Some(states) = &shared.states {
+                    states.restore(&mut run, now);
+                }
+                spawn(run, &shared)
+            })
+            .collect();
+        let status = ReloadStatus { success: true, at_ms: crate::storage::now_ms(), errors: Vec::new() };
+        Ok(Self { shared, groups: RwLock::new(groups), reload: Mutex::new(status), stopped: AtomicBool::new(false) })
+    }
+
+    /// Reads the rule files again and replaces the groups (see the module's doc).
+    ///
+    /// # Errors
+    /// The files' problems; the running rules are kept.
+    pub fn reload(&self) -> Result<(), Vec<String>> {
+        let mut groups = self.groups.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let loaded = RuleFiles::load(&self.shared.config.files);
+        let files = match loaded {
+            Ok(f) => f,
+            Err(errors) => {
+                tracing::error!(errors = ?errors, "reloading the rule files failed; the running rules stay");
+                *self.reload.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    ReloadStatus { success: false, at_ms: crate::storage::now_ms(), errors: errors.clone() };
+                return Err(errors);
+            }
+        };
+        let mut old: Vec<GroupRun> = groups.drain(..).filter_map(stop).collect();
+        let mut fresh = Vec::new();
+        for g in files.groups() {
+            let mut run =
+                GroupRun::new(g.clone(), self.shared.config.evaluation_interval_ms, self.shared.config.query_offset_ms);
+            if let Some(i) = old.iter().position(|o| o.group.file == g.file && o.group.name == g.name) {
+                let previous = old.swap_remove(i);
+                let gone = run.adopt(previous);
+                run.mark_stale(gone, crate::storage::now_ms(), &self.env());
+            }
+            fresh.push(spawn(run, &self.shared));
+        }
+        for removed in old {
+            if let Some(states) = &self.shared.states {
+                super::state::forget(states, &removed.group.file, &removed.group.name);
+            }
+            let series =
+                removed.rules.into_iter().flat_map(|r| r.written_series().cloned().collect::<Vec<_>>()).collect();
+            let offset = removed.query_offset_ms;
+            GroupRun::write_stale(series, crate::storage::now_ms() - offset, &self.env());
+        }
+        *groups = fresh;
+        *self.reload.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            ReloadStatus { success: true, at_ms: crate::storage::now_ms(), errors: Vec::new() };
+        tracing::info!(groups = groups.len(), "rule files reloaded");
+        Ok(())
+    }
+
+    fn env(&self) -> Env<'_> {
+        env(&self.shared)
+    }
+
+    /// The latest state of every group, in file order.
+    pub fn groups(&self) -> Vec<Arc<GroupRun>> {
+        let groups = self.groups.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        groups.iter().map(|g| g.published.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()).collect()
+    }
+
+    /// The latest reload's outcome.
+    pub fn reload_status(&self) -> ReloadStatus {
+        self.reload.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Stops every group after its current evaluation.
+    pub fn stop(&self) {
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut groups = self.groups.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for g in groups.drain(..) {
+            stop(g);
+        }
+    }
+}
+
+impl Drop for Evaluator {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn env(shared: &Shared) -> Env<'_> {
+    Env {
+        engine: &shared.engine,
+        backend: &shared.backend,
+        external_labels: &shared.config.external_labels,
+        external_url: &shared.config.external_url,
+    }
+}
+
+/// Signals a group's thread and waits for it; returns its state.
+fn stop(mut g: GroupThread) -> Option<GroupRun> {
+    let (flag, wake) = &*g.stop;
+    *flag.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+    wake.notify_all();
+    g.handle.take().and_then(|h| h.join().ok())
+}
+
+fn spawn(run: GroupRun, shared: &Arc<Shared>) -> GroupThread {
+    let published = Arc::new(Mutex::new(Arc::new(run.clone())));
+    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let name = format!("saltdb-rules-{}", run.group.name.chars().take(20).collect::<String>());
+    let (p, s, sh) = (published.clone(), stop.clone(), shared.clone());
+    let handle = std::thread::Builder::new().name(name).spawn(move || run_group(run, &sh, &p, &s));
+    match handle {
+        Ok(h) => GroupThread { published, stop, handle: Some(h) },
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start a rule group's thread");
+            GroupThread { published, stop, handle: None }
+        }
+    }
+}
+
+fn now_ns() -> i64 {
+    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX)
+}
+
+/// A group's thread: waits for each slot, evaluates, publishes; returns its state when stopped.
+fn run_group(
+    mut run: GroupRun,
+    shared: &Shared,
+    published: &Mutex<Arc<GroupRun>>,
+    stop: &(Mutex<bool>, Condvar),
+) -> GroupRun {
+    let interval_ns = run.interval_ms.max(1).saturating_mul(1_000_000);
+    let hash = group_hash(&run.group.file, &run.group.name);
+    let mut slot = slot_at_or_before(hash, interval_ns, now_ns()) + interval_ns;
+    let mut saved = fingerprint(&run);
+    loop {
+        if wait_until(slot, stop) {
+            return run;
+        }
+        let outgoing = run.evaluate(slot.div_euclid(1_000_000), &env(shared), shared.config.resend_delay_ms);
+        // Saved before anything is sent: a crash after a send never sends it again early.
+        if let Some(states) = &shared.states {
+            let now = fingerprint(&run);
+            if now != saved {
+                match states.save(&run) {
+                    Ok(()) => saved = now,
+                    Err(e) => {
+                        tracing::error!(group = %run.group.name, error = %e, "saving the group's alert state failed")
+                    }
+                }
+            }
+        }
+        if let (Some(sink), false) = (&shared.sink, outgoing.is_empty()) {
+            sink.send(outgoing);
+        }
+        *published.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(run.clone());
+        let (next, missed) = next_slot(slot, interval_ns, now_ns());
+        if missed > 0 {
+            run.missed += missed as u64;
+            tracing::warn!(group = %run.group.name, missed, "rule group evaluation took longer than its interval");
+        }
+        slot = next;
+    }
+}
+
+/// Sleeps until `slot_ns`; true when stopped first.
+fn wait_until(slot_ns: i64, stop: &(Mutex<bool>, Condvar)) -> bool {
+    let (flag, wake) = stop;
+    let mut stopped = flag.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        if *stopped {
+            return true;
+        }
+        let left = slot_ns - now_ns();
+        if left <= 0 {
+            return false;
+        }
+        let wait = Duration::from_nanos(left.unsigned_abs()).min(Duration::from_secs(1));
+        stopped = wake.wait_timeout(stopped, wait).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+    }
+}
