@@ -28,10 +28,11 @@
 
 #[path = "it/clickhouse_cluster.rs"]
 mod clickhouse_cluster;
-#[path = "promql_conformance/histogram_notation.rs"]
-mod histogram_notation;
 #[path = "promql_conformance/histograms.rs"]
 mod histograms;
+#[cfg(test)]
+#[path = "promql_conformance/notation_scripts.rs"]
+mod notation_scripts;
 #[path = "promql_conformance/ratchet.rs"]
 mod ratchet;
 #[path = "promql_conformance/script.rs"]
@@ -558,7 +559,7 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
                     && want_h
                         .iter()
                         .zip(&s.histograms)
-                        .all(|(w, g)| w.0 == g.timestamp_ms && histograms::matches(w.1, &g.histogram, almost_equal));
+                        .all(|(w, g)| w.0 == g.timestamp_ms && w.1.matches(&g.histogram, almost_equal));
                 if !same_h {
                     return Err(format!(
                         "series {}: expected histograms {:?}, got {:?}",
@@ -591,7 +592,7 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
                         }
                     }
                     (Some(SeqValue::Histogram(want)), Some(got)) => {
-                        if !histograms::matches(want, got, almost_equal) {
+                        if !want.matches(got, almost_equal) {
                             return Err(format!(
                                 "expected histogram {:?} for {} but got {got:?}",
                                 want.histogram, s.labels

@@ -18,6 +18,7 @@ mod footprint;
 mod functions;
 mod hints;
 mod identity;
+pub mod notation;
 mod points;
 mod positions;
 pub mod result_cache;

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use saltdb::histogram::{Histogram, Span, CUSTOM_BUCKETS_SCHEMA};
 use saltdb::labels::{Label, Labels};
 
-use crate::histogram_notation::HistogramValue;
 use crate::script::{Load, SeqValue};
 
 /// Histogram points of a load block: series labels -> histograms at `i * step`.
@@ -163,44 +162,4 @@ fn parse_le(s: &str) -> Option<f64> {
         "-Inf" | "-inf" => Some(f64::NEG_INFINITY),
         _ => s.parse::<f64>().ok(),
     }
-}
-
-/// Whether `got` matches the expected histogram, as Prometheus' runner decides: both
-/// compacted (no empty buckets), the same schema, zero threshold, custom bounds (custom schema)
-/// and buckets, counts and sums almost equal, and the hint only when the script gave one.
-pub fn matches(want: &HistogramValue, got: &Histogram, almost_equal: impl Fn(f64, f64) -> bool) -> bool {
-    let (mut w, mut g) = (want.histogram.clone(), got.clone());
-    w.compact(0);
-    g.compact(0);
-    let buckets = |spans: &[Span], counts: &[f64]| -> Vec<(i64, f64)> {
-        let mut out = Vec::new();
-        let mut index = 0i64;
-        let mut counts = counts.iter();
-        for (k, s) in spans.iter().enumerate() {
-            index = if k == 0 { i64::from(s.offset) } else { index + i64::from(s.offset) };
-            for _ in 0..s.length {
-                out.push((index, counts.next().copied().unwrap_or(f64::NAN)));
-                index += 1;
-            }
-        }
-        out
-    };
-    let same_buckets = |a: Vec<(i64, f64)>, b: Vec<(i64, f64)>| {
-        a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.0 == y.0 && almost_equal(x.1, y.1))
-    };
-    w.schema == g.schema
-        && almost_equal(w.count, g.count)
-        && almost_equal(w.sum, g.sum)
-        && (!w.uses_custom_buckets() || w.custom_values == g.custom_values)
-        && w.zero_threshold == g.zero_threshold
-        && almost_equal(w.zero_count, g.zero_count)
-        && same_buckets(
-            buckets(&w.negative_spans, &w.negative_buckets),
-            buckets(&g.negative_spans, &g.negative_buckets),
-        )
-        && same_buckets(
-            buckets(&w.positive_spans, &w.positive_buckets),
-            buckets(&g.positive_spans, &g.positive_buckets),
-        )
-        && (!want.hint_given || w.counter_reset_hint == g.counter_reset_hint)
 }

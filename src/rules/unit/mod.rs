@@ -13,22 +13,24 @@
 //! and groups not named in `group_eval_order` keep their file order.
 
 mod file;
-mod series;
 mod text;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::backend::Backend;
+use std::sync::Arc;
+
+use crate::histogram::Histogram;
 use crate::labels::Labels;
+use crate::promql::notation::{parse_metric, parse_values, HistogramValue, SeqValue};
 use crate::promql::{Engine, EngineOptions, Value};
-use crate::sample::{PackedBatch, Sample};
+use crate::sample::{HistogramSample, PackedBatch, Sample};
 use crate::storage::{FsyncMode, ReadLimits, Storage, StorageConfig};
 
 use super::group::{Env, GroupRun, DEFAULT_RESEND_DELAY_MS};
 use super::RuleFiles;
 pub use file::UnitTestFile;
-pub use series::{parse_metric, parse_values};
 pub use text::go_float_e;
 use text::{go_duration, samples_text, AlertText};
 
@@ -105,6 +107,9 @@ impl ScratchStore {
         // Tests may write years ahead of the clock (`long-period.yml` spans days from 1970,
         // others start in the future).
         config.max_future_ms = None;
+        // One window for a whole test: tests span days to centuries (`long-period.yml` evaluates
+        // every 100 days up to 2262), and a window per day would be thousands of keyspaces.
+        config.window_ms = 100 * 365 * 86_400_000;
         let guard = RemovedOnDrop(dir);
         let store =
             Storage::open(config).map_err(|e| format!("opening a scratch store in {}: {e}", guard.0.display()))?;
@@ -112,9 +117,16 @@ impl ScratchStore {
     }
 }
 
+/// One input value: a float or a native histogram.
+#[derive(Clone)]
+enum Point {
+    Float(f64),
+    Histogram(Arc<Histogram>),
+}
+
 /// Input samples by series, written up to a time as evaluation advances.
 struct LazyInput {
-    series: Vec<(Labels, Vec<(i64, f64)>)>,
+    series: Vec<(Labels, Vec<(i64, Point)>)>,
     /// Per series, how many samples are written.
     written: Vec<usize>,
 }
@@ -125,7 +137,17 @@ impl LazyInput {
         for s in &group.input_series {
             let labels = parse_metric(&s.series).map_err(|e| format!("series {:?}: {e}", s.series))?;
             let values = parse_values(s.values.as_deref().unwrap_or(""))?;
-            let points = (0i64..).zip(values).filter_map(|(i, v)| v.map(|v| (start_ms + i * interval, v))).collect();
+            let points = (0i64..)
+                .zip(values)
+                .filter_map(|(i, v)| {
+                    let t = start_ms + i * interval;
+                    match v {
+                        SeqValue::Omitted => None,
+                        SeqValue::Float(v) => Some((t, Point::Float(v))),
+                        SeqValue::Histogram(h) => Some((t, Point::Histogram(Arc::new(h.histogram)))),
+                    }
+                })
+                .collect();
             series.push((labels, points));
         }
         let written = vec![0; series.len()];
@@ -141,7 +163,14 @@ impl LazyInput {
             for l in labels.iter() {
                 batch.push_label(&l.name, &l.value);
             }
-            new.iter().for_each(|&(t, v)| batch.push_sample(Sample::new(t, v)));
+            for (t, p) in new {
+                match p {
+                    Point::Float(v) => batch.push_sample(Sample::new(*t, *v)),
+                    Point::Histogram(h) => {
+                        batch.push_histogram(HistogramSample { timestamp_ms: *t, histogram: h.clone() });
+                    }
+                }
+            }
             batch.finish_series();
             *done = upto;
         }
@@ -248,46 +277,70 @@ fn run_group_inner(group: &file::TestGroup, setting: &Setting<'_>) -> Result<Fai
 /// One `promql_expr_test`: the query's answer against the expected samples, both sorted.
 fn check_expr(t: &file::ExprTest, start: i64, env: &Env<'_>, fuzzy: bool) -> Result<(), String> {
     let at = crate::duration::format_prometheus(t.eval_time.unwrap_or(0));
+    let fail = |e: String| format!("    expr: {:?}, time: {at}, err: {e}", t.expr);
     let querier = env.backend.querier(ReadLimits::none());
-    let answer = env.engine.instant(&*querier, &t.expr, start + t.eval_time.unwrap_or(0));
-    let answer = answer.map_err(|e| format!("    expr: {:?}, time: {at}, err: {e}", t.expr))?;
-    let mut got: Vec<(Labels, f64)> = match answer.value {
-        Value::Vector(v) if v.iter().any(|s| s.histogram.is_some()) => {
-            return Err(format!(
-                "    expr: {:?}, time: {at}, err: native histograms in results are not compared yet",
-                t.expr
-            ))
+    let answer =
+        env.engine.instant(&*querier, &t.expr, start + t.eval_time.unwrap_or(0)).map_err(|e| fail(e.to_string()))?;
+    let mut got: Vec<Got> = match answer.value {
+        Value::Vector(v) => {
+            v.into_iter().map(|s| Got { labels: s.labels, value: s.value, histogram: s.histogram }).collect()
         }
-        Value::Vector(v) => v.into_iter().map(|s| (s.labels, s.value)).collect(),
-        Value::Scalar { value, .. } => vec![(Labels::empty(), value)],
-        _ => return Err(format!("    expr: {:?}, time: {at}, err: rule result is not a vector or scalar", t.expr)),
+        Value::Scalar { value, .. } => vec![Got { labels: Labels::empty(), value, histogram: None }],
+        _ => return Err(fail("rule result is not a vector or scalar".to_owned())),
     };
     let mut expected = Vec::with_capacity(t.exp_samples.len());
     for s in &t.exp_samples {
-        if s.histogram.is_some() {
-            return Err(format!(
-                "    expr: {:?}, time: {at}, err: expected native histograms are not read yet",
-                t.expr
-            ));
-        }
         let labels = match s.labels.as_deref() {
             None | Some("") => Labels::empty(),
-            Some(text) => parse_metric(text)
-                .map_err(|e| format!("    expr: {:?}, time: {at}, err: labels {text:?}: {e}", t.expr))?,
+            Some(text) => parse_metric(text).map_err(|e| fail(format!("labels {text:?}: {e}")))?,
         };
-        expected.push((labels, s.value));
+        let histogram = match s.histogram.as_deref() {
+            None => None,
+            Some(text) => match parse_values(text).map_err(|e| fail(format!("histogram {text:?}: {e}")))?.pop() {
+                Some(SeqValue::Histogram(h)) => Some(*h),
+                _ => return Err(fail(format!("histogram {text:?} is not one native histogram"))),
+            },
+        };
+        expected.push(Expected { labels, value: s.value, histogram });
     }
-    got.sort_by(|a, b| a.0.cmp(&b.0));
-    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    got.sort_by(|a, b| a.labels.cmp(&b.labels));
+    expected.sort_by(|a, b| a.labels.cmp(&b.labels));
     let same = got.len() == expected.len()
-        && got.iter().zip(&expected).all(|(g, e)| g.0 == e.0 && text::float_equal(g.1, e.1, fuzzy));
+        && got.iter().zip(&expected).all(|(g, e)| {
+            g.labels == e.labels
+                && match (&e.histogram, &g.histogram) {
+                    (None, None) => text::float_equal(g.value, e.value, fuzzy),
+                    (Some(want), Some(h)) => want.matches(h, |a, b| text::float_equal(a, b, fuzzy)),
+                    _ => false,
+                }
+        });
     if same {
         return Ok(());
     }
+    let got: Vec<(Labels, String)> =
+        got.into_iter().map(|g| (g.labels, text::value_text(g.value, g.histogram.as_deref()))).collect();
+    let expected: Vec<(Labels, String)> = expected
+        .into_iter()
+        .map(|e| (e.labels, text::value_text(e.value, e.histogram.as_ref().map(|h| &h.histogram))))
+        .collect();
     Err(format!(
         "    expr: {:?}, time: {at},\n        exp: {}\n        got: {}",
         t.expr,
         samples_text(&expected),
         samples_text(&got)
     ))
+}
+
+/// A sample of a query's answer.
+struct Got {
+    labels: Labels,
+    value: f64,
+    histogram: Option<Arc<Histogram>>,
+}
+
+/// An expected sample.
+struct Expected {
+    labels: Labels,
+    value: f64,
+    histogram: Option<HistogramValue>,
 }

@@ -54,13 +54,20 @@ fn pairs(labels: &Labels) -> Vec<(String, String)> {
 }
 
 /// Samples as promtool prints them: `{labels} value, ...`, or `nil`.
-pub fn samples_text(samples: &[(Labels, f64)]) -> String {
+pub fn samples_text(samples: &[(Labels, String)]) -> String {
     if samples.is_empty() {
         return "nil".to_owned();
     }
-    let parts: Vec<String> =
-        samples.iter().map(|(l, v)| format!("{} {}", labels_text(pairs(l)), go_float_e(*v))).collect();
+    let parts: Vec<String> = samples.iter().map(|(l, v)| format!("{} {v}", labels_text(pairs(l)))).collect();
     parts.join(", ")
+}
+
+/// A sample's value as promtool prints it: the float in Go's `%E` form, or the histogram.
+pub fn value_text(value: f64, histogram: Option<&crate::histogram::Histogram>) -> String {
+    match histogram {
+        Some(h) => format!("{h:?}"),
+        None => go_float_e(value),
+    }
 }
 
 /// Whether two floats are equal: exactly (NaN never equals), or at most one step apart when

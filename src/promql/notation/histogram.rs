@@ -34,10 +34,10 @@
 
 use std::fmt;
 
-use saltdb::histogram::{CounterResetHint, Histogram, Span};
+use crate::histogram::{CounterResetHint, Histogram, Span};
 
 /// Repetitions of one item beyond which it is refused instead of filling memory.
-const MAX_REPEAT: u64 = 1_000_000;
+pub const MAX_REPEAT: u64 = 1_000_000;
 
 /// One histogram value of a series line.
 #[derive(Clone, Debug)]
@@ -47,6 +47,48 @@ pub struct HistogramValue {
     /// The notation wrote `counter_reset_hint:`; Prometheus' runner compares the hint of an
     /// expected histogram only then.
     pub hint_given: bool,
+}
+
+impl HistogramValue {
+    /// Whether `got` matches this expected histogram, as Prometheus' runner decides: both
+    /// compacted (no empty buckets), the same schema, zero threshold, custom bounds (custom schema)
+    /// and buckets, counts and sums almost equal, and the hint only when the script gave one.
+    pub fn matches(&self, got: &Histogram, almost_equal: impl Fn(f64, f64) -> bool) -> bool {
+        let (mut w, mut g) = (self.histogram.clone(), got.clone());
+        w.compact(0);
+        g.compact(0);
+        let buckets = |spans: &[Span], counts: &[f64]| -> Vec<(i64, f64)> {
+            let mut out = Vec::new();
+            let mut index = 0i64;
+            let mut counts = counts.iter();
+            for (k, s) in spans.iter().enumerate() {
+                index = if k == 0 { i64::from(s.offset) } else { index + i64::from(s.offset) };
+                for _ in 0..s.length {
+                    out.push((index, counts.next().copied().unwrap_or(f64::NAN)));
+                    index += 1;
+                }
+            }
+            out
+        };
+        let same_buckets = |a: Vec<(i64, f64)>, b: Vec<(i64, f64)>| {
+            a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.0 == y.0 && almost_equal(x.1, y.1))
+        };
+        w.schema == g.schema
+            && almost_equal(w.count, g.count)
+            && almost_equal(w.sum, g.sum)
+            && (!w.uses_custom_buckets() || w.custom_values == g.custom_values)
+            && w.zero_threshold == g.zero_threshold
+            && almost_equal(w.zero_count, g.zero_count)
+            && same_buckets(
+                buckets(&w.negative_spans, &w.negative_buckets),
+                buckets(&g.negative_spans, &g.negative_buckets),
+            )
+            && same_buckets(
+                buckets(&w.positive_spans, &w.positive_buckets),
+                buckets(&g.positive_spans, &g.positive_buckets),
+            )
+            && (!self.hint_given || w.counter_reset_hint == g.counter_reset_hint)
+    }
 }
 
 /// Why a histogram item does not parse; `offset` is the byte offset in the item.
@@ -484,7 +526,7 @@ const KEYS: [&str; 11] = [
 
 /// Prometheus' `parser.number` on a scanned number: Go's `ParseInt(s, 0, 64)` (so `010` is
 /// octal 8, `1_000` is 1000), else `ParseFloat(s, 64)`. `None` when both refuse it.
-fn go_number(text: &str) -> Option<f64> {
+pub(crate) fn go_number(text: &str) -> Option<f64> {
     let b = text.as_bytes();
     let underscores_between_digits = b.iter().enumerate().all(|(i, &c)| {
         c != b'_'
@@ -507,5 +549,5 @@ fn go_number(text: &str) -> Option<f64> {
 }
 
 #[cfg(test)]
-#[path = "histogram_notation_tests.rs"]
+#[path = "histogram_tests.rs"]
 mod tests;
