@@ -638,6 +638,7 @@ impl ServeArgs {
                 external_labels: self.external_labels.iter().cloned().collect(),
                 external_url: self.external_url.trim_end_matches('/').to_owned(),
                 state_dir: Some(self.data_dir.join("rules")),
+                ruler_dir: Some(self.data_dir.join("rules").join("api")),
             },
             otlp_naming: self.otlp_metric_names,
             tls: match (&self.tls_cert, &self.tls_key) {

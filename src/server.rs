@@ -223,7 +223,7 @@ async fn start_rules(
     config: crate::rules::evaluator::RulesConfig,
     state: &AppState,
 ) -> Result<Option<Arc<crate::rules::evaluator::Evaluator>>, ServeError> {
-    if config.files.is_empty() {
+    if config.files.is_empty() && config.ruler_dir.is_none() {
         return Ok(None);
     }
     let (engine, backend) = (state.engine.clone(), state.backend.clone());

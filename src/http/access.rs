@@ -4,6 +4,7 @@
 //! | path | needs |
 //! |---|---|
 //! | `/api/v1/write`, `/api/v1/import`, `/api/v1/import/prometheus`, `/write`, `/api/v2/write`, `/api/put`, `/opentelemetry/v1/metrics`, `/api/v1/otlp/v1/metrics`, `/api/v1/admin/*` | write credentials, if any are set |
+//! | `POST`/`PUT` `/-/reload`; changes (`POST`, `DELETE`) through the ruler API (`/prometheus/config/v1/rules/*`, `/config/v1/rules/*`, `/rules/*`) | write credentials, if any are set |
 //! | `/metrics` | read credentials if `--metrics-auth read`, else nothing |
 //! | `/-/healthy`, `/-/ready`, `/ping` | read credentials if `--health-auth read`, else nothing |
 //! | the web UI's pages (`/`, `/graph`, ...) and `/ui/<file>` | nothing: they hold no data; the API requests they make need the read credentials |
@@ -238,7 +239,15 @@ enum Class {
     Health,
 }
 
-fn class_of(path: &str) -> Class {
+/// Paths of the ruler API (rule groups managed over HTTP): reading them needs the read
+/// credentials, changing them the write credentials.
+pub const RULER_PREFIXES: [&str; 3] = ["/prometheus/config/v1/rules", "/config/v1/rules", "/rules/"];
+
+fn class_of(method: &axum::http::Method, path: &str) -> Class {
+    let changes = method != axum::http::Method::GET && method != axum::http::Method::HEAD;
+    if changes && (path == "/-/reload" || RULER_PREFIXES.iter().any(|p| path.starts_with(p))) {
+        return Class::Write;
+    }
     match path {
         p if super::ui::is_shell(p) => Class::Shell,
         "/api/v1/write"
@@ -262,8 +271,8 @@ enum Denied {
 }
 
 impl AccessPolicy {
-    fn required(&self, path: &str) -> Option<(&Credentials, &'static str)> {
-        match class_of(path) {
+    fn required(&self, method: &axum::http::Method, path: &str) -> Option<(&Credentials, &'static str)> {
+        match class_of(method, path) {
             Class::Shell => None,
             Class::Write => Some((&self.write, "write")),
             Class::Read => Some((&self.read, "read")),
@@ -276,7 +285,9 @@ impl AccessPolicy {
 /// The middleware: 401 with `WWW-Authenticate` unless the request carries the credentials its
 /// path needs.
 pub async fn check(State(policy): State<Arc<AccessPolicy>>, request: Request, next: Next) -> Response {
-    let Some((creds, what)) = policy.required(request.uri().path()) else { return next.run(request).await };
+    let Some((creds, what)) = policy.required(request.method(), request.uri().path()) else {
+        return next.run(request).await;
+    };
     match creds.accepts(request.headers()) {
         Ok(()) => next.run(request).await,
         Err(denied) => {
@@ -334,22 +345,28 @@ mod tests {
 
     #[test]
     fn path_classes() {
-        assert_eq!(class_of("/api/v1/write"), Class::Write);
+        const GET: axum::http::Method = axum::http::Method::GET;
+        assert_eq!(class_of(&GET, "/api/v1/write"), Class::Write);
         for write in ["/api/v1/import/prometheus", "/write", "/api/v2/write", "/api/put", "/opentelemetry/v1/metrics"] {
-            assert_eq!(class_of(write), Class::Write, "{write}");
+            assert_eq!(class_of(&GET, write), Class::Write, "{write}");
         }
-        assert_eq!(class_of("/ping"), Class::Health);
-        assert_eq!(class_of("/api/v1/admin/tsdb/snapshot"), Class::Write);
-        assert_eq!(class_of("/api/v1/query"), Class::Read);
-        assert_eq!(class_of("/api/v1/read"), Class::Read);
-        assert_eq!(class_of("/nope"), Class::Read);
-        assert_eq!(class_of("/metrics"), Class::Metrics);
-        assert_eq!(class_of("/-/ready"), Class::Health);
+        assert_eq!(class_of(&GET, "/ping"), Class::Health);
+        assert_eq!(class_of(&GET, "/api/v1/admin/tsdb/snapshot"), Class::Write);
+        assert_eq!(class_of(&GET, "/api/v1/query"), Class::Read);
+        assert_eq!(class_of(&GET, "/api/v1/read"), Class::Read);
+        assert_eq!(class_of(&GET, "/nope"), Class::Read);
+        assert_eq!(class_of(&GET, "/metrics"), Class::Metrics);
+        assert_eq!(class_of(&GET, "/-/ready"), Class::Health);
+        let post = axum::http::Method::POST;
+        assert_eq!(class_of(&post, "/-/reload"), Class::Write);
+        assert_eq!(class_of(&post, "/prometheus/config/v1/rules/ns"), Class::Write);
+        assert_eq!(class_of(&axum::http::Method::DELETE, "/rules/ns/g"), Class::Write);
+        assert_eq!(class_of(&GET, "/prometheus/config/v1/rules/ns"), Class::Read);
         for shell in ["/", "/graph", "/storage", "/ui/main.js", "/ui/credentials.js"] {
-            assert_eq!(class_of(shell), Class::Shell, "{shell}");
+            assert_eq!(class_of(&GET, shell), Class::Shell, "{shell}");
         }
         for data in ["/ui/", "/ui/a/b.js", "/graphs", "/api/v1/status/flags"] {
-            assert_eq!(class_of(data), Class::Read, "{data}");
+            assert_eq!(class_of(&GET, data), Class::Read, "{data}");
         }
     }
 }

@@ -49,6 +49,26 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))
         .route("/api/v1/rules", get(api::rules::rules).post(api::rules::rules))
         .route("/api/v1/alerts", get(api::rules::alerts))
+        .route("/prometheus/config/v1/rules", get(api::ruler::list))
+        .route("/config/v1/rules", get(api::ruler::list))
+        .route(
+            "/prometheus/config/v1/rules/{namespace}",
+            get(api::ruler::namespace).post(api::ruler::set).delete(api::ruler::delete_namespace),
+        )
+        .route(
+            "/prometheus/config/v1/rules/{namespace}/{group}",
+            get(api::ruler::group).delete(api::ruler::delete_group),
+        )
+        .route(
+            "/config/v1/rules/{namespace}",
+            get(api::ruler::namespace).post(api::ruler::set).delete(api::ruler::delete_namespace),
+        )
+        .route("/config/v1/rules/{namespace}/{group}", get(api::ruler::group).delete(api::ruler::delete_group))
+        .route(
+            "/rules/{namespace}",
+            get(api::ruler::namespace).post(api::ruler::set).delete(api::ruler::delete_namespace),
+        )
+        .route("/rules/{namespace}/{group}", get(api::ruler::group).delete(api::ruler::delete_group))
         .route("/-/reload", post(api::rules::reload).put(api::rules::reload))
         .route("/-/healthy", get(health::healthy).head(health::healthy))
         .route("/-/ready", get(health::ready).head(health::ready))

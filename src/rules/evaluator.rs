@@ -17,6 +17,7 @@ use crate::backend::Backend;
 use crate::promql::Engine;
 
 use super::group::{Env, GroupRun, Outgoing};
+use super::ruler::RulerStore;
 use super::slot::{group_hash, next_slot, slot_at_or_before};
 use super::state::{fingerprint, StateDir};
 use super::RuleFiles;
@@ -38,6 +39,8 @@ pub struct RulesConfig {
     pub external_url: String,
     /// Where alert state is saved (`<data-dir>/rules`); `None`: not saved.
     pub state_dir: Option<std::path::PathBuf>,
+    /// Where the ruler API keeps its namespaces (`<data-dir>/rules/api`); `None`: no ruler API.
+    pub ruler_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RulesConfig {
@@ -50,6 +53,7 @@ impl Default for RulesConfig {
             external_labels: BTreeMap::new(),
             external_url: String::new(),
             state_dir: None,
+            ruler_dir: None,
         }
     }
 }
@@ -84,6 +88,18 @@ struct Shared {
     backend: Backend,
     sink: Option<Arc<dyn AlertSink>>,
     states: Option<StateDir>,
+    ruler: Option<RulerStore>,
+}
+
+impl Shared {
+    /// The `--rule-file` groups, then the ruler API's namespaces.
+    fn load(&self) -> Result<RuleFiles, Vec<String>> {
+        let files = RuleFiles::load(&self.config.files)?;
+        match &self.ruler {
+            Some(ruler) => Ok(files.with(ruler.rule_files()?)),
+            None => Ok(files),
+        }
+    }
 }
 
 /// The server's rule evaluator.
@@ -105,9 +121,10 @@ impl Evaluator {
         backend: Backend,
         sink: Option<Arc<dyn AlertSink>>,
     ) -> Result<Self, Vec<String>> {
-        let files = RuleFiles::load(&config.files)?;
         let states = config.state_dir.clone().map(StateDir::new);
-        let shared = Arc::new(Shared { config, engine, backend, sink, states });
+        let ruler = config.ruler_dir.clone().map(RulerStore::new);
+        let shared = Arc::new(Shared { config, engine, backend, sink, states, ruler });
+        let files = shared.load()?;
         let now = crate::storage::now_ms();
         let groups = files
             .groups()
@@ -130,7 +147,7 @@ impl Evaluator {
     /// The files' problems; the running rules are kept.
     pub fn reload(&self) -> Result<(), Vec<String>> {
         let mut groups = self.groups.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let loaded = RuleFiles::load(&self.shared.config.files);
+        let loaded = self.shared.load();
         let files = match loaded {
             Ok(f) => f,
             Err(errors) => {
@@ -176,6 +193,11 @@ impl Evaluator {
     pub fn groups(&self) -> Vec<Arc<GroupRun>> {
         let groups = self.groups.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         groups.iter().map(|g| g.published.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()).collect()
+    }
+
+    /// The ruler API's store, when the server has one.
+    pub fn ruler(&self) -> Option<&RulerStore> {
+        self.shared.ruler.as_ref()
     }
 
     /// The latest reload's outcome.

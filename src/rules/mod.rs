@@ -30,9 +30,9 @@ impl RuleFiles {
         let mut errors = Vec::new();
         for path in patterns {
             match std::fs::read(path) {
-                Ok(bytes) => match scratch_parse::parse(path, &bytes) {
+                Ok(bytes) => match parse_file(path, &bytes) {
                     Ok(f) => files.push(f),
-                    Err(e) => errors.push(format!("{path}: {e}")),
+                    Err(e) => errors.extend(e),
                 },
                 Err(e) => errors.push(format!("{path}: {e}")),
             }
@@ -44,6 +44,12 @@ impl RuleFiles {
         }
     }
 
+    /// These files and `more` after them.
+    pub fn with(mut self, more: Vec<RuleFile>) -> Self {
+        self.files.extend(more);
+        self
+    }
+
     /// Every group, file by file.
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
         self.files.iter().flat_map(|f| &f.groups)
@@ -52,4 +58,13 @@ impl RuleFiles {
 pub mod evaluator;
 pub mod exposition;
 mod scratch_parse;
+
+/// Parses and validates one rule file's bytes; `path` names it in messages and in its groups.
+///
+/// # Errors
+/// Every problem, as Prometheus words them, each naming the file.
+pub fn parse_file(path: &str, bytes: &[u8]) -> Result<RuleFile, Vec<String>> {
+    scratch_parse::parse(path, bytes).map_err(|e| vec![format!("{path}: {e}")])
+}
+pub mod ruler;
 pub mod state;

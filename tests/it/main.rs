@@ -47,6 +47,7 @@ mod real_prometheus;
 mod remote_histograms;
 mod remote_write;
 mod retention;
+mod ruler_api;
 mod rules;
 mod seal;
 mod security;

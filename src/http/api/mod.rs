@@ -8,6 +8,7 @@ pub mod labels;
 pub mod metadata;
 pub mod query;
 pub(crate) mod query_kind;
+pub mod ruler;
 pub mod rules;
 pub mod runtimeinfo;
 pub mod series;

@@ -5,8 +5,9 @@ use serde_json::json;
 
 use super::success;
 
-/// Build information in Prometheus' shape. The empty `features` object tells Grafana the
-/// data source is Prometheus-compatible without claiming Mimir/Thanos features.
+/// Build information in Prometheus' shape. `features.ruler_config_api` tells Grafana's alerting
+/// UI that rule groups can be created and edited through the ruler API (`api/ruler.rs`), as
+/// Mimir reports it (Grafana's `discoverDataSourceFeatures`, `buildInfo.ts`).
 pub async fn buildinfo() -> Response {
     success(
         json!({
@@ -17,7 +18,7 @@ pub async fn buildinfo() -> Response {
             "buildDate": "",
             "goVersion": "",
             "application": "saltdb",
-            "features": {},
+            "features": {"ruler_config_api": "true"},
         }),
         Vec::new(),
     )
