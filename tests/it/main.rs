@@ -49,6 +49,7 @@ mod remote_write;
 mod retention;
 mod ruler_api;
 mod rules;
+mod rules_unit;
 mod seal;
 mod security;
 mod skip;
