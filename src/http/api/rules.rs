@@ -1,7 +1,9 @@
 //! `GET /api/v1/rules`, `GET /api/v1/alerts` and `POST|PUT /-/reload`, in Prometheus' shapes.
 //!
-//! `/api/v1/rules` reads `type` (`alert` or `record`), `rule_name[]`, `rule_group[]`,
-//! `file[]` and `exclude_alerts`; a group is listed when any of its rules remains.
+//! `/api/v1/rules` reads `type` (`alert` or `record`), `rule_name[]`, `rule_group[]`, `file[]`,
+//! `match[]` (selectors the rules' configured labels must satisfy), `exclude_alerts` and the
+//! pagination pair `group_limit` / `group_next_token` (a SHA-256 of `file;group`, as Prometheus
+//! makes it); a group is listed when any of its rules remains, as in Prometheus 3.
 
 use std::sync::Arc;
 
@@ -96,6 +98,7 @@ struct RuleFilter {
     names: Vec<String>,
     groups: Vec<String>,
     files: Vec<String>,
+    selectors: Vec<Vec<crate::matcher::Matcher>>,
     with_alerts: bool,
 }
 
@@ -107,9 +110,45 @@ impl RuleFilter {
 
     fn keeps_rule(&self, r: &RuleRun) -> bool {
         let alerting = matches!(r.rule.kind, RuleKind::Alerting { .. });
-        self.kind.is_none_or(|k| k == alerting)
+        let labels = &r.rule.labels;
+        let selected = self.selectors.is_empty()
+            || self
+                .selectors
+                .iter()
+                .any(|set| set.iter().all(|m| m.matches(labels.get(&m.name).map_or("", String::as_str))));
+        selected
+            && self.kind.is_none_or(|k| k == alerting)
             && (self.names.is_empty() || self.names.iter().any(|n| n == r.rule.name()))
     }
+}
+
+/// Prometheus' `getRuleGroupNextToken`: the hex SHA-256 of `file;group`.
+fn next_token(file: &str, group: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(format!("{file};{group}").as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `group_limit` and `group_next_token`, checked as Prometheus checks them.
+fn pagination(p: &crate::http::params::Params) -> Result<(Option<usize>, Option<String>), ApiError> {
+    let token = p.get("group_next_token").filter(|t| !t.is_empty()).map(str::to_owned);
+    let limit = match p.get("group_limit").filter(|l| !l.is_empty()) {
+        None if token.is_some() => {
+            return Err(ApiError::BadData(
+                "invalid parameter \"group_next_token\": group_limit needs to be present in order to paginate over the groups".into(),
+            ))
+        }
+        None => None,
+        Some(l) => match l.parse::<i32>() {
+            Ok(n) if n > 0 => Some(n as usize),
+            Ok(_) => return Err(ApiError::BadData("invalid parameter \"group_limit\": group_limit needs to be greater than 0".into())),
+            Err(e) => {
+                return Err(ApiError::BadData(format!(
+                    "invalid parameter \"group_limit\": group_limit needs to be a valid number: {e}"
+                )))
+            }
+        },
+    };
+    Ok((limit, token))
 }
 
 /// `GET /api/v1/rules`.
@@ -124,43 +163,80 @@ pub async fn rules(
     body: Body,
 ) -> Result<Response, ApiError> {
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
-    let kind = match p.get("type") {
+    let kind = match p.get("type").map(str::to_ascii_lowercase).as_deref() {
         None | Some("") => None,
         Some("alert") => Some(true),
         Some("record") => Some(false),
-        Some(other) => {
-            return Err(ApiError::BadData(format!("unsupported type {other:?}: use \"alert\" or \"record\"")))
+        Some(_) => {
+            let other = p.get("type").unwrap_or_default();
+            return Err(ApiError::BadData(format!("invalid parameter \"type\": not supported value {other:?}")));
         }
     };
-    let with_alerts = match p.get("exclude_alerts") {
-        None | Some("") | Some("false") => true,
-        Some("true") => false,
-        Some(other) => return Err(ApiError::BadData(format!("invalid exclude_alerts {other:?}: use true or false"))),
+    // Go's strconv.ParseBool.
+    let with_alerts = match p.get("exclude_alerts").map(str::to_ascii_lowercase).as_deref() {
+        None | Some("" | "0" | "f" | "false") => true,
+        Some("1" | "t" | "true") => false,
+        Some(_) => {
+            let other = p.get("exclude_alerts").unwrap_or_default();
+            return Err(ApiError::BadData(format!(
+                "invalid parameter \"exclude_alerts\": error converting exclude_alerts: strconv.ParseBool: parsing {other:?}: invalid syntax"
+            )));
+        }
     };
+    let (limit, token) = pagination(&p)?;
     let own = |name: &str| p.all(name).into_iter().map(str::to_owned).collect::<Vec<_>>();
-    let filter =
-        RuleFilter { kind, names: own("rule_name[]"), groups: own("rule_group[]"), files: own("file[]"), with_alerts };
+    let filter = RuleFilter {
+        kind,
+        names: own("rule_name[]"),
+        groups: own("rule_group[]"),
+        files: own("file[]"),
+        selectors: p.selectors("match[]")?,
+        with_alerts,
+    };
     let groups = state.rules.as_ref().map(|r| r.groups()).unwrap_or_default();
-    let listed: Vec<Value> = groups
-        .iter()
-        .filter(|g| filter.keeps_group(g))
-        .filter_map(|g| {
-            let rules: Vec<Value> =
-                g.rules.iter().filter(|r| filter.keeps_rule(r)).map(|r| rule_json(r, filter.with_alerts)).collect();
-            (!rules.is_empty() || (filter.kind.is_none() && filter.names.is_empty())).then(|| {
-                json!({
-                    "name": g.group.name,
-                    "file": g.group.file,
-                    "rules": rules,
-                    "interval": g.interval_ms as f64 / 1000.0,
-                    "limit": g.group.limit,
-                    "evaluationTime": g.evaluation_seconds,
-                    "lastEvaluation": rfc3339(g.last_evaluation_ms),
-                })
-            })
-        })
-        .collect();
-    Ok(success(json!({ "groups": listed }), Vec::new()))
+    let mut listed = Vec::new();
+    let mut found_token = token.is_none();
+    let mut next = None;
+    for g in &groups {
+        if !found_token {
+            if token.as_deref() != Some(next_token(&g.group.file, &g.group.name).as_str()) {
+                continue;
+            }
+            found_token = true;
+        }
+        if !filter.keeps_group(g) {
+            continue;
+        }
+        let rules: Vec<Value> =
+            g.rules.iter().filter(|r| filter.keeps_rule(r)).map(|r| rule_json(r, filter.with_alerts)).collect();
+        if rules.is_empty() {
+            continue;
+        }
+        if limit.is_some_and(|l| listed.len() == l) {
+            next = Some(next_token(&g.group.file, &g.group.name));
+            break;
+        }
+        listed.push(json!({
+            "name": g.group.name,
+            "file": g.group.file,
+            "rules": rules,
+            "interval": g.interval_ms as f64 / 1000.0,
+            "limit": g.group.limit,
+            "evaluationTime": g.evaluation_seconds,
+            "lastEvaluation": rfc3339(g.last_evaluation_ms),
+        }));
+    }
+    if !found_token {
+        return Err(ApiError::BadData(format!(
+            "invalid parameter \"group_next_token\": invalid group_next_token '{}'. were rule groups changed?",
+            token.unwrap_or_default()
+        )));
+    }
+    let mut data = json!({ "groups": listed });
+    if let (Some(next), Value::Object(map)) = (next, &mut data) {
+        map.insert("groupNextToken".to_owned(), Value::from(next));
+    }
+    Ok(success(data, Vec::new()))
 }
 
 /// `GET /api/v1/alerts`: every pending and firing alert.
