@@ -7,6 +7,7 @@
 pub mod alert;
 pub mod file;
 pub mod group;
+pub mod notify;
 pub mod output;
 pub mod slot;
 pub mod template;

@@ -4,6 +4,7 @@
 mod common;
 
 mod abandoned_query;
+mod alertmanager;
 mod backfill;
 mod bad_input;
 mod browser;
