@@ -381,6 +381,15 @@ pub struct ServeArgs {
     /// sent (Prometheus' global external_labels); repeatable.
     #[arg(long = "external-label", value_name = "NAME=VALUE", value_parser = parse_external_label)]
     pub external_labels: Vec<(String, String)>,
+    /// An Alertmanager to send alerts to, as its base URL (`http://127.0.0.1:9093`); repeatable:
+    /// every alert goes to each, through Alertmanager's v2 API.
+    #[arg(long = "alertmanager-url", value_name = "URL")]
+    pub alertmanager_urls: Vec<String>,
+    /// Alerts waiting to be sent to Alertmanager at most; beyond it the oldest are dropped and
+    /// counted in prometheus_notifications_dropped_total (Prometheus'
+    /// --alertmanager.notification-queue-capacity).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub alertmanager_queue_capacity: u32,
     /// How OTLP metric names become series names: Prometheus' default translation (invalid
     /// characters to `_`, unit and `_total`/`_ratio` suffixes, attribute names translated too),
     /// or the name as sent (UTF-8 kept) with the same suffixes, attribute names kept as sent
@@ -639,6 +648,8 @@ impl ServeArgs {
                 external_url: self.external_url.trim_end_matches('/').to_owned(),
                 state_dir: Some(self.data_dir.join("rules")),
                 ruler_dir: Some(self.data_dir.join("rules").join("api")),
+                alertmanagers: self.alertmanager_urls.clone(),
+                notification_queue_capacity: self.alertmanager_queue_capacity as usize,
             },
             otlp_naming: self.otlp_metric_names,
             tls: match (&self.tls_cert, &self.tls_key) {

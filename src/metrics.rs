@@ -221,6 +221,7 @@ pub struct Metrics {
     fjall_compactions: IntCounter,
     fjall_compaction_seconds: prometheus::Counter,
     connections: ConnectionMetrics,
+    notifications: crate::rules::notify::metrics::NotifierMetrics,
     clickhouse_requests: IntCounterVec,
     clickhouse_seconds: prometheus::CounterVec,
     clickhouse_rows: IntCounterVec,
@@ -448,11 +449,17 @@ impl Metrics {
                     .unwrap_or_else(|e| panic!("BUG: {e}")),
             ),
             connections: ConnectionMetrics::register(&r),
+            notifications: crate::rules::notify::metrics::NotifierMetrics::register(&r),
             refresh: std::sync::Mutex::new(()),
             registry: r,
         };
         m.initialise_known_series();
         m
+    }
+
+    /// The Alertmanager notifier's figures (shares the registered metrics).
+    pub fn notifications(&self) -> crate::rules::notify::metrics::NotifierMetrics {
+        self.notifications.clone()
     }
 
     /// The figures the accept loop keeps (shares the registered metrics).

@@ -227,8 +227,24 @@ async fn start_rules(
         return Ok(None);
     }
     let (engine, backend) = (state.engine.clone(), state.backend.clone());
+    let sink: Option<Arc<dyn crate::rules::evaluator::AlertSink>> = if config.alertmanagers.is_empty() {
+        None
+    } else {
+        let notifier = crate::rules::notify::Notifier::new(
+            crate::rules::notify::NotifierConfig {
+                alertmanagers: config.alertmanagers.clone(),
+                external_labels: config.external_labels.clone(),
+                external_url: config.external_url.clone(),
+                queue_capacity: config.notification_queue_capacity,
+                ..crate::rules::notify::NotifierConfig::default()
+            },
+            state.metrics.notifications(),
+        )
+        .map_err(|e| ServeError::Rules(vec![format!("--alertmanager-url: {e}")]))?;
+        Some(Arc::new(notifier))
+    };
     let evaluator =
-        tokio::task::spawn_blocking(move || crate::rules::evaluator::Evaluator::start(config, engine, backend, None))
+        tokio::task::spawn_blocking(move || crate::rules::evaluator::Evaluator::start(config, engine, backend, sink))
             .await
             .map_err(|e| ServeError::Io(std::io::Error::other(e)))?
             .map_err(ServeError::Rules)?;

@@ -41,6 +41,10 @@ pub struct RulesConfig {
     pub state_dir: Option<std::path::PathBuf>,
     /// Where the ruler API keeps its namespaces (`<data-dir>/rules/api`); `None`: no ruler API.
     pub ruler_dir: Option<std::path::PathBuf>,
+    /// Alertmanagers alerts are sent to (`--alertmanager-url`, base URLs).
+    pub alertmanagers: Vec<String>,
+    /// Alerts queued for Alertmanager at most (`--alertmanager-queue-capacity`).
+    pub notification_queue_capacity: usize,
 }
 
 impl Default for RulesConfig {
@@ -54,6 +58,8 @@ impl Default for RulesConfig {
             external_url: String::new(),
             state_dir: None,
             ruler_dir: None,
+            alertmanagers: Vec::new(),
+            notification_queue_capacity: 10_000,
         }
     }
 }
@@ -62,6 +68,18 @@ impl Default for RulesConfig {
 pub trait AlertSink: Send + Sync {
     /// Takes alerts due to be sent; must not block.
     fn send(&self, alerts: Vec<Outgoing>);
+    /// Sends what is still queued, within a bound, and stops (after the last evaluation).
+    fn stop(&self) {}
+}
+
+impl AlertSink for super::notify::Notifier {
+    fn send(&self, alerts: Vec<Outgoing>) {
+        super::notify::Notifier::send(self, alerts);
+    }
+
+    fn stop(&self) {
+        super::notify::Notifier::stop(self);
+    }
 }
 
 /// The outcome of the latest reload.
@@ -213,6 +231,9 @@ impl Evaluator {
         let mut groups = self.groups.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         for g in groups.drain(..) {
             stop(g);
+        }
+        if let Some(sink) = &self.shared.sink {
+            sink.stop();
         }
     }
 }

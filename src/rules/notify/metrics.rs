@@ -1,14 +1,15 @@
-//! The notifier's figures: Prometheus' `prometheus_notifications_*` metrics under saltdb's own
-//! prefix (as every saltdb metric, see [`crate::metrics`]), with Prometheus' suffixes, labels and
-//! meaning:
+//! The notifier's figures under Prometheus' own names, labels and meaning, as the rule group
+//! metrics (`super::super::exposition`), so that the Prometheus mixin's notification alerts
+//! (`PrometheusErrorSendingAlertsToSomeAlertmanagers`, `PrometheusNotificationQueueRunningFull`)
+//! work unchanged:
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `saltdb_notifications_sent_total` (alerts sent, including sends that failed) | counter | `alertmanager` |
-//! | `saltdb_notifications_errors_total` (alerts in sends that failed) | counter | `alertmanager` |
-//! | `saltdb_notifications_dropped_total` (alerts lost: queue overflow, or no Alertmanager took them) | counter | |
-//! | `saltdb_notifications_queue_length`, `saltdb_notifications_queue_capacity` | gauge | |
-//! | `saltdb_notifications_alertmanagers_discovered` | gauge | |
+//! | `prometheus_notifications_sent_total` (alerts sent, including sends that failed) | counter | `alertmanager` |
+//! | `prometheus_notifications_errors_total` (alerts in sends that failed) | counter | `alertmanager` |
+//! | `prometheus_notifications_dropped_total` (alerts lost: queue overflow, or no Alertmanager took them) | counter | |
+//! | `prometheus_notifications_queue_length`, `prometheus_notifications_queue_capacity` | gauge | |
+//! | `prometheus_notifications_alertmanagers_discovered` | gauge | |
 //!
 //! `alertmanager` is the URL alerts are posted to (`http://host:9093/api/v2/alerts`). Errors count
 //! alerts, not requests, as Prometheus does since 3.1 (2.42 counted one per failed request), so
@@ -17,7 +18,7 @@
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 /// The prefix of every notifier metric.
-pub const PREFIX: &str = "saltdb_notifications_";
+pub const PREFIX: &str = "prometheus_notifications_";
 
 /// The notifier's metrics; clones share the registered figures.
 #[derive(Clone, Debug)]
@@ -153,12 +154,12 @@ mod tests {
         TextEncoder::new().encode(&r.gather(), &mut text).unwrap();
         let text = String::from_utf8(text).unwrap();
         for line in [
-            r#"saltdb_notifications_sent_total{alertmanager="http://am:9093/api/v2/alerts"} 3"#,
-            r#"saltdb_notifications_errors_total{alertmanager="http://am:9093/api/v2/alerts"} 0"#,
-            "saltdb_notifications_dropped_total 2",
-            "saltdb_notifications_queue_length 0",
-            "saltdb_notifications_queue_capacity 10000",
-            "saltdb_notifications_alertmanagers_discovered 1",
+            r#"prometheus_notifications_sent_total{alertmanager="http://am:9093/api/v2/alerts"} 3"#,
+            r#"prometheus_notifications_errors_total{alertmanager="http://am:9093/api/v2/alerts"} 0"#,
+            "prometheus_notifications_dropped_total 2",
+            "prometheus_notifications_queue_length 0",
+            "prometheus_notifications_queue_capacity 10000",
+            "prometheus_notifications_alertmanagers_discovered 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
         }
