@@ -319,7 +319,10 @@ fn raise(
         };
         let expand = |text: &str| match template::expand(&template_name, text, &data, &query) {
             Ok(t) => t,
-            Err(e) => format!("<error expanding template: {e}>"),
+            Err(e) => {
+                tracing::warn!(alert = %name, error = %e, "expanding an alert template failed");
+                format!("<error expanding template: {e}>")
+            }
         };
         let mut out: BTreeMap<String, String> = sample_labels.clone();
         out.remove("__name__");
@@ -344,6 +347,10 @@ struct AtTime<'a> {
 }
 
 impl TemplateQuery for AtTime<'_> {
+    fn timestamp_ms(&self) -> i64 {
+        self.t_ms
+    }
+
     fn query(&self, expr: &str) -> Result<Vec<QuerySample>, String> {
         let answer = self.env.query(expr, self.t_ms)?;
         Ok(answer
