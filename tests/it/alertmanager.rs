@@ -262,3 +262,90 @@ fn alerts_reach_the_real_alertmanager_and_resolve() {
     assert_eq!((metrics.sent_count(url), metrics.error_count(url), metrics.dropped_count()), (2, 0, 0));
     notifier.stop();
 }
+
+/// The value of the first line of `/metrics` starting with `series` (0 when absent).
+fn metric(base: &str, series: &str) -> f64 {
+    let text = client().get(format!("{base}/metrics")).send().unwrap().text().unwrap();
+    text.lines().find(|l| l.starts_with(series)).and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0.0)
+}
+
+fn import_up(base: &str, instance: &str, value: f64) {
+    let now = chrono::Utc::now().timestamp_millis();
+    let line = format!(
+        "{{\"metric\":{{\"__name__\":\"up\",\"job\":\"node\",\"instance\":\"{instance}\"}},\"values\":[{value}],\"timestamps\":[{now}]}}\n"
+    );
+    let (status, body) = import(base, line);
+    assert_eq!(status, 204, "{body}");
+}
+
+/// A server evaluating an alerting rule pages through the real Alertmanager with its templates
+/// expanded and its external labels; after `kill -9` the restored firing alert is not sent
+/// again before the resend delay; when its series recovers, Alertmanager hears it resolved.
+#[test]
+fn a_server_pages_through_alertmanager_and_a_restart_does_not_page_again() {
+    if !installed(BIN, "alertmanager::a_server_pages_through_alertmanager", "prometheus-alertmanager") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let webhook = Webhook::start();
+    let am = Alertmanager::start(dir.path(), &webhook.url);
+    let rules = dir.path().join("rules.yml");
+    std::fs::write(
+        &rules,
+        r#"groups:
+  - name: node
+    interval: 1s
+    rules:
+      - alert: NodeDown
+        expr: up == 0
+        labels:
+          severity: page
+        annotations:
+          summary: "{{ $labels.instance }} of {{ $labels.job }} is down (up = {{ $value }})"
+"#,
+    )
+    .unwrap();
+    let args = [
+        "--rule-file",
+        rules.to_str().unwrap(),
+        "--alertmanager-url",
+        &am.base,
+        "--external-label",
+        "source=saltdb",
+        "--external-url",
+        "http://saltdb.example:9201",
+    ];
+    let data = dir.path().join("saltdb");
+    let server = Binary::spawn(&data, &args);
+    import_up(&server.url(""), "n1", 0.0);
+
+    let active = until("the alert in Alertmanager", || am.active("NodeDown").into_iter().next());
+    assert_eq!(
+        map(&active["labels"]),
+        pairs(&[
+            ("alertname", "NodeDown"),
+            ("instance", "n1"),
+            ("job", "node"),
+            ("severity", "page"),
+            ("source", "saltdb")
+        ])
+    );
+    assert_eq!(active["annotations"]["summary"], "n1 of node is down (up = 0)");
+    assert!(active["generatorURL"].as_str().unwrap().starts_with("http://saltdb.example:9201/graph?g0.expr=up"));
+    let page = webhook.wait_for("firing");
+    assert_eq!(page["alerts"][0]["labels"]["instance"], "n1");
+    assert!(metric(&server.url(""), "prometheus_notifications_sent_total{") >= 1.0);
+    server.kill9();
+
+    let server = Binary::spawn(&data, &args);
+    let base = server.url("");
+    std::thread::sleep(Duration::from_millis(3500));
+    let alerts = get_json(&format!("{base}/api/v1/alerts"));
+    assert_eq!(alerts["data"]["alerts"][0]["state"], "firing", "{alerts}");
+    assert_eq!(metric(&base, "prometheus_notifications_sent_total{"), 0.0, "re-sent before the resend delay");
+    assert_eq!(am.active("NodeDown").len(), 1);
+
+    import_up(&base, "n1", 1.0);
+    webhook.wait_for("resolved");
+    until("the alert resolved in Alertmanager", || am.active("NodeDown").is_empty().then_some(()));
+}
