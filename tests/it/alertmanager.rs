@@ -33,14 +33,14 @@ const TEST: &str = "alertmanager::alerts_reach_the_real_alertmanager_and_resolve
 const BIN: &str = "prometheus-alertmanager";
 
 /// An Alertmanager process, killed on drop.
-struct Alertmanager {
+pub(crate) struct Alertmanager {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Alertmanager {
     /// Starts Alertmanager routing every alert to `webhook` and waits until it is ready.
-    fn start(dir: &Path, webhook: &str) -> Self {
+    pub(crate) fn start(dir: &Path, webhook: &str) -> Self {
         let config = format!(
             r#"
 route:
@@ -82,7 +82,7 @@ receivers:
     }
 
     /// The active alerts named `alertname`.
-    fn active(&self, alertname: &str) -> Vec<Value> {
+    pub(crate) fn active(&self, alertname: &str) -> Vec<Value> {
         let alerts = get_json(&format!("{}/api/v2/alerts?active=true", self.base));
         let alerts = alerts.as_array().cloned().unwrap_or_default();
         alerts.into_iter().filter(|a| a["labels"]["alertname"] == alertname).collect()
@@ -97,13 +97,13 @@ impl Drop for Alertmanager {
 }
 
 /// A webhook receiver on loopback: records every JSON body, answers 200.
-struct Webhook {
-    url: String,
+pub(crate) struct Webhook {
+    pub(crate) url: String,
     bodies: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Webhook {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         let bodies = Arc::new(Mutex::new(Vec::new()));
