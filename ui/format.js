@@ -89,3 +89,24 @@ export function formatDuration(ms) {
   }
   return out;
 }
+
+// A Prometheus RFC 3339 time (`2024-05-31T12:00:00.123Z`) as ms since the epoch; NaN for Go's
+// zero time (`0001-01-01T00:00:00Z`, "never") and for anything unreadable.
+export function parseRfc3339(s) {
+  if (typeof s !== 'string' || s.startsWith('0001-01-01')) return NaN;
+  return Date.parse(s);
+}
+
+// How long ago `ms` was, in its two largest units: `42s ago`, `3m12s ago`, `2d4h ago`.
+export function ago(ms, now = Date.now()) {
+  const d = now - ms;
+  const short = (x) => (formatDuration(x).match(/\d+[wdhms]/g) || ['0s']).slice(0, 2).join('');
+  return d >= 0 ? `${short(d)} ago` : `in ${short(-d)}`;
+}
+
+// A measured duration in seconds as Prometheus' rules page prints one: `1.234ms`, `2.500s`.
+export function seconds(s) {
+  const n = Number(s);
+  if (!Number.isFinite(n)) return String(s);
+  return n >= 1 ? `${n.toFixed(3)}s` : `${(n * 1000).toFixed(3)}ms`;
+}

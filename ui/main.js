@@ -4,6 +4,8 @@ import { queryPage } from './query.js';
 import { explorePage } from './explore.js';
 import { cardinalityPage } from './cardinality.js';
 import { storagePage } from './storage.js';
+import { rulesPage } from './rules.js';
+import { alertsPage } from './alerts.js';
 
 const pages = {
   '/': ['query', queryPage],
@@ -11,9 +13,11 @@ const pages = {
   '/explore': ['explore', explorePage],
   '/cardinality': ['cardinality', cardinalityPage],
   '/storage': ['storage', storagePage],
+  '/rules': ['rules', rulesPage],
+  '/alerts': ['alerts', alertsPage],
 };
 
-const titles = { query: 'Query', explore: 'Explore', cardinality: 'Cardinality', storage: 'Storage' };
+const titles = { query: 'Query', explore: 'Explore', cardinality: 'Cardinality', storage: 'Storage', rules: 'Rules', alerts: 'Alerts' };
 
 function render() {
   const [name, page] = pages[location.pathname] || pages['/'];

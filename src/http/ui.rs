@@ -1,9 +1,9 @@
 //! The web UI: `ui/*` (hand-written HTML, CSS and JavaScript modules, no build step) embedded in
 //! the binary at compile time and served from memory. Page paths (`/`, `/graph`, `/explore`,
-//! `/cardinality`, `/storage`) all answer the page shell, which picks the page from its path;
-//! assets live under `/ui/<file>`. Every answer carries an `ETag` (a hash of its bytes) and
-//! `Cache-Control: no-cache`, so browsers revalidate cheaply (304) and never run stale code
-//! after an upgrade; an unknown asset is a 404.
+//! `/cardinality`, `/storage`, `/rules`, `/alerts`) all answer the page shell, which picks the
+//! page from its path; assets live under `/ui/<file>`. Every answer carries an `ETag` (a hash of
+//! its bytes) and `Cache-Control: no-cache`, so browsers revalidate cheaply (304) and never run
+//! stale code after an upgrade; an unknown asset is a 404.
 
 use std::sync::LazyLock;
 
@@ -46,6 +46,8 @@ static ASSETS: &[Asset] = &[
     asset!("explore.js", JS),
     asset!("cardinality.js", JS),
     asset!("storage.js", JS),
+    asset!("rules.js", JS),
+    asset!("alerts.js", JS),
 ];
 
 /// Quoted hashes of the assets' bytes, in [`ASSETS`] order.
@@ -58,7 +60,7 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; style-src 'self' 'uns
      object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 /// The page paths, each answered with the page shell.
-pub const PAGES: [&str; 5] = ["/", "/graph", "/explore", "/cardinality", "/storage"];
+pub const PAGES: [&str; 7] = ["/", "/graph", "/explore", "/cardinality", "/storage", "/rules", "/alerts"];
 
 /// True for the paths of the UI shell: the pages and `/ui/<file>` (code and styles, no data).
 pub fn is_shell(path: &str) -> bool {

@@ -5,8 +5,10 @@
 //! labels; drag over the graph to zoom; type the first letters of a metric and be offered it;
 //! see a bad query's error; find the top metric on the cardinality page, the windows on the
 //! storage page, the metric's TYPE and series count on the explore page; check the phone layout;
-//! and collect the browser's console log after each page (no errors allowed). Screenshots of
-//! every page go to `<target>/ui-screenshots/`.
+//! and collect the browser's console log after each page (no errors allowed). A server with a
+//! rule file shows its group and rules on the rules page and its firing alert on the alerts page;
+//! one without says how to configure rules. Screenshots of every page go to
+//! `<target>/ui-screenshots/`.
 //!
 //! Without chromium and chromedriver the test says it is skipped, and fails under `CI`.
 
@@ -55,6 +57,22 @@ impl Driver {
             std::thread::sleep(Duration::from_millis(100));
         }
         driver
+    }
+
+    /// A headless Chromium session at desktop size, its console log kept for [`console_errors`].
+    async fn session(&self) -> Client {
+        let mut caps = serde_json::Map::new();
+        caps.insert("browserName".into(), json!("chrome"));
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"binary": "/usr/bin/chromium", "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}),
+        );
+        caps.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&self.url)
+            .await
+            .expect("WebDriver session")
     }
 }
 
@@ -279,18 +297,7 @@ fn web_ui_in_a_real_browser() {
     let driver = Driver::start();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let mut caps = serde_json::Map::new();
-        caps.insert("browserName".into(), json!("chrome"));
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({"binary": "/usr/bin/chromium", "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}),
-        );
-        caps.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
-        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&driver.url)
-            .await
-            .expect("WebDriver session");
+        let c = driver.session().await;
         let mut failures = Vec::new();
 
         // Query: type an expression, Enter, rows in the table.
@@ -316,8 +323,16 @@ fn web_ui_in_a_real_browser() {
         // series, the legend naming each.
         c.find(Locator::Css("#tab-table")).await.unwrap().send_keys(&Key::Right.to_string()).await.unwrap();
         let graph_tab = c.find(Locator::Css("#tab-graph")).await.unwrap();
-        assert_eq!(graph_tab.attr("aria-selected").await.unwrap().as_deref(), Some("true"), "the right arrow selects the graph tab");
-        assert_eq!(graph_tab.attr("tabindex").await.unwrap().as_deref(), Some("0"), "the selected tab is in the Tab order");
+        assert_eq!(
+            graph_tab.attr("aria-selected").await.unwrap().as_deref(),
+            Some("true"),
+            "the right arrow selects the graph tab"
+        );
+        assert_eq!(
+            graph_tab.attr("tabindex").await.unwrap().as_deref(),
+            Some("0"),
+            "the selected tab is in the Tab order"
+        );
         // (name, points) of every line, read in one go (a redraw replaces the elements).
         let lines = eventually("five lines", || async {
             let mut out = Vec::new();
@@ -377,7 +392,12 @@ fn web_ui_in_a_real_browser() {
             MouseActions::new("mouse".into())
                 .then(PointerAction::MoveToElement { element: overlay.clone(), duration: None, x: -200.0, y: 0.0 })
                 .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
-                .then(PointerAction::MoveToElement { element: overlay.clone(), duration: Some(Duration::from_millis(100)), x: 100.0, y: 0.0 })
+                .then(PointerAction::MoveToElement {
+                    element: overlay.clone(),
+                    duration: Some(Duration::from_millis(100)),
+                    x: 100.0,
+                    y: 0.0,
+                })
                 .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT }),
         )
         .await
@@ -422,7 +442,8 @@ fn web_ui_in_a_real_browser() {
         // log is read); nothing else may show.
         let logged = console_errors(&c).await;
         assert!(logged.iter().any(|e| e.contains("400 (Bad Request)")), "the failed load is logged: {logged:?}");
-        failures.extend(logged.into_iter().filter(|e| !e.contains("400 (Bad Request)")).map(|e| format!("bad query: {e}")));
+        failures
+            .extend(logged.into_iter().filter(|e| !e.contains("400 (Bad Request)")).map(|e| format!("bad query: {e}")));
 
         // Warnings as Prometheus shows them: sort() does nothing in a range query.
         let warned = "sort(saltui_requests_total)";
@@ -452,7 +473,11 @@ fn web_ui_in_a_real_browser() {
         .await;
         assert!(offered.contains(&TOP_METRIC.to_owned()), "offered {offered:?}");
         expr.send_keys(&Key::Enter.to_string()).await.unwrap();
-        assert_eq!(expr.prop("value").await.unwrap().unwrap_or_default(), utf8_selector, "a UTF-8 metric name is inserted quoted");
+        assert_eq!(
+            expr.prop("value").await.unwrap().unwrap_or_default(),
+            utf8_selector,
+            "a UTF-8 metric name is inserted quoted"
+        );
         // A quoted label name being typed, then its values: the query selects the series. (A
         // closed list keeps its items hidden, their text reading empty: wait for the new ones.)
         // On a fresh page: WebDriver's clear blurs the box, whose list closes 100 ms later.
@@ -527,7 +552,12 @@ fn web_ui_in_a_real_browser() {
         })
         .await;
         assert!(row.contains("counter") && row.contains("Requests served.") && row.contains('5'), "row {row:?}");
-        c.find(Locator::XPath(&format!("//tr[td/a[text()='{TOP_METRIC}']]//button"))).await.unwrap().click().await.unwrap();
+        c.find(Locator::XPath(&format!("//tr[td/a[text()='{TOP_METRIC}']]//button")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
         let labels = eventually("the labels", || async {
             let t = texts(&c, "#metric-detail tbody tr").await;
             (t.len() == 2).then_some(t)
@@ -536,7 +566,12 @@ fn web_ui_in_a_real_browser() {
         assert!(labels.iter().any(|l| l.starts_with("job") && l.contains("api, web")), "labels {labels:?}");
         screenshot(&c, "explore").await;
         // A UTF-8 metric: its labels listed by name as sent, its link a query that selects it.
-        c.find(Locator::XPath(&format!("//tr[td/a[text()='{UTF8_METRIC}']]//button"))).await.unwrap().click().await.unwrap();
+        c.find(Locator::XPath(&format!("//tr[td/a[text()='{UTF8_METRIC}']]//button")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
         let labels = eventually("the UTF-8 labels", || async {
             let t = texts(&c, "#metric-detail tbody tr").await;
             (t.len() == 3).then_some(t)
@@ -559,10 +594,15 @@ fn web_ui_in_a_real_browser() {
 
         // A phone: the pages fit the width (tables scroll inside their boxes).
         c.set_window_size(390, 844).await.unwrap();
-        for (page, name) in [("/graph?g0.expr=saltui_requests_total&g0.tab=0", "phone-query-graph"), ("/cardinality", "phone-cardinality"), ("/storage", "phone-storage")] {
+        for (page, name) in [
+            ("/graph?g0.expr=saltui_requests_total&g0.tab=0", "phone-query-graph"),
+            ("/cardinality", "phone-cardinality"),
+            ("/storage", "phone-storage"),
+        ] {
             c.goto(&format!("{base}{page}")).await.unwrap();
             c.wait().at_most(WAIT).for_element(Locator::Css("main table, main svg")).await.unwrap();
-            let overflow = c.execute("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await.unwrap();
+            let overflow =
+                c.execute("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await.unwrap();
             assert!(overflow.as_i64().unwrap_or(1) <= 0, "{page} is wider than a phone by {overflow}px");
             screenshot(&c, name).await;
         }
@@ -592,9 +632,8 @@ fn web_ui_in_a_real_browser() {
         assert!(rows.iter().all(|r| r.contains(TOP_METRIC)), "{rows:?}");
         screenshot(&c, "query-with-token").await;
         // 401s are expected here; anything else is not.
-        failures.extend(
-            console_errors(&c).await.into_iter().filter(|e| !e.contains("401")).map(|e| format!("token: {e}")),
-        );
+        failures
+            .extend(console_errors(&c).await.into_iter().filter(|e| !e.contains("401")).map(|e| format!("token: {e}")));
 
         c.close().await.unwrap();
         assert!(failures.is_empty(), "console errors: {failures:#?}");
@@ -602,4 +641,273 @@ fn web_ui_in_a_real_browser() {
     eprintln!("screenshots in {}", screenshot_dir().display());
     guarded.stop();
     server.stop();
+}
+
+/// One group evaluated every second: a recording rule and two alerting rules, one of which
+/// fires at its first evaluation (`for: 0s`) and one that never does.
+const RULES: &str = r#"
+groups:
+  - name: saltui-rules
+    interval: 1s
+    rules:
+      - record: job:saltui_up:sum
+        expr: sum by (job) (saltui_up)
+      - alert: SaltuiInstanceDown
+        expr: saltui_up == 0
+        for: 0s
+        labels:
+          severity: page
+        annotations:
+          summary: instance is down
+      - alert: SaltuiNeverFires
+        expr: saltui_up > 1
+"#;
+
+/// Whether both browser tools are here (a skip otherwise, a failure under `CI`).
+fn browser_installed(test: &str) -> bool {
+    crate::peers::installed("chromium", test, "chromium")
+        && crate::peers::installed("chromedriver", test, "chromium-driver")
+}
+
+/// The cells (`th` and `td`) of the rules-page row of rule `name`.
+async fn rule_cells(c: &Client, name: &str) -> Vec<String> {
+    texts(c, &format!("#rules-output tr[data-rule='{name}'] > *")).await
+}
+
+/// Page width beyond the window's (none allowed) of `path` on a phone.
+async fn phone_overflow(c: &Client, url: &str, ready: &str) -> i64 {
+    c.goto(url).await.unwrap();
+    c.wait().at_most(WAIT).for_element(Locator::Css(ready)).await.unwrap();
+    let overflow = c.execute("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await.unwrap();
+    overflow.as_i64().unwrap_or(1)
+}
+
+#[test]
+fn rules_and_alerts_pages_in_a_real_browser() {
+    const TEST: &str = "rules_and_alerts_pages_in_a_real_browser";
+    if !browser_installed(TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rule_file = dir.path().join("rules.yml");
+    std::fs::write(&rule_file, RULES).unwrap();
+    let server = Binary::spawn(&dir.path().join("data"), &["--rule-file", rule_file.to_str().unwrap()]);
+    let base = server.url("");
+    // `saltui_up` of two instances, one down, a second ago and now: what the next five minutes
+    // of evaluations see.
+    let now = chrono::Utc::now().timestamp_millis();
+    let lines: String = [("i1", 1), ("i2", 0)]
+        .iter()
+        .map(|(instance, v)| {
+            format!(
+                "{{\"metric\":{{\"__name__\":\"saltui_up\",\"job\":\"a\",\"instance\":\"{instance}\"}},\"values\":[{v},{v}],\"timestamps\":[{},{now}]}}\n",
+                now - 1000
+            )
+        })
+        .collect();
+    let (status, body) = import(&base, lines);
+    assert_eq!(status, 204, "import: {body}");
+    // Wait (through the API) for an evaluation that saw the data: every rule healthy, the alert
+    // firing and the recorded series queryable.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let groups = get_json(&format!("{base}/api/v1/rules"))["data"]["groups"].clone();
+        let rules = groups[0]["rules"].as_array().cloned().unwrap_or_default();
+        let recorded = get_json(&format!("{base}/api/v1/query?query=job:saltui_up:sum"))["data"]["result"].clone();
+        if rules.len() == 3
+            && rules.iter().all(|r| r["health"] == "ok")
+            && rules[1]["state"] == "firing"
+            && recorded.as_array().is_some_and(|r| !r.is_empty())
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the rules were not evaluated: {groups}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let driver = Driver::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let c = driver.session().await;
+        let mut failures = Vec::new();
+
+        // Rules: the group with its file and interval, each rule with its type, query, labels,
+        // state and health.
+        c.goto(&format!("{base}/rules")).await.unwrap();
+        let group = eventually("the rule group", || async {
+            let t = texts(&c, "#rules-output .rule-group h2").await;
+            (!t.is_empty()).then_some(t)
+        })
+        .await;
+        assert_eq!(group, ["saltui-rules"]);
+        assert_eq!(c.title().await.unwrap(), "Rules · saltdb");
+        let current = c.find(Locator::Css("nav a[aria-current='page']")).await.unwrap();
+        assert_eq!(current.text().await.unwrap(), "Rules");
+        let meta = texts(&c, "#rules-output .rule-group dl.meta").await.join("\n");
+        assert!(meta.contains(rule_file.to_str().unwrap()) && meta.contains("Interval\n1s"), "{meta}");
+        assert!(!meta.contains("never"), "the group was evaluated: {meta}");
+        assert_eq!(c.find_all(Locator::Css("#rules-output tbody tr")).await.unwrap().len(), 3);
+
+        let record = rule_cells(&c, "job:saltui_up:sum").await;
+        assert_eq!(record.len(), 6, "{record:?}");
+        assert!(
+            record[0].contains("job:saltui_up:sum") && record[0].contains("sum by (job) (saltui_up)"),
+            "{record:?}"
+        );
+        assert_eq!((record[1].as_str(), record[2].as_str(), record[3].as_str()), ("recording", "–", "ok"));
+        assert!(record[4].ends_with(" ago"), "last evaluation {record:?}");
+        let alerting = rule_cells(&c, "SaltuiInstanceDown").await;
+        assert!(alerting[0].contains("saltui_up == 0") && alerting[0].contains("for 0s"), "{alerting:?}");
+        assert!(alerting[0].contains("severity=\"page\""), "labels as chips: {alerting:?}");
+        assert_eq!(
+            (alerting[1].as_str(), alerting[2].as_str(), alerting[3].as_str()),
+            ("alerting", "firing\n1 alert", "ok")
+        );
+        let quiet = rule_cells(&c, "SaltuiNeverFires").await;
+        assert_eq!((quiet[2].as_str(), quiet[3].as_str()), ("inactive\n0 alerts", "ok"));
+        let title = c
+            .find(Locator::Css("#rules-output tr[data-rule='job:saltui_up:sum'] time"))
+            .await
+            .unwrap()
+            .attr("title")
+            .await
+            .unwrap()
+            .unwrap_or_default();
+        assert!(title.ends_with(" UTC"), "the absolute time on hover: {title:?}");
+        screenshot(&c, "rules").await;
+
+        // The filters: by name, then by type; both in the URL.
+        let filter = c.find(Locator::Css("#rule-filter")).await.unwrap();
+        filter.send_keys("down").await.unwrap();
+        let shown = eventually("the filtered rules", || async {
+            let rows = c.find_all(Locator::Css("#rules-output tbody tr")).await.ok()?;
+            let mut names = Vec::new();
+            for r in rows {
+                names.push(r.attr("data-rule").await.ok()??);
+            }
+            (names.len() == 1).then_some(names)
+        })
+        .await;
+        assert_eq!(shown, ["SaltuiInstanceDown"]);
+        assert!(c.current_url().await.unwrap().query().unwrap_or_default().contains("search=down"));
+        filter.clear().await.unwrap();
+        c.find(Locator::Css("#rule-type option[value='recording']")).await.unwrap().click().await.unwrap();
+        eventually("the recording rules only", || async {
+            let rows = c.find_all(Locator::Css("#rules-output tbody tr")).await.ok()?;
+            (rows.len() == 1 && rule_cells(&c, "job:saltui_up:sum").await.len() == 6).then_some(())
+        })
+        .await;
+
+        // A rule's query links to the query page, which runs it.
+        c.find(Locator::Css("#rules-output tr[data-rule='job:saltui_up:sum'] a.expr-link"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let rows = eventually("the rule's query in the table", || async {
+            let cells = texts(&c, "#result-table tbody td").await;
+            (cells.len() == 2).then_some(cells)
+        })
+        .await;
+        assert_eq!(rows[0], "{job=\"a\"}", "the rule's expression was run");
+        assert_eq!(
+            c.find(Locator::Css("#expr")).await.unwrap().prop("value").await.unwrap().as_deref(),
+            Some("sum by (job) (saltui_up)")
+        );
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("rules: {e}")));
+
+        // Alerts: the rules by state with counts; the firing rule expands to its alert.
+        c.goto(&format!("{base}/alerts")).await.unwrap();
+        let firing = eventually("the firing section", || async {
+            let t = texts(&c, "#alerts-firing h2").await;
+            (!t.is_empty()).then_some(t)
+        })
+        .await;
+        assert_eq!(firing, ["Firing (1)"]);
+        assert_eq!(texts(&c, "#alerts-pending h2").await, ["Pending (0)"]);
+        assert_eq!(texts(&c, "#alerts-inactive h2").await, ["Inactive (1)"]);
+        assert_eq!(texts(&c, "#alerts-inactive summary .rule-name").await, ["SaltuiNeverFires"]);
+        let current = c.find(Locator::Css("nav a[aria-current='page']")).await.unwrap();
+        assert_eq!(current.text().await.unwrap(), "Alerts");
+        let summary = c.find(Locator::Css("#alerts-firing details summary")).await.unwrap();
+        let summary_text = summary.text().await.unwrap();
+        assert!(summary_text.contains("SaltuiInstanceDown") && summary_text.contains("(1 active)"), "{summary_text}");
+        summary.click().await.unwrap();
+        let chips = eventually("the alert's labels", || async {
+            let t = texts(&c, "#alerts-firing table.alerts tbody .chip").await;
+            (!t.is_empty() && t.iter().all(|c| !c.is_empty())).then_some(t)
+        })
+        .await;
+        assert_eq!(chips, ["alertname=\"SaltuiInstanceDown\"", "instance=\"i2\"", "job=\"a\"", "severity=\"page\""]);
+        let cells = texts(&c, "#alerts-firing table.alerts tbody td").await;
+        assert_eq!(cells.len(), 5, "{cells:?}");
+        assert_eq!((cells[1].as_str(), cells[3].as_str()), ("firing", "0e+00"), "{cells:?}");
+        assert!(cells[2].ends_with(" ago"), "active since {cells:?}");
+        assert!(cells[4].contains("summary") && cells[4].contains("instance is down"), "annotations {cells:?}");
+        let definition = texts(&c, "#alerts-firing dl.definition").await.join("\n");
+        assert!(definition.contains("saltui_up == 0") && definition.contains("severity=\"page\""), "{definition}");
+        screenshot(&c, "alerts").await;
+        // Hiding a state drops its section and keeps the count.
+        c.find(Locator::Css("#show-inactive")).await.unwrap().click().await.unwrap();
+        eventually("the inactive rules hidden", || async {
+            c.find_all(Locator::Css("#alerts-inactive")).await.ok()?.is_empty().then_some(())
+        })
+        .await;
+        assert!(c.current_url().await.unwrap().query().unwrap_or_default().contains("hide=inactive"));
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("alerts: {e}")));
+
+        // A phone: both pages fit the width.
+        c.set_window_size(390, 844).await.unwrap();
+        assert!(
+            phone_overflow(&c, &format!("{base}/rules"), "#rules-output table").await <= 0,
+            "/rules is wider than a phone"
+        );
+        screenshot(&c, "phone-rules").await;
+        assert!(
+            phone_overflow(&c, &format!("{base}/alerts"), "#alerts-firing details").await <= 0,
+            "/alerts is wider than a phone"
+        );
+        c.find(Locator::Css("#alerts-firing details summary")).await.unwrap().click().await.unwrap();
+        let overflow =
+            c.execute("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await.unwrap();
+        assert!(overflow.as_i64().unwrap_or(1) <= 0, "an expanded alert is wider than a phone by {overflow}px");
+        screenshot(&c, "phone-alerts").await;
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("phone: {e}")));
+
+        c.close().await.unwrap();
+        assert!(failures.is_empty(), "console errors: {failures:#?}");
+    });
+}
+
+#[test]
+fn rules_and_alerts_pages_without_rules_say_how_to_configure_them() {
+    const TEST: &str = "rules_and_alerts_pages_without_rules_say_how_to_configure_them";
+    if !browser_installed(TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Binary::spawn(dir.path(), &[]);
+    let base = server.url("");
+    let driver = Driver::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let c = driver.session().await;
+        for (page, says) in [("/rules", "No rules are configured."), ("/alerts", "No alerting rules are configured.")] {
+            c.goto(&format!("{base}{page}")).await.unwrap();
+            let shown = eventually("the empty state", || async {
+                let t = texts(&c, "main .empty-state").await.join("\n");
+                (!t.is_empty()).then_some(t)
+            })
+            .await;
+            assert!(
+                shown.starts_with(says) && shown.contains("--rule-file") && shown.contains("docs/rules.md"),
+                "{page}: {shown}"
+            );
+            screenshot(&c, &format!("{}-empty", &page[1..])).await;
+        }
+        let logged = console_errors(&c).await;
+        c.close().await.unwrap();
+        assert!(logged.is_empty(), "console errors: {logged:#?}");
+    });
 }
