@@ -10,8 +10,9 @@
 //! Each compares results only for the slots both evaluated.
 //!
 //! Documented differences, left out of the comparison: `evaluationTime` and `lastEvaluation`
-//! (wall-clock measurements), and saltdb's `keepFiringSince` field on alerts (Prometheus 2.42 has
-//! none).
+//! (wall-clock measurements), saltdb's `keepFiringSince` field on alerts (Prometheus 2.42 has
+//! none), and `activeAt` to the millisecond (Prometheus prints the slot's nanoseconds; saltdb
+//! keeps times in milliseconds).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,7 +77,7 @@ fn feed(targets: &[String], start_ms: i64, stop: &AtomicBool) {
             .enumerate()
             .map(|(k, (job, instance, _))| {
                 series(
-                    &[("__name__", "req_total"), ("job", job), ("instance", instance)],
+                    &[("__name__", "req_total"), ("instance", instance), ("job", job)],
                     &[(t, counter(k, start_ms, t))],
                 )
             })
@@ -141,6 +142,12 @@ fn strip(v: &mut Value) {
         Value::Object(map) => {
             for k in ["evaluationTime", "lastEvaluation", "keepFiringSince"] {
                 map.remove(k);
+            }
+            // Prometheus keeps the slot in nanoseconds, saltdb in milliseconds.
+            if let Some(Value::String(t)) = map.get_mut("activeAt") {
+                if let Some((secs, frac)) = t.trim_end_matches('Z').split_once('.') {
+                    *t = format!("{secs}.{:0<3.3}Z", frac);
+                }
             }
             map.values_mut().for_each(strip);
         }

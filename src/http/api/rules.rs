@@ -43,6 +43,16 @@ fn go_float_e(v: f64) -> String {
     crate::rules::unit::go_float_e(v).replace('E', "e")
 }
 
+/// A float as Go's `encoding/json` writes it: integral values without a fraction (`2`, not
+/// `2.0`).
+fn go_number(v: f64) -> Value {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        Value::from(v as i64)
+    } else {
+        Value::from(v)
+    }
+}
+
 fn alert_json(a: &Alert) -> Value {
     let mut v = json!({
         "labels": labels_object(&a.labels),
@@ -63,7 +73,10 @@ fn rule_json(run: &RuleRun, with_alerts: bool) -> Value {
     let common = |mut v: Value| {
         if let Value::Object(map) = &mut v {
             map.insert("health".into(), Value::from(run.health.as_str()));
-            map.insert("lastError".into(), Value::from(run.last_error.clone().unwrap_or_default()));
+            // `omitempty` in Prometheus' shape.
+            if let Some(e) = run.last_error.clone().filter(|e| !e.is_empty()) {
+                map.insert("lastError".into(), Value::from(e));
+            }
             map.insert("evaluationTime".into(), Value::from(run.evaluation_seconds));
             map.insert("lastEvaluation".into(), Value::from(rfc3339(run.last_evaluation_ms)));
         }
@@ -71,7 +84,11 @@ fn rule_json(run: &RuleRun, with_alerts: bool) -> Value {
     };
     match &rule.kind {
         RuleKind::Recording { record } => {
-            common(json!({"name": record, "query": rule.expr, "labels": labels, "type": "recording"}))
+            let mut v = json!({"name": record, "query": rule.expr, "type": "recording"});
+            if let (false, Value::Object(map)) = (rule.labels.is_empty(), &mut v) {
+                map.insert("labels".into(), labels);
+            }
+            common(v)
         }
         RuleKind::Alerting { alert, for_ms, keep_firing_for_ms, annotations } => {
             let alerts: Vec<Value> =
@@ -81,8 +98,8 @@ fn rule_json(run: &RuleRun, with_alerts: bool) -> Value {
                 "state": state.as_str(),
                 "name": alert,
                 "query": rule.expr,
-                "duration": *for_ms as f64 / 1000.0,
-                "keepFiringFor": *keep_firing_for_ms as f64 / 1000.0,
+                "duration": go_number(*for_ms as f64 / 1000.0),
+                "keepFiringFor": go_number(*keep_firing_for_ms as f64 / 1000.0),
                 "labels": labels,
                 "annotations": object(annotations.iter().map(|(k, v)| Label::new(k.clone(), v.clone()))),
                 "alerts": alerts,
@@ -220,7 +237,7 @@ pub async fn rules(
             "name": g.group.name,
             "file": g.group.file,
             "rules": rules,
-            "interval": g.interval_ms as f64 / 1000.0,
+            "interval": go_number(g.interval_ms as f64 / 1000.0),
             "limit": g.group.limit,
             "evaluationTime": g.evaluation_seconds,
             "lastEvaluation": rfc3339(g.last_evaluation_ms),
