@@ -102,6 +102,18 @@ pub enum Command {
         #[arg(long, default_value = "./saltdb-data")]
         data_dir: PathBuf,
     },
+    /// Check files without a server, as `promtool check` does.
+    #[command(subcommand)]
+    Check(CheckCommand),
+}
+
+/// `saltdb check` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CheckCommand {
+    /// Check Prometheus rule files as `promtool check rules` does: each is parsed and validated,
+    /// its problems printed in Prometheus' words, and rules of the same name and labels reported.
+    /// Exit status 1 when a file is refused.
+    Rules(crate::rules::file::check::CheckRulesArgs),
 }
 
 /// `saltdb test` subcommands.

@@ -1,6 +1,6 @@
 //! The `saltdb` binary.
 
-use saltdb::config::{Cli, Command};
+use saltdb::config::{CheckCommand, Cli, Command};
 use saltdb::server::Server;
 
 /// mimalloc instead of glibc malloc: ingest allocates a few small strings per series per request
@@ -119,6 +119,9 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+        Command::Check(CheckCommand::Rules(args)) => {
+            std::process::ExitCode::from(saltdb::rules::file::check::run(&args))
+        }
     }
 }
 

@@ -1,15 +1,27 @@
 //! Recording and alerting rules, as Prometheus evaluates them.
 //!
+//! Pure logic first, then what touches the store, the clock, the disk and the network:
 //! - [`file`]: rule files (Prometheus' `rulefmt`): the model, YAML parsing and validation.
 //! - [`template`]: Go text/template expansion of alert labels and annotations, with
 //!   Prometheus' template functions.
+//! - [`alert`]: an alerting rule's alerts and their states; [`output`]: what a recording rule
+//!   writes; [`slot`]: when a group is evaluated.
+//! - [`group`]: one group evaluated at one timestamp against the store.
+//! - [`evaluator`]: a server's groups, each on its thread, reloads; [`state`]: alert state
+//!   saved across restarts; [`ruler`]: groups managed through the ruler API; [`notify`]:
+//!   sending alerts to Alertmanager; [`exposition`]: the groups' metrics.
+//! - [`unit`]: `saltdb test rules`, promtool's unit tests on this evaluator.
 
 pub mod alert;
+pub mod evaluator;
+pub mod exposition;
 pub mod file;
 pub mod group;
 pub mod notify;
 pub mod output;
+pub mod ruler;
 pub mod slot;
+pub mod state;
 pub mod template;
 pub mod unit;
 
@@ -27,22 +39,9 @@ impl RuleFiles {
     /// # Errors
     /// Every problem of every file, as Prometheus words them.
     pub fn load(patterns: &[String]) -> Result<Self, Vec<String>> {
-        let mut files = Vec::new();
-        let mut errors = Vec::new();
-        for path in patterns {
-            match std::fs::read(path) {
-                Ok(bytes) => match parse_file(path, &bytes) {
-                    Ok(f) => files.push(f),
-                    Err(e) => errors.extend(e),
-                },
-                Err(e) => errors.push(format!("{path}: {e}")),
-            }
-        }
-        if errors.is_empty() {
-            Ok(Self { files })
-        } else {
-            Err(errors)
-        }
+        file::load_all(patterns, &file::ParseOptions::default())
+            .map(|files| Self { files })
+            .map_err(|errors| errors.iter().map(ToString::to_string).collect())
     }
 
     /// These files and `more` after them.
@@ -56,16 +55,10 @@ impl RuleFiles {
         self.files.iter().flat_map(|f| &f.groups)
     }
 }
-pub mod evaluator;
-pub mod exposition;
-mod scratch_parse;
-
 /// Parses and validates one rule file's bytes; `path` names it in messages and in its groups.
 ///
 /// # Errors
 /// Every problem, as Prometheus words them, each naming the file.
 pub fn parse_file(path: &str, bytes: &[u8]) -> Result<RuleFile, Vec<String>> {
-    scratch_parse::parse(path, bytes).map_err(|e| vec![format!("{path}: {e}")])
+    file::parse(path, bytes).map_err(|errors| errors.iter().map(ToString::to_string).collect())
 }
-pub mod ruler;
-pub mod state;

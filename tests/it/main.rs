@@ -50,6 +50,7 @@ mod remote_write;
 mod retention;
 mod ruler_api;
 mod rules;
+mod rules_check;
 mod rules_prometheus;
 mod rules_unit;
 mod seal;

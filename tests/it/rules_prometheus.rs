@@ -23,7 +23,7 @@ use saltdb::remote::{proto, snappy_body};
 use serde_json::Value;
 
 use crate::alertmanager::{Alertmanager, Webhook};
-use crate::common::{client, get_json, post, series, Binary, V1_HEADERS};
+use crate::common::{get_json, post, series, Binary, V1_HEADERS};
 use crate::peers::{installed, Prometheus};
 
 const RULES: &str = r#"groups:
