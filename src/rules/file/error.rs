@@ -78,7 +78,7 @@ pub enum Problem {
     GroupLabelValue(String),
     /// A problem of one rule.
     #[error("{0}")]
-    Rule(RuleError),
+    Rule(Box<RuleError>),
 }
 
 /// A problem of one rule: `[<line>:<col>: [<line>:<col>: ]]group "G", rule N, "name": <problem>`.

@@ -176,13 +176,12 @@ pub fn read(path: &str, options: &ParseOptions) -> Result<RuleFile, Vec<RuleFile
 ///
 /// # Errors
 /// A malformed glob: `syntax error in pattern`.
-pub fn expand(pattern_or_path: &str) -> Result<Vec<String>, Box<RuleFileError>> {
+pub fn expand(pattern_or_path: &str) -> Result<Vec<String>, RuleFileError> {
     if !glob::has_meta(pattern_or_path) {
         return Ok(vec![pattern_or_path.to_owned()]);
     }
-    glob::glob(pattern_or_path).map_err(|glob::BadPattern| {
-        Box::new(RuleFileError { path: pattern_or_path.to_owned(), problem: Problem::BadPattern })
-    })
+    glob::glob(pattern_or_path)
+        .map_err(|glob::BadPattern| RuleFileError { path: pattern_or_path.to_owned(), problem: Problem::BadPattern })
 }
 
 /// Loads the rule files a path or glob names (see [`expand`]), with the default options.
@@ -204,7 +203,7 @@ pub fn load_all<S: AsRef<str>>(patterns: &[S], options: &ParseOptions) -> Result
     for pattern in patterns {
         match expand(pattern.as_ref()) {
             Ok(found) => paths.extend(found),
-            Err(e) => errors.push(*e),
+            Err(e) => errors.push(e),
         }
     }
     let mut seen = std::collections::HashSet::new();

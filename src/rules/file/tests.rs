@@ -330,7 +330,7 @@ fn expr_must_be_set_and_parse() {
     let bad = errors(&one_rule("- record: a\n  expr: sum(")).concat();
     assert!(bad.starts_with("5:15: group \"g\", rule 1, \"a\": could not parse expression: "), "{bad}");
     // What the query API accepts, rules accept.
-    assert!(errors(&one_rule("- record: a\n  expr: rate(x[5m] @ end() offset -1m)")).is_empty());
+    assert!(errors(&one_rule("- record: a\n  expr: rate(x[5m] offset -1m @ end())")).is_empty());
 }
 
 #[test]
@@ -562,7 +562,7 @@ fn alias_expansion_is_bounded() {
     // A "billion laughs": ten levels of ten aliases each.
     let mut yaml = String::from("a0: &a0 {record: x, expr: '1'}\n");
     for i in 1..10 {
-        let items = vec![format!("*a{}", i - 1); 10].join(", ");
+        let items = (0..10).map(|_| format!("*a{}", i - 1)).collect::<Vec<_>>().join(", ");
         yaml.push_str(&format!("a{i}: &a{i} [{items}]\n"));
     }
     yaml.push_str("groups:\n- name: g\n  rules: *a9\n");
@@ -582,7 +582,7 @@ fn alias_expansion_is_bounded() {
 fn excessive_aliasing_is_refused() {
     let mut yaml = String::from("l0: &l0 {a: '1'}\n");
     for i in 1..12 {
-        let items = vec![format!("*l{}", i - 1); 4].join(", ");
+        let items = (0..4).map(|_| format!("*l{}", i - 1)).collect::<Vec<_>>().join(", ");
         yaml.push_str(&format!("l{i}: &l{i} {{<<: [{items}]}}\n"));
     }
     yaml.push_str("groups:\n");

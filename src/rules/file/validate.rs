@@ -39,14 +39,14 @@ pub(super) fn validate(path: &str, raw: RawGroups, names: NameValidation) -> Res
         }
         for (index, rule) in group.rules.iter().enumerate() {
             problems.extend(check_rule(rule, names).into_iter().map(|(at, also_at, problem)| {
-                Problem::Rule(RuleError {
+                Problem::Rule(Box::new(RuleError {
                     group: group.name.clone(),
                     rule: index + 1,
                     name: rule_name(rule),
                     at,
                     also_at,
                     problem,
-                })
+                }))
             }));
         }
     }
