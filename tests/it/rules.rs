@@ -68,14 +68,21 @@ fn urlencode(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
-#[test]
-fn rules_are_evaluated_written_and_listed() {
+/// A server evaluating `rules` (written to `rules.yml` in a new directory, returned with it),
+/// fed [`feed_up`].
+fn fed_server(rules: &str) -> (tempfile::TempDir, std::path::PathBuf, Binary) {
     let dir = tempfile::tempdir().unwrap();
     let rule_file = dir.path().join("rules.yml");
-    write_rules(&rule_file, RULES);
+    write_rules(&rule_file, rules);
     let server = Binary::spawn(&dir.path().join("data"), &["--rule-file", rule_file.to_str().unwrap()]);
+    feed_up(&server.url(""));
+    (dir, rule_file, server)
+}
+
+#[test]
+fn rules_are_evaluated_written_and_listed() {
+    let (_dir, rule_file, server) = fed_server(RULES);
     let base = server.url("");
-    feed_up(&base);
 
     let groups = eventually(20, "both rules evaluated", || {
         let g = rules_of(&base);
@@ -130,12 +137,8 @@ fn rules_are_evaluated_written_and_listed() {
 
 #[test]
 fn a_bad_reload_keeps_the_running_rules_and_a_good_one_replaces_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let rule_file = dir.path().join("rules.yml");
-    write_rules(&rule_file, RULES);
-    let server = Binary::spawn(&dir.path().join("data"), &["--rule-file", rule_file.to_str().unwrap()]);
+    let (_dir, rule_file, server) = fed_server(RULES);
     let base = server.url("");
-    feed_up(&base);
     eventually(20, "the recorded series", || (!instant(&base, "job:up:sum").is_empty()).then_some(()));
 
     write_rules(&rule_file, "groups:\n  - name: example\n    rules:\n      - record: x\n        expr: sum(\n");
@@ -179,13 +182,9 @@ fn a_bad_rule_file_stops_the_server_from_starting() {
 
 #[test]
 fn a_firing_alert_is_still_firing_after_kill_9_with_its_times() {
-    let dir = tempfile::tempdir().unwrap();
-    let rule_file = dir.path().join("rules.yml");
-    write_rules(&rule_file, &RULES.replace("expr: up == 0", "expr: up == 0\n        for: 2s"));
+    let (dir, rule_file, server) = fed_server(&RULES.replace("expr: up == 0", "expr: up == 0\n        for: 2s"));
     let data = dir.path().join("data");
-    let server = Binary::spawn(&data, &["--rule-file", rule_file.to_str().unwrap()]);
     let base = server.url("");
-    feed_up(&base);
     let before = eventually(20, "the alert firing", || {
         let v = get_json(&format!("{base}/api/v1/alerts"));
         let a = v["data"]["alerts"].as_array()?.first()?.clone();
