@@ -105,6 +105,19 @@ pub enum Command {
     /// Check files without a server, as `promtool check` does.
     #[command(subcommand)]
     Check(CheckCommand),
+    /// Work with rules on a running server.
+    #[command(subcommand)]
+    Rules(RulesCommand),
+}
+
+/// `saltdb rules` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Evaluate rule files over past data on a running server, as if they had been running
+    /// then: recording rules' outputs and alerting rules' `ALERTS` and `ALERTS_FOR_STATE`
+    /// series written at their historic timestamps. Exit status 1 when a file is refused or any
+    /// rule evaluation failed.
+    Replay(crate::rules::replay::client::ReplayArgs),
 }
 
 /// `saltdb check` subcommands.

@@ -119,6 +119,24 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+        Command::Rules(saltdb::config::RulesCommand::Replay(args)) => match saltdb::rules::replay::client::run(&args) {
+            Ok(done) => {
+                println!(
+                    "replayed {} groups: {} evaluations, {} samples written",
+                    done.groups, done.evaluations, done.samples
+                );
+                if done.failures == 0 {
+                    std::process::ExitCode::SUCCESS
+                } else {
+                    eprintln!("saltdb rules replay: {} rule evaluations failed (see above)", done.failures);
+                    std::process::ExitCode::FAILURE
+                }
+            }
+            Err(e) => {
+                eprintln!("saltdb rules replay: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
         Command::Check(CheckCommand::Rules(args)) => {
             std::process::ExitCode::from(saltdb::rules::file::check::run(&args))
         }

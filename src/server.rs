@@ -154,6 +154,7 @@ impl Server {
         state.admin_api = config.admin_api;
         state.otlp_naming = config.otlp_naming;
         state.flags = Arc::new(config.flags);
+        state.rule_defaults = Arc::new(crate::rules::replay::Defaults::of(&config.rules));
         let rules = start_rules(config.rules, &state).await?;
         state.rules = rules.clone();
         let (stop, stopped) = watch::channel(false);

@@ -257,7 +257,8 @@ fn class_of(method: &axum::http::Method, path: &str) -> Class {
         | "/api/v2/write"
         | "/api/put"
         | "/opentelemetry/v1/metrics"
-        | "/api/v1/otlp/v1/metrics" => Class::Write,
+        | "/api/v1/otlp/v1/metrics"
+        | "/api/v1/rules/replay" => Class::Write,
         p if p.starts_with("/api/v1/admin/") => Class::Write,
         "/metrics" => Class::Metrics,
         "/-/healthy" | "/-/ready" | "/ping" => Class::Health,

@@ -48,6 +48,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
         .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))
         .route("/api/v1/rules", get(api::rules::rules).post(api::rules::rules))
+        .route("/api/v1/rules/replay", post(api::replay::replay))
         .route("/api/v1/alerts", get(api::rules::alerts))
         .route("/prometheus/config/v1/rules", get(api::ruler::list))
         .route("/config/v1/rules", get(api::ruler::list))

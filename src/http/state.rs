@@ -50,6 +50,10 @@ pub struct AppState {
     pub result_cache: Option<ResultCache>,
     /// The rule evaluator (`--rule-file`); `None` when no rules are configured.
     pub rules: Option<Arc<crate::rules::evaluator::Evaluator>>,
+    /// The rule settings a replay uses (`--rule-evaluation-interval`, external labels, ...).
+    pub rule_defaults: Arc<crate::rules::replay::Defaults>,
+    /// One permit: the rule replay running, if any.
+    pub replay_slot: Arc<Semaphore>,
 }
 
 impl AppState {
@@ -89,6 +93,8 @@ impl AppState {
             started: std::time::SystemTime::now(),
             result_cache: (query.result_cache_bytes > 0).then(|| ResultCache::new(query.result_cache_bytes)),
             rules: None,
+            rule_defaults: Arc::default(),
+            replay_slot: Arc::new(Semaphore::new(1)),
         }
     }
 }

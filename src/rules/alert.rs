@@ -210,10 +210,10 @@ impl AlertSet {
                 (Some(_), None) => true,
                 _ => false,
             };
-            let resend = a.last_sent_at_ms.is_none_or(|sent| sent + resend_delay_ms < ts_ms);
+            let resend = a.last_sent_at_ms.is_none_or(|sent| sent.saturating_add(resend_delay_ms) < ts_ms);
             if resolved_since_sent || resend {
                 a.last_sent_at_ms = Some(ts_ms);
-                a.valid_until_ms = ts_ms + 4 * delta;
+                a.valid_until_ms = ts_ms.saturating_add(delta.saturating_mul(4));
                 due.push(a.clone());
             }
         }

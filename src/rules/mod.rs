@@ -10,7 +10,8 @@
 //! - [`evaluator`]: a server's groups, each on its thread, reloads; [`state`]: alert state
 //!   saved across restarts; [`ruler`]: groups managed through the ruler API; [`notify`]:
 //!   sending alerts to Alertmanager; [`exposition`]: the groups' metrics.
-//! - [`unit`]: `saltdb test rules`, promtool's unit tests on this evaluator.
+//! - [`unit`]: `saltdb test rules`, promtool's unit tests on this evaluator; [`replay`]:
+//!   `saltdb rules replay`, groups evaluated over past data.
 
 pub mod alert;
 pub mod evaluator;
@@ -19,6 +20,7 @@ pub mod file;
 pub mod group;
 pub mod notify;
 pub mod output;
+pub mod replay;
 pub mod ruler;
 pub mod slot;
 pub mod state;

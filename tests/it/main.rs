@@ -52,6 +52,7 @@ mod ruler_api;
 mod rules;
 mod rules_check;
 mod rules_prometheus;
+mod rules_replay;
 mod rules_unit;
 mod seal;
 mod security;

@@ -8,6 +8,7 @@ pub mod labels;
 pub mod metadata;
 pub mod query;
 pub(crate) mod query_kind;
+pub mod replay;
 pub mod ruler;
 pub mod rules;
 pub mod runtimeinfo;
