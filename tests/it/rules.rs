@@ -190,9 +190,11 @@ fn a_firing_alert_is_still_firing_after_kill_9_with_its_times() {
         let a = v["data"]["alerts"].as_array()?.first()?.clone();
         (a["state"] == "firing").then_some(a)
     });
+    let killed_at = chrono::Utc::now().timestamp_millis();
     server.kill9();
 
     let server = Binary::spawn(&data, &["--rule-file", rule_file.to_str().unwrap()]);
+    let up_at = chrono::Utc::now().timestamp_millis();
     let base = server.url("");
     // Before the first evaluation after the restart, the restored alert is already listed.
     let v = get_json(&format!("{base}/api/v1/alerts"));
@@ -205,4 +207,15 @@ fn a_firing_alert_is_still_firing_after_kill_9_with_its_times() {
     let v = get_json(&format!("{base}/api/v1/alerts"));
     assert_eq!(v["data"]["alerts"][0]["state"], "firing", "{v}");
     assert_eq!(v["data"]["alerts"][0]["activeAt"], before["activeAt"]);
+
+    // The recording rule resumed at the first slot after the restart: no gap longer than one
+    // interval (1 s) beyond the time the server was down, and one sample a slot otherwise.
+    let recorded = crate::common::export(&base, "job:up:sum");
+    let times: Vec<i64> = recorded.values().next().expect("the recorded series").iter().map(|s| s.0).collect();
+    let first_after = *times.iter().find(|t| **t > killed_at).expect("evaluated after the restart");
+    assert!(first_after <= up_at + 1000, "first evaluation {first_after} more than an interval after {up_at}");
+    for pair in times.windows(2) {
+        let spans_the_restart = pair[0] <= killed_at && pair[1] >= first_after;
+        assert!(spans_the_restart || pair[1] - pair[0] == 1000, "a gap of {} ms: {times:?}", pair[1] - pair[0]);
+    }
 }
