@@ -156,9 +156,21 @@ pub struct ServeArgs {
     pub storage: StorageKind,
     /// ClickHouse shards for `--storage clickhouse`: comma-separated HTTP URLs
     /// (`http://h1:8123,http://h2:8123`). Their order is the shard numbering and must stay the
-    /// same for a database.
+    /// same for a database. A shard of several replicas lists them joined by `|`
+    /// (`http://a1:8123|http://a2:8123,http://b1:8123|http://b2:8123`): its tables are then
+    /// replicated through ZooKeeper, and requests fail over between its replicas.
     #[arg(long, value_delimiter = ',')]
     pub clickhouse_url: Vec<String>,
+    /// Create replicated tables (`Replicated*MergeTree`, through the servers' ZooKeeper) even
+    /// when every shard lists one server, so replicas can be added later. Implied by a shard of
+    /// several replicas.
+    #[arg(long)]
+    pub clickhouse_replicated: bool,
+    /// Replicas of a shard that must hold a write before it is acknowledged (ClickHouse's
+    /// `insert_quorum`). 1 keeps writes going while a shard has one replica up; 2 of 3 replicas
+    /// keeps them going and survives the loss of a replica's disk.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub clickhouse_insert_quorum: u32,
     /// ClickHouse database holding saltdb's tables (created on every shard at start-up).
     #[arg(long, default_value = "saltdb")]
     pub clickhouse_database: String,
@@ -609,9 +621,15 @@ impl ServeArgs {
                 if self.clickhouse_url.iter().all(|u| u.trim().is_empty()) {
                     return Err(ConfigError::NoClickHouseShards);
                 }
-                let mut ch = crate::clickhouse::ClickHouseConfig::new(
-                    self.clickhouse_url.iter().map(|u| u.trim().to_owned()).filter(|u| !u.is_empty()).collect(),
-                );
+                let shards: Vec<Vec<String>> = self
+                    .clickhouse_url
+                    .iter()
+                    .map(|shard| shard.split('|').map(|u| u.trim().to_owned()).filter(|u| !u.is_empty()).collect())
+                    .filter(|replicas: &Vec<String>| !replicas.is_empty())
+                    .collect();
+                let mut ch = crate::clickhouse::ClickHouseConfig::replicated(shards);
+                ch.replicated |= self.clickhouse_replicated;
+                ch.insert_quorum = self.clickhouse_insert_quorum;
                 ch.database.clone_from(&self.clickhouse_database);
                 ch.buckets = self.clickhouse_buckets;
                 ch.timeout = std::time::Duration::from_millis(self.query_timeout.unsigned_abs()).max(ch.timeout);

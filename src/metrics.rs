@@ -27,9 +27,9 @@
 //! | `saltdb_http_connections_open` | gauge | |
 //! | `saltdb_http_connections_accepted_total` | counter | |
 //! | `saltdb_http_connections_closed_early_total` (closed by the server before their first request head) | counter | `reason` (`header_timeout`, `evicted`, `tls_handshake`) |
-//! | `saltdb_clickhouse_requests_total` (on `--storage clickhouse`) | counter | `shard`, `outcome` (`ok`, `failed`) |
-//! | `saltdb_clickhouse_request_seconds_total` (time spent in requests; divided by the requests, the mean latency) | counter | `shard` |
-//! | `saltdb_clickhouse_rows_written_total` | counter | `shard`, `table` (`series`, `postings`, `samples`, `chunks`) |
+//! | `saltdb_clickhouse_requests_total` (on `--storage clickhouse`) | counter | `shard`, `replica` (its place in the shard's list, from 0), `outcome` (`ok`, `failed`) |
+//! | `saltdb_clickhouse_request_seconds_total` (time spent in requests; divided by the requests, the mean latency) | counter | `shard`, `replica` |
+//! | `saltdb_clickhouse_rows_written_total` | counter | `shard`, `replica`, `table` (`series`, `postings`, `samples`, `chunks`) |
 //! | `process_*` (RSS, CPU, open fds, threads, start time) | from the `prometheus` crate | |
 //!
 //! Protocol label values: [`Protocol::label`]. The ingest series of every protocol and the
@@ -335,22 +335,25 @@ impl Metrics {
             clickhouse_requests: counter_vec(
                 &r,
                 "saltdb_clickhouse_requests_total",
-                "Requests to each ClickHouse shard, by outcome.",
-                &["shard", "outcome"],
+                "Requests to each ClickHouse server, by shard, replica and outcome.",
+                &["shard", "replica", "outcome"],
             ),
             clickhouse_seconds: register(
                 &r,
                 prometheus::CounterVec::new(
-                    Opts::new("saltdb_clickhouse_request_seconds_total", "Time spent in requests to each ClickHouse shard."),
-                    &["shard"],
+                    Opts::new(
+                        "saltdb_clickhouse_request_seconds_total",
+                        "Time spent in requests to each ClickHouse server, by shard and replica.",
+                    ),
+                    &["shard", "replica"],
                 )
                 .unwrap_or_else(|e| panic!("BUG: {e}")),
             ),
             clickhouse_rows: counter_vec(
                 &r,
                 "saltdb_clickhouse_rows_written_total",
-                "Rows inserted into each ClickHouse shard, by table.",
-                &["shard", "table"],
+                "Rows inserted into each ClickHouse server, by shard, replica and table.",
+                &["shard", "replica", "table"],
             ),
             samples_written: counter_vec(
                 &r,
@@ -571,20 +574,20 @@ impl Metrics {
         self.result_cache_entries.set(clamp(f.entries));
     }
 
-    /// Mirrors the ClickHouse shards' counters (shards labelled by number, in `--clickhouse-url`
-    /// order).
-    pub fn set_clickhouse(&self, shards: &[crate::clickhouse::ShardFigures]) {
+    /// Mirrors the ClickHouse servers' counters (labelled by shard and replica number, in
+    /// `--clickhouse-url` order).
+    pub fn set_clickhouse(&self, replicas: &[crate::clickhouse::ReplicaFigures]) {
         let _guard = self.refresh.lock().unwrap_or_else(|e| e.into_inner());
-        for (i, s) in shards.iter().enumerate() {
-            let shard = i.to_string();
-            advance(&self.clickhouse_requests.with_label_values(&[&shard, "ok"]), s.requests_ok);
-            advance(&self.clickhouse_requests.with_label_values(&[&shard, "failed"]), s.requests_failed);
-            let seconds = self.clickhouse_seconds.with_label_values(&[&shard]);
+        for s in replicas {
+            let (shard, replica) = (s.shard.to_string(), s.replica.to_string());
+            advance(&self.clickhouse_requests.with_label_values(&[&shard, &replica, "ok"]), s.requests_ok);
+            advance(&self.clickhouse_requests.with_label_values(&[&shard, &replica, "failed"]), s.requests_failed);
+            let seconds = self.clickhouse_seconds.with_label_values(&[&shard, &replica]);
             if s.request_seconds > seconds.get() {
                 seconds.inc_by(s.request_seconds - seconds.get());
             }
             for (table, n) in s.rows_written {
-                advance(&self.clickhouse_rows.with_label_values(&[&shard, table]), n);
+                advance(&self.clickhouse_rows.with_label_values(&[&shard, &replica, table]), n);
             }
         }
     }

@@ -64,9 +64,16 @@ use crate::storage::{ReadLimits, StorageError};
 /// Where the shards are and how the data is laid out on them.
 #[derive(Clone, Debug)]
 pub struct ClickHouseConfig {
-    /// One HTTP URL per shard (`http://host:8123`); the order is the shard number, and must
-    /// stay the same for a database.
-    pub shards: Vec<String>,
+    /// Per shard, the HTTP URLs of its replicas (`http://host:8123`; one when the shard is not
+    /// replicated); the order of the shards is their number, and must stay the same for a
+    /// database.
+    pub shards: Vec<Vec<String>>,
+    /// Tables are `Replicated*MergeTree`, copied between a shard's replicas through ZooKeeper
+    /// (see `schema.rs`); implied by a shard of several replicas.
+    pub replicated: bool,
+    /// Replicas that must hold an insert before it is acknowledged (`insert_quorum`; 1: the
+    /// replica that took it).
+    pub insert_quorum: u32,
     /// The database holding saltdb's tables.
     pub database: String,
     /// Buckets the series are spread over (a bucket lives on shard `bucket % shards`).
@@ -99,10 +106,18 @@ pub struct ClickHouseConfig {
 }
 
 impl ClickHouseConfig {
-    /// `shards` with the defaults: database `saltdb`, 64 buckets, 30 s timeout, samples kept
+    /// `shards` (one server each) with the defaults: database `saltdb`, 64 buckets, 30 s timeout, samples kept
     /// forever, any timestamp accepted, days sealed an hour after they end.
     pub fn new(shards: Vec<String>) -> Self {
+        Self::replicated(shards.into_iter().map(|url| vec![url]).collect())
+    }
+
+    /// `shards`, each a list of replicas, with the defaults of [`ClickHouseConfig::new`];
+    /// replicated when a shard has several.
+    pub fn replicated(shards: Vec<Vec<String>>) -> Self {
         Self {
+            replicated: shards.iter().any(|s| s.len() > 1),
+            insert_quorum: 1,
             shards,
             database: "saltdb".to_owned(),
             buckets: 64,
@@ -142,10 +157,14 @@ struct Inner {
     writer: std::sync::mpsc::SyncSender<write::Job>,
 }
 
-/// One shard's counters since the process started.
+/// One ClickHouse server's counters since the process started.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ShardFigures {
-    /// The shard's URL.
+pub struct ReplicaFigures {
+    /// Its shard's number.
+    pub shard: usize,
+    /// Its place in the shard's replicas, from 0.
+    pub replica: usize,
+    /// Its URL.
     pub url: String,
     /// Requests that succeeded.
     pub requests_ok: u64,
@@ -173,8 +192,15 @@ impl ClickHouse {
     /// [`StorageError::Manifest`] when a shard holds a schema newer than this build's, or the
     /// configuration is unusable.
     pub fn open(config: ClickHouseConfig) -> Result<Self, StorageError> {
-        if config.shards.is_empty() {
+        if config.shards.is_empty() || config.shards.iter().any(Vec::is_empty) {
             return Err(StorageError::Manifest("no ClickHouse shard URL given".to_owned()));
+        }
+        let replicas = config.shards.iter().map(Vec::len).max().unwrap_or(1);
+        if config.insert_quorum as usize > replicas {
+            return Err(StorageError::Manifest(format!(
+                "an insert quorum of {} needs shards of at least {} replicas; the largest has {replicas}",
+                config.insert_quorum, config.insert_quorum
+            )));
         }
         if config.buckets == 0 || usize::from(config.buckets) < config.shards.len() {
             return Err(StorageError::Manifest(format!(
@@ -189,9 +215,11 @@ impl ClickHouse {
                 config.database
             )));
         }
-        let shards: Vec<Shard> = config.shards.iter().map(|u| Shard::new(u, config.timeout)).collect();
-        for shard in &shards {
-            schema::ensure(shard, &config.database)?;
+        let shards: Vec<Shard> =
+            config.shards.iter().map(|urls| Shard::new(urls, config.timeout, config.insert_quorum)).collect();
+        for (number, shard) in shards.iter().enumerate() {
+            let replication = config.replicated.then_some(number);
+            schema::ensure_shard(shard, &config.database, replication)?;
         }
         let (writer, jobs) = std::sync::mpsc::sync_channel(write::QUEUE);
         let inner = Arc::new(Inner {
@@ -227,16 +255,18 @@ impl ClickHouse {
         Placement { id: u64::from_be_bytes(id), bucket, shard }
     }
 
-    /// Per shard (in shard order): its URL and request counters, for `/metrics`.
-    pub fn shard_figures(&self) -> Vec<ShardFigures> {
+    /// Per ClickHouse server (by shard, then replica): its URL and request counters, for
+    /// `/metrics`.
+    pub fn replica_figures(&self) -> Vec<ReplicaFigures> {
         use std::sync::atomic::Ordering::Relaxed;
-        self.inner
-            .shards
-            .iter()
-            .map(|s| {
-                let st = s.stats();
-                ShardFigures {
-                    url: s.url().to_owned(),
+        let mut out = Vec::new();
+        for (shard, s) in self.inner.shards.iter().enumerate() {
+            for (replica, r) in s.replicas().iter().enumerate() {
+                let st = r.stats();
+                out.push(ReplicaFigures {
+                    shard,
+                    replica,
+                    url: r.url().to_owned(),
                     requests_ok: st.ok.load(Relaxed),
                     requests_failed: st.failed.load(Relaxed),
                     request_seconds: st.micros.load(Relaxed) as f64 / 1e6,
@@ -246,9 +276,10 @@ impl ClickHouse {
                         ("samples", st.rows[2].load(Relaxed)),
                         ("chunks", st.rows[3].load(Relaxed)),
                     ],
-                }
-            })
-            .collect()
+                });
+            }
+        }
+        out
     }
 
     fn table(&self, name: &str) -> String {

@@ -28,7 +28,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, Api
         let storage = match &st.backend {
             crate::backend::Backend::Embedded(s) => s,
             crate::backend::Backend::ClickHouse(c) => {
-                st.metrics.set_clickhouse(&c.shard_figures());
+                st.metrics.set_clickhouse(&c.replica_figures());
                 return Ok(st.metrics.render());
             }
         };

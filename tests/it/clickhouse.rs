@@ -475,13 +475,13 @@ fn two_stateless_nodes_serve_one_clickhouse_cluster() {
         text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
     };
     assert_eq!(
-        value("saltdb_clickhouse_rows_written_total{shard=\"0\",table=\"samples\"}")
-            + value("saltdb_clickhouse_rows_written_total{shard=\"1\",table=\"samples\"}"),
+        value("saltdb_clickhouse_rows_written_total{replica=\"0\",shard=\"0\",table=\"samples\"}")
+            + value("saltdb_clickhouse_rows_written_total{replica=\"0\",shard=\"1\",table=\"samples\"}"),
         150.0,
         "{text}"
     );
-    assert!(value("saltdb_clickhouse_requests_total{outcome=\"ok\",shard=\"0\"}") > 0.0, "{text}");
-    assert!(value("saltdb_clickhouse_request_seconds_total{shard=\"1\"}") > 0.0, "{text}");
+    assert!(value("saltdb_clickhouse_requests_total{outcome=\"ok\",replica=\"0\",shard=\"0\"}") > 0.0, "{text}");
+    assert!(value("saltdb_clickhouse_request_seconds_total{replica=\"0\",shard=\"1\"}") > 0.0, "{text}");
     // A shard down: a write that needs it is a 503 with Retry-After naming the shard, and a
     // query that needs it a 503 too.
     shards[1].kill9();
@@ -730,7 +730,7 @@ fn concurrent_writes_share_inserts() {
     let dir = tempfile::tempdir().unwrap();
     let Some(shards) = cluster(dir.path(), "concurrent_writes_share_inserts") else { return };
     let ch = ClickHouse::open(ClickHouseConfig::new(shards.iter().map(|s| s.url.clone()).collect())).unwrap();
-    let requests = |c: &ClickHouse| c.shard_figures().iter().map(|f| f.requests_ok).sum::<u64>();
+    let requests = |c: &ClickHouse| c.replica_figures().iter().map(|f| f.requests_ok).sum::<u64>();
     let before = requests(&ch);
     std::thread::scope(|scope| {
         for w in 0..40 {

@@ -1,0 +1,246 @@
+//! Replicated ClickHouse shards against real servers: a ZooKeeper 3.8 and two shards of two
+//! `clickhouse-server` 18.16 replicas each, on loopback. Writes and reads go on, without one
+//! error, while one replica of every shard is killed with `kill -9`, comes back and catches up,
+//! and then the other one is killed; once back, nothing acknowledged is missing, and the answers
+//! from either replica equal the embedded store's. With ZooKeeper down, reads go on and writes are refused with a message
+//! saying why; once it is back, writes succeed again.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use saltdb::clickhouse::{ClickHouse, ClickHouseConfig};
+use saltdb::labels::Labels;
+use saltdb::matcher::Matcher;
+use saltdb::sample::{PackedBatch, Sample, SeriesSamples, WriteBatch};
+use saltdb::storage::{Querier, ReadLimits, Storage, StorageError};
+
+use crate::clickhouse::{compare_answers, data, DAY, T0};
+use crate::clickhouse_cluster::{start_replicated, Shard, ZooKeeper};
+use crate::common::storage_config;
+use crate::peers::installed;
+
+/// A ZooKeeper and two shards of two replicas, or `None` (announced) when ClickHouse or
+/// ZooKeeper is not installed.
+fn replicated_cluster(dir: &Path, test: &str) -> Option<(ZooKeeper, Vec<Vec<Shard>>)> {
+    if !installed("clickhouse-server", test, "clickhouse-server") {
+        return None;
+    }
+    if !ZooKeeper::installed() {
+        crate::skip::skip(test, &format!("{} is missing", ZooKeeper::SCRIPT), "apt-get install zookeeper");
+        return None;
+    }
+    let zookeeper = ZooKeeper::start(&dir.join("zookeeper"));
+    let shards = start_replicated(dir, 2, 2, zookeeper.port);
+    Some((zookeeper, shards))
+}
+
+fn urls(shards: &[Vec<Shard>]) -> Vec<Vec<String>> {
+    shards.iter().map(|replicas| replicas.iter().map(|r| r.url.clone()).collect()).collect()
+}
+
+/// Polls `sql`'s single number on `server` until it is `want` (60 s at most).
+fn wait_for(server: &Shard, sql: &str, want: u64, what: &str) {
+    let http = reqwest::blocking::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = http
+            .post(format!("{}/", server.url))
+            .body(sql.to_owned())
+            .send()
+            .ok()
+            .and_then(|r| r.text().ok())
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        if got == Some(want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {sql} on {} is {got:?}, not {want}, after 60 s", server.url);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Waits until a replica that came back holds everything its shard holds: connected to
+/// ZooKeeper again and nothing left in its replication queue.
+fn caught_up(server: &Shard) {
+    wait_for(
+        server,
+        "SELECT count() FROM system.replicas WHERE database = 'saltdb' AND (is_readonly OR queue_size > 0 OR absolute_delay > 0)",
+        0,
+        "catching up",
+    );
+    wait_for(server, "SELECT count() FROM system.replicas WHERE database = 'saltdb'", 7, "all tables replicated");
+}
+
+fn one_sample(name: &str, n: i64) -> PackedBatch {
+    PackedBatch::from(&WriteBatch {
+        series: vec![SeriesSamples {
+            labels: Labels::from_pairs([("__name__", name.to_owned()), ("n", n.to_string())]).unwrap(),
+            samples: vec![Sample::new(T0 + n, n as f64)],
+            histograms: Vec::new(),
+        }],
+    })
+}
+
+#[test]
+fn writes_and_reads_go_on_while_one_replica_of_every_shard_lives() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = "writes_and_reads_go_on_while_one_replica_of_every_shard_lives";
+    let Some((_zookeeper, mut shards)) = replicated_cluster(dir.path(), test) else { return };
+    let mut config = ClickHouseConfig::replicated(urls(&shards));
+    config.timeout = Duration::from_secs(5);
+    assert!(config.replicated);
+    let ch = ClickHouse::open(config.clone()).expect("replicated schema on every replica");
+    // Every table is replicated, on every replica.
+    for replica in shards.iter().flatten() {
+        wait_for(
+            replica,
+            "SELECT count() FROM system.tables WHERE database = 'saltdb' AND engine LIKE 'Replicated%'",
+            7,
+            "replicated tables",
+        );
+    }
+
+    let stop = AtomicBool::new(false);
+    let acked = Mutex::new(Vec::new());
+    let failures = Mutex::new(Vec::new());
+    let reads = Mutex::new(0usize);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut n = 0i64;
+            while !stop.load(Ordering::SeqCst) {
+                match ch.write(&one_sample("replicated_total", n)) {
+                    Ok(_) => acked.lock().unwrap().push(n),
+                    Err(e) => failures.lock().unwrap().push(format!("write {n}: {e}")),
+                }
+                n += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        scope.spawn(|| {
+            let q = ch.querier(ReadLimits::none());
+            while !stop.load(Ordering::SeqCst) {
+                match q.select(&[Matcher::equal("__name__", "replicated_total")], T0, T0 + DAY, None) {
+                    Ok(_) => *reads.lock().unwrap() += 1,
+                    Err(e) => failures.lock().unwrap().push(format!("read: {e}")),
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(800));
+        for replicas in &mut shards {
+            replicas[0].kill9();
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        for replicas in &mut shards {
+            replicas[0].restart();
+        }
+        for replicas in &shards {
+            caught_up(&replicas[0]);
+        }
+        for replicas in &mut shards {
+            replicas[1].kill9();
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, Ordering::SeqCst);
+    });
+    let failures = failures.into_inner().unwrap();
+    let acked = acked.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} requests failed while a replica of every shard lived: {failures:?}",
+        failures.len()
+    );
+
+    // The second replicas come back and catch up: every acknowledged sample is there (with an
+    // insert quorum of 1, the last ones acknowledged by a replica just before it died stay on
+    // it alone until it is back; see docs/clickhouse.md).
+    for replicas in &mut shards {
+        replicas[1].restart();
+    }
+    for replica in shards.iter().flatten() {
+        caught_up(replica);
+    }
+    let found = ch
+        .querier(ReadLimits::none())
+        .select(&[Matcher::equal("__name__", "replicated_total")], T0, T0 + DAY, None)
+        .unwrap();
+    let present: std::collections::HashSet<i64> =
+        found.iter().flat_map(|s| s.samples.iter().map(|p| p.timestamp_ms - T0)).collect();
+    let lost: Vec<&i64> = acked.iter().filter(|n| !present.contains(n)).collect();
+    assert!(lost.is_empty(), "{} of {} acknowledged samples lost: {lost:?}", lost.len(), acked.len());
+
+    // Then the first replicas die again: the answers, from the second ones, are the embedded
+    // store's.
+    let mut embedded_config = storage_config(&dir.path().join("embedded"));
+    embedded_config.retention_ms = None;
+    let embedded = Storage::open(embedded_config).unwrap();
+    let batch = data();
+    embedded.write(batch.clone()).unwrap();
+    ch.write(&PackedBatch::from(&batch)).unwrap();
+    let series = embedded.write(WriteBatch {
+        series: acked
+            .iter()
+            .map(|&n| SeriesSamples {
+                labels: Labels::from_pairs([("__name__", "replicated_total".to_owned()), ("n", n.to_string())])
+                    .unwrap(),
+                samples: vec![Sample::new(T0 + n, n as f64)],
+                histograms: Vec::new(),
+            })
+            .collect(),
+    });
+    series.unwrap();
+    for replicas in &shards {
+        caught_up(&replicas[1]);
+    }
+    for replicas in &mut shards {
+        replicas[0].kill9();
+    }
+    let compared =
+        compare_answers(&embedded.querier(ReadLimits::none()), &ch.querier(ReadLimits::none()), "replicas down");
+    println!(
+        "clickhouse replicated: {} writes acknowledged and {} reads answered without an error while replicas were killed; \
+         {compared} answers equal to the embedded store's",
+        acked.len(),
+        reads.into_inner().unwrap()
+    );
+}
+
+#[test]
+fn with_zookeeper_down_reads_go_on_and_writes_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = "with_zookeeper_down_reads_go_on_and_writes_are_refused_clearly";
+    let Some((mut zookeeper, shards)) = replicated_cluster(dir.path(), test) else { return };
+    let mut config = ClickHouseConfig::replicated(urls(&shards));
+    config.timeout = Duration::from_secs(5);
+    let ch = ClickHouse::open(config).unwrap();
+    ch.write(&one_sample("zk_total", 1)).unwrap();
+
+    zookeeper.kill9();
+    // The servers notice within their session timeout (5 s); until then a write may still go.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let refused = loop {
+        match ch.write(&one_sample("zk_total", 2)) {
+            Err(StorageError::Unavailable(why)) => break why,
+            Err(e) => panic!("unexpected {e}"),
+            Ok(_) => {
+                assert!(Instant::now() < deadline, "writes still accepted 60 s after ZooKeeper died");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+    };
+    assert!(refused.contains("ZooKeeper"), "the refusal says why: {refused}");
+    let read = ch.querier(ReadLimits::none()).select(&[Matcher::equal("__name__", "zk_total")], T0, T0 + DAY, None);
+    assert!(read.expect("reads go on without ZooKeeper").iter().any(|s| s.samples.iter().any(|p| p.value == 1.0)));
+
+    zookeeper.restart();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while let Err(e) = ch.write(&one_sample("zk_total", 3)) {
+        assert!(Instant::now() < deadline, "writes still refused 90 s after ZooKeeper came back: {e}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let found =
+        ch.querier(ReadLimits::none()).select(&[Matcher::equal("__name__", "zk_total")], T0, T0 + DAY, None).unwrap();
+    let values: Vec<f64> = found.iter().flat_map(|s| s.samples.iter().map(|p| p.value)).collect();
+    assert!(values.contains(&1.0) && values.contains(&3.0), "{values:?}");
+}
