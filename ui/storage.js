@@ -1,6 +1,7 @@
 // The storage page: time windows (state, series, samples, bytes, bytes per sample), samples
 // written per bucket since start (skew: the fullest bucket against the mean), the in-memory
-// head, window length, retention, bytes per table, the flags and build information.
+// head, window length, retention, bytes per table, the flags and build information. On the
+// ClickHouse backend: its shards and each server's state and replication instead.
 import { api } from './api.js';
 import { alert, h, table } from './dom.js';
 import { bytes, formatDuration, number, utc } from './format.js';
@@ -24,9 +25,14 @@ export async function storagePage(main) {
   main.append(h('h1', {}, 'Storage'), out);
   let windows, storage, flags, build;
   try {
-    [windows, storage, flags, build] = (
-      await Promise.all([api('/api/v1/status/windows'), api('/api/v1/status/storage'), api('/api/v1/status/flags'), api('/api/v1/status/buildinfo')])
-    ).map((a) => a.data);
+    [storage, flags, build] = (await Promise.all([api('/api/v1/status/storage'), api('/api/v1/status/flags'), api('/api/v1/status/buildinfo')])).map(
+      (a) => a.data,
+    );
+    if (storage.backend === 'clickhouse') {
+      out.replaceChildren(clickhouseSection(storage), buildSection(build), flagsSection(flags));
+      return;
+    }
+    windows = (await api('/api/v1/status/windows')).data;
   } catch (e) {
     out.replaceChildren(alert('error', e.message));
     return;
@@ -58,7 +64,6 @@ export async function storagePage(main) {
       h('li', { title: `bucket ${i}: ${number(n)} samples` }, h('span', { class: 'bucket-bar', style: `height:${max ? (100 * n) / max : 0}%` }), h('span', { class: 'bucket-id' }, i)),
     ),
   );
-  const flagRows = Object.entries(flags).map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, `--${k}`), h('td', {}, v)));
   out.replaceChildren(
     wideSection(
       'Time windows',
@@ -89,13 +94,48 @@ export async function storagePage(main) {
         'head-table',
       ),
     ),
-    section(
-      'Build information',
-      pairs('Build information', [['Application', build.application || 'saltdb'], ['Version', build.version]], 'build-table'),
-    ),
-    wideSection(
-      'Flags',
-      flagRows.length ? table('Command-line flags', ['Flag', 'Value'], flagRows, { id: 'flags-table' }) : h('p', { class: 'empty' }, 'Started without a command line: no flags to show.'),
-    ),
+    buildSection(build),
+    flagsSection(flags),
   );
+}
+
+function buildSection(build) {
+  return section('Build information', pairs('Build information', [['Application', build.application || 'saltdb'], ['Version', build.version]], 'build-table'));
+}
+
+function flagsSection(flags) {
+  const flagRows = Object.entries(flags).map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, `--${k}`), h('td', {}, v)));
+  return wideSection(
+    'Flags',
+    flagRows.length ? table('Command-line flags', ['Flag', 'Value'], flagRows, { id: 'flags-table' }) : h('p', { class: 'empty' }, 'Started without a command line: no flags to show.'),
+  );
+}
+
+// One row per ClickHouse server: its shard, URL, whether it answers and takes the shard's
+// requests, and on replicated shards its replication.
+function clickhouseSection(storage) {
+  const rows = storage.shards.flatMap((s) =>
+    s.replicas.map((r) => {
+      const state = r.up ? (r.current ? 'current' : 'standby') : 'down';
+      const replication = !r.up
+        ? r.error
+        : r.readonly === undefined
+          ? '–'
+          : r.readonly
+            ? 'read-only: no ZooKeeper'
+            : `queue ${number(r.queue)}, ${r.delaySeconds} s behind, ${r.activeReplicas} of ${r.totalReplicas} replicas live`;
+      return h(
+        'tr',
+        {},
+        h('td', { class: 'num' }, s.shard),
+        h('td', {}, r.url),
+        h('td', {}, h('span', { class: `state ${r.up ? 'up' : 'down'}` }, state)),
+        h('td', {}, replication),
+      );
+    }),
+  );
+  const summary = `Database ${storage.database} on ${storage.shards.length} shards, ${storage.buckets} buckets; ${
+    storage.replicated ? `replicated, writes acknowledged by ${storage.insertQuorum} replica(s)` : 'not replicated'
+  }; retention ${storage.retentionMs ? formatDuration(storage.retentionMs) : 'forever'}.`;
+  return wideSection('ClickHouse', h('p', {}, summary), table('ClickHouse servers', ['Shard', 'Server', 'State', 'Replication'], rows, { id: 'clickhouse-table' }));
 }

@@ -39,6 +39,7 @@ mod exemplars;
 mod postings;
 mod read;
 mod recency;
+mod replicas;
 mod retention;
 pub mod rowbinary;
 mod schema;
@@ -57,6 +58,7 @@ pub use commit::CommitHook;
 pub use exemplars::exemplars_stored;
 pub use postings::Settled;
 pub use read::ClickHouseQuerier;
+pub use replicas::{ReplicaState, Replication};
 pub use seal::Sealed;
 
 use crate::storage::{ReadLimits, StorageError};

@@ -244,3 +244,69 @@ fn with_zookeeper_down_reads_go_on_and_writes_are_refused_clearly() {
     let values: Vec<f64> = found.iter().flat_map(|s| s.samples.iter().map(|p| p.value)).collect();
     assert!(values.contains(&1.0) && values.contains(&3.0), "{values:?}");
 }
+
+/// A saltdb node on replicated shards, through HTTP: `/api/v1/status/storage` lists every
+/// server with its state and replication; with a replica killed, imports and queries still
+/// answer 2xx, the status shows it down and its shard's requests on the other replica.
+#[test]
+fn a_node_shows_each_replica_and_serves_through_a_failover() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = "a_node_shows_each_replica_and_serves_through_a_failover";
+    let Some((_zookeeper, mut shards)) = replicated_cluster(dir.path(), test) else { return };
+    let url = urls(&shards).iter().map(|replicas| replicas.join("|")).collect::<Vec<_>>().join(",");
+    let node = crate::common::Binary::spawn(
+        &dir.path().join("node"),
+        &["--storage", "clickhouse", "--clickhouse-url", &url, "--query-timeout", "5s"],
+    );
+    let http = crate::common::client();
+    let now = chrono::Utc::now().timestamp_millis();
+    let import = |n: i64| {
+        let line = format!(
+            "{{\"metric\":{{\"__name__\":\"replicated_up\",\"n\":\"{n}\"}},\"values\":[1],\"timestamps\":[{now}]}}\n"
+        );
+        http.post(node.url("/api/v1/import")).body(line).send().unwrap().status().as_u16()
+    };
+    let count = || -> serde_json::Value {
+        let v = crate::common::get_json(&node.url("/api/v1/query?query=count(replicated_up)"));
+        assert_eq!(v["status"], "success", "{v}");
+        v["data"]["result"][0]["value"][1].clone()
+    };
+    for n in 0..20 {
+        assert_eq!(import(n), 204);
+    }
+    assert_eq!(count(), "20");
+    let status = crate::common::get_json(&node.url("/api/v1/status/storage"));
+    let data = &status["data"];
+    assert_eq!(data["backend"], "clickhouse", "{status}");
+    assert_eq!(data["replicated"], true);
+    assert_eq!(data["insertQuorum"], 1);
+    assert_eq!(data["shards"].as_array().unwrap().len(), 2);
+    for shard in data["shards"].as_array().unwrap() {
+        let replicas = shard["replicas"].as_array().unwrap();
+        assert_eq!(replicas.len(), 2, "{shard}");
+        assert_eq!(replicas[0]["current"], true, "{shard}");
+        for r in replicas {
+            assert_eq!(r["up"], true, "{r}");
+            assert_eq!(r["readonly"], false, "{r}");
+            assert_eq!(r["totalReplicas"], 2, "{r}");
+        }
+    }
+
+    shards[0][0].kill9();
+    for n in 20..40 {
+        assert_eq!(import(n), 204, "an import with a replica of shard 0 down");
+    }
+    assert_eq!(count(), "40");
+    let status = crate::common::get_json(&node.url("/api/v1/status/storage"));
+    let first = &status["data"]["shards"][0]["replicas"];
+    assert_eq!(first[0]["up"], false, "{status}");
+    assert!(first[0]["error"].as_str().is_some_and(|e| e.contains(&shards[0][0].url)), "{status}");
+    assert_eq!((first[0]["current"].clone(), first[1]["current"].clone()), (false.into(), true.into()), "{status}");
+    let metrics = http.get(node.url("/metrics")).send().unwrap().text().unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("saltdb_clickhouse_requests_total{outcome=\"ok\",replica=\"1\",shard=\"0\"}")),
+        "requests counted per replica"
+    );
+}

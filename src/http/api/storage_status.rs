@@ -1,7 +1,9 @@
 //! `GET /api/v1/status/storage`: saltdb's storage at a glance, for the web UI's storage page and
 //! operators: bucket scheme and samples written per bucket since start (the skew the bucket
 //! prefix is there to prevent), the in-memory head, window length, retention, bytes on disk per
-//! table and series counters. The windows themselves are `/api/v1/status/windows`.
+//! table and series counters. The windows themselves are `/api/v1/status/windows`. On
+//! ClickHouse: the database's layout and each server's state (answering, taking the shard's
+//! requests, and on replicated shards its replication: read-only, queue, delay, live replicas).
 
 use std::sync::Arc;
 
@@ -18,6 +20,9 @@ use crate::http::state::AppState;
 /// # Errors
 /// 5xx when storage fails.
 pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
+    if let crate::backend::Backend::ClickHouse(ch) = &state.backend {
+        return clickhouse(ch.clone()).await;
+    }
     let storage = state.embedded("the storage status")?.clone();
     let (config, bucketing, poisoned) = (storage.config().clone(), storage.bucketing(), storage.poisoned());
     let (stats, head) = crate::http::blocking::run(move || Ok((storage.stats()?, storage.head_figures()))).await?;
@@ -25,6 +30,7 @@ pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, Api
         stats.table_bytes.iter().map(|(name, bytes)| ((*name).to_owned(), Value::from(*bytes))).collect();
     Ok(success(
         json!({
+            "backend": "embedded",
             "buckets": {
                 "scheme": bucketing.scheme().as_str(),
                 "count": bucketing.count(),
@@ -45,6 +51,48 @@ pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, Api
             "seriesCreated": stats.series_created,
             "seriesTotal": stats.series_total,
             "poisoned": poisoned,
+        }),
+        Vec::new(),
+    ))
+}
+
+async fn clickhouse(ch: crate::clickhouse::ClickHouse) -> Result<Response, ApiError> {
+    let config = ch.config().clone();
+    let states = crate::http::blocking::run(move || Ok(ch.replica_states())).await?;
+    let shards: Vec<Value> = (0..config.shards.len())
+        .map(|shard| {
+            let replicas: Vec<Value> = states
+                .iter()
+                .filter(|r| r.shard == shard)
+                .map(|r| {
+                    let mut v = json!({
+                        "url": r.url,
+                        "current": r.current,
+                        "up": r.error.is_none(),
+                        "error": r.error,
+                    });
+                    if let (Some(rep), Some(map)) = (r.replication, v.as_object_mut()) {
+                        map.insert("readonly".into(), rep.readonly.into());
+                        map.insert("queue".into(), rep.queue.into());
+                        map.insert("delaySeconds".into(), rep.delay_seconds.into());
+                        map.insert("activeReplicas".into(), rep.active_replicas.into());
+                        map.insert("totalReplicas".into(), rep.total_replicas.into());
+                    }
+                    v
+                })
+                .collect();
+            json!({"shard": shard, "replicas": replicas})
+        })
+        .collect();
+    Ok(success(
+        json!({
+            "backend": "clickhouse",
+            "database": config.database,
+            "buckets": config.buckets,
+            "replicated": config.replicated,
+            "insertQuorum": config.insert_quorum,
+            "retentionMs": config.retention_ms,
+            "shards": shards,
         }),
         Vec::new(),
     ))
