@@ -12,6 +12,7 @@ mod clean_close;
 mod clickhouse;
 mod clickhouse_atomic;
 mod clickhouse_cluster;
+mod clickhouse_rules;
 mod crash;
 mod crash_load;
 mod disk_full;
