@@ -15,8 +15,9 @@ use crate::storage::StorageError;
 /// tables' sorting keys (older rows read 0: committed), the `commits` table, and the
 /// `exemplars` table (created empty). Version 6 made the index of such writes all-or-nothing
 /// too: `postings.write_id` (appended to its sorting key) and `postings.inserted_at` (older rows
-/// read 0 for both: committed, settled).
-pub const VERSION: u32 = 6;
+/// read 0 for both: committed, settled). Version 7 added the `rule_namespaces` table (the
+/// ruler API's namespaces, shared by every node), created empty.
+pub const VERSION: u32 = 7;
 
 /// Creates the database and tables of version [`VERSION`] on `shard` unless they exist, and
 /// records the version.
@@ -91,7 +92,7 @@ fn add_write_id(db: &str, table: &str) -> String {
 }
 
 /// The statements creating the tables.
-fn tables(db: &str) -> [String; 7] {
+fn tables(db: &str) -> [String; 8] {
     [
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.series (series_id UInt64, bucket UInt16, names Array(String), \
@@ -135,6 +136,12 @@ fn tables(db: &str) -> [String; 7] {
              names Array(String), values Array(String), write_id UInt64) ENGINE = ReplacingMergeTree \
              PARTITION BY intDiv(ts, 86400000) PRIMARY KEY (bucket, series_id, ts) \
              ORDER BY (bucket, series_id, ts, write_id)"
+        ),
+        // The ruler API's namespaces (`rule_namespaces.rs`), on the first shard: a row per
+        // change, the highest version of a namespace is what it holds.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.rule_namespaces (namespace String, version Int64, deleted UInt8, \
+             text String) ENGINE = ReplacingMergeTree(version) ORDER BY namespace"
         ),
     ]
 }
