@@ -11,6 +11,8 @@
 //!   `activeAt` and state for both as the first node (it takes them from the others'
 //!   `ALERTS_FOR_STATE` instead of starting its own `for`); its copy of the firing alert
 //!   changes nothing in Alertmanager.
+//! - A group POSTed to the ruler API of one node is listed and evaluated by the other, and a
+//!   deletion through the other node reaches the first.
 //!
 //! Skipped (a `SKIPPED:` line) without `clickhouse-server` or `prometheus-alertmanager` on PATH
 //! outside CI; a failure in CI.
@@ -44,6 +46,10 @@ groups:
         expr: job:cluster_load:sum > 5
         for: 1h
 "#;
+
+/// A group set through the ruler API.
+const API_GROUP: &str =
+    "name: from-the-api\ninterval: 1s\nrules:\n  - record: job:cluster_load:max\n    expr: max by (job) (cluster_load)\n";
 
 /// Polls `check` every 200 ms for up to `secs` seconds.
 fn eventually<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
@@ -182,6 +188,42 @@ fn every_node_evaluates_and_alertmanager_pages_once() {
     assert_eq!(shown.len(), 1, "{shown:?}");
     assert_eq!(millis(shown[0]["startsAt"].as_str().unwrap()), starts_at, "{shown:?}");
     assert_eq!(webhook.received().len(), 1, "still one notification: {:?}", webhook.received());
+
+    // (d) A group set through node A's ruler API: node B lists and evaluates it.
+    let http = client();
+    let resp = http
+        .post(format!("{base_a}/prometheus/config/v1/rules/team"))
+        .header("Content-Type", "application/yaml")
+        .body(API_GROUP)
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 202, "{}", resp.text().unwrap_or_default());
+    let group_url = |base: &str| format!("{base}/prometheus/config/v1/rules/team/from-the-api");
+    let listed = eventually(15, "node B lists the group", || {
+        let resp = http.get(group_url(&base_b)).send().ok()?;
+        (resp.status().as_u16() == 200).then(|| resp.text().unwrap())
+    });
+    assert!(listed.contains("job:cluster_load:max"), "{listed}");
+    eventually(15, "node B evaluates the group", || {
+        let groups = get_json(&format!("{base_b}/api/v1/rules"))["data"]["groups"].clone();
+        let group = groups.as_array()?.iter().find(|g| g["name"] == "from-the-api")?.clone();
+        (group["file"] == "team" && group["rules"][0]["health"] == "ok").then_some(())
+    });
+    let max = eventually(15, "the group's output", || {
+        let found = export(&base_b, r#"{__name__="job:cluster_load:max"}"#);
+        found.into_values().next().filter(|s| !s.is_empty())
+    });
+    assert!(max.iter().all(|&(_, v)| f64::from_bits(v) == 4.0), "{max:?}");
+    // Deleted through node B: node A lets it go.
+    let resp = http.delete(format!("{base_b}/prometheus/config/v1/rules/team")).send().unwrap();
+    assert_eq!(resp.status().as_u16(), 202);
+    eventually(15, "node A no longer lists the group", || {
+        (http.get(group_url(&base_a)).send().ok()?.status().as_u16() == 404).then_some(())
+    });
+    eventually(15, "node A no longer evaluates it", || {
+        let groups = get_json(&format!("{base_a}/api/v1/rules"))["data"]["groups"].clone();
+        groups.as_array()?.iter().all(|g| g["name"] != "from-the-api").then_some(())
+    });
     eprintln!("clickhouse_rules: {:.1} s after ClickHouse started", started.elapsed().as_secs_f64());
     drop((a, b, c));
 }
