@@ -268,7 +268,7 @@ impl GroupRun {
             let rule_started = Instant::now();
             let Some(run) = self.rules.get_mut(i) else { continue };
             run.last_evaluation_ms = Some(chrono::Utc::now().timestamp_millis());
-            let produced = produce(run, &self.group, (ts_ms, query_ts, slots), env);
+            let produced = produce(run, &self.group, At { ts_ms, query_ts, slots }, env);
             self.rule_evaluations += 1;
             match produced.and_then(|out| {
                 samples += out.len() as u64;
@@ -297,15 +297,20 @@ impl GroupRun {
     }
 }
 
+/// When a rule is evaluated.
+#[derive(Clone, Copy)]
+struct At {
+    /// The evaluation's timestamp (the slot), milliseconds.
+    ts_ms: i64,
+    /// Its query time: the timestamp less the query offset, where outputs are written.
+    query_ts: i64,
+    /// The group's slots.
+    slots: Slots,
+}
+
 /// Runs one rule's query and turns the answer into the samples to write.
-/// `at`: the evaluation's timestamp, its query time and the group's slots.
-fn produce(
-    run: &mut RuleRun,
-    group: &Group,
-    at: (i64, i64, Slots),
-    env: &Env<'_>,
-) -> Result<Vec<OutputSample>, String> {
-    let (ts_ms, query_ts, slots) = at;
+fn produce(run: &mut RuleRun, group: &Group, at: At, env: &Env<'_>) -> Result<Vec<OutputSample>, String> {
+    let At { ts_ms, query_ts, .. } = at;
     let answer = env.query(&run.rule.expr, query_ts)?;
     let labels = output::rule_labels(&group.labels, &run.rule.labels);
     match &run.rule.kind {
@@ -315,7 +320,7 @@ fn produce(
             let holds = Holds { for_ms: *for_ms, keep_firing_for_ms: *keep_firing_for_ms, limit: group.limit };
             if env.backend.is_shared() {
                 let restored = !std::mem::replace(&mut run.caught_up, true);
-                join_others(&mut run.alerts, restored, alert, &raised, (ts_ms, query_ts, slots), holds.for_ms, env);
+                join_others(&mut run.alerts, restored, alert, &raised, at, holds.for_ms, env);
             }
             run.alerts.update(ts_ms, raised, holds).map_err(|e| e.to_string())?;
             Ok(run
@@ -339,11 +344,11 @@ fn join_others(
     restored: bool,
     name: &str,
     raised: &[Raised],
-    at: (i64, i64, Slots),
+    at: At,
     for_ms: i64,
     env: &Env<'_>,
 ) {
-    let (ts_ms, query_ts, slots) = at;
+    let At { ts_ms, query_ts, slots } = at;
     let wanted: Vec<&Labels> = raised
         .iter()
         .map(|r| &r.labels)
