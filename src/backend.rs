@@ -61,6 +61,12 @@ impl Backend {
         }
     }
 
+    /// Whether other nodes read and write the same data (ClickHouse): what one node writes,
+    /// every node reads, so rule evaluators must agree (see `rules/for_state.rs`).
+    pub fn is_shared(&self) -> bool {
+        matches!(self, Self::ClickHouse(_))
+    }
+
     /// The embedded store, when the server runs on it.
     pub fn embedded(&self) -> Option<&Storage> {
         match self {

@@ -249,7 +249,9 @@ async fn start_rules(
             .await
             .map_err(|e| ServeError::Io(std::io::Error::other(e)))?
             .map_err(ServeError::Rules)?;
-    Ok(Some(Arc::new(evaluator)))
+    let evaluator = Arc::new(evaluator);
+    evaluator.watch_namespaces();
+    Ok(Some(evaluator))
 }
 
 fn spawn_maintenance(storage: Storage, every: Maintenance, mut stopped: watch::Receiver<bool>) -> JoinHandle<()> {

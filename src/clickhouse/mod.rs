@@ -31,6 +31,8 @@
 //! - **Exemplars** (`exemplars.rs`) are rows of their own, written and shown with their write.
 //! - **Retention** (`retention.rs`) refuses samples past the cutoff and drops whole partitions;
 //!   **deletes** (`delete.rs`) are mutations waited for.
+//! - **Rule namespaces** of the ruler API (`rule_namespaces.rs`) live on the first shard, so
+//!   that every node evaluates the groups set through any of them.
 
 mod client;
 mod commit;
@@ -42,6 +44,7 @@ mod recency;
 mod replicas;
 mod retention;
 pub mod rowbinary;
+mod rule_namespaces;
 mod schema;
 mod seal;
 mod write;
@@ -59,6 +62,7 @@ pub use exemplars::exemplars_stored;
 pub use postings::Settled;
 pub use read::ClickHouseQuerier;
 pub use replicas::{ReplicaState, Replication};
+pub use rule_namespaces::StoredNamespace;
 pub use seal::Sealed;
 
 use crate::storage::{ReadLimits, StorageError};

@@ -23,8 +23,9 @@ use crate::storage::StorageError;
 /// tables' sorting keys (older rows read 0: committed), the `commits` table, and the
 /// `exemplars` table (created empty). Version 6 made the index of such writes all-or-nothing
 /// too: `postings.write_id` (appended to its sorting key) and `postings.inserted_at` (older rows
-/// read 0 for both: committed, settled).
-pub const VERSION: u32 = 6;
+/// read 0 for both: committed, settled). Version 7 added the `rule_namespaces` table (the
+/// ruler API's namespaces, shared by every node), created empty.
+pub const VERSION: u32 = 7;
 
 /// Ensures the schema on every replica of `shard` (see [`ensure`]); `replication` is the shard's
 /// number when its tables are replicated. A replicated shard needs one replica up: a replica
@@ -132,13 +133,16 @@ fn check_engine(shard: &Replica, db: &str, replicated: bool) -> Result<(), Stora
     )))
 }
 
-/// The engine of `table`, of family `kind` (`ReplacingMergeTree`, `MergeTree`): its
-/// `Replicated` variant on shard `replication`'s ZooKeeper path when replicated.
+/// The engine of `table`, `kind` being the unreplicated one (`ReplacingMergeTree`, `MergeTree`,
+/// `ReplacingMergeTree(version)`): its `Replicated` variant on shard `replication`'s ZooKeeper
+/// path when replicated, the engine's own parameters after the path and replica name.
 fn engine(kind: &str, db: &str, table: &str, replication: Option<usize>) -> String {
-    match replication {
-        None => kind.to_owned(),
-        Some(n) => format!("Replicated{kind}('/clickhouse/saltdb/{db}/shard-{n}/{table}', '{{replica}}')"),
-    }
+    let Some(n) = replication else { return kind.to_owned() };
+    let (family, params) = match kind.split_once('(') {
+        Some((family, rest)) => (family, format!(", {}", rest.trim_end_matches(')'))),
+        None => (kind, String::new()),
+    };
+    format!("Replicated{family}('/clickhouse/saltdb/{db}/shard-{n}/{table}', '{{replica}}'{params})")
 }
 
 /// The columns of a table, as `DESCRIBE` lists them.
@@ -165,7 +169,7 @@ fn add_write_id(db: &str, table: &str) -> String {
 }
 
 /// The statements creating the tables.
-fn tables(db: &str, replication: Option<usize>) -> [String; 7] {
+fn tables(db: &str, replication: Option<usize>) -> [String; 8] {
     let replacing = |table: &str| engine("ReplacingMergeTree", db, table, replication);
     let plain = |table: &str| engine("MergeTree", db, table, replication);
     [
@@ -218,6 +222,13 @@ fn tables(db: &str, replication: Option<usize>) -> [String; 7] {
              PARTITION BY intDiv(ts, 86400000) PRIMARY KEY (bucket, series_id, ts) \
              ORDER BY (bucket, series_id, ts, write_id)",
             replacing("exemplars")
+        ),
+        // The ruler API's namespaces (`rule_namespaces.rs`), on the first shard: a row per
+        // change, the highest version of a namespace is what it holds.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.rule_namespaces (namespace String, version Int64, deleted UInt8, \
+             text String) ENGINE = {} ORDER BY namespace",
+            engine("ReplacingMergeTree(version)", db, "rule_namespaces", replication)
         ),
     ]
 }

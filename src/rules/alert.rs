@@ -121,6 +121,21 @@ impl AlertSet {
         self.alerts.values_mut()
     }
 
+    /// The alert of `labels`, in whatever state.
+    pub fn get(&self, labels: &Labels) -> Option<&Alert> {
+        self.alerts.get(labels)
+    }
+
+    /// Puts `alert` in the set, in place of the alert of its labels.
+    pub fn insert(&mut self, alert: Alert) {
+        self.alerts.insert(alert.labels.clone(), alert);
+    }
+
+    /// Takes the alert of `labels` out of the set.
+    pub fn remove(&mut self, labels: &Labels) -> Option<Alert> {
+        self.alerts.remove(labels)
+    }
+
     /// Pending and firing alerts (inactive ones are kept only to be sent).
     pub fn active(&self) -> impl Iterator<Item = &Alert> {
         self.alerts.values().filter(|a| a.state != AlertState::Inactive)

@@ -6,10 +6,15 @@
 //! for `/api/v1/status` and the caller. Otherwise the groups are replaced: a group of the same
 //! file and name keeps the state of its rules that are unchanged (alerts, series written), as
 //! Prometheus' `CopyState` keeps them, and series of rules that went away are marked stale.
+//!
+//! On ClickHouse the ruler API's namespaces are shared by every node: the evaluator reads them
+//! every evaluation interval (`--rule-evaluation-interval`, as Mimir's ruler polls its storage)
+//! and reloads when they differ from what its latest load read, as a change through this node
+//! reloads at once.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -40,6 +45,7 @@ pub struct RulesConfig {
     /// Where alert state is saved (`<data-dir>/rules`); `None`: not saved.
     pub state_dir: Option<std::path::PathBuf>,
     /// Where the ruler API keeps its namespaces (`<data-dir>/rules/api`); `None`: no ruler API.
+    /// On ClickHouse they are kept in the cluster instead, and this only turns the API on.
     pub ruler_dir: Option<std::path::PathBuf>,
     /// Alertmanagers alerts are sent to (`--alertmanager-url`, base URLs).
     pub alertmanagers: Vec<String>,
@@ -107,11 +113,18 @@ struct Shared {
     sink: Option<Arc<dyn AlertSink>>,
     states: Option<StateDir>,
     ruler: Option<RulerStore>,
+    /// On a ruler store other nodes change too: the digest of the namespaces the latest load
+    /// read (`None`: unread).
+    namespaces_loaded: Mutex<Option<u64>>,
 }
 
 impl Shared {
     /// The `--rule-file` groups, then the ruler API's namespaces.
     fn load(&self) -> Result<RuleFiles, Vec<String>> {
+        if let Some(ruler) = self.ruler.as_ref().filter(|r| r.is_shared()) {
+            // Taken first: a load that fails is not retried until the namespaces change again.
+            *self.namespaces_loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = ruler.digest().ok();
+        }
         let files = RuleFiles::load(&self.config.files)?;
         match &self.ruler {
             Some(ruler) => Ok(files.with(ruler.rule_files()?)),
@@ -126,6 +139,8 @@ pub struct Evaluator {
     groups: RwLock<Vec<GroupThread>>,
     reload: Mutex<ReloadStatus>,
     stopped: AtomicBool,
+    /// Set to stop the thread polling shared namespaces, if one runs.
+    poll_stop: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl Evaluator {
@@ -140,8 +155,18 @@ impl Evaluator {
         sink: Option<Arc<dyn AlertSink>>,
     ) -> Result<Self, Vec<String>> {
         let states = config.state_dir.clone().map(StateDir::new);
-        let ruler = config.ruler_dir.clone().map(RulerStore::new);
-        let shared = Arc::new(Shared { config, engine, backend, sink, states, ruler });
+        let ruler = config.ruler_dir.clone().map(|dir| match &backend {
+            Backend::ClickHouse(ch) => {
+                let left = super::ruler::namespaces_left_in(&dir);
+                if !left.is_empty() {
+                    tracing::warn!(dir = %dir.display(), namespaces = ?left, "ruler API namespaces kept by this node alone are not read on ClickHouse; set them again through the ruler API");
+                }
+                RulerStore::on_clickhouse(ch.clone())
+            }
+            Backend::Embedded(_) => RulerStore::new(dir),
+        });
+        let namespaces_loaded = Mutex::new(None);
+        let shared = Arc::new(Shared { config, engine, backend, sink, states, ruler, namespaces_loaded });
         let files = shared.load()?;
         let now = crate::storage::now_ms();
         let groups = files
@@ -156,7 +181,45 @@ impl Evaluator {
             })
             .collect();
         let status = ReloadStatus { success: true, at_ms: crate::storage::now_ms(), errors: Vec::new() };
-        Ok(Self { shared, groups: RwLock::new(groups), reload: Mutex::new(status), stopped: AtomicBool::new(false) })
+        Ok(Self {
+            shared,
+            groups: RwLock::new(groups),
+            reload: Mutex::new(status),
+            stopped: AtomicBool::new(false),
+            poll_stop: Arc::new((Mutex::new(false), Condvar::new())),
+        })
+    }
+
+    /// On a ruler store other nodes change too (ClickHouse): starts polling it every evaluation
+    /// interval, reloading when its namespaces changed (see the module's doc). Nothing
+    /// otherwise. The thread holds no reference that keeps the evaluator alive.
+    pub fn watch_namespaces(self: &Arc<Self>) {
+        if !self.shared.ruler.as_ref().is_some_and(RulerStore::is_shared) {
+            return;
+        }
+        let every = Duration::from_millis(self.shared.config.evaluation_interval_ms.max(100).unsigned_abs());
+        let (evaluator, stop) = (Arc::downgrade(self), self.poll_stop.clone());
+        let spawned = std::thread::Builder::new()
+            .name("saltdb-ruler-poll".to_owned())
+            .spawn(move || poll(&evaluator, &stop, every));
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start polling the ruler API's namespaces");
+        }
+    }
+
+    /// Reloads when the shared namespaces differ from those the latest load read.
+    fn reload_if_namespaces_changed(&self) {
+        let Some(ruler) = &self.shared.ruler else { return };
+        let loaded = *self.shared.namespaces_loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match ruler.digest() {
+            Ok(now) if Some(now) != loaded => {
+                tracing::info!("the ruler API's namespaces changed; reloading the rules");
+                // A failed reload is logged and kept for /api/v1/status by `reload` itself.
+                let _ = self.reload();
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "reading the ruler API's namespaces failed"),
+        }
     }
 
     /// Reads the rule files again and replaces the groups (see the module's doc).
@@ -165,6 +228,9 @@ impl Evaluator {
     /// The files' problems; the running rules are kept.
     pub fn reload(&self) -> Result<(), Vec<String>> {
         let mut groups = self.groups.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.stopped.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let loaded = self.shared.load();
         let files = match loaded {
             Ok(f) => f,
@@ -228,6 +294,9 @@ impl Evaluator {
         if self.stopped.swap(true, Ordering::SeqCst) {
             return;
         }
+        let (flag, wake) = &*self.poll_stop;
+        *flag.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        wake.notify_all();
         let mut groups = self.groups.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         for g in groups.drain(..) {
             stop(g);
@@ -250,6 +319,26 @@ fn env(shared: &Shared) -> Env<'_> {
         backend: &shared.backend,
         external_labels: &shared.config.external_labels,
         external_url: &shared.config.external_url,
+    }
+}
+
+/// The polling thread of [`Evaluator::watch_namespaces`]: until stopped or the evaluator is
+/// gone.
+fn poll(evaluator: &Weak<Evaluator>, stop: &(Mutex<bool>, Condvar), every: Duration) {
+    loop {
+        let (flag, wake) = stop;
+        let stopped = flag.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (stopped, _) =
+            wake.wait_timeout_while(stopped, every, |s| !*s).unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *stopped {
+            return;
+        }
+        drop(stopped);
+        let Some(evaluator) = evaluator.upgrade() else { return };
+        if evaluator.stopped.load(Ordering::SeqCst) {
+            return;
+        }
+        evaluator.reload_if_namespaces_changed();
     }
 }
 

@@ -5,18 +5,21 @@
 //!
 //! The caller decides when (see [`super::slot`]); this module decides what is written.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use crate::backend::Backend;
 use crate::labels::{Label, Labels};
+use crate::matcher::Matcher;
 use crate::promql::{Engine, Value};
 use crate::sample::{HistogramSample, PackedBatch, Sample, STALE_NAN_BITS};
 use crate::storage::ReadLimits;
 
-use super::alert::{Alert, AlertSet, Holds, Raised};
+use super::alert::{Alert, AlertSet, AlertState, Holds, Raised};
 use super::file::{Group, Rule, RuleKind};
+use super::for_state::{self, Seen, Slots};
 use super::output::{self, OutputSample};
+use super::slot::group_hash;
 use super::template::{self, QuerySample, TemplateData, TemplateQuery};
 
 /// What a group's evaluation reads from and writes to, and the server's identity in templates.
@@ -47,6 +50,24 @@ impl Env<'_> {
             Value::Scalar { value, .. } => Ok(vec![OutputSample { labels: Labels::empty(), value, histogram: None }]),
             _ => Err("rule result is not a vector or scalar".to_owned()),
         }
+    }
+
+    /// The latest `ALERTS_FOR_STATE` sample in `[from_ms, to_ms]` of each alert of the rule
+    /// `name` (a staleness marker included), by the alert's labels (the series' without
+    /// `__name__`).
+    fn for_state(&self, name: &str, from_ms: i64, to_ms: i64) -> Result<HashMap<Labels, f64>, String> {
+        let limits =
+            ReadLimits { deadline: Some(Instant::now() + self.engine.options().timeout), ..ReadLimits::default() };
+        let matchers = [Matcher::equal("__name__", "ALERTS_FOR_STATE"), Matcher::equal("alertname", name)];
+        let series = self.backend.querier(limits).select(&matchers, from_ms, to_ms, None).map_err(|e| e.to_string())?;
+        Ok(series
+            .into_iter()
+            .filter_map(|s| {
+                let latest = s.samples.last()?.value;
+                let labels = s.labels.iter().filter(|l| l.name != "__name__").cloned().collect();
+                Some((Labels::from_trusted(labels), latest))
+            })
+            .collect())
     }
 }
 
@@ -89,6 +110,10 @@ pub struct RuleRun {
     pub alerts: AlertSet,
     /// The series the latest successful evaluation wrote (for stale markers).
     previous: HashSet<Labels>,
+    /// Whether the rule has been evaluated on this node since it started: on a shared store
+    /// its first evaluation brings every alert it raises in line with the other evaluators'
+    /// (see [`super::for_state`]), later ones only the alerts new to this node.
+    caught_up: bool,
 }
 
 impl RuleRun {
@@ -102,6 +127,7 @@ impl RuleRun {
             evaluation_seconds: 0.0,
             alerts: AlertSet::default(),
             previous: HashSet::new(),
+            caught_up: false,
         }
     }
 
@@ -190,6 +216,7 @@ impl GroupRun {
             run.evaluation_seconds = o.evaluation_seconds;
             run.previous = o.previous;
             run.alerts = o.alerts;
+            run.caught_up = o.caught_up;
         }
         self.last_evaluation_ms = previous.last_evaluation_ms;
         self.evaluation_seconds = previous.evaluation_seconds;
@@ -234,13 +261,14 @@ impl GroupRun {
         self.last_timestamp_ms = Some(ts_ms);
         let mut outgoing = Vec::new();
         let (interval_ms, query_ts) = (self.interval_ms, ts_ms - self.query_offset_ms);
+        let slots = Slots { hash: group_hash(&self.group.file, &self.group.name), interval_ms: interval_ms.max(1) };
         self.iterations += 1;
         let mut samples = 0u64;
         for i in 0..self.rules.len() {
             let rule_started = Instant::now();
             let Some(run) = self.rules.get_mut(i) else { continue };
             run.last_evaluation_ms = Some(chrono::Utc::now().timestamp_millis());
-            let produced = produce(run, &self.group, ts_ms, query_ts, env);
+            let produced = produce(run, &self.group, At { ts_ms, query_ts, slots }, env);
             self.rule_evaluations += 1;
             match produced.and_then(|out| {
                 samples += out.len() as u64;
@@ -269,14 +297,20 @@ impl GroupRun {
     }
 }
 
-/// Runs one rule's query and turns the answer into the samples to write.
-fn produce(
-    run: &mut RuleRun,
-    group: &Group,
+/// When a rule is evaluated.
+#[derive(Clone, Copy)]
+struct At {
+    /// The evaluation's timestamp (the slot), milliseconds.
     ts_ms: i64,
+    /// Its query time: the timestamp less the query offset, where outputs are written.
     query_ts: i64,
-    env: &Env<'_>,
-) -> Result<Vec<OutputSample>, String> {
+    /// The group's slots.
+    slots: Slots,
+}
+
+/// Runs one rule's query and turns the answer into the samples to write.
+fn produce(run: &mut RuleRun, group: &Group, at: At, env: &Env<'_>) -> Result<Vec<OutputSample>, String> {
+    let At { ts_ms, query_ts, .. } = at;
     let answer = env.query(&run.rule.expr, query_ts)?;
     let labels = output::rule_labels(&group.labels, &run.rule.labels);
     match &run.rule.kind {
@@ -284,6 +318,10 @@ fn produce(
         RuleKind::Alerting { alert, for_ms, keep_firing_for_ms, annotations } => {
             let raised = raise(alert, &labels, annotations, answer, query_ts, env)?;
             let holds = Holds { for_ms: *for_ms, keep_firing_for_ms: *keep_firing_for_ms, limit: group.limit };
+            if env.backend.is_shared() {
+                let restored = !std::mem::replace(&mut run.caught_up, true);
+                join_others(&mut run.alerts, restored, alert, &raised, at, holds.for_ms, env);
+            }
             run.alerts.update(ts_ms, raised, holds).map_err(|e| e.to_string())?;
             Ok(run
                 .alerts
@@ -292,6 +330,42 @@ fn produce(
                 .map(|(labels, value)| OutputSample { labels, value, histogram: None })
                 .collect())
         }
+    }
+}
+
+/// On a store several nodes share: brings the alerts this evaluation raised that the node
+/// does not hold pending or firing (all of them at the rule's first evaluation here,
+/// `restored`) in line
+/// with the other evaluators', read from their `ALERTS_FOR_STATE` within the group's interval
+/// and the lookback before the query time (see [`super::for_state`]). A failed read is logged
+/// and the alerts start here as on a store of one's own.
+fn join_others(
+    alerts: &mut AlertSet,
+    restored: bool,
+    name: &str,
+    raised: &[Raised],
+    at: At,
+    for_ms: i64,
+    env: &Env<'_>,
+) {
+    let At { ts_ms, query_ts, slots } = at;
+    let wanted: Vec<&Labels> = raised
+        .iter()
+        .map(|r| &r.labels)
+        .filter(|l| restored || alerts.get(l).is_none_or(|a| a.state == AlertState::Inactive))
+        .collect();
+    if wanted.is_empty() {
+        return;
+    }
+    let window = slots.interval_ms.saturating_add(env.engine.options().lookback_ms);
+    match env.for_state(name, query_ts.saturating_sub(window), query_ts) {
+        Ok(latest) => {
+            for labels in wanted {
+                let seen = Seen::from_latest(latest.get(labels).copied());
+                for_state::join(alerts, labels, seen, restored, ts_ms, for_ms, slots);
+            }
+        }
+        Err(e) => tracing::warn!(alert = %name, error = %e, "reading the other evaluators' alert state failed"),
     }
 }
 

@@ -5,7 +5,8 @@
 //! - [`template`]: Go text/template expansion of alert labels and annotations, with
 //!   Prometheus' template functions.
 //! - [`alert`]: an alerting rule's alerts and their states; [`output`]: what a recording rule
-//!   writes; [`slot`]: when a group is evaluated.
+//!   writes; [`slot`]: when a group is evaluated; [`for_state`]: alerts a node joins on a store
+//!   several nodes share, in line with the other evaluators.
 //! - [`group`]: one group evaluated at one timestamp against the store.
 //! - [`evaluator`]: a server's groups, each on its thread, reloads; [`state`]: alert state
 //!   saved across restarts; [`ruler`]: groups managed through the ruler API; [`notify`]:
@@ -17,6 +18,7 @@ pub mod alert;
 pub mod evaluator;
 pub mod exposition;
 pub mod file;
+pub mod for_state;
 pub mod group;
 pub mod notify;
 pub mod output;

@@ -1,22 +1,28 @@
 //! Rule groups managed through the ruler API (Mimir's and Cortex's
-//! `/prometheus/config/v1/rules`), kept in the data directory beside the `--rule-file` groups,
-//! which stay read-only.
+//! `/prometheus/config/v1/rules`), kept beside the `--rule-file` groups, which stay read-only.
 //!
-//! A namespace is a file, `<data-dir>/rules/api/<namespace, hex>.yml`, in Prometheus' rule file
-//! format (so `saltdb check rules` and `promtool check rules` read it); a group set through the
-//! API replaces the group of the same name in its namespace, or is appended. Each change is
-//! validated as a whole file first (a bad group is refused and changes nothing), then written
-//! atomically (written beside, synced, renamed, directory synced). Groups of a namespace carry
-//! the namespace as their `file`, as Mimir shows them.
+//! A namespace is one rule file text in Prometheus' format (so `saltdb check rules` and
+//! `promtool check rules` read it); a group set through the API replaces the group of the same
+//! name in its namespace, or is appended. Each change is validated as a whole file first (a bad
+//! group is refused and changes nothing), then stored:
+//! - on the embedded store, as the file `<data-dir>/rules/api/<namespace, hex>.yml`, written
+//!   atomically (written beside, synced, renamed, directory synced);
+//! - on ClickHouse, in the cluster's `rule_namespaces` table (`clickhouse/rule_namespaces.rs`),
+//!   so every node sees it; the evaluator polls it for other nodes' changes.
+//!
+//! Groups of a namespace carry the namespace as their `file`, as Mimir shows them: the same on
+//! every node, so every node evaluates them at the same slots.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde_norway::{Mapping, Value};
 
 use super::file::RuleFile;
+use crate::clickhouse::ClickHouse;
+use crate::storage::StorageError;
 
 /// Why a ruler API request cannot be done.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +36,9 @@ pub enum RulerError {
     /// Reading or writing the namespace file failed.
     #[error("rule storage: {0}")]
     Io(#[from] std::io::Error),
+    /// Reading or writing the cluster's namespaces failed.
+    #[error("rule storage: {0}")]
+    Storage(#[from] StorageError),
 }
 
 /// Mimir's message for a missing group.
@@ -37,23 +46,50 @@ pub const GROUP_NOT_FOUND: &str = "group does not exist";
 /// Mimir's message for a missing namespace.
 pub const NAMESPACE_NOT_FOUND: &str = "no rule groups found";
 
+/// Where the namespaces are kept.
+enum Shelf {
+    /// A file per namespace in this directory.
+    Dir(PathBuf),
+    /// The cluster's `rule_namespaces` table.
+    ClickHouse(ClickHouse),
+}
+
+impl std::fmt::Debug for Shelf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Dir(dir) => f.debug_tuple("Dir").field(dir).finish(),
+            Self::ClickHouse(ch) => f.debug_tuple("ClickHouse").field(&ch.config().shards).finish(),
+        }
+    }
+}
+
 /// The namespaces of API-managed groups.
 #[derive(Debug)]
 pub struct RulerStore {
-    dir: PathBuf,
-    /// Serialises read-modify-write of namespace files.
+    shelf: Shelf,
+    /// Serialises read-modify-write of namespaces on this node.
     lock: Mutex<()>,
 }
 
 impl RulerStore {
     /// The store in `dir` (created on the first write).
     pub fn new(dir: PathBuf) -> Self {
-        Self { dir, lock: Mutex::new(()) }
+        Self { shelf: Shelf::Dir(dir), lock: Mutex::new(()) }
     }
 
-    fn path(&self, namespace: &str) -> PathBuf {
+    /// The store in the cluster behind `clickhouse`, shared by every node.
+    pub fn on_clickhouse(clickhouse: ClickHouse) -> Self {
+        Self { shelf: Shelf::ClickHouse(clickhouse), lock: Mutex::new(()) }
+    }
+
+    /// Whether other nodes change these namespaces too (so they must be polled).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.shelf, Shelf::ClickHouse(_))
+    }
+
+    fn path(dir: &Path, namespace: &str) -> PathBuf {
         let hex: String = namespace.bytes().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{hex}.yml"))
+        dir.join(format!("{hex}.yml"))
     }
 
     fn namespace_of(file_name: &str) -> Option<String> {
@@ -63,27 +99,29 @@ impl RulerStore {
         String::from_utf8(bytes?).ok()
     }
 
-    /// The groups of `namespace` as YAML values, in order (empty when it does not exist).
-    fn groups_of(&self, namespace: &str) -> Result<Vec<Value>, RulerError> {
-        let bytes = match std::fs::read(self.path(namespace)) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        };
-        let file: Value = serde_norway::from_slice(&bytes).map_err(|e| RulerError::Invalid(e.to_string()))?;
-        Ok(match file.get("groups") {
-            Some(Value::Sequence(groups)) => groups.clone(),
-            _ => Vec::new(),
-        })
+    /// The text of `namespace` and its version (0 in a directory), `None` when it does not
+    /// exist.
+    fn read(&self, namespace: &str) -> Result<Option<(Vec<u8>, i64)>, RulerError> {
+        match &self.shelf {
+            Shelf::Dir(dir) => match std::fs::read(Self::path(dir, namespace)) {
+                Ok(b) => Ok(Some((b, 0))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+            Shelf::ClickHouse(ch) => Ok(ch.rule_namespace(namespace)?.map(|n| (n.text.into_bytes(), n.version))),
+        }
     }
 
-    /// Every namespace with its groups.
-    ///
-    /// # Errors
-    /// [`RulerError::Io`] when the directory cannot be read.
-    pub fn all(&self) -> Result<BTreeMap<String, Vec<Value>>, RulerError> {
+    /// Every namespace's text, by name.
+    fn texts(&self) -> Result<BTreeMap<String, Vec<u8>>, RulerError> {
+        let dir = match &self.shelf {
+            Shelf::Dir(dir) => dir,
+            Shelf::ClickHouse(ch) => {
+                return Ok(ch.rule_namespaces()?.into_iter().map(|(ns, n)| (ns, n.text.into_bytes())).collect())
+            }
+        };
         let mut out = BTreeMap::new();
-        let entries = match std::fs::read_dir(&self.dir) {
+        let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
             Err(e) => return Err(e.into()),
@@ -91,7 +129,30 @@ impl RulerStore {
         for entry in entries {
             let name = entry?.file_name();
             let Some(namespace) = name.to_str().and_then(Self::namespace_of) else { continue };
-            let groups = self.groups_of(&namespace)?;
+            if let Some((text, _)) = self.read(&namespace)? {
+                out.insert(namespace, text);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The groups of `namespace` as YAML values, in order (empty when it does not exist), and
+    /// the version read.
+    fn groups_of(&self, namespace: &str) -> Result<(Vec<Value>, i64), RulerError> {
+        match self.read(namespace)? {
+            Some((text, version)) => Ok((groups_in(&text)?, version)),
+            None => Ok((Vec::new(), 0)),
+        }
+    }
+
+    /// Every namespace with its groups.
+    ///
+    /// # Errors
+    /// [`RulerError::Io`] or [`RulerError::Storage`] when the namespaces cannot be read.
+    pub fn all(&self) -> Result<BTreeMap<String, Vec<Value>>, RulerError> {
+        let mut out = BTreeMap::new();
+        for (namespace, text) in self.texts()? {
+            let groups = groups_in(&text)?;
             if !groups.is_empty() {
                 out.insert(namespace, groups);
             }
@@ -99,12 +160,28 @@ impl RulerStore {
         Ok(out)
     }
 
+    /// A digest of every namespace as stored: equal digests, equal namespaces (what the
+    /// evaluator compares to see other nodes' changes).
+    ///
+    /// # Errors
+    /// As [`RulerStore::all`].
+    pub fn digest(&self) -> Result<u64, RulerError> {
+        let mut bytes = Vec::new();
+        for (namespace, text) in self.texts()? {
+            for part in [namespace.as_bytes(), &text] {
+                bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+                bytes.extend_from_slice(part);
+            }
+        }
+        Ok(xxhash_rust::xxh64::xxh64(&bytes, 0))
+    }
+
     /// The groups of one namespace.
     ///
     /// # Errors
     /// [`RulerError::NotFound`] when it has none.
     pub fn namespace(&self, namespace: &str) -> Result<Vec<Value>, RulerError> {
-        let groups = self.groups_of(namespace)?;
+        let (groups, _) = self.groups_of(namespace)?;
         if groups.is_empty() {
             return Err(RulerError::NotFound(NAMESPACE_NOT_FOUND));
         }
@@ -117,6 +194,7 @@ impl RulerStore {
     /// [`RulerError::NotFound`] when it does not exist.
     pub fn group(&self, namespace: &str, group: &str) -> Result<Value, RulerError> {
         self.groups_of(namespace)?
+            .0
             .into_iter()
             .find(|g| name_of(g) == Some(group))
             .ok_or(RulerError::NotFound(GROUP_NOT_FOUND))
@@ -137,12 +215,12 @@ impl RulerStore {
             return Err(RulerError::Invalid("the namespace must not be empty".to_owned()));
         }
         let _held = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut groups = self.groups_of(namespace)?;
+        let (mut groups, version) = self.groups_of(namespace)?;
         match groups.iter_mut().find(|g| name_of(g) == Some(name.as_str())) {
             Some(g) => *g = group,
             None => groups.push(group),
         }
-        self.write(namespace, groups)
+        self.write(namespace, groups, version)
     }
 
     /// Deletes one group.
@@ -151,13 +229,13 @@ impl RulerStore {
     /// [`RulerError::NotFound`] when it does not exist.
     pub fn delete_group(&self, namespace: &str, group: &str) -> Result<(), RulerError> {
         let _held = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut groups = self.groups_of(namespace)?;
+        let (mut groups, version) = self.groups_of(namespace)?;
         let before = groups.len();
         groups.retain(|g| name_of(g) != Some(group));
         if groups.len() == before {
             return Err(RulerError::NotFound(GROUP_NOT_FOUND));
         }
-        self.write(namespace, groups)
+        self.write(namespace, groups, version)
     }
 
     /// Deletes a namespace with all its groups.
@@ -166,10 +244,16 @@ impl RulerStore {
     /// [`RulerError::NotFound`] when it does not exist.
     pub fn delete_namespace(&self, namespace: &str) -> Result<(), RulerError> {
         let _held = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match std::fs::remove_file(self.path(namespace)) {
-            Ok(()) => Ok(std::fs::File::open(&self.dir)?.sync_all()?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(RulerError::NotFound(NAMESPACE_NOT_FOUND)),
-            Err(e) => Err(e.into()),
+        match &self.shelf {
+            Shelf::Dir(dir) => match std::fs::remove_file(Self::path(dir, namespace)) {
+                Ok(()) => Ok(std::fs::File::open(dir)?.sync_all()?),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(RulerError::NotFound(NAMESPACE_NOT_FOUND)),
+                Err(e) => Err(e.into()),
+            },
+            Shelf::ClickHouse(ch) => match ch.rule_namespace(namespace)? {
+                Some(stored) => Ok(ch.put_rule_namespace(namespace, None, stored.version)?),
+                None => Err(RulerError::NotFound(NAMESPACE_NOT_FOUND)),
+            },
         }
     }
 
@@ -196,24 +280,49 @@ impl RulerStore {
     }
 
     /// Validates `groups` as the whole namespace file, then replaces it (or removes it when
-    /// empty).
-    fn write(&self, namespace: &str, groups: Vec<Value>) -> Result<(), RulerError> {
-        let path = self.path(namespace);
-        if groups.is_empty() {
+    /// empty); `replaced`: the version the change read.
+    fn write(&self, namespace: &str, groups: Vec<Value>, replaced: i64) -> Result<(), RulerError> {
+        let text = if groups.is_empty() {
+            None
+        } else {
+            let text = file_text(groups)?;
+            super::parse_file(namespace, text.as_bytes()).map_err(|e| RulerError::Invalid(e.join("\n")))?;
+            Some(text)
+        };
+        let dir = match &self.shelf {
+            Shelf::Dir(dir) => dir,
+            Shelf::ClickHouse(ch) => return Ok(ch.put_rule_namespace(namespace, text.as_deref(), replaced)?),
+        };
+        let path = Self::path(dir, namespace);
+        let Some(text) = text else {
             std::fs::remove_file(&path)?;
-            return Ok(std::fs::File::open(&self.dir)?.sync_all()?);
-        }
-        let text = file_text(groups)?;
-        super::parse_file(namespace, text.as_bytes()).map_err(|e| RulerError::Invalid(e.join("\n")))?;
-        std::fs::create_dir_all(&self.dir)?;
+            return Ok(std::fs::File::open(dir)?.sync_all()?);
+        };
+        std::fs::create_dir_all(dir)?;
         let temp = path.with_extension("yml.tmp");
         let mut f = std::fs::File::create(&temp)?;
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
         drop(f);
         std::fs::rename(&temp, &path)?;
-        Ok(std::fs::File::open(&self.dir)?.sync_all()?)
+        Ok(std::fs::File::open(dir)?.sync_all()?)
     }
+}
+
+/// The names of the namespace files in `dir`, a directory this node no longer reads because
+/// its namespaces are on ClickHouse (left there by a release that kept them per node).
+pub fn namespaces_left_in(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries.flatten().filter_map(|e| e.file_name().to_str().and_then(RulerStore::namespace_of)).collect()
+}
+
+/// The groups of a namespace's text.
+fn groups_in(text: &[u8]) -> Result<Vec<Value>, RulerError> {
+    let file: Value = serde_norway::from_slice(text).map_err(|e| RulerError::Invalid(e.to_string()))?;
+    Ok(match file.get("groups") {
+        Some(Value::Sequence(groups)) => groups.clone(),
+        _ => Vec::new(),
+    })
 }
 
 /// A group's `name`.
@@ -269,6 +378,26 @@ mod tests {
         store.set("n", GROUP.as_bytes()).unwrap();
         store.delete_group("n", "g1").unwrap();
         assert!(store.all().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_digest_follows_the_namespaces_and_left_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RulerStore::new(dir.path().join("api"));
+        let empty = store.digest().unwrap();
+        store.set("n", GROUP.as_bytes()).unwrap();
+        let one = store.digest().unwrap();
+        assert_ne!(one, empty);
+        store.set("n", GROUP.as_bytes()).unwrap();
+        assert_eq!(store.digest().unwrap(), one, "the same group again changes nothing");
+        store.set("n", GROUP.replace("job:up:sum", "job:up:total").as_bytes()).unwrap();
+        assert_ne!(store.digest().unwrap(), one);
+        store.delete_namespace("n").unwrap();
+        assert_eq!(store.digest().unwrap(), empty);
+        store.set("team a/x", GROUP.as_bytes()).unwrap();
+        assert_eq!(namespaces_left_in(&dir.path().join("api")), ["team a/x"]);
+        assert!(namespaces_left_in(&dir.path().join("none")).is_empty());
+        assert!(!store.is_shared());
     }
 
     #[test]

@@ -117,8 +117,13 @@ impl Webhook {
         Self { url, bodies }
     }
 
+    /// Every notification received so far.
+    pub(crate) fn received(&self) -> Vec<Value> {
+        self.bodies.lock().unwrap().clone()
+    }
+
     /// Waits up to 30 s for a notification with `status` (`firing`, `resolved`).
-    fn wait_for(&self, status: &str) -> Value {
+    pub(crate) fn wait_for(&self, status: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(b) = self.bodies.lock().unwrap().iter().find(|b| b["status"] == status) {

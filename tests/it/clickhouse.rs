@@ -346,7 +346,7 @@ fn a_version_1_database_is_upgraded_in_place() {
     );
 
     let upgraded = ClickHouse::open(config.clone()).unwrap();
-    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [6, 6]);
+    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [7, 7]);
     assert_eq!(
         per_shard_count(&shards, "SELECT count() FROM system.tables WHERE database = 'saltdb' AND name = 'starts'"),
         [1, 1]

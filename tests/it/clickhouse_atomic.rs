@@ -331,13 +331,14 @@ fn opened_twice_and_answers_as_the_embedded_store(
     let embedded = Storage::open(embedded_config).unwrap();
     embedded.write(old).unwrap();
     let (eq, cq) = (embedded.querier(ReadLimits::none()), upgraded.querier(ReadLimits::none()));
-    compare_answers(&eq, &cq, "after the upgrade to version 6");
+    compare_answers(&eq, &cq, "after the upgrade to version 7");
     embedded
 }
 
 /// Takes every shard back to schema `version` as a node of that release left it: `statements`
 /// (what else differs from version 6), then `postings` without `write_id` and `inserted_at`
-/// (versions 4 and 5 alike), then the recorded version.
+/// (versions 4 and 5 alike) and no `rule_namespaces` (versions 1 to 6), then the recorded
+/// version.
 fn back_to_version(shards: &[Shard], version: u32, statements: &[&str]) {
     let recorded = format!("INSERT INTO saltdb.schema_version VALUES ({version})");
     let mut all = statements.to_vec();
@@ -347,6 +348,7 @@ fn back_to_version(shards: &[Shard], version: u32, statements: &[&str]) {
         "INSERT INTO saltdb.postings_old SELECT day, name, value, series_id FROM saltdb.postings",
         "DROP TABLE saltdb.postings",
         "RENAME TABLE saltdb.postings_old TO saltdb.postings",
+        "DROP TABLE saltdb.rule_namespaces",
         "DROP TABLE saltdb.schema_version",
         "CREATE TABLE saltdb.schema_version (version UInt32) ENGINE = ReplacingMergeTree ORDER BY version",
         &recorded,
@@ -355,7 +357,7 @@ fn back_to_version(shards: &[Shard], version: u32, statements: &[&str]) {
 }
 
 /// A database of schema version 4 (no `write_id`, no `commits`, no `exemplars`) is upgraded in place
-/// (through version 5 to 6): the column joins the sorting keys of `samples`, `starts` and `postings`, old rows read as committed, writes spanning shards
+/// (through versions 5 and 6 to 7): the column joins the sorting keys of `samples`, `starts` and `postings`, old rows read as committed, writes spanning shards
 /// commit, and a second open changes nothing.
 #[test]
 fn a_version_4_database_is_upgraded_in_place() {
@@ -384,7 +386,7 @@ fn a_version_4_database_is_upgraded_in_place() {
                      AND table IN ('samples', 'starts', 'postings') AND name = 'write_id'";
     assert_eq!(per_shard_count(&shards, write_ids), [0, 0]);
     let upgraded = ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap();
-    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [6, 6]);
+    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [7, 7]);
     assert_eq!(per_shard_count(&shards, write_ids), [3, 3]);
     let keyed = "SELECT count() FROM system.tables WHERE database = 'saltdb' AND name IN ('samples', 'starts') \
                  AND position(create_table_query, 'ORDER BY (bucket, series_id, ts, write_id)') > 0";
@@ -409,7 +411,8 @@ fn a_version_4_database_is_upgraded_in_place() {
 }
 
 /// A database of schema version 5 (postings without `write_id` and `inserted_at`) is upgraded in
-/// place: both columns are added (the first to the sorting key), old rows read as settled,
+/// place: both columns are added (the first to the sorting key), version 7's `rule_namespaces`
+/// is created, old rows read as settled,
 /// series written since are listed only once committed, settling takes them to write id 0,
 /// and a second open changes nothing.
 #[test]
@@ -423,8 +426,10 @@ fn a_version_5_database_is_upgraded_in_place() {
                    AND name IN ('write_id', 'inserted_at')";
     assert_eq!(per_shard_count(&shards, columns), [0, 0]);
     let upgraded = ClickHouse::open(ClickHouseConfig::new(urls.clone())).unwrap();
-    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [6, 6]);
+    assert_eq!(per_shard_count(&shards, "SELECT max(version) FROM saltdb.schema_version"), [7, 7]);
     assert_eq!(per_shard_count(&shards, columns), [2, 2]);
+    let ruler = "SELECT count() FROM system.tables WHERE database = 'saltdb' AND name = 'rule_namespaces'";
+    assert_eq!(per_shard_count(&shards, ruler), [1, 1], "version 7's table, created empty");
     let keyed = "SELECT count() FROM system.tables WHERE database = 'saltdb' AND name = 'postings' \
                  AND position(create_table_query, 'ORDER BY (name, value, day, series_id, write_id)') > 0";
     assert_eq!(per_shard_count(&shards, keyed), [1, 1]);

@@ -13,6 +13,7 @@ mod clickhouse;
 mod clickhouse_atomic;
 mod clickhouse_cluster;
 mod clickhouse_replicated;
+mod clickhouse_rules;
 mod crash;
 mod crash_load;
 mod disk_full;

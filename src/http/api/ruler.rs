@@ -32,6 +32,8 @@ fn answer(result: Result<Option<Value>, RulerError>) -> Response {
         Err(RulerError::NotFound(what)) => (StatusCode::NOT_FOUND, format!("{what}\n")).into_response(),
         Err(RulerError::Invalid(why)) => (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response(),
         Err(e @ RulerError::Io(_)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        // The cluster holding the namespaces failed: worth a retry.
+        Err(e @ RulerError::Storage(_)) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
 }
 
