@@ -376,3 +376,57 @@ fn seals_deletes_and_retention_reach_every_replica() {
     );
     println!("clickhouse replicated: after a seal, a reseal, a delete and retention, {compared} answers from the second replicas equal the embedded store's");
 }
+
+/// A replica lost for good (killed, its disk gone) is replaced as docs/clickhouse.md says: a
+/// new server with a new `replica` name takes its place in the URLs, creates its tables when a
+/// node opens the database, and fetches everything from the shard's other replica, which can
+/// then die too; the old replica's ZooKeeper entries are removed with `zkCli.sh deleteall`.
+#[test]
+fn a_lost_replica_is_replaced_by_a_new_server_that_fetches_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = "a_lost_replica_is_replaced_by_a_new_server_that_fetches_everything";
+    let Some((zookeeper, mut shards)) = replicated_cluster(dir.path(), test) else { return };
+    let ch = ClickHouse::open(ClickHouseConfig::replicated(urls(&shards))).unwrap();
+    let mut embedded_config = storage_config(&dir.path().join("embedded"));
+    embedded_config.retention_ms = None;
+    let embedded = Storage::open(embedded_config).unwrap();
+    let batch = data();
+    embedded.write(batch.clone()).unwrap();
+    ch.write(&PackedBatch::from(&batch)).unwrap();
+    drop(ch);
+    for replica in shards.iter().flatten() {
+        caught_up(replica);
+    }
+
+    shards[0][0].kill9();
+    std::fs::remove_dir_all(dir.path().join("shard-0-replica-0")).unwrap();
+    let replication = crate::clickhouse_cluster::Replication { zookeeper_port: zookeeper.port, replica: "r2".into() };
+    let new = Shard::start_replica(&dir.path().join("shard-0-replica-2"), Some(replication));
+    let mut replaced = urls(&shards);
+    replaced[0][0].clone_from(&new.url);
+    let ch = ClickHouse::open(ClickHouseConfig::replicated(replaced)).expect("the new replica gets its tables");
+    caught_up(&new);
+    shards[0][1].kill9();
+    let compared =
+        compare_answers(&embedded.querier(ReadLimits::none()), &ch.querier(ReadLimits::none()), "from the new replica");
+
+    // The old replica's entries in ZooKeeper go; the shard then counts two replicas again.
+    let tables = ["series", "postings", "samples", "chunks", "starts", "commits", "exemplars", "rule_namespaces"];
+    for table in tables {
+        let path = format!("/clickhouse/saltdb/saltdb/shard-0/{table}/replicas/r0");
+        let out = std::process::Command::new("/usr/share/zookeeper/bin/zkCli.sh")
+            .args(["-server", &format!("127.0.0.1:{}", zookeeper.port), "deleteall", &path])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "zkCli deleteall {path}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    wait_for(
+        &new,
+        "SELECT max(total_replicas) FROM system.replicas WHERE database = 'saltdb'",
+        2,
+        "the old replica forgotten",
+    );
+    println!(
+        "clickhouse replicated: a new replica fetched the shard; {compared} answers from it equal the embedded store's"
+    );
+}

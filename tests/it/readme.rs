@@ -16,6 +16,9 @@
 //!   and `--data-dir` moved into the temp directory), must answer `/-/healthy` and stop cleanly;
 //!   a `cargo test` line must be the test command `.ci/run` runs.
 //! - `clickhouse`: the two-shard walkthrough, run for real (`clickhouse-server` needed).
+//! - `clickhouse-replicated`: the walkthrough of two shards of two replicas and a ZooKeeper, run
+//!   for real (`clickhouse-server` and `zookeeper` needed); a replica is killed and the node
+//!   still writes and answers.
 //! - `grafana`: the paths and variables it sets are checked against `dashboards/` (and the
 //!   commented Docker variant against them); Grafana itself is started only when `grafana` is on
 //!   PATH, because Debian does not package it and CI cannot install it.
@@ -39,7 +42,7 @@ use crate::common::*;
 const README_ADDR: &str = "127.0.0.1:9201";
 
 /// The kinds of check a shell block can be marked with (see the module documentation).
-const KINDS: &[&str] = &["quick-tour", "ingest", "run", "serve", "clickhouse", "grafana"];
+const KINDS: &[&str] = &["quick-tour", "ingest", "run", "serve", "clickhouse", "clickhouse-replicated", "grafana"];
 
 const MARKER_OPEN: &str = "<!-- sh-check:";
 
@@ -729,6 +732,80 @@ fn readme_clickhouse_walkthrough_works() {
     stop();
     assert_eq!(stored, (204, String::new()));
     assert_eq!(answer["data"]["result"][0]["value"][1], "7", "{answer}");
+}
+
+/// The replicated walkthrough (docs/clickhouse.md): its ZooKeeper and four servers start on the
+/// documented ports, the node its last line starts writes and answers, and goes on doing so
+/// with the first replica of each shard killed.
+#[test]
+fn readme_clickhouse_replicated_walkthrough_works() {
+    let test = "readme::readme_clickhouse_replicated_walkthrough_works";
+    if !crate::peers::installed("clickhouse-server", test, "clickhouse-server") {
+        return;
+    }
+    if !Path::new("/usr/share/zookeeper/bin/zkServer.sh").exists() {
+        crate::skip::skip(test, "ZooKeeper is not installed", "apt-get install zookeeper");
+        return;
+    }
+    let block = the_sh_block("clickhouse-replicated").body;
+    let (servers, serve) = block.trim_end().rsplit_once('\n').expect("server setup, then the serve line");
+    let words = shell_words(serve);
+    let at = words.iter().position(|w| w == "serve").expect("a `cargo run --release -- serve` line");
+    let serve_args: Vec<&str> = words[at + 1..].iter().map(String::as_str).collect();
+    let stop = || {
+        let _ = Command::new("pkill").args(["-f", "saltdb-chr-"]).status();
+        let _ = Command::new("pkill").args(["-f", "saltdb-zk"]).status();
+    };
+    stop();
+    let _ = std::fs::remove_dir_all("/tmp/saltdb-zk");
+    for s in 0..2 {
+        for r in 0..2 {
+            let _ = std::fs::remove_dir_all(format!("/tmp/saltdb-chr-{s}-{r}"));
+        }
+    }
+    let out = Command::new("sh").args(["-eu", "-c", servers]).stdin(Stdio::null()).output().expect("run sh");
+    assert!(out.status.success(), "the walkthrough failed: {}", String::from_utf8_lossy(&out.stderr));
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let zookeeper_up = || {
+        use std::io::{Read, Write};
+        let mut answer = String::new();
+        std::net::TcpStream::connect("127.0.0.1:2191").is_ok_and(|mut c| {
+            c.write_all(b"ruok").is_ok() && c.read_to_string(&mut answer).is_ok() && answer == "imok"
+        })
+    };
+    let up = |port: u16| {
+        reqwest::blocking::get(format!("http://127.0.0.1:{port}/ping")).is_ok_and(|r| r.status().is_success())
+    };
+    while !(zookeeper_up() && (8130..8134).all(up)) {
+        if Instant::now() > deadline {
+            stop();
+            panic!("the walkthrough's ZooKeeper (2191) and servers (8130-8133) did not all answer within 90 s");
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let node = Binary::spawn(&tmp.path().join("node"), &serve_args);
+    let base = node.url("");
+    let write = |n: u32| {
+        let now = chrono::Utc::now().timestamp_millis();
+        import(
+            &base,
+            format!(r#"{{"metric":{{"__name__":"walkthrough","n":"{n}"}},"values":[7],"timestamps":[{now}]}}"#),
+        )
+    };
+    let count =
+        || get_json(&format!("{base}/api/v1/query?query=count(walkthrough)"))["data"]["result"][0]["value"][1].clone();
+    let before: Vec<(u16, String)> = (0..10).map(write).collect();
+    let answer_before = count();
+    let _ = Command::new("pkill").args(["-9", "-f", "saltdb-chr-0-0/"]).status();
+    let _ = Command::new("pkill").args(["-9", "-f", "saltdb-chr-1-0/"]).status();
+    let after: Vec<(u16, String)> = (10..20).map(write).collect();
+    let answer_after = count();
+    node.terminate();
+    stop();
+    assert!(before.iter().chain(&after).all(|r| r.0 == 204), "{before:?} {after:?}");
+    assert_eq!(answer_before, "10");
+    assert_eq!(answer_after, "20", "answered by the second replicas");
 }
 
 /// The Grafana block (docs/grafana.md), from the repository's root: the directories its
