@@ -13,10 +13,11 @@
 //!
 //! Retrying an insert elsewhere is safe: a replicated table drops an inserted block identical to
 //! one of its last 100 (ClickHouse's `replicated_deduplication_window`), so a block that reached
-//! the first replica before it failed is not stored twice; and an identical block holds identical
-//! rows, which the `ReplacingMergeTree` tables would fold into one anyway, so deduplication
-//! never drops data a reader could tell apart (a block's rows carry their write's random write
-//! id and its insertion time, see `commit.rs`, so two writes of the same samples differ anyway).
+//! the first replica before it failed is not stored twice. Nor can that drop a different write:
+//! rows carry their write's random write id (writes spanning shards, `commit.rs`) and the
+//! millisecond their group was built (`inserted_at`), so blocks are identical only when they
+//! hold the same samples stamped the same millisecond, and readers rank samples of one time by
+//! that millisecond (`recency.rs`), leaving same-millisecond ones unordered anyway.
 //! With `insert_quorum` above 1, an insert is acknowledged only once that many replicas hold it.
 
 use std::io::Read;
@@ -136,6 +137,15 @@ impl Shard {
                 status,
                 detail: format!(
                     "the shard's replicas lost ZooKeeper, so their tables are read-only until it is back: {detail}"
+                ),
+            },
+            ShardError::Refused { url, status, detail } if detail.contains("Code: 286") => ShardError::Refused {
+                url,
+                status,
+                detail: format!(
+                    "an earlier write reached fewer replicas than --clickhouse-insert-quorum asks, and ClickHouse \
+                     refuses quorum writes to the table until it does: bring back the replica that took it \
+                     (see docs/clickhouse.md): {detail}"
                 ),
             },
             e => e,

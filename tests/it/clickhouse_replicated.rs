@@ -430,3 +430,83 @@ fn a_lost_replica_is_replaced_by_a_new_server_that_fetches_everything() {
         "clickhouse replicated: a new replica fetched the shard; {compared} answers from it equal the embedded store's"
     );
 }
+
+/// `--clickhouse-insert-quorum 2` on a shard of three replicas: a write is acknowledged only
+/// once two replicas hold it, so with the replica taking the writes killed, and then the next
+/// one killed at once (no time to catch up), the last replica still holds every acknowledged
+/// write. A write the killed replica took alone stops quorum writes to its table until that
+/// replica is back (ClickHouse 18.16): such refusals say so, and writes succeed again once it is.
+#[test]
+fn with_a_quorum_of_two_every_acknowledged_write_outlives_two_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = "with_a_quorum_of_two_every_acknowledged_write_outlives_two_replicas";
+    if !installed("clickhouse-server", test, "clickhouse-server") {
+        return;
+    }
+    if !ZooKeeper::installed() {
+        crate::skip::skip(test, &format!("{} is missing", ZooKeeper::SCRIPT), "apt-get install zookeeper");
+        return;
+    }
+    let zookeeper = ZooKeeper::start(&dir.path().join("zookeeper"));
+    let mut shards = start_replicated(dir.path(), 1, 3, zookeeper.port);
+    let mut config = ClickHouseConfig::replicated(urls(&shards));
+    config.insert_quorum = 2;
+    config.timeout = Duration::from_secs(10);
+    let ch = ClickHouse::open(config).unwrap();
+    let stop = AtomicBool::new(false);
+    let acked = Mutex::new(Vec::new());
+    let refused = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut n = 0i64;
+            while !stop.load(Ordering::SeqCst) {
+                match ch.write(&one_sample("quorum_total", n)) {
+                    Ok(_) => acked.lock().unwrap().push(n),
+                    Err(e) => refused.lock().unwrap().push(e.to_string()),
+                }
+                n += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        std::thread::sleep(Duration::from_secs(1));
+        shards[0][0].kill9();
+        std::thread::sleep(Duration::from_secs(3));
+        stop.store(true, Ordering::SeqCst);
+    });
+    let acked = acked.into_inner().unwrap();
+    let refused = refused.into_inner().unwrap();
+    assert!(
+        refused.iter().all(|e| e.contains("--clickhouse-insert-quorum") || e.contains("unreachable")),
+        "refusals name the quorum: {refused:?}"
+    );
+    // No catching up: the replica that took the writes dies too, at once.
+    let current = if shards[0][1].url == ch.replica_states().iter().find(|r| r.current).unwrap().url { 1 } else { 2 };
+    shards[0][current].kill9();
+    let found = ch
+        .querier(ReadLimits::none())
+        .select(&[Matcher::equal("__name__", "quorum_total")], T0, T0 + DAY, None)
+        .expect("the last replica answers");
+    let present: std::collections::HashSet<i64> =
+        found.iter().flat_map(|s| s.samples.iter().map(|p| p.timestamp_ms - T0)).collect();
+    let lost: Vec<&i64> = acked.iter().filter(|n| !present.contains(n)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged samples missing from the last replica: {lost:?}",
+        lost.len(),
+        acked.len()
+    );
+
+    // Back to two live replicas: quorum writes go again (within the time the first replica needs
+    // to hand over a write it held alone).
+    shards[0][0].restart();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(e) = ch.write(&one_sample("quorum_total", 1_000_000)) {
+        assert!(Instant::now() < deadline, "quorum writes still refused 60 s after the replica came back: {e}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    println!(
+        "clickhouse quorum 2 of 3: {} writes acknowledged, all on the last replica; {} refused while the first was down",
+        acked.len(),
+        refused.len()
+    );
+}
