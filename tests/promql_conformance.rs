@@ -5,7 +5,8 @@
 //! Data goes through saltdb's real storage: every `load` is a `WriteBatch` written to a
 //! `Storage` in a temporary directory, and `clear` opens a fresh one. A second test runs every
 //! script again on the ClickHouse backend (two real `clickhouse-server` shards, a fresh database
-//! per `clear`) and must pass every eval the ratchet records, like the embedded store.
+//! per `clear`) and must pass every eval the ratchet records, like the embedded store; a third
+//! runs them on replicated shards (two shards of two replicas and a ZooKeeper).
 //!
 //! Directory: env `SALTDB_PROMQL_TESTS` (default `../shared/promql-tests/promql`, which exists
 //! only in the team's workspace). Without the scripts the test prints a `SKIPPED:` line and
@@ -102,7 +103,8 @@ struct Runner {
 
 /// The ClickHouse cluster a run uses: its shards and the database of the current `clear`.
 struct OnClickHouse {
-    urls: Vec<String>,
+    /// Per shard, its replicas' URLs.
+    urls: Vec<Vec<String>>,
     /// Databases opened so far in this run (names are `conformance_<file>_<n>`).
     opened: usize,
     file: String,
@@ -110,8 +112,8 @@ struct OnClickHouse {
 }
 
 impl OnClickHouse {
-    fn open(urls: &[String], file: &str, n: usize) -> ClickHouse {
-        let mut config = ClickHouseConfig::new(urls.to_vec());
+    fn open(urls: &[Vec<String>], file: &str, n: usize) -> ClickHouse {
+        let mut config = ClickHouseConfig::replicated(urls.to_vec());
         config.database = format!("conformance_{}_{n}", file.replace(|c: char| !c.is_ascii_alphanumeric(), "_"));
         ClickHouse::open(config).expect("a database on the ClickHouse shards")
     }
@@ -134,8 +136,8 @@ impl Runner {
         Self { engine: Engine::new(opts), spare, closing: Vec::new(), store, dir, clickhouse: None }
     }
 
-    /// A runner whose data lives on the ClickHouse shards at `urls`.
-    fn on_clickhouse(urls: &[String], file: &str) -> Self {
+    /// A runner whose data lives on the ClickHouse shards at `urls` (per shard, its replicas).
+    fn on_clickhouse(urls: &[Vec<String>], file: &str) -> Self {
         let mut r = Self::new();
         let store = OnClickHouse::open(urls, file, 0);
         r.clickhouse = Some(OnClickHouse { urls: urls.to_vec(), opened: 1, file: file.to_owned(), store });
@@ -633,7 +635,7 @@ fn compare(ev: &Eval, v: &Value, range: (i64, i64, i64)) -> Result<(), String> {
 
 /// Runs one script, on the embedded store or (with `clickhouse`, the shards' URLs) on
 /// ClickHouse.
-fn run_file(path: &Path, name: &str, clickhouse: Option<&[String]>) -> FileStats {
+fn run_file(path: &Path, name: &str, clickhouse: Option<&[Vec<String>]>) -> FileStats {
     let mut stats = FileStats::default();
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -753,17 +755,44 @@ fn promql_conformance_on_clickhouse() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let shards = clickhouse_cluster::start(tmp.path(), 2);
-    let urls: Vec<String> = shards.iter().map(|s| s.url.clone()).collect();
+    let urls: Vec<Vec<String>> = shards.iter().map(|s| vec![s.url.clone()]).collect();
+    conformance_on(&dir, &urls, "2 shards");
+}
+
+/// Every script again on replicated ClickHouse shards (two shards of two replicas and a
+/// ZooKeeper): the same evals pass.
+#[test]
+fn promql_conformance_on_replicated_clickhouse() {
+    let test = "promql_conformance_on_replicated_clickhouse";
+    let Some(dir) = tests_dir() else { return };
+    if !clickhouse_cluster::installed() {
+        skip::skip(test, "clickhouse-server is not on PATH", "apt-get install clickhouse-server");
+        return;
+    }
+    if !clickhouse_cluster::ZooKeeper::installed() {
+        skip::skip(test, "ZooKeeper is not installed", "apt-get install zookeeper");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let zookeeper = clickhouse_cluster::ZooKeeper::start(&tmp.path().join("zookeeper"));
+    let servers = clickhouse_cluster::start_replicated(tmp.path(), 2, 2, zookeeper.port);
+    let urls: Vec<Vec<String>> = servers.iter().map(|r| r.iter().map(|s| s.url.clone()).collect()).collect();
+    conformance_on(&dir, &urls, "2 shards x 2 replicas");
+    drop(zookeeper);
+}
+
+/// Runs every script on the ClickHouse shards at `urls` and checks the ratchet's evals pass.
+fn conformance_on(dir: &Path, urls: &[Vec<String>], cluster: &str) {
     let started = std::time::Instant::now();
     let (mut passing, mut failing) = (BTreeMap::new(), BTreeMap::new());
-    for f in scripts(&dir) {
+    for f in scripts(dir) {
         let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let s = run_file(&f, &name, Some(&urls));
+        let s = run_file(&f, &name, Some(urls));
         passing.extend(s.passing);
         failing.extend(s.failing);
     }
     if without_ratchet() {
-        println!("on ClickHouse (2 shards): {} evals pass, {} fail", passing.len(), failing.len());
+        println!("on ClickHouse ({cluster}): {} evals pass, {} fail", passing.len(), failing.len());
         let failed: Vec<String> = failing.iter().map(|(id, (note, why))| failure_line(id, note, why)).collect();
         assert!(failed.is_empty(), "{} evals fail on the ClickHouse backend:\n{}", failed.len(), failed.join("\n"));
         return;
@@ -772,7 +801,7 @@ fn promql_conformance_on_clickhouse() {
     let recorded = ratchet::read(&ratchet_path).unwrap_or_else(|e| panic!("PromQL conformance ratchet: {e}"));
     let lost = ratchet::lost(&recorded, &passing, &failing);
     println!(
-        "on ClickHouse (2 shards): {} evals pass, {} fail, in {:.0} s; {} of the {} recorded pass",
+        "on ClickHouse ({cluster}): {} evals pass, {} fail, in {:.0} s; {} of the {} recorded pass",
         passing.len(),
         failing.len(),
         started.elapsed().as_secs_f64(),
