@@ -108,6 +108,28 @@ pub enum Command {
     /// Work with rules on a running server.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// Work with a saltdb database on ClickHouse.
+    #[command(subcommand, name = "clickhouse")]
+    ClickHouse(ClickHouseCommand),
+}
+
+/// `saltdb clickhouse` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ClickHouseCommand {
+    /// Move a database of unreplicated shards onto replicated ones: each shard's old server
+    /// becomes one of its replicas, its tables copied into `Replicated*MergeTree` ones the other
+    /// replicas fetch through ZooKeeper. Stop every saltdb node of the database first; run again
+    /// after an interruption.
+    Replicate {
+        /// The shards as `saltdb serve` will be given them: each shard's replicas joined by `|`,
+        /// the old server among them (every server configured with ZooKeeper and a `replica`
+        /// macro).
+        #[arg(long, value_delimiter = ',', required = true)]
+        clickhouse_url: Vec<String>,
+        /// The database.
+        #[arg(long, default_value = "saltdb")]
+        clickhouse_database: String,
+    },
 }
 
 /// `saltdb rules` subcommands.

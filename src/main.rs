@@ -137,6 +137,27 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+        Command::ClickHouse(saltdb::config::ClickHouseCommand::Replicate { clickhouse_url, clickhouse_database }) => {
+            let shards = clickhouse_url
+                .iter()
+                .map(|shard| shard.split('|').map(|u| u.trim().to_owned()).filter(|u| !u.is_empty()).collect())
+                .collect();
+            let mut config = saltdb::clickhouse::ClickHouseConfig::replicated(shards);
+            config.database = clickhouse_database;
+            match saltdb::clickhouse::replicate(&config) {
+                Ok(done) => {
+                    println!(
+                        "{} tables copied into replicated ones ({} rows); {} shards were replicated already",
+                        done.tables, done.rows, done.already
+                    );
+                    std::process::ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("saltdb clickhouse replicate: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
         Command::Check(CheckCommand::Rules(args)) => {
             std::process::ExitCode::from(saltdb::rules::file::check::run(&args))
         }

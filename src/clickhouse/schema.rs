@@ -168,6 +168,10 @@ fn add_write_id(db: &str, table: &str) -> String {
     format!("ALTER TABLE {db}.{table} ADD COLUMN write_id UInt64, MODIFY ORDER BY ({key}, write_id)")
 }
 
+/// Every table of a database but `schema_version`, in the order [`tables`] creates them.
+pub const TABLES: [&str; 8] =
+    ["series", "postings", "samples", "chunks", "starts", "commits", "exemplars", "rule_namespaces"];
+
 /// The statements creating the tables.
 fn tables(db: &str, replication: Option<usize>) -> [String; 8] {
     let replacing = |table: &str| engine("ReplacingMergeTree", db, table, replication);

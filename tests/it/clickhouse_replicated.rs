@@ -510,3 +510,68 @@ fn with_a_quorum_of_two_every_acknowledged_write_outlives_two_replicas() {
         refused.len()
     );
 }
+
+/// `saltdb clickhouse replicate`: a database written on two unreplicated shards (servers
+/// already configured with ZooKeeper) moves onto two shards of two replicas, the old servers
+/// among them; running it again changes nothing; nodes then open it replicated, and the new
+/// replicas alone answer as the embedded store does.
+#[test]
+fn an_unreplicated_database_moves_onto_replicated_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = "an_unreplicated_database_moves_onto_replicated_shards";
+    if !installed("clickhouse-server", test, "clickhouse-server") {
+        return;
+    }
+    if !ZooKeeper::installed() {
+        crate::skip::skip(test, &format!("{} is missing", ZooKeeper::SCRIPT), "apt-get install zookeeper");
+        return;
+    }
+    let zookeeper = ZooKeeper::start(&dir.path().join("zookeeper"));
+    let replica = |shard: usize, name: &str| {
+        let replication =
+            crate::clickhouse_cluster::Replication { zookeeper_port: zookeeper.port, replica: name.into() };
+        Shard::start_replica(&dir.path().join(format!("shard-{shard}-{name}")), Some(replication))
+    };
+    let old: Vec<Shard> = (0..2).map(|s| replica(s, "r0")).collect();
+    let unreplicated = ClickHouse::open(ClickHouseConfig::new(old.iter().map(|s| s.url.clone()).collect())).unwrap();
+    let mut embedded_config = storage_config(&dir.path().join("embedded"));
+    embedded_config.retention_ms = None;
+    let embedded = Storage::open(embedded_config).unwrap();
+    let batch = data();
+    embedded.write(batch.clone()).unwrap();
+    unreplicated.write(&PackedBatch::from(&batch)).unwrap();
+    drop(unreplicated);
+
+    let new: Vec<Shard> = (0..2).map(|s| replica(s, "r1")).collect();
+    let url = (0..2).map(|s| format!("{}|{}", old[s].url, new[s].url)).collect::<Vec<_>>().join(",");
+    // Refused as it stands, naming what it found: the database is not replicated.
+    let as_replicated: Vec<Vec<String>> = (0..2).map(|s| vec![old[s].url.clone(), new[s].url.clone()]).collect();
+    let refused = ClickHouse::open(ClickHouseConfig::replicated(as_replicated)).err().expect("refused before the move");
+    assert!(refused.to_string().contains("with unreplicated tables (ReplacingMergeTree)"), "{refused}");
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_saltdb"))
+            .args(["clickhouse", "replicate", "--clickhouse-url", &url])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("16 tables copied into replicated ones"), "{stdout}");
+    let again = run();
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stdout).contains("0 tables copied into replicated ones (0 rows); 2 shards"));
+
+    let shards: Vec<Vec<Shard>> = old.into_iter().zip(new).map(|(o, n)| vec![o, n]).collect();
+    let ch = ClickHouse::open(ClickHouseConfig::replicated(urls(&shards))).expect("opened replicated");
+    for replica in shards.iter().flatten() {
+        caught_up(replica);
+    }
+    let mut shards = shards;
+    for replicas in &mut shards {
+        replicas[0].kill9();
+    }
+    let compared =
+        compare_answers(&embedded.querier(ReadLimits::none()), &ch.querier(ReadLimits::none()), "after the move");
+    println!("clickhouse replicate: {stdout}{compared} answers from the new replicas equal the embedded store's");
+}
