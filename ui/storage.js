@@ -134,8 +134,9 @@ function clickhouseSection(storage) {
       );
     }),
   );
-  const summary = `Database ${storage.database} on ${storage.shards.length} shards, ${storage.buckets} buckets; ${
-    storage.replicated ? `replicated, writes acknowledged by ${storage.insertQuorum} replica(s)` : 'not replicated'
+  const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+  const summary = `Database ${storage.database} on ${plural(storage.shards.length, 'shard')}, ${storage.buckets} buckets; ${
+    storage.replicated ? `replicated, writes acknowledged by ${plural(storage.insertQuorum, 'replica')}` : 'not replicated'
   }; retention ${storage.retentionMs ? formatDuration(storage.retentionMs) : 'forever'}.`;
   return wideSection('ClickHouse', h('p', {}, summary), table('ClickHouse servers', ['Shard', 'Server', 'State', 'Replication'], rows, { id: 'clickhouse-table' }));
 }

@@ -911,3 +911,46 @@ fn rules_and_alerts_pages_without_rules_say_how_to_configure_them() {
         assert!(logged.is_empty(), "console errors: {logged:#?}");
     });
 }
+
+/// The storage page of a node on replicated ClickHouse shards: a row per server, the killed one
+/// shown down and its shard's other replica as the one taking requests; no console error.
+#[test]
+fn storage_page_on_replicated_clickhouse_shows_each_server() {
+    const TEST: &str = "storage_page_on_replicated_clickhouse_shows_each_server";
+    if !browser_installed(TEST) || !crate::peers::installed("clickhouse-server", TEST, "clickhouse-server") {
+        return;
+    }
+    if !crate::clickhouse_cluster::ZooKeeper::installed() {
+        crate::skip::skip(TEST, "ZooKeeper is not installed", "apt-get install zookeeper");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let zookeeper = crate::clickhouse_cluster::ZooKeeper::start(&dir.path().join("zookeeper"));
+    let mut servers = crate::clickhouse_cluster::start_replicated(dir.path(), 1, 2, zookeeper.port);
+    let url = format!("{}|{}", servers[0][0].url, servers[0][1].url);
+    let server = Binary::spawn(&dir.path().join("node"), &["--storage", "clickhouse", "--clickhouse-url", &url]);
+    let base = server.url("");
+    servers[0][0].kill9();
+    let now = chrono::Utc::now().timestamp_millis();
+    let (status, body) =
+        import(&base, format!(r#"{{"metric":{{"__name__":"ui_ch"}},"values":[1],"timestamps":[{now}]}}"#));
+    assert_eq!(status, 204, "{body}");
+    let driver = Driver::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let c = driver.session().await;
+        c.goto(&format!("{base}/storage")).await.unwrap();
+        let rows = eventually("the ClickHouse servers table", || async {
+            let rows = texts(&c, "#clickhouse-table tbody tr").await;
+            (rows.len() == 2).then_some(rows)
+        })
+        .await;
+        assert!(rows[0].contains(&servers[0][0].url) && rows[0].contains("down"), "{rows:?}");
+        assert!(rows[1].contains(&servers[0][1].url) && rows[1].contains("current"), "{rows:?}");
+        assert!(rows[1].contains("replicas live"), "{rows:?}");
+        screenshot(&c, "storage-clickhouse").await;
+        let logged = console_errors(&c).await;
+        c.close().await.unwrap();
+        assert!(logged.is_empty(), "console errors: {logged:#?}");
+    });
+}
