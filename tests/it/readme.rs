@@ -797,6 +797,29 @@ fn readme_clickhouse_replicated_walkthrough_works() {
         || get_json(&format!("{base}/api/v1/query?query=count(walkthrough)"))["data"]["result"][0]["value"][1].clone();
     let before: Vec<(u16, String)> = (0..10).map(write).collect();
     let answer_before = count();
+    // Writes are acknowledged by one replica (quorum 1): let the second replicas fetch them
+    // before the first ones die.
+    let fetched = || -> u64 {
+        [8131, 8133]
+            .iter()
+            .filter_map(|port| {
+                client()
+                    .post(format!("http://127.0.0.1:{port}/"))
+                    .body("SELECT count() FROM saltdb.samples")
+                    .send()
+                    .ok()?
+                    .text()
+                    .ok()?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fetched() < 10 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let _ = Command::new("pkill").args(["-9", "-f", "saltdb-chr-0-0/"]).status();
     let _ = Command::new("pkill").args(["-9", "-f", "saltdb-chr-1-0/"]).status();
     let after: Vec<(u16, String)> = (10..20).map(write).collect();
