@@ -114,7 +114,7 @@ impl Shard {
     /// # Errors
     /// [`ShardError`] of the last replica tried, when none answered.
     pub fn query(&self, sql: &str) -> Result<Vec<u8>, ShardError> {
-        self.on_replicas(|r| r.query(sql))
+        self.on_replicas(|r| r.query(sql), |_| true)
     }
 
     /// Inserts `count` rows (`rows`, `RowBinary`) with `insert` (`INSERT INTO t (cols)`) into
@@ -131,7 +131,18 @@ impl Shard {
         } else {
             String::new()
         };
-        self.on_replicas(|r| r.insert(insert, &settings, rows, table, count)).map_err(|e| match e {
+        // With a quorum, an insert the first replica took but could not get to the quorum is
+        // not retried elsewhere: the other replica would drop the block as a duplicate and
+        // answer success without the quorum. Nor is one whose outcome ClickHouse does not know
+        // (its session with ZooKeeper lost meanwhile).
+        let quorum = self.quorum > 1;
+        let retry = |e: &ShardError| match e {
+            ShardError::Refused { detail, .. } => {
+                !(quorum && (detail.to_lowercase().contains("quorum") || detail.contains("Code: 319")))
+            }
+            ShardError::Unreachable { .. } => true,
+        };
+        self.on_replicas(|r| r.insert(insert, &settings, rows, table, count), retry).map_err(|e| match e {
             ShardError::Refused { url, status, detail } if detail.contains("readonly mode") => ShardError::Refused {
                 url,
                 status,
@@ -152,8 +163,13 @@ impl Shard {
         })
     }
 
-    /// `request` on the current replica, then on each other in turn until one succeeds.
-    fn on_replicas<T>(&self, mut request: impl FnMut(&Replica) -> Result<T, ShardError>) -> Result<T, ShardError> {
+    /// `request` on the current replica, then on each other in turn until one succeeds or fails
+    /// with an error `retry` says not to take elsewhere.
+    fn on_replicas<T>(
+        &self,
+        mut request: impl FnMut(&Replica) -> Result<T, ShardError>,
+        retry: impl Fn(&ShardError) -> bool,
+    ) -> Result<T, ShardError> {
         let n = self.replicas.len();
         let first = self.current();
         let mut last = None;
@@ -168,6 +184,7 @@ impl Shard {
                     }
                     return Ok(v);
                 }
+                Err(e) if !retry(&e) => return Err(e),
                 Err(e) => last = Some(e),
             }
         }
