@@ -3,6 +3,7 @@
 //! per sample after a flush, and peak RSS. See `bench/README.md`.
 
 mod cardinality;
+mod clickhouse_replication;
 mod crash;
 mod fleet;
 mod flood;
@@ -63,6 +64,8 @@ enum Bench {
     Scan(scan::ScanArgs),
     /// 30-day range queries and bytes on disk of a running server vs VictoriaMetrics.
     Longrange(longrange::LongRangeArgs),
+    /// saltdb on ClickHouse: ingest and query cost of replicated shards (quorum 1 and 2) vs unreplicated.
+    ClickhouseReplication(clickhouse_replication::ReplicationArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -307,6 +310,15 @@ fn main() {
             let root = base.join(format!("saltdb-bench-longrange-{}", std::process::id()));
             std::fs::create_dir_all(&root).expect("work dir");
             longrange::run(&args, &root);
+            if !args.keep {
+                let _ = std::fs::remove_dir_all(&root);
+            }
+        }
+        Bench::ClickhouseReplication(args) => {
+            let base = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+            let root = base.join(format!("saltdb-bench-replication-{}", std::process::id()));
+            std::fs::create_dir_all(&root).expect("work dir");
+            clickhouse_replication::run(&args, &root);
             if !args.keep {
                 let _ = std::fs::remove_dir_all(&root);
             }

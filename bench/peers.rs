@@ -1,5 +1,6 @@
 //! Peer databases for same-run comparisons: Prometheus 2.42 and VictoriaMetrics 1.79 from
-//! Debian, started on loopback in a work directory (flags from shared/PEERS.md).
+//! Debian, started on loopback in a work directory (flags from shared/PEERS.md); ClickHouse
+//! 18.16 servers (replicas too) and ZooKeeper 3.8 for saltdb's ClickHouse backend.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -38,6 +39,20 @@ fn wait_ready(base: &str, path: &str) -> bool {
         std::thread::sleep(Duration::from_millis(200));
     }
     false
+}
+
+/// Where Debian's `zookeeper` package installs its start script.
+pub const ZOOKEEPER_SCRIPT: &str = "/usr/share/zookeeper/bin/zkServer.sh";
+
+/// Whether the ZooKeeper on loopback `port` answers `ruok` with `imok`.
+fn zookeeper_ok(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut answer = String::new();
+    c.write_all(b"ruok").is_ok() && c.read_to_string(&mut answer).is_ok() && answer == "imok"
 }
 
 impl Peer {
@@ -103,16 +118,32 @@ impl Peer {
     /// `dir`, or `None` when not installed or not ready within 60 s. Parts replaced by a merge or
     /// a mutation are removed after 5 s instead of 8 minutes, so `du` measures settled tables.
     pub fn clickhouse(dir: &Path) -> Option<Self> {
+        Self::clickhouse_replica(dir, None)
+    }
+
+    /// [`Peer::clickhouse`], as a replica when `replica` is `Some((zookeeper_port, name))`: it
+    /// replicates through the ZooKeeper on that loopback port (see [`Peer::zookeeper`]), fetches
+    /// parts from the other replicas on an interserver port of its own, and its `replica` macro
+    /// is `name` (different on each replica of a shard), as in docs/clickhouse.md.
+    pub fn clickhouse_replica(dir: &Path, replica: Option<(u16, &str)>) -> Option<Self> {
         let (http, tcp) = (free_port(), free_port());
         std::fs::create_dir_all(dir).ok()?;
         let d = dir.display();
+        let replication = replica.map_or_else(String::new, |(zookeeper, name)| {
+            format!(
+                "  <interserver_http_port>{}</interserver_http_port>\n  <interserver_http_host>127.0.0.1</interserver_http_host>\n  \
+                 <zookeeper><node><host>127.0.0.1</host><port>{zookeeper}</port></node></zookeeper>\n  \
+                 <macros><replica>{name}</replica></macros>\n",
+                free_port()
+            )
+        });
         let config = format!(
             "<?xml version=\"1.0\"?>\n<yandex>\n  <logger><level>warning</level><console>1</console></logger>\n  \
              <http_port>{http}</http_port>\n  <tcp_port>{tcp}</tcp_port>\n  <listen_host>127.0.0.1</listen_host>\n  \
              <path>{d}/data/</path>\n  <tmp_path>{d}/tmp/</tmp_path>\n  <user_files_path>{d}/user_files/</user_files_path>\n  \
              <users_config>/etc/clickhouse-server/users.xml</users_config>\n  <default_profile>default</default_profile>\n  \
              <default_database>default</default_database>\n  <mark_cache_size>5368709120</mark_cache_size>\n  \
-             <merge_tree><old_parts_lifetime>5</old_parts_lifetime></merge_tree>\n</yandex>\n"
+             <merge_tree><old_parts_lifetime>5</old_parts_lifetime></merge_tree>\n{replication}</yandex>\n"
         );
         std::fs::write(dir.join("config.xml"), config).ok()?;
         let child = Command::new("clickhouse-server")
@@ -124,6 +155,39 @@ impl Peer {
             .ok()?;
         let peer = Self { name: "clickhouse", base: format!("http://127.0.0.1:{http}"), child };
         wait_ready(&peer.base, "/ping").then_some(peer)
+    }
+
+    /// A standalone ZooKeeper 3.8 (Debian's `zookeeper`) with its data in `dir/data`, listening
+    /// on loopback; `base` is its `127.0.0.1:PORT` (not HTTP). `None` when not installed or it
+    /// does not answer `ruok` within 60 s. The script execs the JVM, so [`Peer::pid`] is the
+    /// server's.
+    pub fn zookeeper(dir: &Path) -> Option<Self> {
+        let port = free_port();
+        std::fs::create_dir_all(dir.join("data")).ok()?;
+        let config = format!(
+            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n\
+             4lw.commands.whitelist=ruok,srvr\n",
+            dir.join("data").display()
+        );
+        std::fs::write(dir.join("zoo.cfg"), config).ok()?;
+        let child = Command::new(ZOOKEEPER_SCRIPT)
+            .arg("start-foreground")
+            .arg(dir.join("zoo.cfg"))
+            .env("ZOOCFGDIR", dir)
+            .env("ZOO_LOG_DIR", dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let peer = Self { name: "zookeeper", base: format!("127.0.0.1:{port}"), child };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if zookeeper_ok(port) {
+                return Some(peer);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        None
     }
 
     /// Process id, for /proc.
