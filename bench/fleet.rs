@@ -133,6 +133,19 @@ impl Fleet {
     /// Remote-write bodies of scrape `k` (scheduled at `base_ms`) of `series`, `per_request`
     /// series of one sample each per body, built on all cores; in series order.
     pub fn bodies(&self, series: Range<usize>, k: usize, base_ms: i64, per_request: usize) -> Vec<Body> {
+        self.bodies_with(series, k, base_ms, per_request, &|t| t)
+    }
+
+    /// [`Fleet::bodies`] with every timestamp passed through `at` (which must keep each series'
+    /// timestamps increasing).
+    pub fn bodies_with(
+        &self,
+        series: Range<usize>,
+        k: usize,
+        base_ms: i64,
+        per_request: usize,
+        at: &(dyn Fn(i64) -> i64 + Sync),
+    ) -> Vec<Body> {
         let per_request = per_request.max(1);
         let starts: Vec<usize> = series.clone().step_by(per_request).collect();
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
@@ -147,7 +160,7 @@ impl Fleet {
                             .enumerate()
                             .skip(t)
                             .step_by(threads)
-                            .map(|(i, &from)| (i, self.body(from..(from + per_request).min(end), k, base_ms)))
+                            .map(|(i, &from)| (i, self.body(from..(from + per_request).min(end), k, base_ms, at)))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -159,11 +172,14 @@ impl Fleet {
     }
 
     /// One body: scrape `k` of `series`.
-    fn body(&self, series: Range<usize>, k: usize, base_ms: i64) -> Body {
+    fn body(&self, series: Range<usize>, k: usize, base_ms: i64, at: &(dyn Fn(i64) -> i64 + Sync)) -> Body {
         let timeseries: Vec<TimeSeries> = series
             .map(|s| TimeSeries {
                 labels: self.labels(s),
-                samples: vec![Sample { value: self.value(s, k), timestamp: Self::timestamp(self.host(s), k, base_ms) }],
+                samples: vec![Sample {
+                    value: self.value(s, k),
+                    timestamp: at(Self::timestamp(self.host(s), k, base_ms)),
+                }],
                 ..Default::default()
             })
             .collect();

@@ -14,6 +14,7 @@ mod longrange;
 mod peers;
 mod protocols;
 mod query;
+mod rules;
 mod scan;
 mod sender;
 mod size;
@@ -66,6 +67,8 @@ enum Bench {
     Longrange(longrange::LongRangeArgs),
     /// saltdb on ClickHouse: ingest and query cost of replicated shards (quorum 1 and 2) vs unreplicated.
     ClickhouseReplication(clickhouse_replication::ReplicationArgs),
+    /// 1,000 recording rules over 1 M series vs Prometheus: CPU per evaluation, lag, RSS, same outputs.
+    Rules(rules::RulesArgs),
 }
 
 /// Options of the ingest benchmark.
@@ -320,6 +323,15 @@ fn main() {
             std::fs::create_dir_all(&root).expect("work dir");
             clickhouse_replication::run(&args, &root);
             if !args.keep {
+                let _ = std::fs::remove_dir_all(&root);
+            }
+        }
+        Bench::Rules(args) => {
+            let base = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+            let root = base.join(format!("saltdb-bench-rules-{}", std::process::id()));
+            std::fs::create_dir_all(&root).expect("work dir");
+            rules::run(&args, &root);
+            if !args.keep_data {
                 let _ = std::fs::remove_dir_all(&root);
             }
         }

@@ -63,9 +63,14 @@ impl Peer {
 
     /// [`Peer::prometheus`] with extra flags (e.g. `--enable-feature=native-histograms`).
     pub fn prometheus_with(dir: &Path, extra: &[&str]) -> Option<Self> {
+        Self::prometheus_config(dir, "global:\n  scrape_interval: 1h\n", extra)
+    }
+
+    /// Prometheus with `config` as its `prometheus.yml` (e.g. with `rule_files`) and extra flags.
+    pub fn prometheus_config(dir: &Path, config: &str, extra: &[&str]) -> Option<Self> {
         let port = free_port();
         std::fs::create_dir_all(dir).ok()?;
-        std::fs::write(dir.join("prometheus.yml"), "global:\n  scrape_interval: 1h\n").ok()?;
+        std::fs::write(dir.join("prometheus.yml"), config).ok()?;
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))

@@ -51,7 +51,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, Api
     })
     .await?;
     let text = match &state.rules {
-        Some(rules) => text + &crate::rules::exposition::render(&rules.groups()),
+        Some(rules) => text + &crate::rules::exposition::render(&rules.groups(), &rules.durations()),
         None => text,
     };
     Ok(([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)], text).into_response())

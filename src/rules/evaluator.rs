@@ -25,6 +25,7 @@ use super::group::{Env, GroupRun, Outgoing};
 use super::ruler::RulerStore;
 use super::slot::{group_hash, next_slot, slot_at_or_before};
 use super::state::{fingerprint, StateDir};
+use super::summary::EvaluationDurations;
 use super::RuleFiles;
 
 /// What the server evaluates and how.
@@ -116,6 +117,8 @@ struct Shared {
     /// On a ruler store other nodes change too: the digest of the namespaces the latest load
     /// read (`None`: unread).
     namespaces_loaded: Mutex<Option<u64>>,
+    /// Durations of every rule and group evaluation, for `/metrics`.
+    durations: Mutex<EvaluationDurations>,
 }
 
 impl Shared {
@@ -166,7 +169,8 @@ impl Evaluator {
             Backend::Embedded(_) => RulerStore::new(dir),
         });
         let namespaces_loaded = Mutex::new(None);
-        let shared = Arc::new(Shared { config, engine, backend, sink, states, ruler, namespaces_loaded });
+        let durations = Mutex::new(EvaluationDurations::default());
+        let shared = Arc::new(Shared { config, engine, backend, sink, states, ruler, namespaces_loaded, durations });
         let files = shared.load()?;
         let now = crate::storage::now_ms();
         let groups = files
@@ -279,6 +283,11 @@ impl Evaluator {
         groups.iter().map(|g| g.published.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()).collect()
     }
 
+    /// The durations of every rule and group evaluation so far (a copy).
+    pub fn durations(&self) -> EvaluationDurations {
+        self.shared.durations.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     /// The ruler API's store, when the server has one.
     pub fn ruler(&self) -> Option<&RulerStore> {
         self.shared.ruler.as_ref()
@@ -385,6 +394,7 @@ fn run_group(
             return run;
         }
         let outgoing = run.evaluate(slot.div_euclid(1_000_000), &env(shared), shared.config.resend_delay_ms);
+        shared.durations.lock().unwrap_or_else(std::sync::PoisonError::into_inner).observe(&run);
         // Saved before anything is sent: a crash after a send never sends it again early.
         if let Some(states) = &shared.states {
             let now = fingerprint(&run);

@@ -14,10 +14,18 @@
 //! | `prometheus_rule_group_last_evaluation_timestamp_seconds` | gauge |
 //! | `prometheus_rule_group_last_evaluation_samples` | gauge |
 //! | `prometheus_rule_group_rules` | gauge |
+//!
+//! And, as in Prometheus, two summaries without labels over every group (see [`super::summary`]):
+//!
+//! | Metric | Quantiles |
+//! |---|---|
+//! | `prometheus_rule_evaluation_duration_seconds` (each rule's evaluation) | 0.5, 0.9, 0.99 |
+//! | `prometheus_rule_group_duration_seconds` (each group's evaluation) | 0.01, 0.05, 0.5, 0.9, 0.99 |
 
 use std::fmt::Write;
 
 use super::group::GroupRun;
+use super::summary::{EvaluationDurations, Summary, GROUP_QUANTILES, RULE_QUANTILES};
 
 type Figure = fn(&GroupRun) -> f64;
 
@@ -61,9 +69,24 @@ const FIGURES: &[(&str, &str, &str, Figure)] = &[
     ("prometheus_rule_group_rules", "gauge", "The number of rules.", |g| g.rules.len() as f64),
 ];
 
-/// The figures of `groups` in the text exposition format (nothing when there are none).
-pub fn render(groups: &[std::sync::Arc<GroupRun>]) -> String {
+/// The summaries of `durations`, then the figures of `groups` (none when there are none), in
+/// the text exposition format.
+pub fn render(groups: &[std::sync::Arc<GroupRun>], durations: &EvaluationDurations) -> String {
     let mut out = String::new();
+    summary(
+        &mut out,
+        "prometheus_rule_evaluation_duration_seconds",
+        "The duration for a rule to execute.",
+        &durations.rules,
+        &RULE_QUANTILES,
+    );
+    summary(
+        &mut out,
+        "prometheus_rule_group_duration_seconds",
+        "The duration of rule group evaluations.",
+        &durations.groups,
+        &GROUP_QUANTILES,
+    );
     if groups.is_empty() {
         return out;
     }
@@ -75,6 +98,26 @@ pub fn render(groups: &[std::sync::Arc<GroupRun>]) -> String {
         }
     }
     out
+}
+
+/// One summary family: its quantiles, `_sum` and `_count`.
+fn summary(out: &mut String, name: &str, help: &str, s: &Summary, quantiles: &[f64]) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
+    for (q, v) in quantiles.iter().zip(s.quantiles(quantiles)) {
+        let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} {}", number(v));
+    }
+    let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", number(s.sum()), s.count());
+}
+
+/// A sample value as the text format spells it (`NaN`, `+Inf`, `-Inf`).
+fn number(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".to_owned()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.to_owned()
+    } else {
+        v.to_string()
+    }
 }
 
 /// A label value escaped for the text format.
@@ -102,9 +145,29 @@ mod tests {
         let mut run = GroupRun::new(g, 60_000, 0);
         run.missed = 2;
         run.iterations = 5;
-        let text = render(&[std::sync::Arc::new(run)]);
+        let text = render(&[std::sync::Arc::new(run)], &EvaluationDurations::default());
         assert!(text.contains("prometheus_rule_group_iterations_total{rule_group=\"r.yml;g\\\"1\"} 7\n"), "{text}");
         assert!(text.contains("prometheus_rule_group_interval_seconds{rule_group=\"r.yml;g\\\"1\"} 30\n"), "{text}");
-        assert_eq!(text.matches("# TYPE").count(), FIGURES.len());
+        assert_eq!(text.matches("# TYPE").count(), FIGURES.len() + 2);
+    }
+
+    #[test]
+    fn the_summaries_are_there_without_groups() {
+        let mut durations = EvaluationDurations::default();
+        durations.rules.observe(0.5);
+        durations.rules.observe(0.5);
+        let text = render(&[], &durations);
+        for line in [
+            "# TYPE prometheus_rule_evaluation_duration_seconds summary\n",
+            "prometheus_rule_evaluation_duration_seconds{quantile=\"0.99\"} 0.5\n",
+            "prometheus_rule_evaluation_duration_seconds_sum 1\n",
+            "prometheus_rule_evaluation_duration_seconds_count 2\n",
+            "# TYPE prometheus_rule_group_duration_seconds summary\n",
+            "prometheus_rule_group_duration_seconds{quantile=\"0.01\"} NaN\n",
+            "prometheus_rule_group_duration_seconds_count 0\n",
+        ] {
+            assert!(text.contains(line), "{line} in:\n{text}");
+        }
+        assert!(!text.contains("rule_group="), "{text}");
     }
 }

@@ -10,7 +10,8 @@
 //! - [`group`]: one group evaluated at one timestamp against the store.
 //! - [`evaluator`]: a server's groups, each on its thread, reloads; [`state`]: alert state
 //!   saved across restarts; [`ruler`]: groups managed through the ruler API; [`notify`]:
-//!   sending alerts to Alertmanager; [`exposition`]: the groups' metrics.
+//!   sending alerts to Alertmanager; [`exposition`]: the groups' metrics; [`summary`]: the
+//!   summaries of evaluation durations among them.
 //! - [`unit`]: `saltdb test rules`, promtool's unit tests on this evaluator; [`replay`]:
 //!   `saltdb rules replay`, groups evaluated over past data.
 
@@ -26,6 +27,7 @@ pub mod replay;
 pub mod ruler;
 pub mod slot;
 pub mod state;
+pub mod summary;
 pub mod template;
 pub mod unit;
 

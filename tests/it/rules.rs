@@ -133,6 +133,33 @@ fn rules_are_evaluated_written_and_listed() {
         .unwrap_or_else(|| panic!("no rule evaluation counter in /metrics:\n{metrics}"));
     assert!(evaluations >= 2.0, "{evaluations}");
     assert!(metrics.contains(&format!("prometheus_rule_group_rules{{{key}}} 2\n")), "{metrics}");
+    // Prometheus' two summaries, without labels: every rule evaluation, every group evaluation.
+    let rule_count = summary_of(&metrics, "prometheus_rule_evaluation_duration_seconds", &["0.5", "0.9", "0.99"]);
+    assert!(rule_count >= 2.0, "{rule_count}");
+    let group_count =
+        summary_of(&metrics, "prometheus_rule_group_duration_seconds", &["0.01", "0.05", "0.5", "0.9", "0.99"]);
+    assert!(group_count >= 1.0 && rule_count >= 2.0 * group_count, "{group_count} {rule_count}");
+}
+
+/// Checks that `/metrics` text has the summary `name` with exactly these quantile series, each a
+/// duration, and its `_sum`; returns its `_count`.
+fn summary_of(metrics: &str, name: &str, quantiles: &[&str]) -> f64 {
+    assert!(metrics.contains(&format!("# TYPE {name} summary\n")), "no summary {name}:\n{metrics}");
+    let value = |l: &str| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+    let series: Vec<&str> = metrics.lines().filter(|l| l.starts_with(&format!("{name}{{"))).collect();
+    let labels: Vec<String> = quantiles.iter().map(|q| format!("{name}{{quantile=\"{q}\"}} ")).collect();
+    assert_eq!(series.len(), quantiles.len(), "{series:?}");
+    for (line, label) in series.iter().zip(&labels) {
+        assert!(line.starts_with(label.as_str()), "{line} is not {label}");
+        assert!(value(line).is_some_and(|v| (0.0..60.0).contains(&v)), "{line}");
+    }
+    let sum = metrics.lines().find(|l| l.starts_with(&format!("{name}_sum "))).and_then(value);
+    assert!(sum.is_some_and(|s| s >= 0.0), "{name}_sum: {sum:?}");
+    metrics
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}_count ")))
+        .and_then(value)
+        .unwrap_or_else(|| panic!("no {name}_count in /metrics:\n{metrics}"))
 }
 
 #[test]
