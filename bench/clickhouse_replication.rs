@@ -232,15 +232,42 @@ impl Cluster {
     fn server_bytes(&self, limit: Duration) -> Vec<Vec<u64>> {
         let started = Instant::now();
         let inactive = |p: &Peer| sql(&p.base, "SELECT count() FROM system.parts WHERE active = 0").trim() == "0";
-        while !self.all_servers().all(inactive) && started.elapsed() < limit {
+        // A replicated table drops a replaced part from system.parts before its files are
+        // deleted (once ZooKeeper forgot it): wait for the directories too.
+        let on_disk = |s: usize, r: usize, p: &Peer| {
+            let active: usize = sql(&p.base, "SELECT count() FROM system.parts WHERE database = 'saltdb' AND active")
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            self.part_directories(&format!("clickhouse-{s}-{r}")) == active
+        };
+        let clean = || {
+            self.servers
+                .iter()
+                .enumerate()
+                .all(|(s, rs)| rs.iter().enumerate().all(|(r, p)| inactive(p) && on_disk(s, r, p)))
+        };
+        while !clean() && started.elapsed() < limit {
             std::thread::sleep(Duration::from_secs(1));
         }
-        if !self.all_servers().all(inactive) {
+        if !clean() {
             println!("  !! replaced parts still on disk after {limit:?}; measured anyway");
         }
         (0..SHARDS)
             .map(|s| (0..self.setup.replicas()).map(|r| self.data_bytes(&format!("clickhouse-{s}-{r}"))).collect())
             .collect()
+    }
+
+    /// Part directories of the saltdb tables in `server`'s data directory (`detached` apart).
+    fn part_directories(&self, server: &str) -> usize {
+        let tables = self.dir.join(server).join("data").join("data").join("saltdb");
+        let Ok(tables) = std::fs::read_dir(tables) else { return 0 };
+        tables
+            .flatten()
+            .filter_map(|t| std::fs::read_dir(t.path()).ok())
+            .flat_map(|parts| parts.flatten())
+            .filter(|p| p.file_name() != "detached" && p.file_type().is_ok_and(|t| t.is_dir()))
+            .count()
     }
 
     fn data_bytes(&self, server: &str) -> u64 {
