@@ -28,7 +28,7 @@ impl RuleSet {
 
     /// The recorded series and expression of the rule over metric `m{i}`.
     pub(super) fn rule(i: usize) -> (String, String) {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             (format!("region:m{i}:rate5m"), format!("sum by (region) (rate(m{i}[5m]))"))
         } else {
             (format!("job:m{i}:avg_over_time5m"), format!("avg by (job) (avg_over_time(m{i}[5m]))"))

@@ -31,18 +31,18 @@ const MAX_RESPONSE_BYTES: u64 = 1 << 30;
 /// A failed request to a shard (to its last replica tried).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ShardError {
-    /// The shard could not be reached or did not answer in time.
-    #[error("ClickHouse shard {url} is unreachable: {detail}")]
+    /// The server could not be reached or did not answer in time.
+    #[error("ClickHouse server {url} is unreachable: {detail}")]
     Unreachable {
-        /// The shard.
+        /// The server (the shard's last replica tried).
         url: String,
         /// What failed.
         detail: String,
     },
-    /// The shard answered with an error.
-    #[error("ClickHouse shard {url} refused a statement ({status}): {detail}")]
+    /// The server answered with an error.
+    #[error("ClickHouse server {url} refused a statement ({status}): {detail}")]
     Refused {
-        /// The shard.
+        /// The server (the shard's last replica tried).
         url: String,
         /// HTTP status.
         status: u16,

@@ -23,7 +23,7 @@ use crate::peers::installed;
 
 /// A ZooKeeper and two shards of two replicas, or `None` (announced) when ClickHouse or
 /// ZooKeeper is not installed.
-fn replicated_cluster(dir: &Path, test: &str) -> Option<(ZooKeeper, Vec<Vec<Shard>>)> {
+pub fn replicated_cluster(dir: &Path, test: &str) -> Option<(ZooKeeper, Vec<Vec<Shard>>)> {
     if !installed("clickhouse-server", test, "clickhouse-server") {
         return None;
     }

@@ -483,17 +483,34 @@ fn promql_answers_on_clickhouse_match_prometheus() {
     }
     let dir = tempfile::tempdir().unwrap();
     let shards = crate::clickhouse_cluster::start(&dir.path().join("clickhouse"), 2);
-    answers_match_prometheus(dir.path(), Some(shards.iter().map(|s| s.url.clone()).collect()));
+    answers_match_prometheus(dir.path(), Some(shards.iter().map(|s| vec![s.url.clone()]).collect()));
+}
+
+/// The same on replicated ClickHouse shards: two shards of two replicas and a ZooKeeper.
+#[test]
+fn promql_answers_on_replicated_clickhouse_match_prometheus() {
+    let test = "prometheus_diff::promql_answers_on_replicated_clickhouse_match_prometheus";
+    if !available("prometheus", test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_zookeeper, shards)) =
+        crate::clickhouse_replicated::replicated_cluster(&dir.path().join("clickhouse"), test)
+    else {
+        return;
+    };
+    let urls = shards.iter().map(|replicas| replicas.iter().map(|r| r.url.clone()).collect());
+    answers_match_prometheus(dir.path(), Some(urls.collect()));
 }
 
 /// Writes the same data to Prometheus and to saltdb (on ClickHouse when `clickhouse` names
-/// shards) and compares ~125 queries' answers, instant and range.
-fn answers_match_prometheus(dir: &std::path::Path, clickhouse: Option<Vec<String>>) {
+/// shards, each a list of replicas) and compares ~125 queries' answers, instant and range.
+fn answers_match_prometheus(dir: &std::path::Path, clickhouse: Option<Vec<Vec<String>>>) {
     std::fs::create_dir_all(dir.join("prom")).unwrap();
     let prom = Prometheus::start(&dir.join("prom"), "global:\n  scrape_interval: 1h\n");
     let mut config =
         saltdb::server::ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(&dir.join("salt")));
-    config.clickhouse = clickhouse.map(saltdb::clickhouse::ClickHouseConfig::new);
+    config.clickhouse = clickhouse.map(saltdb::clickhouse::ClickHouseConfig::replicated);
     let on = if config.clickhouse.is_some() { " on ClickHouse" } else { "" };
     let salt = InProcess::start_with(crate::common::runtime(), config);
     let now = chrono::Utc::now().timestamp_millis();
