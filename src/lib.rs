@@ -34,4 +34,5 @@ pub mod sample;
 pub mod server;
 pub mod spare_samples;
 pub mod storage;
+pub mod timestamp;
 pub mod varint;

@@ -4,7 +4,6 @@
 
 use super::error::ApiError;
 use crate::matcher::Matcher;
-use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 
 /// Most `match[]` selectors one request may carry. Each is parsed, its regexes compiled and
 /// looked up separately, so without a bound a 2 MB form of distinct regex selectors keeps a core
@@ -67,7 +66,8 @@ impl Params {
     pub fn time_ms(&self, name: &str, default: i64) -> Result<i64, ApiError> {
         match self.get(name) {
             None => Ok(default),
-            Some(v) => parse_time_ms(v).map_err(|why| ApiError::BadData(format!("invalid parameter {name:?}: {why}"))),
+            Some(v) => crate::timestamp::parse_ms(v)
+                .map_err(|why| ApiError::BadData(format!("invalid parameter {name:?}: {why}"))),
         }
     }
 
@@ -91,24 +91,6 @@ impl Params {
         }
         Ok(out)
     }
-}
-
-/// Parses a Prometheus time: RFC3339 or Unix seconds with optional fraction. Clamps to the
-/// supported range like Prometheus does for its min/max time sentinels.
-///
-/// # Errors
-/// A message saying what was expected.
-pub fn parse_time_ms(s: &str) -> Result<i64, String> {
-    if let Ok(secs) = s.parse::<f64>() {
-        if !secs.is_finite() {
-            return Err(format!("cannot parse {s:?} to a valid timestamp"));
-        }
-        let ms = (secs * 1000.0).round();
-        return Ok(ms.clamp(MIN_TIMESTAMP_MS as f64 - 1e15, MAX_TIMESTAMP_MS as f64) as i64);
-    }
-    chrono::DateTime::parse_from_rfc3339(s)
-        .map(|t| t.timestamp_millis())
-        .map_err(|_| format!("cannot parse {s:?} to a valid timestamp (use RFC3339 or Unix seconds)"))
 }
 
 /// Parses a Prometheus duration: `5m`, `1h30m` or float seconds; returns ms.
@@ -203,16 +185,6 @@ pub fn truncated(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::matcher::MatchOp;
-
-    #[test]
-    fn times() {
-        assert_eq!(parse_time_ms("1700000000"), Ok(1_700_000_000_000));
-        assert_eq!(parse_time_ms("1700000000.123"), Ok(1_700_000_000_123));
-        assert_eq!(parse_time_ms("2023-11-14T22:13:20Z"), Ok(1_700_000_000_000));
-        assert_eq!(parse_time_ms("2023-11-14T23:13:20.5+01:00"), Ok(1_700_000_000_500));
-        assert!(parse_time_ms("yesterday").is_err());
-        assert!(parse_time_ms("NaN").is_err());
-    }
 
     #[test]
     fn durations() {

@@ -170,7 +170,7 @@ pub fn run(args: &ReplayArgs) -> Result<Replayed, ReplayError> {
 
 /// A time flag in milliseconds.
 fn time(flag: &str, value: &str) -> Result<i64, ReplayError> {
-    crate::http::params::parse_time_ms(value).map_err(|why| ReplayError::Usage(format!("{flag}: {why}")))
+    crate::timestamp::parse_ms(value).map_err(|why| ReplayError::Usage(format!("{flag}: {why}")))
 }
 
 /// Milliseconds as the Unix seconds the API takes.
@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(seconds(1_700_000_000_123), "1700000000.123");
         assert_eq!(seconds(-1), "-0.001");
         assert_eq!(seconds(-1500), "-1.500");
-        assert_eq!(crate::http::params::parse_time_ms(&seconds(-1)).unwrap(), -1);
-        assert_eq!(crate::http::params::parse_time_ms(&seconds(5)).unwrap(), 5);
+        assert_eq!(crate::timestamp::parse_ms(&seconds(-1)).unwrap(), -1);
+        assert_eq!(crate::timestamp::parse_ms(&seconds(5)).unwrap(), 5);
     }
 }
