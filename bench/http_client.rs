@@ -234,6 +234,17 @@ impl Conn {
     }
 }
 
+/// One request without a body on a fresh connection to `addr`, bounded by `timeout`: the body
+/// of a 200, or an error naming the request and what went wrong.
+pub fn request_ok(addr: SocketAddr, timeout: Duration, method: &str, path: &str) -> Result<Vec<u8>, String> {
+    let mut conn = Conn::try_connect(addr, Some(timeout)).map_err(|e| format!("connect: {e}"))?;
+    match conn.try_request(method, path, &[], b"") {
+        Ok((200, body)) => Ok(body),
+        Ok((status, body)) => Err(format!("{method} {path}: HTTP {status}: {}", excerpt(&body))),
+        Err(e) => Err(format!("{method} {path}: {e}")),
+    }
+}
+
 /// The first 300 characters of a response body, on one line.
 pub fn excerpt(body: &[u8]) -> String {
     String::from_utf8_lossy(body).chars().take(300).collect::<String>().replace('\n', " ")

@@ -166,6 +166,23 @@ fn peak_rss(pid: &str) -> u64 {
     status_kib(pid, "VmHWM:") * 1024
 }
 
+/// Current and peak resident set size of a process in bytes (VmRSS, VmHWM).
+fn rss_and_peak(pid: &str) -> (u64, u64) {
+    (status_kib(pid, "VmRSS:") * 1024, peak_rss(pid))
+}
+
+/// Runs a bench in a fresh directory `saltdb-bench-<name>-<pid>` under `work_dir` (default: the
+/// system temp dir), removed afterwards unless `keep`.
+fn in_work_dir(work_dir: Option<&Path>, name: &str, keep: bool, bench: impl FnOnce(&Path)) {
+    let base = work_dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let root = base.join(format!("saltdb-bench-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&root).expect("work dir");
+    bench(&root);
+    if !keep {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
+
 /// Bytes a directory tree occupies on disk as `du -s --block-size=1` counts them: allocated
 /// blocks (`st_blocks` x 512) of every file and directory, hard links counted once. Sparse or
 /// preallocated files count what they hold, not their length.
@@ -299,41 +316,17 @@ fn main() {
             let _ = std::fs::remove_dir_all(&root);
         }
         Bench::Cardinality(args) => {
-            let base = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-            let root = base.join(format!("saltdb-bench-cardinality-{}", std::process::id()));
-            std::fs::create_dir_all(&root).expect("work dir");
-            cardinality::run(&args, &root);
-            if !args.keep_data {
-                let _ = std::fs::remove_dir_all(&root);
-            }
+            in_work_dir(args.work_dir.as_deref(), "cardinality", args.keep_data, |root| cardinality::run(&args, root))
         }
         Bench::Scan(args) => scan::run(&args),
         Bench::Longrange(args) => {
-            let base = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-            let root = base.join(format!("saltdb-bench-longrange-{}", std::process::id()));
-            std::fs::create_dir_all(&root).expect("work dir");
-            longrange::run(&args, &root);
-            if !args.keep {
-                let _ = std::fs::remove_dir_all(&root);
-            }
+            in_work_dir(args.work_dir.as_deref(), "longrange", args.keep, |root| longrange::run(&args, root))
         }
-        Bench::ClickhouseReplication(args) => {
-            let base = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-            let root = base.join(format!("saltdb-bench-replication-{}", std::process::id()));
-            std::fs::create_dir_all(&root).expect("work dir");
-            clickhouse_replication::run(&args, &root);
-            if !args.keep {
-                let _ = std::fs::remove_dir_all(&root);
-            }
-        }
+        Bench::ClickhouseReplication(args) => in_work_dir(args.work_dir.as_deref(), "replication", args.keep, |root| {
+            clickhouse_replication::run(&args, root)
+        }),
         Bench::Rules(args) => {
-            let base = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-            let root = base.join(format!("saltdb-bench-rules-{}", std::process::id()));
-            std::fs::create_dir_all(&root).expect("work dir");
-            rules::run(&args, &root);
-            if !args.keep_data {
-                let _ = std::fs::remove_dir_all(&root);
-            }
+            in_work_dir(args.work_dir.as_deref(), "rules", args.keep_data, |root| rules::run(&args, root))
         }
         Bench::Protocols(args) => {
             std::fs::create_dir_all(&root).expect("work dir");

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{CardinalityArgs, TargetKind};
-use crate::http_client::{Conn, Server};
+use crate::http_client::{request_ok, Server};
 use crate::peers::{self, Peer};
 
 /// Longest wait for a target to exit cleanly, or for VictoriaMetrics' merges to finish.
@@ -88,12 +88,7 @@ impl Target {
 
     /// One GET on a fresh connection, bounded by the request timeout; an error unless 200.
     fn get(&self, path: &str) -> Result<Vec<u8>, String> {
-        let mut conn = Conn::try_connect(self.addr, Some(self.timeout)).map_err(|e| format!("connect: {e}"))?;
-        match conn.try_request("GET", path, &[], b"") {
-            Ok((200, body)) => Ok(body),
-            Ok((status, body)) => Err(format!("GET {path}: HTTP {status}: {}", excerpt(&body))),
-            Err(e) => Err(format!("GET {path}: {e}")),
-        }
+        request_ok(self.addr, self.timeout, "GET", path)
     }
 
     /// Makes everything written so far visible to queries: VictoriaMetrics buffers new rows
@@ -107,8 +102,7 @@ impl Target {
 
     /// Current RSS and peak RSS (VmHWM), bytes.
     pub(super) fn rss(&self) -> (u64, u64) {
-        let pid = self.pid();
-        (crate::status_kib(&pid, "VmRSS:") * 1024, crate::peak_rss(&pid))
+        crate::rss_and_peak(&self.pid())
     }
 
     /// Flushes and stops the target, measuring its data directory once everything is on disk:
@@ -118,10 +112,7 @@ impl Target {
         let mut out = Settled::default();
         match self.process {
             Process::Saltdb(server) => {
-                (out.rss, out.peak_rss) = {
-                    let pid = server.pid();
-                    (crate::status_kib(&pid, "VmRSS:") * 1024, crate::peak_rss(&pid))
-                };
+                (out.rss, out.peak_rss) = crate::rss_and_peak(&server.pid());
                 let t = Instant::now();
                 match server.stop_within(SETTLE_TIMEOUT) {
                     Ok(status) if status.success() => {
@@ -142,8 +133,7 @@ impl Target {
                     Ok(()) => out.notes.push(format!("merges done in {:.1}s", t.elapsed().as_secs_f64())),
                     Err(e) => out.notes.push(format!("!! {e}")),
                 }
-                let pid = peer.pid();
-                (out.rss, out.peak_rss) = (crate::status_kib(&pid, "VmRSS:") * 1024, crate::peak_rss(&pid));
+                (out.rss, out.peak_rss) = crate::rss_and_peak(&peer.pid());
             }
         }
         out.disk_bytes = crate::dir_allocated_bytes(&self.dir);

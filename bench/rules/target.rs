@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::RulesArgs;
-use crate::http_client::{excerpt, Conn, Server};
+use crate::http_client::{request_ok, Server};
 use crate::peers::{self, Peer};
 
 /// A database under test.
@@ -93,27 +93,16 @@ impl Target {
 
     /// One GET on a fresh connection, bounded by the request timeout; an error unless 200.
     pub(super) fn get(&self, path: &str) -> Result<Vec<u8>, String> {
-        let mut conn = Conn::try_connect(self.addr, Some(self.timeout)).map_err(|e| format!("connect: {e}"))?;
-        match conn.try_request("GET", path, &[], b"") {
-            Ok((200, body)) => Ok(body),
-            Ok((status, body)) => Err(format!("GET {path}: HTTP {status}: {}", excerpt(&body))),
-            Err(e) => Err(format!("GET {path}: {e}")),
-        }
+        request_ok(self.addr, self.timeout, "GET", path)
     }
 
     /// Reads the rule file again (`POST /-/reload`, on both targets).
     pub(super) fn reload(&self) -> Result<(), String> {
-        let mut conn = Conn::try_connect(self.addr, Some(self.timeout)).map_err(|e| format!("connect: {e}"))?;
-        match conn.try_request("POST", "/-/reload", &[], b"") {
-            Ok((200, _)) => Ok(()),
-            Ok((status, body)) => Err(format!("POST /-/reload: HTTP {status}: {}", excerpt(&body))),
-            Err(e) => Err(format!("POST /-/reload: {e}")),
-        }
+        request_ok(self.addr, self.timeout, "POST", "/-/reload").map(drop)
     }
 
     /// Current and peak RSS (VmRSS, VmHWM), bytes.
     pub(super) fn rss(&self) -> (u64, u64) {
-        let pid = self.pid();
-        (crate::status_kib(&pid, "VmRSS:") * 1024, crate::peak_rss(&pid))
+        crate::rss_and_peak(&self.pid())
     }
 }
