@@ -34,5 +34,6 @@ pub mod sample;
 pub mod server;
 pub mod spare_samples;
 pub mod storage;
+pub mod tier;
 pub mod timestamp;
 pub mod varint;

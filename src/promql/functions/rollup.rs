@@ -344,7 +344,7 @@ fn extrapolated_rate(s: &[Sample], ctx: &Span, is_counter: bool, is_rate: bool) 
     if s.len() < 2 {
         return None;
     }
-    let (first, last) = (s.first()?, s.last()?);
+    let (first, last) = (*s.first()?, *s.last()?);
     let mut result = last.value - first.value;
     if is_counter && !ctx.monotonic {
         let mut prev = 0.0;
@@ -355,10 +355,23 @@ fn extrapolated_rate(s: &[Sample], ctx: &Span, is_counter: bool, is_rate: bool) 
             prev = p.value;
         }
     }
+    Some(extrapolate((first, last, s.len()), result, ctx, is_counter, is_rate))
+}
+
+/// The extrapolation of [`extrapolated_rate`] for a window of `count` (at least 2) samples
+/// from `first` to `last` whose change is `result` (a counter's with its resets added back).
+#[inline(always)]
+pub(crate) fn extrapolate(
+    (first, last, count): (Sample, Sample, usize),
+    result: f64,
+    ctx: &Span,
+    is_counter: bool,
+    is_rate: bool,
+) -> f64 {
     let mut to_start = (first.timestamp_ms - ctx.start) as f64 / 1e3;
     let mut to_end = (ctx.end - last.timestamp_ms) as f64 / 1e3;
     let sampled = (last.timestamp_ms - first.timestamp_ms) as f64 / 1e3;
-    let avg_step = sampled / (s.len() - 1) as f64;
+    let avg_step = sampled / (count - 1) as f64;
     let threshold = avg_step * 1.1;
     if to_start >= threshold {
         to_start = avg_step / 2.0;
@@ -376,7 +389,7 @@ fn extrapolated_rate(s: &[Sample], ctx: &Span, is_counter: bool, is_rate: bool) 
     if is_rate {
         factor /= (ctx.end - ctx.start) as f64 / 1e3;
     }
-    Some(result * factor)
+    result * factor
 }
 
 /// `irate` and `idelta`: from the last two samples.
@@ -385,7 +398,11 @@ fn instant_value(s: &[Sample], is_rate: bool) -> Option<f64> {
     if n < 2 {
         return None;
     }
-    let (prev, last) = (s.get(n - 2)?, s.get(n - 1)?);
+    instant(*s.get(n - 2)?, *s.get(n - 1)?, is_rate)
+}
+
+/// `irate` and `idelta` from a window's last two samples, `prev` and `last`.
+pub(crate) fn instant(prev: Sample, last: Sample, is_rate: bool) -> Option<f64> {
     let mut v = if is_rate && last.value < prev.value { last.value } else { last.value - prev.value };
     let interval = last.timestamp_ms - prev.timestamp_ms;
     if interval == 0 {

@@ -1,0 +1,108 @@
+//! Range-vector functions answered from a tier point instead of raw samples: the value of
+//! rollup `f` over a window is computed from the [`FloatPoint`] its samples aggregate to (the
+//! merge of the tier points that tile the window), with the same arithmetic as
+//! [`rollup::compute`](super::rollup::compute) where the point holds what it needs.
+//!
+//! | functions | from a point |
+//! |---|---|
+//! | `count`, `last`, `first`, `present`, `min`, `max`, `ts_of_*`, `resets`, `changes`, `irate`, `idelta` | exact |
+//! | `sum`, `avg`, `stdvar`, `stddev` over one point | exact (the point keeps PromQL's running sums) |
+//! | `rate`, `increase`, `delta` | exact for at most one counter reset, else within rounding (resets add in another order) |
+//! | `sum`, `avg`, `stdvar`, `stddev` over merged points, `deriv`, `predict_linear` | within rounding (pairwise sums and moments) |
+//! | `quantile_over_time`, `mad_over_time`, `double_exponential_smoothing` | not answered: they need every sample ([`NeedsSamples`]) |
+//!
+//! "Within rounding" is property-tested against the raw answer in `tier_rollup_tests.rs`.
+
+use super::rollup::{extrapolate, instant, Rollup, Span};
+use crate::tier::FloatPoint;
+
+/// A rollup that a tier point cannot answer: it depends on every sample's value, not on an
+/// aggregate of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NeedsSamples;
+
+/// Whether tier points answer `f` (see the module's table).
+pub(crate) fn answers(f: Rollup) -> bool {
+    !matches!(f, Rollup::Quantile | Rollup::Mad | Rollup::DoubleExpSmoothing)
+}
+
+/// Rollup `f` over window `span` whose samples aggregate to `p`; `Ok(None)` when the window
+/// has no value, as [`rollup::compute`](super::rollup::compute) gives for the samples.
+///
+/// # Errors
+/// [`NeedsSamples`] for a rollup that [`answers`] not.
+pub(crate) fn compute(f: Rollup, p: &FloatPoint, span: &Span) -> Result<Option<f64>, NeedsSamples> {
+    use Rollup::*;
+    if !answers(f) {
+        return Err(NeedsSamples);
+    }
+    if p.count == 0 {
+        return Ok(None);
+    }
+    let p0 = span.params.first().copied().unwrap_or(f64::NAN);
+    let n = p.count as f64;
+    Ok(Some(match f {
+        Rate => return Ok(change(p, span, true, true)),
+        Increase => return Ok(change(p, span, true, false)),
+        Delta => return Ok(change(p, span, false, false)),
+        Irate | Idelta => return Ok(p.before_last.and_then(|prev| instant(prev, p.last, f == Irate))),
+        Deriv | PredictLinear if p.count < 2 => return Ok(None),
+        Deriv => regression(p, p.first.timestamp_ms).0,
+        PredictLinear => {
+            let (slope, intercept) = regression(p, span.t);
+            slope * p0 + intercept
+        }
+        Resets => p.resets as f64,
+        Changes => p.changes as f64,
+        Avg => p.mean(),
+        Min => p.min,
+        Max => p.max,
+        Sum => p.sum_value(),
+        Count => n,
+        Stdvar => p.m2 / n,
+        Stddev => (p.m2 / n).sqrt(),
+        Last => p.last.value,
+        First => p.first.value,
+        Present => 1.0,
+        TsOfMin => p.min_ts as f64 / 1e3,
+        TsOfMax => p.max_ts as f64 / 1e3,
+        TsOfLast => p.last.timestamp_ms as f64 / 1e3,
+        TsOfFirst => p.first.timestamp_ms as f64 / 1e3,
+        AbsentOverTime => return Ok(None),
+        Quantile | Mad | DoubleExpSmoothing => return Err(NeedsSamples),
+    }))
+}
+
+/// `rate`, `increase` and `delta` from a point: the change from its first to its last sample,
+/// a counter's losses at resets added back, extrapolated as over raw samples.
+fn change(p: &FloatPoint, span: &Span, is_counter: bool, is_rate: bool) -> Option<f64> {
+    if p.count < 2 {
+        return None;
+    }
+    let mut result = p.last.value - p.first.value;
+    // Added only when there is something to add: `-0.0 + 0.0` would turn a negative zero
+    // positive, which the sample loop never does.
+    if is_counter && p.resets > 0 {
+        result += p.reset_sum;
+    }
+    let count = usize::try_from(p.count).unwrap_or(usize::MAX);
+    Some(extrapolate((p.first, p.last, count), result, span, is_counter, is_rate))
+}
+
+/// The least-squares fit of the point's samples, x in seconds relative to `origin_ms`:
+/// `(slope, intercept)`, flat when every value is equal as PromQL's shortcut finds it.
+fn regression(p: &FloatPoint, origin_ms: i64) -> (f64, f64) {
+    if p.constant {
+        if p.first.value.is_infinite() {
+            return (f64::NAN, f64::NAN);
+        }
+        return (0.0, p.first.value);
+    }
+    let slope = p.sxy / p.sxx;
+    let x_mean = (p.x_mean_ms - origin_ms as f64) / 1e3;
+    (slope, p.mean() - slope * x_mean)
+}
+
+#[cfg(test)]
+#[path = "tier_rollup_tests.rs"]
+mod tests;
