@@ -42,8 +42,8 @@ pub struct FloatPoint {
     /// Sum of squared deviations from the mean of the values (Welford's `M2`: `stdvar` is
     /// `m2 / count`).
     pub m2: f64,
-    /// Mean of the samples' timestamps, in ms.
-    pub x_mean_ms: f64,
+    /// Sum of the samples' timestamps, in ms (exact: their mean is `x_sum_ms / count`).
+    pub x_sum_ms: i128,
     /// Sum of squared deviations of the timestamps from their mean, in s² (`deriv`).
     pub sxx: f64,
     /// Sum of products of the timestamps' deviations (s) and the values' deviations from
@@ -83,7 +83,7 @@ impl FloatPoint {
             max: first.value,
             max_ts: first.timestamp_ms,
             m2: 0.0,
-            x_mean_ms: 0.0,
+            x_sum_ms: 0,
             sxx: 0.0,
             sxy: 0.0,
             constant: true,
@@ -128,11 +128,11 @@ impl FloatPoint {
             p.last = s;
         }
         p.m2 = aux + c_aux;
-        p.x_mean_ms = x_sum as f64 / p.count as f64;
+        p.x_sum_ms = x_sum;
         // Second pass for the co-moments, about the exact means.
         let y_mean = p.mean();
         for s in raw.iter().filter(|s| !is_stale_marker(s.value)) {
-            let dx = (s.timestamp_ms as f64 - p.x_mean_ms) / 1e3;
+            let dx = (s.timestamp_ms as f64 - p.x_mean_ms()) / 1e3;
             p.sxx += dx * dx;
             p.sxy += dx * (s.value - y_mean);
         }
@@ -140,7 +140,7 @@ impl FloatPoint {
     }
 
     /// A point whose interval held staleness markers only.
-    fn stale_only() -> FloatPoint {
+    pub fn stale_only() -> FloatPoint {
         let nothing = Sample::new(0, f64::NAN);
         FloatPoint {
             count: 0,
@@ -155,7 +155,7 @@ impl FloatPoint {
             max: f64::NAN,
             max_ts: 0,
             m2: 0.0,
-            x_mean_ms: 0.0,
+            x_sum_ms: 0,
             sxx: 0.0,
             sxy: 0.0,
             constant: true,
@@ -184,7 +184,7 @@ impl FloatPoint {
         let (sum, sum_c) = kahan_inc(b.sum, a.sum, a.sum_c + b.sum_c);
         // Chan et al.'s pairwise update of the central moments.
         let dy = b.mean() - a.mean();
-        let dx = (b.x_mean_ms - a.x_mean_ms) / 1e3;
+        let dx = (b.x_mean_ms() - a.x_mean_ms()) / 1e3;
         let weight = na * nb / n;
         FloatPoint {
             count: a.count + b.count,
@@ -199,7 +199,7 @@ impl FloatPoint {
             max: if a.max.is_nan() || b.max > a.max { b.max } else { a.max },
             max_ts: if a.max.is_nan() || b.max >= a.max { b.max_ts } else { a.max_ts },
             m2: a.m2 + b.m2 + dy * dy * weight,
-            x_mean_ms: a.x_mean_ms + (b.x_mean_ms - a.x_mean_ms) * (nb / n),
+            x_sum_ms: a.x_sum_ms + b.x_sum_ms,
             sxx: a.sxx + b.sxx + dx * dx * weight,
             sxy: a.sxy + b.sxy + dx * dy * weight,
             constant: a.constant && b.constant && b.first.value == a.first.value,
@@ -207,6 +207,11 @@ impl FloatPoint {
             reset_sum: a.reset_sum + b.reset_sum + if seam_resets == 1 { prev } else { 0.0 },
             changes: a.changes + b.changes + seam_changes,
         }
+    }
+
+    /// The mean of the samples' timestamps, in ms.
+    pub fn x_mean_ms(&self) -> f64 {
+        self.x_sum_ms as f64 / self.count as f64
     }
 
     /// The compensated sum of the values.

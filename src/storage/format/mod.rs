@@ -17,3 +17,4 @@ pub mod keys;
 pub mod manifest;
 pub(super) mod run;
 pub(super) mod start_ts;
+pub mod tier_run;
