@@ -19,6 +19,7 @@ mod scan;
 mod sender;
 mod size;
 mod soak;
+mod tier_size;
 mod workload;
 
 use std::path::{Path, PathBuf};

@@ -37,6 +37,10 @@ pub struct SizeArgs {
     /// once the days are sealed (saltdb's codec).
     #[arg(long)]
     clickhouse: bool,
+    /// Only the tiers: bytes of 5-minute and 1-hour tier points against the raw chunks of the
+    /// same series (see `tier_size.rs`); no database, no peers.
+    #[arg(long)]
+    tiers: bool,
     /// Native histograms instead (see `histogram_size.rs`): saltdb's sealed histogram chunks
     /// against Prometheus 2.42 with `--enable-feature=native-histograms`, same series.
     #[arg(long)]
@@ -285,6 +289,10 @@ pub fn run(args: &SizeArgs, root: &Path) {
     );
     if args.breakdown {
         breakdown(&data, samples);
+        return;
+    }
+    if args.tiers {
+        crate::tier_size::run(&data, samples);
         return;
     }
     saltdb(args, &data, samples, start, end, root);

@@ -16,6 +16,7 @@ pub mod clickhouse;
 pub mod config;
 pub mod containment;
 pub mod cores;
+pub mod decimal;
 pub mod duration;
 pub mod excerpt;
 pub mod histogram;

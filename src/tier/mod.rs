@@ -17,4 +17,4 @@
 
 pub mod point;
 
-pub use point::FloatPoint;
+pub use point::{Exact, FloatPoint};

@@ -2,8 +2,88 @@
 //! samples ([`FloatPoint::of`]) or from the points of consecutive intervals
 //! ([`FloatPoint::merge`]).
 
+use crate::decimal;
 use crate::kahan::kahan_inc;
 use crate::sample::{is_stale_marker, Sample};
+
+/// The exact moments of a point whose values are all short decimals (`m / 10^scale`, see
+/// [`crate::decimal`]), about its first sample (`m_0`, `t_0`): integers, so they merge without
+/// rounding and are stored in a few bytes when values move little. A tier run keeps these
+/// instead of the float sum, `M2` and co-moment, and rebuilds those from them
+/// ([`FloatPoint::from_exact`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exact {
+    /// The values are `m / 10^scale`.
+    pub scale: u8,
+    /// `Σ (m_i - m_0)`.
+    pub s1: i128,
+    /// `Σ (m_i - m_0)²`.
+    pub s2: i128,
+    /// `Σ (t_i - t_0)(m_i - m_0)`, times in ms.
+    pub sxy: i128,
+}
+
+/// The integer `m` with `v = m / 10^scale` exactly, for a short decimal `v` of at most
+/// `scale` digits: its own mantissa times a power of ten, so not limited to 2^53.
+fn mantissa_at(v: f64, scale: u8) -> Option<i128> {
+    let own = decimal::scale_of(v)?;
+    let f = 10i128.checked_pow(u32::from(scale.checked_sub(own)?))?;
+    i128::from(decimal::mantissa(v, own)?).checked_mul(f)
+}
+
+impl Exact {
+    /// The moments of `values` (non-stale samples, time order), if every one is a short
+    /// decimal and nothing overflows.
+    fn of<'a>(mut values: impl Iterator<Item = &'a Sample> + Clone) -> Option<Exact> {
+        let scale = values.clone().try_fold(0u8, |acc, s| decimal::scale_of(s.value).map(|e| acc.max(e)))?;
+        let first = values.next()?;
+        let (m0, t0) = (mantissa_at(first.value, scale)?, i128::from(first.timestamp_ms));
+        let mut e = Exact { scale, s1: 0, s2: 0, sxy: 0 };
+        for s in values {
+            let d = mantissa_at(s.value, scale)? - m0;
+            e.s1 = e.s1.checked_add(d)?;
+            e.s2 = e.s2.checked_add(d.checked_mul(d)?)?;
+            e.sxy = e.sxy.checked_add((i128::from(s.timestamp_ms) - t0).checked_mul(d)?)?;
+        }
+        Some(e)
+    }
+
+    /// The same moments at a scale `scale` at least this one's.
+    fn rescaled(self, scale: u8) -> Option<Exact> {
+        let f = 10i128.checked_pow(u32::from(scale.checked_sub(self.scale)?))?;
+        Some(Exact {
+            scale,
+            s1: self.s1.checked_mul(f)?,
+            s2: self.s2.checked_mul(f)?.checked_mul(f)?,
+            sxy: self.sxy.checked_mul(f)?,
+        })
+    }
+
+    /// The moments of `a`'s samples followed by `b`'s.
+    fn merge(a: &FloatPoint, b: &FloatPoint) -> Option<Exact> {
+        let (ea, eb) = (a.exact?, b.exact?);
+        let scale = ea.scale.max(eb.scale);
+        let (ea, eb) = (ea.rescaled(scale)?, eb.rescaled(scale)?);
+        let dm = mantissa_at(b.first.value, scale)? - mantissa_at(a.first.value, scale)?;
+        let dt = i128::from(b.first.timestamp_ms) - i128::from(a.first.timestamp_ms);
+        let nb = i128::from(b.count);
+        // Σ (t - t_0) over b's samples, t_0 being b's first.
+        let sx_b = b.x_sum_ms.checked_sub(nb.checked_mul(i128::from(b.first.timestamp_ms))?)?;
+        let s1 = ea.s1.checked_add(eb.s1)?.checked_add(nb.checked_mul(dm)?)?;
+        let s2 = ea
+            .s2
+            .checked_add(eb.s2)?
+            .checked_add(dm.checked_mul(eb.s1)?.checked_mul(2)?)?
+            .checked_add(nb.checked_mul(dm)?.checked_mul(dm)?)?;
+        let sxy = ea
+            .sxy
+            .checked_add(eb.sxy)?
+            .checked_add(dm.checked_mul(sx_b)?)?
+            .checked_add(dt.checked_mul(eb.s1)?)?
+            .checked_add(nb.checked_mul(dt)?.checked_mul(dm)?)?;
+        Some(Exact { scale, s1, s2, sxy })
+    }
+}
 
 /// What one series' float samples in one interval leave for PromQL: counts, the first, last
 /// and second-to-last samples, a compensated sum, extremes with their times, central moments
@@ -44,8 +124,9 @@ pub struct FloatPoint {
     pub m2: f64,
     /// Sum of the samples' timestamps, in ms (exact: their mean is `x_sum_ms / count`).
     pub x_sum_ms: i128,
-    /// Sum of squared deviations of the timestamps from their mean, in s² (`deriv`).
-    pub sxx: f64,
+    /// Sum of the squared distances of the timestamps from the first, in ms² (exact:
+    /// [`sxx`](Self::sxx) is computed from it).
+    pub x_sq_ms: i128,
     /// Sum of products of the timestamps' deviations (s) and the values' deviations from
     /// their means (`deriv`, `predict_linear`).
     pub sxy: f64,
@@ -55,10 +136,13 @@ pub struct FloatPoint {
     /// Number of `s[i] < s[i - 1]` (`resets`).
     pub resets: u64,
     /// Sum of `s[i - 1]` over those `i`: what a counter lost at its resets (`rate`, `increase`
-    /// add it to `last - first`).
+    /// add it to `last - first`). Starts at -0.0, the sum that adds nothing to any value
+    /// (`0.0` would turn a sum of `-0.0` positive).
     pub reset_sum: f64,
     /// Number of `s[i] != s[i - 1]`, two NaN counting as equal (`changes`).
     pub changes: u64,
+    /// The exact moments, when every value is a short decimal.
+    pub exact: Option<Exact>,
 }
 
 impl FloatPoint {
@@ -84,12 +168,13 @@ impl FloatPoint {
             max_ts: first.timestamp_ms,
             m2: 0.0,
             x_sum_ms: 0,
-            sxx: 0.0,
+            x_sq_ms: 0,
             sxy: 0.0,
             constant: true,
             resets: 0,
-            reset_sum: 0.0,
+            reset_sum: -0.0,
             changes: 0,
+            exact: Exact::of(raw.iter().filter(|s| !is_stale_marker(s.value))),
         };
         (p.sum, p.sum_c) = kahan_inc(first.value, 0.0, 0.0);
         // Welford's mean and M2 with compensated accumulators, as PromQL's `variance`.
@@ -124,6 +209,8 @@ impl FloatPoint {
             }
             welford(v, p.count as f64, (&mut mean, &mut c_mean), (&mut aux, &mut c_aux));
             x_sum += i128::from(s.timestamp_ms);
+            let dt = i128::from(s.timestamp_ms - first.timestamp_ms);
+            p.x_sq_ms = p.x_sq_ms.saturating_add(dt * dt);
             p.before_last = Some(p.last);
             p.last = s;
         }
@@ -133,7 +220,6 @@ impl FloatPoint {
         let y_mean = p.mean();
         for s in raw.iter().filter(|s| !is_stale_marker(s.value)) {
             let dx = (s.timestamp_ms as f64 - p.x_mean_ms()) / 1e3;
-            p.sxx += dx * dx;
             p.sxy += dx * (s.value - y_mean);
         }
         Some(p)
@@ -156,12 +242,13 @@ impl FloatPoint {
             max_ts: 0,
             m2: 0.0,
             x_sum_ms: 0,
-            sxx: 0.0,
+            x_sq_ms: 0,
             sxy: 0.0,
             constant: true,
             resets: 0,
-            reset_sum: 0.0,
+            reset_sum: -0.0,
             changes: 0,
+            exact: None,
         }
     }
 
@@ -200,12 +287,46 @@ impl FloatPoint {
             max_ts: if a.max.is_nan() || b.max >= a.max { b.max_ts } else { a.max_ts },
             m2: a.m2 + b.m2 + dy * dy * weight,
             x_sum_ms: a.x_sum_ms + b.x_sum_ms,
-            sxx: a.sxx + b.sxx + dx * dx * weight,
+            x_sq_ms: x_sq_merged(a, b),
             sxy: a.sxy + b.sxy + dx * dy * weight,
             constant: a.constant && b.constant && b.first.value == a.first.value,
             resets: a.resets + b.resets + seam_resets,
-            reset_sum: a.reset_sum + b.reset_sum + if seam_resets == 1 { prev } else { 0.0 },
+            reset_sum: a.reset_sum + b.reset_sum + if seam_resets == 1 { prev } else { -0.0 },
             changes: a.changes + b.changes + seam_changes,
+            exact: Exact::merge(a, b),
+        }
+    }
+
+    /// This point with its sum, `M2` and co-moment computed from its exact moments (each
+    /// rounded once or twice, where the sample loop rounds at every step): what a tier run
+    /// decodes. `None` without exact moments, or when a product overflows.
+    pub fn from_exact(&self) -> Option<FloatPoint> {
+        let e = self.exact?;
+        let n = i128::from(self.count);
+        let m0 = mantissa_at(self.first.value, e.scale)?;
+        let p = decimal::pow10(e.scale)?;
+        let total = n.checked_mul(m0)?.checked_add(e.s1)?;
+        let spread = n.checked_mul(e.s2)?.checked_sub(e.s1.checked_mul(e.s1)?)?;
+        let sx = self.x_sum_ms.checked_sub(n.checked_mul(i128::from(self.first.timestamp_ms))?)?;
+        let cross = n.checked_mul(e.sxy)?.checked_sub(sx.checked_mul(e.s1)?)?;
+        let nf = self.count as f64;
+        Some(FloatPoint {
+            sum: total as f64 / p,
+            sum_c: 0.0,
+            m2: spread as f64 / (nf * p * p),
+            sxy: cross as f64 / (nf * 1e3 * p),
+            ..*self
+        })
+    }
+
+    /// Sum of squared deviations of the timestamps from their mean, in s² (`deriv`): from the
+    /// exact sums, rounded once while they fit 128 bits.
+    pub fn sxx(&self) -> f64 {
+        let n = i128::from(self.count);
+        let sx = self.x_sum_ms - n * i128::from(self.first.timestamp_ms);
+        match n.checked_mul(self.x_sq_ms).and_then(|a| a.checked_sub(sx.checked_mul(sx)?)) {
+            Some(spread) => spread as f64 / (self.count as f64 * 1e6),
+            None => (self.x_sq_ms as f64 - (sx as f64) * (sx as f64) / self.count as f64) / 1e6,
         }
     }
 
@@ -233,6 +354,18 @@ impl FloatPoint {
             self.sum / n + self.sum_c / n
         }
     }
+}
+
+/// `x_sq_ms` of `a`'s samples followed by `b`'s: `b`'s distances moved to `a`'s first sample
+/// (saturating: 128 bits hold a century of millisecond samples).
+fn x_sq_merged(a: &FloatPoint, b: &FloatPoint) -> i128 {
+    let nb = i128::from(b.count);
+    let dt = i128::from(b.first.timestamp_ms) - i128::from(a.first.timestamp_ms);
+    let sx_b = b.x_sum_ms - nb * i128::from(b.first.timestamp_ms);
+    a.x_sq_ms
+        .saturating_add(b.x_sq_ms)
+        .saturating_add(dt.saturating_mul(sx_b).saturating_mul(2))
+        .saturating_add(nb.saturating_mul(dt).saturating_mul(dt))
 }
 
 /// One step of Welford's update with compensated accumulators (PromQL's `variance`).

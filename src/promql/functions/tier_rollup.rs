@@ -98,7 +98,7 @@ fn regression(p: &FloatPoint, origin_ms: i64) -> (f64, f64) {
         }
         return (0.0, p.first.value);
     }
-    let slope = p.sxy / p.sxx;
+    let slope = p.sxy / p.sxx();
     let x_mean = (p.x_mean_ms() - origin_ms as f64) / 1e3;
     (slope, p.mean() - slope * x_mean)
 }

@@ -184,6 +184,12 @@ proptest! {
                 Some(p) => compute(f, &p, &span).unwrap(),
                 None => None,
             };
+            // What a tier run decodes: moments rebuilt from exact integers, when the values
+            // are short decimals.
+            let rebuilt = match merged.and_then(|p| p.from_exact()) {
+                Some(p) => compute(f, &p, &span).unwrap(),
+                None => got,
+            };
             let resets = merged.map_or(0, |p| p.resets);
             let tol = tolerance(name, ps.len() <= 1, resets);
             let scale = match name {
@@ -197,6 +203,12 @@ proptest! {
                 _ => scale * (1.0 + predict.abs()),
             };
             prop_assert!(agrees(want, got, tol, scale), "{name}: raw {want:?}, tiers {got:?}, window {window:?}");
+            let tol = if matches!(name, "sum_over_time" | "avg_over_time" | "stddev_over_time" | "stdvar_over_time") {
+                tolerance(name, false, resets)
+            } else {
+                tol
+            };
+            prop_assert!(agrees(want, rebuilt, tol, scale), "{name}: raw {want:?}, rebuilt {rebuilt:?}, window {window:?}");
         }
     }
 
@@ -224,6 +236,9 @@ proptest! {
             (merged.min_ts, merged.max_ts, merged.constant, merged.resets, merged.changes),
             (whole.min_ts, whole.max_ts, whole.constant, whole.resets, whole.changes)
         );
+        // Exact moments merge without rounding.
+        prop_assert_eq!(merged.exact, whole.exact);
+        prop_assert_eq!((merged.x_sum_ms, merged.x_sq_ms), (whole.x_sum_ms, whole.x_sq_ms));
     }
 }
 

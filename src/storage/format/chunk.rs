@@ -277,33 +277,16 @@ mod decimal {
     use super::ChunkError;
     use crate::sample::Sample;
 
-    const POW10: [f64; 16] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
     /// The powers of ten a decimal exponent selects.
     pub(super) fn mantissas_pow10() -> &'static [f64; 16] {
-        &POW10
+        &crate::decimal::POW10
     }
-
-    const MAX_MANTISSA: f64 = 9_007_199_254_740_992.0; // 2^53
 
     /// The smallest exponent `e` and the mantissas with `m / 10^e == v` bit for bit, if any.
     pub(super) fn mantissas(samples: &[Sample]) -> Option<(u8, Vec<i64>)> {
-        'exp: for (e, &p) in POW10.iter().enumerate() {
-            let mut out = Vec::with_capacity(samples.len());
-            for s in samples {
-                let m = (s.value * p).round();
-                if !m.is_finite() || m.abs() > MAX_MANTISSA {
-                    continue 'exp;
-                }
-                // Verify exactly what the decoder will compute (this also rejects -0.0).
-                let m = m as i64;
-                if (m as f64 / p).to_bits() != s.value.to_bits() {
-                    continue 'exp;
-                }
-                out.push(m);
-            }
-            return Some((e as u8, out));
-        }
-        None
+        (0..crate::decimal::POW10.len() as u8).find_map(|e| {
+            samples.iter().map(|s| crate::decimal::mantissa(s.value, e)).collect::<Option<Vec<i64>>>().map(|m| (e, m))
+        })
     }
 
     #[cfg(test)]
@@ -391,7 +374,7 @@ mod decimal {
     pub fn decode(raw: &[u8], n: usize, out: &mut Vec<Sample>) -> Result<(), ChunkError> {
         let (&e, rest) = raw.split_first().ok_or(ChunkError::Truncated)?;
         let (&mode, rest) = rest.split_first().ok_or(ChunkError::Truncated)?;
-        let p = *POW10.get(usize::from(e)).ok_or(ChunkError::BadHeader("decimal exponent out of range"))?;
+        let p = crate::decimal::pow10(e).ok_or(ChunkError::BadHeader("decimal exponent out of range"))?;
         if mode > 1 {
             return Err(ChunkError::BadHeader("unknown value mode"));
         }

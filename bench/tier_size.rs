@@ -1,0 +1,127 @@
+//! `saltdb-bench size --tiers`: what downsampled tiers would take beside the raw chunks, for
+//! the same node-exporter-like series: every series' samples cut into days (saltdb's windows),
+//! each day sealed into chunks as `seal` writes them, and aggregated into 5-minute points and
+//! 1-hour points (the latter merged from the former, not from raw), each tier's points of a
+//! series and day encoded as one tier run. No database: codec bytes only, as `--breakdown`.
+
+use std::time::Instant;
+
+use saltdb::sample::{Sample, WriteBatch};
+use saltdb::storage::format::chunk::{self, CHUNK_SAMPLES, ZSTD_LEVEL};
+use saltdb::storage::format::tier_run;
+use saltdb::tier::FloatPoint;
+
+const DAY: i64 = 86_400_000;
+const FIVE_MINUTES: i64 = 300_000;
+const HOUR: i64 = 3_600_000;
+
+/// Points of `samples` (one series, time order) per interval `(end - interval, end]`.
+fn points(samples: &[Sample], interval: i64) -> Vec<(i64, FloatPoint)> {
+    let mut out = Vec::new();
+    let mut rest = samples;
+    while let Some(first) = rest.first() {
+        let end = (first.timestamp_ms + interval - 1).div_euclid(interval) * interval;
+        let n = rest.partition_point(|s| s.timestamp_ms <= end);
+        let (inside, after) = rest.split_at(n);
+        if let Some(p) = FloatPoint::of(inside) {
+            out.push((end, p));
+        }
+        rest = after;
+    }
+    out
+}
+
+/// Points of `fine` merged into intervals of `interval`.
+fn coarser(fine: &[(i64, FloatPoint)], interval: i64) -> Vec<(i64, FloatPoint)> {
+    let mut out: Vec<(i64, FloatPoint)> = Vec::new();
+    for &(end, p) in fine {
+        let coarse_end = (end + interval - 1).div_euclid(interval) * interval;
+        match out.last_mut() {
+            Some((e, acc)) if *e == coarse_end => *acc = acc.merge(&p),
+            _ => out.push((coarse_end, p)),
+        }
+    }
+    out
+}
+
+fn run_bytes(interval: i64, points: &[(i64, FloatPoint)]) -> usize {
+    if points.is_empty() {
+        return 0;
+    }
+    let mut buf = Vec::new();
+    tier_run::encode(interval, points, &mut buf).expect("encode tier run");
+    buf.len()
+}
+
+/// Prints raw and tier bytes for `data`'s series.
+pub fn run(data: &[WriteBatch], samples: usize) {
+    let series = data.first().map_or(0, |b| b.series.len());
+    let (mut raw_bytes, mut bytes5, mut bytes1h, mut points5, mut points1h) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut build_secs = 0.0;
+    // Per metric name: samples, raw bytes, 5m bytes, 1h bytes.
+    let mut per_name: std::collections::BTreeMap<String, [usize; 4]> = Default::default();
+    for i in 0..series {
+        let s: Vec<Sample> = data.iter().filter_map(|b| b.series.get(i)).flat_map(|s| s.samples.clone()).collect();
+        let name =
+            data.first().and_then(|b| b.series.get(i)).and_then(|s| s.labels.metric_name()).unwrap_or("").to_owned();
+        let before = (raw_bytes, bytes5, bytes1h);
+        let mut rest = &s[..];
+        while let Some(first) = rest.first() {
+            let day_end = (first.timestamp_ms.div_euclid(DAY) + 1) * DAY;
+            let n = rest.partition_point(|p| p.timestamp_ms < day_end);
+            let (day, after) = rest.split_at(n);
+            rest = after;
+            for run in day.chunks(CHUNK_SAMPLES) {
+                let mut buf = Vec::new();
+                chunk::encode(run, ZSTD_LEVEL, &mut buf).expect("encode chunk");
+                raw_bytes += buf.len();
+            }
+            let t = Instant::now();
+            let five = points(day, FIVE_MINUTES);
+            let hour = coarser(&five, HOUR);
+            let (b5, b1h) = (run_bytes(FIVE_MINUTES, &five), run_bytes(HOUR, &hour));
+            build_secs += t.elapsed().as_secs_f64();
+            (bytes5, bytes1h, points5, points1h) =
+                (bytes5 + b5, bytes1h + b1h, points5 + five.len(), points1h + hour.len());
+        }
+        let e = per_name.entry(name).or_default();
+        e[0] += s.len();
+        e[1] += raw_bytes - before.0;
+        e[2] += bytes5 - before.1;
+        e[3] += bytes1h - before.2;
+    }
+    let per_sample = |b: usize| b as f64 / samples as f64;
+    let per_point = |b: usize, n: usize| b as f64 / n.max(1) as f64;
+    println!("tiers beside the raw chunks ({series} series, {samples} samples):");
+    println!("  raw chunks   {raw_bytes:>12} B  {:.3} B/sample", per_sample(raw_bytes));
+    println!(
+        "  5m tier      {bytes5:>12} B  {:.2} B/point ({points5} points)  {:.1}% of raw",
+        per_point(bytes5, points5),
+        100.0 * bytes5 as f64 / raw_bytes as f64
+    );
+    println!(
+        "  1h tier      {bytes1h:>12} B  {:.2} B/point ({points1h} points)  {:.1}% of raw",
+        per_point(bytes1h, points1h),
+        100.0 * bytes1h as f64 / raw_bytes as f64
+    );
+    println!(
+        "  5m + 1h      {:>12} B  {:.1}% of raw",
+        bytes5 + bytes1h,
+        100.0 * (bytes5 + bytes1h) as f64 / raw_bytes as f64
+    );
+    println!("  {:<36} {:>10} {:>9} {:>9} {:>9}", "metric", "samples", "raw B/s", "5m %raw", "1h %raw");
+    for (name, e) in &per_name {
+        let pct = |b: usize| 100.0 * b as f64 / e[1].max(1) as f64;
+        println!(
+            "  {name:<36} {:>10} {:>9.3} {:>8.1}% {:>8.1}%",
+            e[0],
+            e[1] as f64 / e[0] as f64,
+            pct(e[2]),
+            pct(e[3])
+        );
+    }
+    println!(
+        "  build: {:.1} M samples/s into both tiers, encoding included ({build_secs:.2} s)",
+        samples as f64 / build_secs / 1e6
+    );
+}
