@@ -2,14 +2,17 @@
 //! as columns under zstd. Pure: no I/O. Byte layout: `docs/format.md`, *Tier runs*.
 //!
 //! Each point is stored with the end of its interval; times inside a point are offsets back
-//! from that end (small, and equal from point to point for regular scrapes), floats are XORed
-//! with the same field of the point before and split into byte planes (equal fields cost
-//! zero bytes before zstd sees them), and the extremes refer to the first, last or
-//! second-to-last sample when they are one of those (a counter's minimum is its first sample).
+//! from that end, each as its difference from the point before's (equal for regular scrapes);
+//! points whose values are short decimals store mantissas and exact integer moments, others
+//! their floats XORed with the same field of the point before and split into byte planes;
+//! the extremes refer to the first, last or second-to-last sample when they are one of those
+//! (a counter's minimum is its first sample).
 //!
 //! Invariants: points are in strictly ascending interval order, each end a multiple of the
-//! interval, every sample of a point inside `(end - interval, end]`; every field round-trips
-//! to the bit.
+//! interval, every sample of a point inside `(end - interval, end]`. Every field round-trips
+//! to the bit, except that a point in decimal form decodes with its sum, `M2` and co-moment
+//! rebuilt from its exact moments ([`FloatPoint::from_exact`]) and a point in float form
+//! without exact moments.
 
 use crate::decimal;
 use crate::sample::Sample;
@@ -22,9 +25,10 @@ pub const FORMAT_VERSION: u8 = 1;
 pub const ZSTD_LEVEL: i32 = 3;
 /// Most points a run may claim (a year of 1-minute points; bounds allocation when decoding).
 pub const MAX_POINTS: u64 = 1 << 20;
-/// Most body bytes a point can take: a flags byte, 11 varints of at most 10 bytes and 11
-/// floats (the five column lengths come on top, once per run).
-const MAX_POINT_BYTES: u64 = 1 + 11 * 10 + 11 * 8;
+/// More body bytes than a point can take: flags and scale bytes, 13 wide varints of at most
+/// 19 bytes, 6 varints of at most 10 and 10 floats (389; the eight column lengths come on top,
+/// once per run).
+const MAX_POINT_BYTES: u64 = 400;
 
 /// Why a tier run could not be encoded or decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -122,7 +126,7 @@ pub fn decode(src: &[u8]) -> Result<(i64, Vec<(i64, FloatPoint)>), TierRunError>
     if n == 0 || n > MAX_POINTS {
         return Err(TierRunError::Invalid("point count"));
     }
-    if body_len > n * MAX_POINT_BYTES + 50 {
+    if body_len > n * MAX_POINT_BYTES + 80 {
         return Err(TierRunError::Invalid("body length"));
     }
     let body = zstd::bulk::decompress(payload, body_len as usize).map_err(|e| TierRunError::Zstd(e.to_string()))?;
