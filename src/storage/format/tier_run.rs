@@ -26,7 +26,7 @@ pub const ZSTD_LEVEL: i32 = 3;
 /// Most points a run may claim (a year of 1-minute points; bounds allocation when decoding).
 pub const MAX_POINTS: u64 = 1 << 20;
 /// More body bytes than a point can take: flags and scale bytes, 13 wide varints of at most
-/// 19 bytes, 6 varints of at most 10 and 10 floats (389; the eight column lengths come on top,
+/// 19 bytes, 6 varints of at most 10 and 10 floats (389; the thirteen column lengths come on top,
 /// once per run).
 const MAX_POINT_BYTES: u64 = 400;
 
@@ -126,7 +126,7 @@ pub fn decode(src: &[u8]) -> Result<(i64, Vec<(i64, FloatPoint)>), TierRunError>
     if n == 0 || n > MAX_POINTS {
         return Err(TierRunError::Invalid("point count"));
     }
-    if body_len > n * MAX_POINT_BYTES + 80 {
+    if body_len > n * MAX_POINT_BYTES + 13 * 10 {
         return Err(TierRunError::Invalid("body length"));
     }
     let body = zstd::bulk::decompress(payload, body_len as usize).map_err(|e| TierRunError::Zstd(e.to_string()))?;
@@ -159,9 +159,9 @@ struct Columns {
     counts: Vec<u8>,
     /// Per point: flags byte.
     flags: Vec<u8>,
-    /// Times as offsets back from the point's end, and the offset of the timestamp sum
-    /// (varints).
-    times: Vec<u8>,
+    /// Times, one column per field: the five of `prev_times` (wide varints of differences),
+    /// then the explicit extremes' offsets back from the end (varints).
+    times: [Vec<u8>; TIME_COLUMNS],
     /// Resets and changes (varints).
     tallies: Vec<u8>,
     /// Per decimal point: its scale (one byte).
@@ -239,7 +239,7 @@ fn decimal_form(p: &FloatPoint, (min_ref, max_ref): (u8, u8)) -> Option<DecimalF
 }
 
 /// The float fields, in column order.
-const FLOAT_FIELDS: usize = 12;
+const FLOAT_FIELDS: usize = 10;
 const F_FIRST: usize = 0;
 const F_LAST: usize = 1;
 const F_BEFORE_LAST: usize = 2;
@@ -248,12 +248,8 @@ const F_MAX: usize = 4;
 const F_SUM: usize = 5;
 const F_SUM_C: usize = 6;
 const F_M2: usize = 7;
-/// Unused since the time moments became exact integers.
-const _F_SXX: usize = 8;
-const F_SXY: usize = 9;
-const F_RESET_SUM: usize = 10;
-/// Unused in version 1 (kept so a field can be added without moving the others).
-const _F_SPARE: usize = 11;
+const F_SXY: usize = 8;
+const F_RESET_SUM: usize = 9;
 
 /// Time fields stored relative to the point before's (slots of `prev_times`).
 const T_FIRST: usize = 0;
@@ -261,6 +257,9 @@ const T_LAST: usize = 1;
 const T_BEFORE_LAST: usize = 2;
 const T_SPREAD: usize = 3;
 const T_SQUARES: usize = 4;
+/// The column of explicit extremes' times.
+const T_EXPLICIT: usize = 5;
+const TIME_COLUMNS: usize = 6;
 
 /// Which of the point's first, last and second-to-last samples is the extreme at `ts` with
 /// value `v`, if one is (same time, same bits).
@@ -284,15 +283,25 @@ impl Columns {
         *prev = v.to_bits();
     }
 
+    /// Stores `v` of time field `slot` as its difference from `guess`.
+    fn residual(&mut self, slot: usize, v: i128, guess: i128) {
+        if let Some(col) = self.times.get_mut(slot) {
+            put_wide(col, v.wrapping_sub(guess));
+        }
+    }
+
     /// Stores `v` of time field `slot` as its difference from the point before's.
     fn relative(&mut self, slot: usize, v: i128) {
         let Some(prev) = self.prev_times.get_mut(slot) else { return };
-        put_wide(&mut self.times, v.wrapping_sub(*prev));
+        let Some(col) = self.times.get_mut(slot) else { return };
+        put_wide(col, v.wrapping_sub(*prev));
         *prev = v;
     }
 
     fn offset(&mut self, end: i64, ts: i64) {
-        varint::put(&mut self.times, end.abs_diff(ts));
+        if let Some(col) = self.times.get_mut(T_EXPLICIT) {
+            varint::put(col, end.abs_diff(ts));
+        }
     }
 
     fn put_point(&mut self, end: i64, p: &FloatPoint) {
@@ -323,8 +332,12 @@ impl Columns {
             self.offset(end, p.max_ts);
         }
         // `count * end - Σ ts`: the same number at every point of a regular scrape.
-        self.relative(T_SPREAD, i128::from(end) * i128::from(p.count) - p.x_sum_ms);
-        self.relative(T_SQUARES, p.x_sq_ms);
+        let n = i128::from(p.count);
+        let offsets = i128::from(end - p.first.timestamp_ms) + i128::from(end - p.last.timestamp_ms);
+        let span = i128::from(p.last.timestamp_ms) - i128::from(p.first.timestamp_ms);
+        let spread = i128::from(end) * n - p.x_sum_ms;
+        self.residual(T_SPREAD, spread, line_spread(n, offsets));
+        self.residual(T_SQUARES, p.x_sq_ms, line_moments(n, span, span));
         varint::put(&mut self.tallies, p.resets);
         varint::put(&mut self.tallies, p.changes);
         if p.resets > 0 {
@@ -348,8 +361,15 @@ impl Columns {
                 if p.count == 1 {
                     self.prev_mantissa = base;
                 }
-                for v in [e.s1, e.s2, e.sxy] {
-                    put_wide(&mut self.moments, v);
+                let rise = match form.mantissas.as_slice() {
+                    [first, last, ..] if p.count >= 2 => i128::from(*last) - i128::from(*first),
+                    _ => 0,
+                };
+                let n = i128::from(p.count);
+                let span = i128::from(p.last.timestamp_ms) - i128::from(p.first.timestamp_ms);
+                let predicted = [line_s1(n, rise), line_moments(n, rise, rise), line_moments(n, span, rise)];
+                for (v, guess) in [e.s1, e.s2, e.sxy].into_iter().zip(predicted) {
+                    put_wide(&mut self.moments, v.wrapping_sub(guess));
                 }
             }
             _ => {
@@ -378,11 +398,17 @@ impl Columns {
     /// planes (the highest byte of every word first).
     fn body(&self) -> Vec<u8> {
         let mut body = Vec::new();
+        let [t0, t1, t2, t3, t4, t5] = &self.times;
         for col in [
             &self.steps,
             &self.counts,
             &self.flags,
-            &self.times,
+            t0,
+            t1,
+            t2,
+            t3,
+            t4,
+            t5,
             &self.tallies,
             &self.scales,
             &self.mantissas,
@@ -404,7 +430,7 @@ struct Reader<'a> {
     steps: &'a [u8],
     counts: &'a [u8],
     flags: &'a [u8],
-    times: &'a [u8],
+    times: [&'a [u8]; TIME_COLUMNS],
     tallies: &'a [u8],
     scales: &'a [u8],
     mantissas: &'a [u8],
@@ -436,7 +462,11 @@ impl<'a> Reader<'a> {
         let (steps, rest) = column(body)?;
         let (counts, rest) = column(rest)?;
         let (flags, rest) = column(rest)?;
-        let (times, rest) = column(rest)?;
+        let mut times: [&[u8]; TIME_COLUMNS] = [&[]; TIME_COLUMNS];
+        let mut rest = rest;
+        for t in &mut times {
+            (*t, rest) = column(rest)?;
+        }
         let (tallies, rest) = column(rest)?;
         let (scales, rest) = column(rest)?;
         let (mantissas, rest) = column(rest)?;
@@ -486,8 +516,9 @@ impl<'a> Reader<'a> {
     }
 
     fn is_exhausted(&self) -> bool {
-        [self.steps, self.counts, self.times, self.tallies, self.scales, self.mantissas, self.moments]
+        [self.steps, self.counts, self.tallies, self.scales, self.mantissas, self.moments]
             .iter()
+            .chain(self.times.iter())
             .all(|c| c.is_empty())
     }
 
@@ -503,9 +534,16 @@ impl<'a> Reader<'a> {
         Ok(v)
     }
 
+    /// Time field `slot`, stored as its difference from `guess`.
+    fn residual(&mut self, slot: usize, guess: i128) -> Result<i128, TierRunError> {
+        let col = self.times.get_mut(slot).ok_or(TierRunError::Invalid("time field"))?;
+        Ok(read_wide(col)?.wrapping_add(guess))
+    }
+
     /// Time field `slot`, stored as its difference from the point before's.
     fn relative(&mut self, slot: usize) -> Result<i128, TierRunError> {
-        let delta = read_wide(&mut self.times)?;
+        let col = self.times.get_mut(slot).ok_or(TierRunError::Invalid("time field"))?;
+        let delta = read_wide(col)?;
         let prev = self.prev_times.get_mut(slot).ok_or(TierRunError::Invalid("time field"))?;
         *prev = prev.wrapping_add(delta);
         Ok(*prev)
@@ -521,7 +559,8 @@ impl<'a> Reader<'a> {
     }
 
     fn time(&mut self, end: i64) -> Result<i64, TierRunError> {
-        let back = Self::varint(&mut self.times)?;
+        let col = self.times.get_mut(T_EXPLICIT).ok_or(TierRunError::Invalid("time field"))?;
+        let back = Self::varint(col)?;
         i64::try_from(back).ok().and_then(|b| end.checked_sub(b)).ok_or(TierRunError::Invalid("time offset"))
     }
 
@@ -560,8 +599,11 @@ impl<'a> Reader<'a> {
         let before_last_ts = if count >= 3 { Some(self.relative_time(T_BEFORE_LAST, end)?) } else { None };
         let min_ts = if min_ref == EXPLICIT { Some(self.time(end)?) } else { None };
         let max_ts = if max_ref == EXPLICIT { Some(self.time(end)?) } else { None };
-        let spread = self.relative(T_SPREAD)?;
-        p.x_sq_ms = self.relative(T_SQUARES)?;
+        let n = i128::from(count);
+        let offsets = i128::from(end) * 2 - i128::from(first_ts) - i128::from(last_ts);
+        let span = i128::from(last_ts) - i128::from(first_ts);
+        let spread = self.residual(T_SPREAD, line_spread(n, offsets))?;
+        p.x_sq_ms = self.residual(T_SQUARES, line_moments(n, span, span))?;
         p.x_sum_ms = i128::from(end)
             .checked_mul(i128::from(count))
             .and_then(|e| e.checked_sub(spread))
@@ -573,7 +615,7 @@ impl<'a> Reader<'a> {
         }
         p.reset_sum = if p.resets > 0 { self.float(F_RESET_SUM)? } else { -0.0 };
         let values = if flags & DECIMAL != 0 {
-            self.decimal_values(&mut p, (count, min_ref, max_ref))?
+            self.decimal_values(&mut p, (count, min_ref, max_ref), span)?
         } else {
             let mut v = vec![self.float(F_FIRST)?];
             if count >= 2 {
@@ -620,11 +662,12 @@ impl<'a> Reader<'a> {
     }
 
     /// The values of a decimal point (as [`decimal_form`] lists them), its exact moments set
-    /// in `p`.
+    /// in `p`; `span` is its last sample's time minus its first's.
     fn decimal_values(
         &mut self,
         p: &mut FloatPoint,
         (count, min_ref, max_ref): (u64, u8, u8),
+        span: i128,
     ) -> Result<Vec<f64>, TierRunError> {
         let (&scale, rest) = self.scales.split_first().ok_or(TierRunError::Truncated)?;
         self.scales = rest;
@@ -635,12 +678,14 @@ impl<'a> Reader<'a> {
             + usize::from(max_ref == EXPLICIT);
         let mut base = self.prev_mantissa;
         let mut values = Vec::with_capacity(stored);
+        let mut values_m = Vec::with_capacity(stored);
         for i in 0..stored {
             let m = i128::from(base)
                 .checked_add(read_wide(&mut self.mantissas)?)
                 .and_then(|m| i64::try_from(m).ok())
                 .ok_or(TierRunError::Invalid("mantissa"))?;
             values.push(decimal::value(m, scale).ok_or(TierRunError::Invalid("decimal scale"))?);
+            values_m.push(m);
             if i == 0 || i == 1 {
                 base = m;
             }
@@ -648,10 +693,50 @@ impl<'a> Reader<'a> {
                 self.prev_mantissa = m;
             }
         }
-        let mut moment = || read_wide(&mut self.moments);
-        p.exact = Some(Exact { scale, s1: moment()?, s2: moment()?, sxy: moment()? });
+        let rise = match values_m.as_slice() {
+            [first, last, ..] if count >= 2 => i128::from(*last) - i128::from(*first),
+            _ => 0,
+        };
+        let n = i128::from(count);
+        let mut moment = |guess: i128| read_wide(&mut self.moments).map(|r| r.wrapping_add(guess));
+        p.exact = Some(Exact {
+            scale,
+            s1: moment(line_s1(n, rise))?,
+            s2: moment(line_moments(n, rise, rise))?,
+            sxy: moment(line_moments(n, span, rise))?,
+        });
         Ok(values)
     }
+}
+
+/// The predictions that moments are stored against: what they would be if a point's `n`
+/// samples lay evenly spaced on the straight line from its first sample to its last (a
+/// counter at a steady rate, scraped on time). Counters and regular scrapes then leave small
+/// residuals; anything else costs no more than the moments themselves would. Integer
+/// arithmetic, saturating, the same on both sides of the codec.
+///
+/// `Σ (i·a/k)(i·b/k)` over `i = 0..=k`, `k = n - 1`: the second moments (`x_sq_ms` with
+/// `a = b = span`, `s2` with `a = b = rise`, `sxy` with `a = span`, `b = rise`).
+fn line_moments(n: i128, a: i128, b: i128) -> i128 {
+    let k = n - 1;
+    if k < 1 {
+        return 0;
+    }
+    let squares = k.saturating_mul(n).saturating_mul(2 * k + 1) / 6;
+    a.saturating_mul(b).saturating_mul(squares) / k.saturating_mul(k)
+}
+
+/// `Σ i·rise/k` over `i = 0..=k`: `s1` on the line.
+fn line_s1(n: i128, rise: i128) -> i128 {
+    if n < 2 {
+        return 0;
+    }
+    rise.saturating_mul(n) / 2
+}
+
+/// `n·end - Σ t` on the line, from the first and last samples' offsets back from the end.
+fn line_spread(n: i128, offsets: i128) -> i128 {
+    n.saturating_mul(offsets) / 2
 }
 
 /// The time and value of the sample an extreme refers to.
