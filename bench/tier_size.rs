@@ -2,7 +2,9 @@
 //! the same node-exporter-like series: every series' samples cut into days (saltdb's windows),
 //! each day sealed into chunks as `seal` writes them, and aggregated into 5-minute points and
 //! 1-hour points (the latter merged from the former, not from raw), each tier's points of a
-//! series and day encoded as one tier run. No database: codec bytes only, as `--breakdown`.
+//! series and day encoded as one tier run; then decode throughput of each, and how many raw
+//! samples per second a tier's points stand for. No database: the codecs only, as
+//! `--breakdown`.
 
 use std::time::Instant;
 
@@ -44,13 +46,30 @@ fn coarser(fine: &[(i64, FloatPoint)], interval: i64) -> Vec<(i64, FloatPoint)> 
     out
 }
 
-fn run_bytes(interval: i64, points: &[(i64, FloatPoint)]) -> usize {
+/// Bytes of the tier run of `points`, the run kept in `runs`.
+fn run_bytes(interval: i64, points: &[(i64, FloatPoint)], runs: &mut Vec<Vec<u8>>) -> usize {
     if points.is_empty() {
         return 0;
     }
     let mut buf = Vec::new();
     tier_run::encode(interval, points, &mut buf).expect("encode tier run");
-    buf.len()
+    let n = buf.len();
+    runs.push(buf);
+    n
+}
+
+/// Median of 5 passes decoding every run with `decode`, which returns the items it decoded:
+/// items per second.
+fn decode_rate<T>(runs: &[T], mut decode: impl FnMut(&T) -> usize) -> f64 {
+    let mut rates: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            let n: usize = runs.iter().map(&mut decode).sum();
+            n as f64 / t.elapsed().as_secs_f64()
+        })
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    rates[2]
 }
 
 /// Prints raw and tier bytes for `data`'s series.
@@ -58,6 +77,7 @@ pub fn run(data: &[WriteBatch], samples: usize) {
     let series = data.first().map_or(0, |b| b.series.len());
     let (mut raw_bytes, mut bytes5, mut bytes1h, mut points5, mut points1h) = (0usize, 0usize, 0usize, 0usize, 0usize);
     let mut build_secs = 0.0;
+    let (mut chunks, mut runs5, mut runs1h) = (Vec::new(), Vec::new(), Vec::new());
     // Per metric name: samples, raw bytes, 5m bytes, 1h bytes.
     let mut per_name: std::collections::BTreeMap<String, [usize; 4]> = Default::default();
     for i in 0..series {
@@ -75,11 +95,12 @@ pub fn run(data: &[WriteBatch], samples: usize) {
                 let mut buf = Vec::new();
                 chunk::encode(run, ZSTD_LEVEL, &mut buf).expect("encode chunk");
                 raw_bytes += buf.len();
+                chunks.push(buf);
             }
             let t = Instant::now();
             let five = points(day, FIVE_MINUTES);
             let hour = coarser(&five, HOUR);
-            let (b5, b1h) = (run_bytes(FIVE_MINUTES, &five), run_bytes(HOUR, &hour));
+            let (b5, b1h) = (run_bytes(FIVE_MINUTES, &five, &mut runs5), run_bytes(HOUR, &hour, &mut runs1h));
             build_secs += t.elapsed().as_secs_f64();
             (bytes5, bytes1h, points5, points1h) =
                 (bytes5 + b5, bytes1h + b1h, points5 + five.len(), points1h + hour.len());
@@ -120,6 +141,29 @@ pub fn run(data: &[WriteBatch], samples: usize) {
             pct(e[3])
         );
     }
+    let mut out = Vec::new();
+    let raw_rate = decode_rate(&chunks, |c| {
+        out.clear();
+        chunk::decode(c, &mut out).expect("decode chunk");
+        out.len()
+    });
+    let point_rate = |runs: &[Vec<u8>]| decode_rate(runs, |r| tier_run::decode(r).expect("decode tier run").1.len());
+    let (rate5, rate1h) = (point_rate(&runs5), point_rate(&runs1h));
+    let covered = |rate: f64, points: usize| rate * samples as f64 / points.max(1) as f64;
+    println!("  decode (median of 5 passes, one core):");
+    println!("    raw chunks {:>8.1} M samples/s", raw_rate / 1e6);
+    println!(
+        "    5m tier    {:>8.1} M points/s ({:.0} M samples/s of raw covered, {:.1}x)",
+        rate5 / 1e6,
+        covered(rate5, points5) / 1e6,
+        covered(rate5, points5) / raw_rate
+    );
+    println!(
+        "    1h tier    {:>8.1} M points/s ({:.0} M samples/s of raw covered, {:.1}x)",
+        rate1h / 1e6,
+        covered(rate1h, points1h) / 1e6,
+        covered(rate1h, points1h) / raw_rate
+    );
     println!(
         "  build: {:.1} M samples/s into both tiers, encoding included ({build_secs:.2} s)",
         samples as f64 / build_secs / 1e6

@@ -26,6 +26,9 @@ pub struct Exact {
 /// The integer `m` with `v = m / 10^scale` exactly, for a short decimal `v` of at most
 /// `scale` digits: its own mantissa times a power of ten, so not limited to 2^53.
 fn mantissa_at(v: f64, scale: u8) -> Option<i128> {
+    if let Some(m) = decimal::mantissa(v, scale) {
+        return Some(i128::from(m));
+    }
     let own = decimal::scale_of(v)?;
     let f = 10i128.checked_pow(u32::from(scale.checked_sub(own)?))?;
     i128::from(decimal::mantissa(v, own)?).checked_mul(f)
@@ -302,21 +305,21 @@ impl FloatPoint {
     /// decodes. `None` without exact moments, or when a product overflows.
     pub fn from_exact(&self) -> Option<FloatPoint> {
         let e = self.exact?;
-        let n = i128::from(self.count);
         let m0 = mantissa_at(self.first.value, e.scale)?;
         let p = decimal::pow10(e.scale)?;
-        let total = n.checked_mul(m0)?.checked_add(e.s1)?;
-        let spread = n.checked_mul(e.s2)?.checked_sub(e.s1.checked_mul(e.s1)?)?;
-        let sx = self.x_sum_ms.checked_sub(n.checked_mul(i128::from(self.first.timestamp_ms))?)?;
-        let cross = n.checked_mul(e.sxy)?.checked_sub(sx.checked_mul(e.s1)?)?;
+        let sx = self.x_sum_ms.checked_sub(i128::from(self.count).checked_mul(i128::from(self.first.timestamp_ms))?)?;
+        let (total, spread, cross) = match narrow_moments(self.count, m0, e, sx) {
+            Some((t, s, c)) => (t as f64, s as f64, c as f64),
+            None => {
+                let n = i128::from(self.count);
+                let total = n.checked_mul(m0)?.checked_add(e.s1)?;
+                let spread = n.checked_mul(e.s2)?.checked_sub(e.s1.checked_mul(e.s1)?)?;
+                let cross = n.checked_mul(e.sxy)?.checked_sub(sx.checked_mul(e.s1)?)?;
+                (total as f64, spread as f64, cross as f64)
+            }
+        };
         let nf = self.count as f64;
-        Some(FloatPoint {
-            sum: total as f64 / p,
-            sum_c: 0.0,
-            m2: spread as f64 / (nf * p * p),
-            sxy: cross as f64 / (nf * 1e3 * p),
-            ..*self
-        })
+        Some(FloatPoint { sum: total / p, sum_c: 0.0, m2: spread / (nf * p * p), sxy: cross / (nf * 1e3 * p), ..*self })
     }
 
     /// Sum of squared deviations of the timestamps from their mean, in s² (`deriv`): from the
@@ -366,6 +369,25 @@ fn x_sq_merged(a: &FloatPoint, b: &FloatPoint) -> i128 {
         .saturating_add(b.x_sq_ms)
         .saturating_add(dt.saturating_mul(sx_b).saturating_mul(2))
         .saturating_add(nb.saturating_mul(dt).saturating_mul(dt))
+}
+
+/// [`FloatPoint::from_exact`]'s three integers (`n m_0 + s1`, `n s2 - s1²` and
+/// `n sxy - sx s1`) in 64 bits, when they fit: the same integers as in 128 bits, so the same
+/// floats, without 128-bit multiplications (software routines, most of a decode's time).
+fn narrow_moments(count: u64, m0: i128, e: Exact, sx: i128) -> Option<(i64, i64, i64)> {
+    let n = i64::try_from(count).ok()?;
+    let (m0, s1, s2, sxy, sx) = (
+        i64::try_from(m0).ok()?,
+        i64::try_from(e.s1).ok()?,
+        i64::try_from(e.s2).ok()?,
+        i64::try_from(e.sxy).ok()?,
+        i64::try_from(sx).ok()?,
+    );
+    Some((
+        n.checked_mul(m0)?.checked_add(s1)?,
+        n.checked_mul(s2)?.checked_sub(s1.checked_mul(s1)?)?,
+        n.checked_mul(sxy)?.checked_sub(sx.checked_mul(s1)?)?,
+    ))
 }
 
 /// One step of Welford's update with compensated accumulators (PromQL's `variance`).

@@ -129,7 +129,7 @@ pub fn decode(src: &[u8]) -> Result<(i64, Vec<(i64, FloatPoint)>), TierRunError>
     if body_len > n * MAX_POINT_BYTES + 13 * 10 {
         return Err(TierRunError::Invalid("body length"));
     }
-    let body = zstd::bulk::decompress(payload, body_len as usize).map_err(|e| TierRunError::Zstd(e.to_string()))?;
+    let body = decompress(payload, body_len as usize)?;
     if body.len() as u64 != body_len {
         return Err(TierRunError::Invalid("body length"));
     }
@@ -148,6 +148,25 @@ pub fn decode(src: &[u8]) -> Result<(i64, Vec<(i64, FloatPoint)>), TierRunError>
         return Err(TierRunError::Invalid("bytes after the last point"));
     }
     Ok((interval, out))
+}
+
+thread_local! {
+    /// One zstd decompression context per thread: creating one costs more than decoding a
+    /// small run.
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Decompresses a body of `len` bytes with the thread's context.
+fn decompress(payload: &[u8], len: usize) -> Result<Vec<u8>, TierRunError> {
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let dec = match slot.as_mut() {
+            Some(d) => d,
+            None => slot.insert(zstd::bulk::Decompressor::new().map_err(|e| TierRunError::Zstd(e.to_string()))?),
+        };
+        dec.decompress(payload, len).map_err(|e| TierRunError::Zstd(e.to_string()))
+    })
 }
 
 /// The columns of a run's body while it is written.
@@ -617,7 +636,7 @@ impl<'a> Reader<'a> {
         let values = if flags & DECIMAL != 0 {
             self.decimal_values(&mut p, (count, min_ref, max_ref), span)?
         } else {
-            let mut v = vec![self.float(F_FIRST)?];
+            let mut v: Values = smallvec::smallvec![self.float(F_FIRST)?];
             if count >= 2 {
                 v.push(self.float(F_LAST)?);
             }
@@ -668,7 +687,7 @@ impl<'a> Reader<'a> {
         p: &mut FloatPoint,
         (count, min_ref, max_ref): (u64, u8, u8),
         span: i128,
-    ) -> Result<Vec<f64>, TierRunError> {
+    ) -> Result<Values, TierRunError> {
         let (&scale, rest) = self.scales.split_first().ok_or(TierRunError::Truncated)?;
         self.scales = rest;
         let stored = 1
@@ -677,8 +696,8 @@ impl<'a> Reader<'a> {
             + usize::from(min_ref == EXPLICIT)
             + usize::from(max_ref == EXPLICIT);
         let mut base = self.prev_mantissa;
-        let mut values = Vec::with_capacity(stored);
-        let mut values_m = Vec::with_capacity(stored);
+        let mut values = Values::new();
+        let mut values_m = smallvec::SmallVec::<[i64; 5]>::new();
         for i in 0..stored {
             let m = i128::from(base)
                 .checked_add(read_wide(&mut self.mantissas)?)
@@ -722,8 +741,27 @@ fn line_moments(n: i128, a: i128, b: i128) -> i128 {
     if k < 1 {
         return 0;
     }
-    let squares = k.saturating_mul(n).saturating_mul(2 * k + 1) / 6;
-    a.saturating_mul(b).saturating_mul(squares) / k.saturating_mul(k)
+    // In 64 bits when nothing overflows there (the common case, and the same result).
+    let narrow = || -> Option<i64> {
+        let (k, n, a, b) =
+            (i64::try_from(k).ok()?, i64::try_from(n).ok()?, i64::try_from(a).ok()?, i64::try_from(b).ok()?);
+        let squares = k.checked_mul(n)?.checked_mul(2 * k + 1)? / 6;
+        Some(a.checked_mul(b)?.checked_mul(squares)? / k.checked_mul(k)?)
+    };
+    if let Some(v) = narrow() {
+        return i128::from(v);
+    }
+    let squares = quotient(k.saturating_mul(n).saturating_mul(2 * k + 1), 6);
+    quotient(a.saturating_mul(b).saturating_mul(squares), k.saturating_mul(k))
+}
+
+/// `a / b` rounded towards zero (`b > 0`), in 64 bits when both fit: a 128-bit division
+/// costs several times more, and decoding does a few per point.
+fn quotient(a: i128, b: i128) -> i128 {
+    match (i64::try_from(a), i64::try_from(b)) {
+        (Ok(a), Ok(b)) if b > 0 => i128::from(a / b),
+        _ => a / b.max(1),
+    }
 }
 
 /// `Σ i·rise/k` over `i = 0..=k`: `s1` on the line.
@@ -731,13 +769,17 @@ fn line_s1(n: i128, rise: i128) -> i128 {
     if n < 2 {
         return 0;
     }
-    rise.saturating_mul(n) / 2
+    quotient(rise.saturating_mul(n), 2)
 }
 
 /// `n·end - Σ t` on the line, from the first and last samples' offsets back from the end.
 fn line_spread(n: i128, offsets: i128) -> i128 {
-    n.saturating_mul(offsets) / 2
+    quotient(n.saturating_mul(offsets), 2)
 }
+
+/// The values a point stores (at most five: first, last, second-to-last, minimum, maximum),
+/// kept off the heap while a point is decoded.
+type Values = smallvec::SmallVec<[f64; 5]>;
 
 /// The time and value of the sample an extreme refers to.
 fn referenced(p: &FloatPoint, at: u8) -> Result<(i64, f64), TierRunError> {
