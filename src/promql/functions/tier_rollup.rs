@@ -14,6 +14,7 @@
 //! "Within rounding" is property-tested against the raw answer in `tier_rollup_tests.rs`.
 
 use super::rollup::{extrapolate, instant, Rollup, Span};
+use crate::promql::step::{grid_time, StepWindow};
 use crate::tier::FloatPoint;
 
 /// A rollup that a tier point cannot answer: it depends on every sample's value, not on an
@@ -71,6 +72,50 @@ pub(crate) fn compute(f: Rollup, p: &FloatPoint, span: &Span) -> Result<Option<f
         AbsentOverTime => return Ok(None),
         Quantile | Mad | DoubleExpSmoothing => return Err(NeedsSamples),
     }))
+}
+
+/// Whether every step of `grid` (`(first, step, count)`) reads, through `window`, a union of
+/// whole intervals of `interval` ms: the window's bounds on the interval grid, and moving by
+/// whole intervals from step to step. Only then do tier points answer the steps.
+pub(crate) fn aligned(window: StepWindow, (first, step, _): (i64, i64, usize), interval: i64) -> bool {
+    let (start, end) = window.bounds(first);
+    interval > 0
+        && start.rem_euclid(interval) == 0
+        && end.rem_euclid(interval) == 0
+        && (window.pinned.is_some() || step.rem_euclid(interval) == 0)
+}
+
+/// Calls `emit(i, value)` for every step `i` of `grid` at which rollup `f`, without
+/// parameters, has a value over one series whose tier points (of an interval [`aligned`]
+/// with the grid and window) are `points`: `(end, point)` for the intervals
+/// `(end - interval, end]` holding samples, in ascending order. The same values as
+/// [`rollup::each_step`](super::rollup::each_step) over the series' samples, as far as the
+/// module's table says.
+///
+/// # Errors
+/// [`NeedsSamples`] for a rollup that [`answers`] not.
+pub(crate) fn each_step(
+    f: Rollup,
+    window: StepWindow,
+    points: &[(i64, FloatPoint)],
+    (first, step, steps): (i64, i64, usize),
+    mut emit: impl FnMut(usize, f64),
+) -> Result<(), NeedsSamples> {
+    if !answers(f) {
+        return Err(NeedsSamples);
+    }
+    for i in 0..steps {
+        let t = grid_time(first, step, i);
+        let (start, end) = window.bounds(t);
+        let a = points.partition_point(|(e, _)| *e <= start);
+        let b = points.partition_point(|(e, _)| *e <= end).max(a);
+        let Some(((_, head), rest)) = points.get(a..b).and_then(<[_]>::split_first) else { continue };
+        let merged = rest.iter().fold(*head, |acc, (_, p)| acc.merge(p));
+        if let Some(v) = compute(f, &merged, &Span::new((start, end, t), &[]))? {
+            emit(i, v);
+        }
+    }
+    Ok(())
 }
 
 /// `rate`, `increase` and `delta` from a point: the change from its first to its last sample,

@@ -6,7 +6,8 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::promql::functions::rollup::{compute_floats, lookup};
+use crate::promql::functions::rollup::{self, compute_floats, lookup};
+use crate::promql::step::StepWindow;
 use crate::sample::{is_stale_marker, Sample, STALE_NAN_BITS};
 
 /// Every rollup tiers answer, by name.
@@ -240,6 +241,63 @@ proptest! {
         prop_assert_eq!(merged.exact, whole.exact);
         prop_assert_eq!((merged.x_sum_ms, merged.x_sq_ms), (whole.x_sum_ms, whole.x_sq_ms));
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A range query's steps over tier points: every step's window a union of whole
+    /// intervals, the values those of the raw samples' steps.
+    #[test]
+    fn every_step_from_tier_points_is_the_raw_step(
+        shape in shape(),
+        steps in prop::collection::vec((1i64..40_000, any::<u8>(), any::<i16>()), 1..120),
+        interval in prop::sample::select(vec![15_000i64, 60_000, 300_000]),
+        (ranges, step_intervals, from, count) in (1i64..6, 1i64..4, 0i64..20, 1usize..30),
+        name in prop::sample::select(ANSWERED.to_vec()),
+    ) {
+        let raw = series(shape, &steps);
+        let kept: Vec<Sample> = raw.iter().copied().filter(|s| !is_stale_marker(s.value)).collect();
+        let last_k = raw.last().map_or(0, |s| s.timestamp_ms) / interval + 2;
+        let ends: Vec<(i64, FloatPoint)> = (1..last_k)
+            .filter_map(|k| points(&raw, interval, k..k + 1).first().map(|p| (k * interval, *p)))
+            .collect();
+        let window = StepWindow { pinned: None, offset: 0, range: ranges * interval };
+        let grid = ((1_000_000 / interval + from) * interval, step_intervals * interval, count);
+        prop_assert!(aligned(window, grid, interval));
+        let f = lookup(name).unwrap();
+        let mut want = Vec::new();
+        rollup::each_step(f, window, &kept, grid, |i, v| want.push((i, v)));
+        let mut got = Vec::new();
+        each_step(f, window, &ends, grid, |i, v| got.push((i, v))).unwrap();
+        prop_assert_eq!(want.iter().map(|w| w.0).collect::<Vec<_>>(), got.iter().map(|g| g.0).collect::<Vec<_>>(), "{}", name);
+        let scale = kept.iter().map(|s| s.value.abs()).filter(|v| v.is_finite()).fold(1.0, f64::max);
+        for (&(i, w), &(_, g)) in want.iter().zip(&got) {
+            let tol = tolerance(name, false, u64::MAX);
+            let scale = match name {
+                "stdvar_over_time" => scale * scale,
+                "deriv" => {
+                    let (start, end) = window.bounds(grid_time(grid.0, grid.1, i));
+                    let inside: Vec<Sample> =
+                        kept.iter().copied().filter(|s| s.timestamp_ms > start && s.timestamp_ms <= end).collect();
+                    scale * conditioning(&inside, inside.first().map_or(0, |s| s.timestamp_ms))
+                }
+                _ => scale * kept.len() as f64,
+            };
+            prop_assert!(agrees(Some(w), Some(g), tol, scale), "{name} step {i}: raw {w}, tiers {g}");
+        }
+    }
+}
+
+#[test]
+fn steps_that_cut_an_interval_are_not_aligned() {
+    let window = |range| StepWindow { pinned: None, offset: 0, range };
+    assert!(aligned(window(3_600_000), (7_200_000, 3_600_000, 10), 300_000));
+    assert!(!aligned(window(3_600_000), (7_200_000, 60_000, 10), 300_000), "step");
+    assert!(!aligned(window(3_660_000), (7_200_000, 3_600_000, 10), 300_000), "range");
+    assert!(!aligned(window(3_600_000), (7_230_000, 3_600_000, 10), 300_000), "start");
+    let offset = StepWindow { pinned: None, offset: 30_000, range: 3_600_000 };
+    assert!(!aligned(offset, (7_200_000, 3_600_000, 10), 300_000), "offset");
 }
 
 #[test]
