@@ -11,9 +11,14 @@
 //!
 //! The invariant that makes answers from tiers exact: for samples cut anywhere into
 //! consecutive parts, the merge of the parts' points equals the point of all the samples, to
-//! the bit in every count, sample, flag, minimum and maximum, and within floating-point
-//! rounding in the sums and moments (they add in a different order). Property-tested in
-//! `point.rs`; `promql::functions::tier_rollup` turns a point into each function's value.
+//! the bit in every count, sample, flag, minimum and maximum, exactly in the integer moments
+//! (of the times, and of the values when they are short decimals: [`Exact`]), and within
+//! floating-point rounding in the float sums and moments (they add in a different order).
+//! `promql::functions::tier_rollup` turns a point into each function's value; its tests
+//! check both, against the raw samples.
+//!
+//! Not yet here: native histograms, and the server building, storing and reading tiers (the
+//! tier-run format is in `storage::format::tier_run`).
 
 pub mod point;
 

@@ -6,12 +6,15 @@
 //! | functions | from a point |
 //! |---|---|
 //! | `count`, `last`, `first`, `present`, `min`, `max`, `ts_of_*`, `resets`, `changes`, `irate`, `idelta` | exact |
-//! | `sum`, `avg`, `stdvar`, `stddev` over one point | exact (the point keeps PromQL's running sums) |
+//! | `sum`, `avg`, `stdvar`, `stddev` over one point built from samples | exact (the point keeps PromQL's running sums; one decoded in decimal form has them rebuilt from exact integers: within rounding) |
 //! | `rate`, `increase`, `delta` | exact for at most one counter reset, else within rounding (resets add in another order) |
 //! | `sum`, `avg`, `stdvar`, `stddev` over merged points, `deriv`, `predict_linear` | within rounding (pairwise sums and moments) |
 //! | `quantile_over_time`, `mad_over_time`, `double_exponential_smoothing` | not answered: they need every sample ([`NeedsSamples`]) |
 //!
 //! "Within rounding" is property-tested against the raw answer in `tier_rollup_tests.rs`.
+//! Not covered here, so read from raw samples: `rate` and `increase` over series with start
+//! timestamps (`start_ts.rs`), anchored and smoothed range selectors (`extended.rs`), and
+//! native histograms.
 
 use super::rollup::{extrapolate, instant, Rollup, Span};
 use crate::promql::step::{grid_time, StepWindow};
