@@ -153,37 +153,30 @@ impl FloatPoint {
     /// included); `None` when `raw` is empty.
     pub fn of(raw: &[Sample]) -> Option<FloatPoint> {
         let ends_stale = is_stale_marker(raw.last()?.value);
-        let mut values = raw.iter().filter(|s| !is_stale_marker(s.value));
+        let kept = || raw.iter().filter(|s| !is_stale_marker(s.value));
+        let mut values = kept();
         let Some(&first) = values.next() else {
             return Some(Self::stale_only());
         };
+        let (sum, sum_c) = kahan_inc(first.value, 0.0, 0.0);
         let mut p = FloatPoint {
             count: 1,
             first,
             last: first,
-            before_last: None,
             ends_stale,
-            sum: 0.0,
-            sum_c: 0.0,
+            sum,
+            sum_c,
             min: first.value,
             min_ts: first.timestamp_ms,
             max: first.value,
             max_ts: first.timestamp_ms,
-            m2: 0.0,
-            x_sum_ms: 0,
-            x_sq_ms: 0,
-            sxy: 0.0,
-            constant: true,
-            resets: 0,
-            reset_sum: -0.0,
-            changes: 0,
-            exact: Exact::of(raw.iter().filter(|s| !is_stale_marker(s.value))),
+            x_sum_ms: i128::from(first.timestamp_ms),
+            exact: Exact::of(kept()),
+            ..Self::stale_only()
         };
-        (p.sum, p.sum_c) = kahan_inc(first.value, 0.0, 0.0);
         // Welford's mean and M2 with compensated accumulators, as PromQL's `variance`.
         let (mut mean, mut c_mean, mut aux, mut c_aux) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
         welford(first.value, 1.0, (&mut mean, &mut c_mean), (&mut aux, &mut c_aux));
-        let mut x_sum = i128::from(first.timestamp_ms);
         for &s in values {
             let (prev, v) = (p.last.value, s.value);
             p.count += 1;
@@ -211,24 +204,24 @@ impl FloatPoint {
                 p.max_ts = s.timestamp_ms;
             }
             welford(v, p.count as f64, (&mut mean, &mut c_mean), (&mut aux, &mut c_aux));
-            x_sum += i128::from(s.timestamp_ms);
+            p.x_sum_ms += i128::from(s.timestamp_ms);
             let dt = i128::from(s.timestamp_ms - first.timestamp_ms);
             p.x_sq_ms = p.x_sq_ms.saturating_add(dt * dt);
             p.before_last = Some(p.last);
             p.last = s;
         }
         p.m2 = aux + c_aux;
-        p.x_sum_ms = x_sum;
         // Second pass for the co-moments, about the exact means.
         let y_mean = p.mean();
-        for s in raw.iter().filter(|s| !is_stale_marker(s.value)) {
+        for s in kept() {
             let dx = (s.timestamp_ms as f64 - p.x_mean_ms()) / 1e3;
             p.sxy += dx * (s.value - y_mean);
         }
         Some(p)
     }
 
-    /// A point whose interval held staleness markers only.
+    /// A point whose interval held staleness markers only (and the starting state of every
+    /// field that [`FloatPoint::of`] accumulates).
     pub fn stale_only() -> FloatPoint {
         let nothing = Sample::new(0, f64::NAN);
         FloatPoint {

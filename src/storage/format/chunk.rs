@@ -277,11 +277,6 @@ mod decimal {
     use super::ChunkError;
     use crate::sample::Sample;
 
-    /// The powers of ten a decimal exponent selects.
-    pub(super) fn mantissas_pow10() -> &'static [f64; 16] {
-        &crate::decimal::POW10
-    }
-
     /// The smallest exponent `e` and the mantissas with `m / 10^e == v` bit for bit, if any.
     pub(super) fn mantissas(samples: &[Sample]) -> Option<(u8, Vec<i64>)> {
         (0..crate::decimal::POW10.len() as u8).find_map(|e| {
@@ -419,7 +414,7 @@ mod decimal {
 mod columns {
     use std::cell::RefCell;
 
-    use super::decimal::{gcd, mantissas_pow10};
+    use super::decimal::gcd;
     use super::{u32_at, ChunkError, FORMAT_VERSION_COLUMNS, MAX_CHUNK_SAMPLES};
     use crate::sample::Sample;
 
@@ -713,8 +708,7 @@ mod columns {
             }
             _ => return Err(ChunkError::BadHeader("unknown timestamp mode")),
         }
-        let p = *mantissas_pow10()
-            .get(usize::from(get_byte(src, &mut pos)?))
+        let p = crate::decimal::pow10(get_byte(src, &mut pos)?)
             .ok_or(ChunkError::BadHeader("decimal exponent out of range"))?;
         let mode = get_byte(src, &mut pos)?;
         if mode > VALUES_RAW {
