@@ -11,40 +11,11 @@ use std::time::Instant;
 use saltdb::sample::{Sample, WriteBatch};
 use saltdb::storage::format::chunk::{self, CHUNK_SAMPLES, ZSTD_LEVEL};
 use saltdb::storage::format::tier_run;
-use saltdb::tier::FloatPoint;
+use saltdb::tier::{coarser, points_of, FloatPoint};
 
 const DAY: i64 = 86_400_000;
 const FIVE_MINUTES: i64 = 300_000;
 const HOUR: i64 = 3_600_000;
-
-/// Points of `samples` (one series, time order) per interval `(end - interval, end]`.
-fn points(samples: &[Sample], interval: i64) -> Vec<(i64, FloatPoint)> {
-    let mut out = Vec::new();
-    let mut rest = samples;
-    while let Some(first) = rest.first() {
-        let end = (first.timestamp_ms + interval - 1).div_euclid(interval) * interval;
-        let n = rest.partition_point(|s| s.timestamp_ms <= end);
-        let (inside, after) = rest.split_at(n);
-        if let Some(p) = FloatPoint::of(inside) {
-            out.push((end, p));
-        }
-        rest = after;
-    }
-    out
-}
-
-/// Points of `fine` merged into intervals of `interval`.
-fn coarser(fine: &[(i64, FloatPoint)], interval: i64) -> Vec<(i64, FloatPoint)> {
-    let mut out: Vec<(i64, FloatPoint)> = Vec::new();
-    for &(end, p) in fine {
-        let coarse_end = (end + interval - 1).div_euclid(interval) * interval;
-        match out.last_mut() {
-            Some((e, acc)) if *e == coarse_end => *acc = acc.merge(&p),
-            _ => out.push((coarse_end, p)),
-        }
-    }
-    out
-}
 
 /// Bytes of the tier run of `points`, the run kept in `runs`.
 fn run_bytes(interval: i64, points: &[(i64, FloatPoint)], runs: &mut Vec<Vec<u8>>) -> usize {
@@ -98,7 +69,7 @@ pub fn run(data: &[WriteBatch], samples: usize) {
                 chunks.push(buf);
             }
             let t = Instant::now();
-            let five = points(day, FIVE_MINUTES);
+            let five = points_of(day, FIVE_MINUTES);
             let hour = coarser(&five, HOUR);
             let (b5, b1h) = (run_bytes(FIVE_MINUTES, &five, &mut runs5), run_bytes(HOUR, &hour, &mut runs1h));
             build_secs += t.elapsed().as_secs_f64();

@@ -23,3 +23,41 @@
 pub mod point;
 
 pub use point::{Exact, FloatPoint};
+
+use crate::sample::Sample;
+
+/// The end of the interval `(end - interval_ms, end]` holding time `t` (`interval_ms > 0`,
+/// `t` a sample time: within `0..=MAX_TIMESTAMP_MS`).
+fn interval_end(t: i64, interval_ms: i64) -> i64 {
+    (t + interval_ms - 1).div_euclid(interval_ms) * interval_ms
+}
+
+/// The points of one series' raw `samples` (time order, staleness markers included), one per
+/// interval `(end - interval_ms, end]` holding samples, with its end, in ascending order.
+pub fn points_of(samples: &[Sample], interval_ms: i64) -> Vec<(i64, FloatPoint)> {
+    let mut out = Vec::new();
+    let mut rest = samples;
+    while let Some(first) = rest.first() {
+        let end = interval_end(first.timestamp_ms, interval_ms);
+        let (inside, after) = rest.split_at(rest.partition_point(|s| s.timestamp_ms <= end));
+        if let Some(p) = FloatPoint::of(inside) {
+            out.push((end, p));
+        }
+        rest = after;
+    }
+    out
+}
+
+/// `fine` points (with their ends, ascending) merged into the coarser intervals of
+/// `interval_ms` (a multiple of theirs): 5-minute points into hours.
+pub fn coarser(fine: &[(i64, FloatPoint)], interval_ms: i64) -> Vec<(i64, FloatPoint)> {
+    let mut out: Vec<(i64, FloatPoint)> = Vec::new();
+    for &(end, p) in fine {
+        let coarse_end = interval_end(end, interval_ms);
+        match out.last_mut() {
+            Some((e, acc)) if *e == coarse_end => *acc = acc.merge(&p),
+            _ => out.push((coarse_end, p)),
+        }
+    }
+    out
+}

@@ -213,6 +213,33 @@ proptest! {
         }
     }
 
+    /// The library's cut into intervals and merge into coarser ones, against the brute-force
+    /// cut of `points` and `fold`.
+    #[test]
+    fn points_are_cut_at_interval_ends_and_merge_into_coarser_ones(
+        shape in shape(),
+        steps in prop::collection::vec((1i64..40_000, any::<u8>(), any::<i16>()), 1..80),
+        interval in prop::sample::select(vec![1_000i64, 15_000, 60_000]),
+        group in 1i64..13,
+    ) {
+        let raw = series(shape, &steps);
+        let last_k = raw.last().map_or(0, |s| s.timestamp_ms) / interval + 2;
+        let brute: Vec<(i64, FloatPoint)> = (1..last_k)
+            .filter_map(|k| points(&raw, interval, k..k + 1).first().map(|p| (k * interval, *p)))
+            .collect();
+        let cut = crate::tier::points_of(&raw, interval);
+        prop_assert_eq!(format!("{cut:?}"), format!("{brute:?}"));
+        let coarse = group * interval;
+        let brute_coarse: Vec<(i64, FloatPoint)> = (1..last_k / group + 2)
+            .filter_map(|k| {
+                let inside: Vec<FloatPoint> =
+                    brute.iter().filter(|(e, _)| *e > (k - 1) * coarse && *e <= k * coarse).map(|(_, p)| *p).collect();
+                fold(&inside, 1).map(|p| (k * coarse, p))
+            })
+            .collect();
+        prop_assert_eq!(format!("{:?}", crate::tier::coarser(&cut, coarse)), format!("{brute_coarse:?}"));
+    }
+
     #[test]
     fn merged_points_are_the_point_of_all_samples(
         shape in shape(),
