@@ -41,6 +41,7 @@ pub(crate) struct Alertmanager {
 impl Alertmanager {
     /// Starts Alertmanager routing every alert to `webhook` and waits until it is ready.
     pub(crate) fn start(dir: &Path, webhook: &str) -> Self {
+        crate::watchdog::watch();
         let config = format!(
             r#"
 route:

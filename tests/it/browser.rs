@@ -43,6 +43,7 @@ struct Driver {
 
 impl Driver {
     fn start() -> Self {
+        crate::watchdog::watch();
         let port = crate::peers::free_port();
         let child = Command::new("chromedriver")
             .arg(format!("--port={port}"))

@@ -65,6 +65,7 @@ impl Shard {
 
     /// [`Shard::start`], as a replica when `replication` says so.
     pub fn start_replica(dir: &Path, replication: Option<Replication>) -> Shard {
+        crate::watchdog::watch();
         for _ in 0..4 {
             if let Some(shard) = Self::try_start(dir, replication.as_ref()) {
                 return shard;
@@ -191,6 +192,7 @@ impl ZooKeeper {
 
     /// Starts a server with its data in `dir` and waits until it answers `ruok`.
     pub fn start(dir: &Path) -> ZooKeeper {
+        crate::watchdog::watch();
         std::fs::create_dir_all(dir.join("data")).unwrap();
         let port = free_port();
         let config = format!(

@@ -27,6 +27,7 @@ impl InProcess {
     }
 
     pub fn start_with(runtime: tokio::runtime::Runtime, config: ServerConfig) -> Self {
+        crate::watchdog::watch();
         let server = runtime.block_on(Server::start(config)).expect("server starts");
         let addr = server.addr();
         Self { runtime, server: Some(server), addr }
@@ -79,6 +80,7 @@ impl Binary {
     }
 
     fn start(data_dir: &Path, extra: &[&str], rust_log: &str, log: Option<&Path>) -> Result<Self, String> {
+        crate::watchdog::watch();
         let stderr = match log {
             Some(path) => Stdio::from(
                 std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open the server log"),
@@ -138,6 +140,7 @@ impl Drop for Binary {
 }
 
 pub fn client() -> reqwest::blocking::Client {
+    crate::watchdog::watch();
     reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
 }
 

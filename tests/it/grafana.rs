@@ -637,6 +637,7 @@ struct Fixture {
 impl Fixture {
     /// node_exporter-like counters for two instances, one sample every 15 s for 20 minutes.
     fn start() -> Self {
+        crate::watchdog::watch();
         let dir = tempfile::tempdir().unwrap();
         let server = InProcess::start(storage_config(dir.path()));
         let samples = 80;

@@ -66,4 +66,5 @@ mod storage_api;
 mod storage_failure;
 mod unknown_parameters;
 mod upgrade;
+mod watchdog;
 mod write_buffer;

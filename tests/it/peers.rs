@@ -78,6 +78,7 @@ impl Prometheus {
 
     /// [`Prometheus::start`] with extra flags (e.g. `--enable-feature=...`).
     pub fn start_with(dir: &Path, config: &str, extra: &[&str]) -> Self {
+        crate::watchdog::watch();
         let port = free_port();
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
@@ -130,6 +131,7 @@ impl VictoriaMetrics {
 
     /// [`VictoriaMetrics::start`] with extra flags (e.g. `-opentsdbHTTPListenAddr=...`).
     pub fn start_with(dir: &Path, extra: &[String]) -> Self {
+        crate::watchdog::watch();
         let port = free_port();
         let log = std::fs::File::create(dir.join("victoria-metrics.log")).unwrap();
         let child = Command::new("victoria-metrics")
