@@ -40,6 +40,8 @@ mod ratchet;
 mod script;
 #[path = "it/skip.rs"]
 mod skip;
+#[path = "it/watchdog.rs"]
+mod watchdog;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -79,6 +79,9 @@ pub struct StorageConfig {
     pub head: HeadLimits,
     /// How reads take the samples of many series (for measuring; default `Auto`).
     pub read_strategy: ReadStrategy,
+    /// Intervals (ms) of the downsampled tiers each seal builds beside the chunks
+    /// (`--downsample`); empty (the default) builds none. Each must divide the window length.
+    pub tier_intervals_ms: Vec<i64>,
     /// After this long without a write (or a seal, deletion, ...), flush the head and every
     /// memtable into tables and roll the journal over, so that the journal files, which then only
     /// repeat tables, are deleted (see `write/idle.rs`); `None` never (`--idle-flush`).
@@ -106,8 +109,27 @@ impl StorageConfig {
             head: HeadLimits { max_samples: 4_000_000, max_bytes: 1 << 30, max_age: Duration::from_secs(300) },
             read_strategy: ReadStrategy::Auto,
             idle_flush: Some(DEFAULT_IDLE_FLUSH),
+            tier_intervals_ms: Vec::new(),
         }
     }
+}
+
+/// The tier intervals of `wanted`, ascending without repeats, once each is checked: positive
+/// and dividing the window length (a tier point then never straddles a window boundary but at
+/// its end, see `format/tier_rows.rs`).
+///
+/// # Errors
+/// [`StorageError::Manifest`] naming the first interval that is not.
+fn tier_intervals(wanted: &[i64], window_ms: i64) -> Result<Vec<i64>> {
+    let mut out = wanted.to_vec();
+    out.sort_unstable();
+    out.dedup();
+    if let Some(bad) = out.iter().find(|&&i| i <= 0 || window_ms % i != 0) {
+        return Err(StorageError::Manifest(format!(
+            "downsampling interval {bad} ms must be positive and divide the window length of {window_ms} ms"
+        )));
+    }
+    Ok(out)
 }
 
 /// Bytes of sealed journal files past which fjall flushes the memtables holding the oldest back.
@@ -256,6 +278,7 @@ impl Storage {
         )?;
         let next_id = manifest::next_series_id(&meta)?;
         let windows = Windows::load(&db, &meta, manifest.window_ms)?;
+        let tier_intervals = tier_intervals(&config.tier_intervals_ms, manifest.window_ms)?;
         // Label sets repeat their names and most values from row to row: LZ4 on every level
         // (fjall leaves L0 and L1 raw by default) about halves the series tables. Options are
         // fixed when a keyspace is created; older directories keep theirs.
@@ -282,7 +305,7 @@ impl Storage {
             tables,
             (read_pool()?, config.read_strategy),
             windows,
-            manifest.bucketing,
+            (manifest.bucketing, tier_intervals),
             (next_id, config.labels_cache_bytes, config.index_cache_bytes),
             (exemplars, exemplar_rows),
         ));
@@ -775,6 +798,24 @@ impl Querier for StorageQuerier {
     ) -> Result<Vec<SeriesSamples>> {
         let sel = Selection::new(matchers);
         select::select_reduced(&self.shared, &sel, (start_ms, end_ms), &self.limits, sink, map)
+    }
+
+    fn tier_intervals(&self) -> Vec<i64> {
+        self.shared.tier_intervals_ms.clone()
+    }
+
+    fn select_points(
+        &self,
+        matchers: &[Matcher],
+        first_end: i64,
+        last_end: i64,
+        interval_ms: i64,
+    ) -> Result<Option<Vec<crate::storage::SeriesPoints>>> {
+        if !self.shared.tier_intervals_ms.contains(&interval_ms) {
+            return Ok(None);
+        }
+        let sel = Selection::new(matchers);
+        crate::storage::read::tiers::select_points(&self.shared, &sel, (first_end, last_end), interval_ms, &self.limits)
     }
 
     fn for_each_series(

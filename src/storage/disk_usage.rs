@@ -89,6 +89,7 @@ fn window_family(key: &[u8], value: &[u8]) -> &'static str {
         keys::WINDOW_POSTINGS_BUCKET => "window postings",
         p if p >= keys::HISTOGRAM_FAMILY => "histogram runs",
         p if p >= keys::START_FAMILY => "start timestamps",
+        p if p >= keys::TIER_FAMILY => "tier runs",
         _ => row_kind(value),
     }
 }

@@ -47,6 +47,7 @@ pub use lifecycle::seal::SealOutcome;
 pub use lifecycle::snapshot::SnapshotOutcome;
 pub use read::cardinality::{Cardinality, CardinalityQuery, Stat};
 pub use read::querier::{
-    MemQuerier, Querier, ReadLimits, ReadStrategy, SampleBudget, SampleSink, SeriesMap, SinkFactory,
+    points_in, MemQuerier, Querier, ReadLimits, ReadStrategy, SampleBudget, SampleSink, SeriesMap, SeriesPoints,
+    SinkFactory,
 };
 pub use write::{HeadLimits, SealSwap, WriteOutcome, RUN_SAMPLES};

@@ -58,6 +58,9 @@ pub struct Shared {
     pub windows: Windows,
     /// Bucket scheme and count.
     pub bucketing: Bucketing,
+    /// Intervals (ms, ascending, each dividing the window length) of the downsampled tiers a
+    /// seal builds (see `format/tier_rows.rs`); empty builds none.
+    pub tier_intervals_ms: Vec<i64>,
     poison: Mutex<Option<String>>,
     next_id_committed: AtomicU64,
     samples_per_bucket: Vec<AtomicU64>,
@@ -106,7 +109,7 @@ impl Shared {
         [meta, series, series_by_labels, wal]: [fjall::Keyspace; 4],
         (pool, read_strategy): (Arc<rayon::ThreadPool>, ReadStrategy),
         windows: Windows,
-        bucketing: Bucketing,
+        (bucketing, tier_intervals_ms): (Bucketing, Vec<i64>),
         (next_id, labels_cache_bytes, index_cache_bytes): (u64, u64, u64),
         (exemplars, exemplar_rows): (crate::storage::format::exemplars::ExemplarStore, fjall::Keyspace),
     ) -> Self {
@@ -129,6 +132,7 @@ impl Shared {
             head: Head::new(bucketing.count()),
             windows,
             bucketing,
+            tier_intervals_ms,
             poison: Mutex::new(None),
             next_id_committed: AtomicU64::new(next_id),
             samples_per_bucket: (0..bucketing.count()).map(|_| AtomicU64::new(0)).collect(),

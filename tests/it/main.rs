@@ -64,6 +64,7 @@ mod start_timestamps;
 mod status_api;
 mod storage_api;
 mod storage_failure;
+mod tiers;
 mod unknown_parameters;
 mod upgrade;
 mod watchdog;

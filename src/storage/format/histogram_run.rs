@@ -52,6 +52,17 @@ pub fn any(ks: &fjall::Keyspace) -> Result<bool> {
     }
 }
 
+/// Whether `ks` holds a histogram run of one series.
+///
+/// # Errors
+/// Engine errors.
+pub fn any_of(ks: &fjall::Keyspace, bucket: u16, id: SeriesId) -> Result<bool> {
+    match ks.prefix(keys::histogram_series_prefix(bucket, id)).next() {
+        Some(guard) => guard.into_inner().map(|_| true).map_err(StorageError::from),
+        None => Ok(false),
+    }
+}
+
 /// The histogram samples of a series in `[start, end]` from one keyspace, appended to `out`
 /// ascending. Reads from the newest run starting at or before `end` back to the first run that
 /// starts at or before `start`.

@@ -11,6 +11,7 @@
 //! | `series_by_labels`  | `md5 [16]` `series_id u64` (a second label set, same md5)  | empty                       |
 //! | `wal`               | group-commit sequence number `u64`                         | the group's samples (`wal`) |
 //! | `points_`, `chunks_`| `bucket u16` `series_id u64` `u64::MAX - first ts_ms`      | a run of samples (`run`, `compact_run`) |
+//! | `chunks_`           | `0x2000 + bucket u16` `series_id u64` `u64::MAX - interval_ms` | the series' points of one tier (`tier_run`) |
 //! | `points_`, `chunks_`| `0x4000 + bucket u16` `series_id u64` `u64::MAX - ts_ms` | start timestamp from `ts_ms` on (`start_ts`) |
 //! | `points_`, `chunks_`| `0x8000 + bucket u16` `series_id u64` `u64::MAX - first ts_ms` | histogram run (`histogram_run`) |
 //! | `points_`, `chunks_`| `0xFFFF` `series_id u64` (window index: series has data)   | empty                       |
@@ -52,6 +53,11 @@ const _: () = assert!((HISTOGRAM_FAMILY + MAX_BUCKETS).to_be_bytes()[0] < INDEX_
 pub const START_FAMILY: u16 = 0x4000;
 const _: () = assert!((MAX_BUCKETS as u32) <= START_FAMILY as u32);
 const _: () = assert!(((START_FAMILY + MAX_BUCKETS) as u32) <= HISTOGRAM_FAMILY as u32);
+/// Added to the bucket in the keys of tier rows (see `tier_run.rs`), which only sealed windows
+/// hold: sorted after every float run and before every start-timestamp row.
+pub const TIER_FAMILY: u16 = 0x2000;
+const _: () = assert!((MAX_BUCKETS as u32) <= TIER_FAMILY as u32);
+const _: () = assert!(((TIER_FAMILY + MAX_BUCKETS) as u32) <= START_FAMILY as u32);
 /// Length of a point key.
 pub const POINT_KEY_LEN: usize = 18;
 /// Length of the `bucket, series_id` prefix shared by a series' point keys.
@@ -167,6 +173,23 @@ pub fn histogram_bucket(field: u16) -> Option<u16> {
 /// histogram.
 pub fn histogram_family_bounds() -> ([u8; 2], [u8; 2]) {
     (HISTOGRAM_FAMILY.to_be_bytes(), (HISTOGRAM_FAMILY + MAX_BUCKETS).to_be_bytes())
+}
+
+/// The key of the tier row of series `series_id` in `bucket` (`< MAX_BUCKETS`) holding its
+/// points of `interval_ms` in a sealed window: a point key in the tier family, the interval in
+/// place of the timestamp.
+pub fn tier_key(bucket: u16, series_id: u64, interval_ms: i64) -> [u8; POINT_KEY_LEN] {
+    point_key(TIER_FAMILY + bucket, series_id, interval_ms)
+}
+
+/// The prefix shared by the tier row keys of a series.
+pub fn tier_series_prefix(bucket: u16, series_id: u64) -> [u8; SERIES_PREFIX_LEN] {
+    series_prefix(TIER_FAMILY + bucket, series_id)
+}
+
+/// The bucket of a tier key's bucket field (`None` for any other family's).
+pub fn tier_bucket(field: u16) -> Option<u16> {
+    field.checked_sub(TIER_FAMILY).filter(|b| *b < MAX_BUCKETS)
 }
 
 /// The key of the start-timestamp row of series `series_id` in `bucket` (`< MAX_BUCKETS`) at

@@ -1,6 +1,6 @@
 //! Formats: the bytes of every key and row saltdb writes, and the reading and writing of one row
 //! family at a time: keys and tables ([`keys`]), the manifest, hot runs of samples and of native
-//! histograms, sealed chunks, start timestamps and exemplar rows. The byte layouts are specified
+//! histograms, sealed chunks, downsampled tier rows, start timestamps and exemplar rows. The byte layouts are specified
 //! in `docs/format.md`.
 //!
 //! Owns: encodings (pure, in [`keys`] and [`chunk`]) and the row-level reads and writes of each
@@ -17,4 +17,5 @@ pub mod keys;
 pub mod manifest;
 pub(super) mod run;
 pub(super) mod start_ts;
+pub(super) mod tier_rows;
 pub mod tier_run;

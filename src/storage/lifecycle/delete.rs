@@ -3,7 +3,8 @@
 //! Runs on the writer thread (no commit in flight) while the caller holds the seal lock (no seal
 //! reads the rows being removed), so the deletion is one consistent step per window:
 //! - a run (hot) or chunk (sealed) holding samples in the range is rewritten without them
-//!   (removed when nothing is left); its key follows its new first timestamp;
+//!   (removed when nothing is left); its key follows its new first timestamp; a sealed series'
+//!   tier rows are rebuilt from the samples left (removed when none are);
 //! - the head was flushed first (the writer does that before every deletion);
 //! - a series left without samples in a window loses its window-index row and its window
 //!   postings there, so series and label queries stop listing it for that window.
@@ -18,6 +19,7 @@ use crate::storage::format::histogram_run;
 use crate::storage::format::keys;
 use crate::storage::format::run;
 use crate::storage::format::start_ts;
+use crate::storage::format::tier_rows;
 use crate::storage::index::postings;
 use crate::storage::series_id::SeriesId;
 use crate::storage::shared::Shared;
@@ -82,6 +84,9 @@ pub fn delete_in_window(
         let keyspaces = w.points.iter().map(|ks| (ks, true)).chain(w.chunks.as_ref().map(|(_, ks)| (ks, false)));
         for (ks, hot) in keyspaces {
             let mut buf = Vec::new();
+            // A sealed window's samples of the series left, newest row first, and whether any
+            // were removed: its tier rows are then rebuilt from what is left.
+            let (mut left_rows, mut removed) = (Vec::new(), false);
             for guard in ks.prefix(prefix) {
                 let (key, value) = guard.into_inner()?;
                 let mut samples: Vec<Sample> = Vec::new();
@@ -91,6 +96,7 @@ pub fn delete_in_window(
                 if samples.len() < before {
                     out.samples += (before - samples.len()) as u64;
                     out.chunks += u64::from(!hot);
+                    removed |= !hot;
                     let new_key = samples.first().map(|s| keys::point_key(bucket, id, s.timestamp_ms));
                     // Removing and inserting one key in one batch would give both the same
                     // sequence number: remove only a key that is not rewritten.
@@ -109,6 +115,13 @@ pub fn delete_in_window(
                     }
                 }
                 present |= !samples.is_empty();
+                if !hot {
+                    left_rows.push(samples);
+                }
+            }
+            if removed {
+                let left: Vec<Sample> = left_rows.into_iter().rev().flatten().collect();
+                tier_rows::rebuild_series(&mut batch, ks, (bucket, id), &left, &mut buf)?;
             }
             if sh.histograms_stored() {
                 let (removed, left) = histogram_run::delete_range(&mut batch, ks, bucket, id, (start, end))?;

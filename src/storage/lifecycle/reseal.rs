@@ -35,6 +35,7 @@ use crate::storage::format::chunk::{CHUNK_SAMPLES, ZSTD_LEVEL};
 use crate::storage::format::histogram_run;
 use crate::storage::format::keys;
 use crate::storage::format::run;
+use crate::storage::format::tier_rows;
 use crate::storage::index::postings;
 use crate::storage::series_id::SeriesId;
 use crate::storage::shared::Shared;
@@ -105,7 +106,14 @@ impl<'a> Pass<'a> {
             chunks,
             batch: Self::new_batch(sh),
             sealed_samples,
-            outcome: SealOutcome { start_ms, series: 0, samples: 0, chunks: 0, swap: SealSwap::WindowGone },
+            outcome: SealOutcome {
+                start_ms,
+                series: 0,
+                samples: 0,
+                chunks: 0,
+                tier_rows: 0,
+                swap: SealSwap::WindowGone,
+            },
             buf: Vec::new(),
         })
     }
@@ -138,6 +146,16 @@ impl<'a> Pass<'a> {
             self.batch.insert(self.chunks, key, self.buf.clone());
             new_keys.push(key);
         }
+        // The tier rows follow the chunks in the same batch: those the window has for the
+        // series, and for a series new to the window those of the configured intervals.
+        let mut intervals = tier_rows::intervals_of(self.chunks, bucket, id)?;
+        if old.is_empty() {
+            intervals.extend_from_slice(&self.sh.tier_intervals_ms);
+            intervals.sort_unstable();
+            intervals.dedup();
+        }
+        self.outcome.tier_rows +=
+            tier_rows::put_series(&mut self.batch, self.chunks, (bucket, id), &merged, &intervals, &mut self.buf)?;
         // A key rewritten in this batch must not also be removed in it (same sequence number).
         for key in old_keys {
             if !new_keys.iter().any(|k| k.as_slice() == &*key) {

@@ -1,5 +1,6 @@
 //! Sealing: rewriting a closed window's hot runs into a new generation of Gorilla+zstd chunks,
-//! one series at a time. Restartable and idempotent: the new generation is invisible until the
+//! one series at a time, with each series' downsampled tier rows beside its chunks (for the
+//! configured intervals; a series with native histograms in the window gets none). Restartable and idempotent: the new generation is invisible until the
 //! writer thread marks it in the manifest (see `write/mod.rs`), so a crash at any point loses nothing
 //! and duplicates nothing. A window already sealed, whose overlay holds late samples, is not
 //! rewritten: only the overlay's series are merged into its visible chunks (see `reseal.rs`).
@@ -14,6 +15,7 @@ use crate::storage::format::chunk;
 use crate::storage::format::histogram_run;
 use crate::storage::format::keys;
 use crate::storage::format::start_ts;
+use crate::storage::format::tier_rows;
 use crate::storage::index::postings;
 use crate::storage::index::series;
 use crate::storage::read::select::{read_histograms, read_series, universe};
@@ -50,6 +52,8 @@ pub struct SealOutcome {
     pub samples: usize,
     /// Chunks written.
     pub chunks: usize,
+    /// Tier rows written (see `format/tier_rows.rs`).
+    pub tier_rows: usize,
     /// How the swap ended.
     pub swap: SealSwap,
 }
@@ -113,7 +117,8 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
 fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) -> Result<SealOutcome> {
     let start_ms = w.start_ms;
     let ids = universe(std::slice::from_ref(w))?;
-    let mut outcome = SealOutcome { start_ms, series: 0, samples: 0, chunks: 0, swap: SealSwap::WindowGone };
+    let mut outcome =
+        SealOutcome { start_ms, series: 0, samples: 0, chunks: 0, tier_rows: 0, swap: SealSwap::WindowGone };
     let mut batch = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
     let mut buf = Vec::new();
     let mut index = postings::PostingsBuilder::default();
@@ -138,6 +143,10 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
                 .map_err(|_| StorageError::Corrupt { what: "unsorted samples while sealing" })?;
             batch.insert(chunks_ks, keys::point_key(bucket, id, head.timestamp_ms), buf.clone());
             outcome.chunks += 1;
+        }
+        if histograms.is_empty() {
+            outcome.tier_rows +=
+                tier_rows::put_series(&mut batch, chunks_ks, (bucket, id), &samples, &sh.tier_intervals_ms, &mut buf)?;
         }
         outcome.series += 1;
         outcome.samples += samples.len();

@@ -3,7 +3,8 @@
 //! matchers and a time range into series with their samples: windows overlapping the range,
 //! candidate ids from their postings, then per bucket, in parallel, labels checked and runs,
 //! chunks and the head read; `stream` feeds a reduced selection's series to their sinks window by
-//! window instead of collecting them. [`cardinality`] counts series per metric and label over a
+//! window instead of collecting them; `tiers` answers a selection in downsampled points, from tier
+//! rows where sealed windows have them. [`cardinality`] counts series per metric and label over a
 //! time range from the same windows' postings.
 //!
 //! Owns: reading. Uses `format/` and `index/` to decode, the window registry
@@ -14,3 +15,4 @@ pub(super) mod cardinality;
 pub mod querier;
 pub(super) mod select;
 mod stream;
+pub(super) mod tiers;

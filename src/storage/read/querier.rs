@@ -15,6 +15,7 @@ use crate::matcher::Matcher;
 use crate::sample::{Sample, SeriesSamples};
 use crate::storage::error::{Result, StorageError};
 use crate::storage::format::start_ts::SeriesStarts;
+use crate::tier::FloatPoint;
 
 /// A transformation applied to each selected series where it is read (see [`Querier::select`]).
 pub type SeriesMap<'a> = &'a (dyn Fn(&mut SeriesSamples) + Sync);
@@ -27,6 +28,24 @@ pub trait SampleSink {
     fn feed(&mut self, batch: &[Sample]);
     /// What the series keeps, once every sample was fed.
     fn finish(self: Box<Self>) -> Vec<Sample>;
+}
+
+/// One series' tier points (see [`Querier::select_points`]): `(end, point)` per interval
+/// `(end - interval, end]` holding samples of the series, ascending by end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesPoints {
+    /// The series identity.
+    pub labels: Labels,
+    /// The points, ascending by interval end.
+    pub points: Vec<(i64, FloatPoint)>,
+}
+
+/// The points of `samples` (ascending, one series) for the intervals of `interval_ms` ending in
+/// `[first_end, last_end]`: what [`Querier::select_points`] answers, computed from raw samples.
+pub fn points_in(samples: &[Sample], interval_ms: i64, (first_end, last_end): (i64, i64)) -> Vec<(i64, FloatPoint)> {
+    let lo = samples.partition_point(|s| s.timestamp_ms <= first_end.saturating_sub(interval_ms));
+    let hi = samples.partition_point(|s| s.timestamp_ms <= last_end);
+    crate::tier::points_of(samples.get(lo..hi).unwrap_or_default(), interval_ms)
 }
 
 /// Makes the [`SampleSink`] of each series a reduced selection reads.
@@ -123,6 +142,36 @@ pub trait Querier: Send + Sync {
     /// ClickHouse backend): nothing may be kept.
     fn immutable_before(&self) -> Option<(i64, u64)> {
         None
+    }
+
+    /// The intervals (ms, ascending) of the downsampled tiers [`Querier::select_points`] can
+    /// answer from stored points; empty (the default) when this backend keeps none.
+    fn tier_intervals(&self) -> Vec<i64> {
+        Vec::new()
+    }
+
+    /// Every series matching all `matchers` with a sample in `(first_end - interval_ms,
+    /// last_end]`, with its points of `interval_ms` (one of [`Querier::tier_intervals`]) ending
+    /// in `[first_end, last_end]` (both multiples of `interval_ms`): for each interval
+    /// `(end - interval_ms, end]` holding samples, the [`FloatPoint`] of exactly those samples
+    /// (staleness markers included), as [`points_in`] computes it from them. Read from stored
+    /// tier points where they exist, computed from raw samples elsewhere.
+    ///
+    /// `Ok(None)` when the answer cannot be given in points (no tier of that interval, or a
+    /// matching series holds native histograms in the range): the caller reads samples. The
+    /// sample budget counts points and the raw samples read.
+    ///
+    /// # Errors
+    /// As [`Querier::select`].
+    fn select_points(
+        &self,
+        matchers: &[Matcher],
+        first_end: i64,
+        last_end: i64,
+        interval_ms: i64,
+    ) -> Result<Option<Vec<SeriesPoints>>> {
+        let _ = (matchers, first_end, last_end, interval_ms);
+        Ok(None)
     }
 
     /// Warnings about what this querier's answers lack so far (a backend answering partially
@@ -284,13 +333,21 @@ pub trait Querier: Send + Sync {
 pub struct MemQuerier {
     series: Vec<SeriesSamples>,
     starts: Vec<SeriesStarts>,
+    tiers: Vec<i64>,
 }
 
 impl MemQuerier {
     /// Wraps `series`; each one's samples and histograms must be sorted by strictly ascending
     /// timestamp.
     pub fn new(series: Vec<SeriesSamples>) -> Self {
-        Self { series, starts: Vec::new() }
+        Self { series, starts: Vec::new(), tiers: Vec::new() }
+    }
+
+    /// Answers [`Querier::select_points`] for tiers of these intervals (ms, ascending), with
+    /// points computed from the held samples.
+    pub fn with_tiers(mut self, intervals_ms: Vec<i64>) -> Self {
+        self.tiers = intervals_ms;
+        self
     }
 
     /// Adds start timestamps: per series (by labels), its change points, ascending.
@@ -335,6 +392,32 @@ fn truncated<T>(mut v: Vec<T>, limit: Option<usize>) -> Vec<T> {
 }
 
 impl Querier for MemQuerier {
+    fn tier_intervals(&self) -> Vec<i64> {
+        self.tiers.clone()
+    }
+
+    fn select_points(
+        &self,
+        matchers: &[Matcher],
+        first_end: i64,
+        last_end: i64,
+        interval_ms: i64,
+    ) -> Result<Option<Vec<SeriesPoints>>> {
+        if !self.tiers.contains(&interval_ms) {
+            return Ok(None);
+        }
+        let lo = first_end.saturating_sub(interval_ms).saturating_add(1);
+        let mut out = Vec::new();
+        for s in self.matching(matchers, lo, last_end) {
+            if !s.histograms.is_empty() {
+                return Ok(None);
+            }
+            let points = points_in(&s.samples, interval_ms, (first_end, last_end));
+            out.push(SeriesPoints { labels: s.labels, points });
+        }
+        Ok(Some(out))
+    }
+
     fn start_timestamps(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesStarts>> {
         let wanted: Vec<crate::labels::Labels> = self.matching(matchers, start_ms, end_ms).map(|s| s.labels).collect();
         Ok(self

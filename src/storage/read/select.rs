@@ -89,7 +89,7 @@ pub fn accepted_ids(sh: &Shared, sel: &Selection, start_ms: i64, end_ms: i64) ->
 
 /// The labels of a candidate when it passes every matcher; `None` when it does not, or when its
 /// series row is gone (retention removed the series after the candidates were read).
-fn accepted_labels(sh: &Shared, sel: &Selection, id: SeriesId) -> Result<Option<Labels>> {
+pub(super) fn accepted_labels(sh: &Shared, sel: &Selection, id: SeriesId) -> Result<Option<Labels>> {
     Ok(sh.labels.get(&sh.series, id)?.filter(|labels| sel.accepts(labels)))
 }
 
@@ -255,7 +255,7 @@ fn dense(ids: &[SeriesId], buckets: u16) -> bool {
 }
 
 /// Groups ids by bucket, in bucket order.
-fn by_bucket(sh: &Shared, ids: &[SeriesId]) -> Vec<(u16, Vec<SeriesId>)> {
+pub(super) fn by_bucket(sh: &Shared, ids: &[SeriesId]) -> Vec<(u16, Vec<SeriesId>)> {
     let mut groups: BTreeMap<u16, Vec<SeriesId>> = BTreeMap::new();
     for &id in ids {
         groups.entry(sh.bucketing.bucket(id)).or_default().push(id);

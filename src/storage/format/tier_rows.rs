@@ -1,0 +1,105 @@
+//! Tier rows: a sealed window's downsampled points, one row per (series, interval) holding the
+//! series' points of that interval in the window as one tier run ([`super::tier_run`]), keyed
+//! by [`keys::tier_key`].
+//!
+//! Invariant: a tier row of a series holds exactly [`tier::points_of`] of the series' float
+//! samples in the window's chunks (staleness markers included), for a series without native
+//! histograms there. Whoever rewrites a series' chunks rewrites its tier rows in the same batch
+//! ([`put_series`] or [`rebuild_series`]), so the two never disagree once the batch is visible.
+//!
+//! A window `[start, start + W)` with intervals dividing `W` has a point ending at `start`
+//! holding only a sample at `start`; the window before has a point with the same end holding
+//! its samples after `start - interval`. Readers merge the two, earlier first.
+
+use crate::sample::Sample;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::format::keys;
+use crate::storage::format::tier_run;
+use crate::storage::series_id::SeriesId;
+use crate::tier::{self, FloatPoint};
+
+fn corrupt(_: tier_run::TierRunError) -> StorageError {
+    StorageError::Corrupt { what: "tier run" }
+}
+
+/// Writes (into `batch`, for `ks`) the tier rows of one series for each of `intervals_ms`,
+/// cut from its float `samples` (ascending, the whole of the series in the window); an interval
+/// whose points would be empty (no samples) has its row removed. Returns the rows written.
+///
+/// # Errors
+/// [`StorageError::Corrupt`] when the samples are not ascending (the codec refuses them).
+pub fn put_series(
+    batch: &mut fjall::OwnedWriteBatch,
+    ks: &fjall::Keyspace,
+    (bucket, id): (u16, SeriesId),
+    samples: &[Sample],
+    intervals_ms: &[i64],
+    buf: &mut Vec<u8>,
+) -> Result<usize> {
+    let mut rows = 0;
+    for &interval in intervals_ms {
+        let key = keys::tier_key(bucket, id, interval);
+        let points = tier::points_of(samples, interval);
+        if points.is_empty() {
+            batch.remove(ks, key);
+            continue;
+        }
+        buf.clear();
+        tier_run::encode(interval, &points, buf).map_err(corrupt)?;
+        batch.insert(ks, key, buf.clone());
+        rows += 1;
+    }
+    Ok(rows)
+}
+
+/// The intervals (ms, ascending) of the tier rows `ks` holds for a series.
+///
+/// # Errors
+/// Engine errors.
+pub fn intervals_of(ks: &fjall::Keyspace, bucket: u16, id: SeriesId) -> Result<Vec<i64>> {
+    let mut out = Vec::new();
+    for guard in ks.prefix(keys::tier_series_prefix(bucket, id)) {
+        let key = guard.key()?;
+        if let Some((_, _, interval)) = keys::decode_point_key(&key) {
+            out.push(interval);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// Rewrites the tier rows `ks` already holds for a series from its new `samples` (after a
+/// deletion rewrote its chunks); nothing when it holds none. Returns the rows written.
+///
+/// # Errors
+/// As [`put_series`], and engine errors.
+pub fn rebuild_series(
+    batch: &mut fjall::OwnedWriteBatch,
+    ks: &fjall::Keyspace,
+    (bucket, id): (u16, SeriesId),
+    samples: &[Sample],
+    buf: &mut Vec<u8>,
+) -> Result<usize> {
+    let intervals = intervals_of(ks, bucket, id)?;
+    put_series(batch, ks, (bucket, id), samples, &intervals, buf)
+}
+
+/// The points of one series' tier row of `interval_ms` in `ks`, ascending by end; `None` when
+/// there is no such row.
+///
+/// # Errors
+/// Engine errors; [`StorageError::Corrupt`] for a row that does not decode or whose interval is
+/// not the one its key names.
+pub fn read(
+    ks: &fjall::Keyspace,
+    bucket: u16,
+    id: SeriesId,
+    interval_ms: i64,
+) -> Result<Option<Vec<(i64, FloatPoint)>>> {
+    let Some(bytes) = ks.get(keys::tier_key(bucket, id, interval_ms))? else { return Ok(None) };
+    let (interval, points) = tier_run::decode(&bytes).map_err(corrupt)?;
+    if interval != interval_ms {
+        return Err(StorageError::Corrupt { what: "tier run interval" });
+    }
+    Ok(Some(points))
+}

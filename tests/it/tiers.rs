@@ -1,0 +1,229 @@
+//! Downsampled tiers in a real data directory: a seal writes each series' tier rows beside its
+//! chunks, and a selection in points reads them, stitched with points cut from raw samples where
+//! a window has no tier row (hot windows, the head, late samples, deleted ranges), equal to the
+//! points of every raw sample.
+
+use proptest::prelude::*;
+use saltdb::labels::Labels;
+use saltdb::matcher::{MatchOp, Matcher};
+use saltdb::sample::{Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
+use saltdb::storage::{points_in, Querier, ReadLimits, SeriesPoints, Storage, StorageError};
+use saltdb::tier::FloatPoint;
+
+use crate::common::*;
+
+const DAY: i64 = 86_400_000;
+const FIVE_MIN: i64 = 300_000;
+const HOUR: i64 = 3_600_000;
+const W0: i64 = 19_600 * DAY; // a window start in 2023
+
+fn every() -> Vec<Matcher> {
+    vec![Matcher::new(MatchOp::RegexMatch, "__name__", ".+").unwrap()]
+}
+
+fn batch(series: &[(String, Vec<(i64, f64)>)]) -> WriteBatch {
+    WriteBatch {
+        series: series
+            .iter()
+            .map(|(name, pts)| SeriesSamples {
+                labels: Labels::from_pairs([("__name__", "tiered"), ("s", name.as_str())]).unwrap(),
+                samples: pts.iter().map(|&(t, v)| Sample::new(t, v)).collect(),
+                histograms: Vec::new(),
+            })
+            .collect(),
+    }
+}
+
+/// Up to four series over three days at a 15 s-ish scrape: counters with resets, decimal gauges,
+/// any float, staleness markers, gaps.
+fn arb_series() -> impl Strategy<Value = Vec<(String, Vec<(i64, f64)>)>> {
+    let value = prop_oneof![
+        6 => (-10_000i64..10_000).prop_map(|v| v as f64 / 100.0),
+        1 => any::<u64>().prop_map(f64::from_bits),
+        1 => Just(f64::from_bits(STALE_NAN_BITS)),
+        1 => Just(0.0),
+    ];
+    let gaps = proptest::collection::vec((1i64..60, value), 1..1200);
+    proptest::collection::vec((1i64..400, gaps), 1..5).prop_map(|ss| {
+        ss.into_iter()
+            .enumerate()
+            .map(|(i, (stride, pts))| {
+                let stride = stride * 15_000 / 7; // 2 s .. 14 min between samples
+                let mut t = W0;
+                let samples = pts
+                    .into_iter()
+                    .map(|(gap, v)| {
+                        t += gap * stride / 4 + 1;
+                        (t.min(W0 + 3 * DAY - 1), v)
+                    })
+                    .collect::<std::collections::BTreeMap<_, _>>();
+                // Samples at window starts: the point ending there is merged from two windows.
+                let mut samples = samples;
+                for k in 1..3 {
+                    if i % 2 == 0 || samples.range(..W0 + k * DAY).next_back().is_some_and(|(_, &v)| v > 0.0) {
+                        samples.insert(W0 + k * DAY, k as f64);
+                    }
+                }
+                (format!("s{i}"), samples.into_iter().collect())
+            })
+            .collect()
+    })
+}
+
+fn sorted(mut v: Vec<SeriesPoints>) -> Vec<SeriesPoints> {
+    v.sort_by_key(|a| a.labels.to_string());
+    v
+}
+
+/// The points of every raw sample of the range, series by series.
+fn reference(s: &Storage, (first_end, last_end): (i64, i64), interval: i64) -> Vec<SeriesPoints> {
+    let raw = s.select(&every(), first_end - interval + 1, last_end, usize::MAX).unwrap();
+    sorted(
+        raw.into_iter()
+            .map(|r| SeriesPoints { points: points_in(&r.samples, interval, (first_end, last_end)), labels: r.labels })
+            .filter(|p| !p.points.is_empty())
+            .collect(),
+    )
+}
+
+/// Equal points: counts, samples, flags, extremes and exact moments to the bit; float sums and
+/// moments within rounding (merged in another order, or rebuilt from exact integers).
+fn same(a: &FloatPoint, b: &FloatPoint) -> Result<(), String> {
+    let exact = |p: &FloatPoint| {
+        (
+            p.count,
+            (p.first.timestamp_ms, p.first.value.to_bits()),
+            (p.last.timestamp_ms, p.last.value.to_bits()),
+            p.before_last.map(|s| (s.timestamp_ms, s.value.to_bits())),
+            p.ends_stale,
+            (p.min.to_bits(), p.min_ts, p.max.to_bits(), p.max_ts),
+            (p.constant, p.resets, p.changes, p.x_sum_ms, p.x_sq_ms),
+        )
+    };
+    if exact(a) != exact(b) {
+        return Err(format!("{:?} != {:?}", exact(a), exact(b)));
+    }
+    let close = |x: f64, y: f64, scale: f64| {
+        x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-9 * scale.max(1.0)
+    };
+    let scale = a.min.abs().max(a.max.abs()) * a.count as f64;
+    let checks = [
+        ("sum", a.sum_value(), b.sum_value(), scale),
+        ("m2", a.m2, b.m2, scale * scale),
+        ("sxy", a.sxy, b.sxy, scale * 1e9),
+        ("reset_sum", a.reset_sum, b.reset_sum, scale),
+    ];
+    for (name, x, y, scale) in checks {
+        if !close(x, y, scale) {
+            return Err(format!("{name}: {x} != {y}"));
+        }
+    }
+    Ok(())
+}
+
+fn check(s: &Storage, range: (i64, i64), interval: i64) -> Result<(), TestCaseError> {
+    let got = s.querier(ReadLimits::none()).select_points(&every(), range.0, range.1, interval).unwrap();
+    let got = sorted(got.expect("a storage with this tier answers in points"));
+    let want = reference(s, range, interval);
+    prop_assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        prop_assert_eq!(&g.labels, &w.labels);
+        prop_assert_eq!(
+            g.points.iter().map(|p| p.0).collect::<Vec<_>>(),
+            w.points.iter().map(|p| p.0).collect::<Vec<_>>()
+        );
+        for ((end, a), (_, b)) in g.points.iter().zip(&w.points) {
+            if let Err(e) = same(a, b) {
+                return Err(TestCaseError::fail(format!("{} at {end}: {e}", g.labels)));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn tiered(dir: &std::path::Path) -> Storage {
+    let mut c = storage_config(dir);
+    c.tier_intervals_ms = vec![FIVE_MIN, HOUR];
+    Storage::open(c).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10))]
+
+    #[test]
+    fn points_read_across_sealed_hot_late_and_deleted_data_equal_the_points_of_the_raw_samples(
+        series in arb_series(),
+        late in proptest::collection::vec((0..DAY, -1000i64..1000), 0..30),
+        ends in proptest::collection::vec((0i64..3 * 24, 1i64..3 * 24), 3),
+        deleted in (0..3 * DAY, 0..DAY),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = tiered(dir.path());
+        s.write(batch(&series)).unwrap();
+        // The first two windows sealed with their tiers (where the series reach them), the third hot.
+        let sealed = s.seal_due(W0 + 2 * DAY, 0).unwrap();
+        prop_assert!(!sealed.is_empty());
+        prop_assert!(sealed.iter().any(|o| o.tier_rows > 0));
+        let ranges: Vec<(i64, i64)> = ends.iter().map(|&(a, n)| (W0 + a * HOUR, W0 + (a + n).min(3 * 24) * HOUR)).collect();
+        let check_all = |s: &Storage| -> Result<(), TestCaseError> {
+            for &(a, b) in &ranges {
+                check(s, (a, b.max(a)), HOUR)?;
+                check(s, (a + FIVE_MIN, b.max(a + FIVE_MIN)), FIVE_MIN)?;
+            }
+            check(s, (W0, W0 + 3 * DAY), FIVE_MIN)
+        };
+        check_all(&s)?;
+        // Late samples of the first window: read raw (overlay) until re-sealed, then from
+        // re-built tier rows.
+        let late: Vec<(String, Vec<(i64, f64)>)> = vec![(
+            "s0".into(),
+            late.iter().map(|&(t, v)| (W0 + t, v as f64 / 10.0)).collect::<std::collections::BTreeMap<_, _>>().into_iter().collect(),
+        )];
+        if !late[0].1.is_empty() {
+            s.write(batch(&late)).unwrap();
+            check_all(&s)?;
+            s.flush_head().unwrap();
+            check_all(&s)?;
+            s.seal_due(W0 + 2 * DAY, 0).unwrap();
+            check_all(&s)?;
+        }
+        // A deletion rewrites the tier rows of the sealed windows it reaches.
+        let m = vec![Matcher::new(MatchOp::Equal, "s", "s0").unwrap()];
+        s.delete_series(&m, W0 + deleted.0, W0 + deleted.0 + deleted.1).unwrap();
+        check_all(&s)?;
+        // And the tiers are read back after a restart.
+        drop(s);
+        let s = tiered(dir.path());
+        check_all(&s)?;
+    }
+}
+
+/// The sample budget counts points read from tier rows, not the raw samples they stand for: a
+/// budget too small for the raw samples of a sealed day holds its 1h points.
+#[test]
+fn a_budget_too_small_for_raw_samples_holds_their_tier_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tiered(dir.path());
+    let samples: Vec<(i64, f64)> = (0..DAY / 15_000).map(|i| (W0 + i * 15_000, i as f64)).collect();
+    s.write(batch(&[("s0".into(), samples)])).unwrap();
+    assert_eq!(s.seal_due(W0 + DAY, 0).unwrap().len(), 1);
+    let limits = || ReadLimits { max_samples: Some(100), ..ReadLimits::none() };
+    let raw = s.querier(limits()).select(&every(), W0, W0 + DAY - 1, None);
+    assert!(matches!(raw, Err(StorageError::TooManySamples { .. })), "{raw:?}");
+    let points = s.querier(limits()).select_points(&every(), W0 + HOUR, W0 + DAY, HOUR).unwrap().unwrap();
+    assert_eq!(points.len(), 1);
+    assert_eq!(points[0].points.len(), 24);
+    assert_eq!(points[0].points.iter().map(|(_, p)| p.count).sum::<u64>(), (DAY / 15_000 - 1) as u64);
+    // An interval without a tier is not answered in points.
+    assert!(s.querier(limits()).select_points(&every(), W0 + 60_000, W0 + DAY, 60_000).unwrap().is_none());
+}
+
+/// A tier interval must divide the window length.
+#[test]
+fn an_interval_that_does_not_divide_the_window_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = storage_config(dir.path());
+    c.tier_intervals_ms = vec![7 * 60_000];
+    let err = Storage::open(c).err().expect("refused");
+    assert!(err.to_string().contains("420000 ms"), "{err}");
+}
