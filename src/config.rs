@@ -219,6 +219,13 @@ pub struct ServeArgs {
     /// How long samples are kept; whole windows older than this are dropped. `0` keeps forever.
     #[arg(long, default_value = "30d", value_parser = parse_duration)]
     pub retention: i64,
+    /// Downsampled tiers to build beside the raw samples, as intervals separated by commas (e.g.
+    /// `5m,1h`): each sealed window gets, per series and interval, the aggregates every range
+    /// function needs, and range queries whose steps and ranges are whole intervals read them
+    /// instead of every raw sample (`max_source_resolution` chooses). Each interval must divide
+    /// --window. Raw samples are kept for the whole retention. Embedded storage only.
+    #[arg(long, value_delimiter = ',', value_parser = parse_positive_duration)]
+    pub downsample: Vec<i64>,
     /// Samples further ahead of the server's clock than this are refused with 400 (the whole
     /// request, like samples older than retention). `0` accepts any timestamp up to 2262.
     /// The default is VictoriaMetrics' bound; Prometheus 2.42 has none.
@@ -480,6 +487,9 @@ pub enum StorageKind {
 /// Flags that are individually valid but cannot work together, or files that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// `--downsample` with `--storage clickhouse`, which keeps no tiers.
+    #[error("--downsample works with the embedded storage only; --storage clickhouse keeps raw samples")]
+    TiersOnClickHouse,
     /// `--storage clickhouse` without shards.
     #[error("--storage clickhouse needs --clickhouse-url (the shards' HTTP URLs, comma-separated)")]
     NoClickHouseShards,
@@ -614,6 +624,7 @@ impl ServeArgs {
         storage.window_ms = self.window;
         storage.retention_ms = (self.retention > 0).then_some(self.retention);
         storage.max_future_ms = (self.max_future > 0).then_some(self.max_future);
+        storage.tier_intervals_ms.clone_from(&self.downsample);
         storage.fsync = self.fsync;
         let cache_bytes = match self.series_cache {
             MemorySize::Auto => auto_series_cache_bytes(),
@@ -642,6 +653,9 @@ impl ServeArgs {
             StorageKind::ClickHouse => {
                 if self.clickhouse_url.iter().all(|u| u.trim().is_empty()) {
                     return Err(ConfigError::NoClickHouseShards);
+                }
+                if !self.downsample.is_empty() {
+                    return Err(ConfigError::TiersOnClickHouse);
                 }
                 let shards: Vec<Vec<String>> = self
                     .clickhouse_url

@@ -17,8 +17,8 @@
 //! `promql::functions::tier_rollup` turns a point into each function's value; its tests
 //! check both, against the raw samples.
 //!
-//! Not yet here: native histograms, and the server building, storing and reading tiers (the
-//! tier-run format is in `storage::format::tier_run`).
+//! Stored by `storage::format::tier_rows` (a seal writes them, `Querier::select_points` reads
+//! them); not yet here: native histograms.
 
 pub mod point;
 
