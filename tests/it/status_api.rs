@@ -338,6 +338,7 @@ fn storage_status_reports_buckets_head_and_settings() {
     assert_eq!(d["head"]["maxBytes"], 1u64 << 30);
     assert_eq!(d["windowMs"], 86_400_000);
     assert_eq!(d["retentionMs"], 90 * 86_400_000i64);
+    assert_eq!(d["tierIntervalsMs"], serde_json::json!([]));
     assert_eq!(d["seriesCreated"], 20);
     assert!(d["tableBytes"].as_object().unwrap().contains_key("series"));
     saltdb.stop();

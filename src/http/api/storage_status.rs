@@ -1,7 +1,7 @@
 //! `GET /api/v1/status/storage`: saltdb's storage at a glance, for the web UI's storage page and
 //! operators: bucket scheme and samples written per bucket since start (the skew the bucket
-//! prefix is there to prevent), the in-memory head, window length, retention, bytes on disk per
-//! table and series counters. The windows themselves are `/api/v1/status/windows`. On
+//! prefix is there to prevent), the in-memory head, window length, retention, the intervals of
+//! the downsampled tiers seals build, bytes on disk per table and series counters. The windows themselves are `/api/v1/status/windows`. On
 //! ClickHouse: the database's layout and each server's state (answering, taking the shard's
 //! requests, and on replicated shards its replication: read-only, queue, delay, live replicas).
 
@@ -46,6 +46,7 @@ pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, Api
             },
             "windowMs": config.window_ms,
             "retentionMs": config.retention_ms,
+            "tierIntervalsMs": config.tier_intervals_ms,
             "diskBytes": stats.disk_bytes,
             "tableBytes": tables,
             "seriesCreated": stats.series_created,
