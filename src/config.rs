@@ -706,6 +706,7 @@ impl ServeArgs {
                     max_scanned_samples: self.query_max_scanned_samples.max(1),
                     max_memory_bytes: self.query_max_memory,
                     timeout: std::time::Duration::from_millis(self.query_timeout.unsigned_abs()),
+                    source_resolution: crate::promql::SourceResolution::Auto,
                 },
                 max_concurrency: self.query_max_concurrency,
                 slow_query: (self.query_log_slow > 0)

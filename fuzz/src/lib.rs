@@ -298,6 +298,7 @@ fn engine() -> Engine {
         max_scanned_samples: 10_000_000,
         max_memory_bytes: 256 << 20,
         timeout: Duration::from_secs(1),
+        ..EngineOptions::default()
     })
 }
 
@@ -483,6 +484,7 @@ pub fn promql_times(data: &[u8]) {
         max_scanned_samples: 10_000_000,
         max_memory_bytes: 256 << 20,
         timeout: Duration::from_secs(5),
+        ..EngineOptions::default()
     });
     let timed_out = |r: Result<saltdb::promql::QueryResult, EvalError>| matches!(r, Err(EvalError::Timeout(_)));
     assert!(!timed_out(engine.instant(&src, &query, at)), "instant {query:?} at {at} ran into the timeout");

@@ -46,7 +46,7 @@ impl Params {
     /// For the write doors and the admin API only, where a misspelled parameter would change what
     /// is stored or deleted (`precison=s`, `strat=`). The query API's read endpoints ignore what
     /// they do not read, as Prometheus and VictoriaMetrics do: clients add their own (`nocache`,
-    /// `partial_response`, `dedup`, `max_source_resolution`, Grafana's custom parameters).
+    /// `partial_response`, `dedup`, Grafana's custom parameters).
     ///
     /// # Errors
     /// [`ApiError::BadData`].

@@ -11,6 +11,7 @@ use promql_parser::parser::{Call, Expr};
 
 use super::annotations::Annotations;
 use super::error::{EvalError, Result};
+use super::eval::tiers::SourceResolution;
 use super::eval::Query;
 use super::identity::IdentityCache;
 use super::positions::{self, Spot};
@@ -60,6 +61,8 @@ pub struct EngineOptions {
     pub max_memory_bytes: usize,
     /// Longest a query may run.
     pub timeout: Duration,
+    /// Which downsampled tiers range functions may read (`max_source_resolution`).
+    pub source_resolution: SourceResolution,
 }
 
 impl Default for EngineOptions {
@@ -70,6 +73,7 @@ impl Default for EngineOptions {
             max_scanned_samples: DEFAULT_MAX_SCANNED_SAMPLES,
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             timeout: Duration::from_secs(120),
+            source_resolution: SourceResolution::Auto,
         }
     }
 }

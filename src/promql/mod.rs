@@ -30,6 +30,7 @@ pub mod value;
 pub use annotations::{Annotation, Annotations, Position, Severity};
 pub use engine::{parse, Engine, EngineOptions, QueryResult, DEFAULT_MAX_SCANNED_SAMPLES};
 pub use error::EvalError;
+pub use eval::tiers::SourceResolution;
 pub use stats::{QueryStats, SampleStats, Timings};
 pub use value::{InstantSample, RangeSeries, Value};
 

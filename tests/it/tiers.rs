@@ -308,3 +308,113 @@ fn kill_9_while_building_tiers_loses_nothing_and_reads_no_half_tier() {
     let points = s.querier(limits).select_points(&every(), range.0, range.1, FIVE_MIN).unwrap().unwrap();
     assert_eq!(points.len(), 300);
 }
+
+/// A range query over sealed days with tiers: `rate`, `max_over_time` and `avg_over_time` at
+/// aligned steps read the tiers (an info says which) and answer as the raw samples do
+/// (`max_source_resolution=raw`); unaligned or unanswerable queries read raw; a bad value is a
+/// 400 naming the parameter.
+#[test]
+fn range_queries_over_sealed_days_read_tiers_and_answer_as_raw_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let t0 = now - now % DAY - 3 * DAY;
+    let bin = Binary::spawn(
+        dir.path(),
+        &["--retention", "0", "--ooo-grace", "0", "--maintenance-interval", "200ms", "--downsample", "5m,1h"],
+    );
+    // Two days at 15 s: counters with resets, decimal gauges, a series that stops halfway.
+    let mut body = String::new();
+    for host in 0..6 {
+        let n = if host == 5 { 2880 } else { 11_520 };
+        let ts: Vec<i64> = (0..n).map(|i| t0 + i as i64 * 15_000 + host * 1_000).collect();
+        let counter: Vec<f64> = (0..n).map(|i| ((i % 3_000) * (host as usize + 1)) as f64).collect();
+        let gauge: Vec<f64> = (0..n).map(|i| ((i * 7 + host as usize * 13) % 1_000) as f64 / 100.0).collect();
+        for (name, values) in [("req_total", counter), ("temp", gauge)] {
+            let metric =
+                serde_json::json!({"__name__": name, "host": format!("h{host}"), "dc": format!("dc{}", host % 2)});
+            body.push_str(&serde_json::json!({"metric": metric, "values": values, "timestamps": ts}).to_string());
+            body.push('\n');
+        }
+    }
+    assert_eq!(import(&bin.url(""), body), (204, String::new()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let windows = |base: &str| get_json(&format!("{base}/api/v1/status/windows"))["data"].clone();
+    while windows(&bin.url("")).as_array().unwrap().iter().filter(|w| w["state"] == "sealed").count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "windows never sealed: {}", windows(&bin.url("")));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let query = |q: &str, start: i64, end: i64, step: &str, extra: &str| {
+        let url = format!(
+            "{}?query={}&start={}&end={}&step={step}{extra}",
+            bin.url("/api/v1/query_range"),
+            urlencoding(q),
+            start / 1000,
+            end / 1000
+        );
+        let r = client().get(url).send().unwrap();
+        let status = r.status().as_u16();
+        (status, serde_json::from_str::<serde_json::Value>(&r.text().unwrap()).unwrap())
+    };
+    let infos = |v: &serde_json::Value| v["infos"].as_array().cloned().unwrap_or_default();
+    let (start, end) = (t0 + DAY, t0 + 3 * DAY);
+    for (q, step, tier) in [
+        ("sum by (dc) (rate(req_total[1h]))", "1h", "5m"),
+        ("max_over_time(temp[1h])", "30m", "5m"),
+        ("avg by (dc) (avg_over_time(temp[1d]))", "1d", "1h"),
+        ("increase(req_total[6h])", "6h", "1h"),
+    ] {
+        let (status, tiered) = query(q, start, end, step, "");
+        assert_eq!(status, 200, "{tiered}");
+        let said = infos(&tiered);
+        assert!(
+            said.iter().any(|i| i.as_str().unwrap().contains(&format!("read from the {tier} tier"))),
+            "{q}: {said:?}"
+        );
+        let (status, raw) = query(q, start, end, step, "&max_source_resolution=raw");
+        assert_eq!(status, 200, "{raw}");
+        assert!(infos(&raw).is_empty(), "{q}: {raw}");
+        let series = |v: &serde_json::Value| v["data"]["result"].as_array().unwrap().clone();
+        let (a, b) = (series(&tiered), series(&raw));
+        assert!(!a.is_empty(), "{q}");
+        assert_eq!(a.len(), b.len(), "{q}");
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x["metric"], y["metric"], "{q}");
+            let values = |s: &serde_json::Value| {
+                s["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| (p[0].as_f64().unwrap(), p[1].as_str().unwrap().parse::<f64>().unwrap()))
+                    .collect::<Vec<_>>()
+            };
+            let (vx, vy) = (values(x), values(y));
+            assert_eq!(vx.len(), vy.len(), "{q}");
+            for ((tx, x), (ty, y)) in vx.iter().zip(&vy) {
+                assert_eq!(tx, ty, "{q}");
+                assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{q} at {tx}: tier {x}, raw {y}");
+            }
+        }
+        // Capped below the chosen tier: the finer one, or raw.
+        let (_, capped) = query(q, start, end, step, "&max_source_resolution=5m");
+        assert!(infos(&capped).iter().all(|i| !i.as_str().unwrap().contains("1h tier")), "{q}: {capped}");
+    }
+    // Not aligned (a start 90 s off the hour), or a function tiers do not answer: raw.
+    for (q, s) in [("max_over_time(temp[1h])", start + 90_000), ("quantile_over_time(0.5, temp[1h])", start)] {
+        let (status, v) = query(q, s, end, "1h", "");
+        assert_eq!(status, 200, "{v}");
+        assert!(infos(&v).is_empty(), "{q}: {v}");
+    }
+    let (status, v) = query("rate(req_total[1h])", start, end, "1h", "&max_source_resolution=fine");
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("max_source_resolution"), "{v}");
+    bin.terminate();
+}
+
+fn urlencoding(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -105,10 +105,16 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
             opts.lookback_ms = ms;
         }
     }
+    if let Some(r) = p.get("max_source_resolution") {
+        opts.source_resolution = crate::promql::SourceResolution::parse(r)
+            .map_err(|why| ApiError::BadData(format!("invalid parameter \"max_source_resolution\": {why}")))?;
+    }
+    // The result cache keeps answers of the default resolution only.
+    let other_resolution = opts.source_resolution != crate::promql::SourceResolution::Auto;
     let timeout = opts.timeout;
     // Stats count what a whole evaluation reads: such requests are evaluated whole.
     let cached = match (&state.result_cache, kind) {
-        (Some(_), Kind::Range { .. }) if counted || p.flag("nocache") => Cached::Bypassed,
+        (Some(_), Kind::Range { .. }) if counted || other_resolution || p.flag("nocache") => Cached::Bypassed,
         (Some(_), Kind::Range { .. }) => Cached::Asked,
         _ => Cached::Off,
     };

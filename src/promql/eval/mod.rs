@@ -12,6 +12,7 @@ mod grid;
 mod intake;
 mod operators;
 mod shape;
+pub mod tiers;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -21,7 +22,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryExpr, UnaryExpr, VectorSelector};
 
-use self::grid::{PerSeries, StepSink};
+use self::grid::{PerSeries, StepSink, Stepper};
 use self::intake::Intake;
 use super::annotations::Annotations;
 use super::budget::Budget;
@@ -392,26 +393,32 @@ impl<'o> Query<'o> {
             let read = AtomicUsize::new(0);
             let series = match reduce {
                 Some(e) => {
-                    // Reduced as the samples are decoded, while they are in cache: series of
-                    // floats through a sink; the few with histograms, read whole, here.
                     let stepper = e.stepper(self);
                     let grid = (self.start, self.interval, steps);
-                    let sink =
-                        || -> Box<dyn SampleSink + '_> { Box::new(StepSink::new(stepper, grid, in_range, &read)) };
-                    let map = |s: &mut SeriesSamples| {
-                        if !s.histograms.is_empty() {
-                            read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
-                            pending.derive(s);
-                            if stats {
-                                hints::detect_unknown(s);
+                    // From a downsampled tier where one answers every step.
+                    if let Some(series) = self.read_tier(src, (node, &groups), stepper, grid, (&intake, &read))? {
+                        stepped.insert(node);
+                        series
+                    } else {
+                        // Reduced as the samples are decoded, while they are in cache: series of
+                        // floats through a sink; the few with histograms, read whole, here.
+                        let sink =
+                            || -> Box<dyn SampleSink + '_> { Box::new(StepSink::new(stepper, grid, in_range, &read)) };
+                        let map = |s: &mut SeriesSamples| {
+                            if !s.histograms.is_empty() {
+                                read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
+                                pending.derive(s);
+                                if stats {
+                                    hints::detect_unknown(s);
+                                }
+                                stepper.reduce(s, grid, in_range);
                             }
-                            stepper.reduce(s, grid, in_range);
-                        }
-                        intake.admit(s);
-                    };
-                    let series = intake.finish(select_reduced(src, &groups, (lo, hi), &sink, &map))?;
-                    stepped.insert(node);
-                    series
+                            intake.admit(s);
+                        };
+                        let series = intake.finish(select_reduced(src, &groups, (lo, hi), &sink, &map))?;
+                        stepped.insert(node);
+                        series
+                    }
                 }
                 None => {
                     // Selected samples are in `(lo, hi]`: the newest is the last one.
@@ -1197,6 +1204,54 @@ fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
         return Ok(vec![conv(&vs.matchers.matchers)?]);
     }
     vs.matchers.or_matchers.iter().map(|g| conv(g)).collect()
+}
+
+impl Query<'_> {
+    /// The step values of a rollup over a selector (`stepper`) at every step of `grid`, read
+    /// from the coarsest downsampled tier that answers them (see [`tiers::choose`]), each
+    /// series admitted by `intake` and its points counted in `read` as samples read; `None`
+    /// when no tier answers (the caller reads raw samples).
+    fn read_tier(
+        &self,
+        src: &dyn Querier,
+        (node, groups): (usize, &[Vec<Matcher>]),
+        stepper: Stepper,
+        grid: (i64, i64, usize),
+        (intake, read): (&Intake<'_>, &AtomicUsize),
+    ) -> Result<Option<Vec<SeriesSamples>>> {
+        let Stepper::Rollup(f, window) = stepper else { return Ok(None) };
+        let intervals = src.tier_intervals();
+        if intervals.is_empty() {
+            return Ok(None);
+        }
+        let Some(plan) = tiers::choose(f, window, grid, &intervals, self.opts.source_resolution) else {
+            return Ok(None);
+        };
+        let (first_end, last_end) = plan.ends;
+        let mut seen: HashSet<Labels> = HashSet::new();
+        let mut out = Vec::new();
+        for g in groups {
+            let Some(found) = src.select_points(g, first_end, last_end, plan.interval_ms)? else { return Ok(None) };
+            for points in found {
+                if !seen.insert(points.labels.clone()) {
+                    continue;
+                }
+                read.fetch_add(points.points.len(), Ordering::Relaxed);
+                let Some(mut series) = tiers::step_values(f, window, grid, points) else { return Ok(None) };
+                intake.admit(&mut series);
+                out.push(series);
+            }
+        }
+        let mut out = intake.finish(Ok(out))?;
+        sort_by_labels(&mut out);
+        let msg = format!(
+            "read from the {} tier ({} points); max_source_resolution=raw reads raw samples",
+            crate::duration::format_ms(plan.interval_ms),
+            read.load(Ordering::Relaxed)
+        );
+        self.within(node, || self.info_at(Spot::Node, msg));
+        Ok(Some(out))
+    }
 }
 
 /// [`Querier::start_timestamps`] over what [`select_series`] selects, by labels.

@@ -22,7 +22,6 @@ pub(crate) mod native_rollup;
 pub(crate) mod rollup;
 pub(crate) mod start_ts;
 pub(crate) mod stats;
-#[cfg_attr(not(test), expect(dead_code, reason = "read by the tier query path, which is being built"))]
 pub(crate) mod tier_rollup;
 pub(crate) mod transform;
 

@@ -1,0 +1,150 @@
+//! A rollup's step values read from downsampled tier points instead of raw samples (see
+//! `docs/tiers.md`): which tier a selector may read ([`choose`]) and, from the points the
+//! storage returns, each series' values at every step ([`step_values`]), the shape the
+//! preload's reduction gives (see `grid.rs`).
+
+use crate::promql::functions::rollup::Rollup;
+use crate::promql::functions::tier_rollup;
+use crate::promql::step::{grid_time, StepWindow};
+use crate::sample::{Sample, SeriesSamples};
+use crate::storage::SeriesPoints;
+
+/// Which tiers a query may read: the `max_source_resolution` request parameter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SourceResolution {
+    /// The coarsest tier [`choose`] allows.
+    #[default]
+    Auto,
+    /// Raw samples only.
+    Raw,
+    /// Tiers of at most this interval (ms).
+    Max(i64),
+}
+
+impl SourceResolution {
+    /// `auto`, `raw`, or a duration (`5m`, `1h`; `0s` is `raw`).
+    ///
+    /// # Errors
+    /// What is wrong with any other text.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "raw" => Ok(Self::Raw),
+            _ => match crate::duration::parse_ms(s) {
+                Ok(0) => Ok(Self::Raw),
+                Ok(ms) if ms > 0 => Ok(Self::Max(ms)),
+                _ => Err(format!("{s:?} is not auto, raw or a duration such as 5m or 1h")),
+            },
+        }
+    }
+
+    fn allows(self, interval_ms: i64) -> bool {
+        match self {
+            Self::Auto => true,
+            Self::Raw => false,
+            Self::Max(ms) => interval_ms <= ms,
+        }
+    }
+}
+
+/// A tier read planned for one selector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TierRead {
+    /// The tier's interval, ms.
+    pub interval_ms: i64,
+    /// The first and last interval ends the steps read.
+    pub ends: (i64, i64),
+}
+
+/// The coarsest of `intervals` (ms) from which rollup `f` over `window` at every step of
+/// `grid` (`(first, step, count)`, a range query's) is answered: one `allowed` lets read, at
+/// most a fifth of the step and half the range, and [`tier_rollup::aligned`] with the grid.
+pub(crate) fn choose(
+    f: Rollup,
+    window: StepWindow,
+    grid: (i64, i64, usize),
+    intervals: &[i64],
+    allowed: SourceResolution,
+) -> Option<TierRead> {
+    let (first, step, steps) = grid;
+    if !tier_rollup::answers(f) || steps == 0 || step <= 0 {
+        return None;
+    }
+    let interval_ms = intervals.iter().copied().filter(|&i| {
+        i > 0
+            && allowed.allows(i)
+            && i.saturating_mul(5) <= step
+            && i.saturating_mul(2) <= window.range
+            && tier_rollup::aligned(window, grid, i)
+    });
+    let interval_ms = interval_ms.max()?;
+    let (start, _) = window.bounds(first);
+    let (_, end) = window.bounds(grid_time(first, step, steps - 1));
+    Some(TierRead { interval_ms, ends: (start.saturating_add(interval_ms), end) })
+}
+
+/// One series' values of `f` at the steps of `grid` from its tier points, as a reduced
+/// series (each value stamped with its step's time); `None` when the points cannot answer.
+pub(crate) fn step_values(
+    f: Rollup,
+    window: StepWindow,
+    grid: (i64, i64, usize),
+    series: SeriesPoints,
+) -> Option<SeriesSamples> {
+    let mut samples = Vec::new();
+    tier_rollup::each_step(f, window, &series.points, grid, |i, v| {
+        samples.push(Sample::new(grid_time(grid.0, grid.1, i), v));
+    })
+    .ok()?;
+    Some(SeriesSamples { labels: series.labels, samples, histograms: Vec::new() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000;
+    const TIERS: [i64; 2] = [5 * MIN, 60 * MIN];
+
+    fn window(range: i64) -> StepWindow {
+        StepWindow { pinned: None, offset: 0, range }
+    }
+
+    #[test]
+    fn the_coarsest_allowed_aligned_tier_is_chosen() {
+        let day = 24 * 60 * MIN;
+        let grid = |step: i64| (100 * day, step, 30);
+        // 1h step, 1h range: 5m (1h is more than a fifth of the step).
+        let r = choose(Rollup::Rate, window(60 * MIN), grid(60 * MIN), &TIERS, SourceResolution::Auto);
+        assert_eq!(r, Some(TierRead { interval_ms: 5 * MIN, ends: (100 * day - 55 * MIN, 100 * day + 29 * 60 * MIN) }));
+        // 1d step and range: 1h.
+        let r = choose(Rollup::Avg, window(day), grid(day), &TIERS, SourceResolution::Auto);
+        assert_eq!(r.map(|r| r.interval_ms), Some(60 * MIN));
+        // Capped by max_source_resolution.
+        let r = choose(Rollup::Avg, window(day), grid(day), &TIERS, SourceResolution::Max(5 * MIN));
+        assert_eq!(r.map(|r| r.interval_ms), Some(5 * MIN));
+        assert_eq!(choose(Rollup::Avg, window(day), grid(day), &TIERS, SourceResolution::Raw), None);
+        // A 5m range at a 30m step: no tier is at most half the range.
+        assert_eq!(choose(Rollup::Rate, window(5 * MIN), grid(30 * MIN), &TIERS, SourceResolution::Auto), None);
+        // Unaligned start, offset or step; a function points cannot answer; an instant query.
+        let odd = (100 * day + 90_000, 60 * MIN, 30);
+        assert_eq!(choose(Rollup::Rate, window(60 * MIN), odd, &TIERS, SourceResolution::Auto), None);
+        let offset = StepWindow { pinned: None, offset: 60_000, range: 60 * MIN };
+        assert_eq!(choose(Rollup::Rate, offset, grid(60 * MIN), &TIERS, SourceResolution::Auto), None);
+        assert_eq!(choose(Rollup::Rate, window(60 * MIN), grid(61 * MIN), &TIERS, SourceResolution::Auto), None);
+        assert_eq!(choose(Rollup::Quantile, window(day), grid(day), &TIERS, SourceResolution::Auto), None);
+        assert_eq!(choose(Rollup::Rate, window(day), (100 * day, 0, 1), &TIERS, SourceResolution::Auto), None);
+    }
+
+    #[test]
+    fn max_source_resolution_is_auto_raw_or_a_duration() {
+        assert_eq!(SourceResolution::parse("auto"), Ok(SourceResolution::Auto));
+        assert_eq!(SourceResolution::parse("raw"), Ok(SourceResolution::Raw));
+        assert_eq!(SourceResolution::parse("0s"), Ok(SourceResolution::Raw));
+        assert_eq!(SourceResolution::parse("5m"), Ok(SourceResolution::Max(5 * MIN)));
+        assert_eq!(SourceResolution::parse("1h"), Ok(SourceResolution::Max(60 * MIN)));
+        for bad in ["", "fine", "-5m", "5x"] {
+            assert!(SourceResolution::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
