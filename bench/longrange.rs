@@ -120,6 +120,12 @@ impl LongRangeArgs {
         Dataset::ending_now(hosts, per_metric, self.days, self.interval.unwrap_or(interval), self.seed)
     }
 
+    /// Whether saltdb builds downsampled tiers (`--saltdb-arg=--downsample=...`): the queries
+    /// then also run on it with `max_source_resolution=raw`.
+    fn tiered(&self) -> bool {
+        self.saltdb_args.iter().any(|a| a.starts_with("--downsample"))
+    }
+
     /// saltdb's out-of-order grace: how long after a window closes it is sealed.
     fn ooo_grace_ms(&self) -> i64 {
         let mut args = self.saltdb_args.iter();
@@ -310,6 +316,26 @@ fn print_queries(targets: &[QueryTarget], results: &[(String, Vec<PerTarget>)], 
             ratio(s.and_then(|p| p.nocache.median_ms()), v.and_then(|p| p.nocache.median_ms())),
         );
     }
+    if let Some(raw) = targets.iter().position(|t| t.name == "saltdb raw") {
+        println!("\nTiers against raw on the same server (`max_source_resolution=raw`), ms: first call / median of {runs} repeats");
+        println!("| query (step) | tiers | tiers `nocache=1` | raw | raw `nocache=1` | nocache repeat: tiers / raw | first: tiers / VM nocache | nocache repeat: tiers / VM |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for (q, per) in results {
+            let at = |i: Option<usize>| i.and_then(|i| per.get(i));
+            let (s, r, v) = (at(salt), at(Some(raw)), at(vm));
+            let cell = |t: Option<&queries::Timed>| t.map_or("-".into(), queries::Timed::show);
+            println!(
+                "| {q} | {} | {} | {} | {} | {} | {} | {} |",
+                cell(s.map(|p| &p.default)),
+                cell(s.map(|p| &p.nocache)),
+                cell(r.map(|p| &p.default)),
+                cell(r.map(|p| &p.nocache)),
+                ratio(s.and_then(|p| p.nocache.median_ms()), r.and_then(|p| p.nocache.median_ms())),
+                ratio(s.and_then(|p| p.default.first_ms()), v.and_then(|p| p.nocache.first_ms())),
+                ratio(s.and_then(|p| p.nocache.median_ms()), v.and_then(|p| p.nocache.median_ms())),
+            );
+        }
+    }
     println!("\nPeak RSS during each target's first call (VmHWM reset just before; RSS before it), and the answer:");
     println!("| query | target | first call ms | peak RSS MiB | RSS before MiB | response bytes | series | points |");
     println!("|---|---|---|---|---|---|---|---|");
@@ -317,7 +343,7 @@ fn print_queries(targets: &[QueryTarget], results: &[(String, Vec<PerTarget>)], 
     for (q, per) in results {
         for (t, p) in targets.iter().zip(per) {
             // saltdb's first call is its default request, VictoriaMetrics' the `nocache=1` one.
-            let a = if t.name == "saltdb" { &p.default.first } else { &p.nocache.first };
+            let a = if t.name.starts_with("saltdb") { &p.default.first } else { &p.nocache.first };
             let status = a.error.as_ref().map_or(String::new(), |e| format!(" !! {e}"));
             println!(
                 "| {q} | {} | {}{status} | {:.1} | {:.1} | {} | {} | {} |",
@@ -390,15 +416,24 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
     print_disk(&loaded, samples);
     if !args.disk_only {
         let timeout = Duration::from_secs(args.timeout_secs);
-        let mut targets = vec![QueryTarget { name: "saltdb", addr: salt.addr, pid: salt.pid(), timeout }];
+        let mut targets = vec![QueryTarget { name: "saltdb", addr: salt.addr, pid: salt.pid(), timeout, extra: &[] }];
+        if args.tiered() {
+            // The same server read raw: what the tiers save.
+            let extra = &[("max_source_resolution", "raw")];
+            targets.push(QueryTarget { name: "saltdb raw", addr: salt.addr, pid: salt.pid(), timeout, extra });
+        }
         if let Some(vm) = &vm {
             let addr = vm.base.trim_start_matches("http://").parse().expect("VictoriaMetrics address");
-            targets.push(QueryTarget { name: "victoria-metrics", addr, pid: vm.pid(), timeout });
+            targets.push(QueryTarget { name: "victoria-metrics", addr, pid: vm.pid(), timeout, extra: &[] });
         }
         println!("\nqueries (load average {})", load_average());
         let mut results = Vec::new();
         for (q, step) in QUERIES {
-            let per = queries::run_query(&targets, q, step, ds.start_ms, ds.end_ms, args.runs);
+            // On multiples of the step, as Grafana sends a panel's range.
+            let step_ms = step * 1000;
+            let (start, end) =
+                (ds.start_ms - ds.start_ms.rem_euclid(step_ms), ds.end_ms - ds.end_ms.rem_euclid(step_ms));
+            let per = queries::run_query(&targets, q, step, start, end, args.runs);
             let label = format!("`{q}` ({})", human_step(step));
             let shown: Vec<String> = targets
                 .iter()

@@ -30,6 +30,8 @@ pub(super) struct QueryTarget {
     pub(super) addr: SocketAddr,
     pub(super) pid: String,
     pub(super) timeout: Duration,
+    /// Parameters added to every request (`max_source_resolution=raw` for saltdb read raw).
+    pub(super) extra: &'static [(&'static str, &'static str)],
 }
 
 /// One answer to a range query.
@@ -72,6 +74,9 @@ pub(super) fn range_query(target: &QueryTarget, q: &str, r: Range, measure_rss: 
         .append_pair("step", &r.step_s.to_string());
     if r.nocache {
         form.append_pair("nocache", "1");
+    }
+    for (name, value) in target.extra {
+        form.append_pair(name, value);
     }
     let form = form.finish();
     let mut a = Answer::default();
@@ -183,7 +188,7 @@ pub(super) fn run_query(
     // 1: the other variant of each over the range one step earlier. Returns (default request?,
     // range).
     let request = |t: &QueryTarget, round: usize| -> (bool, Range) {
-        let default = (round == 0) == (t.name == "saltdb");
+        let default = (round == 0) == t.name.starts_with("saltdb");
         let range = if round == 0 { here } else { earlier };
         (default, Range { nocache: !default, ..range })
     };

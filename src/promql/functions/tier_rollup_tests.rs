@@ -423,3 +423,68 @@ fn thanos_4634_a_rate_over_one_tier_point_has_a_value() {
     assert_eq!(value("rate", &p, (0, 300_000)), want);
     assert_eq!(value("irate", &p, (0, 300_000)), Some(1.0 / 15.0));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Range queries through the engine, on a querier answering in tier points and on one
+    /// holding only the samples: the same series, steps and values (within rounding), and the
+    /// first says it read a tier, so the comparison is never between two raw answers.
+    #[test]
+    fn range_queries_from_tier_points_equal_raw_range_queries(
+        generated in prop::collection::vec(
+            (shape(), prop::collection::vec((1i64..40_000, any::<u8>(), any::<i16>()), 1..150)),
+            1..5,
+        ),
+        name in prop::sample::select(vec![
+            "rate", "increase", "delta", "irate", "resets", "changes", "max_over_time", "min_over_time",
+            "count_over_time", "last_over_time", "sum_over_time", "avg_over_time",
+        ]),
+        (ranges, steps_of_5m, from, count) in (1i64..6, 1i64..4, 0i64..30, 1usize..30),
+        aggregate in any::<bool>(),
+    ) {
+        use crate::labels::Labels;
+        use crate::promql::{Engine, Value};
+        use crate::sample::SeriesSamples;
+        use crate::storage::MemQuerier;
+        const MINUTE: i64 = 60_000;
+        let series: Vec<SeriesSamples> = generated
+            .iter()
+            .enumerate()
+            .map(|(i, (shape, steps))| SeriesSamples {
+                labels: Labels::from_pairs([("__name__", "x"), ("s", &i.to_string()), ("g", &(i % 2).to_string())])
+                    .unwrap(),
+                samples: series(*shape, steps),
+                histograms: Vec::new(),
+            })
+            .collect();
+        let range = ranges * 2 * MINUTE;
+        let step = steps_of_5m * 5 * MINUTE;
+        let start = (1_000_000 / MINUTE + from) * MINUTE;
+        let end = start + (count as i64 - 1) * step;
+        let inner = format!("{name}(x[{}s])", range / 1000);
+        let q = if aggregate { format!("sum by (g) ({inner})") } else { inner };
+        let engine = Engine::default();
+        let raw = engine.range(&MemQuerier::new(series.clone()), &q, start, end, step).unwrap();
+        let tiered =
+            engine.range(&MemQuerier::new(series).with_tiers(vec![MINUTE, 5 * MINUTE]), &q, start, end, step).unwrap();
+        prop_assert!(tiered.annotations.infos().iter().any(|i| i.contains("tier")), "{:?}", tiered.annotations.infos());
+        prop_assert!(raw.annotations.infos().iter().all(|i| !i.contains("tier")));
+        let (Value::Matrix(raw), Value::Matrix(tiered)) = (raw.value, tiered.value) else {
+            return Err(TestCaseError::fail("range queries answer matrices"));
+        };
+        prop_assert_eq!(raw.len(), tiered.len(), "{}", q);
+        for (r, t) in raw.iter().zip(&tiered) {
+            prop_assert_eq!(&r.labels, &t.labels);
+            prop_assert_eq!(r.samples.len(), t.samples.len(), "{} {}", q, r.labels);
+            let scale = r.samples.iter().fold(1.0f64, |m, s| if s.value.is_finite() { m.max(s.value.abs()) } else { m });
+            for (a, b) in r.samples.iter().zip(&t.samples) {
+                prop_assert_eq!(a.timestamp_ms, b.timestamp_ms);
+                prop_assert!(
+                    agrees(Some(a.value), Some(b.value), 1e-9, scale),
+                    "{} {} at {}: raw {} tier {}", q, r.labels, a.timestamp_ms, a.value, b.value
+                );
+            }
+        }
+    }
+}
