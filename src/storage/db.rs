@@ -807,15 +807,15 @@ impl Querier for StorageQuerier {
     fn select_points(
         &self,
         matchers: &[Matcher],
-        first_end: i64,
-        last_end: i64,
+        ends: (i64, i64),
         interval_ms: i64,
+        how: crate::storage::PointsRead<'_>,
     ) -> Result<Option<Vec<crate::storage::SeriesPoints>>> {
         if !self.shared.tier_intervals_ms.contains(&interval_ms) {
             return Ok(None);
         }
         let sel = Selection::new(matchers);
-        crate::storage::read::tiers::select_points(&self.shared, &sel, (first_end, last_end), interval_ms, &self.limits)
+        crate::storage::read::tiers::select_points(&self.shared, &sel, (ends, interval_ms), how, &self.limits)
     }
 
     fn for_each_series(

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use saltdb::labels::Labels;
 use saltdb::matcher::{MatchOp, Matcher};
 use saltdb::sample::{Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
-use saltdb::storage::{points_in, Querier, ReadLimits, SeriesPoints, Storage, StorageError};
+use saltdb::storage::{points_in, PointsRead, Querier, ReadLimits, SeriesPoints, Storage, StorageError};
 use saltdb::tier::FloatPoint;
 
 use crate::common::*;
@@ -80,7 +80,11 @@ fn reference(s: &Storage, (first_end, last_end): (i64, i64), interval: i64) -> V
     let raw = s.select(&every(), first_end - interval + 1, last_end, usize::MAX).unwrap();
     sorted(
         raw.into_iter()
-            .map(|r| SeriesPoints { points: points_in(&r.samples, interval, (first_end, last_end)), labels: r.labels })
+            .map(|r| SeriesPoints {
+                points: points_in(&r.samples, interval, (first_end, last_end)),
+                labels: r.labels,
+                values: Vec::new(),
+            })
             .filter(|p| !p.points.is_empty())
             .collect(),
     )
@@ -122,7 +126,7 @@ fn same(a: &FloatPoint, b: &FloatPoint) -> Result<(), String> {
 }
 
 fn check(s: &Storage, range: (i64, i64), interval: i64) -> Result<(), TestCaseError> {
-    let got = s.querier(ReadLimits::none()).select_points(&every(), range.0, range.1, interval).unwrap();
+    let got = s.querier(ReadLimits::none()).select_points(&every(), range, interval, PointsRead::default()).unwrap();
     let got = sorted(got.expect("a storage with this tier answers in points"));
     let want = reference(s, range, interval);
     prop_assert_eq!(got.len(), want.len());
@@ -210,12 +214,26 @@ fn a_budget_too_small_for_raw_samples_holds_their_tier_points() {
     let limits = || ReadLimits { max_samples: Some(100), ..ReadLimits::none() };
     let raw = s.querier(limits()).select(&every(), W0, W0 + DAY - 1, None);
     assert!(matches!(raw, Err(StorageError::TooManySamples { .. })), "{raw:?}");
-    let points = s.querier(limits()).select_points(&every(), W0 + HOUR, W0 + DAY, HOUR).unwrap().unwrap();
+    let read = |interval: i64, how: PointsRead<'_>| {
+        s.querier(limits()).select_points(&every(), (W0 + interval, W0 + DAY), interval, how).unwrap()
+    };
+    let points = read(HOUR, PointsRead::default()).unwrap();
     assert_eq!(points.len(), 1);
     assert_eq!(points[0].points.len(), 24);
     assert_eq!(points[0].points.iter().map(|(_, p)| p.count).sum::<u64>(), (DAY / 15_000 - 1) as u64);
     // An interval without a tier is not answered in points.
-    assert!(s.querier(limits()).select_points(&every(), W0 + 60_000, W0 + DAY, 60_000).unwrap().is_none());
+    assert!(read(60_000, PointsRead::default()).is_none());
+    // Nor a tier sparser than asked: the 1h points stand for 240 samples each, the 5m ones 20.
+    assert!(read(HOUR, PointsRead { min_density: 200, map: None }).is_some());
+    assert!(read(FIVE_MIN, PointsRead { min_density: 100, map: None }).is_none());
+    assert!(read(HOUR, PointsRead { min_density: 300, map: None }).is_none());
+    // A map reduces each series where it is read.
+    let map = |p: &mut SeriesPoints| {
+        p.values = vec![Sample::new(0, p.points.len() as f64)];
+        p.points.clear();
+    };
+    let mapped = read(HOUR, PointsRead { min_density: 0, map: Some(&map) }).unwrap();
+    assert_eq!((mapped[0].points.len(), mapped[0].values.clone()), (0, vec![Sample::new(0, 24.0)]));
 }
 
 /// A tier interval must divide the window length.
@@ -234,7 +252,13 @@ fn an_interval_that_does_not_divide_the_window_is_refused_at_open() {
 fn points_agree(dir: &std::path::Path, (first_end, last_end): (i64, i64)) {
     let s = tiered(dir);
     for interval in [FIVE_MIN, HOUR] {
-        let got = s.querier(ReadLimits::none()).select_points(&every(), first_end, last_end, interval).unwrap();
+        let got = s.querier(ReadLimits::none()).select_points(
+            &every(),
+            (first_end, last_end),
+            interval,
+            PointsRead::default(),
+        );
+        let got = got.unwrap();
         let got = sorted(got.expect("answered in points"));
         let want = reference(&s, (first_end, last_end), interval);
         assert_eq!(got.len(), want.len());
@@ -305,14 +329,14 @@ fn kill_9_while_building_tiers_loses_nothing_and_reads_no_half_tier() {
     // below its raw samples.
     let s = tiered(dir.path());
     let limits = ReadLimits { max_samples: Some(300 * 300), ..ReadLimits::none() };
-    let points = s.querier(limits).select_points(&every(), range.0, range.1, FIVE_MIN).unwrap().unwrap();
+    let points = s.querier(limits).select_points(&every(), range, FIVE_MIN, PointsRead::default()).unwrap().unwrap();
     assert_eq!(points.len(), 300);
 }
 
 /// A range query over sealed days with tiers: `rate`, `max_over_time` and `avg_over_time` at
-/// aligned steps read the tiers (an info says which) and answer as the raw samples do
-/// (`max_source_resolution=raw`); unaligned or unanswerable queries read raw; a bad value is a
-/// 400 naming the parameter.
+/// aligned steps read the tier `max_source_resolution` names (an info says which) and answer as
+/// the raw samples do (`max_source_resolution=raw`); by default only a dense enough tier is
+/// read; unaligned or unanswerable queries read raw; a bad value is a 400 naming the parameter.
 #[test]
 fn range_queries_over_sealed_days_read_tiers_and_answer_as_raw_samples() {
     let dir = tempfile::tempdir().unwrap();
@@ -363,7 +387,7 @@ fn range_queries_over_sealed_days_read_tiers_and_answer_as_raw_samples() {
         ("avg by (dc) (avg_over_time(temp[1d]))", "1d", "1h"),
         ("increase(req_total[6h])", "6h", "1h"),
     ] {
-        let (status, tiered) = query(q, start, end, step, "");
+        let (status, tiered) = query(q, start, end, step, &format!("&max_source_resolution={tier}"));
         assert_eq!(status, 200, "{tiered}");
         let said = infos(&tiered);
         assert!(
@@ -394,13 +418,15 @@ fn range_queries_over_sealed_days_read_tiers_and_answer_as_raw_samples() {
                 assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{q} at {tx}: tier {x}, raw {y}");
             }
         }
-        // Capped below the chosen tier: the finer one, or raw.
-        let (_, capped) = query(q, start, end, step, "&max_source_resolution=5m");
-        assert!(infos(&capped).iter().all(|i| !i.as_str().unwrap().contains("1h tier")), "{q}: {capped}");
+        // By default a tier is read only where its points stand for 100 samples or more: the
+        // 1h tier of a 15 s scrape (240), not its 5m tier (20).
+        let (_, auto) = query(q, start, end, step, "");
+        let from_tier = infos(&auto).iter().any(|i| i.as_str().unwrap().contains("tier"));
+        assert_eq!(from_tier, tier == "1h", "{q}: {auto}");
     }
     // Not aligned (a start 90 s off the hour), or a function tiers do not answer: raw.
     for (q, s) in [("max_over_time(temp[1h])", start + 90_000), ("quantile_over_time(0.5, temp[1h])", start)] {
-        let (status, v) = query(q, s, end, "1h", "");
+        let (status, v) = query(q, s, end, "1h", "&max_source_resolution=5m");
         assert_eq!(status, 200, "{v}");
         assert!(infos(&v).is_empty(), "{q}: {v}");
     }

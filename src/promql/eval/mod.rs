@@ -1227,17 +1227,22 @@ impl Query<'_> {
         let Some(plan) = tiers::choose(f, window, grid, &intervals, self.opts.source_resolution) else {
             return Ok(None);
         };
-        let (first_end, last_end) = plan.ends;
+        // Each series' points become its step values on the thread that read them.
+        let map = |series: &mut crate::storage::SeriesPoints| {
+            read.fetch_add(series.points.len(), Ordering::Relaxed);
+            tiers::step_values(f, window, grid, series);
+        };
+        let how = crate::storage::PointsRead { min_density: plan.min_density, map: Some(&map) };
         let mut seen: HashSet<Labels> = HashSet::new();
         let mut out = Vec::new();
         for g in groups {
-            let Some(found) = src.select_points(g, first_end, last_end, plan.interval_ms)? else { return Ok(None) };
+            let Some(found) = src.select_points(g, plan.ends, plan.interval_ms, how)? else { return Ok(None) };
             for points in found {
                 if !seen.insert(points.labels.clone()) {
                     continue;
                 }
-                read.fetch_add(points.points.len(), Ordering::Relaxed);
-                let Some(mut series) = tiers::step_values(f, window, grid, points) else { return Ok(None) };
+                let mut series =
+                    SeriesSamples { labels: points.labels, samples: points.values, histograms: Vec::new() };
                 intake.admit(&mut series);
                 out.push(series);
             }

@@ -6,7 +6,7 @@
 use crate::promql::functions::rollup::Rollup;
 use crate::promql::functions::tier_rollup;
 use crate::promql::step::{grid_time, StepWindow};
-use crate::sample::{Sample, SeriesSamples};
+use crate::sample::Sample;
 use crate::storage::SeriesPoints;
 
 /// Which tiers a query may read: the `max_source_resolution` request parameter.
@@ -47,6 +47,13 @@ impl SourceResolution {
     }
 }
 
+/// The fewest raw samples a stored tier point must stand for on average for `auto` to read the
+/// tier (see [`crate::storage::PointsRead::min_density`]): decoding and merging a point costs
+/// about as much as decoding 20 to 60 samples, so a sparser tier reads slower than raw (the
+/// 5m tier of a 60 s scrape, 5 samples a point, took 12x the raw time in
+/// `saltdb-bench longrange`).
+pub(crate) const AUTO_MIN_DENSITY: u64 = 100;
+
 /// A tier read planned for one selector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TierRead {
@@ -54,6 +61,8 @@ pub(crate) struct TierRead {
     pub interval_ms: i64,
     /// The first and last interval ends the steps read.
     pub ends: (i64, i64),
+    /// See [`AUTO_MIN_DENSITY`]: `0` when the request named a resolution.
+    pub min_density: u64,
 }
 
 /// The coarsest of `intervals` (ms) from which rollup `f` over `window` at every step of
@@ -80,23 +89,21 @@ pub(crate) fn choose(
     let interval_ms = interval_ms.max()?;
     let (start, _) = window.bounds(first);
     let (_, end) = window.bounds(grid_time(first, step, steps - 1));
-    Some(TierRead { interval_ms, ends: (start.saturating_add(interval_ms), end) })
+    let min_density = if allowed == SourceResolution::Auto { AUTO_MIN_DENSITY } else { 0 };
+    Some(TierRead { interval_ms, ends: (start.saturating_add(interval_ms), end), min_density })
 }
 
-/// One series' values of `f` at the steps of `grid` from its tier points, as a reduced
-/// series (each value stamped with its step's time); `None` when the points cannot answer.
-pub(crate) fn step_values(
-    f: Rollup,
-    window: StepWindow,
-    grid: (i64, i64, usize),
-    series: SeriesPoints,
-) -> Option<SeriesSamples> {
-    let mut samples = Vec::new();
-    tier_rollup::each_step(f, window, &series.points, grid, |i, v| {
-        samples.push(Sample::new(grid_time(grid.0, grid.1, i), v));
-    })
-    .ok()?;
-    Some(SeriesSamples { labels: series.labels, samples, histograms: Vec::new() })
+/// Replaces one series' tier points by the values of `f` at the steps of `grid` (each stamped
+/// with its step's time), as the preload's reduction leaves a series. `f` must be one
+/// [`tier_rollup::answers`] ([`choose`] makes sure).
+pub(crate) fn step_values(f: Rollup, window: StepWindow, grid: (i64, i64, usize), series: &mut SeriesPoints) {
+    let mut values = Vec::new();
+    let answered = tier_rollup::each_step(f, window, &series.points, grid, |i, v| {
+        values.push(Sample::new(grid_time(grid.0, grid.1, i), v));
+    });
+    debug_assert!(answered.is_ok(), "BUG: a tier was chosen for a rollup points do not answer");
+    series.points = Vec::new();
+    series.values = values;
 }
 
 #[cfg(test)]
@@ -116,13 +123,14 @@ mod tests {
         let grid = |step: i64| (100 * day, step, 30);
         // 1h step, 1h range: 5m (1h is more than a fifth of the step).
         let r = choose(Rollup::Rate, window(60 * MIN), grid(60 * MIN), &TIERS, SourceResolution::Auto);
-        assert_eq!(r, Some(TierRead { interval_ms: 5 * MIN, ends: (100 * day - 55 * MIN, 100 * day + 29 * 60 * MIN) }));
+        let ends = (100 * day - 55 * MIN, 100 * day + 29 * 60 * MIN);
+        assert_eq!(r, Some(TierRead { interval_ms: 5 * MIN, ends, min_density: AUTO_MIN_DENSITY }));
         // 1d step and range: 1h.
         let r = choose(Rollup::Avg, window(day), grid(day), &TIERS, SourceResolution::Auto);
         assert_eq!(r.map(|r| r.interval_ms), Some(60 * MIN));
         // Capped by max_source_resolution.
         let r = choose(Rollup::Avg, window(day), grid(day), &TIERS, SourceResolution::Max(5 * MIN));
-        assert_eq!(r.map(|r| r.interval_ms), Some(5 * MIN));
+        assert_eq!(r.map(|r| (r.interval_ms, r.min_density)), Some((5 * MIN, 0)));
         assert_eq!(choose(Rollup::Avg, window(day), grid(day), &TIERS, SourceResolution::Raw), None);
         // A 5m range at a 30m step: no tier is at most half the range.
         assert_eq!(choose(Rollup::Rate, window(5 * MIN), grid(30 * MIN), &TIERS, SourceResolution::Auto), None);

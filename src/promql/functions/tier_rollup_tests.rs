@@ -464,7 +464,9 @@ proptest! {
         let end = start + (count as i64 - 1) * step;
         let inner = format!("{name}(x[{}s])", range / 1000);
         let q = if aggregate { format!("sum by (g) ({inner})") } else { inner };
-        let engine = Engine::default();
+        // A named resolution reads the tier whatever the density of these short series.
+        let resolution = crate::promql::SourceResolution::Max(5 * MINUTE);
+        let engine = Engine::new(crate::promql::EngineOptions { source_resolution: resolution, ..Default::default() });
         let raw = engine.range(&MemQuerier::new(series.clone()), &q, start, end, step).unwrap();
         let tiered =
             engine.range(&MemQuerier::new(series).with_tiers(vec![MINUTE, 5 * MINUTE]), &q, start, end, step).unwrap();

@@ -1,8 +1,9 @@
 //! Sealing: rewriting a closed window's hot runs into a new generation of Gorilla+zstd chunks,
 //! one series at a time, with each series' downsampled tier rows beside its chunks (for the
-//! configured intervals; a series with native histograms in the window gets none). Restartable and idempotent: the new generation is invisible until the
-//! writer thread marks it in the manifest (see `write/mod.rs`), so a crash at any point loses nothing
-//! and duplicates nothing. A window already sealed, whose overlay holds late samples, is not
+//! configured intervals; a series with native histograms in the window gets none).
+//! Restartable and idempotent: the new generation, tier rows included, is invisible until the
+//! writer thread marks it in the manifest (see `write/mod.rs`), so a crash at any point loses
+//! nothing and duplicates nothing. A window already sealed, whose overlay holds late samples, is not
 //! rewritten: only the overlay's series are merged into its visible chunks (see `reseal.rs`).
 
 use std::sync::mpsc::{self, SyncSender};

@@ -36,8 +36,37 @@ pub trait SampleSink {
 pub struct SeriesPoints {
     /// The series identity.
     pub labels: Labels,
-    /// The points, ascending by interval end.
+    /// The points, ascending by interval end (empty once a [`PointsMap`] reduced them).
     pub points: Vec<(i64, FloatPoint)>,
+    /// What a [`PointsMap`] kept of the points (a rollup's step values); empty otherwise.
+    pub values: Vec<Sample>,
+}
+
+/// Reduces one series' points where they are read (see [`PointsRead`]): a rollup's values at
+/// every step go to `values` and the points are dropped, so that a long range's points are
+/// never held at once.
+pub type PointsMap<'a> = &'a (dyn Fn(&mut SeriesPoints) + Sync);
+
+/// How [`Querier::select_points`] reads.
+#[derive(Clone, Copy, Default)]
+pub struct PointsRead<'a> {
+    /// The fewest samples a stored tier point must stand for on average, in any tier row read
+    /// with more than [`DENSITY_MIN_POINTS`] points, for the answer to be given in points: tier
+    /// points cost more to decode and merge than samples, so a sparse tier is slower than the
+    /// raw samples it stands for. `0` reads the tier whatever its density.
+    pub min_density: u64,
+    /// Applied to each series on the thread that read it.
+    pub map: Option<PointsMap<'a>>,
+}
+
+/// Tier rows with at most this many points (a series present for part of a window) do not
+/// decide on density.
+pub const DENSITY_MIN_POINTS: usize = 8;
+
+/// Whether a tier row of `points` is too sparse for `min_density` (see [`PointsRead`]).
+pub fn too_sparse(points: &[(i64, FloatPoint)], min_density: u64) -> bool {
+    points.len() > DENSITY_MIN_POINTS
+        && points.iter().map(|(_, p)| p.count).sum::<u64>() < min_density.saturating_mul(points.len() as u64)
 }
 
 /// The points of `samples` (ascending, one series) for the intervals of `interval_ms` ending in
@@ -157,20 +186,21 @@ pub trait Querier: Send + Sync {
     /// (staleness markers included), as [`points_in`] computes it from them. Read from stored
     /// tier points where they exist, computed from raw samples elsewhere.
     ///
-    /// `Ok(None)` when the answer cannot be given in points (no tier of that interval, or a
-    /// matching series holds native histograms in the range): the caller reads samples. The
-    /// sample budget counts points and the raw samples read.
+    /// `Ok(None)` when the answer cannot be given in points (no tier of that interval, a
+    /// matching series holds native histograms in the range, or a tier row is sparser than
+    /// `how.min_density`): the caller reads samples. The sample budget counts points and the
+    /// raw samples read. `how.map`, when given, runs on each series where it is read.
     ///
     /// # Errors
     /// As [`Querier::select`].
     fn select_points(
         &self,
         matchers: &[Matcher],
-        first_end: i64,
-        last_end: i64,
+        (first_end, last_end): (i64, i64),
         interval_ms: i64,
+        how: PointsRead<'_>,
     ) -> Result<Option<Vec<SeriesPoints>>> {
-        let _ = (matchers, first_end, last_end, interval_ms);
+        let _ = (matchers, first_end, last_end, interval_ms, how.min_density);
         Ok(None)
     }
 
@@ -399,9 +429,9 @@ impl Querier for MemQuerier {
     fn select_points(
         &self,
         matchers: &[Matcher],
-        first_end: i64,
-        last_end: i64,
+        (first_end, last_end): (i64, i64),
         interval_ms: i64,
+        how: PointsRead<'_>,
     ) -> Result<Option<Vec<SeriesPoints>>> {
         if !self.tiers.contains(&interval_ms) {
             return Ok(None);
@@ -413,7 +443,14 @@ impl Querier for MemQuerier {
                 return Ok(None);
             }
             let points = points_in(&s.samples, interval_ms, (first_end, last_end));
-            out.push(SeriesPoints { labels: s.labels, points });
+            if too_sparse(&points, how.min_density) {
+                return Ok(None);
+            }
+            let mut series = SeriesPoints { labels: s.labels, points, values: Vec::new() };
+            if let Some(map) = how.map {
+                map(&mut series);
+            }
+            out.push(series);
         }
         Ok(Some(out))
     }

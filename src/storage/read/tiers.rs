@@ -7,7 +7,7 @@
 
 use rayon::prelude::*;
 
-use super::querier::{points_in, ReadLimits, SampleBudget, SeriesPoints};
+use super::querier::{points_in, too_sparse, PointsRead, ReadLimits, SampleBudget, SeriesPoints};
 use super::select::{accepted_labels, by_bucket, matching_ids, read_histograms, read_series};
 use crate::storage::error::Result;
 use crate::storage::format::{histogram_run, tier_rows};
@@ -34,8 +34,8 @@ type Part = Vec<((i64, bool), FloatPoint)>;
 pub fn select_points(
     sh: &Shared,
     sel: &Selection,
-    (first_end, last_end): (i64, i64),
-    interval_ms: i64,
+    ((first_end, last_end), interval_ms): ((i64, i64), i64),
+    how: PointsRead<'_>,
     limits: &ReadLimits,
 ) -> Result<Option<Vec<SeriesPoints>>> {
     limits.check()?;
@@ -46,7 +46,7 @@ pub fn select_points(
     let (tiered, raw): (Vec<Window>, Vec<Window>) = windows.into_iter().partition(|w| {
         w.chunks.is_some() && w.points.is_none() && !sh.head.any_in(w.start_ms, w.start_ms.saturating_add(window_ms))
     });
-    let read = Read { sh, sel, tiered: &tiered, raw: &raw, range: (first_end, last_end), interval_ms, limits };
+    let read = Read { sh, sel, tiered: &tiered, raw: &raw, range: (first_end, last_end), interval_ms, how, limits };
     let budget = SampleBudget::new(limits.max_samples);
     let groups = by_bucket(sh, &ids);
     let parts: Vec<Result<Option<Vec<SeriesPoints>>>> = if groups.len() <= 1 || ids.len() < 2 * CHECK_EVERY {
@@ -72,6 +72,7 @@ struct Read<'a> {
     raw: &'a [Window],
     range: (i64, i64),
     interval_ms: i64,
+    how: PointsRead<'a>,
     limits: &'a ReadLimits,
 }
 
@@ -86,7 +87,11 @@ impl Read<'_> {
             let Some(labels) = accepted_labels(self.sh, self.sel, id)? else { continue };
             let Some(points) = self.series(*bucket, id, budget)? else { return Ok(None) };
             if !points.is_empty() {
-                out.push(SeriesPoints { labels, points });
+                let mut series = SeriesPoints { labels, points, values: Vec::new() };
+                if let Some(map) = self.how.map {
+                    map(&mut series);
+                }
+                out.push(series);
             }
         }
         Ok(Some(out))
@@ -110,7 +115,9 @@ impl Read<'_> {
                 raw.push(w.clone());
                 continue;
             };
-            if sh.histograms_stored() && histogram_run::any_of(ks, bucket, id)? {
+            if too_sparse(&points, self.how.min_density)
+                || (sh.histograms_stored() && histogram_run::any_of(ks, bucket, id)?)
+            {
                 return Ok(None);
             }
             budget.take(points.len())?;
