@@ -98,6 +98,10 @@ pub struct LongRangeArgs {
     /// Extra argument for `saltdb serve` (repeatable), e.g. `--saltdb-arg=--ooo-grace=0`.
     #[arg(long = "saltdb-arg", allow_hyphen_values = true)]
     saltdb_args: Vec<String>,
+    /// `max_source_resolution` of saltdb's queries (`auto`, `raw`, `5m`, ...; default: none,
+    /// which is `auto`). With `--saltdb-arg=--downsample=...` the queries also run read raw.
+    #[arg(long)]
+    tier_resolution: Option<String>,
     /// Extra flag for VictoriaMetrics (repeatable).
     #[arg(long = "vm-arg", allow_hyphen_values = true)]
     vm_args: Vec<String>,
@@ -416,15 +420,16 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
     print_disk(&loaded, samples);
     if !args.disk_only {
         let timeout = Duration::from_secs(args.timeout_secs);
-        let mut targets = vec![QueryTarget { name: "saltdb", addr: salt.addr, pid: salt.pid(), timeout, extra: &[] }];
+        let extra = args.tier_resolution.iter().map(|r| ("max_source_resolution", r.clone())).collect();
+        let mut targets = vec![QueryTarget { name: "saltdb", addr: salt.addr, pid: salt.pid(), timeout, extra }];
         if args.tiered() {
             // The same server read raw: what the tiers save.
-            let extra = &[("max_source_resolution", "raw")];
+            let extra = vec![("max_source_resolution", "raw".to_owned())];
             targets.push(QueryTarget { name: "saltdb raw", addr: salt.addr, pid: salt.pid(), timeout, extra });
         }
         if let Some(vm) = &vm {
             let addr = vm.base.trim_start_matches("http://").parse().expect("VictoriaMetrics address");
-            targets.push(QueryTarget { name: "victoria-metrics", addr, pid: vm.pid(), timeout, extra: &[] });
+            targets.push(QueryTarget { name: "victoria-metrics", addr, pid: vm.pid(), timeout, extra: Vec::new() });
         }
         println!("\nqueries (load average {})", load_average());
         let mut results = Vec::new();

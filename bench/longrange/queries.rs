@@ -31,7 +31,7 @@ pub(super) struct QueryTarget {
     pub(super) pid: String,
     pub(super) timeout: Duration,
     /// Parameters added to every request (`max_source_resolution=raw` for saltdb read raw).
-    pub(super) extra: &'static [(&'static str, &'static str)],
+    pub(super) extra: Vec<(&'static str, String)>,
 }
 
 /// One answer to a range query.
@@ -75,7 +75,7 @@ pub(super) fn range_query(target: &QueryTarget, q: &str, r: Range, measure_rss: 
     if r.nocache {
         form.append_pair("nocache", "1");
     }
-    for (name, value) in target.extra {
+    for (name, value) in &target.extra {
         form.append_pair(name, value);
     }
     let form = form.finish();
