@@ -105,10 +105,7 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
             opts.lookback_ms = ms;
         }
     }
-    if let Some(r) = p.get("max_source_resolution") {
-        opts.source_resolution = crate::promql::SourceResolution::parse(r)
-            .map_err(|why| ApiError::BadData(format!("invalid parameter \"max_source_resolution\": {why}")))?;
-    }
+    opts.source_resolution = source_resolution(p)?;
     // The result cache keeps answers of the default resolution only.
     let other_resolution = opts.source_resolution != crate::promql::SourceResolution::Auto;
     let timeout = opts.timeout;
@@ -256,6 +253,18 @@ fn evaluate(
             r.annotations.warn(w);
         }
         (r, None)
+    })
+}
+
+/// The downsampled tiers a query may read: `max_source_resolution` (Thanos' name), `auto` when
+/// absent or empty.
+///
+/// # Errors
+/// 400 naming the parameter and the value when it is not `auto`, `raw` or a duration.
+fn source_resolution(p: &Params) -> Result<crate::promql::SourceResolution, ApiError> {
+    p.get("max_source_resolution").map_or(Ok(crate::promql::SourceResolution::Auto), |r| {
+        crate::promql::SourceResolution::parse(r)
+            .map_err(|why| ApiError::BadData(format!("invalid parameter \"max_source_resolution\": {why}")))
     })
 }
 
@@ -488,6 +497,29 @@ fn truncate<T>(items: &mut Vec<T>, limit: Option<usize>, annotations: &mut Annot
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_source_resolution_is_auto_raw_or_a_duration_else_a_400_naming_it() {
+        use crate::promql::SourceResolution::{Auto, Max, Raw};
+        let of = |query: &str| source_resolution(&Params::parse(Some(query), None));
+        assert_eq!(of("query=up").unwrap(), Auto);
+        assert_eq!(of("max_source_resolution=").unwrap(), Auto, "empty: absent, as Prometheus reads parameters");
+        assert_eq!(of("max_source_resolution=auto").unwrap(), Auto);
+        assert_eq!(of("max_source_resolution=raw").unwrap(), Raw);
+        assert_eq!(of("max_source_resolution=0s").unwrap(), Raw);
+        assert_eq!(of("max_source_resolution=5m").unwrap(), Max(300_000));
+        assert_eq!(of("max_source_resolution=1h").unwrap(), Max(3_600_000));
+        assert_eq!(of("max_source_resolution=3600").unwrap(), Max(3_600_000));
+        // From a form body too (POST), the last value winning.
+        let p = Params::parse(Some("max_source_resolution=raw"), Some(b"max_source_resolution=1h"));
+        assert_eq!(source_resolution(&p).unwrap(), Max(3_600_000));
+        for bad in ["fine", "-5m", "5x", "RAW"] {
+            let err = of(&format!("max_source_resolution={bad}")).unwrap_err();
+            assert!(matches!(err, ApiError::BadData(_)), "{bad}: a 400");
+            let msg = err.to_string();
+            assert!(msg.contains("max_source_resolution") && msg.contains(bad), "{bad}: {msg}");
+        }
+    }
 
     #[test]
     fn formats_like_prometheus() {

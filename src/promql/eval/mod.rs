@@ -396,7 +396,7 @@ impl<'o> Query<'o> {
                     let stepper = e.stepper(self);
                     let grid = (self.start, self.interval, steps);
                     // From a downsampled tier where one answers every step.
-                    if let Some(series) = self.read_tier(src, (node, &groups), stepper, grid, (&intake, &read))? {
+                    if let Some(series) = self.read_tier(src, (node, &groups), e, grid, (&intake, &read))? {
                         stepped.insert(node);
                         series
                     } else {
@@ -1207,19 +1207,20 @@ fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
 }
 
 impl Query<'_> {
-    /// The step values of a rollup over a selector (`stepper`) at every step of `grid`, read
-    /// from the coarsest downsampled tier that answers them (see [`tiers::choose`]), each
-    /// series admitted by `intake` and its points counted in `read` as samples read; `None`
-    /// when no tier answers (the caller reads raw samples).
+    /// The step values of a rollup over a selector (`e`) at every step of `grid`, read from the
+    /// coarsest downsampled tier that answers them (see [`tiers::choose`]), each series
+    /// admitted by `intake` and its points counted in `read` as samples read (as the storage's
+    /// budget counts them); `None` when no tier answers: the caller reads raw samples, with
+    /// nothing admitted yet.
     fn read_tier(
         &self,
         src: &dyn Querier,
         (node, groups): (usize, &[Vec<Matcher>]),
-        stepper: Stepper,
+        e: PerSeries<'_>,
         grid: (i64, i64, usize),
         (intake, read): (&Intake<'_>, &AtomicUsize),
     ) -> Result<Option<Vec<SeriesSamples>>> {
-        let Stepper::Rollup(f, window) = stepper else { return Ok(None) };
+        let (PerSeries::Rollup(_, ms), Stepper::Rollup(f, window)) = (e, e.stepper(self)) else { return Ok(None) };
         let intervals = src.tier_intervals();
         if intervals.is_empty() {
             return Ok(None);
@@ -1233,26 +1234,30 @@ impl Query<'_> {
             tiers::step_values(f, window, grid, series);
         };
         let how = crate::storage::PointsRead { min_density: plan.min_density, map: Some(&map) };
+        // Every group answers in points before any series is admitted: a group that does not
+        // leaves nothing counted twice by the raw read that follows.
+        let mut found = Vec::with_capacity(groups.len());
+        for g in groups {
+            let Some(series) = src.select_points(g, plan.ends, plan.interval_ms, how)? else { return Ok(None) };
+            found.push(series);
+        }
         let mut seen: HashSet<Labels> = HashSet::new();
         let mut out = Vec::new();
-        for g in groups {
-            let Some(found) = src.select_points(g, plan.ends, plan.interval_ms, how)? else { return Ok(None) };
-            for points in found {
-                if !seen.insert(points.labels.clone()) {
-                    continue;
-                }
-                let mut series =
-                    SeriesSamples { labels: points.labels, samples: points.values, histograms: Vec::new() };
-                intake.admit(&mut series);
-                out.push(series);
+        for points in found.into_iter().flatten() {
+            if groups.len() > 1 && !seen.insert(points.labels.clone()) {
+                continue;
             }
+            let mut series = SeriesSamples { labels: points.labels, samples: points.values, histograms: Vec::new() };
+            intake.admit(&mut series);
+            out.push(series);
         }
         let mut out = intake.finish(Ok(out))?;
         sort_by_labels(&mut out);
+        // The same text for every part of a range (the result cache joins parts' annotations,
+        // told apart by their text): the selector and the tier, not what was read.
         let msg = format!(
-            "read from the {} tier ({} points); max_source_resolution=raw reads raw samples",
-            crate::duration::format_ms(plan.interval_ms),
-            read.load(Ordering::Relaxed)
+            "{ms} read from the {} tier (max_source_resolution=raw reads raw samples)",
+            crate::duration::format_ms(plan.interval_ms)
         );
         self.within(node, || self.info_at(Spot::Node, msg));
         Ok(Some(out))

@@ -22,19 +22,27 @@ pub enum SourceResolution {
 }
 
 impl SourceResolution {
-    /// `auto`, `raw`, or a duration (`5m`, `1h`; `0s` is `raw`).
+    /// `auto`, `raw`, or a duration as the query API takes durations: `5m`, `1h`, or seconds
+    /// (`300`, as Thanos reads it); `0s` and `0` are `raw`.
     ///
     /// # Errors
     /// What is wrong with any other text.
     pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "raw" => Ok(Self::Raw),
-            _ => match crate::duration::parse_ms(s) {
-                Ok(0) => Ok(Self::Raw),
-                Ok(ms) if ms > 0 => Ok(Self::Max(ms)),
-                _ => Err(format!("{s:?} is not auto, raw or a duration such as 5m or 1h")),
+        let ms = match s {
+            "auto" => return Ok(Self::Auto),
+            "raw" => return Ok(Self::Raw),
+            _ => match s.parse::<f64>() {
+                Ok(secs) if secs.is_finite() && secs >= 0.0 && secs * 1e3 <= i64::MAX as f64 => {
+                    Some((secs * 1e3).round() as i64)
+                }
+                Ok(_) => None,
+                Err(_) => crate::duration::parse_ms(s).ok(),
             },
+        };
+        match ms {
+            Some(0) => Ok(Self::Raw),
+            Some(ms) if ms > 0 => Ok(Self::Max(ms)),
+            _ => Err(format!("{s:?} is not auto, raw or a duration such as 5m or 1h")),
         }
     }
 
@@ -68,6 +76,8 @@ pub(crate) struct TierRead {
 /// The coarsest of `intervals` (ms) from which rollup `f` over `window` at every step of
 /// `grid` (`(first, step, count)`, a range query's) is answered: one `allowed` lets read, at
 /// most a fifth of the step and half the range, and [`tier_rollup::aligned`] with the grid.
+/// Never for a single step (an instant query, or a range query of one step, which answers as
+/// the instant query at its time does).
 pub(crate) fn choose(
     f: Rollup,
     window: StepWindow,
@@ -76,7 +86,7 @@ pub(crate) fn choose(
     allowed: SourceResolution,
 ) -> Option<TierRead> {
     let (first, step, steps) = grid;
-    if !tier_rollup::answers(f) || steps == 0 || step <= 0 {
+    if !tier_rollup::answers(f) || steps < 2 || step <= 0 {
         return None;
     }
     let interval_ms = intervals.iter().copied().filter(|&i| {
@@ -105,6 +115,10 @@ pub(crate) fn step_values(f: Rollup, window: StepWindow, grid: (i64, i64, usize)
     series.points = Vec::new();
     series.values = values;
 }
+
+#[cfg(test)]
+#[path = "tiers_tests.rs"]
+mod engine_tests;
 
 #[cfg(test)]
 mod tests {
@@ -142,6 +156,9 @@ mod tests {
         assert_eq!(choose(Rollup::Rate, window(60 * MIN), grid(61 * MIN), &TIERS, SourceResolution::Auto), None);
         assert_eq!(choose(Rollup::Quantile, window(day), grid(day), &TIERS, SourceResolution::Auto), None);
         assert_eq!(choose(Rollup::Rate, window(day), (100 * day, 0, 1), &TIERS, SourceResolution::Auto), None);
+        // A range query of one step answers as the instant query at its time: raw too.
+        assert_eq!(choose(Rollup::Rate, window(day), (100 * day, day, 1), &TIERS, SourceResolution::Auto), None);
+        assert!(choose(Rollup::Rate, window(day), (100 * day, day, 2), &TIERS, SourceResolution::Auto).is_some());
     }
 
     #[test]
@@ -151,7 +168,11 @@ mod tests {
         assert_eq!(SourceResolution::parse("0s"), Ok(SourceResolution::Raw));
         assert_eq!(SourceResolution::parse("5m"), Ok(SourceResolution::Max(5 * MIN)));
         assert_eq!(SourceResolution::parse("1h"), Ok(SourceResolution::Max(60 * MIN)));
-        for bad in ["", "fine", "-5m", "5x"] {
+        assert_eq!(SourceResolution::parse("1h30m"), Ok(SourceResolution::Max(90 * MIN)));
+        // Seconds, as the query API's other durations and Thanos take them.
+        assert_eq!(SourceResolution::parse("300"), Ok(SourceResolution::Max(5 * MIN)));
+        assert_eq!(SourceResolution::parse("0"), Ok(SourceResolution::Raw));
+        for bad in ["", "fine", "-5m", "5x", "-300", "NaN", "inf", "Auto", "5 m"] {
             assert!(SourceResolution::parse(bad).is_err(), "{bad}");
         }
     }

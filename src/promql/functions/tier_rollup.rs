@@ -153,4 +153,4 @@ fn regression(p: &FloatPoint, origin_ms: i64) -> (f64, f64) {
 
 #[cfg(test)]
 #[path = "tier_rollup_tests.rs"]
-mod tests;
+pub(crate) mod tests;
