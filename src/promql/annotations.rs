@@ -28,6 +28,10 @@ pub struct Annotation {
     pub message: String,
     /// Where in the query the expression it refers to starts, when known.
     pub position: Option<Position>,
+    /// Says how the whole evaluation read its data (a downsampled tier), not what particular
+    /// steps met: it holds for every step the evaluation answered, so a part of them kept apart
+    /// (the query result cache's) carries it without being evaluated again.
+    pub every_step: bool,
 }
 
 impl std::fmt::Display for Annotation {
@@ -76,10 +80,28 @@ impl Annotations {
     /// Adds an annotation; when one of the same severity and message is present, it stays
     /// where it is and takes the new position, if any (Prometheus keeps the one added last).
     pub fn add(&mut self, severity: Severity, message: String, position: Option<Position>) {
-        match self.0.iter_mut().find(|a| a.severity == severity && a.message == message) {
-            Some(a) => a.position = position.or(a.position),
-            None => self.0.push(Annotation { severity, message, position }),
+        self.insert(Annotation { severity, message, position, every_step: false });
+    }
+
+    /// Adds an info that holds for every step of the evaluation (see [`Annotation::every_step`]).
+    pub fn info_every_step_at(&mut self, position: Option<Position>, message: impl Into<String>) {
+        self.insert(Annotation { severity: Severity::Info, message: message.into(), position, every_step: true });
+    }
+
+    /// See [`Annotations::add`]; the same message raised both for every step and not is not.
+    fn insert(&mut self, new: Annotation) {
+        match self.0.iter_mut().find(|a| a.severity == new.severity && a.message == new.message) {
+            Some(a) => {
+                a.position = new.position.or(a.position);
+                a.every_step &= new.every_step;
+            }
+            None => self.0.push(new),
         }
+    }
+
+    /// Whether every annotation holds for every step (true when there are none).
+    pub fn all_every_step(&self) -> bool {
+        self.0.iter().all(|a| a.every_step)
     }
 
     /// Iterates all annotations.
@@ -109,7 +131,7 @@ impl Annotations {
     /// Moves all annotations of `other` into `self`, as raised after those of `self`.
     pub fn merge(&mut self, other: Annotations) {
         for a in other.0 {
-            self.add(a.severity, a.message, a.position);
+            self.insert(a);
         }
     }
 }

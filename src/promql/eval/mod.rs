@@ -288,6 +288,13 @@ impl<'o> Query<'o> {
         self.annotations.borrow_mut().info_at(at, msg);
     }
 
+    /// Raises an info about the node being evaluated that holds for every step of the
+    /// evaluation (see [`super::annotations::Annotation::every_step`]).
+    pub fn info_every_step(&self, msg: impl Into<String>) {
+        let at = self.positions.of(self.site.get(), Spot::Node);
+        self.annotations.borrow_mut().info_every_step_at(at, msg);
+    }
+
     /// Fails once the query is past its deadline or its request was abandoned.
     pub fn check_deadline(&self) -> Result<()> {
         if Instant::now() > self.deadline {
@@ -1259,7 +1266,7 @@ impl Query<'_> {
             "{ms} read from the {} tier (max_source_resolution=raw reads raw samples)",
             crate::duration::format_ms(plan.interval_ms)
         );
-        self.within(node, || self.info_at(Spot::Node, msg));
+        self.within(node, || self.info_every_step(msg));
         Ok(Some(out))
     }
 }

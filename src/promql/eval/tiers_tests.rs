@@ -258,14 +258,22 @@ fn an_answer_through_the_result_cache_names_its_tier_once() {
     let r = RangeRequest { query: q, start_ms: 2 * DAY, end_ms: 4 * DAY, step_ms: HOUR, lookback_ms: 300_000 };
     let e = engine(SourceResolution::Max(HOUR));
     let src = tiered(series);
-    let mut eval = |a: i64, b: i64| e.range(&src, q, a, b, HOUR);
+    let calls = std::cell::RefCell::new(Vec::new());
+    let mut eval = |a: i64, b: i64| {
+        calls.borrow_mut().push((a, b));
+        e.range(&src, q, a, b, HOUR)
+    };
     let whole = e.range(&src, q, r.start_ms, r.end_ms, HOUR).unwrap();
-    // Sealed up to the middle: the first request evaluates the range, then the kept half alone.
-    for _ in 0..2 {
+    // Sealed up to the middle: the first request evaluates the range once (the tier's info holds
+    // for every step, so the kept half is not evaluated again to learn its annotations), the
+    // second only the half after the boundary.
+    for want in [vec![(2 * DAY, 4 * DAY)], vec![(3 * DAY, 4 * DAY)]] {
+        calls.borrow_mut().clear();
         let (answer, _) = cache.range(&r, Some((3 * DAY, 1)), &mut eval).unwrap();
         assert_eq!(answer.annotations, whole.annotations);
         assert_eq!(tiers_read(&answer), ["5m"]);
         assert_eq!(answer.value, whole.value);
+        assert_eq!(*calls.borrow(), want);
     }
 }
 

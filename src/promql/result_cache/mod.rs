@@ -19,7 +19,8 @@
 //!   joins the runs by label set and stores the cacheable run it now holds when it evaluated
 //!   any of it. Annotations are the union of the parts' (an entry's apply to its whole run,
 //!   also when a request uses part of it); an evaluation that crosses the boundary and raised
-//!   annotations is followed by one of its kept steps alone, for the entry's.
+//!   annotations is followed by one of its kept steps alone, for the entry's, unless every one
+//!   of them holds for every step (a downsampled tier's info).
 //! - **Memory**: bounded by bytes (`--query-result-cache-size`), entries weighed by their points
 //!   and label sets; one entry may take at most an eighth.
 
@@ -201,8 +202,9 @@ impl ResultCache {
     ///
     /// Everything after the held steps is evaluated in one call and cut at the boundary, so that
     /// a first call costs one evaluation as without the cache, plus the copy it keeps. Only when
-    /// that evaluation raised annotations and crosses the boundary is the kept part evaluated
-    /// again on its own: an entry must hold the annotations of its steps and no others.
+    /// that evaluation raised annotations (other than ones holding for every step, see
+    /// [`super::annotations::Annotation::every_step`]) and crosses the boundary is the kept part
+    /// evaluated again on its own: an entry must hold the annotations of its steps and no others.
     ///
     /// # Errors
     /// Those of `evaluate` (nothing is stored then).
@@ -258,10 +260,15 @@ impl ResultCache {
             if last < rest_from {
                 recent = series;
                 recent_notes = notes;
-            } else if last >= r.end_ms || notes.is_empty() {
+            } else if last >= r.end_ms || notes.all_every_step() {
+                // No annotation, or only ones that hold for every step (how the data was read):
+                // both parts carry them.
                 let (early, late) = splice::split(series, last);
                 kept_runs.push(early);
                 recent = late;
+                if last < r.end_ms {
+                    recent_notes = notes.clone();
+                }
                 kept_notes.merge(notes);
             } else {
                 // Which steps raised the annotations is not known: the kept part again, alone.
