@@ -219,13 +219,16 @@ pub struct ServeArgs {
     /// How long samples are kept; whole windows older than this are dropped. `0` keeps forever.
     #[arg(long, default_value = "30d", value_parser = parse_duration)]
     pub retention: i64,
-    /// Downsampled tiers to build beside the raw samples, as intervals separated by commas (e.g.
-    /// `5m,1h`): each sealed window gets, per series and interval, the aggregates every range
-    /// function needs, and range queries whose steps and ranges are whole intervals read them
-    /// instead of every raw sample (`max_source_resolution` chooses). Each interval must divide
-    /// --window. Raw samples are kept for the whole retention. Embedded storage only.
-    #[arg(long, value_delimiter = ',', value_parser = parse_positive_duration)]
-    pub downsample: Vec<i64>,
+    /// Downsampled tiers to build beside the raw samples, separated by commas (e.g. `5m,1h`):
+    /// each sealed window gets, per series and interval, the aggregates every range function
+    /// needs, and range queries whose steps and ranges are whole intervals read them instead of
+    /// every raw sample (`max_source_resolution` chooses). Each interval must divide --window.
+    /// An interval written `AGE:INTERVAL` (`7d:5m,60d:1h`) also ages: windows older than AGE
+    /// drop their raw samples and finer tiers, keeping that interval's points and coarser ones
+    /// (a coarser interval needs a longer age, and every age must be below --retention).
+    /// Without an age raw samples are kept for the whole retention. Embedded storage only.
+    #[arg(long, value_delimiter = ',', value_parser = parse_tier)]
+    pub downsample: Vec<TierSpec>,
     /// Samples further ahead of the server's clock than this are refused with 400 (the whole
     /// request, like samples older than retention). `0` accepts any timestamp up to 2262.
     /// The default is VictoriaMetrics' bound; Prometheus 2.42 has none.
@@ -530,6 +533,27 @@ fn parse_positive_duration(s: &str) -> Result<i64, String> {
     Ok(ms)
 }
 
+/// One `--downsample` entry: `INTERVAL` or `AGE:INTERVAL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TierSpec {
+    /// Past this age, windows keep nothing finer than [`interval_ms`](Self::interval_ms).
+    pub after_ms: Option<i64>,
+    /// The tier's interval, ms.
+    pub interval_ms: i64,
+}
+
+fn parse_tier(s: &str) -> Result<TierSpec, String> {
+    let (age, interval) = match s.split_once(':') {
+        Some((age, interval)) => (Some(age), interval),
+        None => (None, s),
+    };
+    let interval_ms = parse_positive_duration(interval).map_err(|e| format!("interval {interval:?}: {e}"))?;
+    let after_ms = age
+        .map(|a| parse_positive_duration(a).map_err(|e| format!("age {a:?} (AGE:INTERVAL, e.g. 7d:5m): {e}")))
+        .transpose()?;
+    Ok(TierSpec { after_ms, interval_ms })
+}
+
 fn parse_window(s: &str) -> Result<i64, String> {
     let ms = parse_duration(s)?;
     if ms < 60_000 {
@@ -624,7 +648,12 @@ impl ServeArgs {
         storage.window_ms = self.window;
         storage.retention_ms = (self.retention > 0).then_some(self.retention);
         storage.max_future_ms = (self.max_future > 0).then_some(self.max_future);
-        storage.tier_intervals_ms.clone_from(&self.downsample);
+        storage.tier_intervals_ms = self.downsample.iter().map(|t| t.interval_ms).collect();
+        storage.downsample_after = self
+            .downsample
+            .iter()
+            .filter_map(|t| Some(crate::storage::DownsampleAge { after_ms: t.after_ms?, interval_ms: t.interval_ms }))
+            .collect();
         storage.fsync = self.fsync;
         let cache_bytes = match self.series_cache {
             MemorySize::Auto => auto_series_cache_bytes(),
@@ -797,6 +826,30 @@ mod tests {
         };
         assert_eq!(legacy(&[]), Some(false));
         assert_eq!(legacy(&["--ingest-legacy-label-names"]), Some(true));
+    }
+
+    #[test]
+    fn downsample_takes_intervals_and_ages() {
+        let storage = |extra: &[&str]| {
+            let argv = ["saltdb", "serve"].iter().chain(extra).copied().collect::<Vec<_>>();
+            Cli::try_parse_with_flags_from(argv).map_err(|e| e.to_string()).and_then(|cli| match cli.command {
+                Command::Serve(args) => args.server_config().map(|c| c.storage).map_err(|e| e.to_string()),
+                _ => Err("not serve".into()),
+            })
+        };
+        let s = storage(&["--downsample", "5m,30d:1h"]).unwrap();
+        assert_eq!(s.tier_intervals_ms, vec![300_000, 3_600_000]);
+        let age = crate::storage::DownsampleAge { after_ms: 30 * 86_400_000, interval_ms: 3_600_000 };
+        assert_eq!(s.downsample_after, vec![age]);
+        let s = storage(&["--downsample", "7d:5m", "--downsample", "60d:1h"]).unwrap();
+        assert_eq!(s.tier_intervals_ms, vec![300_000, 3_600_000]);
+        assert_eq!(s.downsample_after.iter().map(|a| a.after_ms / 86_400_000).collect::<Vec<_>>(), vec![7, 60]);
+        assert!(storage(&[]).unwrap().downsample_after.is_empty());
+        for (bad, says) in [("7d:0s", "interval \"0s\""), ("x:5m", "age \"x\""), ("0s:5m", "age \"0s\""), ("5q", "5q")]
+        {
+            let err = storage(&["--downsample", bad]).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 
     #[test]

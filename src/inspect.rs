@@ -1,4 +1,5 @@
-//! `saltdb inspect`: prints a running server's windows as a table, with bytes per sample.
+//! `saltdb inspect`: prints a running server's windows as a table, with bytes per sample and
+//! what each keeps (`raw`, or the finest tier interval of a downsampled window).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -76,8 +77,8 @@ fn time(ms: i64) -> String {
 /// The table: one row per window and a total.
 pub fn render(rows: &[serde_json::Value]) -> String {
     let mut out = format!(
-        "{:<17} {:<17} {:<8} {:>9} {:>13} {:>14} {:>9}\n",
-        "start", "end", "state", "series", "samples", "bytes", "B/sample"
+        "{:<17} {:<17} {:<8} {:<6} {:>9} {:>13} {:>14} {:>9}\n",
+        "start", "end", "state", "keeps", "series", "samples", "bytes", "B/sample"
     );
     let (mut samples, mut bytes) = (0u64, 0u64);
     for r in rows {
@@ -85,11 +86,15 @@ pub fn render(rows: &[serde_json::Value]) -> String {
         samples += s;
         bytes += b;
         let per = if s > 0 { format!("{:.3}", b as f64 / s as f64) } else { "-".into() };
+        // What a downsampled window keeps: its finest tier's points (its samples are the raw
+        // ones left, of series with native histograms).
+        let keeps = r["downsampledMs"].as_i64().map_or_else(|| "raw".to_owned(), crate::duration::format_ms);
         out.push_str(&format!(
-            "{:<17} {:<17} {:<8} {:>9} {:>13} {:>14} {:>9}\n",
+            "{:<17} {:<17} {:<8} {:<6} {:>9} {:>13} {:>14} {:>9}\n",
             time(r["start"].as_i64().unwrap_or(0)),
             time(r["end"].as_i64().unwrap_or(0)),
             r["state"].as_str().unwrap_or("?"),
+            keeps,
             r["series"].as_u64().unwrap_or(0),
             s,
             b,
@@ -97,6 +102,9 @@ pub fn render(rows: &[serde_json::Value]) -> String {
         ));
     }
     let per = if samples > 0 { format!("{:.3}", bytes as f64 / samples as f64) } else { "-".into() };
-    out.push_str(&format!("{:<17} {:<17} {:<8} {:>9} {:>13} {:>14} {:>9}\n", "total", "", "", "", samples, bytes, per));
+    out.push_str(&format!(
+        "{:<17} {:<17} {:<8} {:<6} {:>9} {:>13} {:>14} {:>9}\n",
+        "total", "", "", "", "", samples, bytes, per
+    ));
     out
 }

@@ -336,4 +336,13 @@ fn maintain(storage: &Storage, ooo_grace_ms: Option<i64>) {
         }
         Err(e) => tracing::error!(error = %e, "sealing failed"),
     }
+    // After sealing: only sealed windows are downsampled.
+    match storage.downsample_due(now) {
+        Ok(done) => {
+            for d in done.iter().filter(|d| d.installed) {
+                tracing::info!(window = d.start_ms, kept_ms = ?d.kept_ms, series = d.series_tiered, samples_dropped = d.samples_dropped, "downsampled window");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "downsampling failed"),
+    }
 }

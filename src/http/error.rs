@@ -73,7 +73,9 @@ impl ApiError {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "unavailable"),
             Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "bad_data"),
             Self::Storage(e) => match e {
-                StorageError::TooOld { .. } | StorageError::TooNew { .. } => (StatusCode::BAD_REQUEST, "bad_data"),
+                StorageError::TooOld { .. } | StorageError::TooNew { .. } | StorageError::Downsampled { .. } => {
+                    (StatusCode::BAD_REQUEST, "bad_data")
+                }
                 StorageError::TooManySamples { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),
                 StorageError::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
                 // The client is gone; the status is for the logs.

@@ -19,10 +19,11 @@ use crate::storage::index::matchers::Selection;
 use crate::storage::index::series;
 use crate::storage::lifecycle::close::{self, JournalReclaim};
 use crate::storage::lifecycle::delete::{DeleteOutcome, DeleteRange};
+use crate::storage::lifecycle::downsample::{self, DownsampleAge, DownsampleOutcome};
 use crate::storage::lifecycle::migrate;
 use crate::storage::lifecycle::seal::{self, SealOutcome};
 use crate::storage::lifecycle::snapshot::{self, SnapshotOutcome};
-use crate::storage::lifecycle::window::Windows;
+use crate::storage::lifecycle::window::{Window, Windows};
 use crate::storage::read::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap, SinkFactory};
 use crate::storage::read::select;
 use crate::storage::shared::MeasuredSeries;
@@ -82,6 +83,11 @@ pub struct StorageConfig {
     /// Intervals (ms) of the downsampled tiers each seal builds beside the chunks
     /// (`--downsample`); empty (the default) builds none. Each must divide the window length.
     pub tier_intervals_ms: Vec<i64>,
+    /// When old windows drop their raw samples (`--downsample 7d:5m`): each age's interval must
+    /// be one of [`tier_intervals_ms`](Self::tier_intervals_ms), and coarser intervals come with
+    /// longer ages (see `lifecycle/downsample.rs`). Empty (the default) keeps raw samples for
+    /// the whole retention.
+    pub downsample_after: Vec<DownsampleAge>,
     /// After this long without a write (or a seal, deletion, ...), flush the head and every
     /// memtable into tables and roll the journal over, so that the journal files, which then only
     /// repeat tables, are deleted (see `write/idle.rs`); `None` never (`--idle-flush`).
@@ -110,6 +116,7 @@ impl StorageConfig {
             read_strategy: ReadStrategy::Auto,
             idle_flush: Some(DEFAULT_IDLE_FLUSH),
             tier_intervals_ms: Vec::new(),
+            downsample_after: Vec::new(),
         }
     }
 }
@@ -130,6 +137,48 @@ fn tier_intervals(wanted: &[i64], window_ms: i64) -> Result<Vec<i64>> {
         )));
     }
     Ok(out)
+}
+
+/// Checks the ages of `--downsample` against the tiers built and the retention: each age is
+/// positive, below the retention, and names a tier built; a coarser interval comes with a
+/// longer age (a window drops its finer tiers as it grows older, never the other way).
+///
+/// # Errors
+/// [`StorageError::Manifest`] naming the first age that is not.
+fn downsample_ages(ages: &[DownsampleAge], tiers_ms: &[i64], retention_ms: Option<i64>) -> Result<()> {
+    let fmt = crate::duration::format_ms;
+    let mut sorted = ages.to_vec();
+    sorted.sort_by_key(|a| a.interval_ms);
+    for a in &sorted {
+        let name = format!("{}:{}", fmt(a.after_ms), fmt(a.interval_ms));
+        if a.after_ms <= 0 {
+            return Err(StorageError::Manifest(format!("downsampling age {name}: the age must be longer than 0")));
+        }
+        if !tiers_ms.contains(&a.interval_ms) {
+            return Err(StorageError::Manifest(format!("downsampling age {name}: no tier of that interval is built")));
+        }
+        if let Some(r) = retention_ms.filter(|&r| r > 0 && a.after_ms >= r) {
+            return Err(StorageError::Manifest(format!(
+                "downsampling age {name}: the age must be shorter than the retention ({}), which drops the window first",
+                fmt(r)
+            )));
+        }
+    }
+    for pair in sorted.windows(2) {
+        if let [finer, coarser] = pair {
+            if finer.interval_ms == coarser.interval_ms || finer.after_ms >= coarser.after_ms {
+                return Err(StorageError::Manifest(format!(
+                    "downsampling ages {}:{} and {}:{}: each interval appears once, and a coarser interval needs a \
+                     longer age",
+                    fmt(finer.after_ms),
+                    fmt(finer.interval_ms),
+                    fmt(coarser.after_ms),
+                    fmt(coarser.interval_ms)
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Bytes of sealed journal files past which fjall flushes the memtables holding the oldest back.
@@ -201,6 +250,9 @@ pub struct WindowStatus {
     pub samples: u64,
     /// Bytes on disk (flushed tables).
     pub bytes: u64,
+    /// Once downsampled, the finest tier interval it keeps (ms): its float series have no raw
+    /// samples left.
+    pub downsampled_ms: Option<i64>,
 }
 
 /// Whole-database figures.
@@ -279,6 +331,7 @@ impl Storage {
         let next_id = manifest::next_series_id(&meta)?;
         let windows = Windows::load(&db, &meta, manifest.window_ms)?;
         let tier_intervals = tier_intervals(&config.tier_intervals_ms, manifest.window_ms)?;
+        downsample_ages(&config.downsample_after, &tier_intervals, config.retention_ms)?;
         // Label sets repeat their names and most values from row to row: LZ4 on every level
         // (fjall leaves L0 and L1 raw by default) about halves the series tables. Options are
         // fixed when a keyspace is created; older directories keep theirs.
@@ -499,6 +552,47 @@ impl Storage {
             out.extend(self.seal_window(start)?);
         }
         Ok(out)
+    }
+
+    /// Downsamples every sealed window that has passed an age of
+    /// [`StorageConfig::downsample_after`] at `now_ms` and keeps finer data than it allows (see
+    /// `lifecycle/downsample.rs`); windows with late samples not yet re-sealed wait for the
+    /// next call.
+    ///
+    /// # Errors
+    /// The first failing pass' error.
+    pub fn downsample_due(&self, now_ms: i64) -> Result<Vec<DownsampleOutcome>> {
+        let ages = &self.inner.config.downsample_after;
+        if ages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sh = &self.inner.shared;
+        let window_ms = sh.windows.window_ms();
+        let due: Vec<(i64, i64)> = sh
+            .windows
+            .all()
+            .into_iter()
+            .filter(|w| w.chunks.is_some() && w.points.is_none())
+            .filter_map(|w| {
+                let finest = downsample::due(ages, w.start_ms.saturating_add(window_ms), now_ms)?;
+                (w.finest_kept() < Some(finest)).then_some((w.start_ms, finest))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for (start, finest) in due {
+            out.extend(self.downsample_window(start, finest)?);
+        }
+        Ok(out)
+    }
+
+    /// Downsamples the window starting at `start_ms` to keep nothing finer than `finest_ms`
+    /// (see `lifecycle/downsample.rs`); `None` when there is nothing to do now.
+    ///
+    /// # Errors
+    /// Engine errors and corrupt rows; the window stays as it was.
+    pub fn downsample_window(&self, start_ms: i64, finest_ms: i64) -> Result<Option<DownsampleOutcome>> {
+        let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        downsample::downsample_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, start_ms, finest_ms)
     }
 
     /// A [`Querier`] over this database for one request, within `limits`.
@@ -747,6 +841,7 @@ impl Storage {
                 series,
                 samples: sealed_samples + hot_samples,
                 bytes,
+                downsampled_ms: w.finest_kept(),
             });
         }
         Ok(out)
@@ -801,7 +896,19 @@ impl Querier for StorageQuerier {
     }
 
     fn tier_intervals(&self) -> Vec<i64> {
-        self.shared.tier_intervals_ms.clone()
+        let mut out = self.shared.tier_intervals_ms.clone();
+        // Downsampled windows keep theirs whatever the flags say now.
+        out.extend(self.shared.windows.all().iter().filter_map(|w| w.downsampled.clone()).flat_map(|d| d.to_vec()));
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn downsampled_in(&self, start_ms: i64, end_ms: i64) -> Option<(i64, i64)> {
+        let windows = self.shared.windows.overlapping(start_ms, end_ms);
+        let finest = windows.iter().filter_map(Window::finest_kept).max()?;
+        let end = windows.iter().filter(|w| w.downsampled.is_some()).map(|w| w.start_ms).max()?;
+        Some((finest, end.saturating_add(self.shared.windows.window_ms())))
     }
 
     fn select_points(
@@ -811,7 +918,7 @@ impl Querier for StorageQuerier {
         interval_ms: i64,
         how: crate::storage::PointsRead<'_>,
     ) -> Result<Option<Vec<crate::storage::SeriesPoints>>> {
-        if !self.shared.tier_intervals_ms.contains(&interval_ms) {
+        if !self.tier_intervals().contains(&interval_ms) {
             return Ok(None);
         }
         let sel = Selection::new(matchers);

@@ -43,6 +43,19 @@ pub enum StorageError {
         /// Oldest timestamp still accepted.
         cutoff_ms: i64,
     },
+    /// A sample lies in a window whose raw samples were downsampled (`--downsample AGE:INTERVAL`).
+    #[error(
+        "sample at {ts_ms} ms lies in the window starting at {window_start_ms} ms, whose raw samples were downsampled \
+         to {interval_ms} ms points (--downsample); samples cannot be added to it any more"
+    )]
+    Downsampled {
+        /// Offending timestamp.
+        ts_ms: i64,
+        /// The window's start.
+        window_start_ms: i64,
+        /// The finest interval the window keeps.
+        interval_ms: i64,
+    },
     /// A sample lies further in the future than the server accepts.
     #[error("sample at {ts_ms} ms is too far in the future: the newest timestamp accepted now is {limit_ms} ms (see --max-future)")]
     TooNew {
@@ -80,6 +93,9 @@ impl From<fjall::Error> for StorageError {
 impl StorageError {
     /// True for errors caused by the request (a 4xx), false for server-side failures.
     pub fn is_client_error(&self) -> bool {
-        matches!(self, Self::TooOld { .. } | Self::TooNew { .. } | Self::TooManySamples { .. })
+        matches!(
+            self,
+            Self::TooOld { .. } | Self::TooNew { .. } | Self::Downsampled { .. } | Self::TooManySamples { .. }
+        )
     }
 }

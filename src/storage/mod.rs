@@ -43,6 +43,7 @@ pub use format::keys::{BucketScheme, Bucketing};
 pub use format::start_ts::{start_at, SeriesStarts, StartChange};
 pub use index::postings::index_rows_scanned;
 pub use lifecycle::delete::DeleteOutcome;
+pub use lifecycle::downsample::{DownsampleAge, DownsampleOutcome};
 pub use lifecycle::seal::SealOutcome;
 pub use lifecycle::snapshot::SnapshotOutcome;
 pub use read::cardinality::{Cardinality, CardinalityQuery, Stat};

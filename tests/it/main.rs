@@ -17,6 +17,7 @@ mod clickhouse_rules;
 mod crash;
 mod crash_load;
 mod disk_full;
+mod downsample;
 mod exemplars;
 mod future_timestamps;
 mod grafana;

@@ -435,9 +435,11 @@ fn readme_quick_tour_works_against_a_fresh_server() {
     // One series, and its two samples (still in the head, so counted exactly).
     let hot: Vec<&str> = table.lines().filter(|l| l.contains(" hot ")).collect();
     assert!(!hot.is_empty(), "no hot window:\n{table}");
-    assert!(hot.iter().all(|row| row.split_whitespace().nth(5) == Some("1")), "one series per window:\n{table}");
+    // Columns: start (2 words), end (2), state, keeps, series, samples, ...
+    assert!(hot.iter().all(|row| row.split_whitespace().nth(5) == Some("raw")), "a raw window:\n{table}");
+    assert!(hot.iter().all(|row| row.split_whitespace().nth(6) == Some("1")), "one series per window:\n{table}");
     let samples: u64 =
-        hot.iter().filter_map(|row| row.split_whitespace().nth(6)?.replace(',', "").parse::<u64>().ok()).sum();
+        hot.iter().filter_map(|row| row.split_whitespace().nth(7)?.replace(',', "").parse::<u64>().ok()).sum();
     assert_eq!(samples, 2, "the tour's two samples:\n{table}");
     bin.terminate();
 }

@@ -12,16 +12,16 @@ use saltdb::tier::FloatPoint;
 
 use crate::common::*;
 
-const DAY: i64 = 86_400_000;
-const FIVE_MIN: i64 = 300_000;
-const HOUR: i64 = 3_600_000;
-const W0: i64 = 19_600 * DAY; // a window start in 2023
+pub(crate) const DAY: i64 = 86_400_000;
+pub(crate) const FIVE_MIN: i64 = 300_000;
+pub(crate) const HOUR: i64 = 3_600_000;
+pub(crate) const W0: i64 = 19_600 * DAY; // a window start in 2023
 
-fn every() -> Vec<Matcher> {
+pub(crate) fn every() -> Vec<Matcher> {
     vec![Matcher::new(MatchOp::RegexMatch, "__name__", ".+").unwrap()]
 }
 
-fn batch(series: &[(String, Vec<(i64, f64)>)]) -> WriteBatch {
+pub(crate) fn batch(series: &[(String, Vec<(i64, f64)>)]) -> WriteBatch {
     WriteBatch {
         series: series
             .iter()
@@ -36,7 +36,7 @@ fn batch(series: &[(String, Vec<(i64, f64)>)]) -> WriteBatch {
 
 /// Up to four series over three days at a 15 s-ish scrape: counters with resets, decimal gauges,
 /// any float, staleness markers, gaps.
-fn arb_series() -> impl Strategy<Value = Vec<(String, Vec<(i64, f64)>)>> {
+pub(crate) fn arb_series() -> impl Strategy<Value = Vec<(String, Vec<(i64, f64)>)>> {
     let value = prop_oneof![
         6 => (-10_000i64..10_000).prop_map(|v| v as f64 / 100.0),
         1 => any::<u64>().prop_map(f64::from_bits),
@@ -70,13 +70,13 @@ fn arb_series() -> impl Strategy<Value = Vec<(String, Vec<(i64, f64)>)>> {
     })
 }
 
-fn sorted(mut v: Vec<SeriesPoints>) -> Vec<SeriesPoints> {
+pub(crate) fn sorted(mut v: Vec<SeriesPoints>) -> Vec<SeriesPoints> {
     v.sort_by_key(|a| a.labels.to_string());
     v
 }
 
 /// The points of every raw sample of the range, series by series.
-fn reference(s: &Storage, (first_end, last_end): (i64, i64), interval: i64) -> Vec<SeriesPoints> {
+pub(crate) fn reference(s: &Storage, (first_end, last_end): (i64, i64), interval: i64) -> Vec<SeriesPoints> {
     let raw = s.select(&every(), first_end - interval + 1, last_end, usize::MAX).unwrap();
     sorted(
         raw.into_iter()
@@ -92,7 +92,7 @@ fn reference(s: &Storage, (first_end, last_end): (i64, i64), interval: i64) -> V
 
 /// Equal points: counts, samples, flags, extremes and exact moments to the bit; float sums and
 /// moments within rounding (merged in another order, or rebuilt from exact integers).
-fn same(a: &FloatPoint, b: &FloatPoint) -> Result<(), String> {
+pub(crate) fn same(a: &FloatPoint, b: &FloatPoint) -> Result<(), String> {
     let exact = |p: &FloatPoint| {
         (
             p.count,
@@ -145,7 +145,7 @@ fn check(s: &Storage, range: (i64, i64), interval: i64) -> Result<(), TestCaseEr
     Ok(())
 }
 
-fn tiered(dir: &std::path::Path) -> Storage {
+pub(crate) fn tiered(dir: &std::path::Path) -> Storage {
     let mut c = storage_config(dir);
     c.tier_intervals_ms = vec![FIVE_MIN, HOUR];
     Storage::open(c).unwrap()
@@ -436,7 +436,7 @@ fn range_queries_over_sealed_days_read_tiers_and_answer_as_raw_samples() {
     bin.terminate();
 }
 
-fn urlencoding(s: &str) -> String {
+pub(crate) fn urlencoding(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),

@@ -44,6 +44,7 @@ pub async fn windows(
                 "series": w.series,
                 "samples": w.samples,
                 "bytes": w.bytes,
+                "downsampledMs": w.downsampled_ms,
             })
         })
         .collect();

@@ -47,6 +47,11 @@ pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, Api
             "windowMs": config.window_ms,
             "retentionMs": config.retention_ms,
             "tierIntervalsMs": config.tier_intervals_ms,
+            "downsampleAfter": config
+                .downsample_after
+                .iter()
+                .map(|a| json!({ "afterMs": a.after_ms, "intervalMs": a.interval_ms }))
+                .collect::<Vec<_>>(),
             "diskBytes": stats.disk_bytes,
             "tableBytes": tables,
             "seriesCreated": stats.series_created,

@@ -398,6 +398,7 @@ impl<'o> Query<'o> {
                 self.cancel.clone(),
             );
             let read = AtomicUsize::new(0);
+            let mut from_tier = false;
             let series = match reduce {
                 Some(e) => {
                     let stepper = e.stepper(self);
@@ -405,6 +406,7 @@ impl<'o> Query<'o> {
                     // From a downsampled tier where one answers every step.
                     if let Some(series) = self.read_tier(src, (node, &groups), e, grid, (&intake, &read))? {
                         stepped.insert(node);
+                        from_tier = true;
                         series
                     } else {
                         // Reduced as the samples are decoded, while they are in cache: series of
@@ -448,6 +450,9 @@ impl<'o> Query<'o> {
                     intake.finish(select_series(src, &groups, lo, hi, Some(&map)))?
                 }
             };
+            if !from_tier {
+                self.within(node, || self.warn_downsampled(src, vs, (lo, hi)));
+            }
             let mut series = series;
             let n = read.into_inner();
             let kept: usize = series.iter().map(|s| s.samples.len() + s.histograms.len()).sum();
@@ -1216,6 +1221,20 @@ fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
 impl Query<'_> {
     /// The step values of a rollup over a selector (`e`) at every step of `grid`, read from the
     /// coarsest downsampled tier that answers them (see [`tiers::choose`]), each series
+    /// Warns when raw samples of `vs` were read over `(lo, hi]` where windows were downsampled:
+    /// their float samples are gone, so the selection finds none there.
+    fn warn_downsampled(&self, src: &dyn Querier, vs: &VectorSelector, (lo, hi): (i64, i64)) {
+        let Some((finest, end)) = src.downsampled_in(lo.saturating_add(1), hi) else { return };
+        let before = chrono::DateTime::from_timestamp_millis(end)
+            .map_or_else(|| format!("{end} ms"), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        let finest = crate::duration::format_ms(finest);
+        self.warn(format!(
+            "{vs}: raw samples before {before} were downsampled to {finest} points (--downsample), and this \
+             selection reads raw samples, so it finds no float samples there; range functions over ranges and \
+             steps that are multiples of {finest} read the points"
+        ));
+    }
+
     /// admitted by `intake` and its points counted in `read` as samples read (as the storage's
     /// budget counts them); `None` when no tier answers: the caller reads raw samples, with
     /// nothing admitted yet.
@@ -1232,7 +1251,9 @@ impl Query<'_> {
         if intervals.is_empty() {
             return Ok(None);
         }
-        let Some(plan) = tiers::choose(f, window, grid, &intervals, self.opts.source_resolution) else {
+        let (start, end) = tiers::read_range(window, grid);
+        let downsampled = src.downsampled_in(start.saturating_add(1), end).map(|(finest, _)| finest);
+        let Some(plan) = tiers::choose(f, window, grid, (&intervals, downsampled), self.opts.source_resolution) else {
             return Ok(None);
         };
         // Each series' points become its step values on the thread that read them.

@@ -73,33 +73,45 @@ pub(crate) struct TierRead {
     pub min_density: u64,
 }
 
+/// The time range `(start, end]` rollups over `window` at the steps of `grid` read.
+pub(crate) fn read_range(window: StepWindow, (first, step, steps): (i64, i64, usize)) -> (i64, i64) {
+    let (start, _) = window.bounds(first);
+    let (_, end) = window.bounds(grid_time(first, step, steps.saturating_sub(1)));
+    (start, end)
+}
+
 /// The coarsest of `intervals` (ms) from which rollup `f` over `window` at every step of
 /// `grid` (`(first, step, count)`, a range query's) is answered: one `allowed` lets read, at
 /// most a fifth of the step and half the range, and [`tier_rollup::aligned`] with the grid.
 /// Never for a single step (an instant query, or a range query of one step, which answers as
 /// the instant query at its time does).
+///
+/// Where the range reaches downsampled windows (`downsampled`: the finest interval they all
+/// keep), only that interval or coarser ones answer there, and raw samples are no alternative:
+/// then any aligned interval up to the step and the range is taken, however sparse its points.
 pub(crate) fn choose(
     f: Rollup,
     window: StepWindow,
     grid: (i64, i64, usize),
-    intervals: &[i64],
+    (intervals, downsampled): (&[i64], Option<i64>),
     allowed: SourceResolution,
 ) -> Option<TierRead> {
-    let (first, step, steps) = grid;
+    let (_, step, steps) = grid;
     if !tier_rollup::answers(f) || steps < 2 || step <= 0 {
         return None;
     }
+    let (step_share, range_share) = if downsampled.is_some() { (1, 1) } else { (5, 2) };
     let interval_ms = intervals.iter().copied().filter(|&i| {
         i > 0
             && allowed.allows(i)
-            && i.saturating_mul(5) <= step
-            && i.saturating_mul(2) <= window.range
+            && downsampled.is_none_or(|finest| i >= finest)
+            && i.saturating_mul(step_share) <= step
+            && i.saturating_mul(range_share) <= window.range
             && tier_rollup::aligned(window, grid, i)
     });
     let interval_ms = interval_ms.max()?;
-    let (start, _) = window.bounds(first);
-    let (_, end) = window.bounds(grid_time(first, step, steps - 1));
-    let min_density = if allowed == SourceResolution::Auto { AUTO_MIN_DENSITY } else { 0 };
+    let (start, end) = read_range(window, grid);
+    let min_density = if allowed == SourceResolution::Auto && downsampled.is_none() { AUTO_MIN_DENSITY } else { 0 };
     Some(TierRead { interval_ms, ends: (start.saturating_add(interval_ms), end), min_density })
 }
 
@@ -136,29 +148,74 @@ mod tests {
         let day = 24 * 60 * MIN;
         let grid = |step: i64| (100 * day, step, 30);
         // 1h step, 1h range: 5m (1h is more than a fifth of the step).
-        let r = choose(Rollup::Rate, window(60 * MIN), grid(60 * MIN), &TIERS, SourceResolution::Auto);
+        let r = choose(Rollup::Rate, window(60 * MIN), grid(60 * MIN), (&TIERS, None), SourceResolution::Auto);
         let ends = (100 * day - 55 * MIN, 100 * day + 29 * 60 * MIN);
         assert_eq!(r, Some(TierRead { interval_ms: 5 * MIN, ends, min_density: AUTO_MIN_DENSITY }));
         // 1d step and range: 1h.
-        let r = choose(Rollup::Avg, window(day), grid(day), &TIERS, SourceResolution::Auto);
+        let r = choose(Rollup::Avg, window(day), grid(day), (&TIERS, None), SourceResolution::Auto);
         assert_eq!(r.map(|r| r.interval_ms), Some(60 * MIN));
         // Capped by max_source_resolution.
-        let r = choose(Rollup::Avg, window(day), grid(day), &TIERS, SourceResolution::Max(5 * MIN));
+        let r = choose(Rollup::Avg, window(day), grid(day), (&TIERS, None), SourceResolution::Max(5 * MIN));
         assert_eq!(r.map(|r| (r.interval_ms, r.min_density)), Some((5 * MIN, 0)));
-        assert_eq!(choose(Rollup::Avg, window(day), grid(day), &TIERS, SourceResolution::Raw), None);
+        assert_eq!(choose(Rollup::Avg, window(day), grid(day), (&TIERS, None), SourceResolution::Raw), None);
         // A 5m range at a 30m step: no tier is at most half the range.
-        assert_eq!(choose(Rollup::Rate, window(5 * MIN), grid(30 * MIN), &TIERS, SourceResolution::Auto), None);
+        assert_eq!(choose(Rollup::Rate, window(5 * MIN), grid(30 * MIN), (&TIERS, None), SourceResolution::Auto), None);
         // Unaligned start, offset or step; a function points cannot answer; an instant query.
         let odd = (100 * day + 90_000, 60 * MIN, 30);
-        assert_eq!(choose(Rollup::Rate, window(60 * MIN), odd, &TIERS, SourceResolution::Auto), None);
+        assert_eq!(choose(Rollup::Rate, window(60 * MIN), odd, (&TIERS, None), SourceResolution::Auto), None);
         let offset = StepWindow { pinned: None, offset: 60_000, range: 60 * MIN };
-        assert_eq!(choose(Rollup::Rate, offset, grid(60 * MIN), &TIERS, SourceResolution::Auto), None);
-        assert_eq!(choose(Rollup::Rate, window(60 * MIN), grid(61 * MIN), &TIERS, SourceResolution::Auto), None);
-        assert_eq!(choose(Rollup::Quantile, window(day), grid(day), &TIERS, SourceResolution::Auto), None);
-        assert_eq!(choose(Rollup::Rate, window(day), (100 * day, 0, 1), &TIERS, SourceResolution::Auto), None);
+        assert_eq!(choose(Rollup::Rate, offset, grid(60 * MIN), (&TIERS, None), SourceResolution::Auto), None);
+        assert_eq!(
+            choose(Rollup::Rate, window(60 * MIN), grid(61 * MIN), (&TIERS, None), SourceResolution::Auto),
+            None
+        );
+        assert_eq!(choose(Rollup::Quantile, window(day), grid(day), (&TIERS, None), SourceResolution::Auto), None);
+        assert_eq!(choose(Rollup::Rate, window(day), (100 * day, 0, 1), (&TIERS, None), SourceResolution::Auto), None);
         // A range query of one step answers as the instant query at its time: raw too.
-        assert_eq!(choose(Rollup::Rate, window(day), (100 * day, day, 1), &TIERS, SourceResolution::Auto), None);
-        assert!(choose(Rollup::Rate, window(day), (100 * day, day, 2), &TIERS, SourceResolution::Auto).is_some());
+        assert_eq!(
+            choose(Rollup::Rate, window(day), (100 * day, day, 1), (&TIERS, None), SourceResolution::Auto),
+            None
+        );
+        assert!(
+            choose(Rollup::Rate, window(day), (100 * day, day, 2), (&TIERS, None), SourceResolution::Auto).is_some()
+        );
+    }
+
+    #[test]
+    fn where_raw_samples_are_gone_any_aligned_kept_interval_answers() {
+        let day = 24 * 60 * MIN;
+        let grid = |step: i64| (100 * day, step, 30);
+        // 1h step and range: 5m normally; with the range downsampled to 1h, the 1h points.
+        let r =
+            choose(Rollup::Rate, window(60 * MIN), grid(60 * MIN), (&TIERS, Some(60 * MIN)), SourceResolution::Auto);
+        assert_eq!(r.map(|r| (r.interval_ms, r.min_density)), Some((60 * MIN, 0)));
+        // 5m kept: read however sparse (raw samples are no alternative).
+        let r = choose(Rollup::Rate, window(60 * MIN), grid(60 * MIN), (&TIERS, Some(5 * MIN)), SourceResolution::Auto);
+        assert_eq!(r.map(|r| (r.interval_ms, r.min_density)), Some((60 * MIN, 0)));
+        // A 5m range at a 5m step reads the 5m points, not raw samples.
+        let r = choose(Rollup::Rate, window(5 * MIN), grid(5 * MIN), (&TIERS, Some(5 * MIN)), SourceResolution::Auto);
+        assert_eq!(r.map(|r| r.interval_ms), Some(5 * MIN));
+        // Nothing finer than what is kept, nothing unaligned, and `raw` or a lower cap reads raw.
+        assert_eq!(
+            choose(Rollup::Rate, window(5 * MIN), grid(5 * MIN), (&TIERS, Some(60 * MIN)), SourceResolution::Auto),
+            None
+        );
+        let odd = (100 * day + 90_000, 60 * MIN, 30);
+        assert_eq!(choose(Rollup::Rate, window(60 * MIN), odd, (&TIERS, Some(5 * MIN)), SourceResolution::Auto), None);
+        assert_eq!(
+            choose(Rollup::Rate, window(60 * MIN), grid(60 * MIN), (&TIERS, Some(5 * MIN)), SourceResolution::Raw),
+            None
+        );
+        assert_eq!(
+            choose(
+                Rollup::Rate,
+                window(60 * MIN),
+                grid(60 * MIN),
+                (&TIERS, Some(60 * MIN)),
+                SourceResolution::Max(5 * MIN)
+            ),
+            None
+        );
     }
 
     #[test]

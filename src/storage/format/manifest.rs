@@ -2,7 +2,7 @@
 //!
 //! | key               | value                         |
 //! |-------------------|-------------------------------|
-//! | `format_version`  | `u32` BE, currently 6         |
+//! | `format_version`  | `u32` BE, currently 7         |
 //! | `bucket_scheme`   | `hash` or `modulo`            |
 //! | `buckets`         | `u16` BE                      |
 //! | `window_ms`       | `i64` BE                      |
@@ -28,7 +28,12 @@ use crate::storage::error::{Result, StorageError};
 /// - 6: `series_by_labels` rows hold the series id alone (the label set is read from `series`),
 ///   and hot runs may be compact runs (`compact_run.rs`); 5 upgrades by writing the new version
 ///   with [`SLIM_PENDING_KEY`], then rewriting the rows (`lifecycle/migrate.rs`).
-pub const FORMAT_VERSION: u32 = 6;
+/// - 7: chunks keyspaces may hold tier rows (keys in the tier family, see `tier_rows.rs`) and a
+///   window may be downsampled (manifest key `downsampled/<start>`: its floats are tier rows
+///   only, see `lifecycle/downsample.rs`); 6 upgrades by writing the new version alone (a build
+///   that reads only 6 would read a downsampled window as empty, take writes into it, and
+///   rebuild its tier rows from those late samples alone).
+pub const FORMAT_VERSION: u32 = 7;
 /// Manifest key present (empty value) while `series_by_labels` rows of format 5 may be left to
 /// rewrite after an upgrade to format 6.
 pub const SLIM_PENDING_KEY: &str = "series_by_labels_slim_pending";

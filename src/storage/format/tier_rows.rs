@@ -84,6 +84,43 @@ pub fn rebuild_series(
     put_series(batch, ks, (bucket, id), samples, &intervals, buf)
 }
 
+/// Removes from every tier row of a series in `ks` the points whose interval `(end - interval,
+/// end]` meets `[start_ms, end_ms]` (the deletion of a range in a downsampled window, where
+/// the raw samples to cut a point anew are gone: a point partly in the range goes whole).
+/// Returns the raw samples the removed points stood for (of the finest row) and whether any
+/// point is left.
+///
+/// # Errors
+/// Engine errors; [`StorageError::Corrupt`] for a row that does not decode.
+pub fn delete_range(
+    batch: &mut fjall::OwnedWriteBatch,
+    ks: &fjall::Keyspace,
+    (bucket, id): (u16, SeriesId),
+    (start_ms, end_ms): (i64, i64),
+    buf: &mut Vec<u8>,
+) -> Result<(u64, bool)> {
+    let (mut removed_samples, mut left) = (None, false);
+    for interval in intervals_of(ks, bucket, id)? {
+        let Some(points) = read(ks, bucket, id, interval)? else { continue };
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            points.into_iter().partition(|(end, _)| *end >= start_ms && end.saturating_sub(interval) < end_ms);
+        removed_samples.get_or_insert_with(|| gone.iter().map(|(_, p)| p.count).sum::<u64>());
+        left |= !kept.is_empty();
+        if gone.is_empty() {
+            continue;
+        }
+        let key = keys::tier_key(bucket, id, interval);
+        if kept.is_empty() {
+            batch.remove(ks, key);
+        } else {
+            buf.clear();
+            tier_run::encode(interval, &kept, buf).map_err(corrupt)?;
+            batch.insert(ks, key, buf.clone());
+        }
+    }
+    Ok((removed_samples.unwrap_or(0), left))
+}
+
 /// The points of one series' tier row of `interval_ms` in `ks`, ascending by end; `None` when
 /// there is no such row.
 ///

@@ -4,7 +4,9 @@
 //! reads the rows being removed), so the deletion is one consistent step per window:
 //! - a run (hot) or chunk (sealed) holding samples in the range is rewritten without them
 //!   (removed when nothing is left); its key follows its new first timestamp; a sealed series'
-//!   tier rows are rebuilt from the samples left (removed when none are);
+//!   tier rows are rebuilt from the samples left (removed when none are); in a downsampled
+//!   window, where a series may have tier rows and no raw samples, its tier points whose
+//!   interval meets the range are removed whole;
 //! - the head was flushed first (the writer does that before every deletion);
 //! - a series left without samples in a window loses its window-index row and its window
 //!   postings there, so series and label queries stop listing it for that window.
@@ -122,6 +124,11 @@ pub fn delete_in_window(
             if removed {
                 let left: Vec<Sample> = left_rows.into_iter().rev().flatten().collect();
                 tier_rows::rebuild_series(&mut batch, ks, (bucket, id), &left, &mut buf)?;
+            } else if !hot && w.downsampled.is_some() {
+                // Raw samples gone: the points meeting the range go whole.
+                let (samples, left) = tier_rows::delete_range(&mut batch, ks, (bucket, id), (start, end), &mut buf)?;
+                out.samples += samples;
+                present |= left;
             }
             if sh.histograms_stored() {
                 let (removed, left) = histogram_run::delete_range(&mut batch, ks, bucket, id, (start, end))?;

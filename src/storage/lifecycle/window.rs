@@ -17,8 +17,8 @@
 //! keyspaces, which is how retention deletes data without writing tombstones.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use fjall::config::CompressionPolicy;
 use fjall::{CompressionType, KeyspaceCreateOptions};
@@ -65,6 +65,28 @@ pub fn sealed_samples_key(start_ms: i64) -> String {
     format!("sealed_samples/{start_ms}")
 }
 
+/// Manifest key present once a window is downsampled (see `downsample.rs`): its value, the tier
+/// intervals its visible chunks generation keeps, ascending, each an `i64` BE. Written in the
+/// batch that marks that generation, so the two never disagree.
+pub fn downsampled_key(start_ms: i64) -> String {
+    format!("downsampled/{start_ms}")
+}
+
+/// The intervals of a [`downsampled_key`] value; `None` for a value that is not a list of
+/// positive `i64`s.
+pub fn decode_downsampled(value: &[u8]) -> Option<Vec<i64>> {
+    if value.is_empty() || !value.len().is_multiple_of(8) {
+        return None;
+    }
+    let out: Vec<i64> = value.chunks_exact(8).filter_map(|c| c.try_into().ok()).map(i64::from_be_bytes).collect();
+    out.iter().all(|&i| i > 0).then_some(out)
+}
+
+/// The [`downsampled_key`] value of `intervals_ms`.
+pub fn encode_downsampled(intervals_ms: &[i64]) -> Vec<u8> {
+    intervals_ms.iter().flat_map(|i| i.to_be_bytes()).collect()
+}
+
 /// Point rows and chunks compress well with LZ4 on every level (fjall's default leaves L0/L1 raw).
 pub fn keyspace_options() -> KeyspaceCreateOptions {
     KeyspaceCreateOptions::default()
@@ -81,12 +103,24 @@ pub struct Window {
     pub points: Option<fjall::Keyspace>,
     /// The visible chunks generation and its keyspace, once sealed.
     pub chunks: Option<(u32, fjall::Keyspace)>,
+    /// Once downsampled (see `downsample.rs`): the tier intervals its chunks keep, ascending.
+    /// Its float series without native histograms then have no raw samples, only tier rows of
+    /// these intervals, and writes into it are refused.
+    pub downsampled: Option<Arc<[i64]>>,
+}
+
+impl Window {
+    /// The finest interval the window keeps, once downsampled.
+    pub fn finest_kept(&self) -> Option<i64> {
+        self.downsampled.as_ref().and_then(|d| d.first().copied())
+    }
 }
 
 #[derive(Clone, Default)]
 struct Entry {
     points: Option<fjall::Keyspace>,
     chunks: Option<(u32, fjall::Keyspace)>,
+    downsampled: Option<Arc<[i64]>>,
     /// Sequence number of the last group commit into `points`, set once that commit is applied;
     /// a seal drops the overlay only if this did not move while it ran (see
     /// [`Windows::committed`]).
@@ -106,6 +140,8 @@ pub struct Windows {
     /// Group commits so far (process-wide, so a window dropped and created again never repeats
     /// a value a seal of its earlier life read).
     commits: AtomicU64,
+    /// No window ending after this is downsampled (writes after it skip the check).
+    downsampled_end: AtomicI64,
 }
 
 impl Windows {
@@ -139,7 +175,13 @@ impl Windows {
                     .map(u32::from_be_bytes);
                 let ks = db.keyspace(&name, keyspace_options)?;
                 if visible == Some(generation) {
-                    open.entry(start).or_default().chunks = Some((generation, ks));
+                    let entry = open.entry(start).or_default();
+                    entry.chunks = Some((generation, ks));
+                    if let Some(v) = meta.get(downsampled_key(start))? {
+                        let kept = decode_downsampled(&v)
+                            .ok_or(crate::storage::error::StorageError::Corrupt { what: "downsampled window mark" })?;
+                        entry.downsampled = Some(kept.into());
+                    }
                 } else {
                     tracing::info!(keyspace = %&*name, "keeping chunks of an unfinished seal for the next seal to reuse");
                     if let Some((_, older)) = spare.insert(start, (generation, ks)) {
@@ -148,7 +190,19 @@ impl Windows {
                 }
             }
         }
-        Ok(Self { window_ms, open: RwLock::new(open), spare: std::sync::Mutex::new(spare), commits: AtomicU64::new(0) })
+        let downsampled_end = open
+            .iter()
+            .filter(|(_, e)| e.downsampled.is_some())
+            .map(|(&s, _)| s.saturating_add(window_ms))
+            .max()
+            .unwrap_or(i64::MIN);
+        Ok(Self {
+            window_ms,
+            open: RwLock::new(open),
+            spare: std::sync::Mutex::new(spare),
+            commits: AtomicU64::new(0),
+            downsampled_end: AtomicI64::new(downsampled_end),
+        })
     }
 
     fn spares(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, (u32, fjall::Keyspace)>> {
@@ -186,7 +240,7 @@ impl Windows {
     }
 
     fn view(start_ms: i64, e: &Entry) -> Window {
-        Window { start_ms, points: e.points.clone(), chunks: e.chunks.clone() }
+        Window { start_ms, points: e.points.clone(), chunks: e.chunks.clone(), downsampled: e.downsampled.clone() }
     }
 
     /// Windows overlapping `[start_ms, end_ms]`, oldest first.
@@ -264,6 +318,43 @@ impl Windows {
         let old = entry.chunks.replace(chunks).map(|(_, ks)| ks);
         let overlay = if entry.writes == writes_at_start { entry.points.take() } else { None };
         Some((old, overlay))
+    }
+
+    /// Makes `chunks`, which keeps only the tier rows of `kept` (ascending) for its tiered
+    /// series, the visible generation of a window that is sealed without an overlay; returns the
+    /// replaced keyspace for the caller to delete. `None` when the window is gone or has an
+    /// overlay or a write since `writes_at_start` (the caller then deletes `chunks`). Writer
+    /// thread only.
+    pub fn install_downsampled(
+        &self,
+        start_ms: i64,
+        chunks: (u32, fjall::Keyspace),
+        kept: &[i64],
+        writes_at_start: u64,
+    ) -> Option<fjall::Keyspace> {
+        let mut open = self.write();
+        let entry = open.get_mut(&start_ms)?;
+        if entry.points.is_some() || entry.writes != writes_at_start || entry.chunks.is_none() {
+            return None;
+        }
+        entry.downsampled = Some(kept.into());
+        self.downsampled_end.fetch_max(start_ms.saturating_add(self.window_ms), Ordering::Relaxed);
+        entry.chunks.replace(chunks).map(|(_, ks)| ks)
+    }
+
+    /// No window ending after this is downsampled.
+    pub fn downsampled_end(&self) -> i64 {
+        self.downsampled_end.load(Ordering::Relaxed)
+    }
+
+    /// The downsampled window a sample at `ts_ms` would land in, if it is one (see
+    /// [`Window::downsampled`]). Cheap for samples after every downsampled window.
+    pub fn downsampled_at(&self, ts_ms: i64) -> Option<Window> {
+        if ts_ms >= self.downsampled_end.load(Ordering::Relaxed) {
+            return None;
+        }
+        let start = self.start_of(ts_ms);
+        self.read().get(&start).filter(|e| e.downsampled.is_some()).map(|e| Self::view(start, e))
     }
 
     /// True when some window ends at or before `cutoff_ms` (what [`Windows::take_expired`] would

@@ -179,6 +179,16 @@ pub trait Querier: Send + Sync {
         Vec::new()
     }
 
+    /// When windows overlapping `[start_ms, end_ms]` were downsampled (`--downsample 7d:5m`):
+    /// the finest tier interval (ms) every one of them still keeps, and the end of the newest
+    /// (raw samples before it may be gone). Raw reads find no float samples there for series
+    /// without native histograms; [`Querier::select_points`] answers there in points of that
+    /// interval or coarser, whatever their density. `None` (the default) when none was.
+    fn downsampled_in(&self, start_ms: i64, end_ms: i64) -> Option<(i64, i64)> {
+        let _ = (start_ms, end_ms);
+        None
+    }
+
     /// Every series matching all `matchers` with a sample in `(first_end - interval_ms,
     /// last_end]`, with its points of `interval_ms` (one of [`Querier::tier_intervals`]) ending
     /// in `[first_end, last_end]` (both multiples of `interval_ms`): for each interval

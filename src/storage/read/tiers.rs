@@ -115,7 +115,8 @@ impl Read<'_> {
                 raw.push(w.clone());
                 continue;
             };
-            if too_sparse(&points, self.how.min_density)
+            // A downsampled window has nothing else to read: its points answer however sparse.
+            if (w.downsampled.is_none() && too_sparse(&points, self.how.min_density))
                 || (sh.histograms_stored() && histogram_run::any_of(ks, bucket, id)?)
             {
                 return Ok(None);

@@ -41,6 +41,7 @@ use crate::storage::index::postings;
 use crate::storage::index::series::{self, Lookup, SeriesCache};
 use crate::storage::lifecycle::churn;
 use crate::storage::lifecycle::delete::{self, DeleteOutcome, DeleteRange};
+use crate::storage::lifecycle::downsample::FinishDownsample;
 use crate::storage::lifecycle::snapshot::Pinned;
 use crate::storage::lifecycle::window;
 use crate::storage::series_id::IdMap;
@@ -101,6 +102,18 @@ pub struct WriteOutcome {
     pub exemplars: usize,
 }
 
+/// The refusal of a batch with a sample in a downsampled window (see
+/// `lifecycle/downsample.rs`), naming the first such sample.
+fn into_downsampled(sh: &Shared, p: &Prepared) -> Option<StorageError> {
+    p.batch.series().find_map(|s| {
+        let floats = s.samples.iter().map(|x| x.timestamp_ms);
+        floats.chain(s.histograms.iter().map(|h| h.timestamp_ms)).find_map(|ts| {
+            let w = sh.windows.downsampled_at(ts)?;
+            Some(StorageError::Downsampled { ts_ms: ts, window_start_ms: w.start_ms, interval_ms: w.finest_kept()? })
+        })
+    })
+}
+
 /// A batch with what can be computed before the writer thread sees it: the identity of every
 /// series' label set (see [`series::identity`]), in the order of `batch.series()`.
 pub struct Prepared {
@@ -145,6 +158,9 @@ pub enum Command {
     DropExpired(i64, SyncSender<Result<Vec<i64>>>),
     /// Make a fully written chunks keyspace the window's visible generation (see `lifecycle/seal.rs`).
     FinishSeal(FinishSeal, SyncSender<Result<SealSwap>>),
+    /// Make a downsampled chunks keyspace the window's visible generation, unless a write
+    /// reached the window meanwhile (see `lifecycle/downsample.rs`); reply whether it did.
+    FinishDownsample(FinishDownsample, SyncSender<Result<bool>>),
     /// Drop the overlay of a window whose late samples were merged into its chunks (see
     /// `lifecycle/reseal.rs`), unless a commit reached it meanwhile.
     DropOverlay(DropOverlay, SyncSender<Result<SealSwap>>),
@@ -473,6 +489,9 @@ impl Writer {
                 Command::FinishSeal(finish, reply) => {
                     let _ = reply.send(self.finish_seal(finish));
                 }
+                Command::FinishDownsample(finish, reply) => {
+                    let _ = reply.send(self.finish_downsample(finish));
+                }
                 Command::DropOverlay(drop, reply) => {
                     let _ = reply.send(self.drop_overlay(&drop));
                 }
@@ -516,12 +535,28 @@ impl Writer {
         }
     }
 
-    fn commit_group(&mut self, group: Vec<(Arc<Prepared>, SyncSender<Result<WriteOutcome>>)>) {
+    fn commit_group(&mut self, mut group: Vec<(Arc<Prepared>, SyncSender<Result<WriteOutcome>>)>) {
         if let Some(reason) = self.shared.poisoned() {
             for (_, reply) in group {
                 let _ = reply.send(Err(StorageError::Poisoned(reason.clone())));
             }
             return;
+        }
+        // Writes into downsampled windows are refused here, where no downsampling can finish
+        // between the check and the commit (both run on this thread).
+        let horizon = self.shared.windows.downsampled_end();
+        if group.iter().any(|(b, _)| b.oldest_ms < horizon) {
+            let sh = Arc::clone(&self.shared);
+            group.retain(|(batch, reply)| match into_downsampled(&sh, batch) {
+                Some(refused) => {
+                    let _ = reply.send(Err(refused));
+                    false
+                }
+                None => true,
+            });
+            if group.is_empty() {
+                return;
+            }
         }
         let first_id = self.next_id;
         let result = self.build_and_commit(&group);
@@ -927,6 +962,7 @@ impl Writer {
             let mut batch = sh.db.batch().durability(self.durability);
             batch.remove(&sh.meta, window::sealed_key(w.start_ms));
             batch.remove(&sh.meta, window::sealed_samples_key(w.start_ms));
+            batch.remove(&sh.meta, window::downsampled_key(w.start_ms));
             batch.commit()?;
             dropped.push(w.start_ms);
         }
@@ -947,6 +983,38 @@ impl Writer {
         sh.index.changed();
         sh.immutable.changed();
         Ok(dropped)
+    }
+
+    /// Marks a downsampled generation visible (with its kept intervals, fsynced), swaps it in
+    /// and deletes the one it replaces; or, when the window moved since the pass began (a
+    /// write, late samples in the head or an overlay, retention), deletes the new generation
+    /// and leaves the window as it was. Writer thread only, so no commit comes between the
+    /// check and the swap.
+    fn finish_downsample(&mut self, f: FinishDownsample) -> Result<bool> {
+        let sh = Arc::clone(&self.shared);
+        let end = f.start_ms.saturating_add(sh.windows.window_ms());
+        let unchanged = sh.windows.get(f.start_ms).is_some_and(|w| w.points.is_none() && w.chunks.is_some())
+            && sh.windows.writes(f.start_ms) == f.writes_at_start
+            && !sh.head.any_in(f.start_ms, end);
+        if !unchanged {
+            sh.db.delete_keyspace(f.chunks)?;
+            return Ok(false);
+        }
+        f.chunks.rotate_memtable_and_wait()?;
+        let mut mark = sh.db.batch().durability(Some(fjall::PersistMode::SyncAll));
+        mark.insert(&sh.meta, window::sealed_key(f.start_ms), f.generation.to_be_bytes());
+        mark.insert(&sh.meta, window::sealed_samples_key(f.start_ms), f.samples.to_be_bytes());
+        mark.insert(&sh.meta, window::downsampled_key(f.start_ms), window::encode_downsampled(&f.kept_ms));
+        mark.commit()?;
+        sh.meta.rotate_memtable_and_wait()?;
+        let old = sh.windows.install_downsampled(f.start_ms, (f.generation, f.chunks), &f.kept_ms, f.writes_at_start);
+        // Raw reads of the window now find less, and tier reads other rows.
+        sh.index.changed();
+        sh.immutable.changed();
+        if let Some(old) = old {
+            sh.db.delete_keyspace(old)?;
+        }
+        Ok(true)
     }
 
     /// Deletes the overlay of a re-sealed window unless a commit reached it since the re-seal
