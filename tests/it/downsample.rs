@@ -240,6 +240,9 @@ fn the_server_downsamples_aged_windows_and_answers_from_their_points() {
         [("sum(rate(req_total[1h]))", "1h"), ("max_over_time(temp[2h])", "1h"), ("avg_over_time(temp[1d])", "6h")];
     let before: Vec<serde_json::Value> =
         queries.iter().map(|(q, step)| query(&bin, q, step, "&max_source_resolution=raw")["data"].clone()).collect();
+    // Grafana's `$__rate_interval` at a 1h step: 1h plus a scrape interval, not whole hours.
+    let rate_interval = "sum(rate(req_total[1h15s]))";
+    let unaligned_before = query(&bin, rate_interval, "1h", "&max_source_resolution=raw")["data"].clone();
     let bytes = |w: &[serde_json::Value]| w.iter().map(|w| w["bytes"].as_u64().unwrap()).sum::<u64>();
     let raw_bytes = bytes(&windows(&bin));
     bin.terminate();
@@ -267,6 +270,26 @@ fn the_server_downsamples_aged_windows_and_answers_from_their_points() {
             assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{q} at {ta}: {x} after, {y} before");
         }
     }
+    // Not whole intervals: answered approximately from the 1h points, and said so.
+    let got = query(&bin, rate_interval, "1h", "");
+    assert!(got["infos"].to_string().contains("approximately"), "{got}");
+    let values = |d: &serde_json::Value| -> Vec<(f64, f64)> {
+        d["result"][0]["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p[0].as_f64().unwrap(), p[1].as_str().unwrap().parse().unwrap()))
+            .collect()
+    };
+    let (a, b) = (values(&got["data"]), values(&unaligned_before));
+    assert!(a.len() + 2 >= b.len() && !a.is_empty(), "{} of {} steps: {got}", a.len(), b.len());
+    let before: std::collections::HashMap<u64, f64> = b.iter().map(|(t, v)| (t.to_bits(), *v)).collect();
+    let mut errors: Vec<f64> =
+        a.iter().filter_map(|(t, x)| before.get(&t.to_bits()).map(|y| ((x - y) / y.abs().max(1e-9)).abs())).collect();
+    errors.sort_by(f64::total_cmp);
+    let median = errors[errors.len() / 2];
+    eprintln!("rate over 1h15s from 1h points: median relative error {median:.4} over {} steps", errors.len());
+    assert!(median < 0.05, "median relative error {median} over {} steps", errors.len());
     // A raw read says why it finds nothing.
     let raw = query(&bin, "temp", "1h", "");
     assert!(raw["warnings"].to_string().contains("were downsampled to 1h points"), "{raw}");

@@ -1283,10 +1283,15 @@ impl Query<'_> {
         sort_by_labels(&mut out);
         // The same text for every part of a range (the result cache joins parts' annotations,
         // told apart by their text): the selector and the tier, not what was read.
-        let msg = format!(
-            "{ms} read from the {} tier (max_source_resolution=raw reads raw samples)",
-            crate::duration::format_ms(plan.interval_ms)
-        );
+        let tier = crate::duration::format_ms(plan.interval_ms);
+        let msg = if plan.approximate {
+            format!(
+                "{ms} read from the {tier} tier, approximately: raw samples there were downsampled, and the range or \
+                 steps are not multiples of {tier}, so each step takes the {tier} intervals ending inside its range"
+            )
+        } else {
+            format!("{ms} read from the {tier} tier (max_source_resolution=raw reads raw samples)")
+        };
         self.within(node, || self.info_every_step(msg));
         Ok(Some(out))
     }

@@ -71,6 +71,9 @@ pub(crate) struct TierRead {
     pub ends: (i64, i64),
     /// See [`AUTO_MIN_DENSITY`]: `0` when the request named a resolution.
     pub min_density: u64,
+    /// The steps' windows are not whole intervals: each takes the points ending inside it, so
+    /// its edges move by less than an interval (only where raw samples are gone).
+    pub approximate: bool,
 }
 
 /// The time range `(start, end]` rollups over `window` at the steps of `grid` read.
@@ -88,7 +91,9 @@ pub(crate) fn read_range(window: StepWindow, (first, step, steps): (i64, i64, us
 ///
 /// Where the range reaches downsampled windows (`downsampled`: the finest interval they all
 /// keep), only that interval or coarser ones answer there, and raw samples are no alternative:
-/// then any aligned interval up to the step and the range is taken, however sparse its points.
+/// then any aligned interval up to the step and the range is taken, however sparse its points;
+/// failing that (Grafana's `$__rate_interval` is a step plus a scrape interval), the finest
+/// kept interval up to the step and the range answers [`approximate`](TierRead::approximate)ly.
 pub(crate) fn choose(
     f: Rollup,
     window: StepWindow,
@@ -109,10 +114,39 @@ pub(crate) fn choose(
             && i.saturating_mul(range_share) <= window.range
             && tier_rollup::aligned(window, grid, i)
     });
-    let interval_ms = interval_ms.max()?;
     let (start, end) = read_range(window, grid);
+    let Some(interval_ms) = interval_ms.max() else {
+        return approximate(window, grid, (intervals, downsampled?), allowed, (start, end));
+    };
     let min_density = if allowed == SourceResolution::Auto && downsampled.is_none() { AUTO_MIN_DENSITY } else { 0 };
-    Some(TierRead { interval_ms, ends: (start.saturating_add(interval_ms), end), min_density })
+    Some(TierRead { interval_ms, ends: (start.saturating_add(interval_ms), end), min_density, approximate: false })
+}
+
+/// The approximate read of [`choose`] over downsampled windows keeping `finest` and coarser.
+fn approximate(
+    window: StepWindow,
+    (_, step, _): (i64, i64, usize),
+    (intervals, finest): (&[i64], i64),
+    allowed: SourceResolution,
+    (start, end): (i64, i64),
+) -> Option<TierRead> {
+    if window.pinned.is_some() {
+        return None;
+    }
+    let interval_ms = intervals
+        .iter()
+        .copied()
+        .filter(|&i| i >= finest && allowed.allows(i) && i <= step && i <= window.range)
+        .min()?;
+    // The intervals ending inside the read range, as `tier_rollup::each_step` takes them.
+    let first_end = start.saturating_add(interval_ms).saturating_sub(start.rem_euclid(interval_ms));
+    let last_end = end.saturating_sub(end.rem_euclid(interval_ms));
+    (first_end <= last_end).then_some(TierRead {
+        interval_ms,
+        ends: (first_end, last_end),
+        min_density: 0,
+        approximate: true,
+    })
 }
 
 /// Replaces one series' tier points by the values of `f` at the steps of `grid` (each stamped
@@ -150,7 +184,7 @@ mod tests {
         // 1h step, 1h range: 5m (1h is more than a fifth of the step).
         let r = choose(Rollup::Rate, window(60 * MIN), grid(60 * MIN), (&TIERS, None), SourceResolution::Auto);
         let ends = (100 * day - 55 * MIN, 100 * day + 29 * 60 * MIN);
-        assert_eq!(r, Some(TierRead { interval_ms: 5 * MIN, ends, min_density: AUTO_MIN_DENSITY }));
+        assert_eq!(r, Some(TierRead { interval_ms: 5 * MIN, ends, min_density: AUTO_MIN_DENSITY, approximate: false }));
         // 1d step and range: 1h.
         let r = choose(Rollup::Avg, window(day), grid(day), (&TIERS, None), SourceResolution::Auto);
         assert_eq!(r.map(|r| r.interval_ms), Some(60 * MIN));
@@ -195,13 +229,35 @@ mod tests {
         // A 5m range at a 5m step reads the 5m points, not raw samples.
         let r = choose(Rollup::Rate, window(5 * MIN), grid(5 * MIN), (&TIERS, Some(5 * MIN)), SourceResolution::Auto);
         assert_eq!(r.map(|r| r.interval_ms), Some(5 * MIN));
-        // Nothing finer than what is kept, nothing unaligned, and `raw` or a lower cap reads raw.
+        // Nothing finer than what is kept; `raw` or a lower cap reads raw.
         assert_eq!(
             choose(Rollup::Rate, window(5 * MIN), grid(5 * MIN), (&TIERS, Some(60 * MIN)), SourceResolution::Auto),
             None
         );
+        // Unaligned (Grafana's `$__rate_interval`: the step plus a scrape, or a start off the
+        // hour): the finest kept interval, approximately, over the intervals ending inside.
         let odd = (100 * day + 90_000, 60 * MIN, 30);
-        assert_eq!(choose(Rollup::Rate, window(60 * MIN), odd, (&TIERS, Some(5 * MIN)), SourceResolution::Auto), None);
+        let r = choose(Rollup::Rate, window(60 * MIN), odd, (&TIERS, Some(5 * MIN)), SourceResolution::Auto);
+        let ends = (100 * day - 55 * MIN, 100 * day + 29 * 60 * MIN);
+        assert_eq!(r, Some(TierRead { interval_ms: 5 * MIN, ends, min_density: 0, approximate: true }));
+        let r = choose(
+            Rollup::Rate,
+            window(60 * MIN + 15_000),
+            grid(60 * MIN),
+            (&TIERS, Some(60 * MIN)),
+            SourceResolution::Auto,
+        );
+        assert_eq!(
+            r.map(|r| (r.interval_ms, r.ends, r.approximate)),
+            Some((60 * MIN, (100 * day - 60 * MIN, 100 * day + 29 * 60 * MIN), true))
+        );
+        // Not without downsampled windows (raw samples answer exactly), nor over a range shorter
+        // than the interval.
+        assert_eq!(choose(Rollup::Rate, window(60 * MIN), odd, (&TIERS, None), SourceResolution::Auto), None);
+        assert_eq!(
+            choose(Rollup::Rate, window(2 * MIN), grid(60 * MIN), (&TIERS, Some(5 * MIN)), SourceResolution::Auto),
+            None
+        );
         assert_eq!(
             choose(Rollup::Rate, window(60 * MIN), grid(60 * MIN), (&TIERS, Some(5 * MIN)), SourceResolution::Raw),
             None
