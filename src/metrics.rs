@@ -177,6 +177,9 @@ pub struct StorageFigures {
     pub samples_per_bucket: Vec<u64>,
     /// Windows on disk.
     pub windows: u64,
+    /// Per resolution a window keeps (`raw`, or the finest tier of a downsampled window, e.g.
+    /// `5m`): its windows and their bytes on disk.
+    pub windows_by_resolution: Vec<(String, u64, u64)>,
     /// Bytes allocated under the data directory, as `du` counts them.
     pub disk_bytes: u64,
     /// Bytes per table.
@@ -200,6 +203,8 @@ pub struct Metrics {
     index_rows_scanned: IntCounter,
     samples_written: IntCounterVec,
     windows: IntGauge,
+    resolution_windows: IntGaugeVec,
+    resolution_bytes: IntGaugeVec,
     disk_bytes: IntGauge,
     table_bytes: IntGaugeVec,
     metadata_families: IntGauge,
@@ -362,6 +367,29 @@ impl Metrics {
                 &["bucket"],
             ),
             windows: gauge(&r, "saltdb_windows", "Time windows on disk."),
+            resolution_windows: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "saltdb_windows_by_resolution",
+                        "Time windows on disk by what they keep: raw samples, or the finest tier interval of a \
+                         downsampled window (--downsample AGE:INTERVAL).",
+                    ),
+                    &["keeps"],
+                )
+                .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            resolution_bytes: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "saltdb_window_disk_bytes",
+                        "Bytes on disk of the time windows (flushed tables) by what they keep, as saltdb_windows_by_resolution.",
+                    ),
+                    &["keeps"],
+                )
+                .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
             disk_bytes: gauge(
                 &r,
                 "saltdb_disk_bytes",
@@ -532,6 +560,13 @@ impl Metrics {
             advance(&self.samples_written.with_label_values(&[&bucket.to_string()]), n);
         }
         self.windows.set(clamp(s.windows));
+        // A resolution no window keeps any more goes.
+        self.resolution_windows.reset();
+        self.resolution_bytes.reset();
+        for (keeps, windows, bytes) in &s.windows_by_resolution {
+            self.resolution_windows.with_label_values(&[keeps]).set(clamp(*windows));
+            self.resolution_bytes.with_label_values(&[keeps]).set(clamp(*bytes));
+        }
         self.disk_bytes.set(clamp(s.disk_bytes));
         for (table, bytes) in &s.table_bytes {
             self.table_bytes.with_label_values(&[table]).set(clamp(*bytes));

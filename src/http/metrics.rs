@@ -41,6 +41,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, Api
             series_created: stats.series_created,
             samples_per_bucket: stats.samples_per_bucket,
             windows: stats.windows.len() as u64,
+            windows_by_resolution: by_resolution(&stats.windows),
             disk_bytes: stats.disk_bytes,
             table_bytes: stats.table_bytes,
             engine: Some(engine),
@@ -66,4 +67,17 @@ pub async fn track(State(state): State<Arc<AppState>>, req: Request, next: Next)
     let resp = next.run(req).await;
     state.metrics.observe_http(&route, resp.status().as_u16(), started.elapsed().as_secs_f64());
     resp
+}
+
+/// Windows and their bytes per resolution kept (`raw`, `5m`, ...), finest first.
+fn by_resolution(windows: &[crate::storage::WindowStats]) -> Vec<(String, u64, u64)> {
+    let mut by: std::collections::BTreeMap<i64, (u64, u64)> = std::collections::BTreeMap::new();
+    for w in windows {
+        let e = by.entry(w.downsampled_ms.unwrap_or(0)).or_default();
+        e.0 += 1;
+        e.1 += w.hot_bytes + w.chunk_bytes;
+    }
+    by.into_iter()
+        .map(|(ms, (n, bytes))| (if ms == 0 { "raw".to_owned() } else { crate::duration::format_ms(ms) }, n, bytes))
+        .collect()
 }

@@ -210,6 +210,8 @@ pub struct WindowStats {
     pub chunk_bytes: u64,
     /// True once the window has a visible chunks generation.
     pub sealed: bool,
+    /// Once downsampled, the finest tier interval it keeps (ms).
+    pub downsampled_ms: Option<i64>,
 }
 
 /// Where a window is in its life.
@@ -770,6 +772,7 @@ impl Storage {
                 hot_bytes: w.points.as_ref().map_or(0, fjall::Keyspace::disk_space),
                 chunk_bytes: w.chunks.as_ref().map_or(0, |(_, ks)| ks.disk_space()),
                 sealed: w.chunks.is_some(),
+                downsampled_ms: w.finest_kept(),
             })
             .collect();
         let table_bytes = vec![

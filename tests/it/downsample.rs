@@ -309,6 +309,10 @@ fn the_server_downsamples_aged_windows_and_answers_from_their_points() {
         .unwrap();
     let table = String::from_utf8_lossy(&inspect.stdout);
     assert_eq!(table.lines().filter(|l| l.contains("sealed   1h ")).count(), 2, "{table}");
+    let metrics = client().get(bin.url("/metrics")).send().unwrap().text().unwrap();
+    assert!(metrics.contains("saltdb_windows_by_resolution{keeps=\"1h\"} 2"), "{metrics}");
+    assert!(!metrics.contains("saltdb_windows_by_resolution{keeps=\"raw\"}"), "{metrics}");
+    assert!(metrics.contains("saltdb_window_disk_bytes{keeps=\"1h\"}"), "{metrics}");
     let kept_bytes = bytes(&windows(&bin));
     assert!(kept_bytes * 2 < raw_bytes, "{kept_bytes} bytes downsampled against {raw_bytes} raw with tiers");
     bin.terminate();
