@@ -100,6 +100,28 @@ proptest! {
     }
 }
 
+/// Thanos #7908: raw blocks were deleted by retention before they had been downsampled, and the
+/// period was lost. Here a window sealed without any tier (the flag came later) is downsampled
+/// from its raw samples in the very rewrite that drops them: nothing is lost in between.
+#[test]
+fn thanos_7908_raw_samples_are_dropped_only_with_their_points_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), &[]);
+    let minutes: Vec<(i64, f64)> = (0..24 * 60).map(|i| (W0 + 30_000 + i * 60_000, (i % 97) as f64)).collect();
+    s.write(batch(&[("s0".into(), minutes)])).unwrap();
+    assert_eq!(s.seal_due(W0 + DAY, 0).unwrap().len(), 1);
+    let day = (W0 + HOUR, W0 + DAY);
+    let want = reference(&s, day, HOUR);
+    assert_eq!(want[0].points.len(), 24);
+    drop(s);
+    let s = open(dir.path(), &[HOUR]);
+    let d = s.downsample_window(W0, HOUR).unwrap().unwrap();
+    assert!(d.installed);
+    assert_eq!((d.series_tiered, d.samples_dropped), (1, 24 * 60));
+    assert_eq!(raw_samples(&s, W0, W0 + DAY - 1), 0);
+    agree(points(&s, day, HOUR), &want, "1h points cut in the pass that dropped the raw samples").unwrap();
+}
+
 /// A batch with one sample in a downsampled window is refused whole, naming the window and
 /// its interval; a deletion there removes the points meeting its range; all of it lasts
 /// across a restart.
