@@ -88,6 +88,9 @@ pub struct StorageConfig {
     /// longer ages (see `lifecycle/downsample.rs`). Empty (the default) keeps raw samples for
     /// the whole retention.
     pub downsample_after: Vec<DownsampleAge>,
+    /// The density below which a seal writes no tier row (see [`crate::tier::MIN_DENSITY`],
+    /// the default); `0` writes every row (for tests and measurements).
+    pub tier_min_density: u64,
     /// After this long without a write (or a seal, deletion, ...), flush the head and every
     /// memtable into tables and roll the journal over, so that the journal files, which then only
     /// repeat tables, are deleted (see `write/idle.rs`); `None` never (`--idle-flush`).
@@ -117,6 +120,7 @@ impl StorageConfig {
             idle_flush: Some(DEFAULT_IDLE_FLUSH),
             tier_intervals_ms: Vec::new(),
             downsample_after: Vec::new(),
+            tier_min_density: crate::tier::MIN_DENSITY,
         }
     }
 }
@@ -360,7 +364,7 @@ impl Storage {
             tables,
             (read_pool()?, config.read_strategy),
             windows,
-            (manifest.bucketing, tier_intervals),
+            (manifest.bucketing, tier_intervals, config.tier_min_density),
             (next_id, config.labels_cache_bytes, config.index_cache_bytes),
             (exemplars, exemplar_rows),
         ));

@@ -61,6 +61,8 @@ pub struct Shared {
     /// Intervals (ms, ascending, each dividing the window length) of the downsampled tiers a
     /// seal builds (see `format/tier_rows.rs`); empty builds none.
     pub tier_intervals_ms: Vec<i64>,
+    /// Below this density a seal writes no tier row ([`crate::tier::MIN_DENSITY`] by default).
+    pub tier_min_density: u64,
     poison: Mutex<Option<String>>,
     next_id_committed: AtomicU64,
     samples_per_bucket: Vec<AtomicU64>,
@@ -109,7 +111,7 @@ impl Shared {
         [meta, series, series_by_labels, wal]: [fjall::Keyspace; 4],
         (pool, read_strategy): (Arc<rayon::ThreadPool>, ReadStrategy),
         windows: Windows,
-        (bucketing, tier_intervals_ms): (Bucketing, Vec<i64>),
+        (bucketing, tier_intervals_ms, tier_min_density): (Bucketing, Vec<i64>, u64),
         (next_id, labels_cache_bytes, index_cache_bytes): (u64, u64, u64),
         (exemplars, exemplar_rows): (crate::storage::format::exemplars::ExemplarStore, fjall::Keyspace),
     ) -> Self {
@@ -133,6 +135,7 @@ impl Shared {
             windows,
             bucketing,
             tier_intervals_ms,
+            tier_min_density,
             poison: Mutex::new(None),
             next_id_committed: AtomicU64::new(next_id),
             samples_per_bucket: (0..bucketing.count()).map(|_| AtomicU64::new(0)).collect(),

@@ -26,6 +26,26 @@ pub use point::{Exact, FloatPoint};
 
 use crate::sample::Sample;
 
+/// The fewest raw samples a tier point must stand for on average for points to be worth
+/// storing and reading: decoding and merging a point costs about as much as decoding 20 to 60
+/// raw samples, so sparser points read slower than the samples they stand for (the 5m points
+/// of a 60 s scrape, 5 samples each, read 12x slower in `saltdb-bench longrange`). A seal
+/// stores no tier row sparser than this (the points are cut from the raw samples when asked
+/// for, equal and faster); queries read points by default only this dense. Downsampling, which
+/// drops the raw samples, stores its rows whatever their density.
+pub const MIN_DENSITY: u64 = 100;
+
+/// Points of a series in a window up to this many (a series present for part of a window) do
+/// not decide on density.
+pub const DENSITY_MIN_POINTS: usize = 8;
+
+/// Whether `points` (one series' in one window) are too sparse for `min_density` (see
+/// [`MIN_DENSITY`]); `0` never is.
+pub fn too_sparse(points: &[(i64, FloatPoint)], min_density: u64) -> bool {
+    points.len() > DENSITY_MIN_POINTS
+        && points.iter().map(|(_, p)| p.count).sum::<u64>() < min_density.saturating_mul(points.len() as u64)
+}
+
 /// The end of the interval `(end - interval_ms, end]` holding time `t` (`interval_ms > 0`,
 /// `t` a sample time: within `0..=MAX_TIMESTAMP_MS`).
 fn interval_end(t: i64, interval_ms: i64) -> i64 {

@@ -145,9 +145,12 @@ fn check(s: &Storage, range: (i64, i64), interval: i64) -> Result<(), TestCaseEr
     Ok(())
 }
 
+/// A store with 5m and 1h tiers whose seals write every tier row, however sparse (the
+/// default writes only rows worth reading: see the budget test).
 pub(crate) fn tiered(dir: &std::path::Path) -> Storage {
     let mut c = storage_config(dir);
     c.tier_intervals_ms = vec![FIVE_MIN, HOUR];
+    c.tier_min_density = 0;
     Storage::open(c).unwrap()
 }
 
@@ -203,36 +206,47 @@ proptest! {
 }
 
 /// The sample budget counts points read from tier rows, not the raw samples they stand for: a
-/// budget too small for the raw samples of a sealed day holds its 1h points.
+/// budget too small for the raw samples of a sealed day holds its 1h points. A seal writes only
+/// rows dense enough to be worth reading (the 1h points of a 15 s scrape, 240 samples each, not
+/// its 5m points, 20 each): the 5m points are cut from the raw samples when asked for.
 #[test]
 fn a_budget_too_small_for_raw_samples_holds_their_tier_points() {
     let dir = tempfile::tempdir().unwrap();
-    let s = tiered(dir.path());
+    let mut c = storage_config(dir.path());
+    c.tier_intervals_ms = vec![FIVE_MIN, HOUR];
+    let s = Storage::open(c).unwrap();
     let samples: Vec<(i64, f64)> = (0..DAY / 15_000).map(|i| (W0 + i * 15_000, i as f64)).collect();
     s.write(batch(&[("s0".into(), samples)])).unwrap();
-    assert_eq!(s.seal_due(W0 + DAY, 0).unwrap().len(), 1);
-    let limits = || ReadLimits { max_samples: Some(100), ..ReadLimits::none() };
-    let raw = s.querier(limits()).select(&every(), W0, W0 + DAY - 1, None);
+    let sealed = s.seal_due(W0 + DAY, 0).unwrap();
+    assert_eq!(sealed.iter().map(|o| o.tier_rows).collect::<Vec<_>>(), vec![1], "only the 1h row");
+    let limits = |max: usize| ReadLimits { max_samples: Some(max), ..ReadLimits::none() };
+    let raw = s.querier(limits(100)).select(&every(), W0, W0 + DAY - 1, None);
     assert!(matches!(raw, Err(StorageError::TooManySamples { .. })), "{raw:?}");
-    let read = |interval: i64, how: PointsRead<'_>| {
-        s.querier(limits()).select_points(&every(), (W0 + interval, W0 + DAY), interval, how).unwrap()
+    let read = |max: usize, interval: i64, how: PointsRead<'_>| {
+        s.querier(limits(max)).select_points(&every(), (W0 + interval, W0 + DAY), interval, how)
     };
-    let points = read(HOUR, PointsRead::default()).unwrap();
+    let points = read(100, HOUR, PointsRead::default()).unwrap().unwrap();
     assert_eq!(points.len(), 1);
     assert_eq!(points[0].points.len(), 24);
     assert_eq!(points[0].points.iter().map(|(_, p)| p.count).sum::<u64>(), (DAY / 15_000 - 1) as u64);
+    // The 5m points come from the raw samples, which the budget counts.
+    let cut = read(100, FIVE_MIN, PointsRead::default());
+    assert!(matches!(cut, Err(StorageError::TooManySamples { .. })), "{cut:?}");
+    assert_eq!(read(10_000, FIVE_MIN, PointsRead::default()).unwrap().unwrap()[0].points.len(), 288);
     // An interval without a tier is not answered in points.
-    assert!(read(60_000, PointsRead::default()).is_none());
-    // Nor a tier sparser than asked: the 1h points stand for 240 samples each, the 5m ones 20.
-    assert!(read(HOUR, PointsRead { min_density: 200, map: None }).is_some());
-    assert!(read(FIVE_MIN, PointsRead { min_density: 100, map: None }).is_none());
-    assert!(read(HOUR, PointsRead { min_density: 300, map: None }).is_none());
+    assert!(read(100, 60_000, PointsRead::default()).unwrap().is_none());
+    // Nor points sparser than asked, stored or cut: the 1h points stand for 240 samples each,
+    // the 5m ones 20.
+    assert!(read(100, HOUR, PointsRead { min_density: 200, map: None }).unwrap().is_some());
+    assert!(read(100, HOUR, PointsRead { min_density: 300, map: None }).unwrap().is_none());
+    assert!(read(10_000, FIVE_MIN, PointsRead { min_density: 100, map: None }).unwrap().is_none());
+    assert!(read(10_000, FIVE_MIN, PointsRead { min_density: 19, map: None }).unwrap().is_some());
     // A map reduces each series where it is read.
     let map = |p: &mut SeriesPoints| {
         p.values = vec![Sample::new(0, p.points.len() as f64)];
         p.points.clear();
     };
-    let mapped = read(HOUR, PointsRead { min_density: 0, map: Some(&map) }).unwrap();
+    let mapped = read(100, HOUR, PointsRead { min_density: 0, map: Some(&map) }).unwrap().unwrap();
     assert_eq!((mapped[0].points.len(), mapped[0].values.clone()), (0, vec![Sample::new(0, 24.0)]));
 }
 
@@ -325,11 +339,12 @@ fn kill_9_while_building_tiers_loses_nothing_and_reads_no_half_tier() {
     std::thread::sleep(std::time::Duration::from_secs(2));
     bin.terminate();
     points_agree(dir.path(), range);
-    // The sealed window answers from its tier rows: its 5m points of 300 series fit a budget far
-    // below its raw samples.
+    // The sealed window answers from its tier rows: its 1h points of 300 series (the server
+    // writes no 5m rows for a 15 s scrape, 20 samples a point) fit a budget far below its raw
+    // samples.
     let s = tiered(dir.path());
-    let limits = ReadLimits { max_samples: Some(300 * 300), ..ReadLimits::none() };
-    let points = s.querier(limits).select_points(&every(), range, FIVE_MIN, PointsRead::default()).unwrap().unwrap();
+    let limits = ReadLimits { max_samples: Some(300 * 30), ..ReadLimits::none() };
+    let points = s.querier(limits).select_points(&every(), range, HOUR, PointsRead::default()).unwrap().unwrap();
     assert_eq!(points.len(), 300);
 }
 

@@ -55,12 +55,9 @@ impl SourceResolution {
     }
 }
 
-/// The fewest raw samples a stored tier point must stand for on average for `auto` to read the
-/// tier (see [`crate::storage::PointsRead::min_density`]): decoding and merging a point costs
-/// about as much as decoding 20 to 60 samples, so a sparser tier reads slower than raw (the
-/// 5m tier of a 60 s scrape, 5 samples a point, took 12x the raw time in
-/// `saltdb-bench longrange`).
-pub(crate) const AUTO_MIN_DENSITY: u64 = 100;
+/// The fewest raw samples a tier point must stand for on average for `auto` to read the tier
+/// (see [`crate::storage::PointsRead::min_density`] and [`crate::tier::MIN_DENSITY`]).
+pub(crate) const AUTO_MIN_DENSITY: u64 = crate::tier::MIN_DENSITY;
 
 /// A tier read planned for one selector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

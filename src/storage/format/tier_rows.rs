@@ -4,7 +4,9 @@
 //!
 //! Invariant: a tier row of a series holds exactly [`tier::points_of`] of the series' float
 //! samples in the window's chunks (staleness markers included), for a series without native
-//! histograms there. Whoever rewrites a series' chunks rewrites its tier rows in the same batch
+//! histograms there. A seal writes rows only where their points are dense enough to be worth
+//! reading ([`tier::MIN_DENSITY`]); readers cut the points of a missing row from the raw
+//! samples. A downsampled window (see `lifecycle/downsample.rs`) has rows and no raw samples. Whoever rewrites a series' chunks rewrites its tier rows in the same batch
 //! ([`put_series`] or [`rebuild_series`]), so the two never disagree once the batch is visible.
 //!
 //! A window `[start, start + W)` with intervals dividing `W` has a point ending at `start`
@@ -24,7 +26,8 @@ fn corrupt(_: tier_run::TierRunError) -> StorageError {
 
 /// Writes (into `batch`, for `ks`) the tier rows of one series for each of `intervals_ms`,
 /// cut from its float `samples` (ascending, the whole of the series in the window); an interval
-/// whose points would be empty (no samples) has its row removed. Returns the rows written.
+/// whose points would be empty (no samples) or [`tier::too_sparse`] for `min_density` has its
+/// row removed. Returns the rows written.
 ///
 /// # Errors
 /// [`StorageError::Corrupt`] when the samples are not ascending (the codec refuses them).
@@ -33,14 +36,14 @@ pub fn put_series(
     ks: &fjall::Keyspace,
     (bucket, id): (u16, SeriesId),
     samples: &[Sample],
-    intervals_ms: &[i64],
+    (intervals_ms, min_density): (&[i64], u64),
     buf: &mut Vec<u8>,
 ) -> Result<usize> {
     let mut rows = 0;
     for &interval in intervals_ms {
         let key = keys::tier_key(bucket, id, interval);
         let points = tier::points_of(samples, interval);
-        if points.is_empty() {
+        if points.is_empty() || tier::too_sparse(&points, min_density) {
             batch.remove(ks, key);
             continue;
         }
@@ -69,7 +72,8 @@ pub fn intervals_of(ks: &fjall::Keyspace, bucket: u16, id: SeriesId) -> Result<V
 }
 
 /// Rewrites the tier rows `ks` already holds for a series from its new `samples` (after a
-/// deletion rewrote its chunks); nothing when it holds none. Returns the rows written.
+/// deletion rewrote its chunks), removing those now sparser than `min_density`; nothing when
+/// it holds none. Returns the rows written.
 ///
 /// # Errors
 /// As [`put_series`], and engine errors.
@@ -77,11 +81,11 @@ pub fn rebuild_series(
     batch: &mut fjall::OwnedWriteBatch,
     ks: &fjall::Keyspace,
     (bucket, id): (u16, SeriesId),
-    samples: &[Sample],
+    (samples, min_density): (&[Sample], u64),
     buf: &mut Vec<u8>,
 ) -> Result<usize> {
     let intervals = intervals_of(ks, bucket, id)?;
-    put_series(batch, ks, (bucket, id), samples, &intervals, buf)
+    put_series(batch, ks, (bucket, id), samples, (&intervals, min_density), buf)
 }
 
 /// Removes from every tier row of a series in `ks` the points whose interval `(end - interval,

@@ -123,7 +123,7 @@ pub fn delete_in_window(
             }
             if removed {
                 let left: Vec<Sample> = left_rows.into_iter().rev().flatten().collect();
-                tier_rows::rebuild_series(&mut batch, ks, (bucket, id), &left, &mut buf)?;
+                tier_rows::rebuild_series(&mut batch, ks, (bucket, id), (&left, sh.tier_min_density), &mut buf)?;
             } else if !hot && w.downsampled.is_some() {
                 // Raw samples gone: the points meeting the range go whole.
                 let (samples, left) = tier_rows::delete_range(&mut batch, ks, (bucket, id), (start, end), &mut buf)?;

@@ -147,15 +147,20 @@ impl<'a> Pass<'a> {
             new_keys.push(key);
         }
         // The tier rows follow the chunks in the same batch: those the window has for the
-        // series, and for a series new to the window those of the configured intervals.
+        // series and those of the configured intervals, where dense enough (as a seal writes
+        // them).
         let mut intervals = tier_rows::intervals_of(self.chunks, bucket, id)?;
-        if old.is_empty() {
-            intervals.extend_from_slice(&self.sh.tier_intervals_ms);
-            intervals.sort_unstable();
-            intervals.dedup();
-        }
-        self.outcome.tier_rows +=
-            tier_rows::put_series(&mut self.batch, self.chunks, (bucket, id), &merged, &intervals, &mut self.buf)?;
+        intervals.extend_from_slice(&self.sh.tier_intervals_ms);
+        intervals.sort_unstable();
+        intervals.dedup();
+        self.outcome.tier_rows += tier_rows::put_series(
+            &mut self.batch,
+            self.chunks,
+            (bucket, id),
+            &merged,
+            (&intervals, self.sh.tier_min_density),
+            &mut self.buf,
+        )?;
         // A key rewritten in this batch must not also be removed in it (same sequence number).
         for key in old_keys {
             if !new_keys.iter().any(|k| k.as_slice() == &*key) {

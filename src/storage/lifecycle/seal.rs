@@ -1,6 +1,7 @@
 //! Sealing: rewriting a closed window's hot runs into a new generation of Gorilla+zstd chunks,
 //! one series at a time, with each series' downsampled tier rows beside its chunks (for the
-//! configured intervals; a series with native histograms in the window gets none).
+//! configured intervals where its points are dense enough to be worth reading,
+//! [`crate::tier::MIN_DENSITY`]; a series with native histograms in the window gets none).
 //! Restartable and idempotent: the new generation, tier rows included, is invisible until the
 //! writer thread marks it in the manifest (see `write/mod.rs`), so a crash at any point loses
 //! nothing and duplicates nothing. A window already sealed, whose overlay holds late samples, is not
@@ -146,8 +147,14 @@ fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) ->
             outcome.chunks += 1;
         }
         if histograms.is_empty() {
-            outcome.tier_rows +=
-                tier_rows::put_series(&mut batch, chunks_ks, (bucket, id), &samples, &sh.tier_intervals_ms, &mut buf)?;
+            outcome.tier_rows += tier_rows::put_series(
+                &mut batch,
+                chunks_ks,
+                (bucket, id),
+                &samples,
+                (&sh.tier_intervals_ms, sh.tier_min_density),
+                &mut buf,
+            )?;
         }
         outcome.series += 1;
         outcome.samples += samples.len();

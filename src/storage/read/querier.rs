@@ -59,15 +59,7 @@ pub struct PointsRead<'a> {
     pub map: Option<PointsMap<'a>>,
 }
 
-/// Tier rows with at most this many points (a series present for part of a window) do not
-/// decide on density.
-pub const DENSITY_MIN_POINTS: usize = 8;
-
-/// Whether a tier row of `points` is too sparse for `min_density` (see [`PointsRead`]).
-pub fn too_sparse(points: &[(i64, FloatPoint)], min_density: u64) -> bool {
-    points.len() > DENSITY_MIN_POINTS
-        && points.iter().map(|(_, p)| p.count).sum::<u64>() < min_density.saturating_mul(points.len() as u64)
-}
+pub use crate::tier::{too_sparse, DENSITY_MIN_POINTS};
 
 /// The points of `samples` (ascending, one series) for the intervals of `interval_ms` ending in
 /// `[first_end, last_end]`: what [`Querier::select_points`] answers, computed from raw samples.

@@ -143,9 +143,13 @@ impl Read<'_> {
         {
             let Some(first) = piece.first() else { continue };
             let start = sh.windows.start_of(first.timestamp_ms);
-            parts.extend(
-                points_in(piece, self.interval_ms, self.range).into_iter().map(|(end, p)| ((end, end == start), p)),
-            );
+            let cut = points_in(piece, self.interval_ms, self.range);
+            // Sparse points read slower than the samples: as for stored rows (which a seal
+            // does not even write that sparse).
+            if too_sparse(&cut, self.how.min_density) {
+                return Ok(None);
+            }
+            parts.extend(cut.into_iter().map(|(end, p)| ((end, end == start), p)));
         }
         Ok(Some(merged(parts)))
     }
