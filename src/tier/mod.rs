@@ -68,6 +68,21 @@ pub fn points_of(samples: &[Sample], interval_ms: i64) -> Vec<(i64, FloatPoint)>
     out
 }
 
+/// How many intervals of `interval_ms` hold samples of `samples` (ascending): the number of
+/// points [`points_of`] cuts, found without cutting them.
+pub fn intervals_holding(samples: &[Sample], interval_ms: i64) -> usize {
+    let mut n = 0;
+    let mut last = None;
+    for s in samples {
+        let end = interval_end(s.timestamp_ms, interval_ms);
+        if last != Some(end) {
+            n += 1;
+            last = Some(end);
+        }
+    }
+    n
+}
+
 /// `fine` points (with their ends, ascending) merged into the coarser intervals of
 /// `interval_ms` (a multiple of theirs): 5-minute points into hours.
 pub fn coarser(fine: &[(i64, FloatPoint)], interval_ms: i64) -> Vec<(i64, FloatPoint)> {
@@ -80,4 +95,19 @@ pub fn coarser(fine: &[(i64, FloatPoint)], interval_ms: i64) -> Vec<(i64, FloatP
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn intervals_holding_counts_the_points_cut(gaps in proptest::collection::vec(1i64..400_000, 0..300), interval in 1i64..900_000) {
+            let mut t = 0;
+            let samples: Vec<Sample> = gaps.iter().map(|g| { t += g; Sample::new(t, 1.0) }).collect();
+            prop_assert_eq!(intervals_holding(&samples, interval), points_of(&samples, interval).len());
+        }
+    }
 }

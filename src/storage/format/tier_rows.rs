@@ -42,6 +42,13 @@ pub fn put_series(
     let mut rows = 0;
     for &interval in intervals_ms {
         let key = keys::tier_key(bucket, id, interval);
+        // Sparse for sure (each point stands for at most its samples): not even cut.
+        let intervals = tier::intervals_holding(samples, interval);
+        if intervals > tier::DENSITY_MIN_POINTS && (samples.len() as u64) < min_density.saturating_mul(intervals as u64)
+        {
+            batch.remove(ks, key);
+            continue;
+        }
         let points = tier::points_of(samples, interval);
         if points.is_empty() || tier::too_sparse(&points, min_density) {
             batch.remove(ks, key);
