@@ -84,10 +84,12 @@ fn rules_are_evaluated_written_and_listed() {
     let (_dir, rule_file, server) = fed_server(RULES);
     let base = server.url("");
 
-    let groups = eventually(20, "both rules evaluated", || {
+    // Rules start being evaluated before the data is fed: an evaluation before it finds the
+    // alert inactive (and healthy), so wait for one after.
+    let groups = eventually(20, "both rules evaluated over the data", || {
         let g = rules_of(&base);
         let rules = g[0]["rules"].as_array()?.clone();
-        rules.iter().all(|r| r["health"] == "ok").then_some(g)
+        (rules.iter().all(|r| r["health"] == "ok") && rules.get(1)?["state"] == "firing").then_some(g)
     });
     let group = &groups[0];
     assert_eq!(group["name"], "example");
