@@ -112,13 +112,47 @@ pub fn run(data: &[WriteBatch], samples: usize) {
             pct(e[3])
         );
     }
+    for (tier, runs, points) in [("5m", &runs5, points5), ("1h", &runs1h, points1h)] {
+        let mut cols: Vec<(&str, usize, usize)> = Vec::new();
+        let mut total = 0usize;
+        for r in runs {
+            total += r.len();
+            for (i, (name, raw, alone)) in tier_run::column_sizes(r).expect("tier run columns").into_iter().enumerate()
+            {
+                match cols.get_mut(i) {
+                    Some(c) => (c.1, c.2) = (c.1 + raw, c.2 + alone),
+                    None => cols.push((name, raw, alone)),
+                }
+            }
+        }
+        let alone: usize = cols.iter().map(|c| c.2).sum();
+        println!(
+            "  {tier} columns per point: uncompressed, compressed alone, and that scaled to the run ({:.2} B/point):",
+            per_point(total, points)
+        );
+        for (name, raw, a) in cols {
+            let scaled = a as f64 * total as f64 / alone.max(1) as f64;
+            println!(
+                "    {name:<16} {:>7.2} {:>7.2} {:>7.2}",
+                per_point(raw, points),
+                per_point(a, points),
+                scaled / points.max(1) as f64
+            );
+        }
+    }
     let mut out = Vec::new();
     let raw_rate = decode_rate(&chunks, |c| {
         out.clear();
         chunk::decode(c, &mut out).expect("decode chunk");
         out.len()
     });
-    let point_rate = |runs: &[Vec<u8>]| decode_rate(runs, |r| tier_run::decode(r).expect("decode tier run").1.len());
+    let mut points = Vec::new();
+    let mut point_rate = |runs: &[Vec<u8>]| {
+        decode_rate(runs, |r| {
+            tier_run::decode_into(r, &mut points).expect("decode tier run");
+            points.len()
+        })
+    };
     let (rate5, rate1h) = (point_rate(&runs5), point_rate(&runs1h));
     let covered = |rate: f64, points: usize| rate * samples as f64 / points.max(1) as f64;
     println!("  decode (median of 5 passes, one core):");

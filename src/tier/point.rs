@@ -298,20 +298,29 @@ impl FloatPoint {
     /// decodes. `None` without exact moments, or when a product overflows.
     pub fn from_exact(&self) -> Option<FloatPoint> {
         let e = self.exact?;
-        let m0 = mantissa_at(self.first.value, e.scale)?;
+        self.from_exact_about(mantissa_at(self.first.value, e.scale)?)
+    }
+
+    /// [`FloatPoint::from_exact`] given `m0`, the first value's mantissa at the exact moments'
+    /// scale, which a decoder has read already: the same result when `m0` is the one
+    /// `from_exact` finds.
+    pub fn from_exact_about(&self, m0: i128) -> Option<FloatPoint> {
+        let e = self.exact?;
         let p = decimal::pow10(e.scale)?;
-        let sx = self.x_sum_ms.checked_sub(i128::from(self.count).checked_mul(i128::from(self.first.timestamp_ms))?)?;
+        // A u64 times an i64 fits 128 bits.
+        let sx = self.x_sum_ms.checked_sub(i128::from(self.count) * i128::from(self.first.timestamp_ms))?;
         let (total, spread, cross) = match narrow_moments(self.count, m0, e, sx) {
-            Some((t, s, c)) => (t as f64, s as f64, c as f64),
+            Some(v) => v,
             None => {
                 let n = i128::from(self.count);
                 let total = n.checked_mul(m0)?.checked_add(e.s1)?;
                 let spread = n.checked_mul(e.s2)?.checked_sub(e.s1.checked_mul(e.s1)?)?;
                 let cross = n.checked_mul(e.sxy)?.checked_sub(sx.checked_mul(e.s1)?)?;
-                (total as f64, spread as f64, cross as f64)
+                (total, spread, cross)
             }
         };
         let nf = self.count as f64;
+        let (total, spread, cross) = (to_f64(total), to_f64(spread), to_f64(cross));
         Some(FloatPoint { sum: total / p, sum_c: 0.0, m2: spread / (nf * p * p), sxy: cross / (nf * 1e3 * p), ..*self })
     }
 
@@ -365,9 +374,10 @@ fn x_sq_merged(a: &FloatPoint, b: &FloatPoint) -> i128 {
 }
 
 /// [`FloatPoint::from_exact`]'s three integers (`n m_0 + s1`, `n s2 - s1²` and
-/// `n sxy - sx s1`) in 64 bits, when they fit: the same integers as in 128 bits, so the same
-/// floats, without 128-bit multiplications (software routines, most of a decode's time).
-fn narrow_moments(count: u64, m0: i128, e: Exact, sx: i128) -> Option<(i64, i64, i64)> {
+/// `n sxy - sx s1`) from products of 64-bit factors, when every factor fits 64 bits: the same
+/// integers as the checked 128-bit arithmetic (two such products and a 64-bit term cannot
+/// overflow 128 bits), without its software multiplications (most of a decode's time).
+fn narrow_moments(count: u64, m0: i128, e: Exact, sx: i128) -> Option<(i128, i128, i128)> {
     let n = i64::try_from(count).ok()?;
     let (m0, s1, s2, sxy, sx) = (
         i64::try_from(m0).ok()?,
@@ -376,11 +386,22 @@ fn narrow_moments(count: u64, m0: i128, e: Exact, sx: i128) -> Option<(i64, i64,
         i64::try_from(e.sxy).ok()?,
         i64::try_from(sx).ok()?,
     );
-    Some((
-        n.checked_mul(m0)?.checked_add(s1)?,
-        n.checked_mul(s2)?.checked_sub(s1.checked_mul(s1)?)?,
-        n.checked_mul(sxy)?.checked_sub(sx.checked_mul(s1)?)?,
-    ))
+    let wide = |a: i64, b: i64| i128::from(a) * i128::from(b);
+    Some((wide(n, m0) + i128::from(s1), wide(n, s2) - wide(s1, s1), wide(n, sxy) - wide(sx, s1)))
+}
+
+/// `v` rounded to the nearest `f64`, through `i64` when it fits (one instruction instead of a
+/// software conversion; both round to nearest, so the same float).
+fn to_f64(v: i128) -> f64 {
+    #[inline(never)]
+    fn wide(v: i128) -> f64 {
+        v as f64
+    }
+    if v == i128::from(v as i64) {
+        v as i64 as f64
+    } else {
+        wide(v)
+    }
 }
 
 /// One step of Welford's update with compensated accumulators (PromQL's `variance`).

@@ -20,15 +20,17 @@ use crate::tier::{Exact, FloatPoint};
 use crate::varint;
 
 /// Format version of tier runs.
-pub const FORMAT_VERSION: u8 = 1;
+pub const FORMAT_VERSION: u8 = 2;
 /// zstd level of tier runs.
 pub const ZSTD_LEVEL: i32 = 3;
 /// Most points a run may claim (a year of 1-minute points; bounds allocation when decoding).
 pub const MAX_POINTS: u64 = 1 << 20;
-/// More body bytes than a point can take: flags and scale bytes, 13 wide varints of at most
-/// 19 bytes, 6 varints of at most 10 and 10 floats (389; the thirteen column lengths come on top,
-/// once per run).
-const MAX_POINT_BYTES: u64 = 400;
+/// More body bytes than a point can take: flags and scale bytes, 14 wide varints of at most
+/// 19 bytes, 6 varints of at most 10 and 10 floats (408; the column lengths come on top, once
+/// per run).
+const MAX_POINT_BYTES: u64 = 420;
+/// Byte columns of a version 2 body (version 1 has 13).
+const BODY_COLUMNS: u64 = 21;
 
 /// Why a tier run could not be encoded or decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,13 +75,26 @@ const DECIMAL: u8 = 1 << 7;
 /// [`TierRunError::Invalid`] for no points, more than [`MAX_POINTS`], an end that is not a
 /// positive multiple of the interval, or ends not ascending.
 pub fn encode(interval_ms: i64, points: &[(i64, FloatPoint)], dst: &mut Vec<u8>) -> Result<(), TierRunError> {
-    let (Some(&(first_end, _)), true) = (points.first(), interval_ms > 0) else {
+    let (Some(_), true) = (points.first(), interval_ms > 0) else {
         return Err(TierRunError::Invalid("a run needs points and a positive interval"));
     };
     if points.len() as u64 > MAX_POINTS {
         return Err(TierRunError::Invalid("too many points"));
     }
-    let mut cols = Columns::default();
+    encode_version(FORMAT_VERSION, interval_ms, points, dst)
+}
+
+/// [`encode`] in format `version` (1 or 2; 1 only for tests that version 1 still decodes).
+fn encode_version(
+    version: u8,
+    interval_ms: i64,
+    points: &[(i64, FloatPoint)],
+    dst: &mut Vec<u8>,
+) -> Result<(), TierRunError> {
+    let Some(&(first_end, _)) = points.first() else {
+        return Err(TierRunError::Invalid("a run needs points and a positive interval"));
+    };
+    let mut cols = Columns { version, ..Columns::default() };
     let mut prev_index = first_end / interval_ms;
     for (i, &(end, p)) in points.iter().enumerate() {
         if end <= 0 || end % interval_ms != 0 {
@@ -99,7 +114,7 @@ pub fn encode(interval_ms: i64, points: &[(i64, FloatPoint)], dst: &mut Vec<u8>)
         cols.put_point(end, &p);
     }
     let body = cols.body();
-    dst.push(FORMAT_VERSION);
+    dst.push(version);
     varint::put(dst, interval_ms as u64);
     varint::put(dst, points.len() as u64);
     varint::put(dst, (first_end / interval_ms) as u64);
@@ -114,64 +129,705 @@ pub fn encode(interval_ms: i64, points: &[(i64, FloatPoint)], dst: &mut Vec<u8>)
 /// # Errors
 /// [`TierRunError`] for bytes that are not a run this version wrote.
 pub fn decode(src: &[u8]) -> Result<(i64, Vec<(i64, FloatPoint)>), TierRunError> {
-    let (&version, rest) = src.split_first().ok_or(TierRunError::Truncated)?;
-    if version != FORMAT_VERSION {
-        return Err(TierRunError::Unsupported(version));
-    }
-    let (interval, rest) = varint::read(rest)?;
-    let (n, rest) = varint::read(rest)?;
-    let (first_index, rest) = varint::read(rest)?;
-    let (body_len, payload) = varint::read(rest)?;
-    let interval = i64::try_from(interval).ok().filter(|&i| i > 0).ok_or(TierRunError::Invalid("interval"))?;
-    if n == 0 || n > MAX_POINTS {
-        return Err(TierRunError::Invalid("point count"));
-    }
-    if body_len > n * MAX_POINT_BYTES + 13 * 10 {
-        return Err(TierRunError::Invalid("body length"));
-    }
-    let body = decompress(payload, body_len as usize)?;
-    if body.len() as u64 != body_len {
-        return Err(TierRunError::Invalid("body length"));
-    }
-    let mut r = Reader::new(&body, n as usize)?;
-    let mut index = i64::try_from(first_index).map_err(|_| TierRunError::Invalid("first interval"))?;
-    let mut out = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        if i > 0 {
-            let step = r.step()?;
-            index = index.checked_add(step).ok_or(TierRunError::Invalid("interval index"))?;
-        }
-        let end = index.checked_mul(interval).filter(|&e| e > 0).ok_or(TierRunError::Invalid("interval end"))?;
-        out.push((end, r.point(end)?));
-    }
-    if !r.is_exhausted() {
-        return Err(TierRunError::Invalid("bytes after the last point"));
-    }
+    let mut out = Vec::new();
+    let interval = decode_into(src, &mut out)?;
     Ok((interval, out))
 }
 
-thread_local! {
-    /// One zstd decompression context per thread: creating one costs more than decoding a
-    /// small run.
-    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
+/// [`decode`] into `out`, which is cleared first (and left empty on an error): returns the
+/// interval. Reuses `out`'s allocation and the thread's decoding buffers.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_into(src: &[u8], out: &mut Vec<(i64, FloatPoint)>) -> Result<i64, TierRunError> {
+    out.clear();
+    let h = Header::read(src)?;
+    let result = SCRATCH.with(|cell| {
+        let mut guard = cell.borrow_mut();
+        let s = &mut *guard;
+        s.decompress(h.payload, h.body_len)?;
+        let result = read_body(&s.body, &h, &mut s.counts, &mut s.words, out);
+        s.trim();
+        result
+    });
+    if result.is_err() {
+        out.clear();
+    }
+    result.map(|()| h.interval)
 }
 
-/// Decompresses a body of `len` bytes with the thread's context.
-fn decompress(payload: &[u8], len: usize) -> Result<Vec<u8>, TierRunError> {
-    DECOMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let dec = match slot.as_mut() {
+/// [`TierRunError::Invalid`], out of the way of the paths that do not fail.
+#[cold]
+fn invalid(what: &'static str) -> TierRunError {
+    TierRunError::Invalid(what)
+}
+
+#[cold]
+fn truncated() -> TierRunError {
+    TierRunError::Truncated
+}
+
+/// The body columns of a run, for size breakdowns (`saltdb-bench size --tiers`): each
+/// column's name, its bytes before compression, and its bytes compressed alone at the run's
+/// zstd level.
+///
+/// # Errors
+/// As [`decode`].
+#[doc(hidden)]
+pub fn column_sizes(src: &[u8]) -> Result<Vec<(&'static str, usize, usize)>, TierRunError> {
+    let h = Header::read(src)?;
+    let body = zstd::bulk::decompress(h.payload, h.body_len).map_err(|e| TierRunError::Zstd(e.to_string()))?;
+    let mut rest = body.as_slice();
+    let mut out = Vec::new();
+    let alone =
+        |col: &[u8]| if col.is_empty() { 0 } else { zstd::bulk::compress(col, ZSTD_LEVEL).map_or(0, |c| c.len()) };
+    let names: &[&'static str] = if h.version >= 2 { &V2_COLUMNS } else { &V1_COLUMNS };
+    for &name in names {
+        let (col, after) = column(rest)?;
+        out.push((name, col.len(), alone(col)));
+        rest = after;
+    }
+    let w = rest.len() / 8;
+    for (i, plane) in rest.chunks(w.max(1)).enumerate() {
+        out.push((PLANES.get(i).copied().unwrap_or("plane"), plane.len(), alone(plane)));
+    }
+    Ok(out)
+}
+
+/// Names of version 1's byte columns, in body order.
+const V1_COLUMNS: [&str; 13] = [
+    "steps",
+    "counts",
+    "flags",
+    "t first",
+    "t last",
+    "t before last",
+    "t spread",
+    "t squares",
+    "t extremes",
+    "tallies",
+    "scales",
+    "mantissas",
+    "moments",
+];
+/// Names of version 2's byte columns, in body order.
+const V2_COLUMNS: [&str; 21] = [
+    "steps",
+    "counts",
+    "flags",
+    "t first",
+    "t last",
+    "t before last",
+    "t spread",
+    "t squares",
+    "t squares low",
+    "t extremes",
+    "resets",
+    "changes",
+    "scales",
+    "m first",
+    "m last",
+    "m before last",
+    "m min",
+    "m max",
+    "s1",
+    "s2",
+    "sxy",
+];
+const PLANES: [&str; 8] = [
+    "float byte 7",
+    "float byte 6",
+    "float byte 5",
+    "float byte 4",
+    "float byte 3",
+    "float byte 2",
+    "float byte 1",
+    "float byte 0",
+];
+
+/// What a run's header says.
+struct Header<'a> {
+    version: u8,
+    interval: i64,
+    n: usize,
+    first_index: i64,
+    body_len: usize,
+    payload: &'a [u8],
+}
+
+impl<'a> Header<'a> {
+    fn read(src: &'a [u8]) -> Result<Self, TierRunError> {
+        let (&version, rest) = src.split_first().ok_or_else(truncated)?;
+        if version != 1 && version != 2 {
+            return Err(TierRunError::Unsupported(version));
+        }
+        let (interval, rest) = varint::read(rest)?;
+        let (n, rest) = varint::read(rest)?;
+        let (first_index, rest) = varint::read(rest)?;
+        let (body_len, payload) = varint::read(rest)?;
+        let interval = i64::try_from(interval).ok().filter(|&i| i > 0).ok_or_else(|| invalid("interval"))?;
+        if n == 0 || n > MAX_POINTS {
+            return Err(invalid("point count"));
+        }
+        if body_len > n * MAX_POINT_BYTES + BODY_COLUMNS * 10 {
+            return Err(invalid("body length"));
+        }
+        let first_index = i64::try_from(first_index).map_err(|_| TierRunError::Invalid("first interval"))?;
+        // Both fit: `n <= MAX_POINTS`, and the body length is bounded by it.
+        Ok(Self { version, interval, n: n as usize, first_index, body_len: body_len as usize, payload })
+    }
+}
+
+thread_local! {
+    /// One zstd decompression context and one set of decoding buffers per thread: creating a
+    /// context costs more than decoding a small run.
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// Buffers kept from one decode to the next.
+#[derive(Default)]
+struct Scratch {
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
+    /// The decompressed body.
+    body: Vec<u8>,
+    /// Sample count of every point.
+    counts: Vec<u64>,
+    /// The float words, every chain's XOR undone.
+    words: Vec<u64>,
+}
+
+/// Buffers above this many bytes are released after a decode (a huge run keeps no memory).
+const SCRATCH_KEPT: usize = 1 << 22;
+
+impl Scratch {
+    /// Decompresses a body of `len` bytes into [`Scratch::body`].
+    fn decompress(&mut self, payload: &[u8], len: usize) -> Result<(), TierRunError> {
+        let dec = match self.zstd.as_mut() {
             Some(d) => d,
-            None => slot.insert(zstd::bulk::Decompressor::new().map_err(|e| TierRunError::Zstd(e.to_string()))?),
+            None => self.zstd.insert(zstd::bulk::Decompressor::new().map_err(|e| TierRunError::Zstd(e.to_string()))?),
         };
-        dec.decompress(payload, len).map_err(|e| TierRunError::Zstd(e.to_string()))
-    })
+        self.body.clear();
+        self.body.reserve(len);
+        dec.decompress_to_buffer(payload, &mut self.body).map_err(|e| TierRunError::Zstd(e.to_string()))?;
+        if self.body.len() != len {
+            return Err(invalid("body length"));
+        }
+        Ok(())
+    }
+
+    fn trim(&mut self) {
+        if self.body.capacity() > SCRATCH_KEPT {
+            self.body = Vec::new();
+        }
+        if self.counts.capacity() * 8 > SCRATCH_KEPT {
+            self.counts = Vec::new();
+        }
+        if self.words.capacity() * 8 > SCRATCH_KEPT {
+            self.words = Vec::new();
+        }
+    }
+}
+
+/// Reads an unsigned varint off the front of `src` (one byte without a call).
+#[inline(always)]
+fn read_u64(src: &mut &[u8]) -> Result<u64, TierRunError> {
+    if let Some((&b, rest)) = src.split_first() {
+        if b < 0x80 {
+            *src = rest;
+            return Ok(u64::from(b));
+        }
+    }
+    let (v, rest) = varint::read(src)?;
+    *src = rest;
+    Ok(v)
+}
+
+/// [`read_wide`], in 64-bit arithmetic for the varints of at most 9 bytes.
+#[inline(always)]
+fn read_wide_fast(src: &mut &[u8]) -> Result<i128, TierRunError> {
+    let mut u = 0u64;
+    for (i, &b) in src.iter().enumerate().take(9) {
+        u |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            *src = src.get(i + 1..).unwrap_or_default();
+            return Ok(i128::from(u >> 1) ^ -i128::from(u & 1));
+        }
+    }
+    read_wide(src)
+}
+
+/// The line's constants for one sample count (see [`line_moments`]), in 64 bits when they fit.
+#[derive(Clone, Copy)]
+struct Line {
+    n: u64,
+    /// `k = n - 1`, `Σ i` and `Σ i²` over `i = 0..=k` (saturating).
+    k: i128,
+    k1: i128,
+    k2: i128,
+    /// `Q / k²` (`Q = k n (2k + 1) / 6`, `k = n - 1 >= 1`) as a fraction in lowest terms, when
+    /// `Q` and `k²` fit: the same quotient, with smaller products.
+    narrow: Option<(i64, Divisor)>,
+}
+
+impl Line {
+    fn new(n: u64) -> Self {
+        let narrow = || -> Option<(i64, Divisor)> {
+            let n = i64::try_from(n).ok()?;
+            let k = n - 1;
+            if k < 1 {
+                return None;
+            }
+            let (squares, kk) = (k.checked_mul(n)?.checked_mul(2 * k + 1)? / 6, k.checked_mul(k)?);
+            let g = gcd(squares, kk);
+            Some((squares / g, Divisor::new(kk / g)))
+        };
+        let k = i128::from(n) - 1;
+        let k1 = quotient(k.saturating_mul(k + 1), 2);
+        let k2 = quotient(k.saturating_mul(k + 1).saturating_mul(2 * k + 1), 6);
+        Self { n, k, k1, k2, narrow: narrow() }
+    }
+
+    /// Version 2's model of `Σ (t - t_first)²` (`x_sq_ms`) given the span of the times and
+    /// `sum_t = Σ (t - t_first)`: with the step `h = span / k` rounded, the times are
+    /// `t_first + i h + e_i` and `x_sq_ms = h² Σ i² + 2h Σ i e_i + Σ e_i²`. The rest above
+    /// `base = h² Σ i²` is stored as its quotient by `den = 2h` (`Σ i e_i`: stored against
+    /// `high = (k + 1) Σ e_i / 2`, which it is when the times are off by the same amount) and its
+    /// remainder (`Σ e_i²`, small). Saturating arithmetic, the same on both sides.
+    fn squares(&self, span: i128, sum_t: i128) -> Squares {
+        let k = self.k;
+        if k < 1 {
+            return Squares { base: 0, den: 1, high: 0 };
+        }
+        let h = div_floor(span.saturating_mul(2).saturating_add(k), k.saturating_mul(2));
+        let base = mul_sat(mul_sat(h, h), self.k2);
+        let den = if h >= 1 { h.saturating_mul(2) } else { 1 };
+        let sum_e = sum_t.saturating_sub(mul_sat(h, self.k1));
+        Squares { base, den, high: quotient(mul_sat(sum_e, k + 1), 2) }
+    }
+
+    /// Version 2's prediction of a decimal point's co-moment, given the residual `r1` of its
+    /// `s1` from the line. With the values `m_i - m_first = i rise / k + d_i` and the times
+    /// `t_i - t_first = i span / k + e_i`, `s1 = Σ i rise / k + Σ d_i` and the co-moment is
+    /// `Σ (i span / k)(i rise / k) + (span / k) Σ i d_i + Σ e_i (m_i - m_first)`; `Σ i d_i` is
+    /// about `k Σ d_i / 2 = k r1 / 2` (a random walk's deviations from the line between its
+    /// ends are symmetric), so the co-moment is predicted as its line value plus `span r1 / 2`.
+    fn sxy(&self, rise: i128, span: i128, r1: i128) -> i128 {
+        self.moments(span, rise).wrapping_add(quotient(mul_sat(span, r1), 2))
+    }
+
+    /// Version 2's prediction of a decimal point's `s2`, given `r1` and the co-moment's residual
+    /// `rxy` from [`Line::sxy`]: `s2 = Σ (i rise / k)² + (2 rise / k) Σ i d_i + Σ d_i²`, whose
+    /// middle term is about `rise r1` plus `2 rise / span` times what `rxy` is made of.
+    fn s2(&self, rise: i128, span: i128, r1: i128, rxy: i128) -> i128 {
+        let skew = if span > 0 { quotient(mul_sat(mul_sat(rise, 2), rxy), span) } else { 0 };
+        self.moments(rise, rise).wrapping_add(mul_sat(rise, r1)).wrapping_add(skew)
+    }
+
+    /// [`line_moments`] for this count.
+    #[inline(always)]
+    fn moments(&self, a: i128, b: i128) -> i128 {
+        if let (Some((squares, kk)), Ok(a), Ok(b)) = (self.narrow, i64::try_from(a), i64::try_from(b)) {
+            if let Some(ab) = a.checked_mul(b) {
+                // `a b Q / k²` is below 2^126 here, so the saturating arithmetic does not
+                // saturate: the quotient of the same fraction in lowest terms.
+                return match ab.checked_mul(squares) {
+                    Some(v) => i128::from(kk.quotient(v)),
+                    None => i128::from(ab) * i128::from(squares) / i128::from(kk.d),
+                };
+            }
+        }
+        line_moments(i128::from(self.n), a, b)
+    }
+}
+
+/// [`Line::squares`]: what `x_sq_ms` is stored against.
+struct Squares {
+    base: i128,
+    den: i128,
+    high: i128,
+}
+
+/// `a * b`, saturating; one multiplication when both fit 64 bits.
+#[inline(always)]
+fn mul_sat(a: i128, b: i128) -> i128 {
+    match (i64::try_from(a), i64::try_from(b)) {
+        (Ok(a), Ok(b)) => i128::from(a) * i128::from(b),
+        _ => a.saturating_mul(b),
+    }
+}
+
+/// `a / b` rounded down (`b > 0`), in 64 bits when both fit.
+#[inline(always)]
+fn div_floor(a: i128, b: i128) -> i128 {
+    match (i64::try_from(a), i64::try_from(b)) {
+        (Ok(a), Ok(b)) if b > 0 => i128::from(a.div_euclid(b)),
+        _ => a.div_euclid(b.max(1)),
+    }
+}
+
+/// Lines kept while a run decodes, by count modulo this.
+const LINES: usize = 8;
+
+fn gcd(mut a: i64, mut b: i64) -> i64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
+}
+
+/// Division by a positive `d` fixed for many numerators: through its reciprocal, then
+/// corrected to the quotient `/` gives (towards zero).
+#[derive(Clone, Copy)]
+struct Divisor {
+    d: i64,
+    inverse: f64,
+}
+
+impl Divisor {
+    fn new(d: i64) -> Self {
+        let d = d.max(1);
+        Self { d, inverse: 1.0 / d as f64 }
+    }
+
+    #[inline(always)]
+    fn quotient(self, v: i64) -> i64 {
+        // Off by a few units at most (below 2^63, the float's error is below 2^11 over `d`).
+        let mut q = (v as f64 * self.inverse) as i64;
+        let Some(mut r) = q.checked_mul(self.d).and_then(|qd| v.checked_sub(qd)) else { return v / self.d };
+        for _ in 0..4 {
+            if (v >= 0 && r < 0) || (v < 0 && r > 0) {
+                q -= v.signum();
+                r += v.signum() * self.d;
+            } else if r.unsigned_abs() >= self.d.unsigned_abs() {
+                q += v.signum();
+                r -= v.signum() * self.d;
+            } else {
+                return q;
+            }
+        }
+        v / self.d
+    }
+}
+
+/// `n * v / 2` as [`line_spread`] and [`line_s1`] compute it (`n >= 2` for the latter).
+#[inline(always)]
+fn half_product(n: u64, v: i128) -> i128 {
+    if let (Ok(n), Ok(v)) = (i64::try_from(n), i64::try_from(v)) {
+        if let Some(p) = n.checked_mul(v) {
+            return i128::from(p / 2);
+        }
+    }
+    quotient(i128::from(n).saturating_mul(v), 2)
+}
+
+/// The words of float field `field`: the next one of its chain.
+#[inline(always)]
+fn next_word(words: &[u64], at: &mut [usize; FLOAT_FIELDS], field: usize) -> Result<f64, TierRunError> {
+    let i = at.get_mut(field).ok_or_else(|| invalid("float field"))?;
+    let w = words.get(*i).ok_or_else(|| invalid("float column size"))?;
+    *i += 1;
+    Ok(f64::from_bits(*w))
+}
+
+/// A time field stored as its difference from the point before's: the new value of `prev`.
+#[inline(always)]
+fn next_relative(col: &mut &[u8], prev: &mut i128) -> Result<i128, TierRunError> {
+    *prev = prev.wrapping_add(read_wide_fast(col)?);
+    Ok(*prev)
+}
+
+/// A sample time stored offset `back` from `end`.
+#[inline(always)]
+fn back_from(end: i64, back: i128) -> Result<i64, TierRunError> {
+    i128::from(end).checked_sub(back).and_then(|t| i64::try_from(t).ok()).ok_or_else(|| invalid("time offset"))
+}
+
+/// The body of a version 1 run into `out`: the byte columns one point after another, the float
+/// words first transposed and un-XORed whole.
+fn read_body(
+    body: &[u8],
+    h: &Header<'_>,
+    counts: &mut Vec<u64>,
+    words: &mut Vec<u64>,
+    out: &mut Vec<(i64, FloatPoint)>,
+) -> Result<(), TierRunError> {
+    let n = h.n;
+    let (mut steps, rest) = column(body)?;
+    let (counts_col, rest) = column(rest)?;
+    let (flags, rest) = column(rest)?;
+    let v2 = h.version >= 2;
+    // Version 1 keeps the explicit times before the time squares' low part (which it has
+    // not), the tallies, mantissas and moments each in one column.
+    let mut times: [&[u8]; TIME_COLUMNS] = [&[]; TIME_COLUMNS];
+    let mut rest = rest;
+    let time_order: &[usize] = if v2 {
+        &[T_FIRST, T_LAST, T_BEFORE_LAST, T_SPREAD, T_SQUARES, T_SQUARES_LOW, T_EXPLICIT]
+    } else {
+        &[T_FIRST, T_LAST, T_BEFORE_LAST, T_SPREAD, T_SQUARES, T_EXPLICIT]
+    };
+    for &slot in time_order {
+        let (col, after) = column(rest)?;
+        if let Some(t) = times.get_mut(slot) {
+            *t = col;
+        }
+        rest = after;
+    }
+    let [mut t_first, mut t_last, mut t_before_last, mut t_spread, mut t_squares, mut t_explicit, mut t_squares_low] =
+        times;
+    let mut tallies: [&[u8]; 2] = [&[]; 2];
+    let mut mantissas: [&[u8]; 5] = [&[]; 5];
+    let mut moments: [&[u8]; 3] = [&[]; 3];
+    rest = columns_into(&mut tallies, rest, v2)?;
+    let (mut scales, after) = column(rest)?;
+    rest = columns_into(&mut mantissas, after, v2)?;
+    rest = columns_into(&mut moments, rest, v2)?;
+    let planes = rest;
+    // Which column each mantissa role, moment and tally reads.
+    let role = |i: usize| if v2 { i } else { 0 };
+    if flags.len() != n || planes.len() % 8 != 0 {
+        return Err(invalid("column sizes"));
+    }
+    counts.clear();
+    counts.reserve(n);
+    let mut col = counts_col;
+    for _ in 0..n {
+        counts.push(read_u64(&mut col)?);
+    }
+    if !col.is_empty() {
+        return Err(invalid("bytes after the last point"));
+    }
+    // Words per field, from the counts and flags alone.
+    let mut per_field = [0usize; FLOAT_FIELDS];
+    for (&count, &f) in counts.iter().zip(flags) {
+        if count == 0 {
+            continue;
+        }
+        if f & DECIMAL == 0 {
+            let explicit = |shift: u8| usize::from((f >> shift) & 3 == EXPLICIT);
+            per_field[F_FIRST] += 1;
+            per_field[F_LAST] += usize::from(count >= 2);
+            per_field[F_BEFORE_LAST] += usize::from(count >= 3);
+            per_field[F_MIN] += explicit(MIN_SHIFT);
+            per_field[F_MAX] += explicit(MAX_SHIFT);
+            per_field[F_SUM] += 1;
+            per_field[F_SUM_C] += 1;
+            per_field[F_M2] += 1;
+            per_field[F_SXY] += 1;
+        }
+        per_field[F_RESET_SUM] += usize::from(f & HAS_RESETS != 0);
+    }
+    let w = planes.len() / 8;
+    if per_field.iter().sum::<usize>() != w {
+        return Err(invalid("float column size"));
+    }
+    words.clear();
+    words.resize(w, 0);
+    if w > 0 {
+        for plane in planes.chunks_exact(w) {
+            for (word, &b) in words.iter_mut().zip(plane) {
+                *word = (*word << 8) | u64::from(b);
+            }
+        }
+    }
+    let mut at = [0usize; FLOAT_FIELDS];
+    let mut start = 0;
+    for (a, len) in at.iter_mut().zip(per_field) {
+        *a = start;
+        let mut prev = 0u64;
+        for word in words.get_mut(start..start + len).unwrap_or_default() {
+            prev ^= *word;
+            *word = prev;
+        }
+        start += len;
+    }
+    let words = words.as_slice();
+
+    out.reserve(n);
+    let mut index = h.first_index;
+    let mut prev_times = [0i128; 3];
+    let mut prev_mantissa = 0i64;
+    let mut lines = [Line::new(0); LINES];
+    for (i, (&count, &flags)) in counts.iter().zip(flags).enumerate() {
+        if i > 0 {
+            let step = i64::try_from(read_u64(&mut steps)?).ok().filter(|&s| s > 0);
+            let step = step.ok_or_else(|| invalid("interval step"))?;
+            index = index.checked_add(step).ok_or_else(|| invalid("interval index"))?;
+        }
+        let end = index.checked_mul(h.interval).filter(|&e| e > 0).ok_or_else(|| invalid("interval end"))?;
+        if count == 0 {
+            if flags != ENDS_STALE {
+                return Err(invalid("flags of an empty point"));
+            }
+            out.push((end, FloatPoint::stale_only()));
+            continue;
+        }
+        // Counts differ by a sample or two from point to point where samples fall on
+        // interval boundaries.
+        let line = match lines.get_mut(count as usize % LINES) {
+            Some(l) if l.n == count => *l,
+            Some(l) => {
+                *l = Line::new(count);
+                *l
+            }
+            None => Line::new(count),
+        };
+        let (min_ref, max_ref) = ((flags >> MIN_SHIFT) & 3, (flags >> MAX_SHIFT) & 3);
+        let [prev_first, prev_last, prev_before_last] = &mut prev_times;
+        let first_ts = back_from(end, next_relative(&mut t_first, prev_first)?)?;
+        let last_ts = if count >= 2 { back_from(end, next_relative(&mut t_last, prev_last)?)? } else { first_ts };
+        let before_last_ts =
+            if count >= 3 { back_from(end, next_relative(&mut t_before_last, prev_before_last)?)? } else { first_ts };
+        let mut explicit_ts = || -> Result<i64, TierRunError> {
+            let back = read_u64(&mut t_explicit)?;
+            i64::try_from(back).ok().and_then(|b| end.checked_sub(b)).ok_or_else(|| invalid("time offset"))
+        };
+        let min_ts = if min_ref == EXPLICIT { explicit_ts()? } else { 0 };
+        let max_ts = if max_ref == EXPLICIT { explicit_ts()? } else { 0 };
+        let offsets = i128::from(end) * 2 - i128::from(first_ts) - i128::from(last_ts);
+        let span = i128::from(last_ts) - i128::from(first_ts);
+        let spread = read_wide_fast(&mut t_spread)?.wrapping_add(half_product(count, offsets));
+        let x_sq_ms = if v2 {
+            let off_first = i128::from(end) - i128::from(first_ts);
+            let m = line.squares(span, mul_sat(off_first, i128::from(count)).wrapping_sub(spread));
+            let high = read_wide_fast(&mut t_squares)?.wrapping_add(m.high);
+            let low = read_wide_fast(&mut t_squares_low)?;
+            let low = (low << 1) ^ (low >> 127);
+            high.wrapping_mul(m.den).wrapping_add(low).wrapping_add(m.base)
+        } else {
+            read_wide_fast(&mut t_squares)?.wrapping_add(line.moments(span, span))
+        };
+        let x_sum_ms =
+            (i128::from(end) * i128::from(count)).checked_sub(spread).ok_or_else(|| invalid("timestamp sum"))?;
+        let resets = read_u64(tallies.get_mut(0).ok_or_else(truncated)?)?;
+        let changes = read_u64(tallies.get_mut(role(1)).ok_or_else(truncated)?)?;
+        if (flags & HAS_RESETS != 0) != (resets > 0) {
+            return Err(invalid("reset flag"));
+        }
+        let reset_sum = if resets > 0 { next_word(words, &mut at, F_RESET_SUM)? } else { -0.0 };
+        // The stored values: first, last, second-to-last, explicit minimum and maximum.
+        let mut values = [0.0f64; 5];
+        let mut stored = 0;
+        let mut exact = None;
+        let mut first_m = 0i64;
+        let (mut sum, mut sum_c, mut m2, mut sxy) = (0.0, 0.0, 0.0, 0.0);
+        let wanted = [true, count >= 2, count >= 3, min_ref == EXPLICIT, max_ref == EXPLICIT];
+        if flags & DECIMAL != 0 {
+            let (&scale, rest) = scales.split_first().ok_or_else(truncated)?;
+            scales = rest;
+            let p10 = decimal::pow10(scale).ok_or_else(|| invalid("decimal scale"))?;
+            let mut base = prev_mantissa;
+            let mut ms = [0i64; 5];
+            for (field, &want) in wanted.iter().enumerate() {
+                if !want {
+                    continue;
+                }
+                let col = mantissas.get_mut(role(field)).ok_or_else(truncated)?;
+                let m = i128::from(base)
+                    .checked_add(read_wide_fast(col)?)
+                    .and_then(|m| i64::try_from(m).ok())
+                    .ok_or_else(|| invalid("mantissa"))?;
+                if let (Some(v), Some(slot)) = (values.get_mut(field), ms.get_mut(stored)) {
+                    // Dividing by 1 changes nothing.
+                    *v = if scale == 0 { m as f64 } else { m as f64 / p10 };
+                    *slot = m;
+                }
+                if stored == 0 || stored == 1 {
+                    base = m;
+                }
+                if stored == 1 || (stored == 0 && count == 1) {
+                    prev_mantissa = m;
+                }
+                stored += 1;
+            }
+            first_m = ms[0];
+            let rise = if count >= 2 { i128::from(ms[1]) - i128::from(ms[0]) } else { 0 };
+            let [c1, c2, c3] = &mut moments;
+            let r1 = read_wide_fast(c1)?;
+            let s1 = r1.wrapping_add(if count >= 2 { half_product(count, rise) } else { 0 });
+            let (s2, sxy) = if v2 {
+                let rxy = read_wide_fast(c3)?;
+                let s2 = read_wide_fast(c2)?.wrapping_add(line.s2(rise, span, r1, rxy));
+                (s2, rxy.wrapping_add(line.sxy(rise, span, r1)))
+            } else {
+                let s2 = read_wide_fast(c1)?.wrapping_add(line.moments(rise, rise));
+                (s2, read_wide_fast(c1)?.wrapping_add(line.moments(span, rise)))
+            };
+            exact = Some(Exact { scale, s1, s2, sxy });
+        } else {
+            const FIELDS: [usize; 5] = [F_FIRST, F_LAST, F_BEFORE_LAST, F_MIN, F_MAX];
+            for ((v, &want), field) in values.iter_mut().zip(&wanted).zip(FIELDS) {
+                if want {
+                    *v = next_word(words, &mut at, field)?;
+                }
+            }
+            sum = next_word(words, &mut at, F_SUM)?;
+            sum_c = next_word(words, &mut at, F_SUM_C)?;
+            m2 = next_word(words, &mut at, F_M2)?;
+            sxy = next_word(words, &mut at, F_SXY)?;
+        }
+        let [first_v, last_v, before_last_v, min_v, max_v] = values;
+        let first = Sample::new(first_ts, first_v);
+        let last = if count >= 2 { Sample::new(last_ts, last_v) } else { first };
+        let before_last = match count {
+            0 | 1 => None,
+            2 => Some(first),
+            _ => Some(Sample::new(before_last_ts, before_last_v)),
+        };
+        let pick = |at: u8, ts: i64, v: f64| -> Result<(i64, f64), TierRunError> {
+            let s = match at {
+                AT_FIRST => first,
+                AT_LAST => last,
+                AT_BEFORE_LAST => before_last.ok_or_else(|| invalid("extreme reference"))?,
+                _ => return Ok((ts, v)),
+            };
+            Ok((s.timestamp_ms, s.value))
+        };
+        let (min_ts, min) = pick(min_ref, min_ts, min_v)?;
+        let (max_ts, max) = pick(max_ref, max_ts, max_v)?;
+        let p = FloatPoint {
+            count,
+            first,
+            last,
+            before_last,
+            ends_stale: flags & ENDS_STALE != 0,
+            sum,
+            sum_c,
+            min,
+            min_ts,
+            max,
+            max_ts,
+            m2,
+            x_sum_ms,
+            x_sq_ms,
+            sxy,
+            constant: flags & CONSTANT != 0,
+            resets,
+            reset_sum,
+            changes,
+            exact,
+        };
+        let p = match exact {
+            None => Some(p),
+            // Below 2^51 a mantissa is the one `from_exact` would find again from the value.
+            Some(_) if first_m.unsigned_abs() < 1 << 51 => p.from_exact_about(i128::from(first_m)),
+            Some(_) => p.from_exact(),
+        }
+        .ok_or_else(|| invalid("exact moments"))?;
+        out.push((end, p));
+    }
+    let rest = [steps, scales, t_first, t_last, t_before_last, t_spread, t_squares, t_squares_low, t_explicit];
+    let all = rest.iter().chain(&tallies).chain(&mantissas).chain(&moments);
+    if !all.into_iter().all(|c| c.is_empty()) {
+        return Err(invalid("bytes after the last point"));
+    }
+    Ok(())
 }
 
 /// The columns of a run's body while it is written.
 #[derive(Default)]
 struct Columns {
+    /// The format version written (1 only in tests).
+    version: u8,
     /// Interval steps between points (varints, from the second point on).
     steps: Vec<u8>,
     /// Per point: sample count (varint).
@@ -179,22 +835,26 @@ struct Columns {
     /// Per point: flags byte.
     flags: Vec<u8>,
     /// Times, one column per field: the five of `prev_times` (wide varints of differences),
-    /// then the explicit extremes' offsets back from the end (varints).
+    /// then the explicit extremes' offsets back from the end (varints), then (version 2) the
+    /// low part of the time squares.
     times: [Vec<u8>; TIME_COLUMNS],
-    /// Resets and changes (varints).
-    tallies: Vec<u8>,
+    /// Resets and changes (varints): both in the first column in version 1.
+    tallies: [Vec<u8>; 2],
     /// Per decimal point: its scale (one byte).
     scales: Vec<u8>,
     /// Per decimal point: mantissas of its stored samples, each as a zigzag varint of its
-    /// difference from the one before (the first from the last of the decimal point before).
-    mantissas: Vec<u8>,
-    /// Per decimal point: its exact moments (zigzag varints of up to 128 bits).
-    moments: Vec<u8>,
+    /// difference from another (see [`Columns::put_point`]); version 2 keeps one column per
+    /// role (first, last, second-to-last, minimum, maximum), version 1 one for all.
+    mantissas: [Vec<u8>; 5],
+    /// Per decimal point: its exact moments (zigzag varints of up to 128 bits), one column
+    /// each in version 2, one for the three in version 1.
+    moments: [Vec<u8>; 3],
     /// Mantissa of the last sample of the decimal point before.
     prev_mantissa: i64,
     /// The point before's offsets of its first, last and second-to-last samples, its
-    /// timestamp spread and its `x_sq_ms`: each stored as the difference from these.
-    prev_times: [i128; 5],
+    /// timestamp spread and its `x_sq_ms`: each stored as the difference from these; in
+    /// version 2 the last slot holds the low part of the time squares instead.
+    prev_times: [i128; TIME_COLUMNS],
     /// Float fields, each XORed with the same field of the point before: one chain per field.
     floats: [Vec<u64>; FLOAT_FIELDS],
     prev: [u64; FLOAT_FIELDS],
@@ -217,7 +877,7 @@ fn read_wide(src: &mut &[u8]) -> Result<i128, TierRunError> {
         let shift = 7 * i as u32;
         let group = u128::from(b & 0x7f);
         if shift == 126 && group > 3 {
-            return Err(TierRunError::Invalid("wide varint out of range"));
+            return Err(invalid("wide varint out of range"));
         }
         u |= group << shift;
         if b < 0x80 {
@@ -278,7 +938,9 @@ const T_SPREAD: usize = 3;
 const T_SQUARES: usize = 4;
 /// The column of explicit extremes' times.
 const T_EXPLICIT: usize = 5;
-const TIME_COLUMNS: usize = 6;
+/// Version 2: the low part of the time squares.
+const T_SQUARES_LOW: usize = 6;
+const TIME_COLUMNS: usize = 7;
 
 /// Which of the point's first, last and second-to-last samples is the extreme at `ts` with
 /// value `v`, if one is (same time, same bits).
@@ -324,6 +986,7 @@ impl Columns {
     }
 
     fn put_point(&mut self, end: i64, p: &FloatPoint) {
+        let v2 = self.version >= 2;
         varint::put(&mut self.counts, p.count);
         if p.count == 0 {
             self.flags.push(ENDS_STALE);
@@ -352,13 +1015,25 @@ impl Columns {
         }
         // `count * end - Σ ts`: the same number at every point of a regular scrape.
         let n = i128::from(p.count);
-        let offsets = i128::from(end - p.first.timestamp_ms) + i128::from(end - p.last.timestamp_ms);
+        let line = Line::new(p.count);
+        let off_first = i128::from(end) - i128::from(p.first.timestamp_ms);
+        let offsets = off_first + i128::from(end - p.last.timestamp_ms);
         let span = i128::from(p.last.timestamp_ms) - i128::from(p.first.timestamp_ms);
         let spread = i128::from(end) * n - p.x_sum_ms;
         self.residual(T_SPREAD, spread, line_spread(n, offsets));
-        self.residual(T_SQUARES, p.x_sq_ms, line_moments(n, span, span));
-        varint::put(&mut self.tallies, p.resets);
-        varint::put(&mut self.tallies, p.changes);
+        if v2 {
+            let m = line.squares(span, mul_sat(off_first, n).wrapping_sub(spread));
+            let rest = p.x_sq_ms.wrapping_sub(m.base);
+            let (high, low) = (rest.div_euclid(m.den), rest.rem_euclid(m.den));
+            self.residual(T_SQUARES, high, m.high);
+            // `low >= 0` as an unsigned varint: the number whose zigzag form it is.
+            self.residual(T_SQUARES_LOW, (low >> 1) ^ -(low & 1), 0);
+        } else {
+            self.residual(T_SQUARES, p.x_sq_ms, line_moments(n, span, span));
+        }
+        let [resets, changes] = &mut self.tallies;
+        varint::put(resets, p.resets);
+        varint::put(if v2 { changes } else { resets }, p.changes);
         if p.resets > 0 {
             self.float(F_RESET_SUM, p.reset_sum);
         }
@@ -369,7 +1044,17 @@ impl Columns {
                 // from last.
                 let mut base = self.prev_mantissa;
                 for (i, &m) in form.mantissas.iter().enumerate() {
-                    put_wide(&mut self.mantissas, i128::from(m) - i128::from(base));
+                    let stored = stored_samples(p.count);
+                    let role = match i {
+                        _ if !v2 => 0,
+                        i if i < stored => i,
+                        // The explicit extremes, after the samples the point stores.
+                        i if i == stored && refs.0 == EXPLICIT => 3,
+                        _ => 4,
+                    };
+                    if let Some(col) = self.mantissas.get_mut(role) {
+                        put_wide(col, i128::from(m) - i128::from(base));
+                    }
                     if i == 0 {
                         base = m;
                     } else if i == 1 {
@@ -384,11 +1069,18 @@ impl Columns {
                     [first, last, ..] if p.count >= 2 => i128::from(*last) - i128::from(*first),
                     _ => 0,
                 };
-                let n = i128::from(p.count);
-                let span = i128::from(p.last.timestamp_ms) - i128::from(p.first.timestamp_ms);
-                let predicted = [line_s1(n, rise), line_moments(n, rise, rise), line_moments(n, span, rise)];
-                for (v, guess) in [e.s1, e.s2, e.sxy].into_iter().zip(predicted) {
-                    put_wide(&mut self.moments, v.wrapping_sub(guess));
+                let s1_line = line_s1(n, rise);
+                let predicted = if v2 {
+                    let r1 = e.s1.wrapping_sub(s1_line);
+                    let sxy = line.sxy(rise, span, r1);
+                    [s1_line, line.s2(rise, span, r1, e.sxy.wrapping_sub(sxy)), sxy]
+                } else {
+                    [s1_line, line_moments(n, rise, rise), line_moments(n, span, rise)]
+                };
+                for (i, (v, guess)) in [e.s1, e.s2, e.sxy].into_iter().zip(predicted).enumerate() {
+                    if let Some(col) = self.moments.get_mut(if v2 { i } else { 0 }) {
+                        put_wide(col, v.wrapping_sub(guess));
+                    }
                 }
             }
             _ => {
@@ -417,8 +1109,12 @@ impl Columns {
     /// planes (the highest byte of every word first).
     fn body(&self) -> Vec<u8> {
         let mut body = Vec::new();
-        let [t0, t1, t2, t3, t4, t5] = &self.times;
-        for col in [
+        let [t0, t1, t2, t3, t4, t5, t6] = &self.times;
+        let [resets, changes] = &self.tallies;
+        let [m0, m1, m2, m3, m4] = &self.mantissas;
+        let [s1, s2, sxy] = &self.moments;
+        let v1 = [&self.steps, &self.counts, &self.flags, t0, t1, t2, t3, t4, t5, resets, &self.scales, m0, s1];
+        let v2 = [
             &self.steps,
             &self.counts,
             &self.flags,
@@ -427,12 +1123,22 @@ impl Columns {
             t2,
             t3,
             t4,
+            t6,
             t5,
-            &self.tallies,
+            resets,
+            changes,
             &self.scales,
-            &self.mantissas,
-            &self.moments,
-        ] {
+            m0,
+            m1,
+            m2,
+            m3,
+            m4,
+            s1,
+            s2,
+            sxy,
+        ];
+        let cols: &[&Vec<u8>] = if self.version >= 2 { &v2 } else { &v1 };
+        for col in cols {
             varint::put(&mut body, col.len() as u64);
             body.extend_from_slice(col);
         }
@@ -444,26 +1150,18 @@ impl Columns {
     }
 }
 
-/// Reads a body's columns back, point by point.
-struct Reader<'a> {
-    steps: &'a [u8],
-    counts: &'a [u8],
-    flags: &'a [u8],
-    times: [&'a [u8]; TIME_COLUMNS],
-    tallies: &'a [u8],
-    scales: &'a [u8],
-    mantissas: &'a [u8],
-    moments: &'a [u8],
-    prev_mantissa: i64,
-    prev_times: [i128; 5],
-    /// Byte planes of the float words (highest byte first), `words` bytes each.
-    planes: &'a [u8],
-    words: usize,
-    /// Words read so far, over every field's chain in field order: chain starts are known
-    /// only once every point's flags are, so the float words are first sized by a dry pass.
-    chain_start: [usize; FLOAT_FIELDS],
-    chain_at: [usize; FLOAT_FIELDS],
-    prev: [u64; FLOAT_FIELDS],
+/// How many of a point's first, last and second-to-last samples it stores.
+fn stored_samples(count: u64) -> usize {
+    count.min(3) as usize
+}
+
+/// Splits length-prefixed columns off `rest` into `cols` (version 2), or one into `cols[0]`
+/// (version 1, where one column holds what version 2 splits): the bytes after them.
+fn columns_into<'a>(cols: &mut [&'a [u8]], mut rest: &'a [u8], v2: bool) -> Result<&'a [u8], TierRunError> {
+    for c in cols.iter_mut().take(if v2 { usize::MAX } else { 1 }) {
+        (*c, rest) = column(rest)?;
+    }
+    Ok(rest)
 }
 
 /// Splits a length-prefixed column off `src`.
@@ -474,258 +1172,6 @@ fn column(src: &[u8]) -> Result<(&[u8], &[u8]), TierRunError> {
         return Err(TierRunError::Truncated);
     }
     Ok(rest.split_at(len))
-}
-
-impl<'a> Reader<'a> {
-    fn new(body: &'a [u8], n: usize) -> Result<Self, TierRunError> {
-        let (steps, rest) = column(body)?;
-        let (counts, rest) = column(rest)?;
-        let (flags, rest) = column(rest)?;
-        let mut times: [&[u8]; TIME_COLUMNS] = [&[]; TIME_COLUMNS];
-        let mut rest = rest;
-        for t in &mut times {
-            (*t, rest) = column(rest)?;
-        }
-        let (tallies, rest) = column(rest)?;
-        let (scales, rest) = column(rest)?;
-        let (mantissas, rest) = column(rest)?;
-        let (moments, planes) = column(rest)?;
-        if flags.len() != n || planes.len() % 8 != 0 {
-            return Err(TierRunError::Invalid("column sizes"));
-        }
-        // Words per field, from the counts and flags alone.
-        let mut per_field = [0usize; FLOAT_FIELDS];
-        let mut counts_left = counts;
-        for &f in flags {
-            let (count, rest) = varint::read(counts_left)?;
-            counts_left = rest;
-            for field in fields_of(count, f) {
-                if let Some(c) = per_field.get_mut(field) {
-                    *c += 1;
-                }
-            }
-        }
-        let words = planes.len() / 8;
-        if per_field.iter().sum::<usize>() != words {
-            return Err(TierRunError::Invalid("float column size"));
-        }
-        let mut chain_start = [0usize; FLOAT_FIELDS];
-        let mut at = 0;
-        for (start, len) in chain_start.iter_mut().zip(per_field) {
-            *start = at;
-            at += len;
-        }
-        Ok(Self {
-            steps,
-            counts,
-            flags,
-            times,
-            tallies,
-            scales,
-            mantissas,
-            moments,
-            prev_mantissa: 0,
-            prev_times: [0; 5],
-            planes,
-            words,
-            chain_start,
-            chain_at: [0; FLOAT_FIELDS],
-            prev: [0; FLOAT_FIELDS],
-        })
-    }
-
-    fn is_exhausted(&self) -> bool {
-        [self.steps, self.counts, self.tallies, self.scales, self.mantissas, self.moments]
-            .iter()
-            .chain(self.times.iter())
-            .all(|c| c.is_empty())
-    }
-
-    fn step(&mut self) -> Result<i64, TierRunError> {
-        let (v, rest) = varint::read(self.steps)?;
-        self.steps = rest;
-        i64::try_from(v).ok().filter(|&s| s > 0).ok_or(TierRunError::Invalid("interval step"))
-    }
-
-    fn varint(src: &mut &'a [u8]) -> Result<u64, TierRunError> {
-        let (v, rest) = varint::read(src)?;
-        *src = rest;
-        Ok(v)
-    }
-
-    /// Time field `slot`, stored as its difference from `guess`.
-    fn residual(&mut self, slot: usize, guess: i128) -> Result<i128, TierRunError> {
-        let col = self.times.get_mut(slot).ok_or(TierRunError::Invalid("time field"))?;
-        Ok(read_wide(col)?.wrapping_add(guess))
-    }
-
-    /// Time field `slot`, stored as its difference from the point before's.
-    fn relative(&mut self, slot: usize) -> Result<i128, TierRunError> {
-        let col = self.times.get_mut(slot).ok_or(TierRunError::Invalid("time field"))?;
-        let delta = read_wide(col)?;
-        let prev = self.prev_times.get_mut(slot).ok_or(TierRunError::Invalid("time field"))?;
-        *prev = prev.wrapping_add(delta);
-        Ok(*prev)
-    }
-
-    /// A sample time stored as [`Reader::relative`] offset back from `end`.
-    fn relative_time(&mut self, slot: usize, end: i64) -> Result<i64, TierRunError> {
-        let back = self.relative(slot)?;
-        i128::from(end)
-            .checked_sub(back)
-            .and_then(|t| i64::try_from(t).ok())
-            .ok_or(TierRunError::Invalid("time offset"))
-    }
-
-    fn time(&mut self, end: i64) -> Result<i64, TierRunError> {
-        let col = self.times.get_mut(T_EXPLICIT).ok_or(TierRunError::Invalid("time field"))?;
-        let back = Self::varint(col)?;
-        i64::try_from(back).ok().and_then(|b| end.checked_sub(b)).ok_or(TierRunError::Invalid("time offset"))
-    }
-
-    fn float(&mut self, field: usize) -> Result<f64, TierRunError> {
-        let (Some(start), Some(at), Some(prev)) =
-            (self.chain_start.get(field), self.chain_at.get_mut(field), self.prev.get_mut(field))
-        else {
-            return Err(TierRunError::Invalid("float field"));
-        };
-        let i = start + *at;
-        *at += 1;
-        let mut word = 0u64;
-        for plane in 0..8 {
-            let byte = self.planes.get(plane * self.words + i).ok_or(TierRunError::Truncated)?;
-            word = (word << 8) | u64::from(*byte);
-        }
-        *prev ^= word;
-        Ok(f64::from_bits(*prev))
-    }
-
-    fn point(&mut self, end: i64) -> Result<FloatPoint, TierRunError> {
-        let count = Self::varint(&mut self.counts)?;
-        let (&flags, rest) = self.flags.split_first().ok_or(TierRunError::Truncated)?;
-        self.flags = rest;
-        let mut p = FloatPoint::stale_only();
-        if count == 0 {
-            return if flags == ENDS_STALE { Ok(p) } else { Err(TierRunError::Invalid("flags of an empty point")) };
-        }
-        let (min_ref, max_ref) = ((flags >> MIN_SHIFT) & 3, (flags >> MAX_SHIFT) & 3);
-        p.count = count;
-        p.ends_stale = flags & ENDS_STALE != 0;
-        p.constant = flags & CONSTANT != 0;
-        // Times first (every point stores them alike), values after.
-        let first_ts = self.relative_time(T_FIRST, end)?;
-        let last_ts = if count >= 2 { self.relative_time(T_LAST, end)? } else { first_ts };
-        let before_last_ts = if count >= 3 { Some(self.relative_time(T_BEFORE_LAST, end)?) } else { None };
-        let min_ts = if min_ref == EXPLICIT { Some(self.time(end)?) } else { None };
-        let max_ts = if max_ref == EXPLICIT { Some(self.time(end)?) } else { None };
-        let n = i128::from(count);
-        let offsets = i128::from(end) * 2 - i128::from(first_ts) - i128::from(last_ts);
-        let span = i128::from(last_ts) - i128::from(first_ts);
-        let spread = self.residual(T_SPREAD, line_spread(n, offsets))?;
-        p.x_sq_ms = self.residual(T_SQUARES, line_moments(n, span, span))?;
-        p.x_sum_ms = i128::from(end)
-            .checked_mul(i128::from(count))
-            .and_then(|e| e.checked_sub(spread))
-            .ok_or(TierRunError::Invalid("timestamp sum"))?;
-        p.resets = Self::varint(&mut self.tallies)?;
-        p.changes = Self::varint(&mut self.tallies)?;
-        if (flags & HAS_RESETS != 0) != (p.resets > 0) {
-            return Err(TierRunError::Invalid("reset flag"));
-        }
-        p.reset_sum = if p.resets > 0 { self.float(F_RESET_SUM)? } else { -0.0 };
-        let values = if flags & DECIMAL != 0 {
-            self.decimal_values(&mut p, (count, min_ref, max_ref), span)?
-        } else {
-            let mut v: Values = smallvec::smallvec![self.float(F_FIRST)?];
-            if count >= 2 {
-                v.push(self.float(F_LAST)?);
-            }
-            if count >= 3 {
-                v.push(self.float(F_BEFORE_LAST)?);
-            }
-            if min_ref == EXPLICIT {
-                v.push(self.float(F_MIN)?);
-            }
-            if max_ref == EXPLICIT {
-                v.push(self.float(F_MAX)?);
-            }
-            p.sum = self.float(F_SUM)?;
-            p.sum_c = self.float(F_SUM_C)?;
-            p.m2 = self.float(F_M2)?;
-            p.sxy = self.float(F_SXY)?;
-            v
-        };
-        let mut values = values.into_iter();
-        let mut next = || values.next().ok_or(TierRunError::Invalid("values"));
-        p.first = Sample::new(first_ts, next()?);
-        p.last = p.first;
-        if count >= 2 {
-            p.last = Sample::new(last_ts, next()?);
-            p.before_last = Some(p.first);
-        }
-        if let Some(ts) = before_last_ts {
-            p.before_last = Some(Sample::new(ts, next()?));
-        }
-        (p.min_ts, p.min) = match min_ts {
-            Some(ts) => (ts, next()?),
-            None => referenced(&p, min_ref)?,
-        };
-        (p.max_ts, p.max) = match max_ts {
-            Some(ts) => (ts, next()?),
-            None => referenced(&p, max_ref)?,
-        };
-        if flags & DECIMAL != 0 {
-            p = p.from_exact().ok_or(TierRunError::Invalid("exact moments"))?;
-        }
-        Ok(p)
-    }
-
-    /// The values of a decimal point (as [`decimal_form`] lists them), its exact moments set
-    /// in `p`; `span` is its last sample's time minus its first's.
-    fn decimal_values(
-        &mut self,
-        p: &mut FloatPoint,
-        (count, min_ref, max_ref): (u64, u8, u8),
-        span: i128,
-    ) -> Result<Values, TierRunError> {
-        let (&scale, rest) = self.scales.split_first().ok_or(TierRunError::Truncated)?;
-        self.scales = rest;
-        let stored = 1
-            + usize::from(count >= 2)
-            + usize::from(count >= 3)
-            + usize::from(min_ref == EXPLICIT)
-            + usize::from(max_ref == EXPLICIT);
-        let mut base = self.prev_mantissa;
-        let mut values = Values::new();
-        let mut values_m = smallvec::SmallVec::<[i64; 5]>::new();
-        for i in 0..stored {
-            let m = i128::from(base)
-                .checked_add(read_wide(&mut self.mantissas)?)
-                .and_then(|m| i64::try_from(m).ok())
-                .ok_or(TierRunError::Invalid("mantissa"))?;
-            values.push(decimal::value(m, scale).ok_or(TierRunError::Invalid("decimal scale"))?);
-            values_m.push(m);
-            if i == 0 || i == 1 {
-                base = m;
-            }
-            if i == 1 || (i == 0 && count == 1) {
-                self.prev_mantissa = m;
-            }
-        }
-        let rise = match values_m.as_slice() {
-            [first, last, ..] if count >= 2 => i128::from(*last) - i128::from(*first),
-            _ => 0,
-        };
-        let n = i128::from(count);
-        let mut moment = |guess: i128| read_wide(&mut self.moments).map(|r| r.wrapping_add(guess));
-        p.exact = Some(Exact {
-            scale,
-            s1: moment(line_s1(n, rise))?,
-            s2: moment(line_moments(n, rise, rise))?,
-            sxy: moment(line_moments(n, span, rise))?,
-        });
-        Ok(values)
-    }
 }
 
 /// The predictions that moments are stored against: what they would be if a point's `n`
@@ -777,39 +1223,383 @@ fn line_spread(n: i128, offsets: i128) -> i128 {
     quotient(n.saturating_mul(offsets), 2)
 }
 
-/// The values a point stores (at most five: first, last, second-to-last, minimum, maximum),
-/// kept off the heap while a point is decoded.
-type Values = smallvec::SmallVec<[f64; 5]>;
+/// The decoder of format version 1 as it was before the columnar one: what [`decode`] must
+/// still agree with.
+#[cfg(test)]
+mod reference {
+    use super::*;
 
-/// The time and value of the sample an extreme refers to.
-fn referenced(p: &FloatPoint, at: u8) -> Result<(i64, f64), TierRunError> {
-    let s = match at {
-        AT_FIRST => p.first,
-        AT_LAST => p.last,
-        AT_BEFORE_LAST => p.before_last.ok_or(TierRunError::Invalid("extreme reference"))?,
-        _ => return Err(TierRunError::Invalid("extreme reference")),
-    };
-    Ok((s.timestamp_ms, s.value))
-}
+    /// Version 1's time columns.
+    const V1_TIME_COLUMNS: usize = 6;
 
-/// The float fields a point of `count` samples with `flags` stores, in the order written.
-fn fields_of(count: u64, flags: u8) -> impl Iterator<Item = usize> {
-    let (one, two, three) = (count >= 1, count >= 2, count >= 3);
-    let floats = one && flags & DECIMAL == 0;
-    [
-        (F_FIRST, floats),
-        (F_LAST, floats && two),
-        (F_BEFORE_LAST, floats && three),
-        (F_MIN, floats && (flags >> MIN_SHIFT) & 3 == EXPLICIT),
-        (F_MAX, floats && (flags >> MAX_SHIFT) & 3 == EXPLICIT),
-        (F_SUM, floats),
-        (F_SUM_C, floats),
-        (F_M2, floats),
-        (F_SXY, floats),
-        (F_RESET_SUM, one && flags & HAS_RESETS != 0),
-    ]
-    .into_iter()
-    .filter_map(|(field, stored)| stored.then_some(field))
+    /// Decodes a run: its interval (ms) and its points with their ends.
+    ///
+    /// # Errors
+    /// [`TierRunError`] for bytes that are not a run this version wrote.
+    pub fn decode(src: &[u8]) -> Result<(i64, Vec<(i64, FloatPoint)>), TierRunError> {
+        let (&version, rest) = src.split_first().ok_or(TierRunError::Truncated)?;
+        if version != 1 {
+            return Err(TierRunError::Unsupported(version));
+        }
+        let (interval, rest) = varint::read(rest)?;
+        let (n, rest) = varint::read(rest)?;
+        let (first_index, rest) = varint::read(rest)?;
+        let (body_len, payload) = varint::read(rest)?;
+        let interval = i64::try_from(interval).ok().filter(|&i| i > 0).ok_or(TierRunError::Invalid("interval"))?;
+        if n == 0 || n > MAX_POINTS {
+            return Err(TierRunError::Invalid("point count"));
+        }
+        if body_len > n * MAX_POINT_BYTES + 13 * 10 {
+            return Err(TierRunError::Invalid("body length"));
+        }
+        let body = decompress(payload, body_len as usize)?;
+        if body.len() as u64 != body_len {
+            return Err(TierRunError::Invalid("body length"));
+        }
+        let mut r = Reader::new(&body, n as usize)?;
+        let mut index = i64::try_from(first_index).map_err(|_| TierRunError::Invalid("first interval"))?;
+        let mut out = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            if i > 0 {
+                let step = r.step()?;
+                index = index.checked_add(step).ok_or(TierRunError::Invalid("interval index"))?;
+            }
+            let end = index.checked_mul(interval).filter(|&e| e > 0).ok_or(TierRunError::Invalid("interval end"))?;
+            out.push((end, r.point(end)?));
+        }
+        if !r.is_exhausted() {
+            return Err(TierRunError::Invalid("bytes after the last point"));
+        }
+        Ok((interval, out))
+    }
+
+    thread_local! {
+        /// One zstd decompression context per thread: creating one costs more than decoding a
+        /// small run.
+        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    /// Decompresses a body of `len` bytes with the thread's context.
+    fn decompress(payload: &[u8], len: usize) -> Result<Vec<u8>, TierRunError> {
+        DECOMPRESSOR.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            let dec = match slot.as_mut() {
+                Some(d) => d,
+                None => slot.insert(zstd::bulk::Decompressor::new().map_err(|e| TierRunError::Zstd(e.to_string()))?),
+            };
+            dec.decompress(payload, len).map_err(|e| TierRunError::Zstd(e.to_string()))
+        })
+    }
+
+    /// Reads a body's columns back, point by point.
+    struct Reader<'a> {
+        steps: &'a [u8],
+        counts: &'a [u8],
+        flags: &'a [u8],
+        times: [&'a [u8]; V1_TIME_COLUMNS],
+        tallies: &'a [u8],
+        scales: &'a [u8],
+        mantissas: &'a [u8],
+        moments: &'a [u8],
+        prev_mantissa: i64,
+        prev_times: [i128; 5],
+        /// Byte planes of the float words (highest byte first), `words` bytes each.
+        planes: &'a [u8],
+        words: usize,
+        /// Words read so far, over every field's chain in field order: chain starts are known
+        /// only once every point's flags are, so the float words are first sized by a dry pass.
+        chain_start: [usize; FLOAT_FIELDS],
+        chain_at: [usize; FLOAT_FIELDS],
+        prev: [u64; FLOAT_FIELDS],
+    }
+
+    impl<'a> Reader<'a> {
+        fn new(body: &'a [u8], n: usize) -> Result<Self, TierRunError> {
+            let (steps, rest) = column(body)?;
+            let (counts, rest) = column(rest)?;
+            let (flags, rest) = column(rest)?;
+            let mut times: [&[u8]; V1_TIME_COLUMNS] = [&[]; V1_TIME_COLUMNS];
+            let mut rest = rest;
+            for t in &mut times {
+                (*t, rest) = column(rest)?;
+            }
+            let (tallies, rest) = column(rest)?;
+            let (scales, rest) = column(rest)?;
+            let (mantissas, rest) = column(rest)?;
+            let (moments, planes) = column(rest)?;
+            if flags.len() != n || planes.len() % 8 != 0 {
+                return Err(TierRunError::Invalid("column sizes"));
+            }
+            // Words per field, from the counts and flags alone.
+            let mut per_field = [0usize; FLOAT_FIELDS];
+            let mut counts_left = counts;
+            for &f in flags {
+                let (count, rest) = varint::read(counts_left)?;
+                counts_left = rest;
+                for field in fields_of(count, f) {
+                    if let Some(c) = per_field.get_mut(field) {
+                        *c += 1;
+                    }
+                }
+            }
+            let words = planes.len() / 8;
+            if per_field.iter().sum::<usize>() != words {
+                return Err(TierRunError::Invalid("float column size"));
+            }
+            let mut chain_start = [0usize; FLOAT_FIELDS];
+            let mut at = 0;
+            for (start, len) in chain_start.iter_mut().zip(per_field) {
+                *start = at;
+                at += len;
+            }
+            Ok(Self {
+                steps,
+                counts,
+                flags,
+                times,
+                tallies,
+                scales,
+                mantissas,
+                moments,
+                prev_mantissa: 0,
+                prev_times: [0; 5],
+                planes,
+                words,
+                chain_start,
+                chain_at: [0; FLOAT_FIELDS],
+                prev: [0; FLOAT_FIELDS],
+            })
+        }
+
+        fn is_exhausted(&self) -> bool {
+            [self.steps, self.counts, self.tallies, self.scales, self.mantissas, self.moments]
+                .iter()
+                .chain(self.times.iter())
+                .all(|c| c.is_empty())
+        }
+
+        fn step(&mut self) -> Result<i64, TierRunError> {
+            let (v, rest) = varint::read(self.steps)?;
+            self.steps = rest;
+            i64::try_from(v).ok().filter(|&s| s > 0).ok_or(TierRunError::Invalid("interval step"))
+        }
+
+        fn varint(src: &mut &'a [u8]) -> Result<u64, TierRunError> {
+            let (v, rest) = varint::read(src)?;
+            *src = rest;
+            Ok(v)
+        }
+
+        /// Time field `slot`, stored as its difference from `guess`.
+        fn residual(&mut self, slot: usize, guess: i128) -> Result<i128, TierRunError> {
+            let col = self.times.get_mut(slot).ok_or(TierRunError::Invalid("time field"))?;
+            Ok(read_wide(col)?.wrapping_add(guess))
+        }
+
+        /// Time field `slot`, stored as its difference from the point before's.
+        fn relative(&mut self, slot: usize) -> Result<i128, TierRunError> {
+            let col = self.times.get_mut(slot).ok_or(TierRunError::Invalid("time field"))?;
+            let delta = read_wide(col)?;
+            let prev = self.prev_times.get_mut(slot).ok_or(TierRunError::Invalid("time field"))?;
+            *prev = prev.wrapping_add(delta);
+            Ok(*prev)
+        }
+
+        /// A sample time stored as [`Reader::relative`] offset back from `end`.
+        fn relative_time(&mut self, slot: usize, end: i64) -> Result<i64, TierRunError> {
+            let back = self.relative(slot)?;
+            i128::from(end)
+                .checked_sub(back)
+                .and_then(|t| i64::try_from(t).ok())
+                .ok_or(TierRunError::Invalid("time offset"))
+        }
+
+        fn time(&mut self, end: i64) -> Result<i64, TierRunError> {
+            let col = self.times.get_mut(T_EXPLICIT).ok_or(TierRunError::Invalid("time field"))?;
+            let back = Self::varint(col)?;
+            i64::try_from(back).ok().and_then(|b| end.checked_sub(b)).ok_or(TierRunError::Invalid("time offset"))
+        }
+
+        fn float(&mut self, field: usize) -> Result<f64, TierRunError> {
+            let (Some(start), Some(at), Some(prev)) =
+                (self.chain_start.get(field), self.chain_at.get_mut(field), self.prev.get_mut(field))
+            else {
+                return Err(TierRunError::Invalid("float field"));
+            };
+            let i = start + *at;
+            *at += 1;
+            let mut word = 0u64;
+            for plane in 0..8 {
+                let byte = self.planes.get(plane * self.words + i).ok_or(TierRunError::Truncated)?;
+                word = (word << 8) | u64::from(*byte);
+            }
+            *prev ^= word;
+            Ok(f64::from_bits(*prev))
+        }
+
+        fn point(&mut self, end: i64) -> Result<FloatPoint, TierRunError> {
+            let count = Self::varint(&mut self.counts)?;
+            let (&flags, rest) = self.flags.split_first().ok_or(TierRunError::Truncated)?;
+            self.flags = rest;
+            let mut p = FloatPoint::stale_only();
+            if count == 0 {
+                return if flags == ENDS_STALE { Ok(p) } else { Err(TierRunError::Invalid("flags of an empty point")) };
+            }
+            let (min_ref, max_ref) = ((flags >> MIN_SHIFT) & 3, (flags >> MAX_SHIFT) & 3);
+            p.count = count;
+            p.ends_stale = flags & ENDS_STALE != 0;
+            p.constant = flags & CONSTANT != 0;
+            // Times first (every point stores them alike), values after.
+            let first_ts = self.relative_time(T_FIRST, end)?;
+            let last_ts = if count >= 2 { self.relative_time(T_LAST, end)? } else { first_ts };
+            let before_last_ts = if count >= 3 { Some(self.relative_time(T_BEFORE_LAST, end)?) } else { None };
+            let min_ts = if min_ref == EXPLICIT { Some(self.time(end)?) } else { None };
+            let max_ts = if max_ref == EXPLICIT { Some(self.time(end)?) } else { None };
+            let n = i128::from(count);
+            let offsets = i128::from(end) * 2 - i128::from(first_ts) - i128::from(last_ts);
+            let span = i128::from(last_ts) - i128::from(first_ts);
+            let spread = self.residual(T_SPREAD, line_spread(n, offsets))?;
+            p.x_sq_ms = self.residual(T_SQUARES, line_moments(n, span, span))?;
+            p.x_sum_ms = i128::from(end)
+                .checked_mul(i128::from(count))
+                .and_then(|e| e.checked_sub(spread))
+                .ok_or(TierRunError::Invalid("timestamp sum"))?;
+            p.resets = Self::varint(&mut self.tallies)?;
+            p.changes = Self::varint(&mut self.tallies)?;
+            if (flags & HAS_RESETS != 0) != (p.resets > 0) {
+                return Err(TierRunError::Invalid("reset flag"));
+            }
+            p.reset_sum = if p.resets > 0 { self.float(F_RESET_SUM)? } else { -0.0 };
+            let values = if flags & DECIMAL != 0 {
+                self.decimal_values(&mut p, (count, min_ref, max_ref), span)?
+            } else {
+                let mut v: Values = smallvec::smallvec![self.float(F_FIRST)?];
+                if count >= 2 {
+                    v.push(self.float(F_LAST)?);
+                }
+                if count >= 3 {
+                    v.push(self.float(F_BEFORE_LAST)?);
+                }
+                if min_ref == EXPLICIT {
+                    v.push(self.float(F_MIN)?);
+                }
+                if max_ref == EXPLICIT {
+                    v.push(self.float(F_MAX)?);
+                }
+                p.sum = self.float(F_SUM)?;
+                p.sum_c = self.float(F_SUM_C)?;
+                p.m2 = self.float(F_M2)?;
+                p.sxy = self.float(F_SXY)?;
+                v
+            };
+            let mut values = values.into_iter();
+            let mut next = || values.next().ok_or(TierRunError::Invalid("values"));
+            p.first = Sample::new(first_ts, next()?);
+            p.last = p.first;
+            if count >= 2 {
+                p.last = Sample::new(last_ts, next()?);
+                p.before_last = Some(p.first);
+            }
+            if let Some(ts) = before_last_ts {
+                p.before_last = Some(Sample::new(ts, next()?));
+            }
+            (p.min_ts, p.min) = match min_ts {
+                Some(ts) => (ts, next()?),
+                None => referenced(&p, min_ref)?,
+            };
+            (p.max_ts, p.max) = match max_ts {
+                Some(ts) => (ts, next()?),
+                None => referenced(&p, max_ref)?,
+            };
+            if flags & DECIMAL != 0 {
+                p = p.from_exact().ok_or(TierRunError::Invalid("exact moments"))?;
+            }
+            Ok(p)
+        }
+
+        /// The values of a decimal point (as [`decimal_form`] lists them), its exact moments set
+        /// in `p`; `span` is its last sample's time minus its first's.
+        fn decimal_values(
+            &mut self,
+            p: &mut FloatPoint,
+            (count, min_ref, max_ref): (u64, u8, u8),
+            span: i128,
+        ) -> Result<Values, TierRunError> {
+            let (&scale, rest) = self.scales.split_first().ok_or(TierRunError::Truncated)?;
+            self.scales = rest;
+            let stored = 1
+                + usize::from(count >= 2)
+                + usize::from(count >= 3)
+                + usize::from(min_ref == EXPLICIT)
+                + usize::from(max_ref == EXPLICIT);
+            let mut base = self.prev_mantissa;
+            let mut values = Values::new();
+            let mut values_m = smallvec::SmallVec::<[i64; 5]>::new();
+            for i in 0..stored {
+                let m = i128::from(base)
+                    .checked_add(read_wide(&mut self.mantissas)?)
+                    .and_then(|m| i64::try_from(m).ok())
+                    .ok_or(TierRunError::Invalid("mantissa"))?;
+                values.push(decimal::value(m, scale).ok_or(TierRunError::Invalid("decimal scale"))?);
+                values_m.push(m);
+                if i == 0 || i == 1 {
+                    base = m;
+                }
+                if i == 1 || (i == 0 && count == 1) {
+                    self.prev_mantissa = m;
+                }
+            }
+            let rise = match values_m.as_slice() {
+                [first, last, ..] if count >= 2 => i128::from(*last) - i128::from(*first),
+                _ => 0,
+            };
+            let n = i128::from(count);
+            let mut moment = |guess: i128| read_wide(&mut self.moments).map(|r| r.wrapping_add(guess));
+            p.exact = Some(Exact {
+                scale,
+                s1: moment(line_s1(n, rise))?,
+                s2: moment(line_moments(n, rise, rise))?,
+                sxy: moment(line_moments(n, span, rise))?,
+            });
+            Ok(values)
+        }
+    }
+
+    /// The values a point stores (at most five: first, last, second-to-last, minimum, maximum),
+    /// kept off the heap while a point is decoded.
+    type Values = smallvec::SmallVec<[f64; 5]>;
+
+    /// The time and value of the sample an extreme refers to.
+    fn referenced(p: &FloatPoint, at: u8) -> Result<(i64, f64), TierRunError> {
+        let s = match at {
+            AT_FIRST => p.first,
+            AT_LAST => p.last,
+            AT_BEFORE_LAST => p.before_last.ok_or(TierRunError::Invalid("extreme reference"))?,
+            _ => return Err(TierRunError::Invalid("extreme reference")),
+        };
+        Ok((s.timestamp_ms, s.value))
+    }
+
+    /// The float fields a point of `count` samples with `flags` stores, in the order written.
+    fn fields_of(count: u64, flags: u8) -> impl Iterator<Item = usize> {
+        let (one, two, three) = (count >= 1, count >= 2, count >= 3);
+        let floats = one && flags & DECIMAL == 0;
+        [
+            (F_FIRST, floats),
+            (F_LAST, floats && two),
+            (F_BEFORE_LAST, floats && three),
+            (F_MIN, floats && (flags >> MIN_SHIFT) & 3 == EXPLICIT),
+            (F_MAX, floats && (flags >> MAX_SHIFT) & 3 == EXPLICIT),
+            (F_SUM, floats),
+            (F_SUM_C, floats),
+            (F_M2, floats),
+            (F_SXY, floats),
+            (F_RESET_SUM, one && flags & HAS_RESETS != 0),
+        ]
+        .into_iter()
+        .filter_map(|(field, stored)| stored.then_some(field))
+    }
 }
 
 #[cfg(test)]
@@ -898,6 +1688,49 @@ mod tests {
         }
 
         #[test]
+        fn the_columnar_decoder_agrees_with_the_reference_one(
+            interval in prop::sample::select(vec![1_000i64, 300_000, 3_600_000]),
+            picks in prop::collection::vec((1i64..5, prop::collection::vec((0i64..3_600_000, any::<u8>(), any::<i16>()), 1..30)), 1..40),
+            flip in any::<(prop::sample::Index, u8)>(),
+        ) {
+            let points = run(interval, &picks);
+            prop_assume!(!points.is_empty());
+            let mut bytes = Vec::new();
+            encode_version(1, interval, &points, &mut bytes).unwrap();
+            let mut out = vec![(1, FloatPoint::stale_only())];
+            prop_assert_eq!(decode_into(&bytes, &mut out), Ok(interval));
+            let (_, want) = reference::decode(&bytes).unwrap();
+            prop_assert_eq!(bits(&out), bits(&want));
+            prop_assert_eq!(bits(&out), bits(&stored(&points)));
+            // Damaged: both refuse it, or both read the same points.
+            let at = flip.0.index(bytes.len());
+            bytes[at] ^= flip.1.max(1);
+            match (decode(&bytes), reference::decode(&bytes)) {
+                (Ok((i, got)), Ok((j, want))) => {
+                    prop_assert_eq!(i, j);
+                    prop_assert_eq!(bits(&got), bits(&want));
+                }
+                (got, want) => prop_assert_eq!(got.is_ok(), want.is_ok(), "{:?} {:?}", got.err(), want.err()),
+            }
+        }
+
+        #[test]
+        fn both_versions_round_trip_the_same_points(
+            interval in prop::sample::select(vec![1_000i64, 300_000, 3_600_000]),
+            picks in prop::collection::vec((1i64..5, prop::collection::vec((0i64..3_600_000, any::<u8>(), any::<i16>()), 1..30)), 1..40),
+        ) {
+            let points = run(interval, &picks);
+            prop_assume!(!points.is_empty());
+            let (mut v1, mut v2) = (Vec::new(), Vec::new());
+            encode_version(1, interval, &points, &mut v1).unwrap();
+            encode(interval, &points, &mut v2).unwrap();
+            prop_assert_eq!((v1[0], v2[0]), (1, FORMAT_VERSION));
+            let (a, b) = (decode(&v1).unwrap(), decode(&v2).unwrap());
+            prop_assert_eq!(a.0, b.0);
+            prop_assert_eq!(bits(&a.1), bits(&b.1));
+        }
+
+        #[test]
         fn damaged_bytes_are_an_error_not_a_panic(
             picks in prop::collection::vec((1i64..5, prop::collection::vec((0i64..300_000, any::<u8>(), any::<i16>()), 1..30)), 1..10),
             cut in any::<prop::sample::Index>(),
@@ -907,11 +1740,15 @@ mod tests {
             prop_assume!(!points.is_empty());
             let mut bytes = Vec::new();
             encode(300_000, &points, &mut bytes).unwrap();
-            let _ = decode(&bytes[..cut.index(bytes.len())]);
-            let mut flipped = bytes.clone();
-            let at = flip.0.index(flipped.len());
-            flipped[at] ^= flip.1.max(1);
-            let _ = decode(&flipped);
+            let mut v1 = Vec::new();
+            encode_version(1, 300_000, &points, &mut v1).unwrap();
+            for bytes in [bytes, v1] {
+                let _ = decode(&bytes[..cut.index(bytes.len())]);
+                let mut flipped = bytes.clone();
+                let at = flip.0.index(flipped.len());
+                flipped[at] ^= flip.1.max(1);
+                let _ = decode(&flipped);
+            }
         }
     }
 
@@ -943,4 +1780,30 @@ mod tests {
         encode(300_000, &points, &mut bytes).unwrap();
         assert!(bytes.len() < 288 * 16, "{} bytes for 288 points", bytes.len());
     }
+
+    /// Directories written before version 2 hold version 1 runs: the bytes version 1's encoder
+    /// wrote for two points of a counter scraped every 15 s (one in decimal form, one not).
+    #[test]
+    fn version_1_bytes_still_decode() {
+        let raw = |k: i64, v: &dyn Fn(i64) -> f64| -> Vec<Sample> {
+            (0..20).map(|i| Sample::new(k * 300_000 - 285_003 + i * 15_000 + i % 3, v(i))).collect()
+        };
+        let points = vec![
+            (300_000, FloatPoint::of(&raw(1, &|i| 100.0 + i as f64 * 2.5)).unwrap()),
+            (600_000, FloatPoint::of(&raw(2, &|i| (i as f64).sqrt())).unwrap()),
+        ];
+        assert!(stored(&points)[0].1.exact.is_some() && stored(&points)[1].1.exact.is_none());
+        let (interval, got) = decode(V1_BYTES).unwrap();
+        assert_eq!(interval, 300_000);
+        assert_eq!(bits(&got), bits(&stored(&points)));
+    }
+
+    /// Written by version 1's encoder as it was before version 2.
+    const V1_BYTES: &[u8] = &[
+        1, 224, 167, 18, 2, 1, 108, 40, 181, 47, 253, 32, 108, 97, 3, 0, 1, 1, 2, 20, 20, 2, 144, 16, 4, 150, 229, 34,
+        0, 2, 4, 0, 4, 182, 234, 1, 0, 2, 17, 17, 8, 242, 224, 197, 1, 242, 224, 197, 1, 0, 4, 0, 19, 0, 19, 1, 1, 5,
+        208, 15, 182, 7, 49, 4, 0, 0, 140, 21, 0, 64, 64, 64, 188, 64, 64, 0, 17, 16, 76, 253, 58, 158, 0, 111, 248,
+        152, 0, 113, 0, 0, 131, 118, 207, 0, 119, 192, 0, 52, 204, 207, 0, 10, 198, 0, 100, 223, 88, 0, 185, 109, 0,
+        77, 108, 245, 0, 133, 196, 0, 249, 217, 221, 0, 56, 193,
+    ];
 }
