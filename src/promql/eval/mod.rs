@@ -1219,8 +1219,6 @@ fn matcher_groups(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>> {
 }
 
 impl Query<'_> {
-    /// The step values of a rollup over a selector (`e`) at every step of `grid`, read from the
-    /// coarsest downsampled tier that answers them (see [`tiers::choose`]), each series
     /// Warns when raw samples of `vs` were read over `(lo, hi]` where windows were downsampled:
     /// their float samples are gone, so the selection finds none there.
     fn warn_downsampled(&self, src: &dyn Querier, vs: &VectorSelector, (lo, hi): (i64, i64)) {
@@ -1230,11 +1228,13 @@ impl Query<'_> {
         let finest = crate::duration::format_ms(finest);
         self.warn(format!(
             "{vs}: raw samples before {before} were downsampled to {finest} points (--downsample), and this \
-             selection reads raw samples, so it finds no float samples there; range functions over ranges and \
-             steps that are multiples of {finest} read the points"
+             selection reads raw samples, so it finds no float samples there; in a range query, the range \
+             functions tiers answer read the points where range and step are at least {finest}"
         ));
     }
 
+    /// The step values of a rollup over a selector (`e`) at every step of `grid`, read from the
+    /// coarsest downsampled tier that answers them (see [`tiers::choose`]), each series
     /// admitted by `intake` and its points counted in `read` as samples read (as the storage's
     /// budget counts them); `None` when no tier answers: the caller reads raw samples, with
     /// nothing admitted yet.
