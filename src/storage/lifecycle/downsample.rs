@@ -120,16 +120,7 @@ pub fn downsample_window(
     kept_ms.dedup();
     tracing::debug!(window = start_ms, kept_ms = ?kept_ms, "downsampling window");
     let writes_at_start = sh.windows.writes(start_ms);
-    let (generation, chunks) = match sh.windows.take_spare(start_ms) {
-        Some((generation, ks)) => {
-            ks.clear()?;
-            (generation, ks)
-        }
-        None => {
-            let generation = sh.allocate_generation()?;
-            (generation, sh.db.keyspace(&window::chunks_keyspace_name(start_ms, generation), window::keyspace_options)?)
-        }
-    };
+    let (generation, chunks) = super::seal::new_generation(sh, start_ms)?;
     let mut outcome = match write_downsampled(sh, &w, &chunks, &kept_ms) {
         Ok(outcome) => outcome,
         Err(e) => {

@@ -88,16 +88,7 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
         tracing::debug!(window = start_ms, series = outcome.series, swap = ?outcome.swap, "re-seal finished");
         return Ok(Some(outcome));
     }
-    let (generation, chunks_ks) = match sh.windows.take_spare(start_ms) {
-        Some((generation, ks)) => {
-            ks.clear()?;
-            (generation, ks)
-        }
-        None => {
-            let generation = sh.allocate_generation()?;
-            (generation, sh.db.keyspace(&window::chunks_keyspace_name(start_ms, generation), window::keyspace_options)?)
-        }
-    };
+    let (generation, chunks_ks) = new_generation(sh, start_ms)?;
     let mut outcome = match write_chunks(sh, &w, &chunks_ks) {
         Ok(outcome) => outcome,
         Err(e) => {
@@ -113,6 +104,25 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
     outcome.swap = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
     tracing::debug!(window = start_ms, swap = ?outcome.swap, "seal finished");
     Ok(Some(outcome))
+}
+
+/// An empty chunks keyspace for the next generation of the window starting at `start_ms`, not
+/// yet visible: the window's spare (of a rewrite that did not finish), cleared, or a new one
+/// under a fresh generation.
+///
+/// # Errors
+/// Engine errors.
+pub(super) fn new_generation(sh: &Shared, start_ms: i64) -> Result<(u32, fjall::Keyspace)> {
+    Ok(match sh.windows.take_spare(start_ms) {
+        Some((generation, ks)) => {
+            ks.clear()?;
+            (generation, ks)
+        }
+        None => {
+            let generation = sh.allocate_generation()?;
+            (generation, sh.db.keyspace(&window::chunks_keyspace_name(start_ms, generation), window::keyspace_options)?)
+        }
+    })
 }
 
 /// Writes the window's series into `chunks_ks` (not yet visible).
