@@ -223,7 +223,12 @@ impl ZooKeeper {
         use std::io::{Read, Write};
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
-            if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
+            if let Ok(mut c) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+                // A ZooKeeper still starting may take the connection and not answer: without
+                // these timeouts the read waited for ever (a CI run hung here for 30 minutes).
+                let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = c.set_write_timeout(Some(Duration::from_secs(2)));
                 let mut answer = String::new();
                 if c.write_all(b"ruok").is_ok() && c.read_to_string(&mut answer).is_ok() && answer == "imok" {
                     return;
