@@ -811,11 +811,7 @@ impl Storage {
         for w in sh.windows.all() {
             let series = select::universe(std::slice::from_ref(&w))?.len() as u64;
             let sealed_samples = match &w.chunks {
-                Some(_) => sh
-                    .meta
-                    .get(crate::storage::lifecycle::window::sealed_samples_key(w.start_ms))?
-                    .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
-                    .map_or(0, u64::from_be_bytes),
+                Some(_) => crate::storage::lifecycle::window::sealed_samples(&sh.meta, w.start_ms)?,
                 None => 0,
             };
             let hot_samples = match &w.points {

@@ -128,21 +128,13 @@ pub fn downsample_window(
             return Err(e);
         }
     };
-    let samples = sealed_samples(sh, start_ms)?.saturating_sub(outcome.samples_dropped);
+    let samples = window::sealed_samples(&sh.meta, start_ms)?.saturating_sub(outcome.samples_dropped);
     let (reply, rx) = mpsc::sync_channel(1);
     let finish = FinishDownsample { start_ms, generation, chunks, kept_ms, writes_at_start, samples };
     writer.send(Command::FinishDownsample(finish, reply)).map_err(|_| StorageError::ShuttingDown)?;
     outcome.installed = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
     tracing::debug!(window = start_ms, installed = outcome.installed, "downsampling finished");
     Ok(Some(outcome))
-}
-
-fn sealed_samples(sh: &Shared, start_ms: i64) -> Result<u64> {
-    Ok(sh
-        .meta
-        .get(window::sealed_samples_key(start_ms))?
-        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
-        .map_or(0, u64::from_be_bytes))
 }
 
 /// Writes the downsampled generation of `w` into `dst` (not yet visible).

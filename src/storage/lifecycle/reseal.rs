@@ -95,11 +95,7 @@ struct Pass<'a> {
 
 impl<'a> Pass<'a> {
     fn new(sh: &'a Shared, start_ms: i64, chunks: &'a fjall::Keyspace) -> Result<Self> {
-        let sealed_samples = sh
-            .meta
-            .get(window::sealed_samples_key(start_ms))?
-            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
-            .map_or(0, u64::from_be_bytes);
+        let sealed_samples = window::sealed_samples(&sh.meta, start_ms)?;
         Ok(Self {
             sh,
             start_ms,

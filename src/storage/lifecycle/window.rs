@@ -65,6 +65,18 @@ pub fn sealed_samples_key(start_ms: i64) -> String {
     format!("sealed_samples/{start_ms}")
 }
 
+/// The samples the visible chunks generation of a window holds ([`sealed_samples_key`]; 0 when
+/// unrecorded).
+///
+/// # Errors
+/// Engine errors.
+pub fn sealed_samples(meta: &fjall::Keyspace, start_ms: i64) -> Result<u64> {
+    Ok(meta
+        .get(sealed_samples_key(start_ms))?
+        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+        .map_or(0, u64::from_be_bytes))
+}
+
 /// Manifest key present once a window is downsampled (see `downsample.rs`): its value, the tier
 /// intervals its visible chunks generation keeps, ascending, each an `i64` BE. Written in the
 /// batch that marks that generation, so the two never disagree.
