@@ -12,7 +12,8 @@
 //!    is idle). saltdb's biggest directories and files after ingest and once settled.
 //! 4. The seven range queries of the issue over the whole range, each target's first call and
 //!    the median of `--runs` repeats, saltdb with and without `nocache=1`, VictoriaMetrics with
-//!    `nocache=1` and with its cache (see `longrange/queries.rs` for what a first call is).
+//!    `nocache=1` and with its cache (see `longrange/queries.rs` for what a first call is);
+//!    `--queries year`, six panels of a year-long dashboard instead (with `--days 365`).
 //! 5. Peak RSS of each server during each first call (VmHWM reset through
 //!    `/proc/PID/clear_refs` just before), beside the response's size.
 
@@ -31,7 +32,7 @@ use crate::peers::{self, Peer};
 use crate::sender::Sent;
 use dataset::Dataset;
 use disk::{mb, DiskPoint};
-use queries::{ms, PerTarget, QueryTarget, QUERIES};
+use queries::{ms, PerTarget, QueryTarget, QUERIES, YEAR_QUERIES};
 
 /// The datasets: the 30-day dashboard set at 60 s and at 15 s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -42,6 +43,56 @@ pub enum Preset {
     /// 50 hosts x 10 metrics = 500 series, 30 days at 15 s (86.4 M samples).
     #[value(name = "15s")]
     Quarter,
+}
+
+/// The query sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum QuerySet {
+    /// The seven dashboard queries at steps of 30 minutes to 3 hours (the 30-day sets).
+    Dashboard,
+    /// Six panels of a year-long dashboard at steps of 6 hours and a day (`--days 365`).
+    Year,
+}
+
+/// Above this many samples the remote-write bodies are not held: each target's are built a
+/// slice at a time while the slice before is sent (a year at 15 s, 1.05 B samples, is 12 GB of
+/// snappy bodies).
+const SLICE_BODIES_ABOVE: u64 = 300_000_000;
+/// Samples in one slice of bodies built while the previous one is sent.
+const SLICE_SAMPLES: usize = 50_000_000;
+
+/// The bodies one target is sent: held for every target, or built in slices as they are sent.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Held(&'a [Body]),
+    Sliced(&'a Dataset),
+}
+
+/// Sends every body of `source` to `addr`, a slice being built while the one before is sent.
+fn send_all(addr: std::net::SocketAddr, source: Source<'_>, args: &LongRangeArgs) -> Sent {
+    let timeout = Duration::from_secs(args.timeout_secs);
+    let ds = match source {
+        Source::Held(bodies) => return crate::sender::send(addr, timeout, bodies, args.concurrency),
+        Source::Sliced(ds) => *ds,
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Body>>(1);
+    let (per_series, per_request) = (args.samples_per_series, args.series_per_request);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let mut bodies = dataset::Bodies::new(ds, per_series, per_request);
+            loop {
+                let slice = bodies.next_slice(SLICE_SAMPLES);
+                if slice.is_empty() || tx.send(slice).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut sent = Sent::default();
+        for slice in rx {
+            sent.add(&crate::sender::send(addr, timeout, &slice, args.concurrency));
+        }
+        sent
+    })
 }
 
 /// Options of the long-range benchmark.
@@ -80,6 +131,9 @@ pub struct LongRangeArgs {
     /// saltdb only, no VictoriaMetrics.
     #[arg(long)]
     skip_peers: bool,
+    /// The queries run after the load.
+    #[arg(long, value_enum, default_value = "dashboard")]
+    queries: QuerySet,
     /// Repeats of each query after its first call (the median is reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -168,12 +222,12 @@ fn ingest(
     name: &'static str,
     addr: std::net::SocketAddr,
     pid: &str,
-    bodies: &[Body],
+    bodies: Source<'_>,
     args: &LongRangeArgs,
 ) -> (Sent, f64) {
     println!("{name}: ingesting (load average {})", load_average());
     let cpu = crate::cpu_seconds(pid);
-    let sent = crate::sender::send(addr, Duration::from_secs(args.timeout_secs), bodies, args.concurrency);
+    let sent = send_all(addr, bodies, args);
     let cpu_secs = crate::cpu_seconds(pid) - cpu;
     println!(
         "{name}: {} samples in {:.1}s: {:.0} samples/s, {:.2} cpu s per M samples; {} rejected, {} retried (load average {})",
@@ -198,7 +252,7 @@ fn du_line(name: &str, state: &str, dir: &Path, samples: u64) -> (String, u64) {
 }
 
 /// Loads saltdb, watches its data directory and waits until every closed window is sealed.
-fn load_saltdb(server: &Server, dir: &Path, bodies: &[Body], args: &LongRangeArgs, samples: u64) -> Loaded {
+fn load_saltdb(server: &Server, dir: &Path, bodies: Source<'_>, args: &LongRangeArgs, samples: u64) -> Loaded {
     let name = "saltdb";
     let (sent, cpu_secs) = ingest(name, server.addr, &server.pid(), bodies, args);
     let done = Instant::now();
@@ -225,7 +279,7 @@ fn load_saltdb(server: &Server, dir: &Path, bodies: &[Body], args: &LongRangeArg
 }
 
 /// Loads VictoriaMetrics, watches its data directory, then flushes and force-merges it.
-fn load_vm(vm: &Peer, dir: &Path, bodies: &[Body], args: &LongRangeArgs, samples: u64) -> Loaded {
+fn load_vm(vm: &Peer, dir: &Path, bodies: Source<'_>, args: &LongRangeArgs, samples: u64) -> Loaded {
     let name = "victoria-metrics";
     let addr = vm.base.trim_start_matches("http://").parse().expect("VictoriaMetrics address");
     let (sent, cpu_secs) = ingest(name, addr, &vm.pid(), bodies, args);
@@ -367,12 +421,14 @@ fn print_queries(targets: &[QueryTarget], results: &[(String, Vec<PerTarget>)], 
 pub fn run(args: &LongRangeArgs, root: &Path) {
     let ds = args.dataset();
     let t = Instant::now();
-    let bodies = ds.bodies(args.samples_per_series, args.series_per_request);
-    let body_bytes: usize = bodies.iter().map(|b| b.bytes.len()).sum();
     let samples = ds.samples();
+    let sliced = samples > SLICE_BODIES_ABOVE;
+    let held = if sliced { Vec::new() } else { ds.bodies(args.samples_per_series, args.series_per_request) };
+    let source = if sliced { Source::Sliced(&ds) } else { Source::Held(&held) };
+    let body_bytes: usize = held.iter().map(|b| b.bytes.len()).sum();
     println!(
         "dataset: {} metrics x {} series = {} series, {} samples each every {} s over {} days = {samples} samples, \
-         {} to {} ms; {} requests ({} series x {} samples, {:.0} MB of snappy bodies) built in {:.1}s; seed {}",
+         {} to {} ms; {} requests ({} series x {} samples, {:.0} MB of snappy bodies) built in {:.1}s{}; seed {}",
         dataset::METRICS.len(),
         ds.per_metric,
         ds.series(),
@@ -381,11 +437,12 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
         args.days,
         ds.start_ms,
         ds.end_ms,
-        bodies.len(),
+        held.len(),
         args.series_per_request,
         args.samples_per_series,
         mb(body_bytes as u64),
         t.elapsed().as_secs_f64(),
+        if sliced { " (none held: built in slices while sent, on the same cores as the server)" } else { "" },
         args.seed
     );
     let bin = args.saltdb_bin.clone().unwrap_or_else(Server::default_bin);
@@ -399,7 +456,7 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
         Ok(s) => s,
         Err(e) => return println!("!! saltdb: {e}"),
     };
-    let mut loaded = vec![load_saltdb(&salt, &salt_dir, &bodies, args, samples)];
+    let mut loaded = vec![load_saltdb(&salt, &salt_dir, source, args, samples)];
     let vm_dir = root.join("victoria-metrics");
     let vm = if args.skip_peers {
         None
@@ -413,9 +470,9 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
         })
     };
     if let Some(vm) = &vm {
-        loaded.push(load_vm(vm, &vm_dir, &bodies, args, samples));
+        loaded.push(load_vm(vm, &vm_dir, source, args, samples));
     }
-    drop(bodies);
+    drop(held);
     print_ingest(&loaded);
     print_disk(&loaded, samples);
     if !args.disk_only {
@@ -433,7 +490,11 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
         }
         println!("\nqueries (load average {})", load_average());
         let mut results = Vec::new();
-        for (q, step) in QUERIES {
+        let set: &[(&str, i64)] = match args.queries {
+            QuerySet::Dashboard => &QUERIES,
+            QuerySet::Year => &YEAR_QUERIES,
+        };
+        for &(q, step) in set {
             // On multiples of the step, as Grafana sends a panel's range.
             let step_ms = step * 1000;
             let (start, end) =

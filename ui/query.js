@@ -1,8 +1,9 @@
 // The query page: an expression box with autocomplete, a table tab (instant query at the end
 // time) and a graph tab (range query over [end - range, end] at a step), query statistics,
 // errors and warnings. The state lives in the URL with Prometheus' parameter names (g0.expr,
-// g0.tab: 0 graph / 1 table, g0.range_input, g0.end_input, g0.step_input), so a link - also
-// one made by Prometheus' own UI - reproduces the view.
+// g0.tab: 0 graph / 1 table, g0.range_input, g0.end_input, g0.step_input, and Thanos'
+// g0.max_source_resolution), so a link - also one made by Prometheus' own UI - reproduces the
+// view. Where the server keeps downsampled tiers, the graph tab offers the resolution to read.
 import { api } from './api.js';
 import { attachAutocomplete } from './autocomplete.js';
 import { alert, field, h, table } from './dom.js';
@@ -19,7 +20,15 @@ function readState() {
     range: p.get('g0.range_input') || '1h',
     end: p.get('g0.end_input') || '',
     step: p.get('g0.step_input') || '',
+    resolution: readResolution(p.get('g0.max_source_resolution')),
   };
+}
+
+// `auto` (also for an absent value), `raw` (Thanos' UI writes `0s`), or a tier interval.
+function readResolution(v) {
+  if (!v || v === 'auto') return 'auto';
+  if (v === '0s' || v === '0' || v === 'raw') return 'raw';
+  return v;
 }
 
 function writeState(s, push) {
@@ -29,6 +38,7 @@ function writeState(s, push) {
   p.set('g0.range_input', s.range);
   if (s.end) p.set('g0.end_input', s.end);
   if (s.step) p.set('g0.step_input', s.step);
+  if (s.resolution && s.resolution !== 'auto') p.set('g0.max_source_resolution', s.resolution);
   const url = `/graph?${p}`;
   if (url !== location.pathname + location.search) history[push ? 'pushState' : 'replaceState'](null, '', url);
 }
@@ -57,6 +67,14 @@ export function queryPage(main) {
   const rangeInput = h('input', { id: 'range', class: 'short', value: state.range, title: 'e.g. 1h, 30m, 2d' });
   const endInput = h('input', { id: 'end', class: 'time', value: state.end, placeholder: 'now' });
   const stepInput = h('input', { id: 'step', class: 'short', value: state.step, placeholder: 'auto' });
+  const resolutionSelect = h(
+    'select',
+    { id: 'resolution', title: 'Downsampled tiers the graph may read (max_source_resolution)' },
+    h('option', { value: 'auto' }, 'auto'),
+    h('option', { value: 'raw' }, 'raw'),
+  );
+  // The intervals the server keeps tiers of (none: the field stays hidden).
+  let tierIntervals = [];
   const shift = (dir) => {
     const ms = parseDuration(rangeInput.value);
     const i = RANGE_STEPS.findIndex((r) => parseDuration(r) >= ms);
@@ -73,7 +91,16 @@ export function queryPage(main) {
   );
   const endText = h('span', {}, 'End (UTC)');
   const stepField = field('Step', stepInput);
-  const controls = h('div', { class: 'controls' }, rangeParts, h('label', { class: 'field' }, endText, endInput), stepField);
+  const resolutionField = field('Resolution', resolutionSelect);
+  resolutionField.hidden = true;
+  const controls = h(
+    'div',
+    { class: 'controls' },
+    rangeParts,
+    h('label', { class: 'field' }, endText, endInput),
+    stepField,
+    resolutionField,
+  );
   const status = h('div', { class: 'status', id: 'query-stats', 'aria-live': 'polite' });
   const messages = h('div', { class: 'messages' });
   const output = h('div', { class: 'output', id: 'output' });
@@ -96,6 +123,8 @@ export function queryPage(main) {
     tabGraph.tabIndex = state.tab === 'graph' ? 0 : -1;
     rangeParts.hidden = state.tab === 'table';
     stepField.hidden = state.tab === 'table';
+    // Instant queries read raw samples.
+    resolutionField.hidden = state.tab === 'table' || tierIntervals.length === 0;
     endText.textContent = state.tab === 'table' ? 'Evaluation time (UTC)' : 'End (UTC)';
   };
   tabTable.addEventListener('click', () => { state.tab = 'table'; showTab(); run(true); });
@@ -114,6 +143,7 @@ export function queryPage(main) {
     });
   }
   execute.addEventListener('click', () => run(true));
+  resolutionSelect.addEventListener('change', () => run(true));
   for (const input of [rangeInput, endInput, stepInput]) {
     input.addEventListener('keydown', (e) => { if (e.key === 'Enter') run(true); });
   }
@@ -124,6 +154,7 @@ export function queryPage(main) {
     state.range = rangeInput.value.trim() || '1h';
     state.end = endInput.value.trim();
     state.step = stepInput.value.trim();
+    if (tierIntervals.length) state.resolution = resolutionSelect.value;
     writeState(state, push);
     messages.replaceChildren();
     if (!state.expr) {
@@ -131,7 +162,10 @@ export function queryPage(main) {
       status.textContent = '';
       return;
     }
-    const endMs = state.end ? parseUtc(state.end) : Date.now();
+    // Tiers answer steps whose windows fall on their intervals: a graph ending now ends on a
+    // multiple of its step (as Grafana aligns a panel), where tiers may be read.
+    const mayReadTiers = tierIntervals.length > 0 && state.resolution !== 'raw';
+    let endMs = state.end ? parseUtc(state.end) : Date.now();
     const rangeMs = parseDuration(state.range);
     const stepMs = state.step ? parseDuration(state.step) || Number(state.step) * 1000 : defaultStepMs(rangeMs);
     const problems = [];
@@ -142,6 +176,8 @@ export function queryPage(main) {
       messages.replaceChildren(...problems.map((p) => alert('error', p)));
       return;
     }
+    if (!state.end && mayReadTiers && state.tab === 'graph') endMs -= endMs % stepMs;
+    const resolution = state.resolution === 'auto' ? undefined : state.resolution;
     const mine = ++generation;
     status.textContent = 'Loading…';
     execute.disabled = true;
@@ -149,7 +185,14 @@ export function queryPage(main) {
     try {
       const answer =
         state.tab === 'graph'
-          ? await api('/api/v1/query_range', { query: state.expr, start: (endMs - rangeMs) / 1000, end: endMs / 1000, step: stepMs / 1000, stats: 'all' })
+          ? await api('/api/v1/query_range', {
+              query: state.expr,
+              start: (endMs - rangeMs) / 1000,
+              end: endMs / 1000,
+              step: stepMs / 1000,
+              stats: 'all',
+              max_source_resolution: resolution,
+            })
           : await api('/api/v1/query', { query: state.expr, time: endMs / 1000, stats: 'all' });
       if (mine !== generation) return;
       const elapsed = performance.now() - started;
@@ -202,8 +245,25 @@ export function queryPage(main) {
     output.replaceChildren(table('Query result', ['Series', 'Value'], rows, { id: 'result-table' }));
   }
 
+  // The tiers the server keeps, then the first run (with the resolution of the URL).
+  const ready = api('/api/v1/status/storage')
+    .then(({ data }) => {
+      const kept = new Set(data.tierIntervalsMs || []);
+      for (const a of data.downsampleAfter || []) kept.add(a.intervalMs);
+      tierIntervals = [...kept].filter((ms) => ms > 0).sort((a, b) => a - b);
+    })
+    .catch(() => { tierIntervals = []; })
+    .then(() => {
+      for (const ms of tierIntervals) resolutionSelect.append(h('option', { value: formatDuration(ms) }, formatDuration(ms)));
+      if (state.resolution !== 'auto' && ![...resolutionSelect.options].some((o) => o.value === state.resolution)) {
+        // A resolution the server does not list (a link from elsewhere): kept, and sent as is.
+        resolutionSelect.append(h('option', { value: state.resolution }, state.resolution));
+      }
+      resolutionSelect.value = state.resolution;
+      showTab();
+    });
   showTab();
-  if (state.expr) run(false);
+  if (state.expr) ready.then(() => run(false));
   else output.replaceChildren(h('p', { class: 'empty' }, 'Enter an expression, e.g. up or rate(http_requests_total[5m]).'));
   box.focus();
 }
@@ -219,6 +279,9 @@ function statsLine(data, elapsedMs) {
   if (s && s.samples) {
     if (s.samples.totalQueryableSamples !== undefined) parts.push(`Samples: ${number(s.samples.totalQueryableSamples)}`);
     if (s.samples.peakSamples !== undefined) parts.push(`Peak samples: ${number(s.samples.peakSamples)}`);
+    // saltdb's own: the downsampled tiers read, each point counted above as a sample.
+    const tiers = Object.entries(s.samples.tierPoints || {});
+    if (tiers.length) parts.push(`Tiers: ${tiers.map(([t, n]) => `${t} (${number(n)} points)`).join(', ')}`);
   }
   if (s && s.timings && s.timings.evalTotalTime !== undefined) parts.push(`Eval: ${(s.timings.evalTotalTime * 1000).toFixed(1)} ms`);
   return [parts.join(' · ')];

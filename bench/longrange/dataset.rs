@@ -124,32 +124,67 @@ impl Dataset {
     /// Every remote-write request, in time order: the first `samples_per_series` scrapes of every
     /// series (`series_per_request` series a request), then the next ones, and so on.
     pub(super) fn bodies(&self, samples_per_series: usize, series_per_request: usize) -> Vec<Body> {
-        let n = self.series();
-        let labels: Vec<Vec<Label>> = (0..n).map(|s| self.labels(s)).collect();
-        let mut values: Vec<f64> = (0..n).map(|s| self.initial(s)).collect();
-        let (per_series, per_request) = (samples_per_series.max(1), series_per_request.max(1));
+        let mut all = Bodies::new(*self, samples_per_series, series_per_request);
+        all.next_slice(usize::MAX)
+    }
+}
+
+/// The requests of [`Dataset::bodies`] built a slice at a time, so that a dataset larger than
+/// memory is sent as it is built.
+pub(super) struct Bodies {
+    ds: Dataset,
+    labels: Vec<Vec<Label>>,
+    /// Each series' value at scrape `k0 - 1`.
+    values: Vec<f64>,
+    /// The first scrape not built yet.
+    k0: usize,
+    per_series: usize,
+    per_request: usize,
+}
+
+impl Bodies {
+    pub(super) fn new(ds: Dataset, samples_per_series: usize, series_per_request: usize) -> Self {
+        let n = ds.series();
+        Self {
+            labels: (0..n).map(|s| ds.labels(s)).collect(),
+            values: (0..n).map(|s| ds.initial(s)).collect(),
+            ds,
+            k0: 0,
+            per_series: samples_per_series.max(1),
+            per_request: series_per_request.max(1),
+        }
+    }
+
+    /// The next requests, in order, holding about `max_samples` samples or more (whole rounds
+    /// of `samples_per_series` scrapes of every series); empty once every scrape is built.
+    pub(super) fn next_slice(&mut self, max_samples: usize) -> Vec<Body> {
+        let ds = self.ds;
+        let n = ds.series();
         let mut bodies = Vec::new();
-        let mut k0 = 0;
-        while k0 < self.points {
-            let k1 = (k0 + per_series).min(self.points);
+        let mut built = 0usize;
+        while self.k0 < ds.points && built < max_samples {
+            let (k0, k1) = (self.k0, (self.k0 + self.per_series).min(ds.points));
             let mut first = 0;
             while first < n {
-                let last = (first + per_request).min(n);
+                let last = (first + self.per_request).min(n);
                 let mut req = WriteRequest::default();
-                for (s, (l, v)) in labels.iter().zip(values.iter_mut()).enumerate().take(last).skip(first) {
-                    let h = (s % self.per_metric) % self.hosts;
+                for (s, (l, v)) in self.labels.iter().zip(self.values.iter_mut()).enumerate().take(last).skip(first) {
+                    let h = (s % ds.per_metric) % ds.hosts;
                     let mut samples = Vec::with_capacity(k1 - k0);
                     for k in k0..k1 {
-                        *v = self.next(s, k, *v);
-                        samples.push(Sample { value: *v, timestamp: self.timestamp(h, k) });
+                        *v = ds.next(s, k, *v);
+                        samples.push(Sample { value: *v, timestamp: ds.timestamp(h, k) });
                     }
                     req.timeseries.push(TimeSeries { labels: l.clone(), samples, ..Default::default() });
                 }
                 let samples = ((last - first) * (k1 - k0)) as u64;
-                bodies.push(Body { bytes: saltdb::remote::snappy_body(&req), samples });
+                let mut bytes = saltdb::remote::snappy_body(&req);
+                bytes.shrink_to_fit();
+                bodies.push(Body { bytes, samples });
+                built = built.saturating_add((last - first) * (k1 - k0));
                 first = last;
             }
-            k0 = k1;
+            self.k0 = k1;
         }
         bodies
     }
@@ -185,6 +220,20 @@ mod tests {
         let d = tiny();
         let bodies = d.bodies(7, 5);
         assert_eq!(bodies.iter().map(|b| b.samples).sum::<u64>(), d.samples());
+        // Built in slices, the same bytes.
+        let mut sliced = Bodies::new(d, 7, 5);
+        let mut again = Vec::new();
+        loop {
+            let slice = sliced.next_slice(100);
+            if slice.is_empty() {
+                break;
+            }
+            again.extend(slice);
+        }
+        assert_eq!(
+            again.iter().map(|b| &b.bytes).collect::<Vec<_>>(),
+            bodies.iter().map(|b| &b.bytes).collect::<Vec<_>>()
+        );
         for s in 0..d.series() {
             let l = d.labels(s);
             assert!(l.windows(2).all(|w| w[0].name < w[1].name), "{l:?}");

@@ -24,6 +24,18 @@ pub(crate) const QUERIES: [(&str, i64); 7] = [
     ("{job=\"rwgen\"}", 10_800),
 ];
 
+/// A year-long dashboard's panels (`--queries year`): steps of 6 hours and a day, as Grafana
+/// picks them for a year on a panel about 1,000 pixels wide, ranges of at least twice the 1h
+/// tier's interval, so that `auto` may read 1h points where they exist.
+pub(crate) const YEAR_QUERIES: [(&str, i64); 6] = [
+    ("sum(rate(c0[1d]))", 86_400),
+    ("sum by (region) (rate(c1[6h]))", 21_600),
+    ("max_over_time(g1[1d])", 86_400),
+    ("avg by (region) (avg_over_time(g2[1d]))", 86_400),
+    ("quantile(0.9, rate(c2[6h]))", 21_600),
+    ("topk(5, increase(c3[1d]))", 86_400),
+];
+
 /// A server under query.
 pub(super) struct QueryTarget {
     pub(super) name: &'static str,

@@ -150,7 +150,7 @@ impl Engine {
                 inner_eval: evaluated - evaluating,
                 result_sort: evaluated.elapsed(),
             },
-            samples: sample_stats(per_step, peak_samples),
+            samples: sample_stats(per_step, peak_samples, Vec::new()),
         });
         let loaded_samples = q.loaded();
         Ok(QueryResult { value, annotations: q.into_annotations(), stats, loaded_samples, peak_samples })
@@ -223,6 +223,7 @@ impl Engine {
         } else {
             None
         };
+        let tiers = q.tiers_read();
         let loaded = q.loaded();
         let evaluating = Instant::now();
         // Steps are independent: long ranges are cut into contiguous parts evaluated in parallel.
@@ -305,17 +306,17 @@ impl Engine {
                 inner_eval: evaluated - evaluating,
                 result_sort: evaluated.elapsed(),
             },
-            samples: sample_stats(per_step, peak_samples),
+            samples: sample_stats(per_step, peak_samples, tiers),
         });
         Ok(QueryResult { value, annotations, stats, loaded_samples: loaded, peak_samples })
     }
 }
 
 /// The sample counts of a query: per step, their sum, and the peak (see [`super::stats`]).
-fn sample_stats(per_step: Vec<(i64, u64)>, peak: usize) -> SampleStats {
+fn sample_stats(per_step: Vec<(i64, u64)>, peak: usize, tiers: Vec<(i64, u64)>) -> SampleStats {
     let total_queryable = per_step.iter().fold(0u64, |sum, (_, n)| sum.saturating_add(*n));
     let peak = u64::try_from(peak).unwrap_or(u64::MAX);
-    SampleStats { total_queryable, per_step, peak }
+    SampleStats { total_queryable, per_step, peak, tiers }
 }
 
 fn type_word(t: ValueType) -> &'static str {

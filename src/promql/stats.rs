@@ -11,6 +11,9 @@
 //! selectors, and `@`-pinned (step-invariant) expressions, in ways tied to its evaluator; here
 //! those count as described above.
 //!
+//! A range selector read from a downsampled tier (see `docs/tiers.md`) counts the tier points
+//! in each step's window, one a sample, and `tiers` names the tiers and their points.
+//!
 //! `peakSamples` is saltdb's own figure: the most samples the query held at once, counted as
 //! `--query-max-samples` counts them: what its selectors kept after being reduced where they
 //! were read (saltdb holds a selector's kept samples for the whole evaluation), its cached step
@@ -45,6 +48,9 @@ pub struct SampleStats {
     pub per_step: Vec<(i64, u64)>,
     /// Samples held at once at the peak (see the module documentation).
     pub peak: u64,
+    /// Per downsampled tier read (its interval in ms, ascending), the points read from it; a
+    /// point counts as one sample in the other figures.
+    pub tiers: Vec<(i64, u64)>,
 }
 
 /// Timings and sample counts of one query.
@@ -70,6 +76,15 @@ fn walk(q: &Query<'_>, e: &Expr, steps: &[i64], counts: &mut [u64]) -> Result<()
     match e {
         Expr::VectorSelector(vs) if q.is_stepped(vs) => each_step(q, steps, counts, |t| Ok(stepped_at(q, vs, t))),
         Expr::VectorSelector(vs) => each_step(q, steps, counts, |t| Ok(q.select_instant(vs, t).len())),
+        // Read from a downsampled tier: each step read the points of its window.
+        Expr::MatrixSelector(ms) if q.tier_count(&ms.vs).is_some_and(|c| c.per_step.len() == steps.len()) => {
+            if let Some(c) = q.tier_count(&ms.vs) {
+                for (n, read) in counts.iter_mut().zip(&c.per_step) {
+                    *n = n.saturating_add(*read);
+                }
+            }
+            Ok(())
+        }
         Expr::MatrixSelector(ms) => each_step(q, steps, counts, |t| {
             let mut n = 0;
             q.for_each_window(ms, t, |_, w, h| n += w.len() + h.len());

@@ -248,6 +248,8 @@ fn web_ui_in_a_real_browser() {
         &data_dir,
         "--retention",
         "0",
+        "--downsample",
+        "5m,1h",
     ])
     .expect("command line");
     let CliCommand::Serve(args) = cli.command else { panic!("serve") };
@@ -519,6 +521,44 @@ fn web_ui_in_a_real_browser() {
         assert_eq!(rows[0], utf8_name, "table row");
         screenshot(&c, "query-utf8").await;
         failures.extend(console_errors(&c).await.into_iter().map(|e| format!("utf-8 names: {e}")));
+
+        // Downsampled tiers (the server keeps 5m and 1h points): the graph offers the resolution,
+        // reads the 5m tier when asked (its statistics and an info say so, the URL keeps it),
+        // and raw samples when asked for raw.
+        let tier_query = format!("sum(rate({TOP_METRIC}[10m]))");
+        c.goto(&format!("{base}/graph?g0.expr={tier_query}&g0.tab=0&g0.range_input=1h&g0.step_input=30m"))
+            .await
+            .unwrap();
+        let resolution = c.wait().at_most(WAIT).for_element(Locator::Css("#resolution")).await.unwrap();
+        let offered = eventually("the resolutions offered", || async {
+            let o = texts(&c, "#resolution option").await;
+            (o.len() == 4).then_some(o)
+        })
+        .await;
+        assert_eq!(offered, ["auto", "raw", "5m", "1h"], "resolutions");
+        resolution.select_by_value("5m").await.unwrap();
+        let stats = eventually("the 5m tier in the statistics", || async {
+            let t = texts(&c, "#query-stats").await.join(" ");
+            t.contains("Tiers: 5m (").then_some(t)
+        })
+        .await;
+        assert!(stats.contains("points)"), "{stats}");
+        let infos = texts(&c, ".messages").await.join("\n");
+        assert!(infos.contains("read from the 5m tier"), "the info naming the tier: {infos}");
+        let url = c.current_url().await.unwrap();
+        assert!(
+            url.query().unwrap_or_default().contains("g0.max_source_resolution=5m"),
+            "resolution in the URL: {url}"
+        );
+        screenshot(&c, "query-tier").await;
+        let resolution = c.find(Locator::Css("#resolution")).await.unwrap();
+        resolution.select_by_value("raw").await.unwrap();
+        eventually("raw samples in the statistics", || async {
+            let t = texts(&c, "#query-stats").await.join(" ");
+            (t.contains("Samples: ") && !t.contains("Tiers:")).then_some(t)
+        })
+        .await;
+        failures.extend(console_errors(&c).await.into_iter().map(|e| format!("tiers: {e}")));
 
         // Cardinality: the top metric first.
         c.goto(&format!("{base}/cardinality")).await.unwrap();

@@ -463,6 +463,16 @@ fn stats_object(stats: &QueryStats, per_step: bool, queued: Duration) -> serde_j
     }
     samples.insert("totalQueryableSamples".into(), stats.samples.total_queryable.into());
     samples.insert("peakSamples".into(), stats.samples.peak.into());
+    if !stats.samples.tiers.is_empty() {
+        // saltdb's own: the downsampled tiers read and their points (counted above as samples).
+        let tiers: serde_json::Map<String, serde_json::Value> = stats
+            .samples
+            .tiers
+            .iter()
+            .map(|&(interval, points)| (crate::duration::format_ms(interval), points.into()))
+            .collect();
+        samples.insert("tierPoints".into(), tiers.into());
+    }
     serde_json::json!({
         "timings": {
             "evalTotalTime": eval_total.as_secs_f64(),

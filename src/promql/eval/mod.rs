@@ -16,7 +16,7 @@ pub mod tiers;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -119,8 +119,21 @@ pub(crate) struct Query<'o> {
     /// for them.
     starts: Arc<HashMap<usize, HashMap<Labels, Vec<StartChange>>>>,
     /// Whether the preload may reduce a selector's series to per-step values as it reads them
-    /// (off when the query is measured: the count reads the samples themselves).
+    /// (off when the query is measured: the count reads the samples themselves, except where a
+    /// downsampled tier answers, see [`TierCount`]).
     may_reduce: bool,
+    /// Per selector node read from a downsampled tier by a measured query: the tier and the
+    /// points each outer step's window holds, which `stats` counts as that step's samples.
+    tier_counts: Arc<HashMap<usize, TierCount>>,
+}
+
+/// What a measured query's selector read from a downsampled tier (see `Query::tier_counts`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TierCount {
+    /// The tier's interval.
+    pub interval_ms: i64,
+    /// Points in each outer step's window, summed over the series, in step order.
+    pub per_step: Vec<u64>,
 }
 
 /// A selector the preload loads: its node, the selector, the time range, whether it is a range
@@ -198,6 +211,7 @@ impl<'o> Query<'o> {
             with_histograms: Arc::new(HashSet::new()),
             starts: Arc::new(HashMap::new()),
             may_reduce: true,
+            tier_counts: Arc::new(HashMap::new()),
         }
     }
 
@@ -264,6 +278,7 @@ impl<'o> Query<'o> {
             with_histograms: Arc::clone(&self.with_histograms),
             starts: Arc::clone(&self.starts),
             may_reduce: self.may_reduce,
+            tier_counts: Arc::clone(&self.tier_counts),
         }
     }
 
@@ -370,6 +385,7 @@ impl<'o> Query<'o> {
         let start_nodes = shape::start_nodes(expr);
         let mut with_starts = HashMap::new();
         let stats_nodes: HashSet<usize> = hints::stats_selectors(expr).into_iter().collect();
+        let mut tier_counts = HashMap::new();
         for Planned { node, vs, matchers, lo, hi, in_range, reduce, latest_only } in plan {
             self.check_deadline()?;
             let groups = match matchers {
@@ -382,10 +398,11 @@ impl<'o> Query<'o> {
                     with_starts.insert(node, found);
                 }
             }
+            let reducible = reduce.filter(|_| !with_starts.contains_key(&node));
             // A measured query counts the samples of range selectors' windows, which a reduction
-            // would not keep; reduced instant selectors are counted by their step values.
-            let reduce = reduce
-                .filter(|r| (self.may_reduce || matches!(r, PerSeries::Latest(_))) && !with_starts.contains_key(&node));
+            // would not keep; reduced instant selectors are counted by their step values, and
+            // rollups a tier answers by the points of each step's window.
+            let measured = !self.may_reduce && reducible.is_some_and(|r| !matches!(r, PerSeries::Latest(_)));
             // Histograms get the counter reset hints a query sees where they are read, before
             // a map keeps only part of them (see `hints.rs`).
             let pending = hints::Pending::default();
@@ -399,37 +416,45 @@ impl<'o> Query<'o> {
             );
             let read = AtomicUsize::new(0);
             let mut from_tier = false;
-            let series = match reduce {
-                Some(e) => {
-                    let stepper = e.stepper(self);
-                    let grid = (self.start, self.interval, steps);
-                    // From a downsampled tier where one answers every step.
-                    if let Some(series) = self.read_tier(src, (node, &groups), e, grid, (&intake, &read))? {
-                        stepped.insert(node);
-                        from_tier = true;
-                        series
-                    } else {
-                        // Reduced as the samples are decoded, while they are in cache: series of
-                        // floats through a sink; the few with histograms, read whole, here.
-                        let sink =
-                            || -> Box<dyn SampleSink + '_> { Box::new(StepSink::new(stepper, grid, in_range, &read)) };
-                        let map = |s: &mut SeriesSamples| {
-                            if !s.histograms.is_empty() {
-                                read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
-                                pending.derive(s);
-                                if stats {
-                                    hints::detect_unknown(s);
-                                }
-                                stepper.reduce(s, grid, in_range);
-                            }
-                            intake.admit(s);
-                        };
-                        let series = intake.finish(select_reduced(src, &groups, (lo, hi), &sink, &map))?;
-                        stepped.insert(node);
-                        series
+            let grid = (self.start, self.interval, steps);
+            let tiered = match reducible {
+                // From a downsampled tier where one answers every step.
+                Some(e) => self.read_tier(src, (node, &groups), e, grid, (&intake, &read), measured)?,
+                None => None,
+            };
+            // What the rest of the load sees: reduced, from a tier or as read.
+            let reduce = if tiered.is_some() { reducible } else { reducible.filter(|_| !measured) };
+            let series = match (tiered, reduce) {
+                (Some((series, count)), _) => {
+                    stepped.insert(node);
+                    from_tier = true;
+                    if let Some(count) = count {
+                        tier_counts.insert(node, count);
                     }
+                    series
                 }
-                None => {
+                (None, Some(e)) => {
+                    let stepper = e.stepper(self);
+                    // Reduced as the samples are decoded, while they are in cache: series of
+                    // floats through a sink; the few with histograms, read whole, here.
+                    let sink =
+                        || -> Box<dyn SampleSink + '_> { Box::new(StepSink::new(stepper, grid, in_range, &read)) };
+                    let map = |s: &mut SeriesSamples| {
+                        if !s.histograms.is_empty() {
+                            read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
+                            pending.derive(s);
+                            if stats {
+                                hints::detect_unknown(s);
+                            }
+                            stepper.reduce(s, grid, in_range);
+                        }
+                        intake.admit(s);
+                    };
+                    let series = intake.finish(select_reduced(src, &groups, (lo, hi), &sink, &map))?;
+                    stepped.insert(node);
+                    series
+                }
+                (None, None) => {
                     // Selected samples are in `(lo, hi]`: the newest is the last one.
                     let map = |s: &mut SeriesSamples| {
                         read.fetch_add(s.samples.len() + s.histograms.len(), Ordering::Relaxed);
@@ -490,6 +515,7 @@ impl<'o> Query<'o> {
         self.stepped = Arc::new(stepped);
         self.with_histograms = Arc::new(with_histograms);
         self.starts = Arc::new(with_starts);
+        self.tier_counts = Arc::new(tier_counts);
         Ok(())
     }
 
@@ -514,6 +540,26 @@ impl<'o> Query<'o> {
             hints::resolve_first(s, t, prev.map(|p| p.histogram.as_ref()));
         }
         Ok(())
+    }
+
+    /// What a measured query read for `vs` from a downsampled tier, if it did.
+    pub fn tier_count(&self, vs: &VectorSelector) -> Option<&TierCount> {
+        self.tier_counts.get(&key(vs))
+    }
+
+    /// What the query's selectors read from downsampled tiers: per tier interval (ascending),
+    /// the points read, when it is measured.
+    pub fn tiers_read(&self) -> Vec<(i64, u64)> {
+        let mut out: Vec<(i64, u64)> = Vec::new();
+        for c in self.tier_counts.values() {
+            let points = c.per_step.iter().sum::<u64>();
+            match out.iter_mut().find(|(i, _)| *i == c.interval_ms) {
+                Some((_, n)) => *n = n.saturating_add(points),
+                None => out.push((c.interval_ms, points)),
+            }
+        }
+        out.sort_unstable();
+        out
     }
 
     /// Whether the series loaded for `vs` hold step values (see [`Planned::reduce`]).
@@ -1245,7 +1291,8 @@ impl Query<'_> {
         e: PerSeries<'_>,
         grid: (i64, i64, usize),
         (intake, read): (&Intake<'_>, &AtomicUsize),
-    ) -> Result<Option<Vec<SeriesSamples>>> {
+        measured: bool,
+    ) -> Result<Option<(Vec<SeriesSamples>, Option<TierCount>)>> {
         let (PerSeries::Rollup(_, ms), Stepper::Rollup(f, window)) = (e, e.stepper(self)) else { return Ok(None) };
         let intervals = src.tier_intervals();
         if intervals.is_empty() {
@@ -1256,9 +1303,19 @@ impl Query<'_> {
         let Some(plan) = tiers::choose(f, window, grid, (&intervals, downsampled), self.opts.source_resolution) else {
             return Ok(None);
         };
-        // Each series' points become its step values on the thread that read them.
+        // Each series' points become its step values on the thread that read them; a measured
+        // query first counts the points of each step's window.
+        let per_step: Vec<AtomicU64> =
+            if measured { (0..grid.2).map(|_| AtomicU64::new(0)).collect() } else { Vec::new() };
         let map = |series: &mut crate::storage::SeriesPoints| {
             read.fetch_add(series.points.len(), Ordering::Relaxed);
+            if measured {
+                tiers::count_per_step(window, grid, &series.points, |i, n| {
+                    if let Some(c) = per_step.get(i) {
+                        c.fetch_add(n, Ordering::Relaxed);
+                    }
+                });
+            }
             tiers::step_values(f, window, grid, series);
         };
         let how = crate::storage::PointsRead { min_density: plan.min_density, map: Some(&map) };
@@ -1293,7 +1350,11 @@ impl Query<'_> {
             format!("{ms} read from the {tier} tier (max_source_resolution=raw reads raw samples)")
         };
         self.within(node, || self.info_every_step(msg));
-        Ok(Some(out))
+        let count = measured.then(|| TierCount {
+            interval_ms: plan.interval_ms,
+            per_step: per_step.into_iter().map(AtomicU64::into_inner).collect(),
+        });
+        Ok(Some((out, count)))
     }
 }
 

@@ -8,6 +8,7 @@ use crate::promql::functions::tier_rollup;
 use crate::promql::step::{grid_time, StepWindow};
 use crate::sample::Sample;
 use crate::storage::SeriesPoints;
+use crate::tier::FloatPoint;
 
 /// Which tiers a query may read: the `max_source_resolution` request parameter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -157,6 +158,24 @@ pub(crate) fn step_values(f: Rollup, window: StepWindow, grid: (i64, i64, usize)
     debug_assert!(answered.is_ok(), "BUG: a tier was chosen for a rollup points do not answer");
     series.points = Vec::new();
     series.values = values;
+}
+
+/// Calls `each(i, n)` with the number `n` of `points` (`(end, point)`, ascending) in the window
+/// of each step `i` of `grid`: what a measured query counts as the samples that step read.
+pub(crate) fn count_per_step(
+    window: StepWindow,
+    (first, step, steps): (i64, i64, usize),
+    points: &[(i64, FloatPoint)],
+    mut each: impl FnMut(usize, u64),
+) {
+    for i in 0..steps {
+        let (start, end) = window.bounds(grid_time(first, step, i));
+        let a = points.partition_point(|(e, _)| *e <= start);
+        let b = points.partition_point(|(e, _)| *e <= end).max(a);
+        if b > a {
+            each(i, u64::try_from(b - a).unwrap_or(u64::MAX));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -213,14 +213,37 @@ fn unaligned_queries_and_what_tiers_cannot_answer_read_raw_samples() {
     }
     // The same aligned query reads the tier: the rules above are what sends them raw.
     assert_eq!(both(&series, "rate(x[1h])", hours, named), ["5m"]);
-    // An instant query, and a query measured with `stats` (its counts are of the samples).
+    // An instant query reads raw samples.
     let e = engine(named);
     let instant = e.instant(&tiered(series.clone()), "rate(x[1d])", 3 * DAY).unwrap();
     assert!(tiers_read(&instant).is_empty());
-    let measured = e.range_with_stats(&tiered(series.clone()), "rate(x[1d])", 2 * DAY, 4 * DAY, DAY).unwrap();
-    assert!(tiers_read(&measured).is_empty());
-    let raw = e.range_with_stats(&MemQuerier::new(series), "rate(x[1d])", 2 * DAY, 4 * DAY, DAY).unwrap();
+}
+
+/// A query measured with `stats` reads the tier as an unmeasured one does, and counts the
+/// points of each step's window as that step's samples (the raw query counts the samples).
+#[test]
+fn a_measured_query_reads_the_tier_and_counts_its_points() {
+    let series = dense();
+    let e = engine(SourceResolution::Auto);
+    let q = "sum(rate(x[1d])) + count_over_time(x{s=\"0\"}[1d])";
+    let measured = e.range_with_stats(&tiered(series.clone()), q, 2 * DAY, 4 * DAY, DAY).unwrap();
+    assert_eq!(tiers_read(&measured), ["1h", "1h"]);
+    let raw = e.range_with_stats(&MemQuerier::new(series.clone()), q, 2 * DAY, 4 * DAY, DAY).unwrap();
     assert_eq!(measured.value, raw.value);
+    let (tiers, raw_stats) = (measured.stats.unwrap(), raw.stats.unwrap());
+    // Each step's window is a day: 24 points of each of the 2 series read by `rate`, and of the
+    // one read by `count_over_time`; the raw count is 5,760 samples a series a day (the samples
+    // end 15 s before the last step).
+    let counted: Vec<u64> = tiers.samples.per_step.iter().map(|&(_, n)| n).collect();
+    let samples: Vec<u64> = raw_stats.samples.per_step.iter().map(|&(_, n)| n).collect();
+    assert_eq!(counted, [3 * 24, 3 * 24, 3 * 24], "{:?}", tiers.samples);
+    assert_eq!(samples, [3 * 5_760, 3 * 5_760, 3 * 5_759], "{:?}", raw_stats.samples);
+    assert_eq!(tiers.samples.total_queryable, 3 * 3 * 24);
+    assert_eq!(tiers.samples.tiers, [(HOUR, 3 * 3 * 24)]);
+    assert!(raw_stats.samples.tiers.is_empty());
+    // Unmeasured, the same answer.
+    let plain = e.range(&tiered(series), q, 2 * DAY, 4 * DAY, DAY).unwrap();
+    assert_eq!(plain.value, measured.value);
 }
 
 #[test]

@@ -32,7 +32,9 @@ use crate::storage::shared::Shared;
 pub const LAST_CLEAN_CLOSE: &str = "last_clean_close";
 /// fjall's lock file in the data directory (`fjall::file::LOCK_FILE`, not exported).
 const FJALL_LOCK_FILE: &str = "lock";
-/// Longest wait for a keyspace's sealed memtables to reach tables.
+/// Longest wait for every keyspace's sealed memtables to reach tables, all keyspaces together
+/// (a wait per keyspace would hold a close for hours on a store whose flushes fail, with a
+/// keyspace per window).
 const FLUSH_WAIT: Duration = Duration::from_secs(120);
 
 /// Steps 1 and 2: clears the write-ahead log, writes the close marker, flushes every memtable
@@ -45,19 +47,20 @@ pub fn flush_everything(sh: &Shared) -> Result<()> {
     let mut mark = sh.db.batch().durability(Some(fjall::PersistMode::SyncAll));
     mark.insert(&sh.meta, LAST_CLEAN_CLOSE, crate::storage::db::now_ms().to_be_bytes());
     mark.commit()?;
+    let deadline = Instant::now() + FLUSH_WAIT;
     for name in sh.db.list_keyspace_names() {
         let ks = sh.db.keyspace(&name, fjall::KeyspaceCreateOptions::default)?;
-        flush_keyspace(&ks)?;
+        flush_keyspace(&ks, deadline)?;
     }
     sh.db.persist(fjall::PersistMode::SyncAll)?;
     Ok(())
 }
 
 /// Rotates the keyspace's memtable and waits until no sealed memtable is left (fjall's own
-/// wait returns at once when the active memtable is empty, even with sealed ones in flight).
-fn flush_keyspace(ks: &fjall::Keyspace) -> Result<()> {
+/// wait returns at once when the active memtable is empty, even with sealed ones in flight),
+/// at most until `deadline`.
+fn flush_keyspace(ks: &fjall::Keyspace, deadline: Instant) -> Result<()> {
     ks.rotate_memtable_and_wait()?;
-    let deadline = Instant::now() + FLUSH_WAIT;
     while ks.sealed_memtable_count() > 0 {
         if Instant::now() > deadline {
             return Err(StorageError::ShuttingDown);
