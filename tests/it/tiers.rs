@@ -438,6 +438,19 @@ fn range_queries_over_sealed_days_read_tiers_and_answer_as_raw_samples() {
         let (_, auto) = query(q, start, end, step, "");
         let from_tier = infos(&auto).iter().any(|i| i.as_str().unwrap().contains("tier"));
         assert_eq!(from_tier, tier == "1h", "{q}: {auto}");
+        // Measured (`stats=all`, as the web UI asks), the same answer from the same tier, its
+        // points counted as the samples read and named by tier.
+        let (status, measured) = query(q, start, end, step, &format!("&max_source_resolution={tier}&stats=all"));
+        assert_eq!(status, 200, "{measured}");
+        assert_eq!(measured["data"]["result"], tiered["data"]["result"], "{q}");
+        let samples = &measured["data"]["stats"]["samples"];
+        let points = samples["tierPoints"][tier].as_u64().unwrap_or(0);
+        assert!(points > 0, "{q}: {samples}");
+        assert_eq!(samples["totalQueryableSamples"].as_u64(), Some(points), "{q}: {samples}");
+        let (_, raw_measured) = query(q, start, end, step, "&max_source_resolution=raw&stats=all");
+        let raw_samples = &raw_measured["data"]["stats"]["samples"];
+        assert!(raw_samples.get("tierPoints").is_none(), "{q}: {raw_samples}");
+        assert!(raw_samples["totalQueryableSamples"].as_u64().unwrap_or(0) > points, "{q}: {raw_samples}");
     }
     // Not aligned (a start 90 s off the hour), or a function tiers do not answer: raw.
     for (q, s) in [("max_over_time(temp[1h])", start + 90_000), ("quantile_over_time(0.5, temp[1h])", start)] {
