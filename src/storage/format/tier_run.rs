@@ -306,6 +306,14 @@ impl Scratch {
             Some(d) => d,
             None => self.zstd.insert(zstd::bulk::Decompressor::new().map_err(|e| TierRunError::Zstd(e.to_string()))?),
         };
+        // The frame states its content size (the encoder writes it): a header whose body length
+        // disagrees is corrupt, refused before up to `n * MAX_POINT_BYTES` bytes are reserved
+        // for a payload of a few bytes.
+        match zstd::zstd_safe::get_frame_content_size(payload) {
+            Ok(Some(size)) if size == len as u64 => {}
+            Ok(None) if len <= SCRATCH_KEPT => {}
+            _ => return Err(invalid("body length")),
+        }
         self.body.clear();
         self.body.reserve(len);
         dec.decompress_to_buffer(payload, &mut self.body).map_err(|e| TierRunError::Zstd(e.to_string()))?;
@@ -1728,6 +1736,32 @@ mod tests {
             let (a, b) = (decode(&v1).unwrap(), decode(&v2).unwrap());
             prop_assert_eq!(a.0, b.0);
             prop_assert_eq!(bits(&a.1), bits(&b.1));
+        }
+
+        #[test]
+        fn a_header_whose_body_length_the_frame_does_not_state_is_refused(
+            picks in prop::collection::vec((1i64..5, prop::collection::vec((0i64..300_000, any::<u8>(), any::<i16>()), 1..30)), 1..10),
+            n in 1u64..=MAX_POINTS,
+        ) {
+            let points = run(300_000, &picks);
+            prop_assume!(!points.is_empty());
+            let mut bytes = Vec::new();
+            encode(300_000, &points, &mut bytes).unwrap();
+            // The same payload under a header claiming `n` points and the longest body they
+            // allow (hundreds of MB for a corrupt count near the limit).
+            let rest = &bytes[1..];
+            let (interval, rest) = crate::varint::read(rest).unwrap();
+            let (_, rest) = crate::varint::read(rest).unwrap();
+            let (first, rest) = crate::varint::read(rest).unwrap();
+            let (len, payload) = crate::varint::read(rest).unwrap();
+            let claimed = n * MAX_POINT_BYTES + BODY_COLUMNS * 10;
+            prop_assume!(claimed != len);
+            let mut forged = vec![FORMAT_VERSION];
+            for v in [interval, n, first, claimed] {
+                crate::varint::put(&mut forged, v);
+            }
+            forged.extend_from_slice(payload);
+            prop_assert_eq!(decode(&forged).err(), Some(TierRunError::Invalid("body length")));
         }
 
         #[test]
