@@ -138,6 +138,7 @@ impl Engine {
         q.preload(src, &expr)?;
         let prepared = Instant::now();
         let per_step = if count { Some(stats::per_step(&q, &expr, &[time_ms])?) } else { None };
+        let tiers = q.tiers_read();
         let evaluating = Instant::now();
         let v = q.eval(&expr, time_ms)?;
         let evaluated = Instant::now();
@@ -150,7 +151,7 @@ impl Engine {
                 inner_eval: evaluated - evaluating,
                 result_sort: evaluated.elapsed(),
             },
-            samples: sample_stats(per_step, peak_samples, Vec::new()),
+            samples: sample_stats(per_step, peak_samples, tiers),
         });
         let loaded_samples = q.loaded();
         Ok(QueryResult { value, annotations: q.into_annotations(), stats, loaded_samples, peak_samples })

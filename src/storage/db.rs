@@ -900,14 +900,22 @@ impl Querier for StorageQuerier {
 
     fn tier_intervals(&self) -> Vec<i64> {
         let mut out = self.shared.tier_intervals_ms.clone();
-        // Downsampled windows keep theirs whatever the flags say now.
-        out.extend(self.shared.windows.all().iter().filter_map(|w| w.downsampled.clone()).flat_map(|d| d.to_vec()));
+        // Downsampled windows keep theirs whatever the flags say now (none ends after the
+        // horizon: without any, the windows are not listed).
+        if self.shared.windows.downsampled_end() > i64::MIN {
+            let kept = self.shared.windows.all().into_iter().filter_map(|w| w.downsampled);
+            out.extend(kept.flat_map(|d| d.to_vec()));
+        }
         out.sort_unstable();
         out.dedup();
         out
     }
 
     fn downsampled_in(&self, start_ms: i64, end_ms: i64) -> Option<(i64, i64)> {
+        // No downsampled window ends after the horizon (the common case: none at all).
+        if start_ms >= self.shared.windows.downsampled_end() {
+            return None;
+        }
         let windows = self.shared.windows.overlapping(start_ms, end_ms);
         let finest = windows.iter().filter_map(Window::finest_kept).max()?;
         let end = windows.iter().filter(|w| w.downsampled.is_some()).map(|w| w.start_ms).max()?;

@@ -265,6 +265,21 @@ fn the_server_downsamples_aged_windows_and_answers_from_their_points() {
     // Grafana's `$__rate_interval` at a 1h step: 1h plus a scrape interval, not whole hours.
     let rate_interval = "sum(rate(req_total[1h15s]))";
     let unaligned_before = query(&bin, rate_interval, "1h", "&max_source_resolution=raw")["data"].clone();
+    // Instant queries (Grafana's stat panels), at the end of an hour and off it.
+    let instant = |bin: &Binary, q: &str, at: i64, extra: &str| {
+        let url = format!("{}?query={}&time={}{extra}", bin.url("/api/v1/query"), urlencoding(q), at as f64 / 1000.0);
+        let r = client().get(url).send().unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        serde_json::from_str::<serde_json::Value>(&r.text().unwrap()).unwrap()
+    };
+    let instants = [
+        ("max_over_time(temp[1d])", t0 + DAY),
+        ("count_over_time(temp[6h])", t0 + DAY + 7 * HOUR),
+        ("sum(increase(req_total[1d]))", t0 + DAY + 12 * HOUR),
+        ("sum(rate(req_total[2h]))", t0 + DAY + 30 * 60_000),
+    ];
+    let instants_before: Vec<serde_json::Value> =
+        instants.iter().map(|(q, at)| instant(&bin, q, *at, "")["data"].clone()).collect();
     let bytes = |w: &[serde_json::Value]| w.iter().map(|w| w["bytes"].as_u64().unwrap()).sum::<u64>();
     let raw_bytes = bytes(&windows(&bin));
     bin.terminate();
@@ -312,6 +327,34 @@ fn the_server_downsamples_aged_windows_and_answers_from_their_points() {
     let median = errors[errors.len() / 2];
     eprintln!("rate over 1h15s from 1h points: median relative error {median:.4} over {} steps", errors.len());
     assert!(median < 0.05, "median relative error {median} over {} steps", errors.len());
+    // Instant queries over downsampled windows read the 1h points: exactly at the end of an
+    // hour, approximately (said in an info) off it.
+    let by_labels = |d: &serde_json::Value| -> std::collections::BTreeMap<String, f64> {
+        d["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["metric"].to_string(), s["value"][1].as_str().unwrap().parse().unwrap()))
+            .collect()
+    };
+    for ((q, at), want) in instants.iter().zip(&instants_before) {
+        let got = instant(&bin, q, *at, "&stats=all");
+        let infos = got["infos"].to_string();
+        assert!(infos.contains("read from the 1h tier"), "{q}: {got}");
+        let aligned = at % HOUR == 0;
+        assert_eq!(infos.contains("approximately"), !aligned, "{q}: {infos}");
+        assert!(got["warnings"].as_array().is_none_or(Vec::is_empty), "{q}: {got}");
+        let (a, b) = (by_labels(&got["data"]), by_labels(want));
+        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "{q}: {got}");
+        assert!(!a.is_empty(), "{q}");
+        let tolerance = if aligned { 1e-9 } else { 0.05 };
+        for (k, x) in &a {
+            let y = b[k];
+            assert!((x - y).abs() <= tolerance * y.abs().max(1.0), "{q} {k}: {x} from points, {y} raw");
+        }
+        let points = got["data"]["stats"]["samples"]["tierPoints"]["1h"].as_u64().unwrap_or(0);
+        assert!(points > 0, "{q}: {}", got["data"]["stats"]);
+    }
     // A raw read says why it finds nothing.
     let raw = query(&bin, "temp", "1h", "");
     assert!(raw["warnings"].to_string().contains("were downsampled to 1h points"), "{raw}");

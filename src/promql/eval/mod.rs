@@ -374,7 +374,9 @@ impl<'o> Query<'o> {
         self.cancel = src.cancellation();
         let mut plan = Vec::new();
         let outer = self.interval > 0;
-        self.plan(expr, (self.start, self.end), (outer, outer), &mut plan);
+        // An instant query's top-level rollups are planned as a range query's outer ones: the
+        // only reduction they get is a tier read over downsampled windows (`read_tier`).
+        self.plan(expr, (self.start, self.end), (outer || self.interval == 0, outer), &mut plan);
         let steps = if self.interval > 0 {
             usize::try_from((self.end - self.start) / self.interval + 1).unwrap_or(0)
         } else {
@@ -417,13 +419,21 @@ impl<'o> Query<'o> {
             let read = AtomicUsize::new(0);
             let mut from_tier = false;
             let grid = (self.start, self.interval, steps);
+            // An instant query is one step at its time.
+            let tier_grid = if self.interval > 0 { grid } else { (self.start, 0, 1) };
             let tiered = match reducible {
-                // From a downsampled tier where one answers every step.
-                Some(e) => self.read_tier(src, (node, &groups), e, grid, (&intake, &read), measured)?,
+                // From a downsampled tier where one answers every step (an instant query's counts
+                // are kept too, for its `stats`: its evaluation does not read windows there).
+                Some(e) => {
+                    let counted = measured || self.interval == 0;
+                    self.read_tier(src, (node, &groups), e, tier_grid, (&intake, &read), counted)?
+                }
                 None => None,
             };
-            // What the rest of the load sees: reduced, from a tier or as read.
-            let reduce = if tiered.is_some() { reducible } else { reducible.filter(|_| !measured) };
+            // What the rest of the load sees: reduced, from a tier or as read (an instant query
+            // reduces nothing else).
+            let reduce =
+                if tiered.is_some() { reducible } else { reducible.filter(|_| !measured && self.interval > 0) };
             let series = match (tiered, reduce) {
                 (Some((series, count)), _) => {
                     stepped.insert(node);
@@ -1294,12 +1304,16 @@ impl Query<'_> {
         measured: bool,
     ) -> Result<Option<(Vec<SeriesSamples>, Option<TierCount>)>> {
         let (PerSeries::Rollup(_, ms), Stepper::Rollup(f, window)) = (e, e.stepper(self)) else { return Ok(None) };
+        let (start, end) = tiers::read_range(window, grid);
+        let downsampled = src.downsampled_in(start.saturating_add(1), end).map(|(finest, _)| finest);
+        // A single step reads points only where raw samples are gone (see `tiers::choose`).
+        if grid.2 == 1 && downsampled.is_none() {
+            return Ok(None);
+        }
         let intervals = src.tier_intervals();
         if intervals.is_empty() {
             return Ok(None);
         }
-        let (start, end) = tiers::read_range(window, grid);
-        let downsampled = src.downsampled_in(start.saturating_add(1), end).map(|(finest, _)| finest);
         let Some(plan) = tiers::choose(f, window, grid, (&intervals, downsampled), self.opts.source_resolution) else {
             return Ok(None);
         };
@@ -1316,7 +1330,7 @@ impl Query<'_> {
                     }
                 });
             }
-            tiers::step_values(f, window, grid, series);
+            tiers::step_values(f, window, (grid, plan.interval_ms), series);
         };
         let how = crate::storage::PointsRead { min_density: plan.min_density, map: Some(&map) };
         // Every group answers in points before any series is admitted: a group that does not

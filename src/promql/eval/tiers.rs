@@ -85,7 +85,8 @@ pub(crate) fn read_range(window: StepWindow, (first, step, steps): (i64, i64, us
 /// `grid` (`(first, step, count)`, a range query's) is answered: one `allowed` lets read, at
 /// most a fifth of the step and half the range, and [`tier_rollup::aligned`] with the grid.
 /// Never for a single step (an instant query, or a range query of one step, which answers as
-/// the instant query at its time does).
+/// the instant query at its time does), unless the range reaches downsampled windows (below):
+/// then with no bound from the step.
 ///
 /// Where the range reaches downsampled windows (`downsampled`: the finest interval they all
 /// keep), only that interval or coarser ones answer there, and raw samples are no alternative:
@@ -100,9 +101,13 @@ pub(crate) fn choose(
     allowed: SourceResolution,
 ) -> Option<TierRead> {
     let (_, step, steps) = grid;
-    if !tier_rollup::answers(f) || steps < 2 || step <= 0 {
+    // A single step (an instant query, a range query of one step) reads points only where raw
+    // samples are gone, with no step to bound the interval.
+    let single = steps == 1 && downsampled.is_some();
+    if !tier_rollup::answers(f) || (!single && (steps < 2 || step <= 0)) {
         return None;
     }
+    let step = if single { i64::MAX } else { step };
     let (step_share, range_share) = if downsampled.is_some() { (1, 1) } else { (5, 2) };
     let interval_ms = intervals.iter().copied().filter(|&i| {
         i > 0
@@ -114,7 +119,7 @@ pub(crate) fn choose(
     });
     let (start, end) = read_range(window, grid);
     let Some(interval_ms) = interval_ms.max() else {
-        return approximate(window, grid, (intervals, downsampled?), allowed, (start, end));
+        return approximate(window, step, (intervals, downsampled?), allowed, (start, end));
     };
     let min_density = if allowed == SourceResolution::Auto && downsampled.is_none() { AUTO_MIN_DENSITY } else { 0 };
     Some(TierRead { interval_ms, ends: (start.saturating_add(interval_ms), end), min_density, approximate: false })
@@ -123,7 +128,7 @@ pub(crate) fn choose(
 /// The approximate read of [`choose`] over downsampled windows keeping `finest` and coarser.
 fn approximate(
     window: StepWindow,
-    (_, step, _): (i64, i64, usize),
+    step: i64,
     (intervals, finest): (&[i64], i64),
     allowed: SourceResolution,
     (start, end): (i64, i64),
@@ -150,9 +155,14 @@ fn approximate(
 /// Replaces one series' tier points by the values of `f` at the steps of `grid` (each stamped
 /// with its step's time), as the preload's reduction leaves a series. `f` must be one
 /// [`tier_rollup::answers`] ([`choose`] makes sure).
-pub(crate) fn step_values(f: Rollup, window: StepWindow, grid: (i64, i64, usize), series: &mut SeriesPoints) {
+pub(crate) fn step_values(
+    f: Rollup,
+    window: StepWindow,
+    (grid, interval): ((i64, i64, usize), i64),
+    series: &mut SeriesPoints,
+) {
     let mut values = Vec::new();
-    let answered = tier_rollup::each_step(f, window, &series.points, grid, |i, v| {
+    let answered = tier_rollup::each_step(f, window, (interval, &series.points), grid, |i, v| {
         values.push(Sample::new(grid_time(grid.0, grid.1, i), v));
     });
     debug_assert!(answered.is_ok(), "BUG: a tier was chosen for a rollup points do not answer");

@@ -89,27 +89,32 @@ pub(crate) fn aligned(window: StepWindow, (first, step, _): (i64, i64, usize), i
 }
 
 /// Calls `emit(i, value)` for every step `i` of `grid` at which rollup `f`, without
-/// parameters, has a value over one series whose tier points (of an interval [`aligned`]
-/// with the grid and window) are `points`: `(end, point)` for the intervals
-/// `(end - interval, end]` holding samples, in ascending order. The same values as
+/// parameters, has a value over one series whose tier points of `interval` are `points`:
+/// `(end, point)` for the intervals `(end - interval, end]` holding samples, in ascending
+/// order. Where `interval` is [`aligned`] with the grid and window, the same values as
 /// [`rollup::each_step`](super::rollup::each_step) over the series' samples, as far as the
-/// module's table says.
+/// module's table says. Otherwise each step takes the intervals ending inside its window and
+/// answers as over their union: the window with both ends moved back to the interval grid (the
+/// approximate read of downsampled windows, see `eval/tiers.rs`).
 ///
 /// # Errors
 /// [`NeedsSamples`] for a rollup that [`answers`] not.
 pub(crate) fn each_step(
     f: Rollup,
     window: StepWindow,
-    points: &[(i64, FloatPoint)],
+    (interval, points): (i64, &[(i64, FloatPoint)]),
     (first, step, steps): (i64, i64, usize),
     mut emit: impl FnMut(usize, f64),
 ) -> Result<(), NeedsSamples> {
     if !answers(f) {
         return Err(NeedsSamples);
     }
+    let snap = |ms: i64| if interval > 0 { ms.saturating_sub(ms.rem_euclid(interval)) } else { ms };
     for i in 0..steps {
         let t = grid_time(first, step, i);
+        // Ends are multiples of the interval: snapping keeps the same ones inside.
         let (start, end) = window.bounds(t);
+        let (start, end) = (snap(start), snap(end));
         let a = points.partition_point(|(e, _)| *e <= start);
         let b = points.partition_point(|(e, _)| *e <= end).max(a);
         let Some(((_, head), rest)) = points.get(a..b).and_then(<[_]>::split_first) else { continue };
