@@ -108,7 +108,9 @@ impl Query<'_> {
                     // An instant query read from a downsampled tier: each series holds its
                     // value at the query's time.
                     let drop = rollup::drops_name(f);
-                    let at = |s: &crate::sample::SeriesSamples| s.samples.iter().find(|p| p.timestamp_ms == t).map(|p| p.value);
+                    let at = |s: &crate::sample::SeriesSamples| {
+                        s.samples.iter().find(|p| p.timestamp_ms == t).map(|p| p.value)
+                    };
                     let out = self
                         .series_of(&ms.vs)
                         .iter()

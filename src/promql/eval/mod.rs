@@ -1284,8 +1284,8 @@ impl Query<'_> {
         let finest = crate::duration::format_ms(finest);
         self.warn(format!(
             "{vs}: raw samples before {before} were downsampled to {finest} points (--downsample), and this \
-             selection reads raw samples, so it finds no float samples there; in a range query, the range \
-             functions tiers answer read the points where range and step are at least {finest}"
+             selection reads raw samples, so it finds no float samples there; the range functions tiers \
+             answer read the points where the range (and a range query's step) is at least {finest}"
         ));
     }
 
