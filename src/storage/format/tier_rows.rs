@@ -144,10 +144,26 @@ pub fn read(
     id: SeriesId,
     interval_ms: i64,
 ) -> Result<Option<Vec<(i64, FloatPoint)>>> {
-    let Some(bytes) = ks.get(keys::tier_key(bucket, id, interval_ms))? else { return Ok(None) };
-    let (interval, points) = tier_run::decode(&bytes).map_err(corrupt)?;
+    let mut points = Vec::new();
+    Ok(read_into(ks, (bucket, id, interval_ms), &mut points)?.then_some(points))
+}
+
+/// [`read`] into `out` (cleared first, its allocation reused): false when there is no such
+/// row (`out` then empty).
+///
+/// # Errors
+/// As [`read`].
+pub fn read_into(
+    ks: &fjall::Keyspace,
+    (bucket, id, interval_ms): (u16, SeriesId, i64),
+    out: &mut Vec<(i64, FloatPoint)>,
+) -> Result<bool> {
+    out.clear();
+    let Some(bytes) = ks.get(keys::tier_key(bucket, id, interval_ms))? else { return Ok(false) };
+    let interval = tier_run::decode_into(&bytes, out).map_err(corrupt)?;
     if interval != interval_ms {
+        out.clear();
         return Err(StorageError::Corrupt { what: "tier run interval" });
     }
-    Ok(Some(points))
+    Ok(true)
 }

@@ -20,10 +20,55 @@ use crate::tier::FloatPoint;
 /// Series read between two checks of the deadline and cancellation flag.
 const CHECK_EVERY: usize = 64;
 
-/// A part of one series' points and where it sits among the others sharing its ends: at equal
-/// ends the part of the window starting at that end comes last (it holds only the sample at
-/// the end; the window before holds the rest of the interval).
-type Part = Vec<((i64, bool), FloatPoint)>;
+/// One series' points as its parts (windows' tier rows, raw samples cut into points) give
+/// them, and where each sits among others sharing its end: at equal ends the point of the
+/// window starting at that end comes last (it holds only the sample at the end; the window
+/// before holds the rest of the interval).
+///
+/// Invariant: `at_start` has one entry per point.
+#[derive(Default)]
+struct Parts {
+    points: Vec<(i64, FloatPoint)>,
+    /// Per point: whether it comes from the window starting at its end.
+    at_start: Vec<bool>,
+}
+
+impl Parts {
+    /// Adds the points of the window (or piece of one) starting at `window_start`, at most
+    /// `most` of them.
+    fn extend(&mut self, (points, most): (impl Iterator<Item = (i64, FloatPoint)>, usize), window_start: i64) {
+        // Points are big: grown once per window, not by doubling (a year of 1h points is 8,760
+        // of them per series).
+        self.points.reserve(most);
+        self.at_start.reserve(most);
+        for (end, p) in points {
+            self.at_start.push(end == window_start);
+            self.points.push((end, p));
+        }
+    }
+
+    /// The points ordered by end, those sharing an end merged in order. Windows are read
+    /// oldest first, so the points are most often in order already: then they are merged in
+    /// place, without being moved.
+    fn merged(self) -> Vec<(i64, FloatPoint)> {
+        let Parts { mut points, at_start } = self;
+        let in_order = points.iter().zip(&at_start).map(|((end, _), s)| (*end, *s)).is_sorted();
+        if !in_order {
+            let mut keyed: Vec<((i64, bool), FloatPoint)> =
+                at_start.into_iter().zip(points).map(|(s, (end, p))| ((end, s), p)).collect();
+            keyed.sort_by_key(|(key, _)| *key);
+            points = keyed.into_iter().map(|((end, _), p)| (end, p)).collect();
+        }
+        points.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 = kept.1.merge(&later.1);
+            }
+            same
+        });
+        points
+    }
+}
 
 /// The points of `interval_ms` ending in `[first_end, last_end]` of every series matching
 /// `sel` with samples in `(first_end - interval_ms, last_end]`; `None` when one of them holds
@@ -80,12 +125,14 @@ impl Read<'_> {
     /// The series of one bucket; `None` at the first with histograms.
     fn bucket(&self, (bucket, ids): &(u16, Vec<SeriesId>), budget: &SampleBudget) -> Result<Option<Vec<SeriesPoints>>> {
         let mut out = Vec::new();
+        // Each tier row is decoded into this, then moved into its series' points.
+        let mut row = Vec::new();
         for (i, &id) in ids.iter().enumerate() {
             if i % CHECK_EVERY == 0 {
                 self.limits.check()?;
             }
             let Some(labels) = accepted_labels(self.sh, self.sel, id)? else { continue };
-            let Some(points) = self.series(*bucket, id, budget)? else { return Ok(None) };
+            let Some(points) = self.series(*bucket, id, budget, &mut row)? else { return Ok(None) };
             if !points.is_empty() {
                 let mut series = SeriesPoints { labels, points, values: Vec::new() };
                 if let Some(map) = self.how.map {
@@ -97,12 +144,19 @@ impl Read<'_> {
         Ok(Some(out))
     }
 
-    /// The points of one series; `None` when it holds histograms in the range.
-    fn series(&self, bucket: u16, id: SeriesId, budget: &SampleBudget) -> Result<Option<Vec<(i64, FloatPoint)>>> {
+    /// The points of one series; `None` when it holds histograms in the range. `row` is a
+    /// buffer for tier rows.
+    fn series(
+        &self,
+        bucket: u16,
+        id: SeriesId,
+        budget: &SampleBudget,
+        row: &mut Vec<(i64, FloatPoint)>,
+    ) -> Result<Option<Vec<(i64, FloatPoint)>>> {
         let sh = self.sh;
         let (first_end, last_end) = self.range;
         let lo = first_end.saturating_sub(self.interval_ms).saturating_add(1);
-        let mut parts: Part = Vec::new();
+        let mut parts = Parts::default();
         let mut raw: Vec<Window> = self.raw.to_vec();
         // The time ranges answered from tier rows, whose raw samples (none but in a race with
         // a late write) are left out.
@@ -110,28 +164,20 @@ impl Read<'_> {
         let window_ms = sh.windows.window_ms();
         for w in self.tiered {
             let Some((_, ks)) = &w.chunks else { continue };
-            let stored = tier_rows::read(ks, bucket, id, self.interval_ms)?;
-            let Some(points) = stored else {
+            if !tier_rows::read_into(ks, (bucket, id, self.interval_ms), row)? {
                 raw.push(w.clone());
                 continue;
-            };
+            }
             // A downsampled window has nothing else to read: its points answer however sparse.
-            if (w.downsampled.is_none() && too_sparse(&points, self.how.min_density))
+            if (w.downsampled.is_none() && too_sparse(row, self.how.min_density))
                 || (sh.histograms_stored() && histogram_run::any_of(ks, bucket, id)?)
             {
                 return Ok(None);
             }
-            budget.take(points.len())?;
+            budget.take(row.len())?;
             answered.push((w.start_ms, w.start_ms.saturating_add(window_ms)));
-            // Points are big: grown once per window, not by doubling (a year of 1h points is
-            // 8,760 of them per series).
-            parts.reserve(points.len());
-            parts.extend(
-                points
-                    .into_iter()
-                    .filter(|(end, _)| (first_end..=last_end).contains(end))
-                    .map(|(end, p)| ((end, end == w.start_ms), p)),
-            );
+            let most = row.len();
+            parts.extend((row.drain(..).filter(|(end, _)| (first_end..=last_end).contains(end)), most), w.start_ms);
         }
         raw.sort_by_key(|w| w.start_ms);
         let mut samples = Vec::new();
@@ -152,26 +198,9 @@ impl Read<'_> {
             if too_sparse(&cut, self.how.min_density) {
                 return Ok(None);
             }
-            parts.reserve(cut.len());
-            parts.extend(cut.into_iter().map(|(end, p)| ((end, end == start), p)));
+            let most = cut.len();
+            parts.extend((cut.into_iter(), most), start);
         }
-        Ok(Some(merged(parts)))
+        Ok(Some(parts.merged()))
     }
-}
-
-/// The parts' points ordered by end, those sharing an end merged in order (see [`Part`]).
-fn merged(mut parts: Part) -> Vec<(i64, FloatPoint)> {
-    // Windows are read oldest first, so the parts are most often in order already: sorting
-    // moves every point.
-    if !parts.is_sorted_by_key(|(key, _)| *key) {
-        parts.sort_by_key(|(key, _)| *key);
-    }
-    let mut out: Vec<(i64, FloatPoint)> = Vec::with_capacity(parts.len());
-    for ((end, _), p) in parts {
-        match out.last_mut() {
-            Some((last_end, last)) if *last_end == end => *last = last.merge(&p),
-            _ => out.push((end, p)),
-        }
-    }
-    out
 }
