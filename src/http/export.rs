@@ -70,6 +70,7 @@ pub async fn export(
     let slot = super::api::query_slot(&state, timeout).await?;
     let (limits, cancel_on_drop) = super::blocking::read_limits(None, timeout);
     let querier = state.backend.complete_querier(limits);
+    let notice = super::downsampled::notice(querier.as_ref(), [(start, end)]);
     tokio::task::spawn_blocking(move || {
         let (_slot, _cancel_on_drop) = (slot, cancel_on_drop);
         let mut seen: HashSet<Vec<u8>> = HashSet::new();
@@ -88,5 +89,9 @@ pub async fn export(
             }
         }
     });
-    super::piped::response("application/stream+json", rx).await
+    let mut resp = super::piped::response("application/stream+json", rx).await?;
+    if let Some(v) = notice {
+        resp.headers_mut().insert(super::downsampled::HEADER, v);
+    }
+    Ok(resp)
 }

@@ -15,6 +15,7 @@ pub mod body;
 pub mod body_deadline;
 pub mod client_addr;
 pub mod connections;
+pub mod downsampled;
 pub mod error;
 pub mod export;
 pub mod federate;

@@ -62,8 +62,20 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
     let backend = state.backend.clone();
     let timeout = state.engine.options().timeout;
     let slot = super::api::query_slot(&state, timeout).await?;
+    let notice = {
+        let (limits, _cancel_on_drop) = blocking::read_limits(None, timeout);
+        let q = backend.complete_querier(limits);
+        super::downsampled::notice(q.as_ref(), queries.iter().map(|(_, start, end)| (*start, *end)))
+    };
+    let with_notice = |resp: Response| {
+        let mut resp = resp;
+        if let Some(v) = notice.clone() {
+            resp.headers_mut().insert(super::downsampled::HEADER, v);
+        }
+        resp
+    };
     if response_type == ResponseType::StreamedXorChunks {
-        return streamed(backend, queries, slot, timeout).await;
+        return streamed(backend, queries, slot, timeout).await.map(with_notice);
     }
     let (limits, _cancel_on_drop) = blocking::read_limits(None, timeout);
     let results = blocking::run(move || {
@@ -83,7 +95,7 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
         .header(header::CONTENT_TYPE, read::SAMPLES_CONTENT_TYPE)
         .header(header::CONTENT_ENCODING, "snappy")
         .body(Body::from(read::samples_response(&results)));
-    resp.map_err(|e| ApiError::Internal(format!("building response: {e}")))
+    resp.map(with_notice).map_err(|e| ApiError::Internal(format!("building response: {e}")))
 }
 
 /// `STREAMED_XOR_CHUNKS`: one frame per series (more past 1 MiB of chunks), framed as the

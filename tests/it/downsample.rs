@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 use saltdb::matcher::{MatchOp, Matcher};
+use saltdb::remote::proto;
 use saltdb::storage::{DownsampleAge, PointsRead, Querier, ReadLimits, SeriesPoints, Storage, StorageError};
 
 use crate::common::*;
@@ -359,6 +360,51 @@ fn the_server_downsamples_aged_windows_and_answers_from_their_points() {
     let raw = query(&bin, "temp", "1h", "");
     assert!(raw["warnings"].to_string().contains("were downsampled to 1h points"), "{raw}");
     assert_eq!(raw["data"]["result"].as_array().unwrap().len(), 0, "{raw}");
+    // Raw reads say so in a header (their formats have no place for a warning): export, and
+    // remote read of either response type; a range after the downsampled windows has none.
+    let exported = client()
+        .get(bin.url("/api/v1/export"))
+        .query(&[
+            ("match[]", "temp"),
+            ("start", &(t0 / 1000).to_string()),
+            ("end", &((t0 + 2 * DAY) / 1000).to_string()),
+        ])
+        .send()
+        .unwrap();
+    let said = exported.headers().get("x-saltdb-downsampled").map(|v| v.to_str().unwrap().to_owned());
+    assert!(said.as_deref().is_some_and(|s| s.contains("downsampled to 1h points")), "{said:?}");
+    let later = client()
+        .get(bin.url("/api/v1/export"))
+        .query(&[("match[]", "temp"), ("start", &((t0 + 3 * DAY) / 1000).to_string())])
+        .send()
+        .unwrap();
+    assert!(later.headers().get("x-saltdb-downsampled").is_none());
+    for accepted in [proto::ResponseType::Samples, proto::ResponseType::StreamedXorChunks] {
+        let matchers = vec![proto::LabelMatcher {
+            r#type: proto::MatcherType::Eq as i32,
+            name: "__name__".into(),
+            value: "temp".into(),
+        }];
+        let req = proto::ReadRequest {
+            queries: vec![proto::Query {
+                start_timestamp_ms: t0,
+                end_timestamp_ms: t0 + 2 * DAY,
+                matchers,
+                hints: None,
+            }],
+            accepted_response_types: vec![accepted as i32],
+        };
+        let resp = client()
+            .post(bin.url("/api/v1/read"))
+            .header("Content-Type", "application/x-protobuf")
+            .header("Content-Encoding", "snappy")
+            .body(saltdb::remote::snappy_body(&req))
+            .send()
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "{accepted:?}");
+        let said = resp.headers().get("x-saltdb-downsampled").map(|v| v.to_str().unwrap().to_owned());
+        assert!(said.as_deref().is_some_and(|s| s.contains("downsampled to 1h points")), "{accepted:?}: {said:?}");
+    }
     // A write into it is a 400 naming the cause.
     let late =
         serde_json::json!({"metric": {"__name__": "temp", "host": "h0"}, "values": [1.0], "timestamps": [t0 + 500]});
