@@ -123,7 +123,7 @@ export function queryPage(main) {
     tabGraph.tabIndex = state.tab === 'graph' ? 0 : -1;
     rangeParts.hidden = state.tab === 'table';
     stepField.hidden = state.tab === 'table';
-    // Instant queries read raw samples.
+    // The table's instant query reads as `auto` does (points only where raw samples are gone).
     resolutionField.hidden = state.tab === 'table' || tierIntervals.length === 0;
     endText.textContent = state.tab === 'table' ? 'Evaluation time (UTC)' : 'End (UTC)';
   };
