@@ -21,7 +21,10 @@ export function niceTicks(lo, hi, count) {
   const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) || raw;
   const out = [];
   const last = Math.ceil(hi / step) * step;
-  for (let v = Math.floor(lo / step) * step; v <= last + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  // A step below the values' float resolution would never move `v`.
+  for (let v = Math.floor(lo / step) * step; v <= last + step * 1e-9 && out.length <= 4 * count + 2; v += step) {
+    out.push(Number(v.toPrecision(12)));
+  }
   return out;
 }
 
@@ -71,9 +74,12 @@ export function graph(result, { startMs, endMs, stepMs, onZoom }) {
     const values = shown.flatMap((s) => s.points.map((p) => p[1]).filter(Number.isFinite));
     let lo = values.length ? Math.min(...values) : 0;
     let hi = values.length ? Math.max(...values) : 1;
-    if (lo === hi) {
-      lo -= Math.abs(lo) * 0.1 || 1;
-      hi += Math.abs(hi) * 0.1 || 1;
+    // A flat line (also one that rounding made uneven: 0.9999999999999999 and 1) gets a
+    // range around it.
+    if (hi - lo <= Math.max(Math.abs(lo), Math.abs(hi)) * 1e-9) {
+      const mid = (lo + hi) / 2;
+      lo = mid - (Math.abs(mid) * 0.1 || 1);
+      hi = mid + (Math.abs(mid) * 0.1 || 1);
     }
     const yTicks = niceTicks(lo, hi, 5);
     lo = Math.min(lo, yTicks[0]);
