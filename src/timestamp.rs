@@ -3,6 +3,13 @@
 
 use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 
+/// A time in messages: RFC 3339 to the second in UTC (`2026-11-25T00:00:00Z`), or `<ms> ms`
+/// outside chrono's range.
+pub fn format_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map_or_else(|| format!("{ms} ms"), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}
+
 /// Parses a Prometheus time into milliseconds. Unix seconds are clamped to the supported range,
 /// as Prometheus clamps its min/max time sentinels.
 ///

@@ -17,10 +17,9 @@ pub const HEADER: HeaderName = HeaderName::from_static("x-saltdb-downsampled");
 pub fn notice(q: &dyn Querier, ranges: impl IntoIterator<Item = (i64, i64)>) -> Option<HeaderValue> {
     let (finest, end) =
         ranges.into_iter().filter_map(|(start, end)| q.downsampled_in(start, end)).max_by_key(|d| d.1)?;
-    let before = chrono::DateTime::from_timestamp_millis(end)
-        .map_or_else(|| format!("{end} ms"), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     let text = format!(
-        "raw samples before {before} were downsampled to {} points; float series there have no raw samples to return",
+        "raw samples before {} were downsampled to {} points; float series there have no raw samples to return",
+        crate::timestamp::format_ms(end),
         crate::duration::format_ms(finest)
     );
     HeaderValue::from_str(&text).ok()

@@ -76,20 +76,20 @@ fn walk(q: &Query<'_>, e: &Expr, steps: &[i64], counts: &mut [u64]) -> Result<()
     match e {
         Expr::VectorSelector(vs) if q.is_stepped(vs) => each_step(q, steps, counts, |t| Ok(stepped_at(q, vs, t))),
         Expr::VectorSelector(vs) => each_step(q, steps, counts, |t| Ok(q.select_instant(vs, t).len())),
-        // Read from a downsampled tier: each step read the points of its window.
-        Expr::MatrixSelector(ms) if q.tier_count(&ms.vs).is_some_and(|c| c.per_step.len() == steps.len()) => {
-            if let Some(c) = q.tier_count(&ms.vs) {
+        Expr::MatrixSelector(ms) => match q.tier_count(&ms.vs).filter(|c| c.per_step.len() == steps.len()) {
+            // Read from a downsampled tier: each step read the points of its window.
+            Some(c) => {
                 for (n, read) in counts.iter_mut().zip(&c.per_step) {
                     *n = n.saturating_add(*read);
                 }
+                Ok(())
             }
-            Ok(())
-        }
-        Expr::MatrixSelector(ms) => each_step(q, steps, counts, |t| {
-            let mut n = 0;
-            q.for_each_window(ms, t, |_, w, h| n += w.len() + h.len());
-            Ok(n)
-        }),
+            None => each_step(q, steps, counts, |t| {
+                let mut n = 0;
+                q.for_each_window(ms, t, |_, w, h| n += w.len() + h.len());
+                Ok(n)
+            }),
+        },
         Expr::Subquery(sq) => {
             each_step(q, steps, counts, |t| Ok(q.eval_subquery(sq, t)?.0.iter().map(|w| w.samples.len()).sum()))
         }

@@ -1279,8 +1279,7 @@ impl Query<'_> {
     /// their float samples are gone, so the selection finds none there.
     fn warn_downsampled(&self, src: &dyn Querier, vs: &VectorSelector, (lo, hi): (i64, i64)) {
         let Some((finest, end)) = src.downsampled_in(lo.saturating_add(1), hi) else { return };
-        let before = chrono::DateTime::from_timestamp_millis(end)
-            .map_or_else(|| format!("{end} ms"), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        let before = crate::timestamp::format_ms(end);
         let finest = crate::duration::format_ms(finest);
         self.warn(format!(
             "{vs}: raw samples before {before} were downsampled to {finest} points (--downsample), and this \
