@@ -229,6 +229,17 @@ pub struct ServeArgs {
     /// Without an age raw samples are kept for the whole retention. Embedded storage only.
     #[arg(long, value_delimiter = ',', value_parser = parse_tier)]
     pub downsample: Vec<TierSpec>,
+    /// A retention for the series a selector matches, `SELECTOR:DURATION` (e.g.
+    /// `'{team="batch"}:7d'`, `'{__name__=~"debug_.*"}:2d'`, `'{env="prod"}:1y'`). Repeatable; the
+    /// first rule a series matches decides (rules of --retention-rules-file come after these);
+    /// a series matching none keeps --retention. Each retention keeps its own windows, dropped
+    /// whole when it passes. Embedded storage only.
+    #[arg(long = "retention-rule", value_parser = parse_retention_rule)]
+    pub retention_rules: Vec<crate::storage::RetentionRule>,
+    /// A file of retention rules, one `SELECTOR:DURATION` per line (blank lines and lines
+    /// starting with `#` are skipped), read at start-up, after the --retention-rule flags.
+    #[arg(long)]
+    pub retention_rules_file: Option<std::path::PathBuf>,
     /// Samples further ahead of the server's clock than this are refused with 400 (the whole
     /// request, like samples older than retention). `0` accepts any timestamp up to 2262.
     /// The default is VictoriaMetrics' bound; Prometheus 2.42 has none.
@@ -493,6 +504,20 @@ pub enum ConfigError {
     /// `--downsample` with `--storage clickhouse`, which keeps no tiers.
     #[error("--downsample works with the embedded storage only; --storage clickhouse keeps raw samples")]
     TiersOnClickHouse,
+    /// `--retention-rule` with `--storage clickhouse`, whose partitions share one retention.
+    #[error("--retention-rule works with the embedded storage only; --storage clickhouse has one --retention")]
+    RetentionRulesOnClickHouse,
+    /// A rule of --retention-rules-file (or the file itself) is unusable.
+    #[error("--retention-rules-file {path}: {message}")]
+    RetentionRulesFile {
+        /// The file.
+        path: String,
+        /// What is wrong, with the line number.
+        message: String,
+    },
+    /// The retention rules as a whole are unusable (too many distinct retentions).
+    #[error("--retention-rule: {0}")]
+    RetentionRules(String),
     /// `--storage clickhouse` without shards.
     #[error("--storage clickhouse needs --clickhouse-url (the shards' HTTP URLs, comma-separated)")]
     NoClickHouseShards,
@@ -552,6 +577,19 @@ fn parse_tier(s: &str) -> Result<TierSpec, String> {
         .map(|a| parse_positive_duration(a).map_err(|e| format!("age {a:?} (AGE:INTERVAL, e.g. 7d:5m): {e}")))
         .transpose()?;
     Ok(TierSpec { after_ms, interval_ms })
+}
+
+/// `SELECTOR:DURATION`: the selector is everything before the last `:` (a label value may hold
+/// colons), as PromQL writes it; `or` alternatives are allowed.
+fn parse_retention_rule(s: &str) -> Result<crate::storage::RetentionRule, String> {
+    let (selector, duration) =
+        s.trim().rsplit_once(':').ok_or("expected SELECTOR:DURATION, e.g. '{team=\"batch\"}:7d'")?;
+    let retention_ms = parse_positive_duration(duration.trim()).map_err(|e| format!("duration {duration:?}: {e}"))?;
+    let selector = selector.trim();
+    // The parser refuses a selector whose matchers all match the empty value (one that would
+    // match every series: that is --retention).
+    let matchers = crate::http::params::parse_selector(selector)?;
+    Ok(crate::storage::RetentionRule { selector: selector.to_owned(), matchers, retention_ms })
 }
 
 fn parse_window(s: &str) -> Result<i64, String> {
@@ -617,6 +655,29 @@ fn auto_head_bytes() -> usize {
 }
 
 impl ServeArgs {
+    /// The retention rules: the `--retention-rule` flags, then the lines of
+    /// `--retention-rules-file`, first match first.
+    ///
+    /// # Errors
+    /// An unreadable file, a line that is not a rule, or too many distinct retentions.
+    pub fn retention_rules(&self) -> Result<Vec<crate::storage::RetentionRule>, ConfigError> {
+        let mut rules = self.retention_rules.clone();
+        if let Some(path) = &self.retention_rules_file {
+            let failed =
+                |message: String| ConfigError::RetentionRulesFile { path: path.display().to_string(), message };
+            let text = std::fs::read_to_string(path).map_err(|e| failed(e.to_string()))?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                rules.push(parse_retention_rule(line).map_err(|e| failed(format!("line {}: {e}", n + 1)))?);
+            }
+        }
+        crate::storage::check_retention_rules(&rules).map_err(ConfigError::RetentionRules)?;
+        Ok(rules)
+    }
+
     /// The server configuration these flags describe.
     ///
     /// # Errors
@@ -654,6 +715,7 @@ impl ServeArgs {
             .iter()
             .filter_map(|t| Some(crate::storage::DownsampleAge { after_ms: t.after_ms?, interval_ms: t.interval_ms }))
             .collect();
+        storage.retention_rules = self.retention_rules()?;
         storage.fsync = self.fsync;
         let cache_bytes = match self.series_cache {
             MemorySize::Auto => auto_series_cache_bytes(),
@@ -685,6 +747,9 @@ impl ServeArgs {
                 }
                 if !self.downsample.is_empty() {
                     return Err(ConfigError::TiersOnClickHouse);
+                }
+                if !storage.retention_rules.is_empty() {
+                    return Err(ConfigError::RetentionRulesOnClickHouse);
                 }
                 let shards: Vec<Vec<String>> = self
                     .clickhouse_url

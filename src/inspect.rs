@@ -74,11 +74,28 @@ fn time(ms: i64) -> String {
         .map_or_else(|| ms.to_string(), |t| t.format("%Y-%m-%d %H:%M").to_string())
 }
 
-/// The table: one row per window and a total.
+/// The table: one row per window and a total; with retention classes (see `--retention-rule`),
+/// a column names each window's.
 pub fn render(rows: &[serde_json::Value]) -> String {
+    let classed = rows.iter().any(|r| r["retentionClass"].as_str().is_some_and(|c| c != "default"));
+    let class = |r: &serde_json::Value| {
+        if classed {
+            format!("{:<8} ", r["retentionClass"].as_str().unwrap_or("?"))
+        } else {
+            String::new()
+        }
+    };
     let mut out = format!(
-        "{:<17} {:<17} {:<8} {:<6} {:>9} {:>13} {:>14} {:>9}\n",
-        "start", "end", "state", "keeps", "series", "samples", "bytes", "B/sample"
+        "{}{:<17} {:<17} {:<8} {:<6} {:>9} {:>13} {:>14} {:>9}\n",
+        if classed { format!("{:<8} ", "class") } else { String::new() },
+        "start",
+        "end",
+        "state",
+        "keeps",
+        "series",
+        "samples",
+        "bytes",
+        "B/sample"
     );
     let (mut samples, mut bytes) = (0u64, 0u64);
     for r in rows {
@@ -90,7 +107,8 @@ pub fn render(rows: &[serde_json::Value]) -> String {
         // ones left, of series with native histograms).
         let keeps = r["downsampledMs"].as_i64().map_or_else(|| "raw".to_owned(), crate::duration::format_ms);
         out.push_str(&format!(
-            "{:<17} {:<17} {:<8} {:<6} {:>9} {:>13} {:>14} {:>9}\n",
+            "{}{:<17} {:<17} {:<8} {:<6} {:>9} {:>13} {:>14} {:>9}\n",
+            class(r),
             time(r["start"].as_i64().unwrap_or(0)),
             time(r["end"].as_i64().unwrap_or(0)),
             r["state"].as_str().unwrap_or("?"),
@@ -103,8 +121,16 @@ pub fn render(rows: &[serde_json::Value]) -> String {
     }
     let per = if samples > 0 { format!("{:.3}", bytes as f64 / samples as f64) } else { "-".into() };
     out.push_str(&format!(
-        "{:<17} {:<17} {:<8} {:<6} {:>9} {:>13} {:>14} {:>9}\n",
-        "total", "", "", "", "", samples, bytes, per
+        "{}{:<17} {:<17} {:<8} {:<6} {:>9} {:>13} {:>14} {:>9}\n",
+        if classed { format!("{:<8} ", "") } else { String::new() },
+        "total",
+        "",
+        "",
+        "",
+        "",
+        samples,
+        bytes,
+        per
     ));
     out
 }

@@ -15,6 +15,7 @@
 //! | `saltdb_storage_index_rows_scanned_total` (rows of full window-index walks) | counter | |
 //! | `saltdb_samples_written_total` | counter | `bucket` |
 //! | `saltdb_windows` | gauge | |
+//! | `saltdb_retention_class_windows`, `saltdb_retention_class_disk_bytes` (see `--retention-rule`) | gauge | `class` (`default`, or the class's retention, e.g. `7d`) |
 //! | `saltdb_disk_bytes`, `saltdb_table_disk_bytes` | gauge | `table` |
 //! | `saltdb_metadata_families`, `saltdb_remote_write_label_cache_bytes` | gauge | |
 //! | `saltdb_head_samples`, `saltdb_head_series`, `saltdb_head_bytes` (the in-memory head, see `--head-max-memory`) | gauge | |
@@ -180,6 +181,9 @@ pub struct StorageFigures {
     /// Per resolution a window keeps (`raw`, or the finest tier of a downsampled window, e.g.
     /// `5m`): its windows and their bytes on disk.
     pub windows_by_resolution: Vec<(String, u64, u64)>,
+    /// Per retention class (`default`, or its retention, e.g. `7d`; see `--retention-rule`):
+    /// its windows and their bytes on disk.
+    pub windows_by_class: Vec<(String, u64, u64)>,
     /// Bytes allocated under the data directory, as `du` counts them.
     pub disk_bytes: u64,
     /// Bytes per table.
@@ -205,6 +209,8 @@ pub struct Metrics {
     windows: IntGauge,
     resolution_windows: IntGaugeVec,
     resolution_bytes: IntGaugeVec,
+    class_windows: IntGaugeVec,
+    class_bytes: IntGaugeVec,
     disk_bytes: IntGauge,
     table_bytes: IntGaugeVec,
     metadata_families: IntGauge,
@@ -376,6 +382,28 @@ impl Metrics {
                          downsampled window (--downsample AGE:INTERVAL).",
                     ),
                     &["keeps"],
+                )
+                .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            class_windows: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "saltdb_retention_class_windows",
+                        "Time windows on disk by retention class: default, or the retention of a --retention-rule.",
+                    ),
+                    &["class"],
+                )
+                .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            class_bytes: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "saltdb_retention_class_disk_bytes",
+                        "Bytes on disk of the time windows (flushed tables) by retention class, as saltdb_retention_class_windows.",
+                    ),
+                    &["class"],
                 )
                 .unwrap_or_else(|e| panic!("BUG: {e}")),
             ),
@@ -566,6 +594,12 @@ impl Metrics {
         for (keeps, windows, bytes) in &s.windows_by_resolution {
             self.resolution_windows.with_label_values(&[keeps]).set(clamp(*windows));
             self.resolution_bytes.with_label_values(&[keeps]).set(clamp(*bytes));
+        }
+        self.class_windows.reset();
+        self.class_bytes.reset();
+        for (class, windows, bytes) in &s.windows_by_class {
+            self.class_windows.with_label_values(&[class]).set(clamp(*windows));
+            self.class_bytes.with_label_values(&[class]).set(clamp(*bytes));
         }
         self.disk_bytes.set(clamp(s.disk_bytes));
         for (table, bytes) in &s.table_bytes {

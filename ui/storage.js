@@ -37,6 +37,9 @@ export async function storagePage(main) {
     out.replaceChildren(alert('error', e.message));
     return;
   }
+  // With --retention-rule, each retention class keeps its own windows: a column and a table say which.
+  const classes = storage.retentionClasses || [];
+  const classed = classes.length > 1;
   const windowRows = windows
     .slice()
     .reverse()
@@ -44,6 +47,7 @@ export async function storagePage(main) {
       h(
         'tr',
         {},
+        ...(classed ? [h('td', {}, w.retentionClass)] : []),
         h('td', { class: 'time' }, utc(w.start)),
         h('td', { class: 'time' }, utc(w.end)),
         h('td', {}, h('span', { class: `state ${w.state}` }, w.state)),
@@ -68,9 +72,15 @@ export async function storagePage(main) {
     wideSection(
       'Time windows',
       windowRows.length
-        ? table('Time windows, newest first', ['Start (UTC)', 'End (UTC)', 'State', 'Series', 'Samples', 'Bytes', 'Bytes/sample'], windowRows, { id: 'windows-table' })
+        ? table(
+            'Time windows, newest first',
+            [...(classed ? ['Class'] : []), 'Start (UTC)', 'End (UTC)', 'State', 'Series', 'Samples', 'Bytes', 'Bytes/sample'],
+            windowRows,
+            { id: 'windows-table' },
+          )
         : h('p', { class: 'empty' }, 'No windows yet: nothing has been written.'),
     ),
+    ...(classed ? [classesSection(classes)] : []),
     section(
       'Writes per bucket',
       h('p', {}, `${number(sum)} samples written since start over ${written.length} buckets (${storage.buckets.scheme}); fullest bucket ${mean ? (max / mean).toFixed(2) : '–'}× the mean.`),
@@ -97,6 +107,23 @@ export async function storagePage(main) {
     buildSection(build),
     flagsSection(flags),
   );
+}
+
+// One row per retention class: the default one (--retention) and one per retention of
+// --retention-rule, with the rules that send series to it (first match wins).
+function classesSection(classes) {
+  const rows = classes.map((c) =>
+    h(
+      'tr',
+      {},
+      h('td', {}, c.name),
+      h('td', {}, c.retentionMs ? formatDuration(c.retentionMs) : 'forever'),
+      h('td', {}, c.rules.length ? c.rules.join(', ') : c.name === 'default' ? 'series no rule matches' : 'no rule (kept from an earlier run)'),
+      h('td', { class: 'num' }, number(c.windows)),
+      h('td', { class: 'num' }, bytes(c.bytes)),
+    ),
+  );
+  return wideSection('Retention classes', table('Retention classes', ['Class', 'Retention', 'Rules', 'Windows', 'Bytes'], rows, { id: 'classes-table' }));
 }
 
 function buildSection(build) {

@@ -17,13 +17,14 @@ use crate::storage::format::keys::{BucketScheme, Bucketing};
 use crate::storage::format::manifest::{self, Manifest};
 use crate::storage::index::matchers::Selection;
 use crate::storage::index::series;
+use crate::storage::lifecycle::class::{self, Class, ClassId, ClassTable, RetentionRule, SeriesClasses, DEFAULT_CLASS};
 use crate::storage::lifecycle::close::{self, JournalReclaim};
 use crate::storage::lifecycle::delete::{DeleteOutcome, DeleteRange};
 use crate::storage::lifecycle::downsample::{self, DownsampleAge, DownsampleOutcome};
 use crate::storage::lifecycle::migrate;
 use crate::storage::lifecycle::seal::{self, SealOutcome};
 use crate::storage::lifecycle::snapshot::{self, SnapshotOutcome};
-use crate::storage::lifecycle::window::{Window, Windows};
+use crate::storage::lifecycle::window::{Window, WindowKey, Windows};
 use crate::storage::read::querier::{Querier, ReadLimits, ReadStrategy, SeriesMap, SinkFactory};
 use crate::storage::read::select;
 use crate::storage::shared::MeasuredSeries;
@@ -55,7 +56,12 @@ pub struct StorageConfig {
     /// Window length in ms for a new database (must match an existing one).
     pub window_ms: i64,
     /// Samples older than this are rejected and their windows dropped; `None` keeps forever.
+    /// The retention of the default class when there are [`retention_rules`](Self::retention_rules).
     pub retention_ms: Option<i64>,
+    /// `--retention-rule`: series matching a rule (the first that matches) keep their own
+    /// windows, dropped at the rule's retention (see `lifecycle/class.rs`). Empty (the default):
+    /// every series has `retention_ms`.
+    pub retention_rules: Vec<RetentionRule>,
     /// Samples more than this far ahead of the wall clock are rejected (each far-future day
     /// would create a window that retention never drops); `None` accepts up to year 2262.
     pub max_future_ms: Option<i64>,
@@ -106,6 +112,7 @@ impl StorageConfig {
             buckets: 16,
             window_ms: 86_400_000,
             retention_ms: Some(30 * 86_400_000),
+            retention_rules: Vec::new(),
             max_future_ms: Some(DEFAULT_MAX_FUTURE_MS),
             fsync: FsyncMode::Batch,
             series_cache_size: 1_000_000,
@@ -206,6 +213,8 @@ pub const WAL_COMPACT_BYTES: u64 = 16 << 20;
 pub struct WindowStats {
     /// First millisecond of the window.
     pub start_ms: i64,
+    /// Its retention class (see [`Storage::retention_classes`]).
+    pub class: ClassId,
     /// One past the last millisecond.
     pub end_ms: i64,
     /// Bytes on disk of the hot rows (flushed tables only).
@@ -245,6 +254,8 @@ impl WindowState {
 pub struct WindowStatus {
     /// First millisecond of the window.
     pub start_ms: i64,
+    /// Its retention class (see [`Storage::retention_classes`]).
+    pub class: ClassId,
     /// One past the last millisecond.
     pub end_ms: i64,
     /// Hot, sealing or sealed.
@@ -335,7 +346,10 @@ impl Storage {
             Manifest { bucketing, window_ms: config.window_ms, upgrade_from: None },
         )?;
         let next_id = manifest::next_series_id(&meta)?;
-        let windows = Windows::load(&db, &meta, manifest.window_ms)?;
+        class::check_rules(&config.retention_rules).map_err(StorageError::Manifest)?;
+        let class_table = ClassTable::new(config.retention_ms.filter(|&r| r > 0), &config.retention_rules);
+        let windows = Windows::load(&db, &meta, manifest.window_ms, class_table)?;
+        let classes = SeriesClasses::new(&config.retention_rules, windows.classes());
         let tier_intervals = tier_intervals(&config.tier_intervals_ms, manifest.window_ms)?;
         downsample_ages(&config.downsample_after, &tier_intervals, config.retention_ms)?;
         // Label sets repeat their names and most values from row to row: LZ4 on every level
@@ -363,7 +377,7 @@ impl Storage {
             db,
             tables,
             (read_pool()?, config.read_strategy),
-            windows,
+            (windows, classes),
             (manifest.bucketing, tier_intervals, config.tier_min_density),
             (next_id, config.labels_cache_bytes, config.index_cache_bytes),
             (exemplars, exemplar_rows),
@@ -423,14 +437,39 @@ impl Storage {
         tx.ok_or(StorageError::ShuttingDown)?.send(cmd).map_err(|_| StorageError::ShuttingDown)
     }
 
-    /// How long samples are kept (`None`: forever).
+    /// How long samples are kept (`None`: forever); with retention rules, the default class's.
     pub fn retention_ms(&self) -> Option<i64> {
         self.inner.config.retention_ms.filter(|&r| r > 0)
     }
 
-    /// The oldest timestamp retention still keeps, at wall-clock `now_ms`.
+    /// The retention classes (see `lifecycle/class.rs`), by id: the default one first.
+    pub fn retention_classes(&self) -> Vec<(ClassId, Class)> {
+        self.inner.shared.windows.classes().iter().map(|(id, c)| (id, c.clone())).collect()
+    }
+
+    /// How status pages name class `class`: `default`, or its retention (`7d`).
+    pub fn class_name(&self, class: ClassId) -> String {
+        match self.inner.shared.windows.classes().get(class).and_then(|c| c.named_ms) {
+            Some(ms) => crate::duration::format_ms(ms),
+            None => "default".to_owned(),
+        }
+    }
+
+    /// The retention of class `class` (`None`: forever).
+    pub fn class_retention_ms(&self, class: ClassId) -> Option<i64> {
+        self.inner.shared.windows.classes().get(class).and_then(|c| c.retention_ms).filter(|&r| r > 0)
+    }
+
+    /// The retention rules, first match first, with the class each sends its series to.
+    pub fn retention_rules(&self) -> Vec<(RetentionRule, ClassId)> {
+        self.inner.shared.classes.rules().map(|(r, c)| (r.clone(), c)).collect()
+    }
+
+    /// The oldest timestamp retention still keeps, at wall-clock `now_ms`: of the class kept
+    /// longest (a sample older than its own class's retention is accepted and goes with its
+    /// window at the next retention pass).
     pub fn retention_cutoff(&self, now_ms: i64) -> Option<i64> {
-        let retention = self.inner.config.retention_ms.filter(|&r| r > 0)?;
+        let retention = self.inner.shared.windows.classes().longest_retention().filter(|&r| r > 0)?;
         let cutoff = now_ms.saturating_sub(retention);
         // Whole windows are dropped, so a window is kept while any part of it is in retention.
         Some(self.inner.shared.windows.start_of(cutoff))
@@ -478,28 +517,56 @@ impl Storage {
         check_time_range(batch, self.retention_cutoff(now_ms), self.future_limit(now_ms))
     }
 
-    /// Drops every window that lies entirely before the retention cutoff at `now_ms`; returns
-    /// the start of each dropped window.
+    /// Drops every window that lies entirely before its class's retention cutoff at `now_ms`;
+    /// returns the start of each dropped window.
     ///
     /// # Errors
     /// Engine errors.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<Vec<i64>> {
-        let Some(cutoff) = self.retention_cutoff(now_ms) else { return Ok(Vec::new()) };
+        let sh = &self.inner.shared;
+        if sh.windows.classes().iter().all(|(id, _)| sh.windows.cutoff(id, now_ms).is_none()) {
+            return Ok(Vec::new());
+        }
         // Not while a seal, deletion or snapshot reads the keyspaces being dropped.
-        let _exclusive = self.inner.shared.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _exclusive = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (reply, rx) = mpsc::sync_channel(1);
-        self.send(Command::DropExpired(cutoff, reply))?;
+        self.send(Command::DropExpired(now_ms, reply))?;
         rx.recv().map_err(|_| StorageError::ShuttingDown)?
     }
 
-    /// Seals the window starting at `start_ms` into compressed chunks (see `lifecycle/seal.rs`); `None`
-    /// when there is nothing to seal. Blocks for as long as the rewrite takes.
+    /// Seals the windows (of every retention class) starting at `start_ms` into compressed
+    /// chunks (see `lifecycle/seal.rs`); `None` when there is nothing to seal. Blocks for as
+    /// long as the rewrites take. With several classes the outcome adds up their figures and
+    /// tells the last class's swap.
     ///
     /// # Errors
     /// Engine errors and corrupt rows; the window stays readable as it was.
     pub fn seal_window(&self, start_ms: i64) -> Result<Option<SealOutcome>> {
-        let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        seal::seal_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, start_ms)
+        let mut total: Option<SealOutcome> = None;
+        let mut classes: Vec<ClassId> =
+            self.inner.shared.windows.starting_at(start_ms).iter().map(|w| w.class).collect();
+        if classes.is_empty() {
+            // Nothing stored yet: the seal flushes the head's samples of the window first.
+            classes = self.inner.shared.windows.classes().iter().map(|(id, _)| id).collect();
+        }
+        for class in classes {
+            let key = WindowKey { start_ms, class };
+            let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            let Some(done) = seal::seal_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, key)? else {
+                continue;
+            };
+            total = Some(match total {
+                None => done,
+                Some(t) => SealOutcome {
+                    series: t.series + done.series,
+                    samples: t.samples + done.samples,
+                    chunks: t.chunks + done.chunks,
+                    tier_rows: t.tier_rows + done.tier_rows,
+                    ..done
+                },
+            });
+        }
+        Ok(total)
     }
 
     /// Deletes the samples in `[start_ms, end_ms]` of every series matching `matchers` (see
@@ -544,18 +611,19 @@ impl Storage {
     /// The first failing seal's error.
     pub fn seal_due(&self, now_ms: i64, grace_ms: i64) -> Result<Vec<SealOutcome>> {
         let window_ms = self.inner.shared.windows.window_ms();
-        let due: Vec<i64> = self
+        let due: Vec<WindowKey> = self
             .inner
             .shared
             .windows
             .all()
             .into_iter()
             .filter(|w| w.points.is_some() && w.start_ms.saturating_add(window_ms).saturating_add(grace_ms) <= now_ms)
-            .map(|w| w.start_ms)
+            .map(|w| w.key())
             .collect();
         let mut out = Vec::new();
-        for start in due {
-            out.extend(self.seal_window(start)?);
+        for key in due {
+            let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            out.extend(seal::seal_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, key)?);
         }
         Ok(out)
     }
@@ -574,31 +642,33 @@ impl Storage {
         }
         let sh = &self.inner.shared;
         let window_ms = sh.windows.window_ms();
-        let due: Vec<(i64, i64)> = sh
+        let due: Vec<(WindowKey, i64)> = sh
             .windows
             .all()
             .into_iter()
             .filter(|w| w.chunks.is_some() && w.points.is_none())
             .filter_map(|w| {
                 let finest = downsample::due(ages, w.start_ms.saturating_add(window_ms), now_ms)?;
-                (w.finest_kept() < Some(finest)).then_some((w.start_ms, finest))
+                (w.finest_kept() < Some(finest)).then_some((w.key(), finest))
             })
             .collect();
         let mut out = Vec::new();
-        for (start, finest) in due {
-            out.extend(self.downsample_window(start, finest)?);
+        for (key, finest) in due {
+            let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            out.extend(downsample::downsample_window(sh, &tx.ok_or(StorageError::ShuttingDown)?, key, finest)?);
         }
         Ok(out)
     }
 
-    /// Downsamples the window starting at `start_ms` to keep nothing finer than `finest_ms`
-    /// (see `lifecycle/downsample.rs`); `None` when there is nothing to do now.
+    /// Downsamples the default class's window starting at `start_ms` to keep nothing finer
+    /// than `finest_ms` (see `lifecycle/downsample.rs`); `None` when there is nothing to do now.
     ///
     /// # Errors
     /// Engine errors and corrupt rows; the window stays as it was.
     pub fn downsample_window(&self, start_ms: i64, finest_ms: i64) -> Result<Option<DownsampleOutcome>> {
         let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        downsample::downsample_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, start_ms, finest_ms)
+        let key = WindowKey::default_class(start_ms);
+        downsample::downsample_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, key, finest_ms)
     }
 
     /// A [`Querier`] over this database for one request, within `limits`.
@@ -772,6 +842,7 @@ impl Storage {
             .into_iter()
             .map(|w| WindowStats {
                 start_ms: w.start_ms,
+                class: w.class,
                 end_ms: w.start_ms + window_ms,
                 hot_bytes: w.points.as_ref().map_or(0, fjall::Keyspace::disk_space),
                 chunk_bytes: w.chunks.as_ref().map_or(0, |(_, ks)| ks.disk_space()),
@@ -811,7 +882,7 @@ impl Storage {
         for w in sh.windows.all() {
             let series = select::universe(std::slice::from_ref(&w))?.len() as u64;
             let sealed_samples = match &w.chunks {
-                Some(_) => crate::storage::lifecycle::window::sealed_samples(&sh.meta, w.start_ms)?,
+                Some(_) => sh.windows.sealed_samples(&sh.meta, w.key())?,
                 None => 0,
             };
             let hot_samples = match &w.points {
@@ -827,8 +898,11 @@ impl Storage {
                 }
                 None => 0,
             };
-            let hot_samples = hot_samples + sh.head.count_in(w.start_ms, w.start_ms + window_ms) as u64;
-            let state = if sealing == Some(w.start_ms) {
+            // The head's samples are not told apart by class: counted in the default class's window.
+            let in_head =
+                if w.class == DEFAULT_CLASS { sh.head.count_in(w.start_ms, w.start_ms + window_ms) } else { 0 };
+            let hot_samples = hot_samples + in_head as u64;
+            let state = if sealing == Some(w.key()) {
                 WindowState::Sealing
             } else if w.chunks.is_some() {
                 WindowState::Sealed
@@ -839,6 +913,7 @@ impl Storage {
                 + w.chunks.as_ref().map_or(0, |(_, ks)| ks.disk_space());
             out.push(WindowStatus {
                 start_ms: w.start_ms,
+                class: w.class,
                 end_ms: w.start_ms + window_ms,
                 state,
                 series,
@@ -1201,11 +1276,12 @@ impl Storage {
     /// most one maintenance interval old). `None` before the newest window was ever measured.
     pub fn active_series(&self) -> Option<u64> {
         let sh = &self.inner.shared;
-        let Some(newest) = sh.windows.all().into_iter().max_by_key(|w| w.start_ms) else { return Some(0) };
-        if let Some(n) = sh.newest_window_series(newest.start_ms).filter(|_| newest.chunks.is_none()) {
+        let Some(newest) = newest_windows(sh) else { return Some(0) };
+        let start_ms = newest.first().map_or(0, |w| w.start_ms);
+        if let Some(n) = sh.newest_window_series(start_ms).filter(|_| newest.iter().all(|w| w.chunks.is_none())) {
             return Some(n);
         }
-        sh.measured_series().filter(|m| m.start_ms == newest.start_ms).map(|m| m.count)
+        sh.measured_series().filter(|m| m.start_ms == start_ms).map(|m| m.count)
     }
 
     /// Measures the newest window's series count by a walk of its index, unless the writer's
@@ -1216,19 +1292,28 @@ impl Storage {
     /// Engine errors.
     pub fn refresh_active_series(&self) -> Result<()> {
         let sh = &self.inner.shared;
-        let Some(newest) = sh.windows.all().into_iter().max_by_key(|w| w.start_ms) else { return Ok(()) };
-        if newest.chunks.is_none() && sh.newest_window_series(newest.start_ms).is_some() {
+        let Some(newest) = newest_windows(sh) else { return Ok(()) };
+        let start_ms = newest.first().map_or(0, |w| w.start_ms);
+        if newest.iter().all(|w| w.chunks.is_none()) && sh.newest_window_series(start_ms).is_some() {
             return Ok(());
         }
-        let state =
-            Some((sh.windows.writes(newest.start_ms), newest.chunks.as_ref().map(|(generation, _)| *generation)));
-        if sh.measured_series().is_some_and(|m| m.start_ms == newest.start_ms && m.state == state) {
+        // The windows' state, of every class at that start: a change to any moves it.
+        let writes = newest.iter().map(|w| sh.windows.writes(w.key())).fold(0u64, u64::wrapping_add);
+        let generation = newest.iter().filter_map(|w| w.chunks.as_ref().map(|(g, _)| *g)).max();
+        let state = Some((writes, generation));
+        if sh.measured_series().is_some_and(|m| m.start_ms == start_ms && m.state == state) {
             return Ok(());
         }
-        let count = select::universe(std::slice::from_ref(&newest))?.len() as u64;
-        sh.set_measured_series(MeasuredSeries { start_ms: newest.start_ms, state, count });
+        let count = select::universe(&newest)?.len() as u64;
+        sh.set_measured_series(MeasuredSeries { start_ms, state, count });
         Ok(())
     }
+}
+
+/// The windows (of every retention class) at the newest start; `None` when there are none.
+fn newest_windows(sh: &Shared) -> Option<Vec<Window>> {
+    let start = sh.windows.all().iter().map(|w| w.start_ms).max()?;
+    Some(sh.windows.starting_at(start))
 }
 
 /// Refuses a batch with a sample before `cutoff` ([`StorageError::TooOld`]) or after `limit`

@@ -42,6 +42,7 @@ pub use format::exemplars::{SeriesExemplars, DEFAULT_MAX_EXEMPLARS};
 pub use format::keys::{BucketScheme, Bucketing};
 pub use format::start_ts::{start_at, SeriesStarts, StartChange};
 pub use index::postings::index_rows_scanned;
+pub use lifecycle::class::{check_rules as check_retention_rules, Class, ClassId, RetentionRule, DEFAULT_CLASS};
 pub use lifecycle::delete::DeleteOutcome;
 pub use lifecycle::downsample::{DownsampleAge, DownsampleOutcome};
 pub use lifecycle::seal::SealOutcome;

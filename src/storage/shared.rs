@@ -5,8 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::storage::format::keys::Bucketing;
-use crate::storage::lifecycle::window::Windows;
+use crate::storage::lifecycle::class::{ClassId, SeriesClasses};
+use crate::storage::lifecycle::window::{WindowKey, Windows};
 use crate::storage::read::querier::ReadStrategy;
+use crate::storage::series_id::SeriesId;
 use crate::storage::write::head::Head;
 
 /// Open keyspaces and shared counters. Read-only for readers except the counters.
@@ -54,8 +56,10 @@ pub struct Shared {
     pub pool: Arc<rayon::ThreadPool>,
     /// How reads take the samples of many series (see [`ReadStrategy`]).
     pub read_strategy: ReadStrategy,
-    /// Time windows.
+    /// Time windows, of every retention class.
     pub windows: Windows,
+    /// Which retention class each series is in (see `lifecycle/class.rs`).
+    pub classes: SeriesClasses,
     /// Bucket scheme and count.
     pub bucketing: Bucketing,
     /// Intervals (ms, ascending, each dividing the window length) of the downsampled tiers a
@@ -78,7 +82,7 @@ pub struct Shared {
     /// Held for the whole of a seal: one seal at a time.
     pub seal_lock: Mutex<()>,
     /// The window being sealed right now, if any (for status pages).
-    pub sealing: Mutex<Option<i64>>,
+    pub sealing: Mutex<Option<WindowKey>>,
 }
 
 /// Manifest key of the keyspace-generation counter.
@@ -105,12 +109,24 @@ impl Shared {
         self.starts_stored.store(true, std::sync::atomic::Ordering::Release);
     }
 
+    /// The retention class of series `id` (see `lifecycle/class.rs`): remembered, or decided
+    /// from its labels.
+    ///
+    /// # Errors
+    /// Engine errors and a corrupt or missing label set.
+    pub fn class_of(&self, id: SeriesId) -> crate::storage::error::Result<ClassId> {
+        self.classes.of(id, || {
+            crate::storage::index::series::labels_if_present(&self.series, id)?
+                .ok_or(crate::storage::error::StorageError::Corrupt { what: "series without a label set" })
+        })
+    }
+
     /// Bundles the opened parts.
     pub fn new(
         db: fjall::Database,
         [meta, series, series_by_labels, wal]: [fjall::Keyspace; 4],
         (pool, read_strategy): (Arc<rayon::ThreadPool>, ReadStrategy),
-        windows: Windows,
+        (windows, classes): (Windows, SeriesClasses),
         (bucketing, tier_intervals_ms, tier_min_density): (Bucketing, Vec<i64>, u64),
         (next_id, labels_cache_bytes, index_cache_bytes): (u64, u64, u64),
         (exemplars, exemplar_rows): (crate::storage::format::exemplars::ExemplarStore, fjall::Keyspace),
@@ -133,6 +149,7 @@ impl Shared {
             read_strategy,
             head: Head::new(bucketing.count()),
             windows,
+            classes,
             bucketing,
             tier_intervals_ms,
             tier_min_density,

@@ -250,6 +250,8 @@ fn web_ui_in_a_real_browser() {
         "0",
         "--downsample",
         "5m,1h",
+        "--retention-rule",
+        "{room!=\"\"}:400d",
     ])
     .expect("command line");
     let CliCommand::Serve(args) = cli.command else { panic!("serve") };
@@ -580,6 +582,10 @@ fn web_ui_in_a_real_browser() {
         })
         .await;
         assert_eq!(shown, windows);
+        // The retention classes: the default one and the rule's.
+        let classes = texts(&c, "#classes-table tbody tr").await;
+        assert_eq!(classes.len(), 2, "{classes:?}");
+        assert!(classes[1].starts_with("400d") && classes[1].contains("{room!=\"\"}"), "{classes:?}");
         let flags = texts(&c, "#flags-table tbody tr").await;
         assert!(flags.iter().any(|r| r.starts_with("--retention") && r.ends_with('0')), "flags {flags:?}");
         screenshot(&c, "storage").await;

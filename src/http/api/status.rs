@@ -24,8 +24,8 @@ pub async fn buildinfo() -> Response {
     )
 }
 
-/// `GET /api/v1/status/windows`: every time window with its state, series, samples and bytes
-/// (`start`/`end` in milliseconds since the epoch).
+/// `GET /api/v1/status/windows`: every time window with its retention class, state, series,
+/// samples and bytes (`start`/`end` in milliseconds since the epoch).
 ///
 /// # Errors
 /// 5xx when storage fails.
@@ -33,13 +33,16 @@ pub async fn windows(
     axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::http::state::AppState>>,
 ) -> Result<Response, crate::http::error::ApiError> {
     let storage = state.embedded("the window status")?.clone();
-    let windows = crate::http::blocking::run(move || Ok(storage.window_status()?)).await?;
+    let status = storage.clone();
+    let windows = crate::http::blocking::run(move || Ok(status.window_status()?)).await?;
     let data: Vec<serde_json::Value> = windows
         .iter()
         .map(|w| {
             json!({
                 "start": w.start_ms,
                 "end": w.end_ms,
+                "retentionClass": storage.class_name(w.class),
+                "retentionMs": storage.class_retention_ms(w.class),
                 "state": w.state.as_str(),
                 "series": w.series,
                 "samples": w.samples,

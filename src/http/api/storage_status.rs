@@ -1,6 +1,7 @@
 //! `GET /api/v1/status/storage`: saltdb's storage at a glance, for the web UI's storage page and
 //! operators: bucket scheme and samples written per bucket since start (the skew the bucket
-//! prefix is there to prevent), the in-memory head, window length, retention, the intervals of
+//! prefix is there to prevent), the in-memory head, window length, retention and the retention
+//! classes (their rules, windows and bytes), the intervals of
 //! the downsampled tiers seals build, bytes on disk per table and series counters. The windows themselves are `/api/v1/status/windows`. On
 //! ClickHouse: the database's layout and each server's state (answering, taking the shard's
 //! requests, and on replicated shards its replication: read-only, queue, delay, live replicas).
@@ -25,7 +26,23 @@ pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, Api
     }
     let storage = state.embedded("the storage status")?.clone();
     let (config, bucketing, poisoned) = (storage.config().clone(), storage.bucketing(), storage.poisoned());
-    let (stats, head) = crate::http::blocking::run(move || Ok((storage.stats()?, storage.head_figures()))).await?;
+    let status = storage.clone();
+    let (stats, head) = crate::http::blocking::run(move || Ok((status.stats()?, status.head_figures()))).await?;
+    let rules = storage.retention_rules();
+    let classes: Vec<Value> = storage
+        .retention_classes()
+        .into_iter()
+        .map(|(id, _)| {
+            let windows = stats.windows.iter().filter(|w| w.class == id);
+            json!({
+                "name": storage.class_name(id),
+                "retentionMs": storage.class_retention_ms(id),
+                "rules": rules.iter().filter(|(_, c)| *c == id).map(|(r, _)| r.selector.clone()).collect::<Vec<_>>(),
+                "windows": windows.clone().count(),
+                "bytes": windows.map(|w| w.hot_bytes + w.chunk_bytes).sum::<u64>(),
+            })
+        })
+        .collect();
     let tables: serde_json::Map<String, Value> =
         stats.table_bytes.iter().map(|(name, bytes)| ((*name).to_owned(), Value::from(*bytes))).collect();
     Ok(success(
@@ -46,6 +63,7 @@ pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, Api
             },
             "windowMs": config.window_ms,
             "retentionMs": config.retention_ms,
+            "retentionClasses": classes,
             "tierIntervalsMs": config.tier_intervals_ms,
             "downsampleAfter": config
                 .downsample_after

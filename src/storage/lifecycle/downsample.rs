@@ -1,7 +1,7 @@
 //! Downsampling old windows (`--downsample 7d:5m,60d:1h`): once a sealed window lies entirely
 //! before an age, its float series keep only their tier rows of that age's interval and the
 //! coarser ones; their raw samples and finer tier rows go. What a window keeps is its *kept
-//! intervals* (ascending), recorded with it ([`super::window::downsampled_key`]).
+//! intervals* (ascending), recorded with it ([`super::window::Windows::downsampled_key`]).
 //!
 //! One pass writes the window's next chunks generation, like a seal, from the visible one:
 //! - per series of the window's index, with float samples and no native histograms: a tier row
@@ -23,7 +23,7 @@
 use std::collections::HashSet;
 use std::sync::mpsc::{self, SyncSender};
 
-use super::window::{self, Window};
+use super::window::{Window, WindowKey};
 use crate::sample::MAX_TIMESTAMP_MS;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::format::{histogram_run, keys, tier_rows, tier_run};
@@ -57,6 +57,8 @@ pub fn due(ages: &[DownsampleAge], end_ms: i64, now_ms: i64) -> Option<i64> {
 pub struct DownsampleOutcome {
     /// The window.
     pub start_ms: i64,
+    /// Its retention class.
+    pub class: crate::storage::lifecycle::class::ClassId,
     /// The intervals it keeps now, ascending.
     pub kept_ms: Vec<i64>,
     /// Series left with tier rows only.
@@ -72,7 +74,7 @@ pub struct DownsampleOutcome {
 /// The last step of downsampling, on the writer thread (see `write/mod.rs`).
 pub struct FinishDownsample {
     /// The window.
-    pub start_ms: i64,
+    pub key: WindowKey,
     /// Generation of the new chunks keyspace.
     pub generation: u32,
     /// The new chunks keyspace, completely written.
@@ -85,7 +87,7 @@ pub struct FinishDownsample {
     pub samples: u64,
 }
 
-/// Downsamples the sealed window starting at `start_ms` so that it keeps nothing finer than
+/// Downsamples the sealed window `key` so that it keeps nothing finer than
 /// `finest_ms` (configured intervals of `sh` at least as coarse are kept too). `None` when
 /// there is nothing to do now: no such window, not sealed, late samples not yet re-sealed, or
 /// already that coarse.
@@ -95,11 +97,12 @@ pub struct FinishDownsample {
 pub fn downsample_window(
     sh: &Shared,
     writer: &SyncSender<Command>,
-    start_ms: i64,
+    key: WindowKey,
     finest_ms: i64,
 ) -> Result<Option<DownsampleOutcome>> {
+    let start_ms = key.start_ms;
     let _one_at_a_time = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(w) = sh.windows.get(start_ms) else { return Ok(None) };
+    let Some(w) = sh.windows.get(key) else { return Ok(None) };
     let window_end = start_ms.saturating_add(sh.windows.window_ms());
     if w.chunks.is_none()
         || w.points.is_some()
@@ -119,18 +122,18 @@ pub fn downsample_window(
     kept_ms.sort_unstable();
     kept_ms.dedup();
     tracing::debug!(window = start_ms, kept_ms = ?kept_ms, "downsampling window");
-    let writes_at_start = sh.windows.writes(start_ms);
-    let (generation, chunks) = super::seal::new_generation(sh, start_ms)?;
+    let writes_at_start = sh.windows.writes(key);
+    let (generation, chunks) = super::seal::new_generation(sh, key)?;
     let mut outcome = match write_downsampled(sh, &w, &chunks, &kept_ms) {
         Ok(outcome) => outcome,
         Err(e) => {
-            sh.windows.put_spare(start_ms, (generation, chunks));
+            sh.windows.put_spare(key, (generation, chunks));
             return Err(e);
         }
     };
-    let samples = window::sealed_samples(&sh.meta, start_ms)?.saturating_sub(outcome.samples_dropped);
+    let samples = sh.windows.sealed_samples(&sh.meta, key)?.saturating_sub(outcome.samples_dropped);
     let (reply, rx) = mpsc::sync_channel(1);
-    let finish = FinishDownsample { start_ms, generation, chunks, kept_ms, writes_at_start, samples };
+    let finish = FinishDownsample { key, generation, chunks, kept_ms, writes_at_start, samples };
     writer.send(Command::FinishDownsample(finish, reply)).map_err(|_| StorageError::ShuttingDown)?;
     outcome.installed = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
     tracing::debug!(window = start_ms, installed = outcome.installed, "downsampling finished");
@@ -142,6 +145,7 @@ fn write_downsampled(sh: &Shared, w: &Window, dst: &fjall::Keyspace, kept_ms: &[
     let Some((_, src)) = &w.chunks else { return Err(StorageError::Corrupt { what: "downsampling a hot window" }) };
     let mut outcome = DownsampleOutcome {
         start_ms: w.start_ms,
+        class: w.class,
         kept_ms: kept_ms.to_vec(),
         series_tiered: 0,
         series_raw: 0,

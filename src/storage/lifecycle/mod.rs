@@ -11,6 +11,7 @@
 //! may not: assign series ids or write samples into the head.
 
 pub(super) mod churn;
+pub mod class;
 pub(super) mod close;
 pub(super) mod delete;
 pub mod downsample;

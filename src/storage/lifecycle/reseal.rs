@@ -27,7 +27,7 @@
 use std::sync::mpsc::{self, SyncSender};
 
 use super::seal::SealOutcome;
-use super::window;
+use super::window::WindowKey;
 use crate::sample::{HistogramSample, Sample};
 use crate::storage::error::{Result, StorageError};
 use crate::storage::format::chunk;
@@ -84,7 +84,7 @@ fn ascending(rows_newest_first: Vec<Vec<Sample>>) -> Vec<Sample> {
 /// The re-seal pass in progress: the open batch and the running figures.
 struct Pass<'a> {
     sh: &'a Shared,
-    start_ms: i64,
+    key: WindowKey,
     chunks: &'a fjall::Keyspace,
     batch: fjall::OwnedWriteBatch,
     /// Samples the visible chunks hold (the manifest figure), kept current batch by batch.
@@ -94,16 +94,17 @@ struct Pass<'a> {
 }
 
 impl<'a> Pass<'a> {
-    fn new(sh: &'a Shared, start_ms: i64, chunks: &'a fjall::Keyspace) -> Result<Self> {
-        let sealed_samples = window::sealed_samples(&sh.meta, start_ms)?;
+    fn new(sh: &'a Shared, key: WindowKey, chunks: &'a fjall::Keyspace) -> Result<Self> {
+        let sealed_samples = sh.windows.sealed_samples(&sh.meta, key)?;
         Ok(Self {
             sh,
-            start_ms,
+            key,
             chunks,
             batch: Self::new_batch(sh),
             sealed_samples,
             outcome: SealOutcome {
-                start_ms,
+                start_ms: key.start_ms,
+                class: key.class,
                 series: 0,
                 samples: 0,
                 chunks: 0,
@@ -221,7 +222,7 @@ impl<'a> Pass<'a> {
     /// Commits the open batch with the current sealed-sample count.
     fn commit(&mut self) -> Result<()> {
         let sh = self.sh;
-        self.batch.insert(&sh.meta, window::sealed_samples_key(self.start_ms), self.sealed_samples.to_be_bytes());
+        self.batch.insert(&sh.meta, sh.windows.sealed_samples_key(self.key), self.sealed_samples.to_be_bytes());
         std::mem::replace(&mut self.batch, Self::new_batch(sh)).commit()?;
         // It may have indexed series in the visible chunks keyspace.
         sh.index.changed();
@@ -229,7 +230,7 @@ impl<'a> Pass<'a> {
     }
 }
 
-/// Merges the overlay `points` of the sealed window starting at `start_ms` into its visible
+/// Merges the overlay `points` of the sealed window `key` into its visible
 /// `chunks`, then asks the writer thread to drop the overlay unless a commit reached it since
 /// the caller read `writes_at_start` (before anything of the overlay was read). The caller holds
 /// the seal lock.
@@ -239,10 +240,10 @@ impl<'a> Pass<'a> {
 pub fn merge_overlay(
     sh: &Shared,
     writer: &SyncSender<Command>,
-    (start_ms, chunks, points): (i64, &fjall::Keyspace, &fjall::Keyspace),
+    (key, chunks, points): (WindowKey, &fjall::Keyspace, &fjall::Keyspace),
     writes_at_start: u64,
 ) -> Result<SealOutcome> {
-    let mut pass = Pass::new(sh, start_ms, chunks)?;
+    let mut pass = Pass::new(sh, key, chunks)?;
     let mut series: Option<(u16, SeriesId)> = None;
     let mut rows: Vec<Vec<Sample>> = Vec::new();
     let mut histogram_series: Option<(u16, SeriesId)> = None;
@@ -290,7 +291,7 @@ pub fn merge_overlay(
     let mut outcome = pass.outcome;
     let (reply, rx) = mpsc::sync_channel(1);
     writer
-        .send(Command::DropOverlay(DropOverlay { start_ms, writes_at_start }, reply))
+        .send(Command::DropOverlay(DropOverlay { key, writes_at_start }, reply))
         .map_err(|_| StorageError::ShuttingDown)?;
     outcome.swap = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
     Ok(outcome)

@@ -10,7 +10,7 @@
 use std::sync::mpsc::{self, SyncSender};
 
 use super::reseal;
-use super::window;
+use super::window::{self, WindowKey};
 use crate::sample::MAX_TIMESTAMP_MS;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::format::chunk;
@@ -31,8 +31,8 @@ const BATCH_ROWS: usize = 20_000;
 struct SealingStatus<'a>(&'a Shared);
 
 impl<'a> SealingStatus<'a> {
-    fn set(sh: &'a Shared, start_ms: i64) -> Self {
-        *sh.sealing.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(start_ms);
+    fn set(sh: &'a Shared, key: WindowKey) -> Self {
+        *sh.sealing.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(key);
         Self(sh)
     }
 }
@@ -48,6 +48,8 @@ impl Drop for SealingStatus<'_> {
 pub struct SealOutcome {
     /// The window.
     pub start_ms: i64,
+    /// Its retention class.
+    pub class: crate::storage::lifecycle::class::ClassId,
     /// Series written (on a re-seal, only the series the overlay held).
     pub series: usize,
     /// Samples written (of those series).
@@ -60,12 +62,13 @@ pub struct SealOutcome {
     pub swap: SealSwap,
 }
 
-/// Seals the window starting at `start_ms`. Returns `None` when there is nothing to seal (no
+/// Seals window `key`. Returns `None` when there is nothing to seal (no
 /// such window, or already sealed without an overlay).
 ///
 /// # Errors
 /// Engine errors and corrupt rows; the window stays as it was.
-pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> Result<Option<SealOutcome>> {
+pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, key: WindowKey) -> Result<Option<SealOutcome>> {
+    let start_ms = key.start_ms;
     let _one_at_a_time = sh.seal_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // The window's samples still in the head go to its hot keyspace first (the head is not
     // flushed for a seal when it holds none of the window's); any arriving later are flushed
@@ -75,52 +78,51 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, start_ms: i64) -> 
         writer.send(Command::Flush(reply)).map_err(|_| StorageError::ShuttingDown)?;
         rx.recv().map_err(|_| StorageError::ShuttingDown)??;
     }
-    let Some(w) = sh.windows.get(start_ms) else { return Ok(None) };
+    let Some(w) = sh.windows.get(key) else { return Ok(None) };
     if w.points.is_none() {
         return Ok(None);
     }
-    let _status = SealingStatus::set(sh, start_ms);
+    let _status = SealingStatus::set(sh, key);
     tracing::debug!(window = start_ms, "sealing window");
-    let writes_at_start = sh.windows.writes(start_ms);
+    let writes_at_start = sh.windows.writes(key);
     if let (Some((_, chunks)), Some(points)) = (&w.chunks, &w.points) {
         // Already sealed: fold only the overlay's series into the visible chunks.
-        let outcome = reseal::merge_overlay(sh, writer, (start_ms, chunks, points), writes_at_start)?;
+        let outcome = reseal::merge_overlay(sh, writer, (key, chunks, points), writes_at_start)?;
         tracing::debug!(window = start_ms, series = outcome.series, swap = ?outcome.swap, "re-seal finished");
         return Ok(Some(outcome));
     }
-    let (generation, chunks_ks) = new_generation(sh, start_ms)?;
+    let (generation, chunks_ks) = new_generation(sh, key)?;
     let mut outcome = match write_chunks(sh, &w, &chunks_ks) {
         Ok(outcome) => outcome,
         Err(e) => {
             // Not deleted (see `Windows::put_spare`): the next seal of the window reuses it.
-            sh.windows.put_spare(start_ms, (generation, chunks_ks));
+            sh.windows.put_spare(key, (generation, chunks_ks));
             return Err(e);
         }
     };
     let (reply, rx) = mpsc::sync_channel(1);
-    let finish =
-        FinishSeal { start_ms, generation, chunks: chunks_ks, writes_at_start, samples: outcome.samples as u64 };
+    let finish = FinishSeal { key, generation, chunks: chunks_ks, writes_at_start, samples: outcome.samples as u64 };
     writer.send(Command::FinishSeal(finish, reply)).map_err(|_| StorageError::ShuttingDown)?;
     outcome.swap = rx.recv().map_err(|_| StorageError::ShuttingDown)??;
     tracing::debug!(window = start_ms, swap = ?outcome.swap, "seal finished");
     Ok(Some(outcome))
 }
 
-/// An empty chunks keyspace for the next generation of the window starting at `start_ms`, not
+/// An empty chunks keyspace for the next generation of window `key`, not
 /// yet visible: the window's spare (of a rewrite that did not finish), cleared, or a new one
 /// under a fresh generation.
 ///
 /// # Errors
 /// Engine errors.
-pub(super) fn new_generation(sh: &Shared, start_ms: i64) -> Result<(u32, fjall::Keyspace)> {
-    Ok(match sh.windows.take_spare(start_ms) {
+pub(super) fn new_generation(sh: &Shared, key: WindowKey) -> Result<(u32, fjall::Keyspace)> {
+    Ok(match sh.windows.take_spare(key) {
         Some((generation, ks)) => {
             ks.clear()?;
             (generation, ks)
         }
         None => {
             let generation = sh.allocate_generation()?;
-            (generation, sh.db.keyspace(&window::chunks_keyspace_name(start_ms, generation), window::keyspace_options)?)
+            (generation, sh.db.keyspace(&sh.windows.chunks_keyspace_name(key, generation), window::keyspace_options)?)
         }
     })
 }
@@ -129,8 +131,15 @@ pub(super) fn new_generation(sh: &Shared, start_ms: i64) -> Result<(u32, fjall::
 fn write_chunks(sh: &Shared, w: &window::Window, chunks_ks: &fjall::Keyspace) -> Result<SealOutcome> {
     let start_ms = w.start_ms;
     let ids = universe(std::slice::from_ref(w))?;
-    let mut outcome =
-        SealOutcome { start_ms, series: 0, samples: 0, chunks: 0, tier_rows: 0, swap: SealSwap::WindowGone };
+    let mut outcome = SealOutcome {
+        start_ms,
+        class: w.class,
+        series: 0,
+        samples: 0,
+        chunks: 0,
+        tier_rows: 0,
+        swap: SealSwap::WindowGone,
+    };
     let mut batch = sh.db.batch().durability(Some(fjall::PersistMode::Buffer));
     let mut buf = Vec::new();
     let mut index = postings::PostingsBuilder::default();

@@ -12,6 +12,10 @@
 //! so no keyspace name is ever used twice: a keyspace created under the name of a deleted one
 //! lost its registration after a later restart (found by the kill -9 sealing test).
 //!
+//! Each retention class (see [`super::class`]) has windows of its own: a class other than the
+//! default one tags its keyspace names and manifest keys (`points_r604800000_<start_ms>_<generation>`,
+//! `sealed/r604800000/<start_ms>`), so windows of several classes may share a start.
+//!
 //! Both keyspaces carry the window index (`0xFFFF series_id`). A reader merges chunks and
 //! overlay, the overlay winning on equal timestamps. Dropping a window is dropping its
 //! keyspaces, which is how retention deletes data without writing tombstones.
@@ -24,68 +28,74 @@ use fjall::config::CompressionPolicy;
 use fjall::{CompressionType, KeyspaceCreateOptions};
 
 use crate::storage::error::Result;
+use crate::storage::lifecycle::class::{ClassId, ClassTable, DEFAULT_CLASS};
 
 /// Keyspace-name prefix of hot windows.
 const POINTS_PREFIX: &str = "points_";
 /// Keyspace-name prefix of sealed windows.
 const CHUNKS_PREFIX: &str = "chunks_";
 
-/// Name of generation `generation` of the hot keyspace of the window starting at `start_ms`.
-pub fn keyspace_name(start_ms: i64, generation: u32) -> String {
-    format!("{POINTS_PREFIX}{start_ms}_{generation}")
+/// Which window: its start and its retention class (see `class.rs`). Ordered by start, then
+/// class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WindowKey {
+    /// First millisecond of the window.
+    pub start_ms: i64,
+    /// Its retention class.
+    pub class: ClassId,
 }
 
-/// Name of generation `generation` of the chunks keyspace of a window.
-pub fn chunks_keyspace_name(start_ms: i64, generation: u32) -> String {
-    format!("{CHUNKS_PREFIX}{start_ms}_{generation}")
+impl WindowKey {
+    /// The default class's window starting at `start_ms`.
+    pub fn default_class(start_ms: i64) -> Self {
+        Self { start_ms, class: DEFAULT_CLASS }
+    }
 }
 
-fn parse_generation_name(name: &str, prefix: &str) -> Option<(i64, u32)> {
-    let (start, generation) = name.strip_prefix(prefix)?.split_once('_')?;
-    Some((start.parse().ok()?, generation.parse().ok()?))
+/// A window keyspace's name: `<prefix>[<tag>_]<start_ms>_<generation>` (the tag of a class other
+/// than the default one, see `class.rs`).
+fn generation_name(prefix: &str, tag: Option<&str>, start_ms: i64, generation: u32) -> String {
+    match tag {
+        Some(tag) => format!("{prefix}{tag}_{start_ms}_{generation}"),
+        None => format!("{prefix}{start_ms}_{generation}"),
+    }
 }
 
-/// `(start, generation)` parsed back from a hot keyspace name.
-pub fn parse_keyspace_name(name: &str) -> Option<(i64, u32)> {
+/// `(tag, start, generation)` of a window keyspace name (see [`generation_name`]).
+fn parse_generation_name<'a>(name: &'a str, prefix: &str) -> Option<(Option<&'a str>, i64, u32)> {
+    let rest = name.strip_prefix(prefix)?;
+    let (tag, rest) = match rest.strip_prefix('r') {
+        Some(_) => {
+            let (tag, rest) = rest.split_once('_')?;
+            (Some(tag), rest)
+        }
+        None => (None, rest),
+    };
+    let (start, generation) = rest.split_once('_')?;
+    Some((tag, start.parse().ok()?, generation.parse().ok()?))
+}
+
+/// `(tag, start, generation)` parsed back from a hot keyspace name.
+pub fn parse_keyspace_name(name: &str) -> Option<(Option<&str>, i64, u32)> {
     parse_generation_name(name, POINTS_PREFIX)
 }
 
-/// `(start, generation)` parsed back from a chunks keyspace name.
-pub fn parse_chunks_keyspace_name(name: &str) -> Option<(i64, u32)> {
+/// `(tag, start, generation)` parsed back from a chunks keyspace name.
+pub fn parse_chunks_keyspace_name(name: &str) -> Option<(Option<&str>, i64, u32)> {
     parse_generation_name(name, CHUNKS_PREFIX)
 }
 
-/// Manifest key recording the visible chunks generation of a window.
-pub fn sealed_key(start_ms: i64) -> String {
-    format!("sealed/{start_ms}")
+/// A window's manifest key under `family`: `<family>/<start_ms>` for the default class,
+/// `<family>/<tag>/<start_ms>` for another.
+fn manifest_key(family: &str, tag: Option<&str>, start_ms: i64) -> String {
+    match tag {
+        Some(tag) => format!("{family}/{tag}/{start_ms}"),
+        None => format!("{family}/{start_ms}"),
+    }
 }
 
-/// Manifest key recording how many samples the visible chunks generation of a window holds.
-pub fn sealed_samples_key(start_ms: i64) -> String {
-    format!("sealed_samples/{start_ms}")
-}
-
-/// The samples the visible chunks generation of a window holds ([`sealed_samples_key`]; 0 when
-/// unrecorded).
-///
-/// # Errors
-/// Engine errors.
-pub fn sealed_samples(meta: &fjall::Keyspace, start_ms: i64) -> Result<u64> {
-    Ok(meta
-        .get(sealed_samples_key(start_ms))?
-        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
-        .map_or(0, u64::from_be_bytes))
-}
-
-/// Manifest key present once a window is downsampled (see `downsample.rs`): its value, the tier
-/// intervals its visible chunks generation keeps, ascending, each an `i64` BE. Written in the
-/// batch that marks that generation, so the two never disagree.
-pub fn downsampled_key(start_ms: i64) -> String {
-    format!("downsampled/{start_ms}")
-}
-
-/// The intervals of a [`downsampled_key`] value; `None` for a value that is not a list of
-/// positive `i64`s.
+/// The intervals of a [`Windows::downsampled_key`] value; `None` for a value that is not a list
+/// of positive `i64`s.
 pub fn decode_downsampled(value: &[u8]) -> Option<Vec<i64>> {
     if value.is_empty() || !value.len().is_multiple_of(8) {
         return None;
@@ -94,7 +104,7 @@ pub fn decode_downsampled(value: &[u8]) -> Option<Vec<i64>> {
     out.iter().all(|&i| i > 0).then_some(out)
 }
 
-/// The [`downsampled_key`] value of `intervals_ms`.
+/// The [`Windows::downsampled_key`] value of `intervals_ms`.
 pub fn encode_downsampled(intervals_ms: &[i64]) -> Vec<u8> {
     intervals_ms.iter().flat_map(|i| i.to_be_bytes()).collect()
 }
@@ -111,6 +121,8 @@ pub fn keyspace_options() -> KeyspaceCreateOptions {
 pub struct Window {
     /// First millisecond of the window.
     pub start_ms: i64,
+    /// Its retention class: windows of several classes may share a start (see `class.rs`).
+    pub class: ClassId,
     /// Hot rows (all samples of an unsealed window, the late overlay of a sealed one).
     pub points: Option<fjall::Keyspace>,
     /// The visible chunks generation and its keyspace, once sealed.
@@ -126,6 +138,18 @@ impl Window {
     pub fn finest_kept(&self) -> Option<i64> {
         self.downsampled.as_ref().and_then(|d| d.first().copied())
     }
+
+    /// Which window it is.
+    pub fn key(&self) -> WindowKey {
+        WindowKey { start_ms: self.start_ms, class: self.class }
+    }
+}
+
+/// True when two of `windows` (ordered by key) share a start: a series whose class changed
+/// (its rule was edited between two runs) may then have samples in both, which readers merge
+/// instead of appending (see `read/select.rs`).
+pub fn shared_starts(windows: &[Window]) -> bool {
+    windows.windows(2).any(|p| matches!(p, [a, b] if a.start_ms == b.start_ms))
 }
 
 #[derive(Clone, Default)]
@@ -139,16 +163,18 @@ struct Entry {
     writes: u64,
 }
 
-/// The registry of windows on disk. Readers clone handles out of it; only the writer thread
-/// creates and drops keyspaces or swaps a window's state, so nothing is dropped under a commit.
+/// The registry of windows on disk, of every retention class. Readers clone handles out of it;
+/// only the writer thread creates and drops keyspaces or swaps a window's state, so nothing is
+/// dropped under a commit.
 pub struct Windows {
     window_ms: i64,
-    open: RwLock<BTreeMap<i64, Entry>>,
+    classes: ClassTable,
+    open: RwLock<BTreeMap<WindowKey, Entry>>,
     /// Per window, the chunks keyspace of a seal that did not finish, kept (not deleted) for the
     /// window's next seal to clear and reuse. Deleting it at start-up let fjall 3.1 hand its
     /// internal keyspace id to the next keyspace created after a restart, and reusing an id
     /// corrupted the registration of *another* keyspace (found by the kill -9 sealing test).
-    spare: std::sync::Mutex<BTreeMap<i64, (u32, fjall::Keyspace)>>,
+    spare: std::sync::Mutex<BTreeMap<WindowKey, (u32, fjall::Keyspace)>>,
     /// Group commits so far (process-wide, so a window dropped and created again never repeats
     /// a value a seal of its earlier life read).
     commits: AtomicU64,
@@ -157,46 +183,63 @@ pub struct Windows {
 }
 
 impl Windows {
-    /// Opens every window keyspace in the database; keeps the newest chunks keyspace of a seal
+    /// Opens every window keyspace in the database, of every class in `classes` and every class
+    /// a keyspace name tags (added to the table); keeps the newest chunks keyspace of a seal
     /// that did not finish as the window's spare, and deletes older unfinished ones.
     ///
     /// # Errors
     /// Engine errors.
-    pub fn load(db: &fjall::Database, meta: &fjall::Keyspace, window_ms: i64) -> Result<Self> {
-        let mut open: BTreeMap<i64, Entry> = BTreeMap::new();
-        let mut spare: BTreeMap<i64, (u32, fjall::Keyspace)> = BTreeMap::new();
+    pub fn load(db: &fjall::Database, meta: &fjall::Keyspace, window_ms: i64, classes: ClassTable) -> Result<Self> {
+        let mut this = Self {
+            window_ms,
+            classes,
+            open: RwLock::new(BTreeMap::new()),
+            spare: std::sync::Mutex::new(BTreeMap::new()),
+            commits: AtomicU64::new(0),
+            downsampled_end: AtomicI64::new(i64::MIN),
+        };
+        let mut open: BTreeMap<WindowKey, Entry> = BTreeMap::new();
+        let mut spare: BTreeMap<WindowKey, (u32, fjall::Keyspace)> = BTreeMap::new();
         let mut names = db.list_keyspace_names();
         // Oldest generation first, so a window's newest unfinished seal is the spare kept.
-        names.sort_by_key(|n| parse_chunks_keyspace_name(n).map(|(_, g)| g));
+        names.sort_by_key(|n| parse_chunks_keyspace_name(n).map(|(_, _, g)| g));
         for name in names {
-            if let Some((start, _)) = parse_keyspace_name(&name) {
+            if let Some((tag, start, _)) = parse_keyspace_name(&name) {
+                let Some(class) = this.class_of_tag(tag) else { continue };
+                let key = WindowKey { start_ms: start, class };
                 let ks = db.keyspace(&name, keyspace_options)?;
                 // At most one hot keyspace per window exists: a new one is created only after
                 // the previous one was deleted.
-                if let Some(other) = open.entry(start).or_default().points.replace(ks) {
+                if let Some(other) = open.entry(key).or_default().points.replace(ks) {
                     tracing::error!(
                         window = start,
                         "BUG: two hot keyspaces for one window; keeping both readable is not supported"
                     );
-                    open.entry(start).or_default().points = Some(other);
+                    open.entry(key).or_default().points = Some(other);
                 }
-            } else if let Some((start, generation)) = parse_chunks_keyspace_name(&name) {
+            } else if let Some((tag, start, generation)) = parse_chunks_keyspace_name(&name) {
+                let Some(class) = this.class_of_tag(tag) else { continue };
+                let key = WindowKey { start_ms: start, class };
                 let visible = meta
-                    .get(sealed_key(start))?
+                    .get(this.sealed_key(key))?
                     .and_then(|v| <[u8; 4]>::try_from(v.as_ref()).ok())
                     .map(u32::from_be_bytes);
                 let ks = db.keyspace(&name, keyspace_options)?;
                 if visible == Some(generation) {
-                    let entry = open.entry(start).or_default();
+                    let downsampled = match meta.get(this.downsampled_key(key))? {
+                        Some(v) => {
+                            Some(decode_downsampled(&v).ok_or(crate::storage::error::StorageError::Corrupt {
+                                what: "downsampled window mark",
+                            })?)
+                        }
+                        None => None,
+                    };
+                    let entry = open.entry(key).or_default();
                     entry.chunks = Some((generation, ks));
-                    if let Some(v) = meta.get(downsampled_key(start))? {
-                        let kept = decode_downsampled(&v)
-                            .ok_or(crate::storage::error::StorageError::Corrupt { what: "downsampled window mark" })?;
-                        entry.downsampled = Some(kept.into());
-                    }
+                    entry.downsampled = downsampled.map(Into::into);
                 } else {
                     tracing::info!(keyspace = %&*name, "keeping chunks of an unfinished seal for the next seal to reuse");
-                    if let Some((_, older)) = spare.insert(start, (generation, ks)) {
+                    if let Some((_, older)) = spare.insert(key, (generation, ks)) {
                         db.delete_keyspace(older)?;
                     }
                 }
@@ -205,31 +248,92 @@ impl Windows {
         let downsampled_end = open
             .iter()
             .filter(|(_, e)| e.downsampled.is_some())
-            .map(|(&s, _)| s.saturating_add(window_ms))
+            .map(|(k, _)| k.start_ms.saturating_add(window_ms))
             .max()
             .unwrap_or(i64::MIN);
-        Ok(Self {
-            window_ms,
-            open: RwLock::new(open),
-            spare: std::sync::Mutex::new(spare),
-            commits: AtomicU64::new(0),
-            downsampled_end: AtomicI64::new(downsampled_end),
-        })
+        this.open = RwLock::new(open);
+        this.spare = std::sync::Mutex::new(spare);
+        this.downsampled_end = AtomicI64::new(downsampled_end);
+        Ok(this)
     }
 
-    fn spares(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, (u32, fjall::Keyspace)>> {
+    /// The class a keyspace-name tag names (added to the table when new); `None` for a tag
+    /// that names no class (such a keyspace is left alone).
+    fn class_of_tag(&mut self, tag: Option<&str>) -> Option<ClassId> {
+        match tag {
+            None => Some(DEFAULT_CLASS),
+            Some(tag) => {
+                let class = self.classes.find_or_add_tag(tag);
+                if class.is_none_or(|c| c == DEFAULT_CLASS) {
+                    tracing::warn!(tag, "window keyspace of an unknown retention class left unread");
+                    return None;
+                }
+                class
+            }
+        }
+    }
+
+    /// The retention classes.
+    pub fn classes(&self) -> &ClassTable {
+        &self.classes
+    }
+
+    fn tag(&self, class: ClassId) -> Option<String> {
+        self.classes.get(class).and_then(crate::storage::lifecycle::class::Class::tag)
+    }
+
+    /// Name of generation `generation` of the hot keyspace of window `key`.
+    pub fn keyspace_name(&self, key: WindowKey, generation: u32) -> String {
+        generation_name(POINTS_PREFIX, self.tag(key.class).as_deref(), key.start_ms, generation)
+    }
+
+    /// Name of generation `generation` of the chunks keyspace of window `key`.
+    pub fn chunks_keyspace_name(&self, key: WindowKey, generation: u32) -> String {
+        generation_name(CHUNKS_PREFIX, self.tag(key.class).as_deref(), key.start_ms, generation)
+    }
+
+    /// Manifest key recording the visible chunks generation of a window.
+    pub fn sealed_key(&self, key: WindowKey) -> String {
+        manifest_key("sealed", self.tag(key.class).as_deref(), key.start_ms)
+    }
+
+    /// Manifest key recording how many samples the visible chunks generation of a window holds.
+    pub fn sealed_samples_key(&self, key: WindowKey) -> String {
+        manifest_key("sealed_samples", self.tag(key.class).as_deref(), key.start_ms)
+    }
+
+    /// Manifest key present once a window is downsampled (see `downsample.rs`): its value, the
+    /// tier intervals its visible chunks generation keeps, ascending, each an `i64` BE. Written
+    /// in the batch that marks that generation, so the two never disagree.
+    pub fn downsampled_key(&self, key: WindowKey) -> String {
+        manifest_key("downsampled", self.tag(key.class).as_deref(), key.start_ms)
+    }
+
+    /// The samples the visible chunks generation of a window holds ([`Windows::sealed_samples_key`];
+    /// 0 when unrecorded).
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn sealed_samples(&self, meta: &fjall::Keyspace, key: WindowKey) -> Result<u64> {
+        Ok(meta
+            .get(self.sealed_samples_key(key))?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+            .map_or(0, u64::from_be_bytes))
+    }
+
+    fn spares(&self) -> std::sync::MutexGuard<'_, BTreeMap<WindowKey, (u32, fjall::Keyspace)>> {
         self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Takes the window's spare chunks keyspace (of an unfinished seal), if any. Its content is
     /// unknown: clear it before use.
-    pub fn take_spare(&self, start_ms: i64) -> Option<(u32, fjall::Keyspace)> {
-        self.spares().remove(&start_ms)
+    pub fn take_spare(&self, key: WindowKey) -> Option<(u32, fjall::Keyspace)> {
+        self.spares().remove(&key)
     }
 
     /// Keeps a chunks keyspace a seal could not finish as the window's spare.
-    pub fn put_spare(&self, start_ms: i64, chunks: (u32, fjall::Keyspace)) {
-        self.spares().insert(start_ms, chunks);
+    pub fn put_spare(&self, key: WindowKey, chunks: (u32, fjall::Keyspace)) {
+        self.spares().insert(key, chunks);
     }
 
     /// Window length in milliseconds.
@@ -243,72 +347,89 @@ impl Windows {
         ts_ms.saturating_sub(ts_ms.rem_euclid(self.window_ms))
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<i64, Entry>> {
+    /// The window of class `class` holding `ts_ms`.
+    pub fn key_of(&self, ts_ms: i64, class: ClassId) -> WindowKey {
+        WindowKey { start_ms: self.start_of(ts_ms), class }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<WindowKey, Entry>> {
         self.open.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<i64, Entry>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<WindowKey, Entry>> {
         self.open.write().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn view(start_ms: i64, e: &Entry) -> Window {
-        Window { start_ms, points: e.points.clone(), chunks: e.chunks.clone(), downsampled: e.downsampled.clone() }
+    fn view(key: WindowKey, e: &Entry) -> Window {
+        Window {
+            start_ms: key.start_ms,
+            class: key.class,
+            points: e.points.clone(),
+            chunks: e.chunks.clone(),
+            downsampled: e.downsampled.clone(),
+        }
     }
 
-    /// Windows overlapping `[start_ms, end_ms]`, oldest first.
+    /// Windows of every class overlapping `[start_ms, end_ms]`, oldest first (by key).
     pub fn overlapping(&self, start_ms: i64, end_ms: i64) -> Vec<Window> {
         let first = self.start_of(start_ms);
         if end_ms < first {
             return Vec::new();
         }
-        self.read().range(first..=end_ms).map(|(&s, e)| Self::view(s, e)).collect()
+        let (from, to) = (WindowKey { start_ms: first, class: 0 }, WindowKey { start_ms: end_ms, class: ClassId::MAX });
+        self.read().range(from..=to).map(|(&k, e)| Self::view(k, e)).collect()
     }
 
-    /// Every window, oldest first.
+    /// Every window, oldest first (by key).
     pub fn all(&self) -> Vec<Window> {
-        self.read().iter().map(|(&s, e)| Self::view(s, e)).collect()
+        self.read().iter().map(|(&k, e)| Self::view(k, e)).collect()
     }
 
-    /// The window starting at `start_ms`, if it exists.
-    pub fn get(&self, start_ms: i64) -> Option<Window> {
-        self.read().get(&start_ms).map(|e| Self::view(start_ms, e))
+    /// The window `key`, if it exists.
+    pub fn get(&self, key: WindowKey) -> Option<Window> {
+        self.read().get(&key).map(|e| Self::view(key, e))
+    }
+
+    /// The windows of every class starting at `start_ms`.
+    pub fn starting_at(&self, start_ms: i64) -> Vec<Window> {
+        self.overlapping(start_ms, start_ms).into_iter().filter(|w| w.start_ms == start_ms).collect()
     }
 
     /// Sequence number of the last group commit into the window's hot keyspace. A seal that
     /// reads it before scanning sees every row of that commit and of every earlier one.
-    pub fn writes(&self, start_ms: i64) -> u64 {
-        self.read().get(&start_ms).map_or(0, |e| e.writes)
+    pub fn writes(&self, key: WindowKey) -> u64 {
+        self.read().get(&key).map_or(0, |e| e.writes)
     }
 
-    /// The hot keyspace of the window starting at `start_ms`, created (under a fresh generation
-    /// from `allocate`) if needed. Writer thread only; once the group is committed, report the
-    /// windows it wrote to with [`Windows::committed`].
+    /// The hot keyspace of window `key`, created (under a fresh generation from `allocate`) if
+    /// needed. Writer thread only; once the group is committed, report the windows it wrote to
+    /// with [`Windows::committed`].
     ///
     /// # Errors
     /// Engine errors.
     pub fn points_for_write(
         &self,
         db: &fjall::Database,
-        start_ms: i64,
+        key: WindowKey,
         allocate: impl FnOnce() -> Result<u32>,
     ) -> Result<fjall::Keyspace> {
-        if let Some(ks) = self.read().get(&start_ms).and_then(|e| e.points.clone()) {
+        if let Some(ks) = self.read().get(&key).and_then(|e| e.points.clone()) {
             return Ok(ks);
         }
-        let ks = db.keyspace(&keyspace_name(start_ms, allocate()?), keyspace_options)?;
-        self.write().entry(start_ms).or_default().points = Some(ks.clone());
+        let ks = db.keyspace(&self.keyspace_name(key, allocate()?), keyspace_options)?;
+        self.write().entry(key).or_default().points = Some(ks.clone());
         Ok(ks)
     }
 
-    /// Records a group commit into the hot keyspaces of the windows starting at `starts`.
-    /// Called after the commit is applied, never before: a seal that started between filling a
-    /// group and committing it must see the count move, or it would drop the overlay holding
-    /// rows it never read. Writer thread only.
-    pub fn committed(&self, starts: impl IntoIterator<Item = i64>) {
+    /// Records a group commit into the hot keyspaces of windows `keys`. Called after the commit
+    /// is applied, never before: a seal that started between filling a group and committing it
+    /// must see the count move, or it would drop the overlay holding rows it never read. Writer
+    /// thread only.
+    pub fn committed(&self, keys: impl IntoIterator<Item = WindowKey>) {
         let seq = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
         let mut open = self.write();
-        for start in starts {
-            if let Some(e) = open.get_mut(&start) {
+        for key in keys {
+            if let Some(e) = open.get_mut(&key) {
                 e.writes = seq;
             }
         }
@@ -321,12 +442,12 @@ impl Windows {
     #[allow(clippy::type_complexity)]
     pub fn install_chunks(
         &self,
-        start_ms: i64,
+        key: WindowKey,
         chunks: (u32, fjall::Keyspace),
         writes_at_start: u64,
     ) -> Option<(Option<fjall::Keyspace>, Option<fjall::Keyspace>)> {
         let mut open = self.write();
-        let entry = open.get_mut(&start_ms)?;
+        let entry = open.get_mut(&key)?;
         let old = entry.chunks.replace(chunks).map(|(_, ks)| ks);
         let overlay = if entry.writes == writes_at_start { entry.points.take() } else { None };
         Some((old, overlay))
@@ -339,18 +460,18 @@ impl Windows {
     /// thread only.
     pub fn install_downsampled(
         &self,
-        start_ms: i64,
+        key: WindowKey,
         chunks: (u32, fjall::Keyspace),
         kept: &[i64],
         writes_at_start: u64,
     ) -> Option<fjall::Keyspace> {
         let mut open = self.write();
-        let entry = open.get_mut(&start_ms)?;
+        let entry = open.get_mut(&key)?;
         if entry.points.is_some() || entry.writes != writes_at_start || entry.chunks.is_none() {
             return None;
         }
         entry.downsampled = Some(kept.into());
-        self.downsampled_end.fetch_max(start_ms.saturating_add(self.window_ms), Ordering::Relaxed);
+        self.downsampled_end.fetch_max(key.start_ms.saturating_add(self.window_ms), Ordering::Relaxed);
         entry.chunks.replace(chunks).map(|(_, ks)| ks)
     }
 
@@ -359,45 +480,55 @@ impl Windows {
         self.downsampled_end.load(Ordering::Relaxed)
     }
 
-    /// The downsampled window a sample at `ts_ms` would land in, if it is one (see
-    /// [`Window::downsampled`]). Cheap for samples after every downsampled window.
+    /// A downsampled window (of any class) holding `ts_ms`, if there is one (see
+    /// [`Window::downsampled`]): a time span once downsampled takes no more writes. Cheap for
+    /// samples after every downsampled window.
     pub fn downsampled_at(&self, ts_ms: i64) -> Option<Window> {
         if ts_ms >= self.downsampled_end.load(Ordering::Relaxed) {
             return None;
         }
-        let start = self.start_of(ts_ms);
-        self.read().get(&start).filter(|e| e.downsampled.is_some()).map(|e| Self::view(start, e))
+        self.starting_at(self.start_of(ts_ms)).into_iter().find(|w| w.downsampled.is_some())
     }
 
-    /// True when some window ends at or before `cutoff_ms` (what [`Windows::take_expired`] would
+    /// Where retention cuts class `class` at wall-clock `now_ms`: its windows ending at or before
+    /// it are dropped. `None` when the class keeps forever.
+    pub fn cutoff(&self, class: ClassId, now_ms: i64) -> Option<i64> {
+        let retention = self.classes.get(class)?.retention_ms.filter(|&r| r > 0)?;
+        Some(now_ms.saturating_sub(retention))
+    }
+
+    fn expired(&self, key: WindowKey, now_ms: i64) -> bool {
+        self.cutoff(key.class, now_ms).is_some_and(|cut| key.start_ms.saturating_add(self.window_ms) <= cut)
+    }
+
+    /// True when some window has expired at `now_ms` (what [`Windows::take_expired`] would
     /// remove).
-    pub fn any_expired(&self, cutoff_ms: i64) -> bool {
-        self.read().keys().next().is_some_and(|&start| start.saturating_add(self.window_ms) <= cutoff_ms)
+    pub fn any_expired(&self, now_ms: i64) -> bool {
+        self.read().keys().any(|&k| self.expired(k, now_ms))
     }
 
     /// Takes the window's overlay (hot keyspace) out of the registry when no commit reached it
     /// since a re-seal read `writes_at_start`, for the caller to delete; `Some(None)` when it
     /// must stay, `None` when the window is gone. Writer thread only.
-    pub fn take_overlay(&self, start_ms: i64, writes_at_start: u64) -> Option<Option<fjall::Keyspace>> {
+    pub fn take_overlay(&self, key: WindowKey, writes_at_start: u64) -> Option<Option<fjall::Keyspace>> {
         let mut open = self.write();
-        let entry = open.get_mut(&start_ms)?;
+        let entry = open.get_mut(&key)?;
         Some(if entry.writes == writes_at_start { entry.points.take() } else { None })
     }
 
-    /// Removes and returns the windows that end at or before `cutoff_ms`. Writer thread only.
-    pub fn take_expired(&self, cutoff_ms: i64) -> Vec<Window> {
+    /// Removes and returns the windows expired at `now_ms`: per class, those ending at or before
+    /// its retention cutoff. Writer thread only.
+    pub fn take_expired(&self, now_ms: i64) -> Vec<Window> {
         let mut open = self.write();
-        let expired: Vec<i64> =
-            open.keys().copied().take_while(|&start| start.saturating_add(self.window_ms) <= cutoff_ms).collect();
-        expired.into_iter().filter_map(|s| open.remove(&s).map(|e| Self::view(s, &e))).collect()
+        let expired: Vec<WindowKey> = open.keys().copied().filter(|&k| self.expired(k, now_ms)).collect();
+        expired.into_iter().filter_map(|k| open.remove(&k).map(|e| Self::view(k, &e))).collect()
     }
 
-    /// Removes and returns the spare keyspaces of windows that end at or before `cutoff_ms`.
-    pub fn take_expired_spares(&self, cutoff_ms: i64) -> Vec<fjall::Keyspace> {
+    /// Removes and returns the spare keyspaces of windows expired at `now_ms`.
+    pub fn take_expired_spares(&self, now_ms: i64) -> Vec<fjall::Keyspace> {
         let mut spares = self.spares();
-        let expired: Vec<i64> =
-            spares.keys().copied().take_while(|&start| start.saturating_add(self.window_ms) <= cutoff_ms).collect();
-        expired.into_iter().filter_map(|s| spares.remove(&s).map(|(_, ks)| ks)).collect()
+        let expired: Vec<WindowKey> = spares.keys().copied().filter(|&k| self.expired(k, now_ms)).collect();
+        expired.into_iter().filter_map(|k| spares.remove(&k).map(|(_, ks)| ks)).collect()
     }
 }
 
@@ -407,9 +538,18 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        assert_eq!(parse_keyspace_name(&keyspace_name(1_700_000_000_000, 4)), Some((1_700_000_000_000, 4)));
+        let points = generation_name(POINTS_PREFIX, None, 1_700_000_000_000, 4);
+        assert_eq!(points, "points_1700000000000_4");
+        assert_eq!(parse_keyspace_name(&points), Some((None, 1_700_000_000_000, 4)));
         assert_eq!(parse_keyspace_name("postings"), None);
-        assert_eq!(parse_chunks_keyspace_name(&chunks_keyspace_name(86_400_000, 3)), Some((86_400_000, 3)));
-        assert_eq!(parse_chunks_keyspace_name(&keyspace_name(5, 1)), None);
+        let chunks = generation_name(CHUNKS_PREFIX, None, 86_400_000, 3);
+        assert_eq!(parse_chunks_keyspace_name(&chunks), Some((None, 86_400_000, 3)));
+        assert_eq!(parse_chunks_keyspace_name(&generation_name(POINTS_PREFIX, None, 5, 1)), None);
+        let tagged = generation_name(POINTS_PREFIX, Some("r604800000"), -86_400_000, 9);
+        assert_eq!(tagged, "points_r604800000_-86400000_9");
+        assert_eq!(parse_keyspace_name(&tagged), Some((Some("r604800000"), -86_400_000, 9)));
+        assert_eq!(parse_keyspace_name("points_r5_x_1"), None);
+        assert_eq!(manifest_key("sealed", None, 7), "sealed/7");
+        assert_eq!(manifest_key("sealed", Some("r5"), 7), "sealed/r5/7");
     }
 }

@@ -17,7 +17,7 @@ use crate::storage::format::run;
 use crate::storage::format::start_ts::{self, SeriesStarts, StartChange};
 use crate::storage::index::matchers::{self, Selection};
 use crate::storage::index::postings;
-use crate::storage::lifecycle::window::Window;
+use crate::storage::lifecycle::window::{self, Window};
 use crate::storage::series_id::SeriesId;
 use crate::storage::shared::Shared;
 use crate::storage::write::head::Head;
@@ -135,8 +135,25 @@ pub fn read_series(
             (None, None) => {}
         }
     }
+    if window::shared_starts(windows) {
+        ascending_from(out, base);
+    }
     append_head(out, base, &recent);
     Ok(())
+}
+
+/// Puts `out[base..]` back in ascending order, one sample per timestamp, after windows of two
+/// retention classes at one start both held samples of the series (its class changed between
+/// two runs, see `lifecycle/class.rs`). Costs one pass when nothing is out of order.
+fn ascending_from(out: &mut Vec<Sample>, base: usize) {
+    let Some(tail) = out.get_mut(base..) else { return };
+    if tail.windows(2).all(|p| matches!(p, [a, b] if a.timestamp_ms < b.timestamp_ms)) {
+        return;
+    }
+    tail.sort_by_key(|s| s.timestamp_ms);
+    let mut kept = out.split_off(base);
+    kept.dedup_by_key(|s| s.timestamp_ms);
+    out.extend(kept);
 }
 
 /// The histogram samples of one series in `[start, end]`, ascending: the head first (see
@@ -173,6 +190,12 @@ pub fn read_histograms(
             stored = histogram_run::merge(&stored, &newer);
         }
         out.extend(stored);
+    }
+    if window::shared_starts(windows) && !out.windows(2).all(|p| matches!(p, [a, b] if a.timestamp_ms < b.timestamp_ms))
+    {
+        // Samples of one series in windows of two classes (see `ascending_from`).
+        out.sort_by_key(|h| h.timestamp_ms);
+        out.dedup_by_key(|h| h.timestamp_ms);
     }
     Ok(if recent.is_empty() { out } else { histogram_run::merge(&out, &recent) })
 }
@@ -238,7 +261,11 @@ pub fn read_series_many(
             spare_samples::give(hot);
         }
     }
+    let shared = window::shared_starts(windows);
     for (out, recent) in outs.iter_mut().zip(&recent) {
+        if shared {
+            ascending_from(out, 0);
+        }
         append_head(out, 0, recent);
     }
     Ok(outs)
@@ -591,8 +618,12 @@ pub fn latest(sh: &Shared, sel: &Selection, at_ms: i64, lookback_ms: i64) -> Res
         let recent = sh.head.latest(bucket, id, at_ms);
         let mut stored: Option<Sample> = None;
         for w in &windows {
-            // Stored samples cannot beat the head once the window ends before its sample.
-            if recent.is_some_and(|r| r.timestamp_ms >= w.start_ms.saturating_add(sh.windows.window_ms())) {
+            // Stored samples cannot beat the head once the window ends before its sample; nor
+            // can an older window's beat a newer one's (windows of other classes at the same
+            // start are still read).
+            if recent.is_some_and(|r| r.timestamp_ms >= w.start_ms.saturating_add(sh.windows.window_ms()))
+                || stored.is_some_and(|s| s.timestamp_ms >= w.start_ms.saturating_add(sh.windows.window_ms()))
+            {
                 break;
             }
             let cold = match &w.chunks {
@@ -603,13 +634,14 @@ pub fn latest(sh: &Shared, sel: &Selection, at_ms: i64, lookback_ms: i64) -> Res
                 Some(ks) => run::latest(ks, bucket, id, at_ms)?,
                 None => None,
             };
-            stored = match (cold, hot) {
+            let here = match (cold, hot) {
                 (Some(c), Some(h)) if c.timestamp_ms > h.timestamp_ms => Some(c),
                 (c, h) => h.or(c),
             };
-            if stored.is_some() {
-                break;
-            }
+            stored = match (stored, here) {
+                (Some(s), Some(h)) if s.timestamp_ms >= h.timestamp_ms => Some(s),
+                (s, h) => h.or(s),
+            };
         }
         let best = match (stored, recent) {
             (Some(s), Some(r)) if s.timestamp_ms > r.timestamp_ms => Some(s),

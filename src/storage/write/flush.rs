@@ -33,6 +33,8 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::storage::lifecycle::class::ClassId;
+use crate::storage::lifecycle::window::WindowKey;
 use crate::storage::series_id::IdMap;
 use crate::storage::shared::Shared;
 
@@ -188,7 +190,7 @@ impl Writer {
         // Planned and indexed before the shards are frozen: only this thread appends to the
         // head, so nothing arrives in between, and nothing can fail once they are frozen.
         let mut pending = Pending::default();
-        let plans = self.plan_shards(shards.clone());
+        let plans = self.plan_shards(shards.clone())?;
         let keyspaces = match self.index_planned(&plans, &mut pending) {
             Ok(keyspaces) => keyspaces,
             Err(e) => return Err(self.flush_failed(e, &pending)),
@@ -338,8 +340,8 @@ impl Writer {
     }
 
     fn flush_failed(&mut self, e: StorageError, pending: &Pending) -> StorageError {
-        for (start, _) in &pending.marks {
-            self.presence.forget(*start);
+        for (key, _) in &pending.marks {
+            self.presence.forget(*key);
         }
         if matches!(e, StorageError::Engine(_)) {
             self.shared.poison(&e.to_string());
@@ -363,7 +365,7 @@ impl Writer {
     ) -> Result<usize> {
         let sh = Arc::clone(&self.shared);
         let started = Instant::now();
-        let plans = self.plan_shards(shards.clone());
+        let plans = self.plan_shards(shards.clone())?;
         let keyspaces = self.index_planned(&plans, pending)?;
         let context =
             RunContext { sh: &sh, keyspaces: &keyspaces, fresh_from: self.fresh_from, durability: self.durability };
@@ -406,7 +408,7 @@ impl Writer {
 
     /// The plans of head shards `shards` (their live float and histogram series), made on the
     /// write pool, a shard per worker.
-    fn plan_shards(&self, shards: std::ops::Range<usize>) -> Vec<ShardPlan> {
+    fn plan_shards(&self, shards: std::ops::Range<usize>) -> Result<Vec<ShardPlan>> {
         let (sh, presence) = (&self.shared, &self.presence);
         in_pool(self.pool.as_ref(), || {
             shards
@@ -423,17 +425,21 @@ impl Writer {
     /// The hot keyspace of every window in `plans`, with the planned unindexed series indexed
     /// there and their postings committed (a series is never in runs of a window before it is
     /// in its index).
-    fn index_planned(&mut self, plans: &[ShardPlan], pending: &mut Pending) -> Result<HashMap<i64, fjall::Keyspace>> {
+    fn index_planned(
+        &mut self,
+        plans: &[ShardPlan],
+        pending: &mut Pending,
+    ) -> Result<HashMap<WindowKey, fjall::Keyspace>> {
         let sh = Arc::clone(&self.shared);
-        let mut keyspaces: HashMap<i64, fjall::Keyspace> = HashMap::new();
+        let mut keyspaces: HashMap<WindowKey, fjall::Keyspace> = HashMap::new();
         for plan in plans {
-            for &start in &plan.windows {
-                if let Entry::Vacant(slot) = keyspaces.entry(start) {
-                    slot.insert(sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?);
+            for &key in &plan.windows {
+                if let Entry::Vacant(slot) = keyspaces.entry(key) {
+                    slot.insert(sh.windows.points_for_write(&sh.db, key, || sh.allocate_generation())?);
                 }
             }
-            for &(start, id) in &plan.unindexed {
-                self.mark_present(pending, start, id, None)?;
+            for &(key, id) in &plan.unindexed {
+                self.mark_present(pending, key, id, None)?;
             }
         }
         if !pending.postings.is_empty() {
@@ -450,7 +456,7 @@ impl Writer {
 struct RunContext<'a> {
     sh: &'a Shared,
     /// The hot keyspace of every window the flushed samples fall in.
-    keyspaces: &'a HashMap<i64, fjall::Keyspace>,
+    keyspaces: &'a HashMap<WindowKey, fjall::Keyspace>,
     fresh_from: SeriesId,
     durability: Option<fjall::PersistMode>,
 }
@@ -458,64 +464,69 @@ struct RunContext<'a> {
 /// The windows a head shard's samples fall in, and its series not known to be indexed in them.
 #[derive(Default)]
 struct ShardPlan {
-    windows: Vec<i64>,
-    unindexed: Vec<(i64, SeriesId)>,
+    windows: Vec<WindowKey>,
+    unindexed: Vec<(WindowKey, SeriesId)>,
 }
 
 /// What a shard's flush wrote.
 struct ShardFlushed {
     samples: usize,
     runs: usize,
-    windows: Vec<i64>,
+    windows: Vec<WindowKey>,
 }
 
-/// The windows of the samples of series `all` (ascending), each once, in order.
-fn windows_of(sh: &Shared, times: impl Iterator<Item = i64>, mut each: impl FnMut(i64)) {
+/// The windows (of class `class`) of the samples of series `all` (ascending), each once, in order.
+fn windows_of(sh: &Shared, class: ClassId, times: impl Iterator<Item = i64>, mut each: impl FnMut(WindowKey)) {
     let mut last = None;
     for t in times {
         let start = sh.windows.start_of(t);
         if last != Some(start) {
             last = Some(start);
-            each(start);
+            each(WindowKey { start_ms: start, class });
         }
     }
 }
 
 /// Plans the flush of a head shard's float and histogram series (see [`ShardPlan`]);
 /// `presence` is read, not loaded.
+///
+/// # Errors
+/// Engine errors and corrupt rows (reading the labels of a series whose class is not known yet).
 fn plan_shard(
     sh: &Shared,
     presence: &super::presence::Presence,
     floats: Option<&Shard>,
     histograms: Option<&HistogramShard>,
-) -> ShardPlan {
+) -> Result<ShardPlan> {
     let mut plan = ShardPlan::default();
-    let note = |start: i64, id: SeriesId, plan: &mut ShardPlan| {
-        if !plan.windows.contains(&start) {
-            plan.windows.push(start);
+    let note = |key: WindowKey, id: SeriesId, plan: &mut ShardPlan| {
+        if !plan.windows.contains(&key) {
+            plan.windows.push(key);
         }
-        if !presence.loaded(start).is_some_and(|set| set.contains(id)) {
-            plan.unindexed.push((start, id));
+        if !presence.loaded(key).is_some_and(|set| set.contains(id)) {
+            plan.unindexed.push((key, id));
         }
     };
     if let Some(series) = floats {
         for (&id, all) in series.iter() {
             // Nearly always one window: its first and last sample share it.
             let (Some(first), Some(last)) = (all.first(), all.last()) else { continue };
+            let class = sh.class_of(id)?;
             let start = sh.windows.start_of(first.timestamp_ms);
             if start == sh.windows.start_of(last.timestamp_ms) {
-                note(start, id, &mut plan);
+                note(WindowKey { start_ms: start, class }, id, &mut plan);
             } else {
-                windows_of(sh, all.iter().map(|s| s.timestamp_ms), |w| note(w, id, &mut plan));
+                windows_of(sh, class, all.iter().map(|s| s.timestamp_ms), |w| note(w, id, &mut plan));
             }
         }
     }
     if let Some(histograms) = histograms {
         for (&id, all) in histograms.iter() {
-            windows_of(sh, all.iter().map(|h| h.timestamp_ms), |w| note(w, id, &mut plan));
+            let class = sh.class_of(id)?;
+            windows_of(sh, class, all.iter().map(|h| h.timestamp_ms), |w| note(w, id, &mut plan));
         }
     }
-    plan
+    Ok(plan)
 }
 
 /// Writes and commits the runs of the float and histogram series of head shard `shard` (whose
@@ -531,14 +542,15 @@ fn flush_shard(
     let sh = ctx.sh;
     let bucket = u16::try_from(shard).map_err(|_| StorageError::Corrupt { what: "head shard past the buckets" })?;
     let (mut runs, mut samples) = (0usize, 0usize);
-    let mut windows: Vec<i64> = Vec::new();
+    let mut windows: Vec<WindowKey> = Vec::new();
     let mut fb = sh.db.batch().durability(ctx.durability);
     let mut buf = Vec::new();
-    let keyspace = |start: i64| {
-        ctx.keyspaces.get(&start).cloned().ok_or(StorageError::Corrupt { what: "window of a head sample not planned" })
+    let keyspace = |key: WindowKey| {
+        ctx.keyspaces.get(&key).cloned().ok_or(StorageError::Corrupt { what: "window of a head sample not planned" })
     };
     if let Some(series) = floats {
         for (&id, all) in by_id(series) {
+            let class = sh.class_of(id)?;
             // Split the series' samples at window boundaries.
             let mut rest = all.as_slice();
             while let Some(first) = rest.first() {
@@ -547,9 +559,10 @@ fn flush_shard(
                 let cut = rest.partition_point(|s| s.timestamp_ms < end);
                 let (piece, tail) = rest.split_at(cut);
                 rest = tail;
-                let ks = keyspace(start)?;
-                if !windows.contains(&start) {
-                    windows.push(start);
+                let key = WindowKey { start_ms: start, class };
+                let ks = keyspace(key)?;
+                if !windows.contains(&key) {
+                    windows.push(key);
                 }
                 let run = RunTarget { window: start, ks: &ks, bucket, id };
                 runs += write_run(ctx, flushed_max, &mut fb, &run, piece, &mut buf)?;
@@ -566,15 +579,17 @@ fn flush_shard(
             sh.mark_histograms_stored();
         }
         for (&id, all) in by_id(histograms) {
+            let class = sh.class_of(id)?;
             let mut rest = all.as_slice();
             while let Some(first) = rest.first() {
                 let start = sh.windows.start_of(first.timestamp_ms);
                 let end = start.saturating_add(sh.windows.window_ms());
                 let (piece, tail) = rest.split_at(rest.partition_point(|s| s.timestamp_ms < end));
                 rest = tail;
-                let ks = keyspace(start)?;
-                if !windows.contains(&start) {
-                    windows.push(start);
+                let key = WindowKey { start_ms: start, class };
+                let ks = keyspace(key)?;
+                if !windows.contains(&key) {
+                    windows.push(key);
                 }
                 runs += histogram_run::write(&mut fb, &ks, bucket, id, piece)?;
                 samples += piece.len();

@@ -28,6 +28,7 @@ mod memtables;
 mod presence;
 pub(super) mod wal;
 
+use crate::labels::Labels;
 use crate::sample::{Exemplar, PackedBatch, PackedSeries, Sample};
 use crate::storage::error::{Result, StorageError};
 use crate::storage::format::exemplars;
@@ -40,10 +41,11 @@ use crate::storage::index::known_label_sets::KnownLabelSets;
 use crate::storage::index::postings;
 use crate::storage::index::series::{self, Lookup, SeriesCache};
 use crate::storage::lifecycle::churn;
+use crate::storage::lifecycle::class::{ClassId, DEFAULT_CLASS};
 use crate::storage::lifecycle::delete::{self, DeleteOutcome, DeleteRange};
 use crate::storage::lifecycle::downsample::FinishDownsample;
 use crate::storage::lifecycle::snapshot::Pinned;
-use crate::storage::lifecycle::window;
+use crate::storage::lifecycle::window::{self, WindowKey};
 use crate::storage::series_id::IdMap;
 use crate::storage::series_id::SeriesId;
 use crate::storage::shared::Shared;
@@ -153,8 +155,9 @@ pub enum Command {
     /// Commit a batch; reply once it is durable per the fsync mode. The writer drops its handle
     /// before replying, so the caller frees the batch.
     Write(Arc<Prepared>, SyncSender<Result<WriteOutcome>>),
-    /// Drop every window ending at or before the cutoff; reply with the dropped window starts.
-    /// The head is flushed first only when some window actually goes.
+    /// Drop every window retention has passed at the given wall-clock time (per class, see
+    /// `lifecycle/class.rs`); reply with the dropped window starts. The head is flushed first
+    /// only when some window actually goes.
     DropExpired(i64, SyncSender<Result<Vec<i64>>>),
     /// Make a fully written chunks keyspace the window's visible generation (see `lifecycle/seal.rs`).
     FinishSeal(FinishSeal, SyncSender<Result<SealSwap>>),
@@ -175,7 +178,7 @@ pub enum Command {
 /// The last step of sealing a window, run on the writer thread so that no commit is in flight.
 pub struct FinishSeal {
     /// The window.
-    pub start_ms: i64,
+    pub key: WindowKey,
     /// Generation of the new chunks keyspace.
     pub generation: u32,
     /// The new chunks keyspace, completely written.
@@ -189,7 +192,7 @@ pub struct FinishSeal {
 /// The last step of a re-seal: the overlay's samples are in the visible chunks.
 pub struct DropOverlay {
     /// The window.
-    pub start_ms: i64,
+    pub key: WindowKey,
     /// The window's write counter when the re-seal started (before it read the overlay).
     pub writes_at_start: u64,
 }
@@ -306,21 +309,21 @@ struct Pending {
     created: usize,
     /// Bytes of the series rows this group writes (see [`SERIES_MEMTABLE_BYTES`]).
     series_rows_bytes: usize,
-    marks: Vec<(i64, SeriesId)>,
+    marks: Vec<(WindowKey, SeriesId)>,
     /// Samples per bucket, indexed by bucket.
     per_bucket: Vec<u64>,
     /// The window last written to and its hot keyspace: consecutive series of a group nearly
     /// always share it, so the window map is not consulted per series. Valid for one group or
     /// one flush (only the writer thread replaces hot keyspaces, and not in between).
-    hot: Option<(i64, fjall::Keyspace)>,
+    hot: Option<(WindowKey, fjall::Keyspace)>,
     /// Windows whose hot keyspace the group writes index rows to.
-    windows: HashSet<i64>,
+    windows: HashSet<WindowKey>,
     /// `(bucket, id)` of every series of the group, in order.
     resolved: Vec<(u16, SeriesId)>,
     /// md5s whose primary `series_by_labels` row the group writes.
     primaries: HashSet<[u8; 16]>,
     /// Window postings to write with the batch, per window (see [`Pending::write_postings`]).
-    postings: HashMap<i64, (fjall::Keyspace, postings::PostingsBuilder)>,
+    postings: HashMap<WindowKey, (fjall::Keyspace, postings::PostingsBuilder)>,
     /// The exemplars the group stores, applied to the store once committed.
     exemplars: exemplars::Admitted,
     /// Start-timestamp state of the series whose change points the group writes, applied to
@@ -442,15 +445,21 @@ impl Writer {
     /// # Errors
     /// Engine errors and corrupt rows.
     pub fn restore_starts(&mut self) -> Result<()> {
-        let Some(w) = self.shared.windows.all().into_iter().max_by_key(|w| w.start_ms) else { return Ok(()) };
-        // The chunks first: the hot rows are newer.
-        for ks in crate::storage::read::select::keyspaces(&w) {
-            if start_ts::any(ks)? {
-                for (id, start_ms) in start_ts::newest(ks)? {
-                    match start_ms {
-                        0 => self.starts.remove(&id),
-                        _ => self.starts.insert(id, start_ts::Current { start_ms, window: w.start_ms }),
-                    };
+        // The newest window of each retention class (a series is in one class).
+        let mut newest: HashMap<ClassId, window::Window> = HashMap::new();
+        for w in self.shared.windows.all() {
+            newest.insert(w.class, w);
+        }
+        for w in newest.values() {
+            // The chunks first: the hot rows are newer.
+            for ks in crate::storage::read::select::keyspaces(w) {
+                if start_ts::any(ks)? {
+                    for (id, start_ms) in start_ts::newest(ks)? {
+                        match start_ms {
+                            0 => self.starts.remove(&id),
+                            _ => self.starts.insert(id, start_ts::Current { start_ms, window: w.start_ms }),
+                        };
+                    }
                 }
             }
         }
@@ -596,8 +605,8 @@ impl Writer {
             Err(e) => {
                 // Presence sets were updated optimistically; forget the touched windows so
                 // they are reloaded from disk.
-                for (start, _) in &pending.marks {
-                    self.presence.forget(*start);
+                for (key, _) in &pending.marks {
+                    self.presence.forget(*key);
                 }
                 return Err(e);
             }
@@ -695,8 +704,11 @@ impl Writer {
             // batch's first sample (nearly always every series' only window). A set only grows
             // while a group is built, so a `true` here stays true.
             let first_window = batch.samples().first().map(|s| sh.windows.start_of(s.timestamp_ms));
+            // With retention rules, series of one batch may be in several classes: the cached
+            // presence answer is of the default class's window only.
+            let first_key = first_window.map(WindowKey::default_class);
             indexed.clear();
-            match first_window.and_then(|w| self.presence.loaded(w)) {
+            match first_key.and_then(|k| self.presence.loaded(k)) {
                 Some(set) => indexed.extend(cached.iter().map(|hit| hit.is_some_and(|(id, _)| set.contains(id)))),
                 None => indexed.resize(cached.len(), false),
             }
@@ -706,6 +718,9 @@ impl Writer {
                     None => self.resolve(pending, &mut created, s.labels, key)?,
                 };
                 pending.resolved.push((bucket, id));
+                let class = sh.classes.of(id, || {
+                    Labels::decode(s.labels).map_err(|_| StorageError::Corrupt { what: "label set of a write" })
+                })?;
                 if !s.exemplars.is_empty() {
                     with_exemplars.push((index, id, s.exemplars));
                 }
@@ -719,8 +734,8 @@ impl Writer {
                         continue;
                     }
                     window = Some(start);
-                    if !(is_indexed && Some(start) == first_window) {
-                        self.mark_present(pending, start, id, Some(s.labels))?;
+                    if !(is_indexed && class == DEFAULT_CLASS && Some(start) == first_window) {
+                        self.mark_present(pending, WindowKey { start_ms: start, class }, id, Some(s.labels))?;
                     }
                 }
                 if !s.histograms.is_empty() {
@@ -732,7 +747,7 @@ impl Writer {
                         let start = sh.windows.start_of(h.timestamp_ms);
                         if window != Some(start) {
                             window = Some(start);
-                            self.mark_present(pending, start, id, Some(s.labels))?;
+                            self.mark_present(pending, WindowKey { start_ms: start, class }, id, Some(s.labels))?;
                         }
                     }
                 }
@@ -740,7 +755,7 @@ impl Writer {
                 let had = (!self.starts.is_empty() && self.starts.contains_key(&id))
                     || (!pending.starts.is_empty() && pending.starts.get(&id).is_some_and(Option::is_some));
                 if !s.starts.is_empty() || had {
-                    self.write_starts(fb, pending, (bucket, id), &s)?;
+                    self.write_starts(fb, pending, (bucket, id, class), &s)?;
                 }
                 let b = usize::from(bucket);
                 if pending.per_bucket.len() <= b {
@@ -789,7 +804,7 @@ impl Writer {
         &mut self,
         fb: &mut fjall::OwnedWriteBatch,
         pending: &mut Pending,
-        (bucket, id): (u16, SeriesId),
+        (bucket, id, class): (u16, SeriesId, ClassId),
         s: &PackedSeries<'_>,
     ) -> Result<()> {
         let sh = Arc::clone(&self.shared);
@@ -811,54 +826,54 @@ impl Writer {
         sh.mark_starts_stored();
         for group in rows.chunk_by(|a, b| window_of(a.timestamp_ms) == window_of(b.timestamp_ms)) {
             let Some(first) = group.first() else { continue };
-            let start = window_of(first.timestamp_ms);
-            let ks = self.hot(pending, start)?;
+            let key = WindowKey { start_ms: window_of(first.timestamp_ms), class };
+            let ks = self.hot(pending, key)?;
             start_ts::write(fb, &ks, bucket, id, group);
-            pending.windows.insert(start);
+            pending.windows.insert(key);
         }
         Ok(())
     }
 
-    /// The hot keyspace of window `start` (created if needed), left in `pending.hot`.
-    fn hot(&self, pending: &mut Pending, start: i64) -> Result<fjall::Keyspace> {
+    /// The hot keyspace of window `key` (created if needed), left in `pending.hot`.
+    fn hot(&self, pending: &mut Pending, key: WindowKey) -> Result<fjall::Keyspace> {
         match &pending.hot {
-            Some((s, ks)) if *s == start => Ok(ks.clone()),
+            Some((k, ks)) if *k == key => Ok(ks.clone()),
             _ => {
                 let sh = &self.shared;
-                let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
-                Ok(pending.hot.insert((start, ks)).1.clone())
+                let ks = sh.windows.points_for_write(&sh.db, key, || sh.allocate_generation())?;
+                Ok(pending.hot.insert((key, ks)).1.clone())
             }
         }
     }
 
-    /// Adds series `id` to the window postings of window `start` in `pending` (written with the
+    /// Adds series `id` to the window postings of window `key` in `pending` (written with the
     /// batch by [`Pending::write_postings`]) unless it is known to be indexed there; creates the
     /// window's hot keyspace if needed and leaves it in `pending.hot`. `canonical` is the
     /// series' label set when the caller has it (otherwise it is read from the `series` table).
     fn mark_present(
         &mut self,
         pending: &mut Pending,
-        start: i64,
+        key: WindowKey,
         id: SeriesId,
         canonical: Option<&[u8]>,
     ) -> Result<()> {
         let ks = match &pending.hot {
-            Some((s, ks)) if *s == start => ks,
+            Some((k, ks)) if *k == key => ks,
             _ => {
                 let sh = &self.shared;
-                let ks = sh.windows.points_for_write(&sh.db, start, || sh.allocate_generation())?;
-                &pending.hot.insert((start, ks)).1
+                let ks = sh.windows.points_for_write(&sh.db, key, || sh.allocate_generation())?;
+                &pending.hot.insert((key, ks)).1
             }
         };
-        let uncommitted = pending.marks.iter().filter(|&&(s, _)| s == start).map(|&(_, id)| id);
-        if self.presence.set(start, ks, uncommitted, self.next_id)?.insert(id) {
-            let (_, builder) = pending.postings.entry(start).or_insert_with(|| (ks.clone(), Default::default()));
+        let uncommitted = pending.marks.iter().filter(|&&(k, _)| k == key).map(|&(_, id)| id);
+        if self.presence.set(key, ks, uncommitted, self.next_id)?.insert(id) {
+            let (_, builder) = pending.postings.entry(key).or_insert_with(|| (ks.clone(), Default::default()));
             match canonical {
                 Some(canonical) => builder.add(id, canonical),
                 None => builder.add(id, &series::canonical_of(&self.shared.series, id)?),
             }
-            pending.marks.push((start, id));
-            pending.windows.insert(start);
+            pending.marks.push((key, id));
+            pending.windows.insert(key);
         }
         Ok(())
     }
@@ -919,7 +934,7 @@ impl Writer {
         for w in sh.windows.overlapping(range.start_ms, range.end_ms) {
             let done = delete::delete_in_window(&sh, &w, range, self.durability);
             // Whatever happened, the presence set may be stale now: reload it on the next write.
-            self.presence.forget(w.start_ms);
+            self.presence.forget(w.key());
             sh.outdate_measured_series(w.start_ms);
             sh.index.changed();
             sh.immutable.changed();
@@ -928,25 +943,26 @@ impl Writer {
         Ok(total)
     }
 
-    /// Drops the windows ending at or before `cutoff_ms` (and spare keyspaces of such windows).
+    /// Drops the windows retention has passed at wall-clock `now_ms` (per class; and the spare
+    /// keyspaces of such windows).
     /// The head is flushed first only when a window is dropped: its samples of that window then
     /// leave with it instead of recreating the window at the next flush. With nothing expired
     /// the head is left alone, so the retention pass of every maintenance tick never shortens
     /// `--head-flush-interval`.
-    fn drop_expired(&mut self, cutoff_ms: i64) -> Result<Vec<i64>> {
+    fn drop_expired(&mut self, now_ms: i64) -> Result<Vec<i64>> {
         let sh = Arc::clone(&self.shared);
-        if sh.windows.any_expired(cutoff_ms) {
+        if sh.windows.any_expired(now_ms) {
             self.flush_head()?;
         }
-        for spare in sh.windows.take_expired_spares(cutoff_ms) {
+        for spare in sh.windows.take_expired_spares(now_ms) {
             sh.db.delete_keyspace(spare)?;
         }
-        let expired = sh.windows.take_expired(cutoff_ms);
+        let expired = sh.windows.take_expired(now_ms);
         if expired.is_empty() {
             return Ok(Vec::new());
         }
         for w in &expired {
-            self.presence.forget(w.start_ms);
+            self.presence.forget(w.key());
         }
         // Series listed only in the expired windows lose their rows once those are gone.
         let orphans = churn::orphans(&expired, &sh.windows.all(), |id| self.presence.contains_any(id))?;
@@ -955,16 +971,17 @@ impl Writer {
         }
         let mut dropped = Vec::with_capacity(expired.len());
         for w in expired {
-            tracing::debug!(window = w.start_ms, "dropping window past retention");
+            tracing::debug!(window = w.start_ms, class = w.class, "dropping window past retention");
+            let key = w.key();
             for ks in w.points.into_iter().chain(w.chunks.map(|(_, ks)| ks)) {
                 sh.db.delete_keyspace(ks)?;
             }
             let mut batch = sh.db.batch().durability(self.durability);
-            batch.remove(&sh.meta, window::sealed_key(w.start_ms));
-            batch.remove(&sh.meta, window::sealed_samples_key(w.start_ms));
-            batch.remove(&sh.meta, window::downsampled_key(w.start_ms));
+            batch.remove(&sh.meta, sh.windows.sealed_key(key));
+            batch.remove(&sh.meta, sh.windows.sealed_samples_key(key));
+            batch.remove(&sh.meta, sh.windows.downsampled_key(key));
             batch.commit()?;
-            dropped.push(w.start_ms);
+            dropped.push(key.start_ms);
         }
         if !orphans.is_empty() {
             for canonical in churn::remove(&sh, &orphans, self.durability)? {
@@ -992,22 +1009,23 @@ impl Writer {
     /// check and the swap.
     fn finish_downsample(&mut self, f: FinishDownsample) -> Result<bool> {
         let sh = Arc::clone(&self.shared);
-        let end = f.start_ms.saturating_add(sh.windows.window_ms());
-        let unchanged = sh.windows.get(f.start_ms).is_some_and(|w| w.points.is_none() && w.chunks.is_some())
-            && sh.windows.writes(f.start_ms) == f.writes_at_start
-            && !sh.head.any_in(f.start_ms, end);
+        let start_ms = f.key.start_ms;
+        let end = start_ms.saturating_add(sh.windows.window_ms());
+        let unchanged = sh.windows.get(f.key).is_some_and(|w| w.points.is_none() && w.chunks.is_some())
+            && sh.windows.writes(f.key) == f.writes_at_start
+            && !sh.head.any_in(start_ms, end);
         if !unchanged {
             sh.db.delete_keyspace(f.chunks)?;
             return Ok(false);
         }
         f.chunks.rotate_memtable_and_wait()?;
         let mut mark = sh.db.batch().durability(Some(fjall::PersistMode::SyncAll));
-        mark.insert(&sh.meta, window::sealed_key(f.start_ms), f.generation.to_be_bytes());
-        mark.insert(&sh.meta, window::sealed_samples_key(f.start_ms), f.samples.to_be_bytes());
-        mark.insert(&sh.meta, window::downsampled_key(f.start_ms), window::encode_downsampled(&f.kept_ms));
+        mark.insert(&sh.meta, sh.windows.sealed_key(f.key), f.generation.to_be_bytes());
+        mark.insert(&sh.meta, sh.windows.sealed_samples_key(f.key), f.samples.to_be_bytes());
+        mark.insert(&sh.meta, sh.windows.downsampled_key(f.key), window::encode_downsampled(&f.kept_ms));
         mark.commit()?;
         sh.meta.rotate_memtable_and_wait()?;
-        let old = sh.windows.install_downsampled(f.start_ms, (f.generation, f.chunks), &f.kept_ms, f.writes_at_start);
+        let old = sh.windows.install_downsampled(f.key, (f.generation, f.chunks), &f.kept_ms, f.writes_at_start);
         // Raw reads of the window now find less, and tier reads other rows.
         sh.index.changed();
         sh.immutable.changed();
@@ -1021,11 +1039,11 @@ impl Writer {
     /// read its write counter (then it stays, for the next seal to merge).
     fn drop_overlay(&mut self, d: &DropOverlay) -> Result<SealSwap> {
         let sh = Arc::clone(&self.shared);
-        match sh.windows.take_overlay(d.start_ms, d.writes_at_start) {
+        match sh.windows.take_overlay(d.key, d.writes_at_start) {
             None => Ok(SealSwap::WindowGone),
             Some(None) => Ok(SealSwap::SealedWithOverlay),
             Some(Some(points)) => {
-                self.presence.forget(d.start_ms);
+                self.presence.forget(d.key);
                 sh.db.delete_keyspace(points)?;
                 sh.index.changed();
                 // A re-seal reads as before; bumped anyway, as a re-seal follows late writes.
@@ -1045,11 +1063,11 @@ impl Writer {
         // rest on replaying a journal across keyspace deletions.
         f.chunks.rotate_memtable_and_wait()?;
         let mut mark = sh.db.batch().durability(Some(fjall::PersistMode::SyncAll));
-        mark.insert(&sh.meta, window::sealed_key(f.start_ms), f.generation.to_be_bytes());
-        mark.insert(&sh.meta, window::sealed_samples_key(f.start_ms), f.samples.to_be_bytes());
+        mark.insert(&sh.meta, sh.windows.sealed_key(f.key), f.generation.to_be_bytes());
+        mark.insert(&sh.meta, sh.windows.sealed_samples_key(f.key), f.samples.to_be_bytes());
         mark.commit()?;
         sh.meta.rotate_memtable_and_wait()?;
-        let installed = sh.windows.install_chunks(f.start_ms, (f.generation, f.chunks.clone()), f.writes_at_start);
+        let installed = sh.windows.install_chunks(f.key, (f.generation, f.chunks.clone()), f.writes_at_start);
         // The window's keyspaces changed: a new one with its index, and one going.
         sh.index.changed();
         sh.immutable.advance(&sh.windows);
@@ -1057,7 +1075,7 @@ impl Writer {
             None => {
                 sh.db.delete_keyspace(f.chunks)?;
                 let mut unmark = sh.db.batch().durability(self.durability);
-                unmark.remove(&sh.meta, window::sealed_key(f.start_ms));
+                unmark.remove(&sh.meta, sh.windows.sealed_key(f.key));
                 unmark.commit()?;
                 Ok(SealSwap::WindowGone)
             }
@@ -1069,7 +1087,7 @@ impl Writer {
                 }
                 match overlay {
                     Some(points) => {
-                        self.presence.forget(f.start_ms);
+                        self.presence.forget(f.key);
                         sh.db.delete_keyspace(points)?;
                         Ok(SealSwap::Sealed)
                     }

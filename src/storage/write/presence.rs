@@ -11,10 +11,12 @@ use std::collections::VecDeque;
 
 use crate::storage::error::{Result, StorageError};
 use crate::storage::index::postings;
+use crate::storage::lifecycle::window::WindowKey;
 use crate::storage::series_id::SeriesId;
 
-/// Windows whose series-presence sets are kept in memory (the newest ones written to).
-pub(super) const PRESENCE_WINDOWS: usize = 4;
+/// Windows whose series-presence sets are kept in memory (the newest ones written to; with
+/// retention classes, windows of several classes at one start each take one).
+pub(super) const PRESENCE_WINDOWS: usize = 8;
 
 /// A set of series ids as a bitmap: bit `id % 64` of word `id / 64`.
 ///
@@ -72,7 +74,7 @@ impl Extend<SeriesId> for IdBits {
 /// of the earlier batch, dropping the other series those listed.
 #[derive(Default)]
 pub(super) struct Presence {
-    windows: VecDeque<(i64, IdBits)>,
+    windows: VecDeque<(WindowKey, IdBits)>,
 }
 
 impl Presence {
@@ -85,12 +87,12 @@ impl Presence {
     /// would make the bitmap as large as the id).
     pub(super) fn set(
         &mut self,
-        start_ms: i64,
+        key: WindowKey,
         points: &fjall::Keyspace,
         uncommitted: impl Iterator<Item = SeriesId>,
         next_id: SeriesId,
     ) -> Result<&mut IdBits> {
-        if let Some(pos) = self.windows.iter().position(|(s, _)| *s == start_ms) {
+        if let Some(pos) = self.windows.iter().position(|(k, _)| *k == key) {
             let entry = self.windows.remove(pos).ok_or(StorageError::ShuttingDown)?;
             self.windows.push_front(entry);
         } else {
@@ -101,7 +103,7 @@ impl Presence {
             }
             ids.extend(stored);
             ids.extend(uncommitted);
-            self.windows.push_front((start_ms, ids));
+            self.windows.push_front((key, ids));
             self.windows.truncate(PRESENCE_WINDOWS);
         }
         match self.windows.front_mut() {
@@ -110,9 +112,9 @@ impl Presence {
         }
     }
 
-    /// The set of window `start_ms` when it is loaded (without loading it or reordering).
-    pub(super) fn loaded(&self, start_ms: i64) -> Option<&IdBits> {
-        self.windows.iter().find(|(s, _)| *s == start_ms).map(|(_, set)| set)
+    /// The set of window `key` when it is loaded (without loading it or reordering).
+    pub(super) fn loaded(&self, key: WindowKey) -> Option<&IdBits> {
+        self.windows.iter().find(|(k, _)| *k == key).map(|(_, set)| set)
     }
 
     /// True when a loaded window set holds `id`.
@@ -120,14 +122,16 @@ impl Presence {
         self.windows.iter().any(|(_, set)| set.contains(id))
     }
 
-    /// The newest loaded window and how many series its set holds.
+    /// The newest start of a loaded window and how many series the sets of that start hold
+    /// (of every class loaded; a series is in one class).
     pub(super) fn newest(&self) -> Option<(i64, usize)> {
-        self.windows.iter().max_by_key(|(start, _)| *start).map(|(start, set)| (*start, set.len()))
+        let newest = self.windows.iter().map(|(k, _)| k.start_ms).max()?;
+        Some((newest, self.windows.iter().filter(|(k, _)| k.start_ms == newest).map(|(_, set)| set.len()).sum()))
     }
 
-    /// Drops the set of window `start_ms` (reloaded from disk when next needed).
-    pub(super) fn forget(&mut self, start_ms: i64) {
-        self.windows.retain(|(s, _)| *s != start_ms);
+    /// Drops the set of window `key` (reloaded from disk when next needed).
+    pub(super) fn forget(&mut self, key: WindowKey) {
+        self.windows.retain(|(k, _)| *k != key);
     }
 }
 
