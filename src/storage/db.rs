@@ -543,12 +543,9 @@ impl Storage {
     /// Engine errors and corrupt rows; the window stays readable as it was.
     pub fn seal_window(&self, start_ms: i64) -> Result<Option<SealOutcome>> {
         let mut total: Option<SealOutcome> = None;
-        let mut classes: Vec<ClassId> =
-            self.inner.shared.windows.starting_at(start_ms).iter().map(|w| w.class).collect();
-        if classes.is_empty() {
-            // Nothing stored yet: the seal flushes the head's samples of the window first.
-            classes = self.inner.shared.windows.classes().iter().map(|(id, _)| id).collect();
-        }
+        // Every class, not only those with a window now: the first seal flushes the head's
+        // samples of the window, which may create another class's.
+        let classes: Vec<ClassId> = self.inner.shared.windows.classes().iter().map(|(id, _)| id).collect();
         for class in classes {
             let key = WindowKey { start_ms, class };
             let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
