@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use saltdb::labels::Labels;
-use saltdb::promql::{Engine, EngineOptions};
+use saltdb::promql::{Engine, EngineOptions, SourceResolution};
 use saltdb::sample::{Sample, SeriesSamples, WriteBatch};
 use saltdb::storage::format::chunk::{self, CHUNK_SAMPLES, ZSTD_LEVEL};
 use saltdb::storage::{ReadLimits, Storage, StorageConfig};
@@ -34,6 +34,17 @@ pub struct ScanArgs {
     /// Only this query (default: the dashboard's seven).
     #[arg(long)]
     query: Option<String>,
+    /// The query set when no --query is given: `month` (the 30-day dashboard's seven) or
+    /// `year` (six panels at steps of 1d and 6h, as `longrange --queries year`).
+    #[arg(long, default_value = "month")]
+    queries: String,
+    /// Tier intervals seals build (as `saltdb serve --downsample`, e.g. `1h` or `5m,1h`); the
+    /// queries then read them where they may (`max_source_resolution=auto`).
+    #[arg(long, value_delimiter = ',', value_parser = saltdb::duration::parse_ms)]
+    downsample: Vec<i64>,
+    /// Read raw samples only (`max_source_resolution=raw`), for comparing with the tiers.
+    #[arg(long)]
+    raw: bool,
 }
 
 const REGIONS: [&str; 3] = ["eu", "us", "ap"];
@@ -72,6 +83,7 @@ pub fn value(i: usize, k: i64, hosts: usize) -> f64 {
 fn load(args: &ScanArgs, dir: &std::path::Path, end: i64) -> (Storage, usize) {
     let mut config = StorageConfig::new(dir.to_path_buf());
     config.retention_ms = None;
+    config.tier_intervals_ms.clone_from(&args.downsample);
     let storage = Storage::open(config).expect("open");
     let labels = series_labels(args.hosts);
     let step = args.interval * 1000;
@@ -156,10 +168,20 @@ pub fn run(args: &ScanArgs) {
     let limit = decode_limit(args);
     println!("{total} samples, {cores} cores; plain chunk decode: {:.1} M samples/s per core", limit / 1e6);
     println!("{:<42} {:>9} {:>9} {:>12} {:>16}", "query (step)", "first ms", "median ms", "read", "M samples/s/core");
-    let engine = Engine::new(EngineOptions { max_samples: usize::MAX, ..EngineOptions::default() });
+    let source_resolution = if args.raw { SourceResolution::Raw } else { SourceResolution::Auto };
+    let engine = Engine::new(EngineOptions {
+        max_samples: usize::MAX,
+        max_scanned_samples: usize::MAX,
+        source_resolution,
+        ..EngineOptions::default()
+    });
+    let set: &[(&str, i64)] = match args.queries.as_str() {
+        "year" => &crate::longrange::queries::YEAR_QUERIES,
+        _ => &crate::longrange::queries::QUERIES,
+    };
     let queries: Vec<(String, i64)> = match &args.query {
-        Some(q) => vec![(q.clone(), 3_600)],
-        None => crate::longrange::queries::QUERIES.iter().map(|(q, s)| ((*q).to_string(), *s)).collect(),
+        Some(q) => vec![(q.clone(), set.first().map_or(3_600, |(_, s)| *s))],
+        None => set.iter().map(|(q, s)| ((*q).to_string(), *s)).collect(),
     };
     for (q, step_s) in &queries {
         let step = step_s * 1000;

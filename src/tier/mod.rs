@@ -22,7 +22,7 @@
 
 pub mod point;
 
-pub use point::{Exact, FloatPoint};
+pub use point::{Exact, Fields, FloatPoint};
 
 use crate::sample::Sample;
 

@@ -88,6 +88,22 @@ impl Exact {
     }
 }
 
+/// Which fields of a [`FloatPoint`] a merge computes ([`FloatPoint::absorb`]); each names
+/// some beside those every merge keeps (`count`, `first`, `last`, `before_last`, `ends_stale`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fields {
+    /// Nothing more (`count_over_time`, `last_over_time`, `irate`, ...).
+    Ends,
+    /// `min`, `max` and their times.
+    Extremes,
+    /// `resets`, `reset_sum` and `changes` (`rate`, `increase`, `delta`, `resets`, `changes`).
+    Counter,
+    /// `sum` and `sum_c` (`sum_over_time`, `avg_over_time`).
+    Sums,
+    /// Every field, as [`FloatPoint::merge`].
+    All,
+}
+
 /// What one series' float samples in one interval leave for PromQL: counts, the first, last
 /// and second-to-last samples, a compensated sum, extremes with their times, central moments
 /// (values and times) and a counter record. Staleness markers are not samples here (range
@@ -246,6 +262,56 @@ impl FloatPoint {
             changes: 0,
             exact: None,
         }
+    }
+
+    /// [`FloatPoint::merge`] in place, computing only `fields` (and what every field needs:
+    /// `count`, `first`, `last`, `before_last`, `ends_stale`); the other fields are left as
+    /// they were, meaningless after. A query folding points for one function merges only what
+    /// that function reads.
+    pub fn absorb(&mut self, later: &FloatPoint, fields: Fields) {
+        if fields == Fields::All {
+            *self = self.merge(later);
+            return;
+        }
+        if later.count == 0 {
+            self.ends_stale = true;
+            return;
+        }
+        if self.count == 0 {
+            *self = *later;
+            return;
+        }
+        let (a, b) = (&mut *self, later);
+        match fields {
+            Fields::Ends | Fields::All => {}
+            Fields::Extremes => {
+                if a.min.is_nan() || b.min <= a.min {
+                    a.min_ts = b.min_ts;
+                }
+                if a.min.is_nan() || b.min < a.min {
+                    a.min = b.min;
+                }
+                if a.max.is_nan() || b.max >= a.max {
+                    a.max_ts = b.max_ts;
+                }
+                if a.max.is_nan() || b.max > a.max {
+                    a.max = b.max;
+                }
+            }
+            Fields::Counter => {
+                let (at_seam, prev) = (b.first.value, a.last.value);
+                let seam_resets = at_seam < prev;
+                let seam_changes = !(at_seam == prev || (at_seam.is_nan() && prev.is_nan()));
+                a.resets += b.resets + u64::from(seam_resets);
+                a.reset_sum = a.reset_sum + b.reset_sum + if seam_resets { prev } else { -0.0 };
+                a.changes += b.changes + u64::from(seam_changes);
+            }
+            Fields::Sums => (a.sum, a.sum_c) = kahan_inc(b.sum, a.sum, a.sum_c + b.sum_c),
+        }
+        a.count += b.count;
+        a.before_last = b.before_last.or(Some(a.last));
+        a.last = b.last;
+        a.ends_stale = b.ends_stale;
     }
 
     /// The point of this point's interval followed by `later`'s: every sample of `later`

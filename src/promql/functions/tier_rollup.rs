@@ -18,7 +18,7 @@
 
 use super::rollup::{extrapolate, instant, Rollup, Span};
 use crate::promql::step::{grid_time, StepWindow};
-use crate::tier::FloatPoint;
+use crate::tier::{Fields, FloatPoint};
 
 /// A rollup that a tier point cannot answer: it depends on every sample's value, not on an
 /// aggregate of them.
@@ -109,6 +109,7 @@ pub(crate) fn each_step(
     if !answers(f) {
         return Err(NeedsSamples);
     }
+    let fields = fields_of(f);
     let snap = |ms: i64| if interval > 0 { ms.saturating_sub(ms.rem_euclid(interval)) } else { ms };
     for i in 0..steps {
         let t = grid_time(first, step, i);
@@ -118,12 +119,27 @@ pub(crate) fn each_step(
         let a = points.partition_point(|(e, _)| *e <= start);
         let b = points.partition_point(|(e, _)| *e <= end).max(a);
         let Some(((_, head), rest)) = points.get(a..b).and_then(<[_]>::split_first) else { continue };
-        let merged = rest.iter().fold(*head, |acc, (_, p)| acc.merge(p));
+        let mut merged = *head;
+        for (_, p) in rest {
+            merged.absorb(p, fields);
+        }
         if let Some(v) = compute(f, &merged, &Span::new((start, end, t), &[]))? {
             emit(i, v);
         }
     }
     Ok(())
+}
+
+/// The fields of a merged point [`compute`] reads for `f` (see [`FloatPoint::absorb`]).
+pub(crate) fn fields_of(f: Rollup) -> Fields {
+    use Rollup::*;
+    match f {
+        Count | Last | First | Present | TsOfLast | TsOfFirst | Irate | Idelta | AbsentOverTime => Fields::Ends,
+        Min | Max | TsOfMin | TsOfMax => Fields::Extremes,
+        Rate | Increase | Delta | Resets | Changes => Fields::Counter,
+        Sum | Avg => Fields::Sums,
+        Deriv | PredictLinear | Stdvar | Stddev | Quantile | Mad | DoubleExpSmoothing => Fields::All,
+    }
 }
 
 /// `rate`, `increase` and `delta` from a point: the change from its first to its last sample,

@@ -268,6 +268,48 @@ proptest! {
         prop_assert_eq!(merged.exact, whole.exact);
         prop_assert_eq!((merged.x_sum_ms, merged.x_sq_ms), (whole.x_sum_ms, whole.x_sq_ms));
     }
+
+    /// A merge of only some fields (`FloatPoint::absorb`, what each rollup folds with) gives
+    /// those fields bit for bit as the whole merge does, whatever the points (stale-only ones
+    /// included).
+    #[test]
+    fn merging_some_fields_gives_them_as_the_whole_merge(
+        shape in shape(),
+        steps in prop::collection::vec((1i64..40_000, any::<u8>(), any::<i16>()), 1..80),
+        interval in prop::sample::select(vec![1_000i64, 15_000, 60_000]),
+    ) {
+        use crate::tier::Fields;
+        let raw = series(shape, &steps);
+        let last_k = raw.last().map_or(0, |s| s.timestamp_ms) / interval + 1;
+        let cut: Vec<FloatPoint> = points(&raw, interval, 0..last_k + 1);
+        let Some((head, rest)) = cut.split_first() else { return Ok(()) };
+        let whole = rest.iter().fold(*head, |acc, p| acc.merge(p));
+        let bits = |s: Sample| (s.timestamp_ms, s.value.to_bits());
+        let ends = |p: &FloatPoint| (p.count, bits(p.first), bits(p.last), p.before_last.map(bits), p.ends_stale);
+        for fields in [Fields::Ends, Fields::Extremes, Fields::Counter, Fields::Sums, Fields::All] {
+            let mut folded = *head;
+            for p in rest {
+                folded.absorb(p, fields);
+            }
+            prop_assert_eq!(ends(&folded), ends(&whole), "{:?}", fields);
+            match fields {
+                Fields::Extremes => prop_assert_eq!(
+                    (folded.min.to_bits(), folded.min_ts, folded.max.to_bits(), folded.max_ts),
+                    (whole.min.to_bits(), whole.min_ts, whole.max.to_bits(), whole.max_ts)
+                ),
+                Fields::Counter => prop_assert_eq!(
+                    (folded.resets, folded.reset_sum.to_bits(), folded.changes),
+                    (whole.resets, whole.reset_sum.to_bits(), whole.changes)
+                ),
+                Fields::Sums => prop_assert_eq!(
+                    (folded.sum.to_bits(), folded.sum_c.to_bits()),
+                    (whole.sum.to_bits(), whole.sum_c.to_bits())
+                ),
+                Fields::All => prop_assert_eq!(format!("{folded:?}"), format!("{whole:?}")),
+                Fields::Ends => {}
+            }
+        }
+    }
 }
 
 proptest! {

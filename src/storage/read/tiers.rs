@@ -34,11 +34,14 @@ struct Parts {
 }
 
 impl Parts {
+    /// Room for `n` points.
+    fn with_capacity(n: usize) -> Self {
+        Self { points: Vec::with_capacity(n), at_start: Vec::with_capacity(n) }
+    }
+
     /// Adds the points of the window (or piece of one) starting at `window_start`, at most
     /// `most` of them.
     fn extend(&mut self, (points, most): (impl Iterator<Item = (i64, FloatPoint)>, usize), window_start: i64) {
-        // Points are big: grown once per window, not by doubling (a year of 1h points is 8,760
-        // of them per series).
         self.points.reserve(most);
         self.at_start.reserve(most);
         for (end, p) in points {
@@ -156,7 +159,11 @@ impl Read<'_> {
         let sh = self.sh;
         let (first_end, last_end) = self.range;
         let lo = first_end.saturating_sub(self.interval_ms).saturating_add(1);
-        let mut parts = Parts::default();
+        // Sized once for the points the range can hold (a year of 1h points is 8,760 per
+        // series, each about 250 bytes): grown window by window, the vector was copied at
+        // every doubling.
+        let most = ((last_end.saturating_sub(lo) / self.interval_ms.max(1)).saturating_add(2)).clamp(0, 1 << 16);
+        let mut parts = Parts::with_capacity(usize::try_from(most).unwrap_or(0));
         let mut raw: Vec<Window> = self.raw.to_vec();
         // The time ranges answered from tier rows, whose raw samples (none but in a race with
         // a late write) are left out.
