@@ -534,7 +534,74 @@ impl Windows {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+    use crate::storage::lifecycle::class::RetentionRule;
+
+    const DAY: i64 = 86_400_000;
+
+    fn rule(retention_ms: i64) -> RetentionRule {
+        RetentionRule { selector: String::new(), matchers: Vec::new(), retention_ms }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Windows of several classes, created by writes: listed in key order, found in a
+        /// range as a brute-force filter finds them, found again (classes included) when the
+        /// database is opened anew, and expired per class at each class's retention.
+        #[test]
+        fn windows_of_classes_list_reload_and_expire_as_a_brute_force_model_says(
+            created in prop::collection::btree_set((0i64..12, 0u8..3), 1..16),
+            (from, to) in (0i64..14, 0i64..14),
+            now_day in 0i64..20,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let db = fjall::Database::builder(dir.path()).open().unwrap();
+            let meta = db.keyspace("meta", fjall::KeyspaceCreateOptions::default).unwrap();
+            // The default class keeps 10 days, the others 2 and 5.
+            let table = || ClassTable::new(Some(10 * DAY), &[rule(2 * DAY), rule(5 * DAY)]);
+            let retention = [10 * DAY, 2 * DAY, 5 * DAY];
+            let windows = Windows::load(&db, &meta, DAY, table()).unwrap();
+            let mut generation = 0;
+            for &(day, class) in &created {
+                windows.points_for_write(&db, WindowKey { start_ms: day * DAY, class }, || { generation += 1; Ok(generation) }).unwrap();
+            }
+            let keys = |ws: Vec<Window>| ws.iter().map(|w| (w.start_ms / DAY, w.class)).collect::<Vec<_>>();
+            let model: Vec<(i64, u8)> = created.iter().copied().collect();
+            prop_assert_eq!(keys(windows.all()), model.clone());
+            let (from, to) = (from.min(to), from.max(to));
+            let inside: Vec<(i64, u8)> = model.iter().copied().filter(|&(d, _)| d >= from && d <= to).collect();
+            prop_assert_eq!(keys(windows.overlapping(from * DAY, to * DAY + DAY - 1)), inside);
+            drop(windows);
+            // Opened without the rules, the classes are found again by their names' retention.
+            let bare = Windows::load(&db, &meta, DAY, ClassTable::new(Some(10 * DAY), &[])).unwrap();
+            let by_retention = |w: &Windows| {
+                let mut v: Vec<(i64, Option<i64>)> = w
+                    .all()
+                    .iter()
+                    .map(|x| (x.start_ms / DAY, w.classes().get(x.class).and_then(|c| c.retention_ms)))
+                    .collect();
+                v.sort_unstable();
+                v
+            };
+            let mut wanted: Vec<(i64, Option<i64>)> =
+                model.iter().map(|&(d, c)| (d, Some(retention[usize::from(c)]))).collect();
+            wanted.sort_unstable();
+            prop_assert_eq!(by_retention(&bare), wanted);
+            drop(bare);
+            let windows = Windows::load(&db, &meta, DAY, table()).unwrap();
+            prop_assert_eq!(keys(windows.all()), model.clone());
+            let now = now_day * DAY;
+            let gone = |&(d, c): &(i64, u8)| (d + 1) * DAY <= now - retention[usize::from(c)];
+            let expired: Vec<(i64, u8)> = model.iter().copied().filter(gone).collect();
+            prop_assert_eq!(windows.any_expired(now), !expired.is_empty());
+            prop_assert_eq!(keys(windows.take_expired(now)), expired);
+            let kept: Vec<(i64, u8)> = model.iter().copied().filter(|k| !gone(k)).collect();
+            prop_assert_eq!(keys(windows.all()), kept);
+        }
+    }
 
     #[test]
     fn names_round_trip() {

@@ -939,3 +939,41 @@ pub fn held_label_values(
     }
     Some(values.into_iter().take(limit.unwrap_or(usize::MAX)).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Two windows' samples of one series appended one after the other (a series that
+        /// changed retention class inside a window): put back ascending, one per timestamp,
+        /// the first appended winning, as a map of the samples says; `out` before `base`
+        /// untouched.
+        #[test]
+        fn samples_of_two_classes_read_ascending_once_per_timestamp(
+            kept in prop::collection::vec(any::<i16>(), 0..5),
+            a in prop::collection::btree_map(0i64..200, any::<i16>(), 0..40),
+            b in prop::collection::btree_map(0i64..200, any::<i16>(), 0..40),
+        ) {
+            let sample = |(&t, &v): (&i64, &i16)| Sample::new(t, f64::from(v));
+            let mut out: Vec<Sample> = kept.iter().enumerate().map(|(i, &v)| Sample::new(-10 + i as i64, f64::from(v))).collect();
+            let base = out.len();
+            out.extend(a.iter().map(sample));
+            out.extend(b.iter().map(sample));
+            ascending_from(&mut out, base);
+            let mut model: BTreeMap<i64, f64> = BTreeMap::new();
+            for (t, v) in a.iter().chain(&b) {
+                model.entry(*t).or_insert(f64::from(*v));
+            }
+            let want: Vec<(i64, u64)> = model.into_iter().map(|(t, v)| (t, v.to_bits())).collect();
+            let got: Vec<(i64, u64)> = out.get(base..).unwrap_or_default().iter().map(|s| (s.timestamp_ms, s.value.to_bits())).collect();
+            prop_assert_eq!(got, want);
+            let head: Vec<u64> = out.get(..base).unwrap_or_default().iter().map(|s| s.value.to_bits()).collect();
+            prop_assert_eq!(head, kept.iter().map(|&v| f64::from(v).to_bits()).collect::<Vec<_>>());
+        }
+    }
+}
