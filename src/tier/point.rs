@@ -90,7 +90,7 @@ impl Exact {
 
 /// Which fields of a [`FloatPoint`] a merge computes ([`FloatPoint::absorb`]); each names
 /// some beside those every merge keeps (`count`, `first`, `last`, `before_last`, `ends_stale`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fields {
     /// Nothing more (`count_over_time`, `last_over_time`, `irate`, ...).
     Ends,
@@ -100,7 +100,8 @@ pub enum Fields {
     Counter,
     /// `sum` and `sum_c` (`sum_over_time`, `avg_over_time`).
     Sums,
-    /// Every field, as [`FloatPoint::merge`].
+    /// Every field, as [`FloatPoint::merge`] (the default).
+    #[default]
     All,
 }
 
@@ -371,6 +372,14 @@ impl FloatPoint {
     /// scale, which a decoder has read already: the same result when `m0` is the one
     /// `from_exact` finds.
     pub fn from_exact_about(&self, m0: i128) -> Option<FloatPoint> {
+        let mut p = *self;
+        p.set_from_exact_about(m0)?;
+        Some(p)
+    }
+
+    /// [`FloatPoint::from_exact_about`] in place (a decoder's point is not copied); `None`
+    /// (the point unchanged) when a product overflows.
+    pub fn set_from_exact_about(&mut self, m0: i128) -> Option<()> {
         let e = self.exact?;
         let p = decimal::pow10(e.scale)?;
         // A u64 times an i64 fits 128 bits.
@@ -387,7 +396,26 @@ impl FloatPoint {
         };
         let nf = self.count as f64;
         let (total, spread, cross) = (to_f64(total), to_f64(spread), to_f64(cross));
-        Some(FloatPoint { sum: total / p, sum_c: 0.0, m2: spread / (nf * p * p), sxy: cross / (nf * 1e3 * p), ..*self })
+        (self.sum, self.sum_c, self.m2, self.sxy) = (total / p, 0.0, spread / (nf * p * p), cross / (nf * 1e3 * p));
+        Some(())
+    }
+
+    /// [`FloatPoint::from_exact`] in place.
+    pub fn set_from_exact(&mut self) -> Option<()> {
+        let e = self.exact?;
+        self.set_from_exact_about(mantissa_at(self.first.value, e.scale)?)
+    }
+
+    /// Sets this point's sum from its exact first moment `s1` at `scale` (the mantissa of its
+    /// first value `m0`, when below 2^51, else found again from the value), as
+    /// [`FloatPoint::from_exact_about`] computes it: for a decode that wants the sum and no
+    /// other moment. `None` (the point unchanged) when a product overflows.
+    pub fn set_exact_sum(&mut self, m0: i64, s1: i128, scale: u8) -> Option<()> {
+        let p = decimal::pow10(scale)?;
+        let m0 = if m0.unsigned_abs() < 1 << 51 { i128::from(m0) } else { mantissa_at(self.first.value, scale)? };
+        let total = i128::from(self.count).checked_mul(m0)?.checked_add(s1)?;
+        (self.sum, self.sum_c) = (to_f64(total) / p, 0.0);
+        Some(())
     }
 
     /// Sum of squared deviations of the timestamps from their mean, in s² (`deriv`): from the

@@ -8,6 +8,7 @@ use saltdb::labels::Labels;
 use saltdb::matcher::{MatchOp, Matcher};
 use saltdb::sample::{Sample, SeriesSamples, WriteBatch, STALE_NAN_BITS};
 use saltdb::storage::{points_in, PointsRead, Querier, ReadLimits, SeriesPoints, Storage, StorageError};
+use saltdb::tier::Fields;
 use saltdb::tier::FloatPoint;
 
 use crate::common::*;
@@ -127,20 +128,61 @@ pub(crate) fn same(a: &FloatPoint, b: &FloatPoint) -> Result<(), String> {
     Ok(())
 }
 
+/// What of two points a read of `fields` must give alike (see `FloatPoint::absorb`): what every
+/// read gives, and the fields named; sums within rounding, as in [`same`].
+fn same_fields(a: &FloatPoint, b: &FloatPoint, fields: Fields) -> Result<(), String> {
+    if fields == Fields::All {
+        return same(a, b);
+    }
+    let ends = |p: &FloatPoint| {
+        (
+            p.count,
+            (p.first.timestamp_ms, p.first.value.to_bits()),
+            (p.last.timestamp_ms, p.last.value.to_bits()),
+            p.before_last.map(|s| (s.timestamp_ms, s.value.to_bits())),
+            p.ends_stale,
+        )
+    };
+    let named = |p: &FloatPoint| match fields {
+        Fields::Extremes => (p.min.to_bits(), p.min_ts, p.max.to_bits(), p.max_ts),
+        Fields::Counter => (p.resets, i64::try_from(p.changes).unwrap_or(-1), 0, 0),
+        _ => (0, 0, 0, 0),
+    };
+    if (ends(a), named(a)) != (ends(b), named(b)) {
+        return Err(format!("{fields:?}: {:?} != {:?}", (ends(a), named(a)), (ends(b), named(b))));
+    }
+    let close = |x: f64, y: f64| {
+        x.to_bits() == y.to_bits() || (!x.is_finite() && !y.is_finite()) || (x - y).abs() <= 1e-9 * x.abs().max(1.0)
+    };
+    match fields {
+        Fields::Sums if !close(a.sum_value(), b.sum_value()) => {
+            Err(format!("sum: {} != {}", a.sum_value(), b.sum_value()))
+        }
+        Fields::Counter if !close(a.reset_sum, b.reset_sum) => {
+            Err(format!("reset_sum: {} != {}", a.reset_sum, b.reset_sum))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn check(s: &Storage, range: (i64, i64), interval: i64) -> Result<(), TestCaseError> {
-    let got = s.querier(ReadLimits::none()).select_points(&every(), range, interval, PointsRead::default()).unwrap();
-    let got = sorted(got.expect("a storage with this tier answers in points"));
     let want = reference(s, range, interval);
-    prop_assert_eq!(got.len(), want.len());
-    for (g, w) in got.iter().zip(&want) {
-        prop_assert_eq!(&g.labels, &w.labels);
-        prop_assert_eq!(
-            g.points.iter().map(|p| p.0).collect::<Vec<_>>(),
-            w.points.iter().map(|p| p.0).collect::<Vec<_>>()
-        );
-        for ((end, a), (_, b)) in g.points.iter().zip(&w.points) {
-            if let Err(e) = same(a, b) {
-                return Err(TestCaseError::fail(format!("{} at {end}: {e}", g.labels)));
+    // Read whole, and for each function family only what it reads.
+    for fields in [Fields::All, Fields::Ends, Fields::Extremes, Fields::Counter, Fields::Sums] {
+        let how = PointsRead { fields, ..PointsRead::default() };
+        let got = s.querier(ReadLimits::none()).select_points(&every(), range, interval, how).unwrap();
+        let got = sorted(got.expect("a storage with this tier answers in points"));
+        prop_assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert_eq!(&g.labels, &w.labels);
+            prop_assert_eq!(
+                g.points.iter().map(|p| p.0).collect::<Vec<_>>(),
+                w.points.iter().map(|p| p.0).collect::<Vec<_>>()
+            );
+            for ((end, a), (_, b)) in g.points.iter().zip(&w.points) {
+                if let Err(e) = same_fields(a, b, fields) {
+                    return Err(TestCaseError::fail(format!("{} at {end}: {e}", g.labels)));
+                }
             }
         }
     }
@@ -239,16 +281,16 @@ fn a_budget_too_small_for_raw_samples_holds_their_tier_points() {
     assert!(read(100, 60_000, PointsRead::default()).unwrap().is_none());
     // Nor points sparser than asked, stored or cut: the 1h points stand for 240 samples each,
     // the 5m ones 20.
-    assert!(read(100, HOUR, PointsRead { min_density: 200, map: None }).unwrap().is_some());
-    assert!(read(100, HOUR, PointsRead { min_density: 300, map: None }).unwrap().is_none());
-    assert!(read(10_000, FIVE_MIN, PointsRead { min_density: 100, map: None }).unwrap().is_none());
-    assert!(read(10_000, FIVE_MIN, PointsRead { min_density: 19, map: None }).unwrap().is_some());
+    assert!(read(100, HOUR, PointsRead { min_density: 200, map: None, fields: Fields::All }).unwrap().is_some());
+    assert!(read(100, HOUR, PointsRead { min_density: 300, map: None, fields: Fields::All }).unwrap().is_none());
+    assert!(read(10_000, FIVE_MIN, PointsRead { min_density: 100, map: None, fields: Fields::All }).unwrap().is_none());
+    assert!(read(10_000, FIVE_MIN, PointsRead { min_density: 19, map: None, fields: Fields::All }).unwrap().is_some());
     // A map reduces each series where it is read.
     let map = |p: &mut SeriesPoints| {
         p.values = vec![Sample::new(0, p.points.len() as f64)];
         p.points.clear();
     };
-    let mapped = read(100, HOUR, PointsRead { min_density: 0, map: Some(&map) }).unwrap().unwrap();
+    let mapped = read(100, HOUR, PointsRead { min_density: 0, map: Some(&map), fields: Fields::All }).unwrap().unwrap();
     assert_eq!((mapped[0].points.len(), mapped[0].values.clone()), (0, vec![Sample::new(0, 24.0)]));
 }
 

@@ -1331,7 +1331,8 @@ impl Query<'_> {
             }
             tiers::step_values(f, window, (grid, plan.interval_ms), series);
         };
-        let how = crate::storage::PointsRead { min_density: plan.min_density, map: Some(&map) };
+        let fields = crate::promql::functions::tier_rollup::fields_of(f);
+        let how = crate::storage::PointsRead { min_density: plan.min_density, map: Some(&map), fields };
         // Every group answers in points before any series is admitted: a group that does not
         // leaves nothing counted twice by the raw read that follows.
         let mut found = Vec::with_capacity(groups.len());

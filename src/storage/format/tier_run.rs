@@ -134,24 +134,70 @@ pub fn decode(src: &[u8]) -> Result<(i64, Vec<(i64, FloatPoint)>), TierRunError>
     Ok((interval, out))
 }
 
+/// What of each point a decode computes. Every decode gives each point's count, first, last
+/// and second-to-last samples, extremes, flags and counter record; the others are left 0 (and
+/// `exact` `None`) unless asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    /// `sum` and `sum_c`.
+    pub sums: bool,
+    /// Everything else: `m2`, `sxy`, the time sums and the exact moments.
+    pub moments: bool,
+}
+
+impl Decoded {
+    /// Every field.
+    pub const ALL: Self = Self { sums: true, moments: true };
+
+    /// What a merge of `fields` needs (see [`FloatPoint::absorb`]).
+    pub fn of(fields: crate::tier::Fields) -> Self {
+        use crate::tier::Fields;
+        match fields {
+            Fields::All => Self::ALL,
+            Fields::Sums => Self { sums: true, moments: false },
+            Fields::Ends | Fields::Extremes | Fields::Counter => Self { sums: false, moments: false },
+        }
+    }
+}
+
 /// [`decode`] into `out`, which is cleared first (and left empty on an error): returns the
 /// interval. Reuses `out`'s allocation and the thread's decoding buffers.
 ///
 /// # Errors
 /// As [`decode`].
 pub fn decode_into(src: &[u8], out: &mut Vec<(i64, FloatPoint)>) -> Result<i64, TierRunError> {
+    decode_some_into(src, out, Decoded::ALL)
+}
+
+/// [`decode_into`] computing only `what` of each point (the rest 0, see [`Decoded`]): the
+/// columns of the fields not asked for are not read (in a version 1 run, whose moments share
+/// one column, every field is).
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_some_into(src: &[u8], out: &mut Vec<(i64, FloatPoint)>, what: Decoded) -> Result<i64, TierRunError> {
     out.clear();
+    decode_some_append(src, out, what)
+}
+
+/// [`decode_some_into`] appending to `out` (left as it was on an error).
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_some_append(src: &[u8], out: &mut Vec<(i64, FloatPoint)>, what: Decoded) -> Result<i64, TierRunError> {
+    let base = out.len();
     let h = Header::read(src)?;
     let result = SCRATCH.with(|cell| {
         let mut guard = cell.borrow_mut();
         let s = &mut *guard;
         s.decompress(h.payload, h.body_len)?;
-        let result = read_body(&s.body, &h, &mut s.counts, &mut s.words, out);
+        let what = if h.version >= 2 { what } else { Decoded::ALL };
+        let result = read_body(&s.body, &h, (&mut s.counts, &mut s.words), out, what);
         s.trim();
         result
     });
     if result.is_err() {
-        out.clear();
+        out.truncate(base);
     }
     result.map(|()| h.interval)
 }
@@ -555,9 +601,9 @@ fn back_from(end: i64, back: i128) -> Result<i64, TierRunError> {
 fn read_body(
     body: &[u8],
     h: &Header<'_>,
-    counts: &mut Vec<u64>,
-    words: &mut Vec<u64>,
+    (counts, words): (&mut Vec<u64>, &mut Vec<u64>),
     out: &mut Vec<(i64, FloatPoint)>,
+    what: Decoded,
 ) -> Result<(), TierRunError> {
     let n = h.n;
     let (mut steps, rest) = column(body)?;
@@ -693,19 +739,24 @@ fn read_body(
         let max_ts = if max_ref == EXPLICIT { explicit_ts()? } else { 0 };
         let offsets = i128::from(end) * 2 - i128::from(first_ts) - i128::from(last_ts);
         let span = i128::from(last_ts) - i128::from(first_ts);
-        let spread = read_wide_fast(&mut t_spread)?.wrapping_add(half_product(count, offsets));
-        let x_sq_ms = if v2 {
-            let off_first = i128::from(end) - i128::from(first_ts);
-            let m = line.squares(span, mul_sat(off_first, i128::from(count)).wrapping_sub(spread));
-            let high = read_wide_fast(&mut t_squares)?.wrapping_add(m.high);
-            let low = read_wide_fast(&mut t_squares_low)?;
-            let low = (low << 1) ^ (low >> 127);
-            high.wrapping_mul(m.den).wrapping_add(low).wrapping_add(m.base)
+        let (x_sum_ms, x_sq_ms) = if what.moments {
+            let spread = read_wide_fast(&mut t_spread)?.wrapping_add(half_product(count, offsets));
+            let x_sq_ms = if v2 {
+                let off_first = i128::from(end) - i128::from(first_ts);
+                let m = line.squares(span, mul_sat(off_first, i128::from(count)).wrapping_sub(spread));
+                let high = read_wide_fast(&mut t_squares)?.wrapping_add(m.high);
+                let low = read_wide_fast(&mut t_squares_low)?;
+                let low = (low << 1) ^ (low >> 127);
+                high.wrapping_mul(m.den).wrapping_add(low).wrapping_add(m.base)
+            } else {
+                read_wide_fast(&mut t_squares)?.wrapping_add(line.moments(span, span))
+            };
+            let x_sum_ms =
+                (i128::from(end) * i128::from(count)).checked_sub(spread).ok_or_else(|| invalid("timestamp sum"))?;
+            (x_sum_ms, x_sq_ms)
         } else {
-            read_wide_fast(&mut t_squares)?.wrapping_add(line.moments(span, span))
+            (0, 0)
         };
-        let x_sum_ms =
-            (i128::from(end) * i128::from(count)).checked_sub(spread).ok_or_else(|| invalid("timestamp sum"))?;
         let resets = read_u64(tallies.get_mut(0).ok_or_else(truncated)?)?;
         let changes = read_u64(tallies.get_mut(role(1)).ok_or_else(truncated)?)?;
         if (flags & HAS_RESETS != 0) != (resets > 0) {
@@ -716,6 +767,8 @@ fn read_body(
         let mut values = [0.0f64; 5];
         let mut stored = 0;
         let mut exact = None;
+        // The exact first moment when only the sums are wanted: `(scale, s1)`.
+        let mut sum_only: Option<(u8, i128)> = None;
         let mut first_m = 0i64;
         let (mut sum, mut sum_c, mut m2, mut sxy) = (0.0, 0.0, 0.0, 0.0);
         let wanted = [true, count >= 2, count >= 3, min_ref == EXPLICIT, max_ref == EXPLICIT];
@@ -750,17 +803,25 @@ fn read_body(
             first_m = ms[0];
             let rise = if count >= 2 { i128::from(ms[1]) - i128::from(ms[0]) } else { 0 };
             let [c1, c2, c3] = &mut moments;
-            let r1 = read_wide_fast(c1)?;
-            let s1 = r1.wrapping_add(if count >= 2 { half_product(count, rise) } else { 0 });
-            let (s2, sxy) = if v2 {
-                let rxy = read_wide_fast(c3)?;
-                let s2 = read_wide_fast(c2)?.wrapping_add(line.s2(rise, span, r1, rxy));
-                (s2, rxy.wrapping_add(line.sxy(rise, span, r1)))
+            if !what.moments {
+                if what.sums {
+                    let r1 = read_wide_fast(c1)?;
+                    sum_only = Some((scale, r1.wrapping_add(if count >= 2 { half_product(count, rise) } else { 0 })));
+                }
+                // Neither moment column is read (see the check after the loop).
             } else {
-                let s2 = read_wide_fast(c1)?.wrapping_add(line.moments(rise, rise));
-                (s2, read_wide_fast(c1)?.wrapping_add(line.moments(span, rise)))
-            };
-            exact = Some(Exact { scale, s1, s2, sxy });
+                let r1 = read_wide_fast(c1)?;
+                let s1 = r1.wrapping_add(if count >= 2 { half_product(count, rise) } else { 0 });
+                let (s2, sxy) = if v2 {
+                    let rxy = read_wide_fast(c3)?;
+                    let s2 = read_wide_fast(c2)?.wrapping_add(line.s2(rise, span, r1, rxy));
+                    (s2, rxy.wrapping_add(line.sxy(rise, span, r1)))
+                } else {
+                    let s2 = read_wide_fast(c1)?.wrapping_add(line.moments(rise, rise));
+                    (s2, read_wide_fast(c1)?.wrapping_add(line.moments(span, rise)))
+                };
+                exact = Some(Exact { scale, s1, s2, sxy });
+            }
         } else {
             const FIELDS: [usize; 5] = [F_FIRST, F_LAST, F_BEFORE_LAST, F_MIN, F_MAX];
             for ((v, &want), field) in values.iter_mut().zip(&wanted).zip(FIELDS) {
@@ -768,10 +829,15 @@ fn read_body(
                     *v = next_word(words, &mut at, field)?;
                 }
             }
-            sum = next_word(words, &mut at, F_SUM)?;
-            sum_c = next_word(words, &mut at, F_SUM_C)?;
-            m2 = next_word(words, &mut at, F_M2)?;
-            sxy = next_word(words, &mut at, F_SXY)?;
+            // Each field is a chain of its own: one not wanted is not read.
+            if what.sums {
+                sum = next_word(words, &mut at, F_SUM)?;
+                sum_c = next_word(words, &mut at, F_SUM_C)?;
+            }
+            if what.moments {
+                m2 = next_word(words, &mut at, F_M2)?;
+                sxy = next_word(words, &mut at, F_SXY)?;
+            }
         }
         let [first_v, last_v, before_last_v, min_v, max_v] = values;
         let first = Sample::new(first_ts, first_v);
@@ -814,17 +880,28 @@ fn read_body(
             changes,
             exact,
         };
-        let p = match exact {
-            None => Some(p),
-            // Below 2^51 a mantissa is the one `from_exact` would find again from the value.
-            Some(_) if first_m.unsigned_abs() < 1 << 51 => p.from_exact_about(i128::from(first_m)),
-            Some(_) => p.from_exact(),
-        }
-        .ok_or_else(|| invalid("exact moments"))?;
+        // Completed where it is stored (a point is about 250 bytes).
         out.push((end, p));
+        let p = out.last_mut().map(|(_, p)| p).ok_or_else(truncated)?;
+        let done = match exact {
+            None => match sum_only {
+                None => Some(()),
+                Some((scale, s1)) => p.set_exact_sum(first_m, s1, scale),
+            },
+            // Below 2^51 a mantissa is the one `from_exact` would find again from the value.
+            Some(_) if first_m.unsigned_abs() < 1 << 51 => p.set_from_exact_about(i128::from(first_m)),
+            Some(_) => p.set_from_exact(),
+        };
+        done.ok_or_else(|| invalid("exact moments"))?;
     }
-    let rest = [steps, scales, t_first, t_last, t_before_last, t_spread, t_squares, t_squares_low, t_explicit];
-    let all = rest.iter().chain(&tallies).chain(&mantissas).chain(&moments);
+    let rest = [steps, scales, t_first, t_last, t_before_last, t_explicit];
+    // Columns of fields not decoded are left unread.
+    let [m1, m2_col, m3] = moments;
+    let time_moments = [t_spread, t_squares, t_squares_low];
+    let moment_cols = [(m1, what.sums || what.moments), (m2_col, what.moments), (m3, what.moments)];
+    let read_moments = moment_cols.iter().filter(|(_, read)| *read).map(|(c, _)| c);
+    let read_times = time_moments.iter().filter(|_| what.moments);
+    let all = rest.iter().chain(&tallies).chain(&mantissas).chain(read_moments).chain(read_times);
     if !all.into_iter().all(|c| c.is_empty()) {
         return Err(invalid("bytes after the last point"));
     }
@@ -1719,6 +1796,43 @@ mod tests {
                     prop_assert_eq!(bits(&got), bits(&want));
                 }
                 (got, want) => prop_assert_eq!(got.is_ok(), want.is_ok(), "{:?} {:?}", got.err(), want.err()),
+            }
+        }
+
+        /// A decode of only some fields gives those (and what every decode gives) bit for bit
+        /// as the whole decode does, and refuses what the whole decode refuses but for the
+        /// columns it does not read.
+        #[test]
+        fn decoding_some_fields_gives_them_as_the_whole_decode(
+            interval in prop::sample::select(vec![1_000i64, 300_000, 3_600_000]),
+            picks in prop::collection::vec((1i64..5, prop::collection::vec((0i64..3_600_000, any::<u8>(), any::<i16>()), 1..30)), 1..40),
+        ) {
+            let points = run(interval, &picks);
+            prop_assume!(!points.is_empty());
+            let mut bytes = Vec::new();
+            encode(interval, &points, &mut bytes).unwrap();
+            let (_, whole) = decode(&bytes).unwrap();
+            let kept = |p: &FloatPoint, what: Decoded| {
+                let mut k = format!(
+                    "{} {:?} {:?} {:?} {} {:?} {:?} {} {} {} {}",
+                    p.count, p.first.timestamp_ms, p.last.timestamp_ms, p.before_last.map(|s| (s.timestamp_ms, s.value.to_bits())),
+                    p.ends_stale, (p.min.to_bits(), p.min_ts), (p.max.to_bits(), p.max_ts), p.constant, p.resets,
+                    p.reset_sum.to_bits(), p.changes,
+                );
+                k += &format!(" {} {}", p.first.value.to_bits(), p.last.value.to_bits());
+                if what.sums {
+                    k += &format!(" {} {}", p.sum.to_bits(), p.sum_c.to_bits());
+                }
+                k
+            };
+            for what in [Decoded { sums: false, moments: false }, Decoded { sums: true, moments: false }] {
+                let mut out = Vec::new();
+                prop_assert_eq!(decode_some_into(&bytes, &mut out, what), Ok(interval));
+                prop_assert_eq!(out.len(), whole.len());
+                for ((e, got), (f, want)) in out.iter().zip(&whole) {
+                    prop_assert_eq!(e, f);
+                    prop_assert_eq!(kept(got, what), kept(want, what));
+                }
             }
         }
 

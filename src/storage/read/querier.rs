@@ -57,6 +57,9 @@ pub struct PointsRead<'a> {
     pub min_density: u64,
     /// Applied to each series on the thread that read it.
     pub map: Option<PointsMap<'a>>,
+    /// The fields of the points the reader uses (see [`crate::tier::FloatPoint::absorb`]):
+    /// stored points are decoded and merged for these only, the others left meaningless.
+    pub fields: crate::tier::Fields,
 }
 
 pub use crate::tier::{too_sparse, DENSITY_MIN_POINTS};

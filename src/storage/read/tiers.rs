@@ -10,12 +10,13 @@ use rayon::prelude::*;
 use super::querier::{points_in, too_sparse, PointsRead, ReadLimits, SampleBudget, SeriesPoints};
 use super::select::{accepted_labels, by_bucket, matching_ids, read_histograms, read_series};
 use crate::storage::error::Result;
+use crate::storage::format::tier_run::Decoded;
 use crate::storage::format::{histogram_run, tier_rows};
 use crate::storage::index::matchers::Selection;
 use crate::storage::lifecycle::window::Window;
 use crate::storage::series_id::SeriesId;
 use crate::storage::shared::Shared;
-use crate::tier::FloatPoint;
+use crate::tier::{Fields, FloatPoint};
 
 /// Series read between two checks of the deadline and cancellation flag.
 const CHECK_EVERY: usize = 64;
@@ -25,18 +26,22 @@ const CHECK_EVERY: usize = 64;
 /// window starting at that end comes last (it holds only the sample at the end; the window
 /// before holds the rest of the interval).
 ///
-/// Invariant: `at_start` has one entry per point.
-#[derive(Default)]
+/// Invariant: `at_start` has one entry per point; while `in_order`, the points are ascending
+/// by `(end, at_start)` and no two share an end (a point arriving in order with the end of the
+/// one before is merged into it at once).
 struct Parts {
     points: Vec<(i64, FloatPoint)>,
     /// Per point: whether it comes from the window starting at its end.
     at_start: Vec<bool>,
+    in_order: bool,
+    /// What of the points is merged (see [`FloatPoint::absorb`]).
+    fields: Fields,
 }
 
 impl Parts {
-    /// Room for `n` points.
-    fn with_capacity(n: usize) -> Self {
-        Self { points: Vec::with_capacity(n), at_start: Vec::with_capacity(n) }
+    /// Room for `n` points, merged for `fields`.
+    fn with_capacity(n: usize, fields: Fields) -> Self {
+        Self { points: Vec::with_capacity(n), at_start: Vec::with_capacity(n), in_order: true, fields }
     }
 
     /// Adds the points of the window (or piece of one) starting at `window_start`, at most
@@ -45,27 +50,74 @@ impl Parts {
         self.points.reserve(most);
         self.at_start.reserve(most);
         for (end, p) in points {
-            self.at_start.push(end == window_start);
+            let at_start = end == window_start;
+            if self.in_order {
+                match (self.points.last_mut(), self.at_start.last_mut()) {
+                    // The window before's point at this end, then this window's: one point
+                    // (no vector of them to compact later).
+                    (Some((last_end, last)), Some(last_at)) if *last_end == end && *last_at <= at_start => {
+                        last.absorb(&p, self.fields);
+                        *last_at = at_start;
+                        continue;
+                    }
+                    (Some((last_end, _)), Some(last_at)) if (*last_end, *last_at) > (end, at_start) => {
+                        self.in_order = false;
+                    }
+                    _ => {}
+                }
+            }
+            self.at_start.push(at_start);
             self.points.push((end, p));
         }
     }
 
-    /// The points ordered by end, those sharing an end merged in order. Windows are read
-    /// oldest first, so the points are most often in order already: then they are merged in
-    /// place, without being moved.
-    fn merged(self) -> Vec<(i64, FloatPoint)> {
-        let Parts { mut points, at_start } = self;
-        let in_order = points.iter().zip(&at_start).map(|((end, _), s)| (*end, *s)).is_sorted();
-        if !in_order {
-            let mut keyed: Vec<((i64, bool), FloatPoint)> =
-                at_start.into_iter().zip(points).map(|(s, (end, p))| ((end, s), p)).collect();
-            keyed.sort_by_key(|(key, _)| *key);
-            points = keyed.into_iter().map(|((end, _), p)| (end, p)).collect();
+    /// Takes in the points of the window starting at `window_start` that a decode appended
+    /// to `points` from `base` on (ascending, one per end): those ending outside `[first_end,
+    /// last_end]` go, and the first is merged into the point before when they share an end,
+    /// as [`Parts::extend`] does.
+    fn adopt(&mut self, base: usize, window_start: i64, (first_end, last_end): (i64, i64)) {
+        let fresh = self.points.get(base..).unwrap_or_default();
+        let (lo, hi) = (fresh.partition_point(|(e, _)| *e < first_end), fresh.partition_point(|(e, _)| *e <= last_end));
+        self.points.truncate(base + hi.max(lo));
+        self.points.drain(base..base + lo);
+        if let (Some(&(end, first)), true) = (self.points.get(base), self.in_order && base > 0) {
+            let at_start = end == window_start;
+            match (self.points.get_mut(base - 1), self.at_start.last_mut()) {
+                (Some((last_end, last)), Some(last_at)) if *last_end == end && *last_at <= at_start => {
+                    last.absorb(&first, self.fields);
+                    *last_at = at_start;
+                    self.points.remove(base);
+                }
+                (Some((last_end, _)), Some(last_at)) if (*last_end, *last_at) > (end, at_start) => {
+                    self.in_order = false;
+                }
+                _ => {}
+            }
         }
+        // `at_start` held one entry per point before the decode appended.
+        let added = self.points.get(base..).unwrap_or_default();
+        self.at_start.extend(added.iter().map(|(end, _)| *end == window_start));
+    }
+
+    /// The points ordered by end, those sharing an end merged in order. Windows are read
+    /// oldest first, so the points are most often in order already, and merged as they came.
+    fn merged(self) -> Vec<(i64, FloatPoint)> {
+        let Parts { mut points, at_start, in_order, fields } = self;
+        if in_order {
+            // Sized for the whole range: a series with points in a part of it gives the rest back.
+            if points.capacity() > 2 * points.len() + 64 {
+                points.shrink_to_fit();
+            }
+            return points;
+        }
+        let mut keyed: Vec<((i64, bool), FloatPoint)> =
+            at_start.into_iter().zip(points).map(|(s, (end, p))| ((end, s), p)).collect();
+        keyed.sort_by_key(|(key, _)| *key);
+        points = keyed.into_iter().map(|((end, _), p)| (end, p)).collect();
         points.dedup_by(|later, kept| {
             let same = later.0 == kept.0;
             if same {
-                kept.1 = kept.1.merge(&later.1);
+                kept.1.absorb(&later.1, fields);
             }
             same
         });
@@ -128,14 +180,12 @@ impl Read<'_> {
     /// The series of one bucket; `None` at the first with histograms.
     fn bucket(&self, (bucket, ids): &(u16, Vec<SeriesId>), budget: &SampleBudget) -> Result<Option<Vec<SeriesPoints>>> {
         let mut out = Vec::new();
-        // Each tier row is decoded into this, then moved into its series' points.
-        let mut row = Vec::new();
         for (i, &id) in ids.iter().enumerate() {
             if i % CHECK_EVERY == 0 {
                 self.limits.check()?;
             }
             let Some(labels) = accepted_labels(self.sh, self.sel, id)? else { continue };
-            let Some(points) = self.series(*bucket, id, budget, &mut row)? else { return Ok(None) };
+            let Some(points) = self.series(*bucket, id, budget)? else { return Ok(None) };
             if !points.is_empty() {
                 let mut series = SeriesPoints { labels, points, values: Vec::new() };
                 if let Some(map) = self.how.map {
@@ -147,23 +197,15 @@ impl Read<'_> {
         Ok(Some(out))
     }
 
-    /// The points of one series; `None` when it holds histograms in the range. `row` is a
-    /// buffer for tier rows.
-    fn series(
-        &self,
-        bucket: u16,
-        id: SeriesId,
-        budget: &SampleBudget,
-        row: &mut Vec<(i64, FloatPoint)>,
-    ) -> Result<Option<Vec<(i64, FloatPoint)>>> {
+    /// The points of one series; `None` when it holds histograms in the range.
+    fn series(&self, bucket: u16, id: SeriesId, budget: &SampleBudget) -> Result<Option<Vec<(i64, FloatPoint)>>> {
         let sh = self.sh;
         let (first_end, last_end) = self.range;
         let lo = first_end.saturating_sub(self.interval_ms).saturating_add(1);
         // Sized once for the points the range can hold (a year of 1h points is 8,760 per
-        // series, each about 250 bytes): grown window by window, the vector was copied at
-        // every doubling.
+        // series, each about 250 bytes), and decoded into in place.
         let most = ((last_end.saturating_sub(lo) / self.interval_ms.max(1)).saturating_add(2)).clamp(0, 1 << 16);
-        let mut parts = Parts::with_capacity(usize::try_from(most).unwrap_or(0));
+        let mut parts = Parts::with_capacity(usize::try_from(most).unwrap_or(0), self.how.fields);
         let mut raw: Vec<Window> = self.raw.to_vec();
         // The time ranges answered from tier rows, whose raw samples (none but in a race with
         // a late write) are left out.
@@ -171,20 +213,24 @@ impl Read<'_> {
         let window_ms = sh.windows.window_ms();
         for w in self.tiered {
             let Some((_, ks)) = &w.chunks else { continue };
-            if !tier_rows::read_into(ks, (bucket, id, self.interval_ms), row)? {
+            // Decoded straight into the series' points (a point is about 250 bytes: each copy
+            // of them costs).
+            let base = parts.points.len();
+            let what = Decoded::of(self.how.fields);
+            if !tier_rows::read_some_append(ks, (bucket, id, self.interval_ms), &mut parts.points, what)? {
                 raw.push(w.clone());
                 continue;
             }
+            let fresh = parts.points.get(base..).unwrap_or_default();
             // A downsampled window has nothing else to read: its points answer however sparse.
-            if (w.downsampled.is_none() && too_sparse(row, self.how.min_density))
+            if (w.downsampled.is_none() && too_sparse(fresh, self.how.min_density))
                 || (sh.histograms_stored() && histogram_run::any_of(ks, bucket, id)?)
             {
                 return Ok(None);
             }
-            budget.take(row.len())?;
+            budget.take(fresh.len())?;
             answered.push((w.start_ms, w.start_ms.saturating_add(window_ms)));
-            let most = row.len();
-            parts.extend((row.drain(..).filter(|(end, _)| (first_end..=last_end).contains(end)), most), w.start_ms);
+            parts.adopt(base, w.start_ms, (first_end, last_end));
         }
         raw.sort_by_key(|w| w.start_ms);
         let mut samples = Vec::new();
