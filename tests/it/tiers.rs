@@ -93,14 +93,22 @@ pub(crate) fn reference(s: &Storage, (first_end, last_end): (i64, i64), interval
 
 /// Equal points: counts, samples, flags, extremes and exact moments to the bit; float sums and
 /// moments within rounding (merged in another order, or rebuilt from exact integers).
+/// What every read gives of a point, bit for bit: its count, samples and staleness.
+#[allow(clippy::type_complexity)]
+fn ends(p: &FloatPoint) -> (u64, (i64, u64), (i64, u64), Option<(i64, u64)>, bool) {
+    (
+        p.count,
+        (p.first.timestamp_ms, p.first.value.to_bits()),
+        (p.last.timestamp_ms, p.last.value.to_bits()),
+        p.before_last.map(|s| (s.timestamp_ms, s.value.to_bits())),
+        p.ends_stale,
+    )
+}
+
 pub(crate) fn same(a: &FloatPoint, b: &FloatPoint) -> Result<(), String> {
     let exact = |p: &FloatPoint| {
         (
-            p.count,
-            (p.first.timestamp_ms, p.first.value.to_bits()),
-            (p.last.timestamp_ms, p.last.value.to_bits()),
-            p.before_last.map(|s| (s.timestamp_ms, s.value.to_bits())),
-            p.ends_stale,
+            ends(p),
             (p.min.to_bits(), p.min_ts, p.max.to_bits(), p.max_ts),
             (p.constant, p.resets, p.changes, p.x_sum_ms, p.x_sq_ms),
         )
@@ -134,15 +142,6 @@ fn same_fields(a: &FloatPoint, b: &FloatPoint, fields: Fields) -> Result<(), Str
     if fields == Fields::All {
         return same(a, b);
     }
-    let ends = |p: &FloatPoint| {
-        (
-            p.count,
-            (p.first.timestamp_ms, p.first.value.to_bits()),
-            (p.last.timestamp_ms, p.last.value.to_bits()),
-            p.before_last.map(|s| (s.timestamp_ms, s.value.to_bits())),
-            p.ends_stale,
-        )
-    };
     let named = |p: &FloatPoint| match fields {
         Fields::Extremes => (p.min.to_bits(), p.min_ts, p.max.to_bits(), p.max_ts),
         Fields::Counter => (p.resets, i64::try_from(p.changes).unwrap_or(-1), 0, 0),

@@ -154,11 +154,12 @@ pub fn read(
 /// # Errors
 /// As [`read`].
 pub fn read_into(ks: &fjall::Keyspace, key: (u16, SeriesId, i64), out: &mut Vec<(i64, FloatPoint)>) -> Result<bool> {
-    read_some_into(ks, key, out, tier_run::Decoded::ALL)
+    out.clear();
+    read_some_append(ks, key, out, tier_run::Decoded::ALL)
 }
 
-/// [`read_some_into`] appending to `out` instead of replacing it (what was there stays; on an
-/// error `out` is as it was).
+/// [`read_into`] decoding only `what` of each point (see [`tier_run::Decoded`]), appended to
+/// `out` instead of replacing it (what was there stays; on an error `out` is as it was).
 ///
 /// # Errors
 /// As [`read_into`].
@@ -173,26 +174,6 @@ pub fn read_some_append(
     let interval = tier_run::decode_some_append(&bytes, out, what).map_err(corrupt)?;
     if interval != interval_ms {
         out.truncate(base);
-        return Err(StorageError::Corrupt { what: "tier run interval" });
-    }
-    Ok(true)
-}
-
-/// [`read_into`] decoding only `what` of each point (see [`tier_run::Decoded`]).
-///
-/// # Errors
-/// As [`read_into`].
-pub fn read_some_into(
-    ks: &fjall::Keyspace,
-    (bucket, id, interval_ms): (u16, SeriesId, i64),
-    out: &mut Vec<(i64, FloatPoint)>,
-    what: tier_run::Decoded,
-) -> Result<bool> {
-    out.clear();
-    let Some(bytes) = ks.get(keys::tier_key(bucket, id, interval_ms))? else { return Ok(false) };
-    let interval = tier_run::decode_some_into(&bytes, out, what).map_err(corrupt)?;
-    if interval != interval_ms {
-        out.clear();
         return Err(StorageError::Corrupt { what: "tier run interval" });
     }
     Ok(true)
