@@ -134,6 +134,10 @@ pub struct LongRangeArgs {
     /// The queries run after the load.
     #[arg(long, value_enum, default_value = "dashboard")]
     queries: QuerySet,
+    /// Query ranges in days, comma-separated (e.g. `7,30,90,365`): each query runs over the
+    /// last that many days of the data, at its own step. Default: the whole range.
+    #[arg(long, value_delimiter = ',')]
+    query_days: Vec<u32>,
     /// Repeats of each query after its first call (the median is reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -354,7 +358,7 @@ fn print_disk(loaded: &[Loaded], samples: u64) {
 fn print_queries(targets: &[QueryTarget], results: &[(String, Vec<PerTarget>)], runs: usize) {
     let vm = targets.iter().position(|t| t.name == "victoria-metrics");
     let salt = targets.iter().position(|t| t.name == "saltdb");
-    println!("\nRange queries over the whole range, ms: first call / median of {runs} repeats");
+    println!("\nRange queries (over the whole range unless a range is named), ms: first call / median of {runs} repeats");
     println!(
         "| query (step) | saltdb | saltdb `nocache=1` | VM `nocache=1` | VM cache on | first: saltdb / VM nocache | repeat: saltdb / VM cached | nocache repeat: saltdb / VM |"
     );
@@ -494,13 +498,18 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
             QuerySet::Dashboard => &QUERIES,
             QuerySet::Year => &YEAR_QUERIES,
         };
-        for &(q, step) in set {
+        let ranges: Vec<Option<u32>> =
+            if args.query_days.is_empty() { vec![None] } else { args.query_days.iter().copied().map(Some).collect() };
+        for (&(q, step), days) in ranges.iter().flat_map(|d| set.iter().map(move |qs| (qs, *d))) {
             // On multiples of the step, as Grafana sends a panel's range.
             let step_ms = step * 1000;
-            let (start, end) =
-                (ds.start_ms - ds.start_ms.rem_euclid(step_ms), ds.end_ms - ds.end_ms.rem_euclid(step_ms));
+            let from = days.map_or(ds.start_ms, |d| ds.end_ms.saturating_sub(i64::from(d) * 86_400_000).max(ds.start_ms));
+            let (start, end) = (from - from.rem_euclid(step_ms), ds.end_ms - ds.end_ms.rem_euclid(step_ms));
             let per = queries::run_query(&targets, q, step, start, end, args.runs);
-            let label = format!("`{q}` ({})", human_step(step));
+            let label = match days {
+                Some(d) => format!("`{q}` ({}, {d} days)", human_step(step)),
+                None => format!("`{q}` ({})", human_step(step)),
+            };
             let shown: Vec<String> = targets
                 .iter()
                 .zip(&per)
