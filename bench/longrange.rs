@@ -358,7 +358,9 @@ fn print_disk(loaded: &[Loaded], samples: u64) {
 fn print_queries(targets: &[QueryTarget], results: &[(String, Vec<PerTarget>)], runs: usize) {
     let vm = targets.iter().position(|t| t.name == "victoria-metrics");
     let salt = targets.iter().position(|t| t.name == "saltdb");
-    println!("\nRange queries (over the whole range unless a range is named), ms: first call / median of {runs} repeats");
+    println!(
+        "\nRange queries (over the whole range unless a range is named), ms: first call / median of {runs} repeats"
+    );
     println!(
         "| query (step) | saltdb | saltdb `nocache=1` | VM `nocache=1` | VM cache on | first: saltdb / VM nocache | repeat: saltdb / VM cached | nocache repeat: saltdb / VM |"
     );
@@ -503,7 +505,8 @@ pub fn run(args: &LongRangeArgs, root: &Path) {
         for (&(q, step), days) in ranges.iter().flat_map(|d| set.iter().map(move |qs| (qs, *d))) {
             // On multiples of the step, as Grafana sends a panel's range.
             let step_ms = step * 1000;
-            let from = days.map_or(ds.start_ms, |d| ds.end_ms.saturating_sub(i64::from(d) * 86_400_000).max(ds.start_ms));
+            let from =
+                days.map_or(ds.start_ms, |d| ds.end_ms.saturating_sub(i64::from(d) * 86_400_000).max(ds.start_ms));
             let (start, end) = (from - from.rem_euclid(step_ms), ds.end_ms - ds.end_ms.rem_euclid(step_ms));
             let per = queries::run_query(&targets, q, step, start, end, args.runs);
             let label = match days {
