@@ -51,23 +51,32 @@ impl Parts {
         self.at_start.reserve(most);
         for (end, p) in points {
             let at_start = end == window_start;
-            if self.in_order {
-                match (self.points.last_mut(), self.at_start.last_mut()) {
-                    // The window before's point at this end, then this window's: one point
-                    // (no vector of them to compact later).
-                    (Some((last_end, last)), Some(last_at)) if *last_end == end && *last_at <= at_start => {
-                        last.absorb(&p, self.fields);
-                        *last_at = at_start;
-                        continue;
-                    }
-                    (Some((last_end, _)), Some(last_at)) if (*last_end, *last_at) > (end, at_start) => {
-                        self.in_order = false;
-                    }
-                    _ => {}
-                }
+            if !self.joined(self.points.len(), (end, at_start), &p) {
+                self.at_start.push(at_start);
+                self.points.push((end, p));
             }
-            self.at_start.push(at_start);
-            self.points.push((end, p));
+        }
+    }
+
+    /// Whether point `p` ending at `end`, arriving after the first `held` points, is merged
+    /// into the last of them (in order, with its end: the window before's point at this end,
+    /// then this window's, make one point, with no vector of them to compact later); notes
+    /// when it comes out of order. `at_start` has one entry per point held.
+    fn joined(&mut self, held: usize, (end, at_start): (i64, bool), p: &FloatPoint) -> bool {
+        if !self.in_order || held == 0 {
+            return false;
+        }
+        match (self.points.get_mut(held - 1), self.at_start.last_mut()) {
+            (Some((last_end, last)), Some(last_at)) if *last_end == end && *last_at <= at_start => {
+                last.absorb(p, self.fields);
+                *last_at = at_start;
+                true
+            }
+            (Some((last_end, _)), Some(last_at)) => {
+                self.in_order = (*last_end, *last_at) <= (end, at_start);
+                false
+            }
+            _ => false,
         }
     }
 
@@ -80,21 +89,13 @@ impl Parts {
         let (lo, hi) = (fresh.partition_point(|(e, _)| *e < first_end), fresh.partition_point(|(e, _)| *e <= last_end));
         self.points.truncate(base + hi.max(lo));
         self.points.drain(base..base + lo);
-        if let (Some(&(end, first)), true) = (self.points.get(base), self.in_order && base > 0) {
-            let at_start = end == window_start;
-            match (self.points.get_mut(base - 1), self.at_start.last_mut()) {
-                (Some((last_end, last)), Some(last_at)) if *last_end == end && *last_at <= at_start => {
-                    last.absorb(&first, self.fields);
-                    *last_at = at_start;
-                    self.points.remove(base);
-                }
-                (Some((last_end, _)), Some(last_at)) if (*last_end, *last_at) > (end, at_start) => {
-                    self.in_order = false;
-                }
-                _ => {}
+        // The first may join the points held before the decode (`at_start` has one entry for
+        // each of them); the others stay where the decode put them.
+        if let Some(&(end, first)) = self.points.get(base) {
+            if self.joined(base, (end, end == window_start), &first) {
+                self.points.remove(base);
             }
         }
-        // `at_start` held one entry per point before the decode appended.
         let added = self.points.get(base..).unwrap_or_default();
         self.at_start.extend(added.iter().map(|(end, _)| *end == window_start));
     }
