@@ -34,6 +34,14 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, Api
         };
         let stats = storage.stats()?;
         let engine = storage.engine_stats()?;
+        let windows_by_class = storage
+            .retention_classes()
+            .into_iter()
+            .map(|(id, _)| {
+                let (windows, bytes) = stats.class_windows(id);
+                (storage.class_name(id), windows, bytes)
+            })
+            .collect();
         let figures = StorageFigures {
             series_total: stats.series_total,
             active_series: storage.active_series(),
@@ -42,14 +50,7 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, Api
             samples_per_bucket: stats.samples_per_bucket,
             windows: stats.windows.len() as u64,
             windows_by_resolution: by_resolution(&stats.windows),
-            windows_by_class: storage
-                .retention_classes()
-                .into_iter()
-                .map(|(id, _)| {
-                    let of = stats.windows.iter().filter(|w| w.class == id);
-                    (storage.class_name(id), of.clone().count() as u64, of.map(|w| w.hot_bytes + w.chunk_bytes).sum())
-                })
-                .collect(),
+            windows_by_class,
             disk_bytes: stats.disk_bytes,
             table_bytes: stats.table_bytes,
             engine: Some(engine),

@@ -291,6 +291,14 @@ pub struct StorageStats {
     pub series_total: u64,
 }
 
+impl StorageStats {
+    /// The windows of retention class `class` and their bytes on disk (flushed tables).
+    pub fn class_windows(&self, class: ClassId) -> (u64, u64) {
+        let of = self.windows.iter().filter(|w| w.class == class);
+        (of.clone().count() as u64, of.map(|w| w.hot_bytes + w.chunk_bytes).sum())
+    }
+}
+
 struct Inner {
     shared: Arc<Shared>,
     config: StorageConfig,
@@ -433,8 +441,13 @@ impl Storage {
     }
 
     fn send(&self, cmd: Command) -> Result<()> {
+        self.writer()?.send(cmd).map_err(|_| StorageError::ShuttingDown)
+    }
+
+    /// The writer thread's queue; [`StorageError::ShuttingDown`] once closed.
+    fn writer(&self) -> Result<SyncSender<Command>> {
         let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        tx.ok_or(StorageError::ShuttingDown)?.send(cmd).map_err(|_| StorageError::ShuttingDown)
+        tx.ok_or(StorageError::ShuttingDown)
     }
 
     /// How long samples are kept (`None`: forever); with retention rules, the default class's.
@@ -548,8 +561,7 @@ impl Storage {
         let classes: Vec<ClassId> = self.inner.shared.windows.classes().iter().map(|(id, _)| id).collect();
         for class in classes {
             let key = WindowKey { start_ms, class };
-            let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-            let Some(done) = seal::seal_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, key)? else {
+            let Some(done) = seal::seal_window(&self.inner.shared, &self.writer()?, key)? else {
                 continue;
             };
             total = Some(match total {
@@ -619,8 +631,7 @@ impl Storage {
             .collect();
         let mut out = Vec::new();
         for key in due {
-            let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-            out.extend(seal::seal_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, key)?);
+            out.extend(seal::seal_window(&self.inner.shared, &self.writer()?, key)?);
         }
         Ok(out)
     }
@@ -651,8 +662,7 @@ impl Storage {
             .collect();
         let mut out = Vec::new();
         for (key, finest) in due {
-            let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-            out.extend(downsample::downsample_window(sh, &tx.ok_or(StorageError::ShuttingDown)?, key, finest)?);
+            out.extend(downsample::downsample_window(sh, &self.writer()?, key, finest)?);
         }
         Ok(out)
     }
@@ -663,9 +673,8 @@ impl Storage {
     /// # Errors
     /// Engine errors and corrupt rows; the window stays as it was.
     pub fn downsample_window(&self, start_ms: i64, finest_ms: i64) -> Result<Option<DownsampleOutcome>> {
-        let tx = self.inner.tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         let key = WindowKey::default_class(start_ms);
-        downsample::downsample_window(&self.inner.shared, &tx.ok_or(StorageError::ShuttingDown)?, key, finest_ms)
+        downsample::downsample_window(&self.inner.shared, &self.writer()?, key, finest_ms)
     }
 
     /// A [`Querier`] over this database for one request, within `limits`.

@@ -400,19 +400,23 @@ impl FloatPoint {
         Some(())
     }
 
-    /// [`FloatPoint::from_exact`] in place.
-    pub fn set_from_exact(&mut self) -> Option<()> {
-        let e = self.exact?;
-        self.set_from_exact_about(mantissa_at(self.first.value, e.scale)?)
+    /// The mantissa at `scale` of the first value, given the one a decoder read (`read`): that
+    /// one below 2^51, where it is the one [`FloatPoint::from_exact`] would find again from the
+    /// value; above, found again from the value. `None` when the value has none at `scale`.
+    pub fn first_mantissa(&self, read: i64, scale: u8) -> Option<i128> {
+        if read.unsigned_abs() < 1 << 51 {
+            Some(i128::from(read))
+        } else {
+            mantissa_at(self.first.value, scale)
+        }
     }
 
-    /// Sets this point's sum from its exact first moment `s1` at `scale` (the mantissa of its
-    /// first value `m0`, when below 2^51, else found again from the value), as
+    /// Sets this point's sum from its exact first moment `s1` at `scale` (`m0` the mantissa of
+    /// its first value, see [`FloatPoint::first_mantissa`]), as
     /// [`FloatPoint::from_exact_about`] computes it: for a decode that wants the sum and no
     /// other moment. `None` (the point unchanged) when a product overflows.
-    pub fn set_exact_sum(&mut self, m0: i64, s1: i128, scale: u8) -> Option<()> {
+    pub fn set_exact_sum(&mut self, m0: i128, s1: i128, scale: u8) -> Option<()> {
         let p = decimal::pow10(scale)?;
-        let m0 = if m0.unsigned_abs() < 1 << 51 { i128::from(m0) } else { mantissa_at(self.first.value, scale)? };
         let total = i128::from(self.count).checked_mul(m0)?.checked_add(s1)?;
         (self.sum, self.sum_c) = (to_f64(total) / p, 0.0);
         Some(())

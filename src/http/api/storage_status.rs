@@ -33,13 +33,13 @@ pub async fn storage(State(state): State<Arc<AppState>>) -> Result<Response, Api
         .retention_classes()
         .into_iter()
         .map(|(id, _)| {
-            let windows = stats.windows.iter().filter(|w| w.class == id);
+            let (windows, bytes) = stats.class_windows(id);
             json!({
                 "name": storage.class_name(id),
                 "retentionMs": storage.class_retention_ms(id),
                 "rules": rules.iter().filter(|(_, c)| *c == id).map(|(r, _)| r.selector.clone()).collect::<Vec<_>>(),
-                "windows": windows.clone().count(),
-                "bytes": windows.map(|w| w.hot_bytes + w.chunk_bytes).sum::<u64>(),
+                "windows": windows,
+                "bytes": bytes,
             })
         })
         .collect();

@@ -136,23 +136,24 @@ pub fn read_series(
         }
     }
     if window::shared_starts(windows) {
-        ascending_from(out, base);
+        ascending_from(out, base, |s| s.timestamp_ms);
     }
     append_head(out, base, &recent);
     Ok(())
 }
 
-/// Puts `out[base..]` back in ascending order, one sample per timestamp, after windows of two
-/// retention classes at one start both held samples of the series (its class changed between
-/// two runs, see `lifecycle/class.rs`). Costs one pass when nothing is out of order.
-fn ascending_from(out: &mut Vec<Sample>, base: usize) {
+/// Puts `out[base..]` back in ascending order of `ts`, one sample per timestamp (the first
+/// kept), after windows of two retention classes at one start both held samples of the series
+/// (its class changed between two runs, see `lifecycle/class.rs`). Costs one pass when nothing
+/// is out of order.
+fn ascending_from<T>(out: &mut Vec<T>, base: usize, ts: impl Fn(&T) -> i64) {
     let Some(tail) = out.get_mut(base..) else { return };
-    if tail.windows(2).all(|p| matches!(p, [a, b] if a.timestamp_ms < b.timestamp_ms)) {
+    if tail.windows(2).all(|p| matches!(p, [a, b] if ts(a) < ts(b))) {
         return;
     }
-    tail.sort_by_key(|s| s.timestamp_ms);
+    tail.sort_by_key(&ts);
     let mut kept = out.split_off(base);
-    kept.dedup_by_key(|s| s.timestamp_ms);
+    kept.dedup_by_key(|s| ts(s));
     out.extend(kept);
 }
 
@@ -191,11 +192,8 @@ pub fn read_histograms(
         }
         out.extend(stored);
     }
-    if window::shared_starts(windows) && !out.windows(2).all(|p| matches!(p, [a, b] if a.timestamp_ms < b.timestamp_ms))
-    {
-        // Samples of one series in windows of two classes (see `ascending_from`).
-        out.sort_by_key(|h| h.timestamp_ms);
-        out.dedup_by_key(|h| h.timestamp_ms);
+    if window::shared_starts(windows) {
+        ascending_from(&mut out, 0, |h| h.timestamp_ms);
     }
     Ok(if recent.is_empty() { out } else { histogram_run::merge(&out, &recent) })
 }
@@ -264,7 +262,7 @@ pub fn read_series_many(
     let shared = window::shared_starts(windows);
     for (out, recent) in outs.iter_mut().zip(&recent) {
         if shared {
-            ascending_from(out, 0);
+            ascending_from(out, 0, |s| s.timestamp_ms);
         }
         append_head(out, 0, recent);
     }
@@ -964,7 +962,7 @@ mod tests {
             let base = out.len();
             out.extend(a.iter().map(sample));
             out.extend(b.iter().map(sample));
-            ascending_from(&mut out, base);
+            ascending_from(&mut out, base, |s: &Sample| s.timestamp_ms);
             let mut model: BTreeMap<i64, f64> = BTreeMap::new();
             for (t, v) in a.iter().chain(&b) {
                 model.entry(*t).or_insert(f64::from(*v));
