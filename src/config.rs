@@ -427,6 +427,20 @@ pub struct ServeArgs {
     /// File of `user:password` lines accepted as basic auth on the read paths.
     #[arg(long)]
     pub read_basic_auth_file: Option<PathBuf>,
+    /// Serve many tenants, each seeing only its own series: a request names its tenant in the
+    /// `X-Scope-OrgID` header, in the URL (`/insert/<tenant>/prometheus/api/v1/write`,
+    /// `/select/<tenant>/prometheus/api/v1/query`, ...) or by a tenant's token
+    /// (--tenant-tokens-file); one naming none is the `default` tenant's, which holds the data
+    /// written without --tenants. See docs/tenants.md.
+    #[arg(long)]
+    pub tenants: bool,
+    /// File of `tenant:token` lines (blank lines and `#` comments skipped): a request with
+    /// `Authorization: Bearer <token>` (or basic auth as the tenant with the token as password)
+    /// reads and writes as that tenant only. Once any token is bound, the read and write paths
+    /// need credentials: a tenant's token, or --read-token/--write-token, which act for any
+    /// tenant and may read several at once (`X-Scope-OrgID: a|b`). Needs --tenants.
+    #[arg(long)]
+    pub tenant_tokens_file: Option<PathBuf>,
     /// Whether `/metrics` needs the read credentials (`read`) or is open (`public`).
     #[arg(long, value_enum, default_value_t = Exposure::Public)]
     pub metrics_auth: Exposure,
@@ -501,6 +515,12 @@ pub enum StorageKind {
 /// Flags that are individually valid but cannot work together, or files that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// `--tenant-tokens-file` without `--tenants`.
+    #[error("--tenant-tokens-file binds tokens to tenants: it needs --tenants")]
+    TenantTokensWithoutTenants,
+    /// The tenant tokens file.
+    #[error(transparent)]
+    TenantTokens(#[from] crate::http::access::TenantTokensError),
     /// `--downsample` with `--storage clickhouse`, which keeps no tiers.
     #[error("--downsample works with the embedded storage only; --storage clickhouse keeps raw samples")]
     TiersOnClickHouse,
@@ -702,6 +722,11 @@ impl ServeArgs {
             )?,
             metrics: self.metrics_auth,
             health: self.health_auth,
+            tenants: match &self.tenant_tokens_file {
+                Some(_) if !self.tenants => return Err(ConfigError::TenantTokensWithoutTenants),
+                Some(path) => crate::http::access::TenantTokens::read(path)?,
+                None => crate::http::access::TenantTokens::default(),
+            },
         };
         let mut storage = StorageConfig::new(self.data_dir.clone());
         storage.buckets = self.buckets;
@@ -812,6 +837,7 @@ impl ServeArgs {
                 ooo_grace_ms: Some(self.ooo_grace),
             },
             access,
+            tenants: self.tenants,
             admin_api: self.enable_admin_api,
             rules: crate::rules::evaluator::RulesConfig {
                 files: self.rule_files.clone(),

@@ -35,6 +35,7 @@ pub mod sample;
 pub mod server;
 pub mod spare_samples;
 pub mod storage;
+pub mod tenant;
 pub mod tier;
 pub mod timestamp;
 pub mod varint;

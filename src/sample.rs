@@ -434,6 +434,45 @@ impl PackedBatch {
         })
     }
 
+    /// The index of the first series carrying a label named `name`, if any.
+    pub fn find_label(&self, name: &str) -> Option<usize> {
+        self.series().position(|s| label_pairs(s.labels).any(|(n, _)| n == name.as_bytes()))
+    }
+
+    /// Adds the label `name`=`value` (a valid name, a non-empty value free of 0x00) to every
+    /// finished series, in its place in name order; what a series being built holds is kept as
+    /// it is. Nothing changes when a series already carries `name`.
+    ///
+    /// # Errors
+    /// The index of the first series that carries `name`.
+    pub fn insert_label(&mut self, name: &str, value: &str) -> Result<(), usize> {
+        if let Some(i) = self.find_label(name) {
+            return Err(i);
+        }
+        let extra = name.len() + value.len() + 2;
+        let mut labels = Vec::with_capacity(self.labels.len() + extra * self.ends.len());
+        let mut start = 0;
+        for end in &mut self.ends {
+            let own = self.labels.get(start..end.0).unwrap_or_default();
+            let mut inserted = false;
+            for (n, v) in label_pairs(own) {
+                if !inserted && n > name.as_bytes() {
+                    push_pair(&mut labels, name.as_bytes(), value.as_bytes());
+                    inserted = true;
+                }
+                push_pair(&mut labels, n, v);
+            }
+            if !inserted {
+                push_pair(&mut labels, name.as_bytes(), value.as_bytes());
+            }
+            start = end.0;
+            end.0 = labels.len();
+        }
+        labels.extend_from_slice(self.labels.get(start..).unwrap_or_default());
+        self.labels = labels;
+        Ok(())
+    }
+
     /// The batch as a [`WriteBatch`] (decodes every label set; for tests and diagnostics).
     ///
     /// # Errors
@@ -452,6 +491,19 @@ impl PackedBatch {
             .collect::<Result<_, LabelError>>()?;
         Ok(WriteBatch { series })
     }
+}
+
+/// The `(name, value)` pairs of a canonical label-set encoding.
+fn label_pairs(encoded: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let mut fields = encoded.strip_suffix(&[0]).unwrap_or(encoded).split(|&b| b == 0).filter(|_| !encoded.is_empty());
+    std::iter::from_fn(move || Some((fields.next()?, fields.next()?)))
+}
+
+fn push_pair(dst: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    dst.extend_from_slice(name);
+    dst.push(0);
+    dst.extend_from_slice(value);
+    dst.push(0);
 }
 
 impl PartialEq for PackedBatch {
@@ -521,6 +573,43 @@ mod tests {
             prop_assert_eq!(packed.histogram_count(), want.histogram_count());
             prop_assert_eq!(&packed.unpack().unwrap(), &want);
             prop_assert_eq!(&PackedBatch::from(&want), &packed);
+        }
+
+        /// Inserting a label into every series of a packed batch gives the batch of the label
+        /// sets with the label added (sorted by name, as `Labels` sorts), or refuses, changing
+        /// nothing, when a series already has it.
+        #[test]
+        fn an_inserted_label_lands_in_name_order(
+            sets in proptest::collection::vec(
+                proptest::collection::btree_map("[A-Za-z_]{1,4}", "[a-z0-9]{1,3}", 0..4), 0..8),
+            name in "[A-Za-z_]{1,4}",
+            value in "[a-z0-9]{1,3}",
+        ) {
+            let mut packed = PackedBatch::default();
+            let mut want = WriteBatch::default();
+            let mut clash = None;
+            for (i, set) in sets.iter().enumerate() {
+                let labels = Labels::from_pairs(set.iter().map(|(n, v)| (n.as_str(), v.as_str()))).unwrap();
+                let samples = vec![Sample::new(i as i64, 1.0)];
+                packed.push(&labels, &samples);
+                if set.contains_key(&name) && clash.is_none() {
+                    clash = Some(i);
+                }
+                let mut with = labels.as_slice().to_vec();
+                with.push(crate::labels::Label::new(name.clone(), value.clone()));
+                want.series.push(SeriesSamples { labels: Labels::from_trusted(with), samples, histograms: Vec::new() });
+            }
+            let before = packed.clone();
+            match packed.insert_label(&name, &value) {
+                Ok(()) => {
+                    prop_assert_eq!(clash, None);
+                    prop_assert_eq!(&packed.unpack().unwrap(), &want);
+                }
+                Err(i) => {
+                    prop_assert_eq!(Some(i), clash);
+                    prop_assert_eq!(&packed, &before);
+                }
+            }
         }
     }
 }

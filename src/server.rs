@@ -34,6 +34,8 @@ pub struct ServerConfig {
     pub maintenance: Maintenance,
     /// Credentials for the read and write paths (open by default).
     pub access: AccessPolicy,
+    /// Whether requests act as tenants (`--tenants`).
+    pub tenants: bool,
     /// Whether the admin API is enabled.
     pub admin_api: bool,
     /// How OTLP metric names are translated (`--otlp-metric-names`).
@@ -59,6 +61,7 @@ impl ServerConfig {
             query: QueryConfig::default(),
             maintenance: Maintenance::default(),
             access: AccessPolicy::default(),
+            tenants: false,
             admin_api: false,
             otlp_naming: crate::ingest::otlp::Naming::default(),
             tls: None,
@@ -152,6 +155,7 @@ impl Server {
         let mut state = AppState::over(backend.clone(), config.limits, config.query);
         state.access = Arc::new(config.access);
         state.admin_api = config.admin_api;
+        state.tenants = config.tenants;
         state.otlp_naming = config.otlp_naming;
         state.flags = Arc::new(config.flags);
         state.rule_defaults = Arc::new(crate::rules::replay::Defaults::of(&config.rules));

@@ -159,6 +159,18 @@ impl Shard {
                      (see docs/clickhouse.md): {detail}"
                 ),
             },
+            ShardError::Refused { url, status, detail }
+                if quorum && (detail.to_lowercase().contains("quorum") || detail.contains("Code: 319")) =>
+            {
+                ShardError::Refused {
+                    url,
+                    status,
+                    detail: format!(
+                        "the write did not reach the replicas --clickhouse-insert-quorum asks for in time (a \
+                         replica down or slow), so it is not acknowledged; a retry is deduplicated: {detail}"
+                    ),
+                }
+            }
             e => e,
         })
     }

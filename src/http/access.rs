@@ -3,7 +3,7 @@
 //!
 //! | path | needs |
 //! |---|---|
-//! | `/api/v1/write`, `/api/v1/import`, `/api/v1/import/prometheus`, `/write`, `/api/v2/write`, `/api/put`, `/opentelemetry/v1/metrics`, `/api/v1/otlp/v1/metrics`, `/api/v1/admin/*` | write credentials, if any are set |
+//! | `/api/v1/write` (and Mimir's `/api/v1/push`), `/api/v1/import`, `/api/v1/import/prometheus`, `/write`, `/api/v2/write`, `/api/put`, `/opentelemetry/v1/metrics`, `/api/v1/otlp/v1/metrics`, `/api/v1/admin/*` | write credentials, if any are set |
 //! | `POST`/`PUT` `/-/reload`; changes (`POST`, `DELETE`) through the ruler API (`/prometheus/config/v1/rules/*`, `/config/v1/rules/*`, `/rules/*`) | write credentials, if any are set |
 //! | `/metrics` | read credentials if `--metrics-auth read`, else nothing |
 //! | `/-/healthy`, `/-/ready`, `/ping` | read credentials if `--health-auth read`, else nothing |
@@ -225,6 +225,113 @@ pub struct AccessPolicy {
     pub metrics: Exposure,
     /// Who may call `/-/healthy` and `/-/ready`.
     pub health: Exposure,
+    /// Tokens bound to a tenant (`--tenant-tokens-file`): each reads and writes as its tenant
+    /// only. When there are any, the read and write paths need credentials.
+    pub tenants: TenantTokens,
+}
+
+/// Who a request's credentials say it is; in the request's extensions once access is checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// No credentials were needed (an open path).
+    Anonymous,
+    /// The server's own read or write credentials: the operator, who may act for any tenant.
+    Operator,
+    /// A tenant's token: acts for that tenant only.
+    Tenant(crate::tenant::TenantId),
+}
+
+/// Tokens bound to tenants: `Authorization: Bearer <token>`, or basic auth with the tenant as
+/// the user and the token as the password (what a Mimir gateway takes).
+#[derive(Clone, Debug, Default)]
+pub struct TenantTokens(Vec<(crate::tenant::TenantId, Secret)>);
+
+/// Why a tenant tokens file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TenantTokensError {
+    /// The file could not be read.
+    #[error("cannot read tenant tokens file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// A line is not `tenant:token` with a valid tenant and a non-empty token.
+    #[error("tenant tokens file {path}, line {line}: {reason}")]
+    Line {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl TenantTokens {
+    /// Reads `tenant:token` lines (blank lines and `#` comments skipped).
+    ///
+    /// # Errors
+    /// [`TenantTokensError`] naming the file and line.
+    pub fn read(path: &Path) -> Result<Self, TenantTokensError> {
+        let shown = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|source| TenantTokensError::Read { path: shown.clone(), source })?;
+        Self::parse(&text).map_err(|(line, reason)| TenantTokensError::Line { path: shown, line, reason })
+    }
+
+    /// [`TenantTokens::read`] of a file's text; the error is the line number and reason.
+    ///
+    /// # Errors
+    /// The first bad line.
+    pub fn parse(text: &str) -> Result<Self, (usize, String)> {
+        let mut out = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let Some((tenant, token)) = line.split_once(':') else {
+                return Err((i + 1, "expected `tenant:token`".into()));
+            };
+            let tenant = crate::tenant::TenantId::parse(tenant.trim()).map_err(|e| (i + 1, e.to_string()))?;
+            if token.trim().is_empty() {
+                return Err((i + 1, "the token is empty".into()));
+            }
+            out.push((tenant, Secret::new(token.trim())));
+        }
+        Ok(Self(out))
+    }
+
+    /// Whether no token is bound.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The tenant whose token the request carries, if any. Every token is compared, so the
+    /// time does not depend on which matched.
+    fn tenant_of(&self, headers: &HeaderMap) -> Option<crate::tenant::TenantId> {
+        let value = headers.get(header::AUTHORIZATION)?.as_bytes();
+        let i = value.iter().position(|&b| b == b' ')?;
+        let (scheme, rest) = (&value[..i], trim(&value[i + 1..]));
+        let mut found = None;
+        if scheme.eq_ignore_ascii_case(b"bearer") {
+            for (tenant, secret) in &self.0 {
+                if secret.matches(rest) {
+                    found = Some(tenant.clone());
+                }
+            }
+        } else if scheme.eq_ignore_ascii_case(b"basic") {
+            let (user, password) = decode_basic(rest)?;
+            for (tenant, secret) in &self.0 {
+                if (tenant.as_str().as_bytes() == user.as_slice()) & secret.matches(&password) {
+                    found = Some(tenant.clone());
+                }
+            }
+        }
+        found
+    }
 }
 
 /// The path classes of the table in the module docs.
@@ -251,6 +358,7 @@ fn class_of(method: &axum::http::Method, path: &str) -> Class {
     match path {
         p if super::ui::is_shell(p) => Class::Shell,
         "/api/v1/write"
+        | "/api/v1/push"
         | "/api/v1/import"
         | "/api/v1/import/prometheus"
         | "/write"
@@ -283,15 +391,65 @@ impl AccessPolicy {
     }
 }
 
+/// Whether a tenant's token may call `path`: the read paths and the ingest paths, and deleting
+/// its own series; not the rules (the operator's), snapshots, reloads or replays.
+fn tenant_may(method: &axum::http::Method, path: &str) -> bool {
+    let rules = path == "/api/v1/rules"
+        || path == "/api/v1/alerts"
+        || path.starts_with("/api/v1/rules/")
+        || RULER_PREFIXES.iter().any(|p| path.starts_with(p));
+    match class_of(method, path) {
+        Class::Read => !rules,
+        Class::Write => {
+            !rules
+                && path != "/-/reload"
+                && (!path.starts_with("/api/v1/admin/") || path == "/api/v1/admin/tsdb/delete_series")
+        }
+        _ => false,
+    }
+}
+
+/// Whether `path` writes data.
+pub fn is_write_path(method: &axum::http::Method, path: &str) -> bool {
+    class_of(method, path) == Class::Write
+}
+
+/// Who the request is, or why it is refused.
+fn identify(policy: &AccessPolicy, request: &Request) -> Result<Identity, (Denied, &'static str, Vec<HeaderValue>)> {
+    let (method, path) = (request.method(), request.uri().path());
+    let Some((creds, what)) = policy.required(method, path) else { return Ok(Identity::Anonymous) };
+    let data = tenant_may(method, path);
+    // Without the operator's credentials, what a tenant's token may not do stays open.
+    if creds.is_open() && (policy.tenants.is_empty() || !data) {
+        return Ok(Identity::Anonymous);
+    }
+    let operator = if creds.is_open() { Err(Denied::Missing) } else { creds.accepts(request.headers()) };
+    match operator {
+        Ok(()) => Ok(Identity::Operator),
+        Err(denied) => match data.then(|| policy.tenants.tenant_of(request.headers())).flatten() {
+            Some(tenant) => Ok(Identity::Tenant(tenant)),
+            None => {
+                let mut challenges = creds.challenges();
+                if data && !policy.tenants.is_empty() && challenges.is_empty() {
+                    challenges.push(HeaderValue::from_static("Bearer realm=\"saltdb\""));
+                }
+                let denied =
+                    if request.headers().contains_key(header::AUTHORIZATION) { Denied::Invalid } else { denied };
+                Err((denied, what, challenges))
+            }
+        },
+    }
+}
+
 /// The middleware: 401 with `WWW-Authenticate` unless the request carries the credentials its
-/// path needs.
-pub async fn check(State(policy): State<Arc<AccessPolicy>>, request: Request, next: Next) -> Response {
-    let Some((creds, what)) = policy.required(request.method(), request.uri().path()) else {
-        return next.run(request).await;
-    };
-    match creds.accepts(request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(denied) => {
+/// path needs; the request's [`Identity`] goes into its extensions.
+pub async fn check(State(policy): State<Arc<AccessPolicy>>, mut request: Request, next: Next) -> Response {
+    match identify(&policy, &request) {
+        Ok(identity) => {
+            request.extensions_mut().insert(identity);
+            next.run(request).await
+        }
+        Err((denied, what, challenges)) => {
             let reason = match denied {
                 Denied::Missing => format!(
                     "this endpoint needs the {what} credentials: send `Authorization: Bearer <token>` or basic auth"
@@ -300,7 +458,7 @@ pub async fn check(State(policy): State<Arc<AccessPolicy>>, request: Request, ne
             };
             let body = serde_json::json!({"status": "error", "errorType": "unauthorized", "error": reason});
             let mut resp = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
-            for challenge in creds.challenges() {
+            for challenge in challenges {
                 resp.headers_mut().append(header::WWW_AUTHENTICATE, challenge);
             }
             resp

@@ -21,6 +21,8 @@ use super::api::{params, success, time_range};
 use super::blocking;
 use super::error::ApiError;
 use super::state::AppState;
+use crate::tenant::Scope;
+use axum::Extension;
 
 fn enabled(state: &AppState) -> Result<(), ApiError> {
     if state.admin_api {
@@ -37,6 +39,7 @@ fn enabled(state: &AppState) -> Result<(), ApiError> {
 /// 403 when disabled; 400 without `match[]` or with bad times; 5xx on storage failure.
 pub async fn delete_series(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     method: Method,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -50,6 +53,9 @@ pub async fn delete_series(
         return Err(ApiError::BadData("no match[] parameter provided".into()));
     }
     let (start, end) = time_range(&p)?;
+    // A tenant deletes its own series only; several at once is not a delete.
+    scope.writer().map_err(|e| ApiError::BadData(e.to_string()))?;
+    let selectors: Vec<Vec<crate::matcher::Matcher>> = selectors.iter().map(|m| scope.select(m).into_owned()).collect();
     match state.backend.clone() {
         crate::backend::Backend::Embedded(storage) => {
             let outcome = blocking::run(move || {

@@ -14,6 +14,8 @@ use super::error::ApiError;
 use super::state::AppState;
 use crate::ingest::json_sample::{float_json, histogram_json};
 use crate::sample::{SeriesSamples, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
+use crate::tenant::Scope;
+use axum::Extension;
 
 /// One series as JSON lines (each with its trailing newline): its floats, then its native
 /// histograms on a second line (the import format has one kind of value per line).
@@ -48,6 +50,7 @@ pub fn encode_line(s: &SeriesSamples) -> Vec<u8> {
 /// 5xx; one after it aborts the transfer (and is logged), as the status is already sent.
 pub async fn export(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     method: Method,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
@@ -69,7 +72,7 @@ pub async fn export(
     let timeout = state.engine.options().timeout;
     let slot = super::api::query_slot(&state, timeout).await?;
     let (limits, cancel_on_drop) = super::blocking::read_limits(None, timeout);
-    let querier = state.backend.complete_querier(limits);
+    let querier = state.complete_querier(&scope, limits);
     let notice = super::downsampled::notice(querier.as_ref(), [(start, end)]);
     tokio::task::spawn_blocking(move || {
         let (_slot, _cancel_on_drop) = (slot, cancel_on_drop);

@@ -25,6 +25,8 @@ use super::error::ApiError;
 use super::state::AppState;
 use crate::labels::{is_legacy_metric_name, is_valid_label_name, Labels, METRIC_NAME};
 use crate::sample::is_stale_marker;
+use crate::tenant::Scope;
+use axum::Extension;
 
 /// The text exposition format's content type.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -43,6 +45,7 @@ struct Latest {
 /// storage fails.
 pub async fn federate(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     method: Method,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
@@ -55,7 +58,7 @@ pub async fn federate(
     let timeout = state.engine.options().timeout;
     let slot = super::api::query_slot(&state, timeout).await?;
     let (limits, _cancel_on_drop) = super::blocking::read_limits(Some(state.engine.options().max_samples), timeout);
-    let querier = state.backend.complete_querier(limits);
+    let querier = state.complete_querier(&scope, limits);
     let mut latest = super::blocking::run(move || {
         let _slot = slot;
         let mut seen: HashSet<Vec<u8>> = HashSet::new();

@@ -25,6 +25,8 @@ use crate::ingest::prom_text;
 use crate::labels::Labels;
 use crate::metrics::Protocol;
 use crate::sample::{check_timestamp, HistogramSample, Sample, SeriesSamples, WriteBatch};
+use crate::tenant::Scope;
+use axum::Extension;
 
 use crate::ingest::SeriesLimits;
 
@@ -194,13 +196,14 @@ fn validate(line: Line, limits: SeriesLimits) -> Result<SeriesSamples, String> {
 /// storage fails (see `http/ingest.rs`).
 pub async fn import(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
     Params::parse(query.as_deref(), None).reject_unknown(&[])?;
     let limits = state.limits.series;
-    ingest::run(&state, Protocol::Import, &headers, body, Coding::Declared, move |bytes, reserve| {
+    ingest::run(&state, &scope, Protocol::Import, &headers, body, Coding::Declared, move |bytes, reserve| {
         // Each line's decoded memory is reserved before it is parsed.
         let batch = decode_lines_reserving(bytes, limits, reserve).map_err(|stop| match stop {
             ImportStop::Line(e) => {
@@ -223,6 +226,7 @@ pub async fn import(
 /// 400 naming the bad line or parameter, and the pipeline's answers.
 pub async fn import_prometheus(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -235,7 +239,7 @@ pub async fn import_prometheus(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/openmetrics-text"));
     let opts = prom_text::Options { openmetrics, default_ms, limits: state.limits.series };
-    ingest::run(&state, Protocol::PromText, &headers, body, Coding::Declared, move |bytes, reserve| {
+    ingest::run(&state, &scope, Protocol::PromText, &headers, body, Coding::Declared, move |bytes, reserve| {
         let batch = prom_text::decode(bytes, &opts, reserve).map_err(Refusal::from)?;
         Ok((Batch::Packed(batch), ()))
     })

@@ -17,6 +17,8 @@ use super::params::Params;
 use super::state::AppState;
 use crate::ingest::influx::{decode, Options, Precision};
 use crate::metrics::Protocol;
+use crate::tenant::Scope;
+use axum::Extension;
 
 /// `POST /write`.
 ///
@@ -24,6 +26,7 @@ use crate::metrics::Protocol;
 /// 400 for a bad parameter or line (naming it), and the pipeline's answers.
 pub async fn write_v1(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -31,7 +34,7 @@ pub async fn write_v1(
     let params = Params::parse(query.as_deref(), None);
     params.reject_unknown(&["db", "rp", "precision", "consistency", "u", "p"])?;
     let db = params.get("db").filter(|d| !d.is_empty()).map(str::to_owned);
-    write(state, &params, db, headers, body).await
+    write(state, scope, &params, db, headers, body).await
 }
 
 /// `POST /api/v2/write`. The bucket is not a label (VictoriaMetrics does not add one either).
@@ -40,17 +43,19 @@ pub async fn write_v1(
 /// As [`write_v1`].
 pub async fn write_v2(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
     let params = Params::parse(query.as_deref(), None);
     params.reject_unknown(&["org", "orgID", "bucket", "precision"])?;
-    write(state, &params, None, headers, body).await
+    write(state, scope, &params, None, headers, body).await
 }
 
 async fn write(
     state: Arc<AppState>,
+    scope: Scope,
     params: &Params,
     db: Option<String>,
     headers: HeaderMap,
@@ -64,7 +69,7 @@ async fn write(
     };
     let opts = Options { precision, db, now_ms: crate::storage::now_ms(), limits: state.limits.series };
     let st = Arc::clone(&state);
-    ingest::run(&state, Protocol::Influx, &headers, body, Coding::Declared, move |bytes, reserve| {
+    ingest::run(&state, &scope, Protocol::Influx, &headers, body, Coding::Declared, move |bytes, reserve| {
         let decoded = decode(bytes, &opts, reserve).map_err(Refusal::from)?;
         st.metrics.rejected(Protocol::Influx, "string_field", decoded.string_fields, false);
         Ok((Batch::Packed(decoded.batch), ()))

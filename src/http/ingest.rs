@@ -11,6 +11,7 @@
 //! | body | unknown `Content-Encoding` | 415 | `unsupported_media_type` |
 //! | body | slower than `--body-read-timeout` | 408 | `body_timeout` |
 //! | decode | invalid body | 400 naming the problem | the decoder's (`invalid`, ...) |
+//! | tenant | a series carries `__tenant__` | 400 | `tenant_label` |
 //! | storage | sample refused (too old, too new) | 400 | `storage_rejected` |
 //! | storage | failure | 5xx (senders retry) | `storage_failure` |
 //!
@@ -28,6 +29,7 @@ use super::{blocking, body};
 use crate::ingest::Stop;
 use crate::metrics::Protocol;
 use crate::sample::{PackedBatch, WriteBatch};
+use crate::tenant::Scope;
 
 /// A decoded request, in either of storage's batch forms.
 #[derive(Debug)]
@@ -123,6 +125,7 @@ pub type Reserve<'a> = &'a mut dyn FnMut(usize) -> Result<(), ApiError>;
 /// The answer for the request, as in the module table.
 pub async fn run<T, D>(
     state: &Arc<AppState>,
+    scope: &Scope,
     protocol: Protocol,
     headers: &HeaderMap,
     body: Body,
@@ -151,9 +154,10 @@ where
     }
     .map_err(refuse)?;
     let st = Arc::clone(state);
+    let scope = scope.clone();
     blocking::run(move || {
         // The ticket holds the body and everything decoded from it until the batch is durable.
-        let (batch, report) = decode(&bytes, &mut |n| ticket.reserve(n)).map_err(|r| match r {
+        let (mut batch, report) = decode(&bytes, &mut |n| ticket.reserve(n)).map_err(|r| match r {
             Refusal::Invalid { reason, samples, error } => {
                 st.metrics.rejected(protocol, reason, samples, true);
                 error
@@ -166,6 +170,15 @@ where
         let (samples, histograms) = (batch.sample_count(), batch.histogram_count());
         // Float and histogram samples are counted alike in the ingest and rejection metrics.
         let all = samples.saturating_add(histograms);
+        // Every series goes to the request's tenant; one that names a tenant itself is refused.
+        let stamped = match &mut batch {
+            Batch::Series(b) => scope.stamp_series(b),
+            Batch::Packed(b) => scope.stamp_packed(b),
+        };
+        if let Err(e) = stamped {
+            st.metrics.rejected(protocol, "tenant_label", all, true);
+            return Err(ApiError::BadData(e.to_string()));
+        }
         let mut exemplars = 0;
         if all > 0 || batch.exemplar_count() > 0 {
             let started = std::time::Instant::now();

@@ -34,6 +34,7 @@ pub mod remote_state;
 pub mod remote_write;
 pub mod router;
 pub mod state;
+pub mod tenant;
 pub mod tls;
 pub mod ui;
 

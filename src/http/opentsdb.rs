@@ -19,6 +19,8 @@ use super::state::AppState;
 use crate::ingest::opentsdb::{decode, point_json};
 use crate::ingest::{Rejection, Stop};
 use crate::metrics::Protocol;
+use crate::tenant::Scope;
+use axum::Extension;
 
 /// The report a bad body gives for the `details` answer.
 #[derive(Debug)]
@@ -34,6 +36,7 @@ struct Refused {
 /// Unknown parameters (400) and the pipeline's answers other than a bad point.
 pub async fn put(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -46,18 +49,19 @@ pub async fn put(
     // A bad point travels out of the decoder beside the 400, for the detailed answer.
     let refused: Arc<std::sync::Mutex<Option<Refused>>> = Arc::default();
     let keep = Arc::clone(&refused);
-    let stored = ingest::run(&state, Protocol::OpenTsdb, &headers, body, Coding::Declared, move |bytes, reserve| {
-        let decoded = decode(bytes, limits, reserve).map_err(|stop| {
-            if let Stop::Invalid(r) = &stop {
-                let (point, points) = point_json(bytes, r);
-                *keep.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                    Some(Refused { rejection: r.clone(), point, points });
-            }
-            Refusal::from(stop)
-        })?;
-        Ok((Batch::Packed(decoded.batch), decoded.points))
-    })
-    .await;
+    let stored =
+        ingest::run(&state, &scope, Protocol::OpenTsdb, &headers, body, Coding::Declared, move |bytes, reserve| {
+            let decoded = decode(bytes, limits, reserve).map_err(|stop| {
+                if let Stop::Invalid(r) = &stop {
+                    let (point, points) = point_json(bytes, r);
+                    *keep.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some(Refused { rejection: r.clone(), point, points });
+                }
+                Refusal::from(stop)
+            })?;
+            Ok((Batch::Packed(decoded.batch), decoded.points))
+        })
+        .await;
     let bad = refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     match (stored, bad) {
         (Ok(s), _) if details => Ok(Json200(json!({"errors": [], "failed": 0, "success": s.report})).into_response()),

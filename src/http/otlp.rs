@@ -16,6 +16,8 @@ use super::params::Params;
 use super::state::AppState;
 use crate::ingest::otlp::{decode, Options};
 use crate::metrics::Protocol;
+use crate::tenant::Scope;
+use axum::Extension;
 
 /// The handler.
 ///
@@ -23,6 +25,7 @@ use crate::metrics::Protocol;
 /// 415 for OTLP/JSON or another content type, and the pipeline's answers.
 pub async fn metrics(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -45,7 +48,7 @@ pub async fn metrics(
         }
     }
     let opts = Options { naming: state.otlp_naming, limits: state.limits.series };
-    ingest::run(&state, Protocol::Otlp, &headers, body, Coding::Declared, move |bytes, reserve| {
+    ingest::run(&state, &scope, Protocol::Otlp, &headers, body, Coding::Declared, move |bytes, reserve| {
         let batch = decode(bytes, &opts, reserve).map_err(Refusal::from)?;
         Ok((Batch::Packed(batch), ()))
     })

@@ -19,6 +19,8 @@ use crate::remote::proto::ResponseType;
 use crate::remote::read;
 use crate::sample::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 use crate::storage::ReadLimits;
+use crate::tenant::{Scope, ScopedQuerier};
+use axum::Extension;
 
 /// Most samples (float and histogram samples alike) one remote-read request may load (across its
 /// queries).
@@ -30,7 +32,12 @@ pub const MAX_READ_SAMPLES: usize = 20_000_000;
 /// 400 for an undecodable request, a bad matcher, a query without a non-empty matcher or only
 /// unsupported response types; 415 for a body that is not snappy; 422 over the sample limit;
 /// 5xx when storage fails.
-pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub async fn read(
+    State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().map(str::trim)) {
         Some(Ok(v)) if v.eq_ignore_ascii_case("snappy") => {}
         _ => {
@@ -64,7 +71,7 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
     let slot = super::api::query_slot(&state, timeout).await?;
     let notice = {
         let (limits, _cancel_on_drop) = blocking::read_limits(None, timeout);
-        let q = backend.complete_querier(limits);
+        let q = ScopedQuerier::confine(backend.complete_querier(limits), &scope);
         super::downsampled::notice(q.as_ref(), queries.iter().map(|(_, start, end)| (*start, *end)))
     };
     let with_notice = |resp: Response| {
@@ -75,7 +82,7 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
         resp
     };
     if response_type == ResponseType::StreamedXorChunks {
-        return streamed(backend, queries, slot, timeout).await.map(with_notice);
+        return streamed((backend, scope), queries, slot, timeout).await.map(with_notice);
     }
     let (limits, _cancel_on_drop) = blocking::read_limits(None, timeout);
     let results = blocking::run(move || {
@@ -83,7 +90,10 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
         let mut left = MAX_READ_SAMPLES;
         let mut out = Vec::with_capacity(queries.len());
         for (matchers, start, end) in &queries {
-            let querier = backend.complete_querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
+            let querier = ScopedQuerier::confine(
+                backend.complete_querier(ReadLimits { max_samples: Some(left), ..limits.clone() }),
+                &scope,
+            );
             let series = querier.select(matchers, *start, *end, None)?;
             left = left.saturating_sub(series.iter().map(|s| s.samples.len() + s.histograms.len()).sum());
             out.push(series);
@@ -104,7 +114,7 @@ pub async fn read(State(state): State<Arc<AppState>>, headers: HeaderMap, body: 
 /// queries; past it, or on a storage failure, the transfer is cut (a 422 or 5xx when that
 /// happens before the first frame).
 async fn streamed(
-    backend: crate::backend::Backend,
+    (backend, scope): (crate::backend::Backend, Scope),
     queries: Vec<(Vec<Matcher>, i64, i64)>,
     slot: tokio::sync::OwnedSemaphorePermit,
     timeout: std::time::Duration,
@@ -116,7 +126,10 @@ async fn streamed(
         let mut read = 0usize;
         for (i, (matchers, start, end)) in queries.iter().enumerate() {
             let left = MAX_READ_SAMPLES.saturating_sub(read);
-            let querier = backend.complete_querier(ReadLimits { max_samples: Some(left), ..limits.clone() });
+            let querier = ScopedQuerier::confine(
+                backend.complete_querier(ReadLimits { max_samples: Some(left), ..limits.clone() }),
+                &scope,
+            );
             let result = querier.for_each_series(matchers, *start, *end, &mut |s| {
                 read = read.saturating_add(s.samples.len() + s.histograms.len());
                 let mut frame = Vec::new();

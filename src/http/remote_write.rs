@@ -33,6 +33,8 @@ use super::remote_state::decode_limits;
 use super::state::AppState;
 use crate::metrics::Protocol as MetricsProtocol;
 use crate::remote::decode::{decode_write_known, DecodeError, Protocol, Stopped};
+use crate::tenant::Scope;
+use axum::Extension;
 
 /// Content type of remote-write 2.0 requests.
 pub const V2_CONTENT_TYPE: &str = "application/x-protobuf;proto=io.prometheus.write.v2.Request";
@@ -86,7 +88,12 @@ pub fn protocol_of(headers: &HeaderMap) -> Result<Protocol, ApiError> {
 }
 
 /// The handler.
-pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+pub async fn write(
+    State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let protocol = match protocol_of(&headers) {
         Ok(p) => p,
         Err(e) => {
@@ -97,9 +104,10 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
     let mp = metrics_protocol(protocol);
     let limits = decode_limits(&state.limits);
     let st = Arc::clone(&state);
+    let metadata = state.remote.metadata.of(&scope.name());
     // The decoder reserves each step's memory (decompressed body, batch, prost's messages)
     // before allocating it.
-    let stored = ingest::run(&state, mp, &headers, body, Coding::Raw, move |raw, reserve| {
+    let stored = ingest::run(&state, &scope, mp, &headers, body, Coding::Raw, move |raw, reserve| {
         let decoded =
             decode_write_known(raw, protocol, &limits, Some(&st.remote.known_labels), reserve).map_err(|stop| {
                 match stop {
@@ -116,7 +124,7 @@ pub async fn write(State(state): State<Arc<AppState>>, headers: HeaderMap, body:
                 }
             })?;
         st.metrics.rejected(mp, "exemplar", decoded.exemplars_dropped, false);
-        st.remote.metadata.record(decoded.metadata);
+        metadata.record(decoded.metadata);
         let sent = decoded.batch.exemplar_count();
         Ok((Batch::Packed(decoded.batch), sent))
     })

@@ -11,15 +11,21 @@ use super::error::ApiError;
 use super::state::AppState;
 use super::{
     access, admin, api, export, federate, health, import, influx, metrics, opentsdb, otlp, remote_read, remote_write,
-    ui,
+    tenant, ui,
 };
 
-/// The whole HTTP surface.
+/// The whole HTTP surface, behind the tenant-named URL forms (see [`tenant::TenantPaths`]).
 pub fn router(state: Arc<AppState>) -> Router {
+    Router::new().fallback_service(tenant::TenantPaths(routes(state)))
+}
+
+/// The routes and their middleware.
+fn routes(state: Arc<AppState>) -> Router {
     let pages = ui::PAGES.iter().fold(Router::new(), |r, path| r.route(path, get(ui::page)));
     pages
         .route("/ui/{file}", get(ui::asset))
         .route("/api/v1/write", post(remote_write::write))
+        .route("/api/v1/push", post(remote_write::write))
         .route("/api/v1/read", post(remote_read::read))
         .route("/api/v1/metadata", get(api::metadata::metadata))
         .route("/metrics", get(metrics::metrics))
@@ -75,6 +81,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/-/ready", get(health::ready).head(health::ready))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // The tenant is decided once access has said who the request is.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), tenant::resolve))
         // Access is checked inside the metrics layer, so refused requests are counted too.
         .layer(axum::middleware::from_fn_with_state(state.access.clone(), access::check))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))

@@ -14,7 +14,8 @@ use crate::backend::Backend;
 use crate::metrics::Metrics;
 use crate::promql::result_cache::ResultCache;
 use crate::promql::{Engine, EngineOptions};
-use crate::storage::Storage;
+use crate::storage::{Querier, ReadLimits, Storage};
+use crate::tenant::{Scope, ScopedQuerier};
 
 /// What every handler can reach.
 pub struct AppState {
@@ -36,6 +37,8 @@ pub struct AppState {
     pub admission: Admission,
     /// Who may call what (open by default).
     pub access: Arc<AccessPolicy>,
+    /// Whether requests act as tenants (`--tenants`; see `tenant.rs`).
+    pub tenants: bool,
     /// Whether `/api/v1/admin/*` is enabled (`--enable-admin-api`; off by default).
     pub admin_api: bool,
     /// How OTLP metric names are translated.
@@ -68,6 +71,18 @@ impl AppState {
         })
     }
 
+    /// A reader for one request of `scope`: every read path reaches storage through this, so
+    /// that it sees only its tenants' series (see [`crate::tenant::ScopedQuerier`]).
+    pub fn querier(&self, scope: &Scope, limits: ReadLimits) -> Box<dyn Querier> {
+        ScopedQuerier::confine(self.backend.querier(limits), scope)
+    }
+
+    /// [`AppState::querier`] for an answer without room for warnings (see
+    /// [`Backend::complete_querier`]).
+    pub fn complete_querier(&self, scope: &Scope, limits: ReadLimits) -> Box<dyn Querier> {
+        ScopedQuerier::confine(self.backend.complete_querier(limits), scope)
+    }
+
     /// State for a server over the embedded `storage`.
     pub fn new(storage: Storage, limits: Limits, query: QueryConfig) -> Self {
         Self::over(Backend::Embedded(storage), limits, query)
@@ -86,6 +101,7 @@ impl AppState {
             remote: RemoteState::new(&limits),
             admission: Admission::new(limits.max_concurrent_writes, limits.max_inflight_bytes),
             access: Arc::new(AccessPolicy::default()),
+            tenants: false,
             admin_api: false,
             otlp_naming: crate::ingest::otlp::Naming::default(),
             flags: Arc::default(),

@@ -227,6 +227,7 @@ fn a_query_past_its_timeout_is_503_and_a_full_query_pool_is_503() {
     let ask = |q: &str| {
         let resp = rt.block_on(saltdb::http::api::query::instant(
             axum::extract::State(state.clone()),
+            axum::Extension(saltdb::tenant::Scope::Unscoped),
             None,
             axum::http::Method::GET,
             axum::extract::RawQuery(Some(format!("query={q}&time=1700000000"))),
@@ -261,6 +262,7 @@ fn a_query_past_its_timeout_is_503_and_a_full_query_pool_is_503() {
     let state = Arc::new(AppState::new(storage, Limits::default(), query));
     let resp = rt.block_on(saltdb::http::api::query::range(
         axum::extract::State(state),
+        axum::Extension(saltdb::tenant::Scope::Unscoped),
         None,
         axum::http::Method::GET,
         axum::extract::RawQuery(Some("query=vector(1)&start=1700000000&end=1700003600&step=15".into())),

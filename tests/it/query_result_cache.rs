@@ -135,6 +135,7 @@ proptest! {
             }
             for &(q, start, span, step) in &asked {
                 let r = RangeRequest {
+                    scope: "",
                     query: QUERIES[q],
                     start_ms: T0 + start,
                     end_ms: T0 + start + span,

@@ -474,7 +474,12 @@ fn overload_answers_429_with_retry_after() {
     headers.insert("content-type", "application/x-protobuf".parse().unwrap());
     headers.insert("content-encoding", "snappy".parse().unwrap());
     let body = axum::body::Body::from(v1(vec![series(&[("__name__", "up")], &[(recent_ms(), 1.0)])]));
-    let resp = runtime.block_on(remote_write::write(axum::extract::State(state.clone()), headers, body));
+    let resp = runtime.block_on(remote_write::write(
+        axum::extract::State(state.clone()),
+        axum::Extension(saltdb::tenant::Scope::Unscoped),
+        headers,
+        body,
+    ));
     assert_eq!(resp.status().as_u16(), 429);
     assert_eq!(resp.headers()["retry-after"], "1");
     let text = state.metrics.render();

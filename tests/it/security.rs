@@ -63,6 +63,7 @@ fn tokens_guard_the_read_and_write_paths_separately() {
             read: Credentials::new(Some("r-secret"), None).unwrap(),
             metrics: Exposure::Public,
             health: Exposure::Public,
+            ..AccessPolicy::default()
         };
     });
     let body = line("auth_metric", "a", &[(T0, 1.5)]);
@@ -115,6 +116,7 @@ fn basic_auth_files_and_protected_metrics_and_health() {
             read: Credentials::new(None, Some(&users)).unwrap(),
             metrics: Exposure::Read,
             health: Exposure::Read,
+            ..AccessPolicy::default()
         };
     });
     // Writes are open (no write credentials configured).

@@ -19,6 +19,8 @@ use crate::http::error::ApiError;
 use crate::http::params::Params;
 use crate::http::state::AppState;
 use crate::storage::{Cardinality, CardinalityQuery, Stat};
+use crate::tenant::{Scope, TENANT_LABEL};
+use axum::Extension;
 
 /// Entries per list when `topN` is not given (Prometheus and VictoriaMetrics both show 10).
 const DEFAULT_TOP_N: usize = 10;
@@ -32,6 +34,7 @@ const DAY_MS: i64 = 86_400_000;
 /// 400 for bad parameters; 503 past the query timeout; 5xx on storage failure.
 pub async fn tsdb(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     method: Method,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -39,11 +42,17 @@ pub async fn tsdb(
 ) -> Result<Response, ApiError> {
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
     let start_ms = day_start(&p)?;
+    // The tenant's series only; one more of each list, as the tenant label's may be taken out.
+    let mut selectors = p.selectors("match[]")?;
+    if selectors.is_empty() && scope.matcher().is_some() {
+        selectors.push(Vec::new());
+    }
+    let top_n = top_n(&p)?;
     let query = CardinalityQuery {
         start_ms,
         end_ms: start_ms + DAY_MS - 1,
-        selectors: p.selectors("match[]")?,
-        top_n: top_n(&p)?,
+        selectors: selectors.iter().map(|m| scope.select(m).into_owned()).collect(),
+        top_n: top_n + 1,
         focus_label: p.get("focusLabel").map(str::to_owned),
     };
     let timeout = state.engine.options().timeout;
@@ -55,7 +64,32 @@ pub async fn tsdb(
         Ok(storage.cardinality(&query, &limits)?)
     })
     .await?;
+    let c = shown(c, &scope, top_n);
     Ok(success(body_of(&c, start_ms), Vec::new()))
+}
+
+/// The statistics as `scope` sees them: for one tenant, without its tenant label (its pair is
+/// on every series of a tenant other than the default); each list cut to `top_n`.
+fn shown(mut c: Cardinality, scope: &Scope, top_n: usize) -> Cardinality {
+    let hides = matches!(scope, Scope::One(_));
+    for list in [
+        &mut c.series_by_metric_name,
+        &mut c.series_by_label_name,
+        &mut c.series_by_label_pair,
+        &mut c.values_by_label_name,
+        &mut c.bytes_by_label_name,
+        &mut c.series_by_focus_value,
+    ] {
+        if hides {
+            list.retain(|s| s.name != TENANT_LABEL && !s.name.starts_with(&format!("{TENANT_LABEL}=")));
+        }
+        list.truncate(top_n);
+    }
+    if hides && matches!(scope, Scope::One(t) if !t.is_default()) && c.total_series > 0 {
+        c.distinct_label_pairs = c.distinct_label_pairs.saturating_sub(1);
+        c.total_label_value_pairs = c.total_label_value_pairs.saturating_sub(c.total_series);
+    }
+    c
 }
 
 /// `topN` (or Prometheus' `limit`): a positive integer up to [`MAX_TOP_N`].

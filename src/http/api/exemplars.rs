@@ -19,6 +19,8 @@ use crate::http::params::{selector_groups, truncated};
 use crate::http::state::AppState;
 use crate::matcher::Matcher;
 use crate::sample::Exemplar;
+use crate::tenant::Scope;
+use axum::Extension;
 
 /// Exemplars of the series `query` selects.
 ///
@@ -26,6 +28,7 @@ use crate::sample::Exemplar;
 /// 400 without `query`, for a query that does not parse or bad times; 5xx on storage failure.
 pub async fn query_exemplars(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     method: Method,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -38,14 +41,19 @@ pub async fn query_exemplars(
     let mut selectors = Vec::new();
     selectors_in(&expr, &mut selectors).map_err(|e| ApiError::BadData(format!("invalid parameter \"query\": {e}")))?;
     let (start, end) = time_range(&p)?;
+    // The tenant's matcher on every selector, its label off every answer.
+    let selectors: Vec<Vec<Matcher>> = selectors.iter().map(|m| scope.select(m).into_owned()).collect();
     let backend = state.backend.clone();
-    let found = crate::http::blocking::run(move || {
+    let mut found = crate::http::blocking::run(move || {
         Ok(match &backend {
             Backend::Embedded(storage) => storage.exemplars(&selectors, start, end)?,
             Backend::ClickHouse(ch) => ch.exemplars(&selectors, start, end)?,
         })
     })
     .await?;
+    for s in &mut found {
+        scope.show(&mut s.labels);
+    }
     let data: Vec<Value> = found
         .iter()
         .map(|s| json!({"seriesLabels": labels_json(&s.labels), "exemplars": s.exemplars.iter().map(exemplar_json).collect::<Vec<_>>()}))

@@ -15,6 +15,8 @@ use crate::http::params::Params;
 use crate::http::state::AppState;
 use crate::labels::is_storable_label_name;
 use crate::matcher::Matcher;
+use crate::tenant::Scope;
+use axum::Extension;
 
 /// Selectors from `match[]`, or one empty selector (all series) when none is given.
 fn selectors_or_all(p: &Params) -> Result<Vec<Vec<Matcher>>, ApiError> {
@@ -28,6 +30,7 @@ fn selectors_or_all(p: &Params) -> Result<Vec<Vec<Matcher>>, ApiError> {
 /// 400 for bad parameters; 5xx on storage failure.
 pub async fn names(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     method: Method,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -37,6 +40,7 @@ pub async fn names(
     let selectors = selectors_or_all(&p)?;
     let (names, warnings): (Vec<String>, _) = union_over_selectors(
         &state,
+        &scope,
         selectors,
         time_range(&p)?,
         limit(&p)?,
@@ -52,6 +56,7 @@ pub async fn names(
 /// 400 for an invalid label name or bad parameters; 5xx on storage failure.
 pub async fn values(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     name: Result<Path<String>, PathRejection>,
     method: Method,
     RawQuery(q): RawQuery,
@@ -67,6 +72,7 @@ pub async fn values(
     let selectors = selectors_or_all(&p)?;
     let (values, warnings): (Vec<String>, _) = union_over_selectors(
         &state,
+        &scope,
         selectors,
         time_range(&p)?,
         limit(&p)?,

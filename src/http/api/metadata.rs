@@ -11,6 +11,8 @@ use serde_json::{json, Map, Value};
 use crate::http::error::ApiError;
 use crate::http::params::Params;
 use crate::http::state::AppState;
+use crate::tenant::Scope;
+use axum::Extension;
 
 fn limit(params: &Params, name: &str) -> Result<Option<usize>, ApiError> {
     match params.get(name) {
@@ -28,9 +30,14 @@ fn limit(params: &Params, name: &str) -> Result<Option<usize>, ApiError> {
 ///
 /// # Errors
 /// 400 for a non-integer limit. Parameters it does not read are ignored, as Prometheus does.
-pub async fn metadata(State(state): State<Arc<AppState>>, RawQuery(query): RawQuery) -> Result<Json<Value>, ApiError> {
+pub async fn metadata(
+    State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
     let params = Params::parse(query.as_deref(), None);
     let found = state.remote.metadata.query(
+        &scope,
         params.get("metric"),
         limit(&params, "limit")?,
         limit(&params, "limit_per_metric")?,

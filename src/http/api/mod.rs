@@ -124,6 +124,7 @@ pub async fn query_slot(state: &AppState, timeout: Duration) -> Result<tokio::sy
 /// The storage error of the first failing lookup; 503 past the timeout.
 pub async fn union_over_selectors<T, H, F>(
     state: &Arc<AppState>,
+    scope: &crate::tenant::Scope,
     selectors: Vec<Vec<crate::matcher::Matcher>>,
     (start, end): (i64, i64),
     limit: Option<usize>,
@@ -141,7 +142,7 @@ where
     // An answer held in memory is given here, without a hand-off to the blocking pool (two
     // thread switches, most of such a request's time).
     let (limits, cancel_on_drop) = super::blocking::read_limits(Some(state.engine.options().max_samples), timeout);
-    let querier = state.backend.querier(limits);
+    let querier = state.querier(scope, limits);
     let mut from_memory = std::collections::BTreeSet::new();
     let all_held =
         selectors.iter().all(|m| held(&*querier, m, start, end, each).map(|v| from_memory.extend(v)).is_some());

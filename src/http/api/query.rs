@@ -24,6 +24,7 @@ use crate::http::state::AppState;
 use crate::labels::Labels;
 use crate::promql::result_cache::{Lookup, Outcome, RangeRequest, ResultCache};
 use crate::promql::{Annotations, InstantSample, QueryResult, QueryStats, RangeSeries, Severity, Value};
+use crate::tenant::Scope;
 
 /// Instant query.
 ///
@@ -32,6 +33,7 @@ use crate::promql::{Annotations, InstantSample, QueryResult, QueryStats, RangeSe
 /// when no query slot frees up in time.
 pub async fn instant(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     client: Option<Extension<ConnectInfo<ClientAddr>>>,
     method: Method,
     RawQuery(q): RawQuery,
@@ -40,7 +42,7 @@ pub async fn instant(
 ) -> Result<Response, ApiError> {
     let p = params(&state, &method, q.as_deref(), &headers, body).await?;
     let time_ms = p.time_ms("time", crate::storage::now_ms())?;
-    run(state, &p, Kind::Instant { time_ms }, client.map(|c| c.0 .0)).await
+    run(state, scope, &p, Kind::Instant { time_ms }, client.map(|c| c.0 .0)).await
 }
 
 /// Range query.
@@ -49,6 +51,7 @@ pub async fn instant(
 /// As [`instant`]; also 400 for a missing or non-positive `step` or too many points.
 pub async fn range(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     client: Option<Extension<ConnectInfo<ClientAddr>>>,
     method: Method,
     RawQuery(q): RawQuery,
@@ -82,10 +85,16 @@ pub async fn range(
             "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)".into(),
         ));
     }
-    run(state, &p, Kind::Range { start_ms, end_ms, step_ms }, client.map(|c| c.0 .0)).await
+    run(state, scope, &p, Kind::Range { start_ms, end_ms, step_ms }, client.map(|c| c.0 .0)).await
 }
 
-async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<ClientAddr>) -> Result<Response, ApiError> {
+async fn run(
+    state: Arc<AppState>,
+    scope: Scope,
+    p: &Params,
+    kind: Kind,
+    client: Option<ClientAddr>,
+) -> Result<Response, ApiError> {
     let received = Instant::now();
     let query = p.get("query").ok_or_else(|| ApiError::BadData("missing parameter \"query\"".into()))?.to_owned();
     let limit = limit(p)?;
@@ -128,10 +137,11 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
         small.max_scanned_samples = small.max_scanned_samples.min(small_queries::INLINE_SAMPLES);
         small.timeout = small.timeout.min(small_queries::INLINE_TIME);
         let (limits, _cancel_on_drop) = blocking::read_limits(Some(small.max_scanned_samples), small.timeout);
-        let source = state.backend.querier(limits);
+        let source = state.querier(&scope, limits);
         let engine = crate::promql::Engine::new(small);
         let cache = cached.cache(&state);
-        match blocking::contain(|| Ok(evaluate(&engine, &*source, &query, kind, counted, key, cache))) {
+        match blocking::contain(|| Ok(evaluate(&engine, &*source, (&scope.name(), &query), kind, counted, key, cache)))
+        {
             Ok(Err(e)) if small_queries::over_budget(&e) => small_queries::forget(key),
             done => answered = Some(done.and_then(|r| r.map_err(ApiError::from))),
         }
@@ -146,12 +156,14 @@ async fn run(state: Arc<AppState>, p: &Params, kind: Kind, client: Option<Client
             // Storage stops reading past the scan limit; what the query holds of what it reads
             // is limited by the engine as each series arrives.
             let (limits, _cancel_on_drop) = blocking::read_limits(Some(engine.options().max_scanned_samples), timeout);
-            let source = state.backend.querier(limits);
+            let source = state.querier(&scope, limits);
             let query = query.clone();
             let st = Arc::clone(&state);
+            let name = scope.name().into_owned();
             blocking::run(move || {
                 let _slot = slot;
-                evaluate(&engine, &*source, &query, kind, counted, key, cached.cache(&st)).map_err(ApiError::from)
+                evaluate(&engine, &*source, (&name, &query), kind, counted, key, cached.cache(&st))
+                    .map_err(ApiError::from)
             })
             .await
         }
@@ -215,7 +227,7 @@ impl Cached {
 fn evaluate(
     engine: &crate::promql::Engine,
     source: &dyn crate::storage::Querier,
-    query: &str,
+    (scope, query): (&str, &str),
     kind: Kind,
     counted: bool,
     key: u64,
@@ -225,7 +237,7 @@ fn evaluate(
     if let (Some(cache), Kind::Range { start_ms, end_ms, step_ms }) = (cache, kind) {
         // Asked before anything is read (see `Querier::immutable_before`).
         let immutable = source.immutable_before();
-        let r = RangeRequest { query, start_ms, end_ms, step_ms, lookback_ms: engine.options().lookback_ms };
+        let r = RangeRequest { scope, query, start_ms, end_ms, step_ms, lookback_ms: engine.options().lookback_ms };
         // The parts it evaluates share the query's time.
         let deadline = began.checked_add(engine.options().timeout).unwrap_or(began);
         let (mut r, outcome) = cache.range(&r, immutable, &mut |first, last| {

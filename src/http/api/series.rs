@@ -13,6 +13,8 @@ use super::{limit, params, time_range, union_over_selectors};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::labels::Labels;
+use crate::tenant::Scope;
+use axum::Extension;
 
 /// Label sets of the series matching any `match[]` with data in `[start, end]`.
 ///
@@ -20,6 +22,7 @@ use crate::labels::Labels;
 /// 400 without `match[]` or with bad parameters; 5xx on storage failure.
 pub async fn series(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
     method: Method,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -32,6 +35,7 @@ pub async fn series(
     }
     let (found, warnings) = union_over_selectors(
         &state,
+        &scope,
         selectors,
         time_range(&p)?,
         limit(&p)?,

@@ -278,7 +278,8 @@ fn an_answer_through_the_result_cache_names_its_tier_once() {
     let series = dense();
     let cache = ResultCache::new(64 << 20);
     let q = "sum by (g) (rate(x[1d]))";
-    let r = RangeRequest { query: q, start_ms: 2 * DAY, end_ms: 4 * DAY, step_ms: HOUR, lookback_ms: 300_000 };
+    let r =
+        RangeRequest { scope: "", query: q, start_ms: 2 * DAY, end_ms: 4 * DAY, step_ms: HOUR, lookback_ms: 300_000 };
     let e = engine(SourceResolution::Max(HOUR));
     let src = tiered(series);
     let calls = std::cell::RefCell::new(Vec::new());

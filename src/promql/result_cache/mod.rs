@@ -45,6 +45,9 @@ const MAX_SHARE: u64 = 8;
 /// A range query as the cache sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct RangeRequest<'a> {
+    /// The tenants the query reads (their names, as `Scope::name` gives them): answers are
+    /// kept per scope.
+    pub scope: &'a str,
     /// The query text.
     pub query: &'a str,
     /// First step (ms).
@@ -98,6 +101,7 @@ pub struct Figures {
 
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
+    scope: Box<str>,
     query: Box<str>,
     step_ms: i64,
     phase_ms: i64,
@@ -107,6 +111,7 @@ struct Key {
 impl Key {
     fn of(r: &RangeRequest<'_>) -> Self {
         Self {
+            scope: r.scope.into(),
             query: r.query.into(),
             step_ms: r.step_ms,
             phase_ms: r.start_ms.rem_euclid(r.step_ms),
@@ -129,7 +134,7 @@ struct Weight;
 
 impl quick_cache::Weighter<Key, Arc<Entry>> for Weight {
     fn weight(&self, key: &Key, entry: &Arc<Entry>) -> u64 {
-        (key.query.len() + entry_bytes(&entry.series, &entry.annotations)) as u64
+        (key.scope.len() + key.query.len() + entry_bytes(&entry.series, &entry.annotations)) as u64
     }
 }
 
@@ -317,7 +322,7 @@ impl ResultCache {
     }
 
     fn store(&self, key: Key, entry: Entry) {
-        let bytes = (key.query.len() + entry_bytes(&entry.series, &entry.annotations)) as u64;
+        let bytes = (key.scope.len() + key.query.len() + entry_bytes(&entry.series, &entry.annotations)) as u64;
         if bytes <= self.max_entry {
             self.entries.insert(key, Arc::new(entry));
         }

@@ -21,7 +21,7 @@ fn source() -> MemQuerier {
 }
 
 fn request(query: &str, start_ms: i64, end_ms: i64, step_ms: i64) -> RangeRequest<'_> {
-    RangeRequest { query, start_ms, end_ms, step_ms, lookback_ms: 300_000 }
+    RangeRequest { scope: "", query, start_ms, end_ms, step_ms, lookback_ms: 300_000 }
 }
 
 /// Runs `r` through `cache` over `src`, returning the answer, the outcome and the steps the

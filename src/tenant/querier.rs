@@ -1,0 +1,244 @@
+//! A [`Querier`] confined to one [`Scope`]: every selection carries the scope's matcher, and
+//! every label set read comes back as the scope shows it. Every read path reaches storage
+//! through a querier, so a read confined here cannot see another tenant's series.
+
+use super::id::{TenantId, TENANT_LABEL};
+use super::scope::Scope;
+use crate::labels::Labels;
+use crate::matcher::Matcher;
+use crate::sample::SeriesSamples;
+use crate::storage::{PointsRead, Querier, Result, SeriesMap, SeriesPoints, SeriesStarts, SinkFactory};
+
+/// `inner` confined to `scope`.
+pub struct ScopedQuerier {
+    inner: Box<dyn Querier>,
+    scope: Scope,
+}
+
+impl ScopedQuerier {
+    /// `inner` seen through `scope`; `inner` itself when tenants are off.
+    pub fn confine(inner: Box<dyn Querier>, scope: &Scope) -> Box<dyn Querier> {
+        match scope {
+            Scope::Unscoped => inner,
+            _ => Box::new(Self { inner, scope: scope.clone() }),
+        }
+    }
+
+    fn names(&self, mut names: Vec<String>, any: bool) -> Vec<String> {
+        if self.scope.shows_label() {
+            if any && !names.iter().any(|n| n == TENANT_LABEL) {
+                names.push(TENANT_LABEL.to_owned());
+                names.sort();
+            }
+        } else {
+            names.retain(|n| n != TENANT_LABEL);
+        }
+        names
+    }
+
+    /// The tenant label's values: none for one tenant; the tenants holding matching series for
+    /// several (`default` for the default tenant).
+    fn tenant_values(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<String>> {
+        let Scope::Many(ids) = &self.scope else { return Ok(Vec::new()) };
+        let mut found = Vec::new();
+        for id in ids {
+            let one = Scope::One(id.clone());
+            if !self.inner.series(&one.select(matchers), start_ms, end_ms, Some(1))?.is_empty() {
+                found.push(id.as_str().to_owned());
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+}
+
+impl Querier for ScopedQuerier {
+    fn cancellation(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        self.inner.cancellation()
+    }
+
+    fn immutable_before(&self) -> Option<(i64, u64)> {
+        self.inner.immutable_before()
+    }
+
+    fn tier_intervals(&self) -> Vec<i64> {
+        self.inner.tier_intervals()
+    }
+
+    fn downsampled_in(&self, start_ms: i64, end_ms: i64) -> Option<(i64, i64)> {
+        self.inner.downsampled_in(start_ms, end_ms)
+    }
+
+    fn select_points(
+        &self,
+        matchers: &[Matcher],
+        ends: (i64, i64),
+        interval_ms: i64,
+        how: PointsRead<'_>,
+    ) -> Result<Option<Vec<SeriesPoints>>> {
+        let outer = how.map;
+        let each = |p: &mut SeriesPoints| {
+            self.scope.show(&mut p.labels);
+            if let Some(map) = outer {
+                map(p);
+            }
+        };
+        self.inner.select_points(
+            &self.scope.select(matchers),
+            ends,
+            interval_ms,
+            PointsRead { map: Some(&each), ..how },
+        )
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings()
+    }
+
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        map: Option<SeriesMap<'_>>,
+    ) -> Result<Vec<SeriesSamples>> {
+        let each = |s: &mut SeriesSamples| {
+            self.scope.show(&mut s.labels);
+            if let Some(map) = map {
+                map(s);
+            }
+        };
+        self.inner.select(&self.scope.select(matchers), start_ms, end_ms, Some(&each))
+    }
+
+    fn select_reduced(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        sink: SinkFactory<'_>,
+        map: Option<SeriesMap<'_>>,
+    ) -> Result<Vec<SeriesSamples>> {
+        let each = |s: &mut SeriesSamples| {
+            self.scope.show(&mut s.labels);
+            if let Some(map) = map {
+                map(s);
+            }
+        };
+        self.inner.select_reduced(&self.scope.select(matchers), start_ms, end_ms, sink, Some(&each))
+    }
+
+    fn for_each_series(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        f: &mut dyn FnMut(SeriesSamples) -> bool,
+    ) -> Result<()> {
+        self.inner.for_each_series(&self.scope.select(matchers), start_ms, end_ms, &mut |mut s| {
+            self.scope.show(&mut s.labels);
+            f(s)
+        })
+    }
+
+    fn start_timestamps(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Vec<SeriesStarts>> {
+        let mut found = self.inner.start_timestamps(&self.scope.select(matchers), start_ms, end_ms)?;
+        for s in &mut found {
+            self.scope.show(&mut s.labels);
+        }
+        Ok(found)
+    }
+
+    fn series(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64, limit: Option<usize>) -> Result<Vec<Labels>> {
+        let mut found = self.inner.series(&self.scope.select(matchers), start_ms, end_ms, limit)?;
+        for l in &mut found {
+            self.scope.show(l);
+        }
+        Ok(found)
+    }
+
+    fn label_names(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>> {
+        // One more, as the tenant label may be among them and be taken out.
+        let names = self.inner.label_names(&self.scope.select(matchers), start_ms, end_ms, limit.map(|n| n + 1))?;
+        let any = !names.is_empty();
+        let mut names = self.names(names, any);
+        if let Some(n) = limit {
+            names.truncate(n);
+        }
+        Ok(names)
+    }
+
+    fn label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>> {
+        if name == TENANT_LABEL {
+            let mut values = self.tenant_values(matchers, start_ms, end_ms)?;
+            if let Some(n) = limit {
+                values.truncate(n);
+            }
+            return Ok(values);
+        }
+        self.inner.label_values(name, &self.scope.select(matchers), start_ms, end_ms, limit)
+    }
+
+    fn held_series(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Option<Vec<Labels>> {
+        let mut found = self.inner.held_series(&self.scope.select(matchers), start_ms, end_ms, limit)?;
+        for l in &mut found {
+            self.scope.show(l);
+        }
+        Some(found)
+    }
+
+    fn held_label_names(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Option<Vec<String>> {
+        let names =
+            self.inner.held_label_names(&self.scope.select(matchers), start_ms, end_ms, limit.map(|n| n + 1))?;
+        let any = !names.is_empty();
+        let mut names = self.names(names, any);
+        if let Some(n) = limit {
+            names.truncate(n);
+        }
+        Some(names)
+    }
+
+    fn held_label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        limit: Option<usize>,
+    ) -> Option<Vec<String>> {
+        if name == TENANT_LABEL {
+            return None;
+        }
+        self.inner.held_label_values(name, &self.scope.select(matchers), start_ms, end_ms, limit)
+    }
+}
+
+/// The tenant of a stored series' labels.
+pub fn tenant_of(labels: &Labels) -> TenantId {
+    TenantId::of_label_value(labels.get(TENANT_LABEL).unwrap_or(""))
+}
