@@ -81,17 +81,31 @@ impl Scope {
         }
     }
 
-    /// `matchers` with the scope's matcher added.
+    /// `matchers` as this scope selects them: a matcher the query gives on the tenant label is
+    /// judged against the label as the scope shows it (absent for one tenant; the tenant's
+    /// name, `default` included, for several), and the scope's own matcher is added. So a
+    /// query can narrow its tenants, never widen them.
     pub fn select<'a>(&self, matchers: &'a [Matcher]) -> Cow<'a, [Matcher]> {
-        match self.matcher() {
-            None => Cow::Borrowed(matchers),
-            Some(m) => {
-                let mut all = Vec::with_capacity(matchers.len() + 1);
-                all.extend_from_slice(matchers);
-                all.push(m);
-                Cow::Owned(all)
+        let own = |m: &Matcher| m.name == TENANT_LABEL;
+        let scope_matcher = match self {
+            Self::Unscoped => return Cow::Borrowed(matchers),
+            Self::One(_) if matchers.iter().filter(|m| own(m)).all(Matcher::matches_empty) => self.matcher(),
+            Self::One(_) => None,
+            Self::Many(ids) => {
+                let kept: Vec<TenantId> =
+                    ids.iter().filter(|t| matchers.iter().filter(|m| own(m)).all(|m| m.matches(t.as_str()))).cloned().collect();
+                if kept.is_empty() {
+                    None
+                } else {
+                    Self::Many(kept).matcher()
+                }
             }
-        }
+        };
+        let mut all: Vec<Matcher> = matchers.iter().filter(|m| !own(m)).cloned().collect();
+        // No tenant of the scope passes the query's own tenant matchers: a value no series can
+        // carry (labels never hold 0x00) selects nothing.
+        all.push(scope_matcher.unwrap_or_else(|| Matcher::equal(TENANT_LABEL, "\0")));
+        Cow::Owned(all)
     }
 
     /// Whether answers show the tenant label (a read of several tenants).
@@ -178,6 +192,18 @@ mod tests {
         let many = Scope::Many(vec![id("a.b"), TenantId::default_tenant()]).matcher().unwrap();
         assert!(many.matches("a.b") && many.matches("") && !many.matches("axb") && !many.matches("c"));
         assert_eq!(Scope::One(id("a")).select(&[]).len(), 1);
+        // A query's own tenant matcher narrows, never widens.
+        let any = Matcher::new(MatchOp::RegexMatch, TENANT_LABEL, ".+").unwrap();
+        let none = Scope::One(id("a")).select(std::slice::from_ref(&any)).into_owned();
+        assert!(none.iter().all(|m| m.name != TENANT_LABEL || !m.matches("a")), "{none:?}");
+        let absent = Matcher::equal(TENANT_LABEL, "");
+        let same = Scope::One(id("a")).select(std::slice::from_ref(&absent)).into_owned();
+        assert_eq!(same, vec![Matcher::equal(TENANT_LABEL, "a")]);
+        let default_only = Matcher::equal(TENANT_LABEL, "default");
+        let many = Scope::Many(vec![id("a"), TenantId::default_tenant()]);
+        let narrowed = many.select(std::slice::from_ref(&default_only)).into_owned();
+        assert_eq!(narrowed.len(), 1);
+        assert!(narrowed[0].matches("") && !narrowed[0].matches("a"));
     }
 
     #[test]

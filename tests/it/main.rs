@@ -65,6 +65,7 @@ mod start_timestamps;
 mod status_api;
 mod storage_api;
 mod storage_failure;
+mod tenants;
 mod tiers;
 mod unknown_parameters;
 mod upgrade;
