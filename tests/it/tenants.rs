@@ -32,6 +32,7 @@ fn token_of(tenant: &str) -> String {
 
 /// A server with the four tenants' tokens and the operator's.
 fn start(dir: &std::path::Path, extra: &[&str]) -> Binary {
+    std::fs::create_dir_all(dir).unwrap();
     let tokens = dir.join("tenant-tokens");
     let lines: String = TENANTS.iter().map(|t| format!("{t}:{}\n", token_of(t))).collect();
     std::fs::write(&tokens, format!("# tenant:token\n{lines}")).unwrap();
@@ -120,10 +121,8 @@ fn write_one(bin: &Binary, w: &Written, t_ms: i64) {
     let door = w.door.to_string();
     let (status, text) = match w.door {
         0 => {
-            let mut s = series(
-                &[("__name__", "iso_rw"), ("door", &door), ("host", &host), ("owner", tenant)],
-                &[(t_ms, 1.0)],
-            );
+            let mut s =
+                series(&[("__name__", "iso_rw"), ("door", &door), ("host", &host), ("owner", tenant)], &[(t_ms, 1.0)]);
             s.exemplars = vec![proto::Exemplar {
                 labels: vec![proto::Label { name: "trace_id".into(), value: format!("trace-{tenant}") }],
                 value: 1.0,
@@ -173,7 +172,13 @@ fn keys<'a>(sets: impl Iterator<Item = &'a serde_json::Value>) -> BTreeSet<(Stri
 
 /// Every read endpoint, as `tenant`, sees exactly `want` (its own series) and nothing of any
 /// other tenant: no series, label value, metadata entry, exemplar or statistic.
-fn check_reads(bin: &Binary, tenant: &str, naming: Naming, want: &BTreeSet<(String, String, String)>, t_ms: i64) {
+fn check_reads(
+    bin: &Binary,
+    (tenant, naming): (&str, Naming),
+    want: &BTreeSet<(String, String, String)>,
+    t_ms: i64,
+    embedded: bool,
+) {
     let all = r#"{owner=~".+"}"#;
     let (start, end) = ((t_ms / 1000 - 60).to_string(), (t_ms / 1000 + 60).to_string());
     let ctx = format!("as {tenant} by {naming:?}");
@@ -253,10 +258,14 @@ fn check_reads(bin: &Binary, tenant: &str, naming: Naming, want: &BTreeSet<(Stri
             assert_eq!(e["labels"]["trace_id"], format!("trace-{tenant}"), "{ctx}");
         }
     }
-    // Cardinality statistics.
+    // Cardinality statistics (the embedded store's).
     let date = chrono::DateTime::from_timestamp_millis(t_ms).unwrap().format("%Y-%m-%d").to_string();
-    let v = json_of(get(bin, "/api/v1/status/tsdb", &[("date", &date), ("topN", "1000")], tenant, naming));
-    for pair in v["data"]["seriesCountByLabelValuePair"].as_array().unwrap() {
+    let stats = if embedded {
+        json_of(get(bin, "/api/v1/status/tsdb", &[("date", &date), ("topN", "1000")], tenant, naming))
+    } else {
+        serde_json::json!({"data": {"seriesCountByLabelValuePair": []}})
+    };
+    for pair in stats["data"]["seriesCountByLabelValuePair"].as_array().unwrap() {
         let name = pair["name"].as_str().unwrap();
         assert!(!name.starts_with("__tenant__"), "{ctx}: {name}");
         if let Some(owner) = name.strip_prefix("owner=") {
@@ -288,58 +297,101 @@ fn check_reads(bin: &Binary, tenant: &str, naming: Naming, want: &BTreeSet<(Stri
     assert_eq!(&found, want, "remote read {ctx}");
 }
 
+/// Random tenants write random series through every door, each naming its tenant in one of the
+/// three ways; then every read endpoint, asked as every tenant in every way, sees its series
+/// and nothing of the others'. The operator reads several tenants at once, each series with its
+/// `__tenant__`.
+fn isolation_case(bin: &Binary, writes: Vec<(usize, usize, u8, Naming)>, embedded: bool) {
+    let t_ms = recent_ms();
+    let mut model: BTreeMap<&str, BTreeSet<(String, String, String)>> =
+        TENANTS.iter().map(|t| (*t, BTreeSet::new())).collect();
+    for (tenant, door, host, naming) in writes {
+        let w = Written { tenant, door, host, naming };
+        write_one(bin, &w, t_ms);
+        let key = (TENANTS[tenant].to_owned(), format!("h{host}"), door.to_string());
+        model.get_mut(TENANTS[tenant]).unwrap().insert(key);
+    }
+    for (tenant, want) in &model {
+        for naming in [Naming::Header, Naming::Url, Naming::Token] {
+            check_reads(bin, (tenant, naming), want, t_ms, embedded);
+        }
+    }
+    // The operator reads two tenants at once: each series labelled with its tenant.
+    let resp = client()
+        .get(bin.url("/api/v1/series"))
+        .query(&[("match[]", r#"{owner=~".+"}"#)])
+        .header("Authorization", format!("Bearer {READ}"))
+        .header("X-Scope-OrgID", "default|a")
+        .send()
+        .unwrap();
+    let (status, text) = (resp.status().as_u16(), resp.text().unwrap());
+    assert_eq!(status, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut want: BTreeSet<(String, String)> = BTreeSet::new();
+    for t in ["default", "a"] {
+        want.extend(model[t].iter().map(|k| (t.to_owned(), k.0.clone())));
+    }
+    let got: BTreeSet<(String, String)> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["__tenant__"].as_str().unwrap().to_owned(), m["owner"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(got, want);
+}
+
+fn writes() -> impl Strategy<Value = Vec<(usize, usize, u8, Naming)>> {
+    proptest::collection::vec((0usize..4, 0usize..5, 0u8..3, naming()), 1..14)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 3, ..ProptestConfig::default() })]
 
-    /// Random tenants write random series through every door, each naming its tenant in one of
-    /// the three ways; then every read endpoint, asked as every tenant in every way, sees its
-    /// series and nothing of the others'. The operator reads several tenants at once, each
-    /// series with its `__tenant__`.
+    /// [`isolation_case`] on the embedded store.
     #[test]
-    fn every_read_sees_only_its_tenants_series(
-        writes in proptest::collection::vec((0usize..4, 0usize..5, 0u8..3, naming()), 1..14),
-    ) {
+    fn every_read_sees_only_its_tenants_series(writes in writes()) {
         let dir = tempfile::tempdir().unwrap();
         let bin = start(dir.path(), &[]);
-        let t_ms = recent_ms();
-        let mut model: BTreeMap<&str, BTreeSet<(String, String, String)>> =
-            TENANTS.iter().map(|t| (*t, BTreeSet::new())).collect();
-        for (tenant, door, host, naming) in writes {
-            let w = Written { tenant, door, host, naming };
-            write_one(&bin, &w, t_ms);
-            model.get_mut(TENANTS[tenant]).unwrap().insert((TENANTS[tenant].to_owned(), format!("h{host}"), door.to_string()));
-        }
-        for (tenant, want) in &model {
-            for naming in [Naming::Header, Naming::Url, Naming::Token] {
-                check_reads(&bin, tenant, naming, want, t_ms);
-            }
-        }
-        // The operator reads two tenants at once: each series labelled with its tenant.
-        let (status, text) = {
-            let resp = client()
-                .get(bin.url("/api/v1/series"))
-                .query(&[("match[]", r#"{owner=~".+"}"#)])
-                .header("Authorization", format!("Bearer {READ}"))
-                .header("X-Scope-OrgID", "default|a")
-                .send()
-                .unwrap();
-            (resp.status().as_u16(), resp.text().unwrap())
-        };
-        prop_assert_eq!(status, 200, "{}", text);
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let mut want: BTreeSet<(String, String)> = BTreeSet::new();
-        for t in ["default", "a"] {
-            want.extend(model[t].iter().map(|k| (t.to_owned(), k.0.clone())));
-        }
-        let got: BTreeSet<(String, String)> = v["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| (m["__tenant__"].as_str().unwrap().to_owned(), m["owner"].as_str().unwrap().to_owned()))
-            .collect();
-        prop_assert_eq!(got, want);
+        isolation_case(&bin, writes, true);
         bin.terminate();
     }
+}
+
+/// [`isolation_case`] on ClickHouse (two shards): the same isolation, a few random cases on
+/// one cluster (each case its own database).
+#[test]
+fn every_read_sees_only_its_tenants_series_on_clickhouse() {
+    let test = "every_read_sees_only_its_tenants_series_on_clickhouse";
+    let dir = tempfile::tempdir().unwrap();
+    let Some(shards) = crate::clickhouse::cluster(dir.path(), test) else { return };
+    let urls = shards.iter().map(|s| s.url.as_str()).collect::<Vec<_>>().join(",");
+    let config = ProptestConfig { cases: 2, failure_persistence: None, ..ProptestConfig::default() };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let case = std::sync::atomic::AtomicUsize::new(0);
+    runner
+        .run(&writes(), |w| {
+            let n = case.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let node = dir.path().join(format!("node-{n}"));
+            std::fs::create_dir_all(&node).unwrap();
+            let database = format!("tenants_{n}");
+            let bin = start(
+                &node,
+                &[
+                    "--storage",
+                    "clickhouse",
+                    "--clickhouse-url",
+                    &urls,
+                    "--clickhouse-database",
+                    &database,
+                    "--retention",
+                    "0",
+                ],
+            );
+            isolation_case(&bin, w, false);
+            bin.terminate();
+            Ok(())
+        })
+        .unwrap();
 }
 
 /// What a tenant may not do is refused with a status naming why, and writes nothing.
@@ -382,7 +434,12 @@ fn refusals_name_the_tenant_problem() {
             "the URL names tenant",
         ),
         // A select URL on a write path.
-        (vec![("Authorization", format!("Bearer {WRITE}"))], bin.url("/select/a/prometheus/api/v1/import"), 404, "read endpoints"),
+        (
+            vec![("Authorization", format!("Bearer {WRITE}"))],
+            bin.url("/select/a/prometheus/api/v1/import"),
+            404,
+            "read endpoints",
+        ),
         // No credentials at all.
         (vec![], bin.url("/api/v1/import"), 401, "credentials"),
     ];
@@ -457,8 +514,10 @@ fn a_directory_from_before_tenants_is_the_default_tenant() {
     assert_eq!(as_tenant("default"), before);
     assert!(as_tenant("a").is_empty(), "another tenant sees none of it");
     // A tenant writing the same labels gets a series of its own.
-    let line = serde_json::json!({"metric": {"__name__": "before_tenants", "i": "0"}, "values": [42.0], "timestamps": [t_ms]});
-    let (status, _, text) = post(&bin.url("/api/v1/import"), &[("X-Scope-OrgID", "a")], format!("{line}\n").into_bytes());
+    let line =
+        serde_json::json!({"metric": {"__name__": "before_tenants", "i": "0"}, "values": [42.0], "timestamps": [t_ms]});
+    let (status, _, text) =
+        post(&bin.url("/api/v1/import"), &[("X-Scope-OrgID", "a")], format!("{line}\n").into_bytes());
     assert_eq!(status, 204, "{text}");
     assert_eq!(as_tenant("a").len(), 1);
     assert_eq!(export(&bin.url(""), "before_tenants"), before, "the default tenant's series are untouched");
