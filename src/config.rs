@@ -441,6 +441,16 @@ pub struct ServeArgs {
     /// tenant and may read several at once (`X-Scope-OrgID: a|b`). Needs --tenants.
     #[arg(long)]
     pub tenant_tokens_file: Option<PathBuf>,
+    /// YAML file of limits per tenant, in the shape of Grafana Mimir's runtime configuration
+    /// overrides: `defaults:` for every tenant and `overrides:` per tenant id, with the keys
+    /// `ingestion_rate` (samples/s), `ingestion_burst_size`, `max_label_name_length`,
+    /// `max_label_value_length`, `max_fetched_samples_per_query`, `max_total_query_length` (a
+    /// duration, `30d`) and `max_concurrent_queries`; unknown keys are refused. Read again on
+    /// `POST /-/reload`, SIGHUP and within 10 s of the file changing; a bad file refuses to
+    /// start, and on reload keeps the limits in force. See docs/limits-per-tenant.md. Needs
+    /// --tenants.
+    #[arg(long, value_name = "FILE")]
+    pub tenant_limits_file: Option<PathBuf>,
     /// Whether `/metrics` needs the read credentials (`read`) or is open (`public`).
     #[arg(long, value_enum, default_value_t = Exposure::Public)]
     pub metrics_auth: Exposure,
@@ -518,6 +528,12 @@ pub enum ConfigError {
     /// `--tenant-tokens-file` without `--tenants`.
     #[error("--tenant-tokens-file binds tokens to tenants: it needs --tenants")]
     TenantTokensWithoutTenants,
+    /// `--tenant-limits-file` without `--tenants`.
+    #[error("--tenant-limits-file sets limits per tenant: it needs --tenants")]
+    TenantLimitsWithoutTenants,
+    /// The tenant limits file.
+    #[error(transparent)]
+    TenantLimits(#[from] crate::tenant::LimitsError),
     /// The tenant tokens file.
     #[error(transparent)]
     TenantTokens(#[from] crate::http::access::TenantTokensError),
@@ -728,6 +744,13 @@ impl ServeArgs {
                 None => crate::http::access::TenantTokens::default(),
             },
         };
+        if let Some(path) = &self.tenant_limits_file {
+            if !self.tenants {
+                return Err(ConfigError::TenantLimitsWithoutTenants);
+            }
+            // Refused here, before storage opens, with the file and the problem named.
+            crate::http::tenant_limits::TenantLimitsHandle::load(path)?;
+        }
         let mut storage = StorageConfig::new(self.data_dir.clone());
         storage.buckets = self.buckets;
         storage.bucket_scheme = self.bucket_scheme;
@@ -838,6 +861,7 @@ impl ServeArgs {
             },
             access,
             tenants: self.tenants,
+            tenant_limits_file: self.tenant_limits_file.clone(),
             admin_api: self.enable_admin_api,
             rules: crate::rules::evaluator::RulesConfig {
                 files: self.rule_files.clone(),

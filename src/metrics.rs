@@ -6,6 +6,8 @@
 //! | `saltdb_samples_ingested_total` | counter | `protocol` |
 //! | `saltdb_samples_rejected_total` | counter | `protocol`, `reason` |
 //! | `saltdb_write_requests_rejected_total` | counter | `protocol`, `reason` |
+//! | `saltdb_tenant_samples_ingested_total` (with `--tenants`) | counter | `tenant` (one per tenant that wrote: tenants are few) |
+//! | `saltdb_tenant_refused_total` (requests refused by `--tenant-limits-file`) | counter | `tenant`, `reason` (`tenant_rate_limited`, `tenant_label_too_long`, `query_too_long`, `too_many_concurrent_queries`) |
 //! | `saltdb_http_requests_total` | counter | `route`, `code` |
 //! | `saltdb_http_request_duration_seconds` | histogram | `route`, `code` |
 //! | `saltdb_storage_write_duration_seconds` (group commit wait, shows write stalls) | histogram | `protocol` |
@@ -198,6 +200,8 @@ pub struct Metrics {
     samples_ingested: IntCounterVec,
     samples_rejected: IntCounterVec,
     requests_rejected: IntCounterVec,
+    tenant_ingested: IntCounterVec,
+    tenant_refused: IntCounterVec,
     http_requests: IntCounterVec,
     http_duration: HistogramVec,
     write_duration: HistogramVec,
@@ -319,6 +323,18 @@ impl Metrics {
                 "saltdb_write_requests_rejected_total",
                 "Write requests answered with a 4xx, by protocol and reason.",
                 &["protocol", "reason"],
+            ),
+            tenant_ingested: counter_vec(
+                &r,
+                "saltdb_tenant_samples_ingested_total",
+                "Samples accepted and stored, by tenant (only with --tenants; one series per tenant that wrote).",
+                &["tenant"],
+            ),
+            tenant_refused: counter_vec(
+                &r,
+                "saltdb_tenant_refused_total",
+                "Requests refused by a tenant's limits (--tenant-limits-file), by tenant and reason.",
+                &["tenant", "reason"],
             ),
             http_requests: counter_vec(
                 &r,
@@ -556,6 +572,17 @@ impl Metrics {
         if request {
             self.requests_rejected.with_label_values(&[protocol.label(), reason]).inc();
         }
+    }
+
+    /// Counts samples stored for `tenant`. Tenants are few (each one an operator's team), so
+    /// the `tenant` label's cardinality stays bounded by the tenants that wrote.
+    pub fn tenant_ingested(&self, tenant: &str, samples: usize) {
+        self.tenant_ingested.with_label_values(&[tenant]).inc_by(samples as u64);
+    }
+
+    /// Counts a request of `tenant` refused by its limits, under `reason`.
+    pub fn tenant_refused(&self, tenant: &str, reason: &str) {
+        self.tenant_refused.with_label_values(&[tenant, reason]).inc();
     }
 
     /// Bytes the remote-write label cache holds.

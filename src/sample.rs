@@ -201,6 +201,13 @@ pub struct PackedSeries<'a> {
     pub starts: &'a [StartTimestamp],
 }
 
+impl<'a> PackedSeries<'a> {
+    /// The `(name, value)` pairs of the series' labels, as bytes.
+    pub fn label_pairs(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+        label_pairs(self.labels)
+    }
+}
+
 impl PackedBatch {
     /// An empty batch with room for about `series` series of `samples` samples in total.
     pub fn with_capacity(series: usize, samples: usize) -> Self {

@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 use crate::backend::Backend;
 use crate::http::access::AccessPolicy;
 use crate::http::connections::{self, ConnectionLimits};
+use crate::http::tenant_limits::{self, TenantLimitsHandle};
 use crate::http::tls::{self, TlsError, TlsFiles};
 use crate::http::{router, AppState, Limits, QueryConfig};
 use crate::storage::{Storage, StorageConfig, StorageError};
@@ -36,6 +37,8 @@ pub struct ServerConfig {
     pub access: AccessPolicy,
     /// Whether requests act as tenants (`--tenants`).
     pub tenants: bool,
+    /// Limits per tenant, reloaded when the file changes (`--tenant-limits-file`).
+    pub tenant_limits_file: Option<std::path::PathBuf>,
     /// Whether the admin API is enabled.
     pub admin_api: bool,
     /// How OTLP metric names are translated (`--otlp-metric-names`).
@@ -62,6 +65,7 @@ impl ServerConfig {
             maintenance: Maintenance::default(),
             access: AccessPolicy::default(),
             tenants: false,
+            tenant_limits_file: None,
             admin_api: false,
             otlp_naming: crate::ingest::otlp::Naming::default(),
             tls: None,
@@ -104,6 +108,9 @@ pub enum ServeError {
     /// The TLS certificate or key is unusable.
     #[error("{0}")]
     Tls(#[from] TlsError),
+    /// The tenant limits file is bad.
+    #[error("{0}")]
+    TenantLimits(#[from] crate::tenant::LimitsError),
     /// A rule file is bad (every problem, one per line).
     #[error("{}", .0.join("\n"))]
     Rules(Vec<String>),
@@ -120,6 +127,10 @@ pub struct Server {
     task: JoinHandle<std::io::Result<()>>,
     /// Retention and sealing (on ClickHouse, retention only).
     maintenance: JoinHandle<()>,
+    /// The watch of the tenant limits file, when there is one.
+    limits_watch: Option<JoinHandle<()>>,
+    /// The tenant limits, reloaded with the rules.
+    tenant_limits: Option<Arc<TenantLimitsHandle>>,
     /// The rule evaluator, when rule files are configured.
     rules: Option<Arc<crate::rules::evaluator::Evaluator>>,
 }
@@ -132,6 +143,16 @@ impl Server {
     pub async fn start(config: ServerConfig) -> Result<Self, ServeError> {
         // Refuse a bad certificate before touching the data directory.
         let acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
+        let tenant_limits = match &config.tenant_limits_file {
+            Some(path) => {
+                let path = path.clone();
+                let handle = tokio::task::spawn_blocking(move || TenantLimitsHandle::load(&path))
+                    .await
+                    .map_err(|e| ServeError::Io(std::io::Error::other(e)))??;
+                Some(Arc::new(handle))
+            }
+            None => None,
+        };
         let storage_config = config.storage.clone();
         let clickhouse = config.clickhouse.clone();
         let backend = tokio::task::spawn_blocking(move || -> Result<Backend, StorageError> {
@@ -156,6 +177,7 @@ impl Server {
         state.access = Arc::new(config.access);
         state.admin_api = config.admin_api;
         state.tenants = config.tenants;
+        state.tenant_limits = tenant_limits.clone();
         state.otlp_naming = config.otlp_naming;
         state.flags = Arc::new(config.flags);
         state.rule_defaults = Arc::new(crate::rules::replay::Defaults::of(&config.rules));
@@ -168,11 +190,12 @@ impl Server {
         };
         // Each connection's remote address reaches handlers (the slow-query log names it), as
         // `ConnectInfo<ClientAddr>` (see `connections.rs`).
+        let limits_watch = tenant_limits.clone().map(|l| tenant_limits::spawn_watch(l, stopped.clone()));
         let connection_metrics = state.metrics.connections();
         let app = router(Arc::new(state));
         let task =
             tokio::spawn(connections::serve(listener, acceptor, app, config.connections, connection_metrics, stopped));
-        Ok(Self { addr, backend, stop, task, maintenance, rules })
+        Ok(Self { addr, backend, stop, task, maintenance, limits_watch, tenant_limits, rules })
     }
 
     /// The bound address.
@@ -186,11 +209,17 @@ impl Server {
         self.backend.embedded()
     }
 
-    /// Reads the rule files again (SIGHUP); the running rules stay when one is bad.
+    /// Reads the tenant limits file and the rule files again (SIGHUP); the limits in force and
+    /// the running rules stay when one is bad.
     ///
     /// # Errors
     /// The files' problems.
     pub async fn reload_rules(&self) -> Result<(), ServeError> {
+        if let Some(limits) = self.tenant_limits.clone() {
+            tokio::task::spawn_blocking(move || limits.reload())
+                .await
+                .map_err(|e| ServeError::Io(std::io::Error::other(e)))??;
+        }
         let Some(rules) = self.rules.clone() else { return Ok(()) };
         tokio::task::spawn_blocking(move || rules.reload())
             .await
@@ -210,6 +239,9 @@ impl Server {
             tokio::task::spawn_blocking(move || rules.stop())
                 .await
                 .map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
+        }
+        if let Some(watch) = self.limits_watch {
+            watch.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
         }
         // A running maintenance pass holds a storage handle until it ends.
         self.maintenance.await.map_err(|e| ServeError::Io(std::io::Error::other(e)))?;

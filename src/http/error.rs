@@ -31,6 +31,14 @@ pub enum ApiError {
     /// Too much load right now; retry later (429 with `Retry-After`).
     #[error("{0}")]
     Overloaded(String),
+    /// A tenant is over its ingestion rate (429 with `Retry-After: retry_after`).
+    #[error("{message}")]
+    RateLimited {
+        /// The answer.
+        message: String,
+        /// Seconds after which a retry may fit.
+        retry_after: u64,
+    },
     /// The request body did not arrive in time (408, `timeout`); the connection is closed.
     #[error("{0}")]
     BodyTimeout(String),
@@ -65,7 +73,7 @@ impl ApiError {
             Self::TooLarge { .. } | Self::Oversized(_) => (StatusCode::PAYLOAD_TOO_LARGE, "bad_data"),
             Self::UnsupportedMedia(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "bad_data"),
             Self::Execution(_) => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),
-            Self::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "unavailable"),
+            Self::Overloaded(_) | Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "unavailable"),
             Self::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
             Self::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "timeout"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
@@ -106,13 +114,17 @@ impl From<crate::promql::EvalError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, error_type) = self.status_and_type();
+        let retry_after = match &self {
+            Self::RateLimited { retry_after, .. } => HeaderValue::from(*retry_after),
+            _ => HeaderValue::from_static("1"),
+        };
         if status.is_server_error() {
             tracing::error!(error = %self, "request failed");
         }
         let body = serde_json::json!({"status": "error", "errorType": error_type, "error": self.to_string()});
         let mut resp = (status, axum::Json(body)).into_response();
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            resp.headers_mut().insert(header::RETRY_AFTER, retry_after);
         }
         if status == StatusCode::REQUEST_TIMEOUT {
             // The rest of the body may still be on its way: the connection cannot be reused.

@@ -11,7 +11,9 @@
 //! | body | unknown `Content-Encoding` | 415 | `unsupported_media_type` |
 //! | body | slower than `--body-read-timeout` | 408 | `body_timeout` |
 //! | decode | invalid body | 400 naming the problem | the decoder's (`invalid`, ...) |
+//! | tenant | a label longer than the tenant's limit (`--tenant-limits-file`) | 400 naming it | `tenant_label_too_long` |
 //! | tenant | a series carries `__tenant__` | 400 | `tenant_label` |
+//! | tenant | over the tenant's ingestion rate | 429 + `Retry-After` | `tenant_rate_limited` |
 //! | storage | sample refused (too old, too new) | 400 | `storage_rejected` |
 //! | storage | failure | 5xx (senders retry) | `storage_failure` |
 //!
@@ -29,7 +31,7 @@ use super::{blocking, body};
 use crate::ingest::Stop;
 use crate::metrics::Protocol;
 use crate::sample::{PackedBatch, WriteBatch};
-use crate::tenant::Scope;
+use crate::tenant::{Scope, TenantId};
 
 /// A decoded request, in either of storage's batch forms.
 #[derive(Debug)]
@@ -155,6 +157,11 @@ where
     .map_err(refuse)?;
     let st = Arc::clone(state);
     let scope = scope.clone();
+    // The tenant whose limits and counters apply: only when tenants are on.
+    let tenant = match &scope {
+        Scope::One(t) if state.tenants => Some(t.clone()),
+        _ => None,
+    };
     blocking::run(move || {
         // The ticket holds the body and everything decoded from it until the batch is durable.
         let (mut batch, report) = decode(&bytes, &mut |n| ticket.reserve(n)).map_err(|r| match r {
@@ -170,6 +177,14 @@ where
         let (samples, histograms) = (batch.sample_count(), batch.histogram_count());
         // Float and histogram samples are counted alike in the ingest and rejection metrics.
         let all = samples.saturating_add(histograms);
+        // The tenant's limits see the labels as sent, before the tenant's own is added.
+        if let (Some(tenant), Some(limits)) = (tenant.as_ref(), st.tenant_limits.as_deref()) {
+            if let Err(e) = limits.check_labels(tenant, &batch) {
+                st.metrics.rejected(protocol, "tenant_label_too_long", all, true);
+                st.metrics.tenant_refused(tenant.as_str(), "tenant_label_too_long");
+                return Err(e);
+            }
+        }
         // Every series goes to the request's tenant; one that names a tenant itself is refused.
         let stamped = match &mut batch {
             Batch::Series(b) => scope.stamp_series(b),
@@ -178,6 +193,9 @@ where
         if let Err(e) = stamped {
             st.metrics.rejected(protocol, "tenant_label", all, true);
             return Err(ApiError::BadData(e.to_string()));
+        }
+        if let Some(tenant) = tenant.as_ref() {
+            enforce(&st, protocol, tenant, &batch, all)?;
         }
         let mut exemplars = 0;
         if all > 0 || batch.exemplar_count() > 0 {
@@ -197,16 +215,33 @@ where
             }
         }
         st.metrics.ingested(protocol, all);
+        if let Some(tenant) = tenant.as_ref() {
+            st.metrics.tenant_ingested(tenant.as_str(), all);
+        }
         drop(ticket);
         Ok(Stored { samples, histograms, exemplars, report })
     })
     .await
 }
 
+/// The ingestion rate of `tenant`: refuses the whole batch of `all` samples when its bucket
+/// holds fewer.
+fn enforce(st: &AppState, protocol: Protocol, tenant: &TenantId, batch: &Batch, all: usize) -> Result<(), ApiError> {
+    let Some(limits) = st.tenant_limits.as_deref() else { return Ok(()) };
+    if all == 0 && batch.exemplar_count() == 0 {
+        return Ok(());
+    }
+    limits.take_samples(tenant, all).inspect_err(|_| {
+        st.metrics.rejected(protocol, "tenant_rate_limited", all, true);
+        st.metrics.tenant_refused(tenant.as_str(), "tenant_rate_limited");
+    })
+}
+
 /// The `reason` label of a request refused before decoding.
 pub fn reason_of(e: &ApiError) -> &'static str {
     match e {
         ApiError::Overloaded(_) => "overloaded",
+        ApiError::RateLimited { .. } => "tenant_rate_limited",
         ApiError::TooLarge { .. } | ApiError::Oversized(_) => "too_large",
         ApiError::UnsupportedMedia(_) => "unsupported_media_type",
         ApiError::BodyTimeout(_) => "body_timeout",

@@ -39,6 +39,8 @@ pub struct AppState {
     pub access: Arc<AccessPolicy>,
     /// Whether requests act as tenants (`--tenants`; see `tenant.rs`).
     pub tenants: bool,
+    /// Limits per tenant (`--tenant-limits-file`); `None`: none.
+    pub tenant_limits: Option<Arc<super::tenant_limits::TenantLimitsHandle>>,
     /// Whether `/api/v1/admin/*` is enabled (`--enable-admin-api`; off by default).
     pub admin_api: bool,
     /// How OTLP metric names are translated.
@@ -102,6 +104,7 @@ impl AppState {
             admission: Admission::new(limits.max_concurrent_writes, limits.max_inflight_bytes),
             access: Arc::new(AccessPolicy::default()),
             tenants: false,
+            tenant_limits: None,
             admin_api: false,
             otlp_naming: crate::ingest::otlp::Naming::default(),
             flags: Arc::default(),

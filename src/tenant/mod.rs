@@ -11,9 +11,11 @@
 //! Pure: which tenant a request acts as is decided at the HTTP edge (`http/tenant.rs`).
 
 mod id;
+mod limits;
 mod querier;
 mod scope;
 
 pub use id::{parse_list, TenantId, TenantIdError, DEFAULT_TENANT, MAX_LEN, SEPARATOR, TENANT_LABEL};
+pub use limits::{Buckets, LimitsError, LimitsFile, RateRefusal, TenantLimits};
 pub use querier::{tenant_of, ScopedQuerier};
 pub use scope::{ReservedLabel, Scope, SeveralTenants, StampError};

@@ -65,6 +65,7 @@ mod start_timestamps;
 mod status_api;
 mod storage_api;
 mod storage_failure;
+mod tenant_limits;
 mod tenants;
 mod tiers;
 mod unknown_parameters;

@@ -125,6 +125,8 @@ async fn run(
         _ => Cached::Off,
     };
     let key = small_queries::key(&query, kind);
+    // The tenant's limits (`--tenant-limits-file`), before its query slot and then the server's.
+    let tenant_slot = tenant_limits(&state, &scope, kind, &mut opts, timeout).await?;
     let slot = super::query_slot(&state, timeout).await?;
     let queued = received.elapsed();
     let mut answered = None;
@@ -149,6 +151,7 @@ async fn run(
     let result = match answered {
         Some(result) => {
             drop(slot);
+            drop(tenant_slot);
             result
         }
         None => {
@@ -162,6 +165,7 @@ async fn run(
             let name = scope.name().into_owned();
             blocking::run(move || {
                 let _slot = slot;
+                let _tenant_slot = tenant_slot;
                 evaluate(&engine, &*source, (&name, &query), kind, counted, key, cached.cache(&st))
                     .map_err(ApiError::from)
             })
@@ -195,6 +199,43 @@ async fn run(
         response.headers_mut().insert(RESULT_CACHE_HEADER, value);
     }
     Ok(response)
+}
+
+/// Applies the limits of a request's tenant (`--tenant-limits-file`; one tenant, tenants on):
+/// lowers the sample limits to `max_fetched_samples_per_query`, refuses a range longer than
+/// `max_total_query_length` (400) and takes one of its `max_concurrent_queries` slots (503 past
+/// `timeout`, as the server's own slots). A read of several tenants (an admin's) has none.
+async fn tenant_limits(
+    state: &AppState,
+    scope: &Scope,
+    kind: Kind,
+    opts: &mut crate::promql::EngineOptions,
+    timeout: Duration,
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ApiError> {
+    let (Scope::One(tenant), Some(handle), true) = (scope, state.tenant_limits.as_deref(), state.tenants) else {
+        return Ok(None);
+    };
+    let limits = handle.of(tenant);
+    if let Some(max) = limits.max_fetched_samples_per_query {
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        opts.max_samples = opts.max_samples.min(max);
+        opts.max_scanned_samples = opts.max_scanned_samples.min(max);
+    }
+    if let (Some(max_ms), Kind::Range { start_ms, end_ms, .. }) = (limits.max_total_query_length_ms(), kind) {
+        let length = end_ms.saturating_sub(start_ms);
+        if length > max_ms {
+            state.metrics.tenant_refused(tenant.as_str(), "query_too_long");
+            return Err(ApiError::BadData(format!(
+                "the query time range exceeds the limit (query length: {}, limit: {}) of tenant {:?} (max_total_query_length)",
+                crate::duration::format_prometheus(length),
+                limits.max_total_query_length.as_deref().unwrap_or_default(),
+                tenant.as_str()
+            )));
+        }
+    }
+    handle.query_slot(tenant, timeout).await.inspect_err(|_| {
+        state.metrics.tenant_refused(tenant.as_str(), "too_many_concurrent_queries");
+    })
 }
 
 /// The response header telling what the query result cache did for a range query:

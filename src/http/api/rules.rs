@@ -264,12 +264,22 @@ pub async fn alerts(State(state): State<Arc<AppState>>) -> Response {
     success(json!({ "alerts": alerts }), Vec::new())
 }
 
-/// `POST|PUT /-/reload`: reads the rule files again; 500 with the files' errors when one is
-/// bad (the running rules stay), as Prometheus answers.
+/// `POST|PUT /-/reload`: reads the tenant limits file (`--tenant-limits-file`) and the rule
+/// files again; 500 with the files' errors when one is bad (the limits in force and the running
+/// rules stay), as Prometheus answers.
 ///
 /// # Errors
 /// [`ApiError::Internal`] (500) with the errors.
 pub async fn reload(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
+    if let Some(limits) = state.tenant_limits.clone() {
+        let outcome = tokio::task::spawn_blocking(move || limits.reload())
+            .await
+            .map_err(|e| ApiError::Internal(format!("reload task failed: {e}")))?;
+        if let Err(e) = outcome {
+            tracing::warn!(error = %e, "keeping the tenant limits in force");
+            return Err(ApiError::Internal(format!("failed to reload config: {e}")));
+        }
+    }
     let Some(rules) = state.rules.clone() else {
         return Ok(axum::response::IntoResponse::into_response("no rule files are configured; nothing to reload\n"));
     };
