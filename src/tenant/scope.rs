@@ -92,8 +92,11 @@ impl Scope {
             Self::One(_) if matchers.iter().filter(|m| own(m)).all(Matcher::matches_empty) => self.matcher(),
             Self::One(_) => None,
             Self::Many(ids) => {
-                let kept: Vec<TenantId> =
-                    ids.iter().filter(|t| matchers.iter().filter(|m| own(m)).all(|m| m.matches(t.as_str()))).cloned().collect();
+                let kept: Vec<TenantId> = ids
+                    .iter()
+                    .filter(|t| matchers.iter().filter(|m| own(m)).all(|m| m.matches(t.as_str())))
+                    .cloned()
+                    .collect();
                 if kept.is_empty() {
                     None
                 } else {

@@ -404,7 +404,8 @@ fn refusals_name_the_tenant_problem() {
         format!("{}\n", serde_json::json!({"metric": labels, "values": [1.0], "timestamps": [t_ms]})).into_bytes()
     };
     let body = line(serde_json::json!({"__name__": "refused_m", "owner": "x"}));
-    let cases: Vec<(Vec<(&str, String)>, String, u16, &str)> = vec![
+    type Case<'a> = (Vec<(&'a str, String)>, String, u16, &'a str);
+    let cases: Vec<Case> = vec![
         // A token acting for another tenant.
         (
             vec![("Authorization", format!("Bearer {}", token_of("a"))), ("X-Scope-OrgID", "team-b".into())],
@@ -574,5 +575,115 @@ fn acknowledged_tenant_writes_survive_kill_9_in_their_tenant() {
         let missing: Vec<&i64> = acked.get(tenant).into_iter().flatten().filter(|t| !have.contains(t)).collect();
         assert!(missing.is_empty(), "{tenant}: {} acknowledged samples lost: {missing:?}", missing.len());
     }
+    bin.terminate();
+}
+
+/// Two real Prometheus 2.42 servers remote-write as two tenants, one naming it in the URL (with
+/// the operator's write token), the other by its tenant's token alone; each tenant then reads,
+/// the way Grafana's data source sends its custom header, its own Prometheus' series and
+/// metadata and none of the other's. (Debian's Prometheus 2.42 sends no `remote_write.headers`,
+/// so it cannot name its tenant in `X-Scope-OrgID`: checked by capturing its requests.)
+#[test]
+fn two_real_prometheus_servers_write_as_two_tenants() {
+    let test = "tenants::two_real_prometheus_servers_write_as_two_tenants";
+    if !crate::peers::available("prometheus", test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = start(&dir.path().join("saltdb"), &[]);
+    let addr = bin.url("").trim_start_matches("http://").to_owned();
+    let config = |name: &str, path: &str, auth: &str| {
+        format!(
+            r#"
+global:
+  scrape_interval: 1s
+  external_labels: {{prom: {name}}}
+scrape_configs:
+  - job_name: saltdb
+    static_configs: [{{targets: ["{addr}"]}}]
+remote_write:
+  - url: http://{addr}{path}
+    queue_config: {{batch_send_deadline: 500ms}}
+    metadata_config: {{send_interval: 1s}}
+{auth}
+"#
+        )
+    };
+    let (one_dir, two_dir) = (dir.path().join("one"), dir.path().join("two"));
+    std::fs::create_dir_all(&one_dir).unwrap();
+    std::fs::create_dir_all(&two_dir).unwrap();
+    let by_url = format!("    authorization: {{credentials: {WRITE}}}");
+    let by_token = format!("    authorization: {{credentials: {}}}", token_of("team-b"));
+    let _one = crate::peers::Prometheus::start(&one_dir, &config("one", "/insert/a/prometheus/api/v1/write", &by_url));
+    let _two = crate::peers::Prometheus::start(&two_dir, &config("two", "/api/v1/write", &by_token));
+    // As Grafana asks: the operator's read token and the tenant in X-Scope-OrgID.
+    let ask = |tenant: &str, path: &str, query: &[(&str, &str)]| -> serde_json::Value {
+        let resp = client()
+            .get(bin.url(path))
+            .query(query)
+            .header("Authorization", format!("Bearer {READ}"))
+            .header("X-Scope-OrgID", tenant)
+            .send()
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        serde_json::from_str(&resp.text().unwrap()).unwrap()
+    };
+    let proms_of = |tenant: &str| -> BTreeSet<String> {
+        let v = ask(tenant, "/api/v1/query", &[("query", r#"count by (prom) ({job="saltdb"})"#)]);
+        v["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["metric"]["prom"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while proms_of("a").is_empty() || proms_of("team-b").is_empty() {
+        let log = |d: &std::path::Path| std::fs::read_to_string(d.join("prometheus.log")).unwrap_or_default();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no remote-written series within 60 s:\n{}\n{}\n{}",
+            log(&one_dir),
+            log(&two_dir),
+            client()
+                .get(bin.url("/metrics"))
+                .send()
+                .unwrap()
+                .text()
+                .unwrap()
+                .lines()
+                .filter(|l| l.contains("samples_") || l.contains("requests_total"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    // Give both a few more batches, then compare.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(proms_of("a"), BTreeSet::from(["one".to_owned()]));
+    assert_eq!(proms_of("team-b"), BTreeSet::from(["two".to_owned()]));
+    assert!(proms_of("default").is_empty());
+    assert!(proms_of("c.d").is_empty());
+    let values = ask("a", "/api/v1/label/prom/values", &[]);
+    assert_eq!(values["data"], serde_json::json!(["one"]));
+    // Metadata (sent by Prometheus every second) reaches its tenant only.
+    let has_metadata = |tenant: &str| ask(tenant, "/api/v1/metadata", &[]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while has_metadata("a")["data"].as_object().is_none_or(|m| m.is_empty()) {
+        assert!(std::time::Instant::now() < deadline, "no metadata within 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert_eq!(has_metadata("default")["data"], serde_json::json!({}), "no metadata in the default tenant");
+    // The operator sees both, each labelled with its tenant.
+    let both = ask("a|team-b", "/api/v1/query", &[("query", r#"count by (__tenant__, prom) (up{job="saltdb"})"#)]);
+    let pairs: BTreeSet<(String, String)> = both["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (r["metric"]["__tenant__"].as_str().unwrap().to_owned(), r["metric"]["prom"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(pairs, BTreeSet::from([("a".into(), "one".into()), ("team-b".into(), "two".into())]));
     bin.terminate();
 }
