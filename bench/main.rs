@@ -11,6 +11,7 @@ mod histogram_size;
 mod http_client;
 mod latencies;
 mod longrange;
+mod neighbours;
 mod peers;
 mod protocols;
 mod query;
@@ -54,6 +55,8 @@ enum Bench {
     Size(size::SizeArgs),
     /// A flood of large imports, with and without the write budget: accepted, 429s, peak RSS.
     Flood(flood::FloodArgs),
+    /// A noisy neighbour: one tenant's ingest and queries alone, then beside another flooding past its limits.
+    Neighbours(neighbours::NeighboursArgs),
     /// saltdb vs VictoriaMetrics at a million series and more: ingest, requests, RSS, disk; churn.
     Cardinality(cardinality::CardinalityArgs),
     /// Minutes of mixed writes, imports, queries and hostile requests: RSS over time, statuses, latencies.
@@ -342,6 +345,11 @@ fn main() {
         Bench::Crash(args) => {
             std::fs::create_dir_all(&root).expect("work dir");
             crash::run(&args, &root);
+            let _ = std::fs::remove_dir_all(&root);
+        }
+        Bench::Neighbours(args) => {
+            std::fs::create_dir_all(&root).expect("work dir");
+            neighbours::run_all(&args, &root);
             let _ = std::fs::remove_dir_all(&root);
         }
         Bench::Flood(args) => {

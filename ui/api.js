@@ -1,7 +1,9 @@
 // The saltdb/Prometheus HTTP API as the pages use it: GET with repeated parameters, the
 // {"status","data","warnings"} envelope unwrapped, failures turned into ApiError; a 401 asks
-// for read credentials (credentials.js) and retries.
+// for read credentials (credentials.js) and retries. The tenant picked (tenant.js) goes with
+// every request.
 import { askCredentials, authorization, forgetCredentials } from './credentials.js';
+import { tenant } from './tenant.js';
 
 export class ApiError extends Error {
   constructor(status, type, message) {
@@ -44,6 +46,8 @@ async function send(url) {
   const headers = { Accept: 'application/json' };
   const auth = authorization();
   if (auth) headers.Authorization = auth;
+  const named = tenant();
+  if (named) headers['X-Scope-OrgID'] = named;
   try {
     return await fetch(url, { headers });
   } catch (e) {

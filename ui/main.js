@@ -6,6 +6,8 @@ import { cardinalityPage } from './cardinality.js';
 import { storagePage } from './storage.js';
 import { rulesPage } from './rules.js';
 import { alertsPage } from './alerts.js';
+import { api } from './api.js';
+import { mountTenantPicker } from './tenant.js';
 
 const pages = {
   '/': ['query', queryPage],
@@ -43,3 +45,4 @@ document.addEventListener('click', (e) => {
 
 window.addEventListener('popstate', render);
 render();
+mountTenantPicker(api);

@@ -38,6 +38,7 @@ static ASSETS: &[Asset] = &[
     asset!("main.js", JS),
     asset!("api.js", JS),
     asset!("credentials.js", JS),
+    asset!("tenant.js", JS),
     asset!("dom.js", JS),
     asset!("format.js", JS),
     asset!("autocomplete.js", JS),

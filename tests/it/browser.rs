@@ -1001,3 +1001,64 @@ fn storage_page_on_replicated_clickhouse_shows_each_server() {
         assert!(logged.is_empty(), "console errors: {logged:#?}");
     });
 }
+
+/// A server with tenants: the header gets a tenant picker; the query table shows the series of
+/// the tenant picked (sent as `X-Scope-OrgID` with every request) and none of the other's, the
+/// choice survives a reload, and picking `default` again shows the default tenant's.
+#[test]
+fn the_tenant_picker_shows_one_tenant_at_a_time() {
+    const TEST: &str = "the_tenant_picker_shows_one_tenant_at_a_time";
+    if !browser_installed(TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Binary::spawn(dir.path(), &["--tenants", "--retention", "0"]);
+    let base = server.url("");
+    let t_ms = recent_ms();
+    for owner in ["default", "team-a", "team-b"] {
+        let line =
+            json!({"metric": {"__name__": "saltui_tenant_m", "owner": owner}, "values": [1.0], "timestamps": [t_ms]});
+        let (status, _, text) =
+            post(&format!("{base}/api/v1/import"), &[("X-Scope-OrgID", owner)], format!("{line}\n").into_bytes());
+        assert_eq!(status, 204, "{text}");
+    }
+    let driver = Driver::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let c = driver.session().await;
+        let owners_shown = || async {
+            let rows = texts(&c, "main table tbody tr").await;
+            (!rows.is_empty()).then(|| {
+                rows.iter()
+                    .filter_map(|r| r.split("owner=\"").nth(1)?.split('"').next().map(str::to_owned))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let at = chrono::DateTime::from_timestamp_millis(t_ms).unwrap().format("%Y-%m-%d%%20%H:%M:%S").to_string();
+        let page = format!("{base}/graph?g0.expr=saltui_tenant_m&g0.tab=1&g0.end_input={at}");
+        c.goto(&page).await.unwrap();
+        let now = eventually("the tenant picker", || async { texts(&c, "#tenant-now").await.pop() }).await;
+        assert_eq!(now, "reading as default");
+        assert_eq!(eventually("the default tenant's rows", owners_shown).await, ["default"]);
+        for (pick, shows) in [("team-a", "team-a"), ("team-b", "team-b"), ("default", "default")] {
+            let input = c.find(Locator::Id("tenant-input")).await.unwrap();
+            input.clear().await.unwrap();
+            input.send_keys(&format!("{pick}{}", Key::Enter)).await.unwrap();
+            let now = eventually("the picked tenant", || async {
+                texts(&c, "#tenant-now").await.pop().filter(|t| t == &format!("reading as {pick}"))
+            })
+            .await;
+            assert_eq!(now, format!("reading as {pick}"));
+            let rows = eventually("the picked tenant's rows", || async {
+                owners_shown().await.filter(|o| o.iter().all(|x| x == shows))
+            })
+            .await;
+            assert_eq!(rows, [shows], "picked {pick}");
+            screenshot(&c, &format!("tenant-{pick}")).await;
+        }
+        let logged = console_errors(&c).await;
+        c.close().await.unwrap();
+        assert!(logged.is_empty(), "console errors: {logged:#?}");
+    });
+    server.terminate();
+}

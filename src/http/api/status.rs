@@ -1,4 +1,4 @@
-//! `GET /api/v1/status/buildinfo` and `GET|POST /api/v1/query_exemplars`.
+//! `GET /api/v1/status/buildinfo`, `/api/v1/status/windows` and `/api/v1/status/tenant`.
 
 use axum::response::Response;
 use serde_json::json;
@@ -52,4 +52,14 @@ pub async fn windows(
         })
         .collect();
     Ok(success(serde_json::Value::from(data), Vec::new()))
+}
+
+/// `GET /api/v1/status/tenant`: whether the server serves tenants (`--tenants`) and as which
+/// tenant this request reads (`default` when it names none; a token's own tenant), for the web
+/// UI's tenant picker.
+pub async fn tenant(
+    axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::http::state::AppState>>,
+    axum::Extension(scope): axum::Extension<crate::tenant::Scope>,
+) -> Response {
+    success(json!({"tenants": state.tenants, "tenant": scope.name()}), Vec::new())
 }
