@@ -4,6 +4,7 @@
 //! | endpoint | does | answers |
 //! |---|---|---|
 //! | `POST/PUT /api/v1/admin/tsdb/delete_series?match[]=..&start=..&end=..` | deletes the samples of matching series in the range (default: all time) | 204 |
+//! | `POST/PUT /api/v1/admin/tsdb/delete_tenant` (tenant named as any request names it) | deletes every sample of the tenant, all time | 200, `{"tenant": ..., "samples": n}` |
 //! | `POST/PUT /api/v1/admin/tsdb/snapshot` | copies the database into `<data-dir>/snapshots/<name>` | 200, `{"name": ...}` |
 //!
 //! With the API disabled both answer 403 naming the flag (Prometheus answers 503 "admin APIs
@@ -21,6 +22,7 @@ use super::api::{params, success, time_range};
 use super::blocking;
 use super::error::ApiError;
 use super::state::AppState;
+use crate::matcher::{MatchOp, Matcher};
 use crate::tenant::Scope;
 use axum::Extension;
 
@@ -55,7 +57,14 @@ pub async fn delete_series(
     let (start, end) = time_range(&p)?;
     // A tenant deletes its own series only; several at once is not a delete.
     scope.writer().map_err(|e| ApiError::BadData(e.to_string()))?;
-    let selectors: Vec<Vec<crate::matcher::Matcher>> = selectors.iter().map(|m| scope.select(m).into_owned()).collect();
+    let selectors: Vec<Vec<Matcher>> = selectors.iter().map(|m| scope.select(m).into_owned()).collect();
+    delete(&state, selectors, (start, end)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Deletes the samples of the series matching any of `selectors` in `[start, end]`; the
+/// samples (embedded store) or series (ClickHouse) deleted.
+async fn delete(state: &AppState, selectors: Vec<Vec<Matcher>>, (start, end): (i64, i64)) -> Result<u64, ApiError> {
     match state.backend.clone() {
         crate::backend::Backend::Embedded(storage) => {
             let outcome = blocking::run(move || {
@@ -67,6 +76,7 @@ pub async fn delete_series(
             })
             .await?;
             tracing::info!(samples = outcome.samples, chunks = outcome.chunks, start, end, "deleted series samples");
+            Ok(outcome.samples)
         }
         crate::backend::Backend::ClickHouse(ch) => {
             let series = blocking::run(move || {
@@ -78,9 +88,43 @@ pub async fn delete_series(
             })
             .await?;
             tracing::info!(series, start, end, "deleted series samples on ClickHouse");
+            Ok(series as u64)
         }
     }
-    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `delete_tenant`: deletes every sample of the tenant the request names (header or URL; the
+/// operator's credentials, as every admin endpoint but `delete_series`), all time. Its windows'
+/// rows go, so the storage engine's compactions reclaim their bytes; the series' labels stay
+/// until retention's churn removes series without samples.
+///
+/// # Errors
+/// 403 when disabled; 400 without `--tenants` or for several tenants; 5xx on storage failure.
+pub async fn delete_tenant(
+    State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    method: Method,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    enabled(&state)?;
+    let p = params(&state, &method, q.as_deref(), &headers, body).await?;
+    p.reject_unknown(&[])?;
+    let tenant = match &scope {
+        Scope::One(t) => t.clone(),
+        Scope::Unscoped => {
+            return Err(ApiError::BadData("there are no tenants to delete: the server runs without --tenants".into()))
+        }
+        Scope::Many(_) => return Err(ApiError::BadData("name one tenant to delete, not several".into())),
+    };
+    let every = Matcher::new(MatchOp::RegexMatch, crate::labels::METRIC_NAME, ".+")
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let selectors = vec![scope.select(std::slice::from_ref(&every)).into_owned()];
+    let deleted = delete(&state, selectors, (crate::sample::MIN_TIMESTAMP_MS, crate::sample::MAX_TIMESTAMP_MS)).await?;
+    tracing::info!(tenant = %tenant, deleted, "deleted a tenant");
+    let what = if state.backend.embedded().is_some() { "samples" } else { "series" };
+    Ok(success(json!({"tenant": tenant.as_str(), what: deleted}), Vec::new()))
 }
 
 /// `snapshot`: copies the database into a new directory under `<data-dir>/snapshots`.

@@ -53,6 +53,7 @@ fn routes(state: Arc<AppState>) -> Router {
         .route("/api/v1/status/runtimeinfo", get(api::runtimeinfo::runtimeinfo))
         .route("/api/v1/query_exemplars", get(exemplars::query_exemplars).post(exemplars::query_exemplars))
         .route("/api/v1/admin/tsdb/delete_series", post(admin::delete_series).put(admin::delete_series))
+        .route("/api/v1/admin/tsdb/delete_tenant", post(admin::delete_tenant).put(admin::delete_tenant))
         .route("/api/v1/admin/tsdb/snapshot", post(admin::snapshot).put(admin::snapshot))
         .route("/api/v1/rules", get(api::rules::rules).post(api::rules::rules))
         .route("/api/v1/rules/replay", post(api::replay::replay))

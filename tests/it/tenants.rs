@@ -687,3 +687,50 @@ remote_write:
     assert_eq!(pairs, BTreeSet::from([("a".into(), "one".into()), ("team-b".into(), "two".into())]));
     bin.terminate();
 }
+
+/// `delete_tenant` removes every sample of one tenant and nothing of the others; a tenant's own
+/// token cannot call it.
+#[test]
+fn deleting_a_tenant_leaves_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = start(dir.path(), &["--enable-admin-api"]);
+    let t_ms = recent_ms();
+    let lines: String = (0..50)
+        .map(|i| {
+            let line = serde_json::json!({"metric": {"__name__": "doomed_m", "i": i.to_string()},
+                "values": (0..60).map(f64::from).collect::<Vec<_>>(),
+                "timestamps": (0..60).map(|k| t_ms - 60_000 * k).rev().collect::<Vec<_>>()});
+            format!("{line}\n")
+        })
+        .collect();
+    for t in ["default", "a", "team-b"] {
+        assert_eq!(send(&bin, "/api/v1/import", t, Naming::Header, &[], lines.clone().into_bytes()).0, 204);
+    }
+    let samples_of = |t: &str| -> usize {
+        let (status, text) = get(&bin, "/api/v1/export", &[("match[]", "doomed_m")], t, Naming::Header);
+        assert_eq!(status, 200, "{text}");
+        parse_lines(&text).values().map(Vec::len).sum()
+    };
+    assert_eq!(samples_of("a"), 3000);
+    let delete = |auth: String, tenant: &str| {
+        post(
+            &bin.url("/api/v1/admin/tsdb/delete_tenant"),
+            &[("Authorization", auth.as_str()), ("X-Scope-OrgID", tenant)],
+            Vec::new(),
+        )
+    };
+    let (status, _, text) = delete(format!("Bearer {}", token_of("a")), "a");
+    assert_eq!(status, 401, "a tenant's token cannot delete its tenant: {text}");
+    let (status, _, text) = delete(format!("Bearer {WRITE}"), "a");
+    assert_eq!(status, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((v["data"]["tenant"].as_str(), v["data"]["samples"].as_u64()), (Some("a"), Some(3000)));
+    assert_eq!(samples_of("a"), 0);
+    assert_eq!(samples_of("team-b"), 3000);
+    assert_eq!(samples_of("default"), 3000);
+    // The default tenant too, without touching the others.
+    let (status, _, text) = delete(format!("Bearer {WRITE}"), "default");
+    assert_eq!(status, 200, "{text}");
+    assert_eq!((samples_of("default"), samples_of("team-b")), (0, 3000));
+    bin.terminate();
+}
