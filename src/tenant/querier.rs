@@ -24,6 +24,22 @@ impl ScopedQuerier {
         }
     }
 
+    /// Whether this reads the default tenant of a store where no series of another tenant has
+    /// data in the range: then the tenant's matcher would select every series, and label names
+    /// and values are read without it (from the postings, at a cost per value, instead of
+    /// through every series).
+    fn default_is_everyone(&self, start_ms: i64, end_ms: i64, held_only: bool) -> Option<bool> {
+        if !matches!(&self.scope, Scope::One(t) if t.is_default()) {
+            return Some(false);
+        }
+        let others = if held_only {
+            self.inner.held_label_values(TENANT_LABEL, &[], start_ms, end_ms, Some(1))?
+        } else {
+            self.inner.label_values(TENANT_LABEL, &[], start_ms, end_ms, Some(1)).ok()?
+        };
+        Some(others.is_empty())
+    }
+
     fn names(&self, mut names: Vec<String>, any: bool) -> Vec<String> {
         if self.scope.shows_label() {
             if any && !names.iter().any(|n| n == TENANT_LABEL) {
@@ -164,8 +180,10 @@ impl Querier for ScopedQuerier {
         end_ms: i64,
         limit: Option<usize>,
     ) -> Result<Vec<String>> {
+        let alone = self.default_is_everyone(start_ms, end_ms, false) == Some(true);
+        let selection = if alone { std::borrow::Cow::Borrowed(matchers) } else { self.scope.select(matchers) };
         // One more, as the tenant label may be among them and be taken out.
-        let names = self.inner.label_names(&self.scope.select(matchers), start_ms, end_ms, limit.map(|n| n + 1))?;
+        let names = self.inner.label_names(&selection, start_ms, end_ms, limit.map(|n| n + 1))?;
         let any = !names.is_empty();
         let mut names = self.names(names, any);
         if let Some(n) = limit {
@@ -188,6 +206,9 @@ impl Querier for ScopedQuerier {
                 values.truncate(n);
             }
             return Ok(values);
+        }
+        if self.default_is_everyone(start_ms, end_ms, false) == Some(true) {
+            return self.inner.label_values(name, matchers, start_ms, end_ms, limit);
         }
         self.inner.label_values(name, &self.scope.select(matchers), start_ms, end_ms, limit)
     }
@@ -213,8 +234,9 @@ impl Querier for ScopedQuerier {
         end_ms: i64,
         limit: Option<usize>,
     ) -> Option<Vec<String>> {
-        let names =
-            self.inner.held_label_names(&self.scope.select(matchers), start_ms, end_ms, limit.map(|n| n + 1))?;
+        let alone = self.default_is_everyone(start_ms, end_ms, true)?;
+        let selection = if alone { std::borrow::Cow::Borrowed(matchers) } else { self.scope.select(matchers) };
+        let names = self.inner.held_label_names(&selection, start_ms, end_ms, limit.map(|n| n + 1))?;
         let any = !names.is_empty();
         let mut names = self.names(names, any);
         if let Some(n) = limit {
@@ -233,6 +255,9 @@ impl Querier for ScopedQuerier {
     ) -> Option<Vec<String>> {
         if name == TENANT_LABEL {
             return None;
+        }
+        if self.default_is_everyone(start_ms, end_ms, true)? {
+            return self.inner.held_label_values(name, matchers, start_ms, end_ms, limit);
         }
         self.inner.held_label_values(name, &self.scope.select(matchers), start_ms, end_ms, limit)
     }

@@ -514,6 +514,16 @@ fn a_directory_from_before_tenants_is_the_default_tenant() {
     };
     assert_eq!(as_tenant("default"), before);
     assert!(as_tenant("a").is_empty(), "another tenant sees none of it");
+    // Label names and values of the default tenant, alone in the store and beside another.
+    let values = |t: &str, path: &str| -> Vec<String> {
+        let resp = client().get(bin.url(path)).header("X-Scope-OrgID", t).send().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&resp.text().unwrap()).unwrap();
+        v["data"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_owned()).collect()
+    };
+    let i_values: Vec<String> = (0..5).map(|i| i.to_string()).collect();
+    assert_eq!(values("default", "/api/v1/label/i/values"), i_values);
+    assert!(values("default", "/api/v1/labels").contains(&"i".to_owned()));
+    assert!(values("a", "/api/v1/label/i/values").is_empty());
     // A tenant writing the same labels gets a series of its own.
     let line =
         serde_json::json!({"metric": {"__name__": "before_tenants", "i": "0"}, "values": [42.0], "timestamps": [t_ms]});
@@ -521,6 +531,9 @@ fn a_directory_from_before_tenants_is_the_default_tenant() {
         post(&bin.url("/api/v1/import"), &[("X-Scope-OrgID", "a")], format!("{line}\n").into_bytes());
     assert_eq!(status, 204, "{text}");
     assert_eq!(as_tenant("a").len(), 1);
+    assert_eq!(values("a", "/api/v1/label/i/values"), ["0"]);
+    assert_eq!(values("default", "/api/v1/label/i/values"), i_values);
+    assert!(!values("default", "/api/v1/labels").contains(&"__tenant__".to_owned()));
     assert_eq!(export(&bin.url(""), "before_tenants"), before, "the default tenant's series are untouched");
     bin.terminate();
 }
