@@ -7,7 +7,8 @@
 //! | `saltdb_samples_rejected_total` | counter | `protocol`, `reason` |
 //! | `saltdb_write_requests_rejected_total` | counter | `protocol`, `reason` |
 //! | `saltdb_tenant_samples_ingested_total` (with `--tenants`) | counter | `tenant` (one per tenant that wrote: tenants are few) |
-//! | `saltdb_tenant_refused_total` (requests refused by `--tenant-limits-file`) | counter | `tenant`, `reason` (`tenant_rate_limited`, `tenant_label_too_long`, `query_too_long`, `too_many_concurrent_queries`) |
+//! | `saltdb_tenant_refused_total` (requests refused by `--tenant-limits-file`) | counter | `tenant`, `reason` (`tenant_rate_limited`, `tenant_label_too_long`, `tenant_series_limit`, `tenant_metric_series_limit`, `query_too_long`, `too_many_concurrent_queries`) |
+//! | `saltdb_tenant_active_series` (series written in the last 30 to 60 minutes, of tenants with a series limit; set when scraped) | gauge | `tenant` |
 //! | `saltdb_http_requests_total` | counter | `route`, `code` |
 //! | `saltdb_http_request_duration_seconds` | histogram | `route`, `code` |
 //! | `saltdb_storage_write_duration_seconds` (group commit wait, shows write stalls) | histogram | `protocol` |
@@ -202,6 +203,7 @@ pub struct Metrics {
     requests_rejected: IntCounterVec,
     tenant_ingested: IntCounterVec,
     tenant_refused: IntCounterVec,
+    tenant_active_series: IntGaugeVec,
     http_requests: IntCounterVec,
     http_duration: HistogramVec,
     write_duration: HistogramVec,
@@ -335,6 +337,18 @@ impl Metrics {
                 "saltdb_tenant_refused_total",
                 "Requests refused by a tenant's limits (--tenant-limits-file), by tenant and reason.",
                 &["tenant", "reason"],
+            ),
+            tenant_active_series: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "saltdb_tenant_active_series",
+                        "Active series of each tenant with max_global_series_per_user or max_global_series_per_metric: \
+                         the distinct series it wrote samples to in the last 30 to 60 minutes, counted since start.",
+                    ),
+                    &["tenant"],
+                )
+                .unwrap_or_else(|e| panic!("BUG: {e}")),
             ),
             http_requests: counter_vec(
                 &r,
@@ -583,6 +597,15 @@ impl Metrics {
     /// Counts a request of `tenant` refused by its limits, under `reason`.
     pub fn tenant_refused(&self, tenant: &str, reason: &str) {
         self.tenant_refused.with_label_values(&[tenant, reason]).inc();
+    }
+
+    /// Sets `saltdb_tenant_active_series` to `active` (tenant, series), dropping tenants not
+    /// listed.
+    pub fn set_tenant_active_series(&self, active: &[(String, usize)]) {
+        self.tenant_active_series.reset();
+        for (tenant, n) in active {
+            self.tenant_active_series.with_label_values(&[tenant.as_str()]).set(clamp(*n as u64));
+        }
     }
 
     /// Bytes the remote-write label cache holds.

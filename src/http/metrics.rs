@@ -23,6 +23,9 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, Api
     if let Some(cache) = &state.result_cache {
         state.metrics.set_result_cache(&cache.figures());
     }
+    if let Some(limits) = &state.tenant_limits {
+        state.metrics.set_tenant_active_series(&limits.active_series());
+    }
     let text = blocking::run(move || {
         // The embedded store's figures, or the ClickHouse shards' counters.
         let storage = match &st.backend {

@@ -1,6 +1,7 @@
 //! The limits per tenant in force (`--tenant-limits-file`, see docs/limits-per-tenant.md): the
 //! parsed file behind a lock, reloaded on `POST /-/reload` and when its modification time
-//! changes, the ingestion token buckets and the per-tenant query semaphores. What the limits
+//! changes, the ingestion token buckets, the active series of tenants with a series limit and
+//! the per-tenant query semaphores. What the limits
 //! are and how the bucket counts is `tenant/limits.rs`; this holds the state and turns a
 //! refusal into the answer.
 
@@ -13,7 +14,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::error::ApiError;
 use super::ingest::Batch;
-use crate::tenant::{Buckets, LimitsError, LimitsFile, RateRefusal, TenantId, TenantLimits};
+use crate::tenant::{
+    metric_hash, series_hash, ActiveSeries, Buckets, LimitsError, LimitsFile, Over, RateRefusal, TenantId, TenantLimits,
+};
 
 /// How often the file's modification time is checked.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(10);
@@ -24,6 +27,8 @@ pub struct TenantLimitsHandle {
     path: PathBuf,
     current: RwLock<(Arc<LimitsFile>, Option<SystemTime>)>,
     buckets: Mutex<Buckets>,
+    /// The active series of each tenant that had a series limit when it wrote.
+    active: Mutex<HashMap<TenantId, ActiveSeries>>,
     queries: Mutex<HashMap<TenantId, (usize, Arc<Semaphore>)>>,
     epoch: Instant,
 }
@@ -52,6 +57,7 @@ impl TenantLimitsHandle {
             path: path.to_path_buf(),
             current: RwLock::new((Arc::new(file), modified)),
             buckets: Mutex::default(),
+            active: Mutex::default(),
             queries: Mutex::default(),
             epoch: Instant::now(),
         })
@@ -167,6 +173,90 @@ impl TenantLimitsHandle {
         }
     }
 
+    /// Refuses a request of `tenant` before its body is read when its ingestion bucket holds
+    /// less than one sample's token (the 429 of [`TenantLimitsHandle::take_samples`], with
+    /// `Retry-After`); takes nothing.
+    ///
+    /// # Errors
+    /// [`ApiError::RateLimited`].
+    pub fn refuse_exhausted(&self, tenant: &TenantId) -> Result<(), ApiError> {
+        let limits = self.of(tenant);
+        let (Some(rate), Some(burst)) = (limits.ingestion_rate, limits.burst()) else { return Ok(()) };
+        let now = self.epoch.elapsed().as_secs_f64();
+        match unpoison(self.buckets.lock()).exhausted(tenant, (rate, burst), now) {
+            None => Ok(()),
+            Some(seconds) => Err(ApiError::RateLimited {
+                message: format!(
+                    "tenant {:?} is over its ingestion rate limit of {rate} samples/s (burst {burst}): request refused unread, retry later",
+                    tenant.as_str()
+                ),
+                retry_after: seconds.ceil().max(1.0) as u64,
+            }),
+        }
+    }
+
+    /// Checks `batch` (stamped with `tenant`) against the tenant's `max_global_series_per_user`
+    /// and `max_global_series_per_metric`, counting only its series with samples that are not
+    /// active yet, and records them as active when it fits (one lock around both, so two
+    /// concurrent requests cannot both take the last slot). They are recorded before the
+    /// write: a write that then fails in storage leaves them counted until they age out.
+    ///
+    /// # Errors
+    /// 429 ([`ApiError::RateLimited`], `Retry-After` one minute) naming the tenant, the limit,
+    /// the count and (per metric) the metric, with the `reason` to count it under
+    /// (`tenant_series_limit`, `tenant_metric_series_limit`).
+    pub fn admit_series(&self, tenant: &TenantId, batch: &Batch) -> Result<(), (ApiError, &'static str)> {
+        let (user, metric) = self.of(tenant).series_limits();
+        if user.is_none() && metric.is_none() {
+            return Ok(());
+        }
+        let hashes = batch_hashes(batch);
+        if hashes.is_empty() {
+            return Ok(());
+        }
+        let now = self.epoch.elapsed().as_secs_f64();
+        let admitted = unpoison(self.active.lock())
+            .entry(tenant.clone())
+            .or_insert_with(|| ActiveSeries::new(now))
+            .admit(user, metric, &hashes, now);
+        let refuse = |message: String, reason| Err((ApiError::RateLimited { message, retry_after: 60 }, reason));
+        match admitted {
+            Ok(()) => Ok(()),
+            Err(Over::User { active, limit, adding }) => refuse(
+                format!(
+                    "tenant {:?} has {active} active series, its limit is {limit} (max_global_series_per_user); this request would add {adding} more",
+                    tenant.as_str()
+                ),
+                "tenant_series_limit",
+            ),
+            Err(Over::Metric { metric, active, limit, adding }) => refuse(
+                format!(
+                    "tenant {:?} has {active} active series of metric {:?}, its limit is {limit} (max_global_series_per_metric); this request would add {adding} more",
+                    tenant.as_str(),
+                    metric_name(batch, metric)
+                ),
+                "tenant_metric_series_limit",
+            ),
+        }
+    }
+
+    /// The active series of each tenant with a series limit in force, as of `now` (for the
+    /// `saltdb_tenant_active_series` gauge); forgets the counts of tenants that no longer have
+    /// one.
+    pub fn active_series(&self) -> Vec<(String, usize)> {
+        let now = self.epoch.elapsed().as_secs_f64();
+        let file = Arc::clone(&unpoison(self.current.read()).0);
+        let mut active = unpoison(self.active.lock());
+        active.retain(|t, _| file.of(t).limits_series());
+        active
+            .iter_mut()
+            .map(|(t, a)| {
+                a.rotate(now);
+                (t.as_str().to_owned(), a.len())
+            })
+            .collect()
+    }
+
     /// A slot of `tenant`'s `max_concurrent_queries`, waited for up to `timeout`; `None` when
     /// the tenant has no such limit.
     ///
@@ -195,6 +285,47 @@ impl TenantLimitsHandle {
         })?;
         permit.map(Some).map_err(|_| ApiError::Internal("tenant query slots closed".into()))
     }
+}
+
+/// The `(series hash, metric hash)` of each series of `batch` with samples (float or
+/// histogram): a series is its canonical label bytes, its metric the value of `__name__`.
+fn batch_hashes(batch: &Batch) -> Vec<(u64, u64)> {
+    match batch {
+        Batch::Series(b) => {
+            let mut buf = Vec::new();
+            b.series
+                .iter()
+                .filter(|s| !s.samples.is_empty() || !s.histograms.is_empty())
+                .map(|s| {
+                    buf.clear();
+                    s.labels.encode(&mut buf);
+                    (series_hash(&buf), metric_hash(s.labels.metric_name().unwrap_or("").as_bytes()))
+                })
+                .collect()
+        }
+        Batch::Packed(b) => b
+            .series()
+            .filter(|s| !s.samples.is_empty() || !s.histograms.is_empty())
+            .map(|s| (series_hash(s.labels), metric_hash(packed_name(s.label_pairs()))))
+            .collect(),
+    }
+}
+
+fn packed_name<'a>(mut pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> &'a [u8] {
+    pairs.find(|(n, _)| *n == crate::labels::METRIC_NAME.as_bytes()).map_or(&[], |(_, v)| v)
+}
+
+/// The name of the metric of hash `hash` among `batch`'s series.
+fn metric_name(batch: &Batch, hash: u64) -> String {
+    let name = match batch {
+        Batch::Series(b) => b
+            .series
+            .iter()
+            .map(|s| s.labels.metric_name().unwrap_or("").as_bytes().to_vec())
+            .find(|n| metric_hash(n) == hash),
+        Batch::Packed(b) => b.series().map(|s| packed_name(s.label_pairs()).to_vec()).find(|n| metric_hash(n) == hash),
+    };
+    String::from_utf8_lossy(&name.unwrap_or_default()).into_owned()
 }
 
 /// Watches the file of `limits` every [`WATCH_INTERVAL`] until `stopped`, reloading it when it

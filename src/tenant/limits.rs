@@ -32,6 +32,12 @@ pub struct TenantLimits {
     pub max_total_query_length: Option<String>,
     /// Queries of the tenant evaluated at once.
     pub max_concurrent_queries: Option<usize>,
+    /// Active series the tenant may have (see [`super::ActiveSeries`]: the distinct series it
+    /// wrote samples to in the last 30 to 60 minutes, counted since the process started).
+    pub max_global_series_per_user: Option<u64>,
+    /// Active series any one metric (`__name__`) of the tenant may have, counted as
+    /// `max_global_series_per_user`.
+    pub max_global_series_per_metric: Option<u64>,
 }
 
 impl TenantLimits {
@@ -50,6 +56,8 @@ impl TenantLimits {
                 .clone()
                 .or_else(|| defaults.max_total_query_length.clone()),
             max_concurrent_queries: self.max_concurrent_queries.or(defaults.max_concurrent_queries),
+            max_global_series_per_user: self.max_global_series_per_user.or(defaults.max_global_series_per_user),
+            max_global_series_per_metric: self.max_global_series_per_metric.or(defaults.max_global_series_per_metric),
         }
     }
 
@@ -58,6 +66,18 @@ impl TenantLimits {
     pub fn burst(&self) -> Option<u64> {
         let rate = self.ingestion_rate?;
         Some(self.ingestion_burst_size.unwrap_or_else(|| rate.ceil().max(1.0) as u64))
+    }
+
+    /// `max_global_series_per_user` and `max_global_series_per_metric` in force: 0 is no limit,
+    /// as in Mimir.
+    pub fn series_limits(&self) -> (Option<u64>, Option<u64>) {
+        let set = |l: Option<u64>| l.filter(|&n| n > 0);
+        (set(self.max_global_series_per_user), set(self.max_global_series_per_metric))
+    }
+
+    /// Whether either active series limit is in force.
+    pub fn limits_series(&self) -> bool {
+        self.series_limits() != (None, None)
     }
 
     /// `max_total_query_length` in milliseconds (validated when the file is parsed).
@@ -216,6 +236,18 @@ impl Buckets {
         bucket.allow(samples, now)
     }
 
+    /// When `tenant`'s bucket of `rate` and `burst` holds less than one sample's token at
+    /// `now`: the seconds until it holds one. Takes nothing (a bucket it has not seen, or whose
+    /// limits changed, is full).
+    pub fn exhausted(&self, tenant: &TenantId, (rate, burst): (f64, u64), now: f64) -> Option<f64> {
+        let bucket = self.buckets.get(tenant)?;
+        if bucket.rate.to_bits() != rate.to_bits() || bucket.burst != burst {
+            return None;
+        }
+        let tokens = (bucket.tokens + (now - bucket.last).max(0.0) * bucket.rate).min(bucket.burst as f64);
+        (tokens < 1.0).then(|| (1.0 - tokens) / bucket.rate)
+    }
+
     /// Forgets the buckets of tenants that no longer have a rate (after a reload).
     pub fn retain(&mut self, keep: impl Fn(&TenantId) -> bool) {
         self.buckets.retain(|t, _| keep(t));
@@ -253,6 +285,22 @@ mod tests {
     }
 
     #[test]
+    fn series_limits_parse_and_merge() {
+        let f = LimitsFile::parse(
+            "limits.yml",
+            "defaults:\n  max_global_series_per_user: 100\noverrides:\n  a:\n    max_global_series_per_metric: 3\n",
+        )
+        .unwrap();
+        let a = f.of(&id("a"));
+        assert_eq!((a.max_global_series_per_user, a.max_global_series_per_metric), (Some(100), Some(3)));
+        assert!(a.limits_series());
+        assert_eq!(f.of(&id("b")).max_global_series_per_metric, None);
+        assert!(!TenantLimits::default().limits_series());
+        let zero = LimitsFile::parse("l.yml", "defaults:\n  max_global_series_per_user: 0\n").unwrap();
+        assert_eq!(zero.of(&id("a")).series_limits(), (None, None), "0 is no limit, as in Mimir");
+    }
+
+    #[test]
     fn bad_files_are_refused_naming_file_and_key() {
         let e = LimitsFile::parse("l.yml", "defaults:\n  ingestion_rat: 1\n").unwrap_err();
         assert_eq!(e.file, "l.yml");
@@ -281,6 +329,21 @@ mod tests {
         // Another tenant has its own bucket; a changed limit starts over full.
         assert_eq!(b.allow(&id("b"), (10.0, 20), 20, 0.5), Ok(()));
         assert_eq!(b.allow(&a, (10.0, 40), 40, 0.5), Ok(()));
+    }
+
+    #[test]
+    fn an_exhausted_bucket_is_seen_without_taking() {
+        let mut b = Buckets::default();
+        let a = id("a");
+        assert_eq!(b.exhausted(&a, (10.0, 20), 0.0), None, "a new bucket is full");
+        assert_eq!(b.allow(&a, (10.0, 20), 20, 0.0), Ok(()));
+        assert_eq!(b.exhausted(&a, (10.0, 20), 0.0), Some(0.1));
+        assert!(b.exhausted(&a, (10.0, 20), 0.05).is_some_and(|w| (w - 0.05).abs() < 1e-9));
+        assert_eq!(b.exhausted(&a, (10.0, 20), 0.1), None);
+        // Looking took nothing: the token refilled by 0.1 s is there to take.
+        assert_eq!(b.allow(&a, (10.0, 20), 1, 0.1), Ok(()));
+        assert!(b.exhausted(&a, (10.0, 20), 0.1).is_some());
+        assert_eq!(b.exhausted(&a, (5.0, 20), 0.1), None, "changed limits start over full");
     }
 
     /// The bucket's level by brute force over the history of accepted requests: the bucket was

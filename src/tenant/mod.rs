@@ -10,11 +10,13 @@
 //!
 //! Pure: which tenant a request acts as is decided at the HTTP edge (`http/tenant.rs`).
 
+mod active;
 mod id;
 mod limits;
 mod querier;
 mod scope;
 
+pub use active::{metric_hash, series_hash, ActiveSeries, Over, GENERATION_SECONDS};
 pub use id::{parse_list, TenantId, TenantIdError, DEFAULT_TENANT, MAX_LEN, SEPARATOR, TENANT_LABEL};
 pub use limits::{Buckets, LimitsError, LimitsFile, RateRefusal, TenantLimits};
 pub use querier::{tenant_of, ScopedQuerier};
