@@ -10,7 +10,7 @@ use saltdb::server::ServerConfig;
 
 use crate::common::{client, post, recent_ms, runtime, storage_config, InProcess};
 
-const LIMITS: &str = "defaults:\n  max_total_query_length: 1h\noverrides:\n  a:\n    ingestion_rate: 0.1\n    ingestion_burst_size: 10\n    max_label_value_length: 16\n";
+const LIMITS: &str = "defaults:\n  max_total_query_length: 1h\noverrides:\n  a:\n    ingestion_rate: 0.001\n    ingestion_burst_size: 10\n    max_label_value_length: 16\n";
 
 fn start(dir: &Path, limits: &Path) -> InProcess {
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), storage_config(&dir.join("data")));
@@ -80,7 +80,7 @@ fn limits_per_tenant_refuse_name_the_tenant_and_reload() {
     let (status, headers, body) = import(&s, "a", lines("refused", "x", 5, t0));
     assert_eq!(status, 429, "{body}");
     assert!(
-        body.contains(r#"tenant \"a\""#) && body.contains("ingestion rate limit of 0.1 samples/s (burst 10)"),
+        body.contains(r#"tenant \"a\""#) && body.contains("ingestion rate limit of 0.001 samples/s (burst 10)"),
         "{body}"
     );
     let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
