@@ -2,7 +2,7 @@
 //! the write budget (`--max-inflight-bytes`, `--max-concurrent-writes`) and again with the budget
 //! effectively off; prints accepted/refused requests and the server's peak RSS for both.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,23 +73,11 @@ fn run(args: &FloodArgs, flags: &[&str], body: &Arc<Vec<u8>>, dir: &std::path::P
             })
         })
         .collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let peak = Arc::new(AtomicU64::new(0));
-    let monitor = {
-        let (stop, peak, pid) = (stop.clone(), peak.clone(), pid.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                peak.fetch_max(status_kib(&pid, "VmRSS:"), Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        })
-    };
+    let watch = crate::RssWatch::start(&pid, Duration::from_millis(10));
     for c in clients {
         let _ = c.join();
     }
-    stop.store(true, Ordering::Relaxed);
-    let _ = monitor.join();
-    let peak_mib = peak.load(Ordering::Relaxed).max(status_kib(&pid, "VmHWM:")) / 1024;
+    let peak_mib = watch.peak_mib();
     server.stop();
     Outcome {
         accepted: counts[0].load(Ordering::Relaxed),

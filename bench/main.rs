@@ -165,6 +165,39 @@ fn status_kib(pid: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Watches a process' resident set size every few ms until [`RssWatch::peak_mib`].
+struct RssWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    peak_kib: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: std::thread::JoinHandle<()>,
+    pid: String,
+}
+
+impl RssWatch {
+    /// Starts watching `pid`, polling every `every`.
+    fn start(pid: &str, every: std::time::Duration) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        let (stop, peak_kib) = (std::sync::Arc::new(AtomicBool::new(false)), std::sync::Arc::new(AtomicU64::new(0)));
+        let thread = {
+            let (stop, peak, pid) = (stop.clone(), peak_kib.clone(), pid.to_owned());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    peak.fetch_max(status_kib(&pid, "VmRSS:"), Ordering::Relaxed);
+                    std::thread::sleep(every);
+                }
+            })
+        };
+        Self { stop, peak_kib, thread, pid: pid.to_owned() }
+    }
+
+    /// Stops watching: the peak RSS seen (or the kernel's high-water mark, if higher), in MiB.
+    fn peak_mib(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+        self.peak_kib.load(Ordering::Relaxed).max(status_kib(&self.pid, "VmHWM:")) / 1024
+    }
+}
+
 /// Peak resident set size of a process in bytes (VmHWM).
 fn peak_rss(pid: &str) -> u64 {
     status_kib(pid, "VmHWM:") * 1024

@@ -5,12 +5,11 @@
 //! latencies in both runs with their ratios, `a`'s accepted and refused requests, whether
 //! anything of `a`'s refused requests was stored, and the server's peak RSS.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::http_client::{Conn, Server};
-use crate::status_kib;
 
 /// Distinct bodies of new series tenant `a` cycles through (more series than its limit).
 const A_BODIES: usize = 64;
@@ -123,7 +122,6 @@ fn run(args: &NeighboursArgs, dir: &std::path::Path, flood: Flood) -> Outcome {
     } else {
         Vec::new()
     });
-    let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.seconds);
 
@@ -217,24 +215,14 @@ fn run(args: &NeighboursArgs, dir: &std::path::Path, flood: Flood) -> Outcome {
             })
         })
         .collect();
-    let peak = Arc::new(AtomicU64::new(0));
-    let monitor = {
-        let (stop, peak, pid) = (stop.clone(), peak.clone(), pid.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                peak.fetch_max(status_kib(&pid, "VmRSS:"), Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
+    let watch = crate::RssWatch::start(&pid, Duration::from_millis(20));
     let _ = writer.join();
     let seconds = started.elapsed().as_secs_f64();
     let _ = dashboard.join();
     for f in flooders {
         let _ = f.join();
     }
-    stop.store(true, Ordering::Relaxed);
-    let _ = monitor.join();
+    let peak_mib = watch.peak_mib();
     // What of tenant a was stored: its series, against those of its accepted requests.
     let mut conn = Conn::connect(addr);
     let (_, counted) = conn.request(
@@ -247,7 +235,6 @@ fn run(args: &NeighboursArgs, dir: &std::path::Path, flood: Flood) -> Outcome {
         .ok()
         .and_then(|v| v["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse().ok()))
         .unwrap_or(0);
-    let peak_mib = peak.load(Ordering::Relaxed).max(status_kib(&pid, "VmHWM:")) / 1024;
     server.stop();
     let a_acked = (accepted_bodies.lock().expect("lock").len() * args.a_batch) as u64;
     let take = |m: &Mutex<Vec<f64>>| std::mem::take(&mut *m.lock().expect("lock"));

@@ -40,7 +40,20 @@ impl ScopedQuerier {
         Some(others.is_empty())
     }
 
-    fn names(&self, mut names: Vec<String>, any: bool) -> Vec<String> {
+    /// The selection label names and values are read with: the query's own matchers while the
+    /// default tenant is everyone ([`ScopedQuerier::default_is_everyone`]), else the scope's.
+    fn label_selection<'a>(&self, matchers: &'a [Matcher], alone: bool) -> std::borrow::Cow<'a, [Matcher]> {
+        if alone {
+            std::borrow::Cow::Borrowed(matchers)
+        } else {
+            self.scope.select(matchers)
+        }
+    }
+
+    /// Label names read with one more than `limit` (the tenant label may be among them), as
+    /// the scope shows them: without the tenant label for one tenant, with it for several.
+    fn names(&self, mut names: Vec<String>, limit: Option<usize>) -> Vec<String> {
+        let any = !names.is_empty();
         if self.scope.shows_label() {
             if any && !names.iter().any(|n| n == TENANT_LABEL) {
                 names.push(TENANT_LABEL.to_owned());
@@ -48,6 +61,9 @@ impl ScopedQuerier {
             }
         } else {
             names.retain(|n| n != TENANT_LABEL);
+        }
+        if let Some(n) = limit {
+            names.truncate(n);
         }
         names
     }
@@ -181,15 +197,9 @@ impl Querier for ScopedQuerier {
         limit: Option<usize>,
     ) -> Result<Vec<String>> {
         let alone = self.default_is_everyone(start_ms, end_ms, false) == Some(true);
-        let selection = if alone { std::borrow::Cow::Borrowed(matchers) } else { self.scope.select(matchers) };
-        // One more, as the tenant label may be among them and be taken out.
+        let selection = self.label_selection(matchers, alone);
         let names = self.inner.label_names(&selection, start_ms, end_ms, limit.map(|n| n + 1))?;
-        let any = !names.is_empty();
-        let mut names = self.names(names, any);
-        if let Some(n) = limit {
-            names.truncate(n);
-        }
-        Ok(names)
+        Ok(self.names(names, limit))
     }
 
     fn label_values(
@@ -207,10 +217,8 @@ impl Querier for ScopedQuerier {
             }
             return Ok(values);
         }
-        if self.default_is_everyone(start_ms, end_ms, false) == Some(true) {
-            return self.inner.label_values(name, matchers, start_ms, end_ms, limit);
-        }
-        self.inner.label_values(name, &self.scope.select(matchers), start_ms, end_ms, limit)
+        let alone = self.default_is_everyone(start_ms, end_ms, false) == Some(true);
+        self.inner.label_values(name, &self.label_selection(matchers, alone), start_ms, end_ms, limit)
     }
 
     fn held_series(
@@ -235,14 +243,9 @@ impl Querier for ScopedQuerier {
         limit: Option<usize>,
     ) -> Option<Vec<String>> {
         let alone = self.default_is_everyone(start_ms, end_ms, true)?;
-        let selection = if alone { std::borrow::Cow::Borrowed(matchers) } else { self.scope.select(matchers) };
+        let selection = self.label_selection(matchers, alone);
         let names = self.inner.held_label_names(&selection, start_ms, end_ms, limit.map(|n| n + 1))?;
-        let any = !names.is_empty();
-        let mut names = self.names(names, any);
-        if let Some(n) = limit {
-            names.truncate(n);
-        }
-        Some(names)
+        Some(self.names(names, limit))
     }
 
     fn held_label_values(
@@ -256,10 +259,8 @@ impl Querier for ScopedQuerier {
         if name == TENANT_LABEL {
             return None;
         }
-        if self.default_is_everyone(start_ms, end_ms, true)? {
-            return self.inner.held_label_values(name, matchers, start_ms, end_ms, limit);
-        }
-        self.inner.held_label_values(name, &self.scope.select(matchers), start_ms, end_ms, limit)
+        let alone = self.default_is_everyone(start_ms, end_ms, true)?;
+        self.inner.held_label_values(name, &self.label_selection(matchers, alone), start_ms, end_ms, limit)
     }
 }
 
