@@ -541,7 +541,7 @@ pub enum ConfigError {
     #[error("--downsample works with the embedded storage only; --storage clickhouse keeps raw samples")]
     TiersOnClickHouse,
     /// `--retention-rule` with `--storage clickhouse`, whose partitions share one retention.
-    #[error("--retention-rule works with the embedded storage only; --storage clickhouse has one --retention")]
+    #[error("--retention-rule (and a tenant's retention_period) works with the embedded storage only; --storage clickhouse has one --retention")]
     RetentionRulesOnClickHouse,
     /// A rule of --retention-rules-file (or the file itself) is unusable.
     #[error("--retention-rules-file {path}: {message}")]
@@ -692,7 +692,8 @@ fn auto_head_bytes() -> usize {
 
 impl ServeArgs {
     /// The retention rules: the `--retention-rule` flags, then the lines of
-    /// `--retention-rules-file`, first match first.
+    /// `--retention-rules-file`, then the tenants' `retention_period` of `--tenant-limits-file`,
+    /// first match first.
     ///
     /// # Errors
     /// An unreadable file, a line that is not a rule, or too many distinct retentions.
@@ -708,6 +709,19 @@ impl ServeArgs {
                     continue;
                 }
                 rules.push(parse_retention_rule(line).map_err(|e| failed(format!("line {}: {e}", n + 1)))?);
+            }
+        }
+        // Then each tenant's `retention_period` from the limits file (read at start-up only).
+        if let Some(path) = self.tenant_limits_file.as_ref().filter(|_| self.tenants) {
+            let shown = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                ConfigError::TenantLimits(crate::tenant::LimitsError { file: shown.clone(), problem: e.to_string() })
+            })?;
+            for (selector, period) in crate::tenant::LimitsFile::parse(&shown, &text)?.retention_selectors() {
+                let rule = parse_retention_rule(&format!("{selector}:{period}")).map_err(|problem| {
+                    ConfigError::TenantLimits(crate::tenant::LimitsError { file: shown.clone(), problem })
+                })?;
+                rules.push(rule);
             }
         }
         crate::storage::check_retention_rules(&rules).map_err(ConfigError::RetentionRules)?;

@@ -74,7 +74,15 @@ impl TenantLimitsHandle {
     /// [`LimitsError`] of the bad file.
     pub fn reload(&self) -> Result<(), LimitsError> {
         let (file, modified) = read(&self.path)?;
-        *unpoison(self.current.write()) = (Arc::new(file), modified);
+        let mut current = unpoison(self.current.write());
+        if current.0.retention_selectors() != file.retention_selectors() {
+            // Retention classes are fixed while the store is open.
+            tracing::warn!(
+                file = %self.path.display(),
+                "a tenant's retention_period changed: it takes effect at the next restart"
+            );
+        }
+        *current = (Arc::new(file), modified);
         Ok(())
     }
 

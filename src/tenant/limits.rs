@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
 
-use super::id::TenantId;
+use super::id::{TenantId, TENANT_LABEL};
 
 /// One tenant's limits (every field optional: absent means no limit, or the default's).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -38,6 +38,12 @@ pub struct TenantLimits {
     /// Active series any one metric (`__name__`) of the tenant may have, counted as
     /// `max_global_series_per_user`.
     pub max_global_series_per_metric: Option<u64>,
+    /// How long the tenant's samples are kept, as a duration (`30d`; Mimir's
+    /// `compactor_blocks_retention_period` is accepted too). Read at start-up: each distinct
+    /// retention is a retention class of the embedded store (see
+    /// [`LimitsFile::retention_selectors`]).
+    #[serde(alias = "compactor_blocks_retention_period")]
+    pub retention_period: Option<String>,
 }
 
 impl TenantLimits {
@@ -58,6 +64,7 @@ impl TenantLimits {
             max_concurrent_queries: self.max_concurrent_queries.or(defaults.max_concurrent_queries),
             max_global_series_per_user: self.max_global_series_per_user.or(defaults.max_global_series_per_user),
             max_global_series_per_metric: self.max_global_series_per_metric.or(defaults.max_global_series_per_metric),
+            retention_period: self.retention_period.clone().or_else(|| defaults.retention_period.clone()),
         }
     }
 
@@ -99,6 +106,13 @@ impl TenantLimits {
         }
         if self.max_fetched_samples_per_query == Some(0) {
             return Err("max_fetched_samples_per_query must be at least 1".into());
+        }
+        if let Some(d) = &self.retention_period {
+            match crate::duration::parse_ms(d) {
+                Ok(ms) if ms > 0 => {}
+                Ok(_) => return Err("retention_period must be longer than 0".into()),
+                Err(e) => return Err(format!("retention_period: {e}")),
+            }
         }
         if let Some(d) = &self.max_total_query_length {
             match crate::duration::parse_ms(d) {
@@ -157,9 +171,34 @@ impl LimitsFile {
             let tenant = TenantId::parse(&id).map_err(|e| err(format!("overrides: {e}")))?;
             let limits = limits.unwrap_or_default();
             limits.validate().map_err(|p| err(format!("overrides of tenant {id:?}: {p}")))?;
+            if tenant.is_default() && limits.retention_period.is_some() {
+                return Err(err(
+                    "overrides of tenant \"default\": retention_period: the default tenant keeps --retention".into(),
+                ));
+            }
             overrides.insert(tenant, limits.over(&defaults));
         }
         Ok(Self { defaults, overrides })
+    }
+
+    /// Retention per tenant as retention-rule selectors with their durations, in the order the
+    /// first match decides: each overridden tenant with a `retention_period` (its own or the
+    /// defaults'), then every other tenant but the default one (`{__tenant__=~".+"}`) with the
+    /// defaults' `retention_period`. The default tenant keeps the server's `--retention`.
+    pub fn retention_selectors(&self) -> Vec<(String, String)> {
+        let mut tenants: Vec<(&TenantId, &TenantLimits)> = self.overrides.iter().collect();
+        tenants.sort_by(|a, b| a.0.cmp(b.0));
+        let mut out: Vec<(String, String)> = tenants
+            .into_iter()
+            .filter_map(|(t, l)| {
+                let period = l.retention_period.clone()?;
+                Some((format!("{{{TENANT_LABEL}={:?}}}", t.as_str()), period))
+            })
+            .collect();
+        if let Some(period) = &self.defaults.retention_period {
+            out.push((format!("{{{TENANT_LABEL}=~\".+\"}}"), period.clone()));
+        }
+        out
     }
 
     /// The limits of `tenant`: its override merged over the defaults, else the defaults.
@@ -257,6 +296,24 @@ impl Buckets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retention_per_tenant_becomes_selectors() {
+        let text = "defaults:\n  retention_period: 30d\noverrides:\n  b:\n    compactor_blocks_retention_period: 7d\n  a:\n    ingestion_rate: 5\n";
+        let f = LimitsFile::parse("l.yml", text).unwrap();
+        assert_eq!(
+            f.retention_selectors(),
+            vec![
+                (r#"{__tenant__="a"}"#.to_owned(), "30d".to_owned()),
+                (r#"{__tenant__="b"}"#.to_owned(), "7d".to_owned()),
+                (r#"{__tenant__=~".+"}"#.to_owned(), "30d".to_owned()),
+            ]
+        );
+        let e = LimitsFile::parse("l.yml", "overrides:\n  default:\n    retention_period: 1d\n").unwrap_err();
+        assert!(e.to_string().contains("--retention"), "{e}");
+        let e = LimitsFile::parse("l.yml", "overrides:\n  a:\n    retention_period: soon\n").unwrap_err();
+        assert!(e.to_string().contains("retention_period"), "{e}");
+    }
     use proptest::prelude::*;
 
     fn id(s: &str) -> TenantId {

@@ -747,3 +747,43 @@ fn deleting_a_tenant_leaves_the_others() {
     assert_eq!((samples_of("default"), samples_of("team-b")), (0, 3000));
     bin.terminate();
 }
+
+/// `retention_period` per tenant in the limits file: at start-up each becomes a retention class,
+/// so a restart drops one tenant's old days while another's (and the default tenant's, on
+/// `--retention`) stay.
+#[test]
+fn retention_per_tenant_from_the_limits_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let limits = dir.path().join("limits.yml");
+    std::fs::write(&limits, "overrides:\n  short:\n    retention_period: 3d\n").unwrap();
+    let args = ["--tenants", "--tenant-limits-file", limits.to_str().unwrap(), "--retention", "30d"];
+    let day = 86_400_000;
+    let now = chrono::Utc::now().timestamp_millis();
+    let old = now - 10 * day - (now - 10 * day).rem_euclid(day) + 3_600_000;
+    let bin = Binary::spawn(&data, &args);
+    for t in ["short", "long", "default"] {
+        let line = serde_json::json!({"metric": {"__name__": "kept_m", "who": t}, "values": [1.0, 2.0], "timestamps": [old, now - 60_000]});
+        let (status, _, text) =
+            post(&bin.url("/api/v1/import"), &[("X-Scope-OrgID", t)], format!("{line}\n").into_bytes());
+        assert_eq!(status, 204, "{t}: {text}");
+    }
+    let classes = get_json(&bin.url("/api/v1/status/storage"))["data"]["retentionClasses"].clone();
+    assert!(classes.to_string().contains("__tenant__"), "the tenant's class is shown: {classes}");
+    bin.terminate();
+    // The restart runs retention: the short tenant's old day goes.
+    let bin = Binary::spawn(&data, &args);
+    let samples = |t: &str| -> Vec<i64> {
+        let resp = client()
+            .get(bin.url("/api/v1/export"))
+            .query(&[("match[]", "kept_m")])
+            .header("X-Scope-OrgID", t)
+            .send()
+            .unwrap();
+        parse_lines(&resp.text().unwrap()).values().flatten().map(|(t, _)| *t).collect()
+    };
+    assert_eq!(samples("short"), [now - 60_000]);
+    assert_eq!(samples("long"), [old, now - 60_000]);
+    assert_eq!(samples("default"), [old, now - 60_000]);
+    bin.terminate();
+}
