@@ -33,40 +33,9 @@ use super::state::AppState;
 use super::{blocking, body};
 use crate::ingest::Stop;
 use crate::metrics::Protocol;
-use crate::sample::{PackedBatch, WriteBatch};
 use crate::tenant::{Scope, TenantId};
 
-/// A decoded request, in either of storage's batch forms.
-#[derive(Debug)]
-pub enum Batch {
-    /// Series with their own label sets.
-    Series(WriteBatch),
-    /// Packed labels and samples (remote-write's decoder).
-    Packed(PackedBatch),
-}
-
-impl Batch {
-    fn sample_count(&self) -> usize {
-        match self {
-            Self::Series(b) => b.sample_count(),
-            Self::Packed(b) => b.sample_count(),
-        }
-    }
-
-    fn histogram_count(&self) -> usize {
-        match self {
-            Self::Series(b) => b.histogram_count(),
-            Self::Packed(b) => b.histogram_count(),
-        }
-    }
-
-    fn exemplar_count(&self) -> usize {
-        match self {
-            Self::Series(_) => 0,
-            Self::Packed(b) => b.exemplar_count(),
-        }
-    }
-}
+pub use super::batch::Batch;
 
 /// Why a decoder refused a request.
 #[derive(Debug)]

@@ -10,6 +10,7 @@ pub mod access;
 pub mod admin;
 pub mod admission;
 pub mod api;
+pub mod batch;
 pub mod blocking;
 pub mod body;
 pub mod body_deadline;

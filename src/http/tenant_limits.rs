@@ -12,8 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::batch::Batch;
 use super::error::ApiError;
-use super::ingest::Batch;
 use crate::tenant::{
     metric_hash, series_hash, ActiveSeries, Buckets, LimitsError, LimitsFile, Over, RateRefusal, TenantId, TenantLimits,
 };
