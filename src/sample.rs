@@ -441,8 +441,15 @@ impl PackedBatch {
         })
     }
 
-    /// The index of the first series carrying a label named `name`, if any.
+    /// The index of the first series carrying a label named `name`, if any. One vectorised
+    /// scan of all label bytes when no series has it (a name is followed by 0x00 in the
+    /// canonical encoding, so no match means no such label); a series by series parse only
+    /// when the bytes appear somewhere (perhaps in a value).
     pub fn find_label(&self, name: &str) -> Option<usize> {
+        let mut pattern = Vec::with_capacity(name.len() + 1);
+        pattern.extend_from_slice(name.as_bytes());
+        pattern.push(0);
+        memchr::memmem::find(&self.labels, &pattern)?;
         self.series().position(|s| label_pairs(s.labels).any(|(n, _)| n == name.as_bytes()))
     }
 
@@ -456,27 +463,37 @@ impl PackedBatch {
         if let Some(i) = self.find_label(name) {
             return Err(i);
         }
+        // In place, from the last series to the first: each series' bytes move right by the
+        // pairs inserted before them, so nothing is overwritten before it has moved, and no
+        // second buffer is allocated.
         let extra = name.len() + value.len() + 2;
-        let mut labels = Vec::with_capacity(self.labels.len() + extra * self.ends.len());
-        let mut start = 0;
-        for end in &mut self.ends {
-            let own = self.labels.get(start..end.0).unwrap_or_default();
-            let mut inserted = false;
-            for (n, v) in label_pairs(own) {
-                if !inserted && n > name.as_bytes() {
-                    push_pair(&mut labels, name.as_bytes(), value.as_bytes());
-                    inserted = true;
+        let Some(&(last_end, _)) = self.ends.last() else { return Ok(()) };
+        let old_len = self.labels.len();
+        let n = self.ends.len();
+        self.labels.resize(old_len + extra * n, 0);
+        self.labels.copy_within(last_end..old_len, last_end + extra * n);
+        for i in (0..n).rev() {
+            let start = i.checked_sub(1).and_then(|p| self.ends.get(p)).map_or(0, |e| e.0);
+            let Some(end) = self.ends.get(i).map(|e| e.0) else { break };
+            let shift = extra * i;
+            let at = start + insertion_point(self.labels.get(start..end).unwrap_or_default(), name.as_bytes());
+            self.labels.copy_within(at..end, at + shift + extra);
+            let pair = self.labels.get_mut(at + shift..at + shift + extra).unwrap_or_default();
+            let (n_bytes, rest) = pair.split_at_mut(name.len());
+            n_bytes.copy_from_slice(name.as_bytes());
+            if let Some((zero, rest)) = rest.split_first_mut() {
+                *zero = 0;
+                let (v_bytes, last) = rest.split_at_mut(value.len());
+                v_bytes.copy_from_slice(value.as_bytes());
+                if let Some(z) = last.first_mut() {
+                    *z = 0;
                 }
-                push_pair(&mut labels, n, v);
             }
-            if !inserted {
-                push_pair(&mut labels, name.as_bytes(), value.as_bytes());
+            self.labels.copy_within(start..at, start + shift);
+            if let Some(e) = self.ends.get_mut(i) {
+                e.0 = end + shift + extra;
             }
-            start = end.0;
-            end.0 = labels.len();
         }
-        labels.extend_from_slice(self.labels.get(start..).unwrap_or_default());
-        self.labels = labels;
         Ok(())
     }
 
@@ -506,11 +523,21 @@ fn label_pairs(encoded: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     std::iter::from_fn(move || Some((fields.next()?, fields.next()?)))
 }
 
-fn push_pair(dst: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    dst.extend_from_slice(name);
-    dst.push(0);
-    dst.extend_from_slice(value);
-    dst.push(0);
+/// Where a pair named `name` goes in the canonical encoding `encoded`: the offset of the first
+/// pair whose name sorts after it (the end when none does). Reads only the pairs before it.
+fn insertion_point(encoded: &[u8], name: &[u8]) -> usize {
+    let mut at = 0;
+    while at < encoded.len() {
+        let rest = encoded.get(at..).unwrap_or_default();
+        let Some(name_len) = rest.iter().position(|&b| b == 0) else { return encoded.len() };
+        if rest.get(..name_len).unwrap_or_default() > name {
+            return at;
+        }
+        let value = rest.get(name_len + 1..).unwrap_or_default();
+        let Some(value_len) = value.iter().position(|&b| b == 0) else { return encoded.len() };
+        at += name_len + 1 + value_len + 1;
+    }
+    encoded.len()
 }
 
 impl PartialEq for PackedBatch {
@@ -606,10 +633,19 @@ mod tests {
                 with.push(crate::labels::Label::new(name.clone(), value.clone()));
                 want.series.push(SeriesSamples { labels: Labels::from_trusted(with), samples, histograms: Vec::new() });
             }
+            // A series being built stays as it is, and can be finished after.
+            packed.push_label("__name__", "building");
             let before = packed.clone();
             match packed.insert_label(&name, &value) {
                 Ok(()) => {
                     prop_assert_eq!(clash, None);
+                    packed.push_sample(Sample::new(0, 2.0));
+                    packed.finish_series();
+                    want.series.push(SeriesSamples {
+                        labels: Labels::from_pairs([("__name__", "building")]).unwrap(),
+                        samples: vec![Sample::new(0, 2.0)],
+                        histograms: Vec::new(),
+                    });
                     prop_assert_eq!(&packed.unpack().unwrap(), &want);
                 }
                 Err(i) => {
