@@ -86,6 +86,9 @@ pub enum Command {
         /// The server's base URL.
         #[arg(long, default_value = "http://127.0.0.1:9201")]
         url: String,
+        /// Print the tenants instead (series in the newest window, estimated bytes on disk).
+        #[arg(long)]
+        tenants: bool,
     },
     /// Send files of JSON lines, Prometheus text or InfluxDB line protocol to a running server,
     /// in batches, with retries and progress.

@@ -1,5 +1,6 @@
 //! `saltdb inspect`: prints a running server's windows as a table, with bytes per sample and
-//! what each keeps (`raw`, or the finest tier interval of a downsampled window).
+//! what each keeps (`raw`, or the finest tier interval of a downsampled window); with
+//! `--tenants`, its tenants with their series and estimated bytes on disk.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -34,6 +35,41 @@ pub enum InspectError {
 /// # Errors
 /// [`InspectError`] for a bad URL, a network failure or an unexpected answer.
 pub fn inspect(url: &str) -> Result<String, InspectError> {
+    let v = fetch(url, "/api/v1/status/windows")?;
+    let rows = v["data"]
+        .as_array()
+        .ok_or_else(|| InspectError::Answer { url: url.to_owned(), why: format!("no data in {v}") })?;
+    Ok(render(rows))
+}
+
+/// Fetches `/api/v1/status/tenants` from `url` and renders one row per tenant: its series in
+/// the newest window, the windows it has series in and its estimated bytes on disk.
+///
+/// # Errors
+/// As [`inspect`].
+pub fn inspect_tenants(url: &str) -> Result<String, InspectError> {
+    let v = fetch(url, "/api/v1/status/tenants")?;
+    let rows = v["data"]["byTenant"]
+        .as_array()
+        .ok_or_else(|| InspectError::Answer { url: url.to_owned(), why: format!("no data in {v}") })?;
+    let mut out = format!("{:<32} {:>12} {:>8} {:>16}\n", "tenant", "series", "windows", "est. bytes");
+    for r in rows {
+        out.push_str(&format!(
+            "{:<32} {:>12} {:>8} {:>16}\n",
+            r["tenant"].as_str().unwrap_or("?"),
+            r["series"].as_u64().unwrap_or(0),
+            r["windows"].as_u64().unwrap_or(0),
+            r["estimatedBytes"].as_u64().unwrap_or(0)
+        ));
+    }
+    if v["data"]["tenants"] == serde_json::Value::Bool(false) {
+        out.push_str("(the server runs without --tenants: everything is the default tenant's)\n");
+    }
+    Ok(out)
+}
+
+/// GETs `path` from `url` (plain HTTP/1.1) and parses the JSON answer.
+fn fetch(url: &str, path: &str) -> Result<serde_json::Value, InspectError> {
     let hostport = url
         .strip_prefix("http://")
         .map(|h| h.trim_end_matches('/'))
@@ -41,8 +77,7 @@ pub fn inspect(url: &str) -> Result<String, InspectError> {
     let io = |source| InspectError::Io { url: url.to_owned(), source };
     let mut stream = TcpStream::connect(hostport).map_err(io)?;
     stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(io)?;
-    write!(stream, "GET /api/v1/status/windows HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n")
-        .map_err(io)?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n").map_err(io)?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).map_err(io)?;
     let answer = |why: String| InspectError::Answer { url: url.to_owned(), why };
@@ -50,9 +85,7 @@ pub fn inspect(url: &str) -> Result<String, InspectError> {
     let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| answer("no HTTP header".into()))?;
     let body =
         if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_owned() };
-    let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| answer(e.to_string()))?;
-    let rows = v["data"].as_array().ok_or_else(|| answer(format!("no data in {body}")))?;
-    Ok(render(rows))
+    serde_json::from_str(&body).map_err(|e| answer(e.to_string()))
 }
 
 fn dechunk(body: &str) -> String {

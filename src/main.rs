@@ -84,16 +84,18 @@ fn main() -> std::process::ExitCode {
     };
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(*args)),
-        Command::Inspect { url } => match saltdb::inspect::inspect(&url) {
-            Ok(table) => {
-                print!("{table}");
-                std::process::ExitCode::SUCCESS
+        Command::Inspect { url, tenants } => {
+            match if tenants { saltdb::inspect::inspect_tenants(&url) } else { saltdb::inspect::inspect(&url) } {
+                Ok(table) => {
+                    print!("{table}");
+                    std::process::ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("saltdb: {e}");
+                    std::process::ExitCode::FAILURE
+                }
             }
-            Err(e) => {
-                eprintln!("saltdb: {e}");
-                std::process::ExitCode::FAILURE
-            }
-        },
+        }
         Command::DiskUsage { data_dir } => match saltdb::storage::disk_usage(&data_dir) {
             Ok(usage) => {
                 print!("{usage}");

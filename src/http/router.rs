@@ -47,6 +47,7 @@ fn routes(state: Arc<AppState>) -> Router {
         .route("/api/v1/status/buildinfo", get(status::buildinfo))
         .route("/api/v1/status/windows", get(status::windows))
         .route("/api/v1/status/tenant", get(status::tenant))
+        .route("/api/v1/status/tenants", get(api::tenants_status::tenants))
         .route("/api/v1/status/tsdb", get(api::cardinality::tsdb).post(api::cardinality::tsdb))
         .route("/api/v1/status/flags", get(api::flags::flags))
         .route("/api/v1/status/storage", get(api::storage_status::storage))

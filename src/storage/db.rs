@@ -769,6 +769,15 @@ impl Storage {
         crate::storage::read::cardinality::cardinality(&self.inner.shared, query, limits)
     }
 
+    /// For every window, how many of its series carry each value of label `name` (the
+    /// tenants' shares, with `__tenant__`), from the window postings.
+    ///
+    /// # Errors
+    /// Engine errors and corrupt keys.
+    pub fn series_per_value(&self, name: &str) -> Result<Vec<crate::storage::WindowValues>> {
+        crate::storage::read::cardinality::series_per_value(&self.inner.shared, name)
+    }
+
     /// The window length, retention and bucketing this database runs with.
     pub fn config(&self) -> &StorageConfig {
         &self.inner.config

@@ -47,7 +47,7 @@ pub use lifecycle::delete::DeleteOutcome;
 pub use lifecycle::downsample::{DownsampleAge, DownsampleOutcome};
 pub use lifecycle::seal::SealOutcome;
 pub use lifecycle::snapshot::SnapshotOutcome;
-pub use read::cardinality::{Cardinality, CardinalityQuery, Stat};
+pub use read::cardinality::{Cardinality, CardinalityQuery, Stat, WindowValues};
 pub use read::querier::{
     points_in, too_sparse, MemQuerier, PointsMap, PointsRead, Querier, ReadLimits, ReadStrategy, SampleBudget,
     SampleSink, SeriesMap, SeriesPoints, SinkFactory, DENSITY_MIN_POINTS,

@@ -734,6 +734,15 @@ fn deleting_a_tenant_leaves_the_others() {
     };
     let (status, _, text) = delete(format!("Bearer {}", token_of("a")), "a");
     assert_eq!(status, 401, "a tenant's token cannot delete its tenant: {text}");
+    // Nor read the tenants' status, which the operator can.
+    let tenants_status = |auth: String| {
+        let resp = client().get(bin.url("/api/v1/status/tenants")).header("Authorization", auth).send().unwrap();
+        (resp.status().as_u16(), resp.text().unwrap())
+    };
+    assert_eq!(tenants_status(format!("Bearer {}", token_of("a"))).0, 403);
+    let (status, text) = tenants_status(format!("Bearer {READ}"));
+    assert_eq!(status, 200, "{text}");
+    assert!(["\"a\"", "\"team-b\"", "\"default\""].iter().all(|t| text.contains(t)), "{text}");
     let (status, _, text) = delete(format!("Bearer {WRITE}"), "a");
     assert_eq!(status, 200, "{text}");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -785,5 +794,25 @@ fn retention_per_tenant_from_the_limits_file() {
     assert_eq!(samples("short"), [now - 60_000]);
     assert_eq!(samples("long"), [old, now - 60_000]);
     assert_eq!(samples("default"), [old, now - 60_000]);
+    // The operator's view of the tenants: each with its series and a share of the bytes.
+    let status = get_json(&bin.url("/api/v1/status/tenants"));
+    let rows: BTreeMap<String, (u64, u64)> = status["data"]["byTenant"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (r["tenant"].as_str().unwrap().to_owned(), (r["series"].as_u64().unwrap(), r["windows"].as_u64().unwrap()))
+        })
+        .collect();
+    assert_eq!(rows["short"], (1, 1), "{status}");
+    assert_eq!(rows["long"], (1, 2), "{status}");
+    assert_eq!(rows["default"], (1, 2), "{status}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_saltdb"))
+        .args(["inspect", "--tenants", "--url", &bin.url("")])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{table}");
+    assert!(table.starts_with("tenant") && ["short", "long", "default"].iter().all(|t| table.contains(t)), "{table}");
     bin.terminate();
 }

@@ -18,6 +18,7 @@ pub(crate) mod small_queries;
 pub mod status;
 pub mod storage_status;
 pub mod streamed;
+pub mod tenants_status;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -44,6 +44,52 @@ pub struct CardinalityQuery {
     pub focus_label: Option<String>,
 }
 
+/// One window's series per value of a label (see [`series_per_value`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowValues {
+    /// The window's first millisecond.
+    pub start_ms: i64,
+    /// Its retention class.
+    pub class: crate::storage::ClassId,
+    /// `(value, series carrying it)`, by value; series without the label are not counted.
+    pub series: Vec<(String, u64)>,
+}
+
+/// For every window, oldest first, how many of its series carry each value of label `name`:
+/// from the window postings (each value's list read once), never from label sets.
+///
+/// # Errors
+/// Engine errors and corrupt keys.
+pub fn series_per_value(sh: &Shared, name: &str) -> Result<Vec<WindowValues>> {
+    let mut out = Vec::new();
+    for w in sh.windows.all() {
+        let mut values = Vec::new();
+        for ks in keyspaces(&w) {
+            crate::storage::index::postings::for_each_value(ks, name, "", |v| {
+                values.push(v.to_owned());
+                true
+            })?;
+        }
+        values.sort();
+        values.dedup();
+        let mut series = Vec::with_capacity(values.len());
+        for v in values {
+            // A series may be in both the hot rows and the chunks of a window: counted once.
+            let mut ids = Vec::new();
+            for ks in keyspaces(&w) {
+                let mut list = crate::storage::index::postings::PairIds::new(name, [v.as_str()]);
+                list.advance(ks, usize::MAX)?;
+                ids.append(&mut list.ids);
+            }
+            ids.sort_unstable();
+            ids.dedup();
+            series.push((v, ids.len() as u64));
+        }
+        out.push(WindowValues { start_ms: w.start_ms, class: w.class, series });
+    }
+    Ok(out)
+}
+
 /// Counts the series `q` asks for.
 ///
 /// # Errors
