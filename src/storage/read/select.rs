@@ -784,6 +784,26 @@ pub fn label_names(
                 }
             }
         }
+    } else if let Some(pair) = OnePair::of(sel) {
+        for w in sh.windows.overlapping(start_ms, end_ms).iter() {
+            let ids = pair.ids(w)?;
+            if ids.is_empty() && pair.keeps_carriers() {
+                continue;
+            }
+            for ks in keyspaces(w) {
+                limits.check()?;
+                let held = sh.index.names(ks, || {
+                    let mut found = Vec::new();
+                    postings::for_each_name(ks, |name| found.push(name.to_owned()))?;
+                    Ok(found)
+                })?;
+                for name in held.iter() {
+                    if !names.contains(name) && any_value_carried_by(ks, name, (&pair, &ids), limits)? {
+                        names.insert(name.clone());
+                    }
+                }
+            }
+        }
     } else {
         for_each_accepted(sh, sel, start_ms, end_ms, limits, |labels| {
             for l in labels.iter() {
@@ -797,8 +817,104 @@ pub fn label_names(
     Ok(names.into_iter().take(limit.unwrap_or(usize::MAX)).collect())
 }
 
+/// A selection of one matcher on one label whose label names and values are read from the
+/// postings, not from the label sets of every series it selects: an equality to a value (a
+/// tenant's `__tenant__="a"`, a `job="x"`), or the label's absence (`__tenant__=""`, the
+/// default tenant's).
+struct OnePair<'a> {
+    matcher: &'a crate::matcher::Matcher,
+}
+
+impl<'a> OnePair<'a> {
+    fn of(sel: &'a Selection) -> Option<Self> {
+        match sel.matchers() {
+            [m] if m.op == crate::matcher::MatchOp::Equal => Some(Self { matcher: m }),
+            _ => None,
+        }
+    }
+
+    /// Whether the selection keeps the series carrying the pair (an equality) rather than those
+    /// without the label (an absence).
+    fn keeps_carriers(&self) -> bool {
+        !self.matcher.value.is_empty()
+    }
+
+    /// The series of window `w` the matcher decides by (ascending): those carrying the pair, or
+    /// for an absence those carrying the label with any value.
+    fn ids(&self, w: &Window) -> Result<Vec<SeriesId>> {
+        let m = self.matcher;
+        let mut ids = Vec::new();
+        for ks in keyspaces(w) {
+            let mut values = Vec::new();
+            if self.keeps_carriers() {
+                values.push(m.value.clone());
+            } else {
+                postings::for_each_value(ks, &m.name, "", |v| {
+                    values.push(v.to_owned());
+                    true
+                })?;
+            }
+            let mut list = postings::PairIds::new(&m.name, values.iter().map(String::as_str));
+            list.advance(ks, usize::MAX)?;
+            ids.append(&mut list.ids);
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    /// Whether series `id` is selected, given [`OnePair::ids`].
+    fn selects(&self, ids: &[SeriesId], id: &SeriesId) -> bool {
+        ids.binary_search(id).is_ok() == self.keeps_carriers()
+    }
+}
+
+/// Whether a series `pair` selects (given its [`OnePair::ids`]) carries label `name` = `value`
+/// in `ks`: the pair's postings list read a block of ids at a time, until one is selected.
+fn carried_by(
+    ks: &fjall::Keyspace,
+    (name, value): (&str, &str),
+    (pair, ids): (&OnePair<'_>, &[SeriesId]),
+    limits: &ReadLimits,
+) -> Result<bool> {
+    let mut list = postings::PairIds::new(name, [value]);
+    loop {
+        let done = list.advance(ks, 1024)?;
+        if list.ids.iter().any(|id| pair.selects(ids, id)) {
+            return Ok(true);
+        }
+        if done {
+            return Ok(false);
+        }
+        list.ids.clear();
+        limits.check()?;
+    }
+}
+
+/// Whether a series `pair` selects carries label `name` (any value) in `ks`.
+fn any_value_carried_by(
+    ks: &fjall::Keyspace,
+    name: &str,
+    selected: (&OnePair<'_>, &[SeriesId]),
+    limits: &ReadLimits,
+) -> Result<bool> {
+    let mut values = Vec::new();
+    postings::for_each_value(ks, name, "", |v| {
+        values.push(v.to_owned());
+        true
+    })?;
+    for v in values {
+        if carried_by(ks, (name, &v), selected, limits)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Values of label `name` among the matching series present in `[start, end]`, sorted, at most
-/// `limit`. Without matchers, read from the window postings (cost per value, not per series).
+/// `limit`. Without matchers, read from the window postings (cost per value, not per series);
+/// with one equality or absence (a tenant's matcher), from the postings of each value, read
+/// until one of its series is selected.
 ///
 /// # Errors
 /// Engine errors, corrupt rows, or the limits' errors.
@@ -830,6 +946,26 @@ pub fn label_values(
             for value in held.iter().take(limit) {
                 if !values.contains(value) {
                     values.insert(value.clone());
+                }
+            }
+        }
+    } else if let Some(pair) = OnePair::of(sel) {
+        for w in sh.windows.overlapping(start_ms, end_ms).iter() {
+            let ids = pair.ids(w)?;
+            if ids.is_empty() && pair.keeps_carriers() {
+                continue;
+            }
+            for ks in keyspaces(w) {
+                limits.check()?;
+                let mut candidates = Vec::new();
+                postings::for_each_value(ks, name, "", |v| {
+                    candidates.push(v.to_owned());
+                    true
+                })?;
+                for v in candidates {
+                    if !values.contains(&v) && carried_by(ks, (name, &v), (&pair, &ids), limits)? {
+                        values.insert(v);
+                    }
                 }
             }
         }
