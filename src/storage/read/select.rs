@@ -773,37 +773,21 @@ pub fn label_names(
     if sel.matchers().is_empty() {
         for ks in sh.windows.overlapping(start_ms, end_ms).iter().flat_map(keyspaces) {
             limits.check()?;
-            let held = sh.index.names(ks, || {
-                let mut found = Vec::new();
-                postings::for_each_name(ks, |name| found.push(name.to_owned()))?;
-                Ok(found)
-            })?;
-            for name in held.iter() {
+            for name in names_in(sh, ks)?.iter() {
                 if !names.contains(name) {
                     names.insert(name.clone());
                 }
             }
         }
     } else if let Some(pair) = OnePair::of(sel) {
-        for w in sh.windows.overlapping(start_ms, end_ms).iter() {
-            let ids = pair.ids(w)?;
-            if ids.is_empty() && pair.keeps_carriers() {
-                continue;
-            }
-            for ks in keyspaces(w) {
-                limits.check()?;
-                let held = sh.index.names(ks, || {
-                    let mut found = Vec::new();
-                    postings::for_each_name(ks, |name| found.push(name.to_owned()))?;
-                    Ok(found)
-                })?;
-                for name in held.iter() {
-                    if !names.contains(name) && any_value_carried_by(ks, name, (&pair, &ids), limits)? {
-                        names.insert(name.clone());
-                    }
+        pair.for_each_keyspace(sh, (start_ms, end_ms), limits, |ks, ids| {
+            for name in names_in(sh, ks)?.iter() {
+                if !names.contains(name) && any_value_carried_by(sh, ks, name, (&pair, ids), limits)? {
+                    names.insert(name.clone());
                 }
             }
-        }
+            Ok(())
+        })?;
     } else {
         for_each_accepted(sh, sel, start_ms, end_ms, limits, |labels| {
             for l in labels.iter() {
@@ -841,26 +825,43 @@ impl<'a> OnePair<'a> {
 
     /// The series of window `w` the matcher decides by (ascending): those carrying the pair, or
     /// for an absence those carrying the label with any value.
-    fn ids(&self, w: &Window) -> Result<Vec<SeriesId>> {
+    fn ids(&self, sh: &Shared, w: &Window) -> Result<Vec<SeriesId>> {
         let m = self.matcher;
         let mut ids = Vec::new();
         for ks in keyspaces(w) {
-            let mut values = Vec::new();
-            if self.keeps_carriers() {
-                values.push(m.value.clone());
+            let mut list = if self.keeps_carriers() {
+                postings::PairIds::new(&m.name, [m.value.as_str()])
             } else {
-                postings::for_each_value(ks, &m.name, "", |v| {
-                    values.push(v.to_owned());
-                    true
-                })?;
-            }
-            let mut list = postings::PairIds::new(&m.name, values.iter().map(String::as_str));
+                postings::PairIds::new(&m.name, values_in(sh, ks, &m.name)?.iter().map(String::as_str))
+            };
             list.advance(ks, usize::MAX)?;
             ids.append(&mut list.ids);
         }
         ids.sort_unstable();
         ids.dedup();
         Ok(ids)
+    }
+
+    /// Calls `f` with each keyspace of the windows overlapping `[start, end]` that may hold a
+    /// selected series, and the window's [`OnePair::ids`].
+    fn for_each_keyspace(
+        &self,
+        sh: &Shared,
+        (start_ms, end_ms): (i64, i64),
+        limits: &ReadLimits,
+        mut f: impl FnMut(&fjall::Keyspace, &[SeriesId]) -> Result<()>,
+    ) -> Result<()> {
+        for w in sh.windows.overlapping(start_ms, end_ms).iter() {
+            let ids = self.ids(sh, w)?;
+            if ids.is_empty() && self.keeps_carriers() {
+                continue;
+            }
+            for ks in keyspaces(w) {
+                limits.check()?;
+                f(ks, &ids)?;
+            }
+        }
+        Ok(())
     }
 
     /// Whether series `id` is selected, given [`OnePair::ids`].
@@ -893,22 +894,40 @@ fn carried_by(
 
 /// Whether a series `pair` selects carries label `name` (any value) in `ks`.
 fn any_value_carried_by(
+    sh: &Shared,
     ks: &fjall::Keyspace,
     name: &str,
     selected: (&OnePair<'_>, &[SeriesId]),
     limits: &ReadLimits,
 ) -> Result<bool> {
-    let mut values = Vec::new();
-    postings::for_each_value(ks, name, "", |v| {
-        values.push(v.to_owned());
-        true
-    })?;
-    for v in values {
-        if carried_by(ks, (name, &v), selected, limits)? {
+    for v in values_in(sh, ks, name)?.iter() {
+        if carried_by(ks, (name, v), selected, limits)? {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// Every label name in `ks`, sorted: held by the index cache, or walked from the postings once.
+fn names_in(sh: &Shared, ks: &fjall::Keyspace) -> Result<std::sync::Arc<[String]>> {
+    sh.index.names(ks, || {
+        let mut found = Vec::new();
+        postings::for_each_name(ks, |name| found.push(name.to_owned()))?;
+        Ok(found)
+    })
+}
+
+/// Every value of label `name` in `ks`, sorted: held by the index cache, or walked from the
+/// postings once (and then held).
+fn values_in(sh: &Shared, ks: &fjall::Keyspace, name: &str) -> Result<std::sync::Arc<[String]>> {
+    sh.index.values(ks, name, || {
+        let mut found = Vec::new();
+        postings::for_each_value(ks, name, "", |v| {
+            found.push(v.to_owned());
+            true
+        })?;
+        Ok((found, true))
+    })
 }
 
 /// Values of label `name` among the matching series present in `[start, end]`, sorted, at most
@@ -950,25 +969,14 @@ pub fn label_values(
             }
         }
     } else if let Some(pair) = OnePair::of(sel) {
-        for w in sh.windows.overlapping(start_ms, end_ms).iter() {
-            let ids = pair.ids(w)?;
-            if ids.is_empty() && pair.keeps_carriers() {
-                continue;
-            }
-            for ks in keyspaces(w) {
-                limits.check()?;
-                let mut candidates = Vec::new();
-                postings::for_each_value(ks, name, "", |v| {
-                    candidates.push(v.to_owned());
-                    true
-                })?;
-                for v in candidates {
-                    if !values.contains(&v) && carried_by(ks, (name, &v), (&pair, &ids), limits)? {
-                        values.insert(v);
-                    }
+        pair.for_each_keyspace(sh, (start_ms, end_ms), limits, |ks, ids| {
+            for v in values_in(sh, ks, name)?.iter() {
+                if !values.contains(v) && carried_by(ks, (name, v), (&pair, ids), limits)? {
+                    values.insert(v.clone());
                 }
             }
-        }
+            Ok(())
+        })?;
     } else {
         for_each_accepted(sh, sel, start_ms, end_ms, limits, |labels| {
             if let Some(value) = labels.get(name) {
