@@ -41,6 +41,11 @@ fn read(path: &Path) -> Result<(LimitsFile, Option<SystemTime>), LimitsError> {
     Ok((LimitsFile::parse(&name, &text)?, modified))
 }
 
+/// The start of every refusal by the ingestion rate.
+fn over_rate(tenant: &TenantId, rate: f64, burst: u64) -> String {
+    format!("tenant {:?} is over its ingestion rate limit of {rate} samples/s (burst {burst})", tenant.as_str())
+}
+
 /// A lock's content even when a thread panicked holding it (the limits are replaced whole).
 fn unpoison<G>(r: Result<G, std::sync::PoisonError<G>>) -> G {
     r.unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -106,9 +111,15 @@ impl TenantLimitsHandle {
         }
     }
 
+    /// The limits file in force now (each tenant's limits by [`LimitsFile::of`], borrowed, not
+    /// copied, on the write path).
+    pub fn file(&self) -> Arc<LimitsFile> {
+        Arc::clone(&unpoison(self.current.read()).0)
+    }
+
     /// The limits of `tenant` now.
     pub fn of(&self, tenant: &TenantId) -> TenantLimits {
-        unpoison(self.current.read()).0.of(tenant).clone()
+        self.file().of(tenant).clone()
     }
 
     /// Refuses a batch with a label name or value longer than `tenant`'s limits (400 naming the
@@ -117,7 +128,8 @@ impl TenantLimitsHandle {
     /// # Errors
     /// [`ApiError::BadData`].
     pub fn check_labels(&self, tenant: &TenantId, batch: &Batch) -> Result<(), ApiError> {
-        let limits = self.of(tenant);
+        let file = self.file();
+        let limits = file.of(tenant);
         let (names, values) = (limits.max_label_name_length, limits.max_label_value_length);
         if names.is_none() && values.is_none() {
             return Ok(());
@@ -158,14 +170,12 @@ impl TenantLimitsHandle {
     /// # Errors
     /// [`ApiError::RateLimited`].
     pub fn take_samples(&self, tenant: &TenantId, samples: usize) -> Result<(), ApiError> {
-        let limits = self.of(tenant);
+        let file = self.file();
+        let limits = file.of(tenant);
         let (Some(rate), Some(burst)) = (limits.ingestion_rate, limits.burst()) else { return Ok(()) };
         let now = self.epoch.elapsed().as_secs_f64();
         let taken = unpoison(self.buckets.lock()).allow(tenant, (rate, burst), samples as u64, now);
-        let over = format!(
-            "tenant {:?} is over its ingestion rate limit of {rate} samples/s (burst {burst})",
-            tenant.as_str()
-        );
+        let over = over_rate(tenant, rate, burst);
         match taken {
             Ok(()) => Ok(()),
             Err(RateRefusal::Wait(seconds)) => Err(ApiError::RateLimited {
@@ -188,16 +198,14 @@ impl TenantLimitsHandle {
     /// # Errors
     /// [`ApiError::RateLimited`].
     pub fn refuse_exhausted(&self, tenant: &TenantId) -> Result<(), ApiError> {
-        let limits = self.of(tenant);
+        let file = self.file();
+        let limits = file.of(tenant);
         let (Some(rate), Some(burst)) = (limits.ingestion_rate, limits.burst()) else { return Ok(()) };
         let now = self.epoch.elapsed().as_secs_f64();
         match unpoison(self.buckets.lock()).exhausted(tenant, (rate, burst), now) {
             None => Ok(()),
             Some(seconds) => Err(ApiError::RateLimited {
-                message: format!(
-                    "tenant {:?} is over its ingestion rate limit of {rate} samples/s (burst {burst}): request refused unread, retry later",
-                    tenant.as_str()
-                ),
+                message: format!("{}: request refused unread, retry later", over_rate(tenant, rate, burst)),
                 retry_after: seconds.ceil().max(1.0) as u64,
             }),
         }
@@ -214,7 +222,7 @@ impl TenantLimitsHandle {
     /// the count and (per metric) the metric, with the `reason` to count it under
     /// (`tenant_series_limit`, `tenant_metric_series_limit`).
     pub fn admit_series(&self, tenant: &TenantId, batch: &Batch) -> Result<(), (ApiError, &'static str)> {
-        let (user, metric) = self.of(tenant).series_limits();
+        let (user, metric) = self.file().of(tenant).series_limits();
         if user.is_none() && metric.is_none() {
             return Ok(());
         }
@@ -253,7 +261,7 @@ impl TenantLimitsHandle {
     /// one.
     pub fn active_series(&self) -> Vec<(String, usize)> {
         let now = self.epoch.elapsed().as_secs_f64();
-        let file = Arc::clone(&unpoison(self.current.read()).0);
+        let file = self.file();
         let mut active = unpoison(self.active.lock());
         active.retain(|t, _| file.of(t).limits_series());
         active
@@ -275,7 +283,7 @@ impl TenantLimitsHandle {
         tenant: &TenantId,
         timeout: Duration,
     ) -> Result<Option<OwnedSemaphorePermit>, ApiError> {
-        let Some(max) = self.of(tenant).max_concurrent_queries else { return Ok(None) };
+        let Some(max) = self.file().of(tenant).max_concurrent_queries else { return Ok(None) };
         let semaphore = {
             let mut queries = unpoison(self.queries.lock());
             let entry = queries.entry(tenant.clone()).or_insert_with(|| (max, Arc::new(Semaphore::new(max))));
