@@ -24,6 +24,17 @@ impl ScopedQuerier {
         }
     }
 
+    /// What a selection runs on each series read: its labels as the scope shows them, then the
+    /// caller's `map`.
+    fn shown<'m>(&'m self, map: Option<SeriesMap<'m>>) -> impl Fn(&mut SeriesSamples) + Sync + 'm {
+        move |s: &mut SeriesSamples| {
+            self.scope.show(&mut s.labels);
+            if let Some(map) = map {
+                map(s);
+            }
+        }
+    }
+
     /// Whether this reads the default tenant of a store where no series of another tenant has
     /// data in the range: then the tenant's matcher would select every series, and label names
     /// and values are read without it (from the postings, at a cost per value, instead of
@@ -134,12 +145,7 @@ impl Querier for ScopedQuerier {
         end_ms: i64,
         map: Option<SeriesMap<'_>>,
     ) -> Result<Vec<SeriesSamples>> {
-        let each = |s: &mut SeriesSamples| {
-            self.scope.show(&mut s.labels);
-            if let Some(map) = map {
-                map(s);
-            }
-        };
+        let each = self.shown(map);
         self.inner.select(&self.scope.select(matchers), start_ms, end_ms, Some(&each))
     }
 
@@ -151,12 +157,7 @@ impl Querier for ScopedQuerier {
         sink: SinkFactory<'_>,
         map: Option<SeriesMap<'_>>,
     ) -> Result<Vec<SeriesSamples>> {
-        let each = |s: &mut SeriesSamples| {
-            self.scope.show(&mut s.labels);
-            if let Some(map) = map {
-                map(s);
-            }
-        };
+        let each = self.shown(map);
         self.inner.select_reduced(&self.scope.select(matchers), start_ms, end_ms, sink, Some(&each))
     }
 

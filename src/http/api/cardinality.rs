@@ -72,6 +72,7 @@ pub async fn tsdb(
 /// on every series of a tenant other than the default); each list cut to `top_n`.
 fn shown(mut c: Cardinality, scope: &Scope, top_n: usize) -> Cardinality {
     let hides = matches!(scope, Scope::One(_));
+    let pair_prefix = format!("{TENANT_LABEL}=");
     for list in [
         &mut c.series_by_metric_name,
         &mut c.series_by_label_name,
@@ -81,7 +82,7 @@ fn shown(mut c: Cardinality, scope: &Scope, top_n: usize) -> Cardinality {
         &mut c.series_by_focus_value,
     ] {
         if hides {
-            list.retain(|s| s.name != TENANT_LABEL && !s.name.starts_with(&format!("{TENANT_LABEL}=")));
+            list.retain(|s| s.name != TENANT_LABEL && !s.name.starts_with(&pair_prefix));
         }
         list.truncate(top_n);
     }
