@@ -14,6 +14,7 @@ use crate::ingest::SeriesLimits;
 use crate::promql::EngineOptions;
 use crate::server::{Maintenance, ServerConfig};
 use crate::storage::{BucketScheme, FsyncMode, HeadLimits, StorageConfig};
+use crate::tenant::LimitsFile;
 
 /// saltdb: a time-series database for Prometheus remote-write and the Prometheus query API.
 #[derive(Debug, Parser)]
@@ -695,12 +696,15 @@ fn auto_head_bytes() -> usize {
 
 impl ServeArgs {
     /// The retention rules: the `--retention-rule` flags, then the lines of
-    /// `--retention-rules-file`, then the tenants' `retention_period` of `--tenant-limits-file`,
-    /// first match first.
+    /// `--retention-rules-file`, then the tenants' `retention_period` of `tenant_limits` (the
+    /// parsed `--tenant-limits-file`), first match first.
     ///
     /// # Errors
     /// An unreadable file, a line that is not a rule, or too many distinct retentions.
-    pub fn retention_rules(&self) -> Result<Vec<crate::storage::RetentionRule>, ConfigError> {
+    pub fn retention_rules(
+        &self,
+        tenant_limits: Option<&LimitsFile>,
+    ) -> Result<Vec<crate::storage::RetentionRule>, ConfigError> {
         let mut rules = self.retention_rules.clone();
         if let Some(path) = &self.retention_rules_file {
             let failed =
@@ -715,17 +719,12 @@ impl ServeArgs {
             }
         }
         // Then each tenant's `retention_period` from the limits file (read at start-up only).
-        if let Some(path) = self.tenant_limits_file.as_ref().filter(|_| self.tenants) {
-            let shown = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                ConfigError::TenantLimits(crate::tenant::LimitsError { file: shown.clone(), problem: e.to_string() })
+        for (selector, period) in tenant_limits.map(LimitsFile::retention_selectors).unwrap_or_default() {
+            let rule = parse_retention_rule(&format!("{selector}:{period}")).map_err(|problem| {
+                let file = self.tenant_limits_file.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+                ConfigError::TenantLimits(crate::tenant::LimitsError { file, problem })
             })?;
-            for (selector, period) in crate::tenant::LimitsFile::parse(&shown, &text)?.retention_selectors() {
-                let rule = parse_retention_rule(&format!("{selector}:{period}")).map_err(|problem| {
-                    ConfigError::TenantLimits(crate::tenant::LimitsError { file: shown.clone(), problem })
-                })?;
-                rules.push(rule);
-            }
+            rules.push(rule);
         }
         crate::storage::check_retention_rules(&rules).map_err(ConfigError::RetentionRules)?;
         Ok(rules)
@@ -761,13 +760,12 @@ impl ServeArgs {
                 None => crate::http::access::TenantTokens::default(),
             },
         };
-        if let Some(path) = &self.tenant_limits_file {
-            if !self.tenants {
-                return Err(ConfigError::TenantLimitsWithoutTenants);
-            }
+        let tenant_limits = match &self.tenant_limits_file {
+            Some(_) if !self.tenants => return Err(ConfigError::TenantLimitsWithoutTenants),
             // Refused here, before storage opens, with the file and the problem named.
-            crate::http::tenant_limits::TenantLimitsHandle::load(path)?;
-        }
+            Some(path) => Some(crate::http::tenant_limits::TenantLimitsHandle::load(path)?.file()),
+            None => None,
+        };
         let mut storage = StorageConfig::new(self.data_dir.clone());
         storage.buckets = self.buckets;
         storage.bucket_scheme = self.bucket_scheme;
@@ -780,7 +778,7 @@ impl ServeArgs {
             .iter()
             .filter_map(|t| Some(crate::storage::DownsampleAge { after_ms: t.after_ms?, interval_ms: t.interval_ms }))
             .collect();
-        storage.retention_rules = self.retention_rules()?;
+        storage.retention_rules = self.retention_rules(tenant_limits.as_deref())?;
         storage.fsync = self.fsync;
         let cache_bytes = match self.series_cache {
             MemorySize::Auto => auto_series_cache_bytes(),
