@@ -889,6 +889,7 @@ impl ServeArgs {
                 ruler_dir: Some(self.data_dir.join("rules").join("api")),
                 alertmanagers: self.alertmanager_urls.clone(),
                 notification_queue_capacity: self.alertmanager_queue_capacity as usize,
+                tenants: self.tenants,
             },
             otlp_naming: self.otlp_metric_names,
             tls: match (&self.tls_cert, &self.tls_key) {

@@ -391,13 +391,11 @@ impl AccessPolicy {
     }
 }
 
-/// Whether a tenant's token may call `path`: the read paths and the ingest paths, and deleting
-/// its own series; not the rules (the operator's), snapshots, reloads or replays.
+/// Whether a tenant's token may call `path`: the read paths and the ingest paths, deleting its
+/// own series, and its own rules (the ruler API, `/api/v1/rules`, `/api/v1/alerts`); not
+/// snapshots, reloads or replays.
 fn tenant_may(method: &axum::http::Method, path: &str) -> bool {
-    let rules = path == "/api/v1/rules"
-        || path == "/api/v1/alerts"
-        || path.starts_with("/api/v1/rules/")
-        || RULER_PREFIXES.iter().any(|p| path.starts_with(p));
+    let rules = path.starts_with("/api/v1/rules/");
     match class_of(method, path) {
         Class::Read => !rules,
         Class::Write => {

@@ -4,7 +4,7 @@
 //! | endpoint | does | answers |
 //! |---|---|---|
 //! | `POST/PUT /api/v1/admin/tsdb/delete_series?match[]=..&start=..&end=..` | deletes the samples of matching series in the range (default: all time) | 204 |
-//! | `POST/PUT /api/v1/admin/tsdb/delete_tenant` (tenant named as any request names it) | deletes every sample of the tenant, all time | 200, `{"tenant": ..., "samples": n}` |
+//! | `POST/PUT /api/v1/admin/tsdb/delete_tenant` (tenant named as any request names it) | deletes the tenant's rule namespaces, then every sample of the tenant, all time | 200, `{"tenant": ..., "samples": n, "ruleNamespaces": n}` |
 //! | `POST/PUT /api/v1/admin/tsdb/snapshot` | copies the database into `<data-dir>/snapshots/<name>` | 200, `{"name": ...}` |
 //!
 //! With the API disabled both answer 403 naming the flag (Prometheus answers 503 "admin APIs
@@ -94,7 +94,8 @@ async fn delete(state: &AppState, selectors: Vec<Vec<Matcher>>, (start, end): (i
 }
 
 /// `delete_tenant`: deletes every sample of the tenant the request names (header or URL; the
-/// operator's credentials, as every admin endpoint but `delete_series`), all time. Its windows'
+/// operator's credentials, as every admin endpoint but `delete_series`), all time, and first
+/// its rule namespaces of the ruler API. Its windows'
 /// rows go, so the storage engine's compactions reclaim their bytes; the series' labels stay
 /// until retention's churn removes series without samples.
 ///
@@ -118,13 +119,37 @@ pub async fn delete_tenant(
         }
         Scope::Many(_) => return Err(ApiError::BadData("name one tenant to delete, not several".into())),
     };
+    // Its rules go first, so that none writes into the tenant after its samples are gone.
+    let rule_namespaces = match state.rules.clone() {
+        Some(rules) if rules.ruler().is_some() => {
+            let owner = tenant.clone();
+            blocking::run(move || {
+                let Some(store) = rules.ruler() else { return Ok(0) };
+                let n = store.delete_owner(Some(&owner)).map_err(|e| match e {
+                    crate::rules::ruler::RulerError::Storage(e) => ApiError::Storage(e),
+                    e => ApiError::Internal(format!("deleting the tenant's rules: {e}")),
+                })?;
+                if n > 0 {
+                    rules.reload().map_err(|errors| {
+                        ApiError::Internal(format!(
+                            "the tenant's rules were deleted, but the rules did not reload: {}",
+                            errors.join("; ")
+                        ))
+                    })?;
+                }
+                Ok(n)
+            })
+            .await?
+        }
+        _ => 0,
+    };
     let every = Matcher::new(MatchOp::RegexMatch, crate::labels::METRIC_NAME, ".+")
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let selectors = vec![scope.select(std::slice::from_ref(&every)).into_owned()];
     let deleted = delete(&state, selectors, (crate::sample::MIN_TIMESTAMP_MS, crate::sample::MAX_TIMESTAMP_MS)).await?;
-    tracing::info!(tenant = %tenant, deleted, "deleted a tenant");
+    tracing::info!(tenant = %tenant, deleted, rule_namespaces, "deleted a tenant");
     let what = if state.backend.embedded().is_some() { "samples" } else { "series" };
-    Ok(success(json!({"tenant": tenant.as_str(), what: deleted}), Vec::new()))
+    Ok(success(json!({"tenant": tenant.as_str(), what: deleted, "ruleNamespaces": rule_namespaces}), Vec::new()))
 }
 
 /// `snapshot`: copies the database into a new directory under `<data-dir>/snapshots`.

@@ -52,6 +52,10 @@ pub struct RulesConfig {
     pub alertmanagers: Vec<String>,
     /// Alerts queued for Alertmanager at most (`--alertmanager-queue-capacity`).
     pub notification_queue_capacity: usize,
+    /// Tenants are on (`--tenants`): the ruler API's groups of the default tenant read and
+    /// write its series alone, as every other tenant's groups do theirs (whether tenants are
+    /// on or not). Rule files read and write every series either way.
+    pub tenants: bool,
 }
 
 impl Default for RulesConfig {
@@ -67,6 +71,7 @@ impl Default for RulesConfig {
             ruler_dir: None,
             alertmanagers: Vec::new(),
             notification_queue_capacity: 10_000,
+            tenants: false,
         }
     }
 }
@@ -129,10 +134,16 @@ impl Shared {
             *self.namespaces_loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = ruler.digest().ok();
         }
         let files = RuleFiles::load(&self.config.files)?;
-        match &self.ruler {
-            Some(ruler) => Ok(files.with(ruler.rule_files()?)),
-            None => Ok(files),
-        }
+        let Some(ruler) = &self.ruler else { return Ok(files) };
+        let default = self.config.tenants.then(crate::tenant::TenantId::default_tenant);
+        let namespaces = ruler.rule_files()?.into_iter().map(|(owner, mut file)| {
+            let tenant = owner.or_else(|| default.clone());
+            for g in &mut file.groups {
+                g.tenant.clone_from(&tenant);
+            }
+            file
+        });
+        Ok(files.with(namespaces.collect()))
     }
 }
 
@@ -250,31 +261,31 @@ impl Evaluator {
         for g in files.groups() {
             let mut run =
                 GroupRun::new(g.clone(), self.shared.config.evaluation_interval_ms, self.shared.config.query_offset_ms);
-            if let Some(i) = old.iter().position(|o| o.group.file == g.file && o.group.name == g.name) {
+            if let Some(i) = old.iter().position(|o| o.group.identity() == g.identity() && o.group.name == g.name) {
                 let previous = old.swap_remove(i);
                 let gone = run.adopt(previous);
-                run.mark_stale(gone, crate::storage::now_ms(), &self.env());
+                run.mark_stale(gone, crate::storage::now_ms(), &env(&self.shared, &g.scope()));
             }
             fresh.push(spawn(run, &self.shared));
         }
         for removed in old {
             if let Some(states) = &self.shared.states {
-                super::state::forget(states, &removed.group.file, &removed.group.name);
+                super::state::forget(states, &removed.group.identity(), &removed.group.name);
             }
             let series =
                 removed.rules.into_iter().flat_map(|r| r.written_series().cloned().collect::<Vec<_>>()).collect();
             let offset = removed.query_offset_ms;
-            GroupRun::write_stale(series, crate::storage::now_ms() - offset, &self.env());
+            GroupRun::write_stale(
+                series,
+                crate::storage::now_ms() - offset,
+                &env(&self.shared, &removed.group.scope()),
+            );
         }
         *groups = fresh;
         *self.reload.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
             ReloadStatus { success: true, at_ms: crate::storage::now_ms(), errors: Vec::new() };
         tracing::info!(groups = groups.len(), "rule files reloaded");
         Ok(())
-    }
-
-    fn env(&self) -> Env<'_> {
-        env(&self.shared)
     }
 
     /// The latest state of every group, in file order.
@@ -322,10 +333,12 @@ impl Drop for Evaluator {
     }
 }
 
-fn env(shared: &Shared) -> Env<'_> {
+/// What a group of `scope` reads from and writes to.
+fn env<'a>(shared: &'a Shared, scope: &'a crate::tenant::Scope) -> Env<'a> {
     Env {
         engine: &shared.engine,
         backend: &shared.backend,
+        scope,
         external_labels: &shared.config.external_labels,
         external_url: &shared.config.external_url,
     }
@@ -386,14 +399,15 @@ fn run_group(
     stop: &(Mutex<bool>, Condvar),
 ) -> GroupRun {
     let interval_ns = run.interval_ms.max(1).saturating_mul(1_000_000);
-    let hash = group_hash(&run.group.file, &run.group.name);
+    let hash = group_hash(&run.group.identity(), &run.group.name);
+    let scope = run.group.scope();
     let mut slot = slot_at_or_before(hash, interval_ns, now_ns()) + interval_ns;
     let mut saved = fingerprint(&run);
     loop {
         if wait_until(slot, stop) {
             return run;
         }
-        let outgoing = run.evaluate(slot.div_euclid(1_000_000), &env(shared), shared.config.resend_delay_ms);
+        let outgoing = run.evaluate(slot.div_euclid(1_000_000), &env(shared, &scope), shared.config.resend_delay_ms);
         shared.durations.lock().unwrap_or_else(std::sync::PoisonError::into_inner).observe(&run);
         // Saved before anything is sent: a crash after a send never sends it again early.
         if let Some(states) = &shared.states {

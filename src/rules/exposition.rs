@@ -1,7 +1,8 @@
 //! The rule groups' figures on `/metrics`, under Prometheus' own names so that dashboards and
 //! alerts written for Prometheus' rule evaluation (the Prometheus mixin's
 //! `PrometheusRuleFailures`, `PrometheusMissingRuleEvaluations`) work unchanged. Every series
-//! has `rule_group="<file>;<group>"`.
+//! has `rule_group="<file>;<group>"`, and the groups of a tenant (set through the ruler API as
+//! that tenant, `--tenants`) `tenant="<tenant>"` as well.
 //!
 //! | Metric | Type |
 //! |---|---|
@@ -94,7 +95,9 @@ pub fn render(groups: &[std::sync::Arc<GroupRun>], durations: &EvaluationDuratio
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for g in groups {
             let key = format!("{};{}", g.group.file, g.group.name);
-            let _ = writeln!(out, "{name}{{rule_group=\"{}\"}} {}", escape(&key), figure(g));
+            let tenant = g.group.tenant.as_ref().map(|t| format!(",tenant=\"{}\"", escape(t.as_str())));
+            let _ =
+                writeln!(out, "{name}{{rule_group=\"{}\"{}}} {}", escape(&key), tenant.unwrap_or_default(), figure(g));
         }
     }
     out
@@ -141,13 +144,25 @@ mod tests {
             limit: 0,
             labels: BTreeMap::new(),
             rules: Vec::new(),
+            tenant: None,
         };
         let mut run = GroupRun::new(g, 60_000, 0);
         run.missed = 2;
         run.iterations = 5;
-        let text = render(&[std::sync::Arc::new(run)], &EvaluationDurations::default());
+        let text = render(&[std::sync::Arc::new(run.clone())], &EvaluationDurations::default());
         assert!(text.contains("prometheus_rule_group_iterations_total{rule_group=\"r.yml;g\\\"1\"} 7\n"), "{text}");
         assert!(text.contains("prometheus_rule_group_interval_seconds{rule_group=\"r.yml;g\\\"1\"} 30\n"), "{text}");
+        let mut theirs = GroupRun::new(
+            Group { tenant: Some(crate::tenant::TenantId::parse("team-a").unwrap()), ..run.group.clone() },
+            60_000,
+            0,
+        );
+        theirs.iterations = 1;
+        let text = render(&[std::sync::Arc::new(run), std::sync::Arc::new(theirs)], &EvaluationDurations::default());
+        assert!(
+            text.contains("prometheus_rule_group_iterations_total{rule_group=\"r.yml;g\\\"1\",tenant=\"team-a\"} 1\n"),
+            "{text}"
+        );
         assert_eq!(text.matches("# TYPE").count(), FIGURES.len() + 2);
     }
 

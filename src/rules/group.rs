@@ -13,7 +13,8 @@ use crate::labels::{Label, Labels};
 use crate::matcher::Matcher;
 use crate::promql::{Engine, Value};
 use crate::sample::{HistogramSample, PackedBatch, Sample, STALE_NAN_BITS};
-use crate::storage::ReadLimits;
+use crate::storage::{Querier, ReadLimits};
+use crate::tenant::{Scope, ScopedQuerier};
 
 use super::alert::{Alert, AlertSet, AlertState, Holds, Raised};
 use super::file::{Group, Rule, RuleKind};
@@ -29,6 +30,9 @@ pub struct Env<'a> {
     pub engine: &'a Engine,
     /// The store rules read and write.
     pub backend: &'a Backend,
+    /// Whose series the group reads, and whose its outputs become (its tenant's, or every
+    /// series for [`Scope::Unscoped`]).
+    pub scope: &'a Scope,
     /// `$externalLabels` of templates, and labels added to alerts sent to Alertmanager.
     pub external_labels: &'a BTreeMap<String, String>,
     /// `$externalURL` of templates.
@@ -36,11 +40,25 @@ pub struct Env<'a> {
 }
 
 impl Env<'_> {
-    /// The instant vector of `expr` at `t_ms` (a scalar as one sample without labels).
-    fn query(&self, expr: &str, t_ms: i64) -> Result<Vec<OutputSample>, String> {
+    /// A querier of the group's series alone.
+    fn querier(&self) -> Box<dyn Querier> {
         let limits =
             ReadLimits { deadline: Some(Instant::now() + self.engine.options().timeout), ..ReadLimits::default() };
-        let querier = self.backend.querier(limits);
+        ScopedQuerier::confine(self.backend.querier(limits), self.scope)
+    }
+
+    /// Writes `batch` as the group's tenant's. A group of no tenant writes its series as they
+    /// are: an output keeps the tenant label of its input.
+    fn write(&self, mut batch: PackedBatch) -> Result<(), String> {
+        if *self.scope != Scope::Unscoped {
+            self.scope.stamp_packed(&mut batch).map_err(|e| e.to_string())?;
+        }
+        self.backend.write_packed(batch).map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    /// The instant vector of `expr` at `t_ms` (a scalar as one sample without labels).
+    fn query(&self, expr: &str, t_ms: i64) -> Result<Vec<OutputSample>, String> {
+        let querier = self.querier();
         let result = self.engine.instant(&*querier, expr, t_ms).map_err(|e| e.to_string())?;
         match result.value {
             Value::Vector(v) => Ok(v
@@ -56,10 +74,8 @@ impl Env<'_> {
     /// `name` (a staleness marker included), by the alert's labels (the series' without
     /// `__name__`).
     fn for_state(&self, name: &str, from_ms: i64, to_ms: i64) -> Result<HashMap<Labels, f64>, String> {
-        let limits =
-            ReadLimits { deadline: Some(Instant::now() + self.engine.options().timeout), ..ReadLimits::default() };
         let matchers = [Matcher::equal("__name__", "ALERTS_FOR_STATE"), Matcher::equal("alertname", name)];
-        let series = self.backend.querier(limits).select(&matchers, from_ms, to_ms, None).map_err(|e| e.to_string())?;
+        let series = self.querier().select(&matchers, from_ms, to_ms, None).map_err(|e| e.to_string())?;
         Ok(series
             .into_iter()
             .filter_map(|s| {
@@ -173,6 +189,9 @@ pub struct Outgoing {
     pub alert: Alert,
     /// The rule's expression (for the generator URL).
     pub expr: String,
+    /// The tenant of the group that raised it (sent as `X-Scope-OrgID`, as Mimir's ruler sends
+    /// it); `None` for a group of no tenant.
+    pub tenant: Option<crate::tenant::TenantId>,
 }
 
 /// Tuning of alert sending: Prometheus' `--rules.alert.resend-delay` (1m).
@@ -247,7 +266,7 @@ impl GroupRun {
             batch.push_sample(Sample::new(t_ms, f64::from_bits(STALE_NAN_BITS)));
             batch.finish_series();
         }
-        if let Err(e) = env.backend.write_packed(batch) {
+        if let Err(e) = env.write(batch) {
             tracing::warn!(series = series.len(), error = %e, "marking the series of removed rules stale failed");
         }
     }
@@ -261,7 +280,8 @@ impl GroupRun {
         self.last_timestamp_ms = Some(ts_ms);
         let mut outgoing = Vec::new();
         let (interval_ms, query_ts) = (self.interval_ms, ts_ms - self.query_offset_ms);
-        let slots = Slots { hash: group_hash(&self.group.file, &self.group.name), interval_ms: interval_ms.max(1) };
+        let slots =
+            Slots { hash: group_hash(&self.group.identity(), &self.group.name), interval_ms: interval_ms.max(1) };
         self.iterations += 1;
         let mut samples = 0u64;
         for i in 0..self.rules.len() {
@@ -279,7 +299,12 @@ impl GroupRun {
                     run.last_error = None;
                     if let RuleKind::Alerting { .. } = run.rule.kind {
                         let due = run.alerts.due_for_sending(ts_ms, resend_delay_ms, interval_ms);
-                        outgoing.extend(due.into_iter().map(|alert| Outgoing { alert, expr: run.rule.expr.clone() }));
+                        let tenant = &self.group.tenant;
+                        outgoing.extend(due.into_iter().map(|alert| Outgoing {
+                            alert,
+                            expr: run.rule.expr.clone(),
+                            tenant: tenant.clone(),
+                        }));
                     }
                 }
                 Err(e) => {
@@ -457,7 +482,7 @@ fn write(run: &mut RuleRun, samples: Vec<OutputSample>, t_ms: i64, env: &Env<'_>
         batch.finish_series();
     }
     if !batch.is_empty() {
-        env.backend.write_packed(batch).map_err(|e| format!("writing the rule's samples: {e}"))?;
+        env.write(batch).map_err(|e| format!("writing the rule's samples: {e}"))?;
     }
     run.previous = written;
     Ok(())

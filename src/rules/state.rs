@@ -14,6 +14,9 @@
 //! | File | Contents |
 //! |---|---|
 //! | `rules/<xxh64 of file and group, hex>.json` | `{"file", "group", "evaluated_at_ms", "rules": [{"name", "labels", "alerts": [...]}]}` |
+//!
+//! `file` is the group's identity ([`crate::rules::file::Group::identity`]): its file, or
+//! `<tenant>\0<namespace>` for a group of a tenant other than the default one.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -86,7 +89,7 @@ impl StateDir {
         let saved = snapshot(run);
         let bytes = serde_json::to_vec(&saved).map_err(std::io::Error::other)?;
         std::fs::create_dir_all(&self.dir)?;
-        let path = self.path(&run.group.file, &run.group.name);
+        let path = self.path(&run.group.identity(), &run.group.name);
         let temp = path.with_extension("json.tmp");
         let mut f = std::fs::File::create(&temp)?;
         f.write_all(&bytes)?;
@@ -100,7 +103,7 @@ impl StateDir {
     /// at `now_ms`: pending alerts restart their `for` when the outage was longer than
     /// [`OUTAGE_TOLERANCE_MS`]. A missing or unreadable state restores nothing (logged).
     pub fn restore(&self, run: &mut GroupRun, now_ms: i64) {
-        let path = self.path(&run.group.file, &run.group.name);
+        let path = self.path(&run.group.identity(), &run.group.name);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -116,7 +119,7 @@ impl StateDir {
                 return;
             }
         };
-        if saved.file != run.group.file || saved.group != run.group.name {
+        if saved.file != run.group.identity() || saved.group != run.group.name {
             return;
         }
         let outage_ok = saved.evaluated_at_ms.is_none_or(|t| now_ms - t <= OUTAGE_TOLERANCE_MS);
@@ -156,7 +159,7 @@ fn snapshot(run: &GroupRun) -> SavedGroup {
         })
         .collect();
     SavedGroup {
-        file: run.group.file.clone(),
+        file: run.group.identity().into_owned(),
         group: run.group.name.clone(),
         evaluated_at_ms: run.last_timestamp_ms,
         rules,
@@ -241,6 +244,7 @@ mod tests {
             limit: 0,
             labels: BTreeMap::new(),
             rules: vec![rule],
+            tenant: None,
         };
         GroupRun::new(g, 15_000, 0)
     }

@@ -192,6 +192,7 @@ fn firing(fired_at_ms: i64, now_ms: i64) -> Outgoing {
             valid_until_ms: now_ms + 240_000,
         },
         expr: "disk_free_ratio < 0.1".to_owned(),
+        tenant: None,
     }
 }
 

@@ -13,6 +13,8 @@
 //!   changes nothing in Alertmanager.
 //! - A group POSTed to the ruler API of one node is listed and evaluated by the other, and a
 //!   deletion through the other node reaches the first.
+//! - The nodes serve tenants (`--tenants`): a tenant's group set through one node is listed by
+//!   the other for that tenant alone and evaluated there on that tenant's series alone.
 //!
 //! Skipped (a `SKIPPED:` line) without `clickhouse-server` or `prometheus-alertmanager` on PATH
 //! outside CI; a failure in CI.
@@ -109,6 +111,7 @@ fn every_node_evaluates_and_alertmanager_pages_once() {
         &urls,
         "--retention",
         "0",
+        "--tenants",
         "--rule-file",
         rules.to_str().unwrap(),
         "--rule-evaluation-interval",
@@ -224,6 +227,45 @@ fn every_node_evaluates_and_alertmanager_pages_once() {
         let groups = get_json(&format!("{base_a}/api/v1/rules"))["data"]["groups"].clone();
         groups.as_array()?.iter().all(|g| g["name"] != "from-the-api").then_some(())
     });
+
+    // (e) A tenant's group, set through node A, is node B's for that tenant alone, and reads
+    // that tenant's series alone (its own load of 9 against the default tenant's 4 and 3).
+    let now = chrono::Utc::now().timestamp_millis();
+    let body = snappy_body(&proto::WriteRequest {
+        timeseries: vec![series(&[("__name__", "cluster_load"), ("instance", "i9"), ("job", "api")], &[(now, 9.0)])],
+        metadata: vec![],
+    });
+    let mut headers = V1_HEADERS.to_vec();
+    headers.push(("X-Scope-OrgID", "team-x"));
+    let (status, _, text) = post(&format!("{base_a}/api/v1/write"), &headers, body);
+    assert_eq!(status, 204, "{text}");
+    let resp = http
+        .post(format!("{base_a}/prometheus/config/v1/rules/team"))
+        .header("X-Scope-OrgID", "team-x")
+        .body(API_GROUP)
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 202, "{}", resp.text().unwrap_or_default());
+    eventually(15, "node B lists team-x's group for team-x", || {
+        (http.get(group_url(&base_b)).header("X-Scope-OrgID", "team-x").send().ok()?.status().as_u16() == 200)
+            .then_some(())
+    });
+    assert_eq!(http.get(group_url(&base_b)).send().unwrap().status().as_u16(), 404, "not the default tenant's");
+    let query = |base: &str, tenant: &str| {
+        let resp = http
+            .get(format!("{base}/api/v1/query"))
+            .query(&[("query", "job:cluster_load:max")])
+            .header("X-Scope-OrgID", tenant)
+            .send()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&resp.text().unwrap()).unwrap();
+        v["data"]["result"].as_array().cloned().unwrap_or_default()
+    };
+    let found = eventually(15, "team-x's recording", || Some(query(&base_b, "team-x")).filter(|r| !r.is_empty()));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["value"][1], "9", "{found:?}");
+    assert!(found[0]["metric"].get("__tenant__").is_none(), "{found:?}");
+
     eprintln!("clickhouse_rules: {:.1} s after ClickHouse started", started.elapsed().as_secs_f64());
     drop((a, b, c));
 }

@@ -66,6 +66,7 @@ mod status_api;
 mod storage_api;
 mod storage_failure;
 mod tenant_limits;
+mod tenant_rules;
 mod tenants;
 mod tiers;
 mod unknown_parameters;

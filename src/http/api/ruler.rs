@@ -4,11 +4,16 @@
 //! `/rules` (its path before it knows the flavour, which it probes with `GET /rules/test/test`).
 //! Bodies and answers are YAML; answers to changes are `202 Accepted` with Mimir's JSON.
 //! A change reloads the rules at once; `--rule-file` groups are not visible or changeable here.
+//!
+//! With `--tenants` each tenant has its own namespaces, as in Mimir: a request reads and changes
+//! those of the tenant it acts as (the default tenant's are those of a server without tenants),
+//! and that tenant's groups read and write its series alone. A request naming several tenants
+//! is refused.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_norway::{Mapping, Value};
@@ -16,6 +21,7 @@ use serde_norway::{Mapping, Value};
 use crate::http::state::AppState;
 use crate::rules::evaluator::Evaluator;
 use crate::rules::ruler::{yaml, RulerError, RulerStore};
+use crate::tenant::{Scope, TenantId};
 
 /// What a ruler request answers: YAML, Mimir's `202` JSON, or an error as text.
 fn answer(result: Result<Option<Value>, RulerError>) -> Response {
@@ -37,16 +43,26 @@ fn answer(result: Result<Option<Value>, RulerError>) -> Response {
     }
 }
 
-/// Runs `op` on the ruler store off the executor; `None` when the server has no ruler API.
+/// Runs `op` on the ruler store off the executor, for the tenant of `scope`; `None` when the
+/// server has no ruler API.
 async fn with_store<T: Send + 'static>(
     state: &AppState,
-    op: impl FnOnce(&RulerStore, &Evaluator) -> Result<T, RulerError> + Send + 'static,
+    scope: &Scope,
+    op: impl FnOnce(&RulerStore, Option<&TenantId>, &Evaluator) -> Result<T, RulerError> + Send + 'static,
 ) -> Result<T, Response> {
     let Some(rules) = state.rules.clone() else {
         return Err((StatusCode::NOT_FOUND, "the ruler API is not enabled on this server\n").into_response());
     };
+    let owner = match scope {
+        Scope::Unscoped => None,
+        Scope::One(t) => Some(t.clone()),
+        Scope::Many(_) => {
+            let why = format!("the ruler API acts for one tenant; {:?} names several\n", scope.name());
+            return Err((StatusCode::BAD_REQUEST, why).into_response());
+        }
+    };
     let done = tokio::task::spawn_blocking(move || match rules.ruler() {
-        Some(store) => op(store, &rules),
+        Some(store) => op(store, owner.as_ref(), &rules),
         None => Err(RulerError::NotFound("the ruler API is not enabled on this server")),
     })
     .await;
@@ -67,8 +83,8 @@ fn reload_after(rules: &Evaluator) -> Result<Option<Value>, RulerError> {
 }
 
 /// `GET <prefix>`: every namespace with its groups.
-pub async fn list(State(state): State<Arc<AppState>>) -> Response {
-    let all = with_store(&state, |store, _| store.all()).await;
+pub async fn list(State(state): State<Arc<AppState>>, Extension(scope): Extension<Scope>) -> Response {
+    let all = with_store(&state, &scope, |store, owner, _| store.all(owner)).await;
     match all {
         Ok(all) if all.is_empty() => answer(Err(RulerError::NotFound(crate::rules::ruler::NAMESPACE_NOT_FOUND))),
         Ok(all) => {
@@ -80,9 +96,13 @@ pub async fn list(State(state): State<Arc<AppState>>) -> Response {
 }
 
 /// `GET <prefix>/{namespace}`.
-pub async fn namespace(State(state): State<Arc<AppState>>, Path(ns): Path<String>) -> Response {
+pub async fn namespace(
+    State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    Path(ns): Path<String>,
+) -> Response {
     let key = ns.clone();
-    match with_store(&state, move |store, _| store.namespace(&ns)).await {
+    match with_store(&state, &scope, move |store, owner, _| store.namespace(owner, &ns)).await {
         Ok(groups) => {
             let mut map = Mapping::new();
             map.insert(Value::from(key), Value::Sequence(groups));
@@ -93,17 +113,26 @@ pub async fn namespace(State(state): State<Arc<AppState>>, Path(ns): Path<String
 }
 
 /// `GET <prefix>/{namespace}/{group}`.
-pub async fn group(State(state): State<Arc<AppState>>, Path((ns, group)): Path<(String, String)>) -> Response {
-    match with_store(&state, move |store, _| store.group(&ns, &group)).await {
+pub async fn group(
+    State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    Path((ns, group)): Path<(String, String)>,
+) -> Response {
+    match with_store(&state, &scope, move |store, owner, _| store.group(owner, &ns, &group)).await {
         Ok(g) => answer(Ok(Some(g))),
         Err(r) => r,
     }
 }
 
 /// `POST <prefix>/{namespace}` with one group as YAML: creates or replaces it.
-pub async fn set(State(state): State<Arc<AppState>>, Path(ns): Path<String>, body: Bytes) -> Response {
-    let done = with_store(&state, move |store, rules| {
-        store.set(&ns, &body)?;
+pub async fn set(
+    State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    Path(ns): Path<String>,
+    body: Bytes,
+) -> Response {
+    let done = with_store(&state, &scope, move |store, owner, rules| {
+        store.set(owner, &ns, &body)?;
         reload_after(rules)
     })
     .await;
@@ -111,9 +140,13 @@ pub async fn set(State(state): State<Arc<AppState>>, Path(ns): Path<String>, bod
 }
 
 /// `DELETE <prefix>/{namespace}/{group}`.
-pub async fn delete_group(State(state): State<Arc<AppState>>, Path((ns, group)): Path<(String, String)>) -> Response {
-    let done = with_store(&state, move |store, rules| {
-        store.delete_group(&ns, &group)?;
+pub async fn delete_group(
+    State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    Path((ns, group)): Path<(String, String)>,
+) -> Response {
+    let done = with_store(&state, &scope, move |store, owner, rules| {
+        store.delete_group(owner, &ns, &group)?;
         reload_after(rules)
     })
     .await;
@@ -121,9 +154,13 @@ pub async fn delete_group(State(state): State<Arc<AppState>>, Path((ns, group)):
 }
 
 /// `DELETE <prefix>/{namespace}`.
-pub async fn delete_namespace(State(state): State<Arc<AppState>>, Path(ns): Path<String>) -> Response {
-    let done = with_store(&state, move |store, rules| {
-        store.delete_namespace(&ns)?;
+pub async fn delete_namespace(
+    State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    Path(ns): Path<String>,
+) -> Response {
+    let done = with_store(&state, &scope, move |store, owner, rules| {
+        store.delete_namespace(owner, &ns)?;
         reload_after(rules)
     })
     .await;

@@ -4,22 +4,45 @@
 //! `match[]` (selectors the rules' configured labels must satisfy), `exclude_alerts` and the
 //! pagination pair `group_limit` / `group_next_token` (a SHA-256 of `file;group`, as Prometheus
 //! makes it); a group is listed when any of its rules remains, as in Prometheus 3.
+//!
+//! With `--tenants` both list the groups of the tenants the request acts as (a tenant's groups
+//! are set through the ruler API as that tenant), as Mimir lists them. The rule files' groups,
+//! which read every tenant's series, are listed where they were before tenants: without a
+//! tenant's token, to requests of the default tenant.
 
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Extension, RawQuery, State};
 use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::{params, success};
+use crate::http::access::Identity;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::labels::{Label, Labels};
 use crate::rules::alert::{Alert, AlertState};
 use crate::rules::file::RuleKind;
 use crate::rules::group::{GroupRun, RuleRun};
+use crate::tenant::Scope;
+
+/// The groups a request of `scope` by `identity` sees (see the module's doc).
+fn groups_of(state: &AppState, scope: &Scope, identity: Option<&Identity>) -> Vec<Arc<GroupRun>> {
+    let mut groups = state.rules.as_ref().map(|r| r.groups()).unwrap_or_default();
+    let tenant_token = matches!(identity, Some(Identity::Tenant(_)));
+    let sees = |t: &crate::tenant::TenantId, g: &GroupRun| match &g.group.tenant {
+        Some(owner) => owner == t,
+        None => t.is_default() && !tenant_token,
+    };
+    match scope {
+        Scope::Unscoped => {}
+        Scope::One(t) => groups.retain(|g| sees(t, g)),
+        Scope::Many(ids) => groups.retain(|g| ids.iter().any(|t| sees(t, g))),
+    }
+    groups
+}
 
 /// Go's zero time, which Prometheus shows for "never".
 const NEVER: &str = "0001-01-01T00:00:00Z";
@@ -174,6 +197,8 @@ fn pagination(p: &crate::http::params::Params) -> Result<(Option<usize>, Option<
 /// 400 for a `type` other than `alert` or `record`, or a bad `exclude_alerts`.
 pub async fn rules(
     State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    identity: Option<Extension<Identity>>,
     method: Method,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -210,7 +235,7 @@ pub async fn rules(
         selectors: p.selectors("match[]")?,
         with_alerts,
     };
-    let groups = state.rules.as_ref().map(|r| r.groups()).unwrap_or_default();
+    let groups = groups_of(&state, &scope, identity.as_deref());
     let mut listed = Vec::new();
     let mut found_token = token.is_none();
     let mut next = None;
@@ -257,8 +282,12 @@ pub async fn rules(
 }
 
 /// `GET /api/v1/alerts`: every pending and firing alert.
-pub async fn alerts(State(state): State<Arc<AppState>>) -> Response {
-    let groups = state.rules.as_ref().map(|r| r.groups()).unwrap_or_default();
+pub async fn alerts(
+    State(state): State<Arc<AppState>>,
+    Extension(scope): Extension<Scope>,
+    identity: Option<Extension<Identity>>,
+) -> Response {
+    let groups = groups_of(&state, &scope, identity.as_deref());
     let alerts: Vec<Value> =
         groups.iter().flat_map(|g| &g.rules).flat_map(|r| r.alerts.active().map(alert_json)).collect();
     success(json!({ "alerts": alerts }), Vec::new())

@@ -16,7 +16,10 @@
 //! The steps: `yaml` (node tree with positions) -> `decode` (go-yaml's decoding into the
 //! Prometheus types) -> `validate` (Prometheus' checks, and the model).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+
+use crate::tenant::{Scope, TenantId};
 
 pub mod check;
 mod decode;
@@ -58,6 +61,28 @@ pub struct Group {
     pub labels: BTreeMap<String, String>,
     /// Rules in file order.
     pub rules: Vec<Rule>,
+    /// The tenant whose series alone the group reads and writes: a group set through the ruler
+    /// API as that tenant. `None`: the group reads and writes every series (rule files, and
+    /// every group of a server without `--tenants`).
+    pub tenant: Option<TenantId>,
+}
+
+impl Group {
+    /// What the group's queries read and its outputs are written as.
+    pub fn scope(&self) -> Scope {
+        self.tenant.clone().map_or(Scope::Unscoped, Scope::One)
+    }
+
+    /// The group's file as its identity among every tenant's groups (its evaluation slots,
+    /// its saved alerts, what a reload keeps): `file` for a group of no tenant or of the
+    /// default tenant (as before tenants), `<tenant>\0<file>` for another tenant's, so that two
+    /// tenants' namespaces of one name are two groups (a namespace never holds `\0`).
+    pub fn identity(&self) -> Cow<'_, str> {
+        match &self.tenant {
+            Some(t) if !t.is_default() => Cow::Owned(format!("{t}\0{}", self.file)),
+            _ => Cow::Borrowed(&self.file),
+        }
+    }
 }
 
 /// One rule.

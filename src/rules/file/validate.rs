@@ -192,6 +192,7 @@ fn build_group(path: &str, raw: RawGroup) -> Group {
         limit: usize::try_from(raw.limit).unwrap_or(0),
         labels: raw.labels,
         rules: raw.rules.into_iter().map(build_rule).collect(),
+        tenant: None,
     }
 }
 

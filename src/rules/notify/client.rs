@@ -99,17 +99,18 @@ impl AlertmanagerClient {
         &self.url
     }
 
-    /// Posts `body` (a JSON array of alerts), trying again what may succeed later, until
-    /// `deadline`. Returns the tries it took.
+    /// Posts `body` (a JSON array of alerts) of `tenant` (its `X-Scope-OrgID`, none for
+    /// `None`), trying again what may succeed later, until `deadline`. Returns the tries it
+    /// took.
     ///
     /// # Errors
     /// [`SendError`] of the last try.
-    pub fn post(&self, body: &[u8], deadline: Instant) -> Result<u32, SendError> {
+    pub fn post(&self, body: &[u8], tenant: Option<&str>, deadline: Instant) -> Result<u32, SendError> {
         let mut wait = FIRST_BACKOFF;
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let last = match self.try_once(body, deadline, attempts) {
+            let last = match self.try_once(body, tenant, deadline, attempts) {
                 Attempt::Done => return Ok(attempts),
                 Attempt::Final(e) => return Err(e),
                 Attempt::Retry(e) => e,
@@ -122,18 +123,16 @@ impl AlertmanagerClient {
         }
     }
 
-    fn try_once(&self, body: &[u8], deadline: Instant, attempts: u32) -> Attempt {
+    fn try_once(&self, body: &[u8], tenant: Option<&str>, deadline: Instant, attempts: u32) -> Attempt {
         let unreachable = |detail: String| SendError::Unreachable { url: self.url.clone(), detail, attempts };
         let Some(remaining) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
             return Attempt::Final(unreachable("deadline passed before the request".to_owned()));
         };
-        let request = self
-            .agent
-            .post(&self.url)
-            .header("Content-Type", "application/json")
-            .config()
-            .timeout_global(Some(remaining))
-            .build();
+        let mut request = self.agent.post(&self.url).header("Content-Type", "application/json");
+        if let Some(tenant) = tenant {
+            request = request.header("X-Scope-OrgID", tenant);
+        }
+        let request = request.config().timeout_global(Some(remaining)).build();
         let mut response = match request.send(body) {
             Ok(r) => r,
             Err(e) => return Attempt::Retry(unreachable(e.to_string())),
@@ -179,7 +178,7 @@ mod tests {
     fn a_post_sends_json_to_the_alerts_path() {
         let am = FakeAlertmanager::start();
         let client = AlertmanagerClient::new(&am.base()).unwrap();
-        assert_eq!(client.post(b"[]", soon()), Ok(1));
+        assert_eq!(client.post(b"[]", None, soon()), Ok(1));
         let posts = am.posts();
         assert_eq!(posts.len(), 1);
         assert_eq!(posts[0].path, "/api/v2/alerts");
@@ -193,7 +192,7 @@ mod tests {
         am.answer_next(&[503, 500]);
         let client = AlertmanagerClient::new(&am.base()).unwrap();
         let started = Instant::now();
-        assert_eq!(client.post(b"[]", soon()), Ok(3));
+        assert_eq!(client.post(b"[]", None, soon()), Ok(3));
         assert!(started.elapsed() >= FIRST_BACKOFF * 3, "100 ms then 200 ms: {:?}", started.elapsed());
         assert_eq!(am.posts().len(), 3);
     }
@@ -203,7 +202,7 @@ mod tests {
         let am = FakeAlertmanager::start();
         am.answer_next(&[400]);
         let client = AlertmanagerClient::new(&am.base()).unwrap();
-        let err = client.post(b"[]", soon()).unwrap_err();
+        let err = client.post(b"[]", None, soon()).unwrap_err();
         assert!(matches!(err, SendError::Status { status: 400, attempts: 1, .. }), "{err}");
         assert_eq!(am.posts().len(), 1);
     }
@@ -212,7 +211,7 @@ mod tests {
     fn an_unreachable_alertmanager_is_given_up_after_the_last_attempt() {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let client = AlertmanagerClient::new(&format!("http://127.0.0.1:{port}")).unwrap();
-        let err = client.post(b"[]", soon()).unwrap_err();
+        let err = client.post(b"[]", None, soon()).unwrap_err();
         assert!(matches!(err, SendError::Unreachable { attempts: MAX_ATTEMPTS, .. }), "{err}");
     }
 
@@ -221,7 +220,7 @@ mod tests {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let client = AlertmanagerClient::new(&format!("http://127.0.0.1:{port}")).unwrap();
         let started = Instant::now();
-        let err = client.post(b"[]", Instant::now() + Duration::from_millis(250)).unwrap_err();
+        let err = client.post(b"[]", None, Instant::now() + Duration::from_millis(250)).unwrap_err();
         assert!(started.elapsed() < Duration::from_millis(400), "{:?}", started.elapsed());
         assert!(matches!(err, SendError::Unreachable { attempts: 2, .. }), "100 ms, then 200 ms would pass it: {err}");
     }

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 pub struct Post {
     pub path: String,
     pub content_type: String,
+    /// The `X-Scope-OrgID` header, empty when absent.
+    pub tenant: String,
     pub body: String,
 }
 
@@ -123,7 +125,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Post> {
     let mut line = String::new();
     reader.read_line(&mut line).ok().filter(|&n| n > 0)?;
     let path = line.split_whitespace().nth(1)?.to_owned();
-    let (mut length, mut content_type) = (0, String::new());
+    let (mut length, mut content_type, mut tenant) = (0, String::new(), String::new());
     loop {
         line.clear();
         reader.read_line(&mut line).ok().filter(|&n| n > 0)?;
@@ -135,10 +137,11 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Post> {
         match name.to_ascii_lowercase().as_str() {
             "content-length" => length = value.trim().parse().ok()?,
             "content-type" => content_type = value.trim().to_owned(),
+            "x-scope-orgid" => tenant = value.trim().to_owned(),
             _ => {}
         }
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok()?;
-    Some(Post { path, content_type, body: String::from_utf8(body).ok()? })
+    Some(Post { path, content_type, tenant, body: String::from_utf8(body).ok()? })
 }

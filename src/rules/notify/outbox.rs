@@ -128,6 +128,7 @@ mod tests {
             starts_at: None,
             generator_url: String::new(),
             labels: [("n".to_owned(), n.to_string())].into(),
+            tenant: None,
         }
     }
 

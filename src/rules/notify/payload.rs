@@ -17,6 +17,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::rules::group::Outgoing;
+use crate::tenant::TenantId;
 
 /// One alert as Alertmanager's `POST /api/v2/alerts` takes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -35,6 +36,9 @@ pub struct PostableAlert {
     pub generator_url: String,
     /// The alert's identity.
     pub labels: BTreeMap<String, String>,
+    /// The tenant it is sent for (`X-Scope-OrgID`), not part of the body.
+    #[serde(skip)]
+    pub tenant: Option<TenantId>,
 }
 
 impl PostableAlert {
@@ -54,6 +58,7 @@ impl PostableAlert {
             starts_at: alert.fired_at_ms.map(rfc3339_millis),
             generator_url: generator_url(external_url, &outgoing.expr),
             labels,
+            tenant: outgoing.tenant.clone(),
         }
     }
 }
@@ -116,6 +121,7 @@ mod tests {
                 valid_until_ms: 1_675_000_300_000,
             },
             expr: r#"up{job="node"} == 0"#.to_owned(),
+            tenant: None,
         }
     }
 

@@ -22,6 +22,7 @@ fn outgoing(n: usize) -> Outgoing {
             valid_until_ms: 300_000,
         },
         expr: "load > 1".to_owned(),
+        tenant: None,
     }
 }
 
@@ -69,6 +70,34 @@ fn a_150_alert_send_makes_three_posts_of_at_most_64() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(am.posts().len(), 3, "no fourth post");
     assert_eq!((metrics.error_count(url), metrics.dropped_count(), metrics.queue_length_now()), (0, 0, 0));
+}
+
+#[test]
+fn alerts_of_each_tenant_are_posted_apart_with_their_tenant() {
+    let am = FakeAlertmanager::start();
+    am.hold();
+    let metrics = NotifierMetrics::detached();
+    let notifier = Notifier::new(config(&[&am]), metrics.clone()).unwrap();
+    notifier.send(alerts(1000..1001));
+    am.wait_for_posts(1);
+    let of = |n: usize, tenant: Option<&str>| Outgoing {
+        tenant: tenant.map(|t| crate::tenant::TenantId::parse(t).unwrap()),
+        ..outgoing(n)
+    };
+    notifier.send(vec![of(0, Some("a")), of(1, None), of(2, Some("b")), of(3, Some("a"))]);
+    am.release();
+    let posts = am.wait_for_posts(4);
+    let seen: Vec<(String, Vec<String>)> = posts[1..]
+        .iter()
+        .map(|p| {
+            let alerts: Vec<serde_json::Value> = serde_json::from_str(&p.body).unwrap();
+            assert!(alerts.iter().all(|a| a.get("tenant").is_none()), "the tenant is a header, not a field");
+            (p.tenant.clone(), alerts.iter().map(|a| a["labels"]["n"].as_str().unwrap().to_owned()).collect())
+        })
+        .collect();
+    let expected = [("a", vec!["0", "3"]), ("", vec!["1"]), ("b", vec!["2"])];
+    assert_eq!(seen, expected.map(|(t, n)| (t.to_owned(), n.into_iter().map(str::to_owned).collect::<Vec<_>>())));
+    eventually("5 counted as sent", || metrics.sent_count(&notifier.alertmanagers()[0]) == 5);
 }
 
 #[test]

@@ -166,9 +166,16 @@ pub fn replay(
     backend: &Backend,
     emit: &mut dyn FnMut(Line) -> bool,
 ) -> bool {
-    let env = Env { engine, backend, external_labels: &defaults.external_labels, external_url: &defaults.external_url };
     let (mut evaluations, mut samples, mut failures) = (0, 0, 0);
     for group in groups {
+        let scope = group.scope();
+        let env = Env {
+            engine,
+            backend,
+            scope: &scope,
+            external_labels: &defaults.external_labels,
+            external_url: &defaults.external_url,
+        };
         let Some(tally) = replay_group(group, from_ms, to_ms, defaults, &env, emit) else { return false };
         evaluations += tally.evaluations;
         samples += tally.samples;

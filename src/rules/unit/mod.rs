@@ -207,6 +207,7 @@ fn run_group_inner(group: &file::TestGroup, setting: &Setting<'_>) -> Result<Fai
     let env = Env {
         engine: &engine,
         backend: &store.backend,
+        scope: &crate::tenant::Scope::Unscoped,
         external_labels: &group.external_labels,
         external_url: &group.external_url,
     };
