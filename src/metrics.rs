@@ -9,6 +9,9 @@
 //! | `saltdb_tenant_samples_ingested_total` (with `--tenants`) | counter | `tenant` (one per tenant that wrote: tenants are few) |
 //! | `saltdb_tenant_refused_total` (requests refused by `--tenant-limits-file`) | counter | `tenant`, `reason` (`tenant_rate_limited`, `tenant_label_too_long`, `tenant_series_limit`, `tenant_metric_series_limit`, `query_too_long`, `too_many_concurrent_queries`) |
 //! | `saltdb_tenant_active_series` (series written in the last 30 to 60 minutes, of tenants with a series limit; set when scraped) | gauge | `tenant` |
+//! | `saltdb_tenant_series` (series in the newest window; with `--tenants`, embedded store, refreshed at most every 5 minutes) | gauge | `tenant` |
+//! | `saltdb_tenant_disk_bytes_estimated` (each window's bytes times the tenant's share of its series; as above) | gauge | `tenant` |
+//! | `saltdb_tenant_figures_timestamp_seconds` (when the two above were computed) | gauge | |
 //! | `saltdb_http_requests_total` | counter | `route`, `code` |
 //! | `saltdb_http_request_duration_seconds` | histogram | `route`, `code` |
 //! | `saltdb_storage_write_duration_seconds` (group commit wait, shows write stalls) | histogram | `protocol` |
@@ -204,6 +207,9 @@ pub struct Metrics {
     tenant_ingested: IntCounterVec,
     tenant_refused: IntCounterVec,
     tenant_active_series: IntGaugeVec,
+    tenant_series: IntGaugeVec,
+    tenant_bytes: IntGaugeVec,
+    tenant_figures_at: IntGauge,
     http_requests: IntCounterVec,
     http_duration: HistogramVec,
     write_duration: HistogramVec,
@@ -265,6 +271,10 @@ impl Default for Metrics {
 fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| panic!("BUG: metric {name}: {e}"));
     register(r, c)
+}
+
+fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    register(r, IntGaugeVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| panic!("BUG: metric {name}: {e}")))
 }
 
 fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
@@ -349,6 +359,24 @@ impl Metrics {
                     &["tenant"],
                 )
                 .unwrap_or_else(|e| panic!("BUG: {e}")),
+            ),
+            tenant_series: gauge_vec(
+                &r,
+                "saltdb_tenant_series",
+                "Series of each tenant in the newest time window (with --tenants; refreshed at most every 5 minutes).",
+                &["tenant"],
+            ),
+            tenant_bytes: gauge_vec(
+                &r,
+                "saltdb_tenant_disk_bytes_estimated",
+                "Bytes on disk of each tenant, estimated as each window's bytes times the tenant's share of its series \
+                 (with --tenants; refreshed at most every 5 minutes).",
+                &["tenant"],
+            ),
+            tenant_figures_at: gauge(
+                &r,
+                "saltdb_tenant_figures_timestamp_seconds",
+                "When saltdb_tenant_series and saltdb_tenant_disk_bytes_estimated were computed (Unix seconds).",
             ),
             http_requests: counter_vec(
                 &r,
@@ -606,6 +634,19 @@ impl Metrics {
         for (tenant, n) in active {
             self.tenant_active_series.with_label_values(&[tenant.as_str()]).set(clamp(*n as u64));
         }
+    }
+
+    /// Sets `saltdb_tenant_series` and `saltdb_tenant_disk_bytes_estimated` to `figures`
+    /// (tenant, series in the newest window, estimated bytes), computed at `at_s` (Unix
+    /// seconds), dropping tenants not listed.
+    pub fn set_tenant_figures(&self, figures: &[(String, u64, u64)], at_s: i64) {
+        self.tenant_series.reset();
+        self.tenant_bytes.reset();
+        for (tenant, series, bytes) in figures {
+            self.tenant_series.with_label_values(&[tenant.as_str()]).set(clamp(*series));
+            self.tenant_bytes.with_label_values(&[tenant.as_str()]).set(clamp(*bytes));
+        }
+        self.tenant_figures_at.set(at_s);
     }
 
     /// Bytes the remote-write label cache holds.

@@ -147,6 +147,7 @@ pub async fn delete_tenant(
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let selectors = vec![scope.select(std::slice::from_ref(&every)).into_owned()];
     let deleted = delete(&state, selectors, (crate::sample::MIN_TIMESTAMP_MS, crate::sample::MAX_TIMESTAMP_MS)).await?;
+    state.tenant_figures.invalidate();
     tracing::info!(tenant = %tenant, deleted, rule_namespaces, "deleted a tenant");
     let what = if state.backend.embedded().is_some() { "samples" } else { "series" };
     Ok(success(json!({"tenant": tenant.as_str(), what: deleted, "ruleNamespaces": rule_namespaces}), Vec::new()))

@@ -11,10 +11,13 @@ use axum::response::{IntoResponse, Response};
 use super::blocking;
 use super::error::ApiError;
 use super::state::AppState;
+use super::tenant_figures::{measure, Due};
 use crate::metrics::{StorageFigures, TEXT_CONTENT_TYPE};
 
 /// Renders every metric, refreshing the storage figures first. Reads only counters and
-/// metadata storage keeps current (no walk of an index or table that grows with the series).
+/// metadata storage keeps current (no walk of an index or table that grows with the series),
+/// but for the tenant figures, measured at the first scrape and then in the background at most
+/// every `tenant_figures::MAX_AGE`.
 ///
 /// # Errors
 /// 5xx when storage cannot be measured.
@@ -25,6 +28,9 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, Api
     }
     if let Some(limits) = &state.tenant_limits {
         state.metrics.set_tenant_active_series(&limits.active_series());
+    }
+    if state.tenants {
+        refresh_tenant_figures(&state).await;
     }
     let text = blocking::run(move || {
         // The embedded store's figures, or the ClickHouse shards' counters.
@@ -68,6 +74,35 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, Api
         None => text,
     };
     Ok(([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)], text).into_response())
+}
+
+/// Measures the tenant figures when none were, or starts a refresh in the background when
+/// they are old (see `tenant_figures.rs`). A failure is logged; the scrape goes on.
+async fn refresh_tenant_figures(state: &Arc<AppState>) {
+    let Some(storage) = state.backend.embedded().cloned() else { return };
+    let due = state.tenant_figures.due();
+    if due == Due::Fresh {
+        return;
+    }
+    let st = Arc::clone(state);
+    let run = move || {
+        let measured = measure(&storage);
+        match &measured {
+            Ok(rows) => {
+                let rows: Vec<(String, u64, u64)> =
+                    rows.iter().map(|(t, s)| (t.clone(), s.series, s.bytes.round() as u64)).collect();
+                st.metrics.set_tenant_figures(&rows, chrono::Utc::now().timestamp());
+            }
+            Err(e) => tracing::warn!(error = %e, "measuring the tenants' series and bytes failed"),
+        }
+        st.tenant_figures.measured(measured.is_ok());
+    };
+    let task = tokio::task::spawn_blocking(run);
+    if due == Due::Now {
+        if let Err(e) = task.await {
+            tracing::warn!(error = %e, "the tenants' figures task failed");
+        }
+    }
 }
 
 /// Counts the request in `saltdb_http_requests_total` and times it in

@@ -36,6 +36,7 @@ pub mod remote_write;
 pub mod router;
 pub mod state;
 pub mod tenant;
+pub mod tenant_figures;
 pub mod tenant_limits;
 pub mod tls;
 pub mod ui;

@@ -41,6 +41,8 @@ pub struct AppState {
     pub tenants: bool,
     /// Limits per tenant (`--tenant-limits-file`); `None`: none.
     pub tenant_limits: Option<Arc<super::tenant_limits::TenantLimitsHandle>>,
+    /// When the tenant figures of `/metrics` were measured.
+    pub tenant_figures: Arc<super::tenant_figures::TenantFigures>,
     /// Whether `/api/v1/admin/*` is enabled (`--enable-admin-api`; off by default).
     pub admin_api: bool,
     /// How OTLP metric names are translated.
@@ -105,6 +107,7 @@ impl AppState {
             access: Arc::new(AccessPolicy::default()),
             tenants: false,
             tenant_limits: None,
+            tenant_figures: Arc::default(),
             admin_api: false,
             otlp_naming: crate::ingest::otlp::Naming::default(),
             flags: Arc::default(),

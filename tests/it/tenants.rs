@@ -743,6 +743,19 @@ fn deleting_a_tenant_leaves_the_others() {
     let (status, text) = tenants_status(format!("Bearer {READ}"));
     assert_eq!(status, 200, "{text}");
     assert!(["\"a\"", "\"team-b\"", "\"default\""].iter().all(|t| text.contains(t)), "{text}");
+    // And /metrics has each tenant's series and estimated bytes (of the windows' tables on
+    // disk: here still in memory, so no byte count is asserted).
+    let metrics = client().get(bin.url("/metrics")).send().unwrap().text().unwrap();
+    let figure = |name: &str, t: &str| -> f64 {
+        let prefix = format!("{name}{{tenant=\"{t}\"}} ");
+        let line = metrics.lines().find(|l| l.starts_with(&prefix));
+        line.and_then(|l| l[prefix.len()..].parse().ok()).unwrap_or_else(|| panic!("no {prefix}in {metrics}"))
+    };
+    for t in ["default", "a", "team-b"] {
+        assert_eq!(figure("saltdb_tenant_series", t), 50.0, "{t}");
+        assert!(figure("saltdb_tenant_disk_bytes_estimated", t) >= 0.0, "{t}");
+    }
+    assert!(metrics.contains("saltdb_tenant_figures_timestamp_seconds "), "{metrics}");
     let (status, _, text) = delete(format!("Bearer {WRITE}"), "a");
     assert_eq!(status, 200, "{text}");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -807,6 +820,17 @@ fn retention_per_tenant_from_the_limits_file() {
     assert_eq!(rows["short"], (1, 1), "{status}");
     assert_eq!(rows["long"], (1, 2), "{status}");
     assert_eq!(rows["default"], (1, 2), "{status}");
+    // /metrics shows the same figures.
+    let metrics = client().get(bin.url("/metrics")).send().unwrap().text().unwrap();
+    for r in status["data"]["byTenant"].as_array().unwrap() {
+        let t = r["tenant"].as_str().unwrap();
+        for (name, field) in
+            [("saltdb_tenant_series", "series"), ("saltdb_tenant_disk_bytes_estimated", "estimatedBytes")]
+        {
+            let line = format!("{name}{{tenant=\"{t}\"}} {}\n", r[field]);
+            assert!(metrics.contains(&line), "{line} in {metrics}");
+        }
+    }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_saltdb"))
         .args(["inspect", "--tenants", "--url", &bin.url("")])
         .output()
