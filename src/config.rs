@@ -621,6 +621,19 @@ fn parse_tier(s: &str) -> Result<TierSpec, String> {
 
 /// `SELECTOR:DURATION`: the selector is everything before the last `:` (a label value may hold
 /// colons), as PromQL writes it; `or` alternatives are allowed.
+/// The retention rules of the tenants' `retention_period` in a limits file
+/// ([`LimitsFile::retention_selectors`]), first match first.
+///
+/// # Errors
+/// A period that is not a positive duration, named with its tenant's selector.
+pub fn tenant_retention_rules(limits: &LimitsFile) -> Result<Vec<crate::storage::RetentionRule>, String> {
+    limits
+        .retention_selectors()
+        .into_iter()
+        .map(|(selector, period)| parse_retention_rule(&format!("{selector}:{period}")))
+        .collect()
+}
+
 fn parse_retention_rule(s: &str) -> Result<crate::storage::RetentionRule, String> {
     let (selector, duration) =
         s.trim().rsplit_once(':').ok_or("expected SELECTOR:DURATION, e.g. '{team=\"batch\"}:7d'")?;
@@ -718,16 +731,24 @@ impl ServeArgs {
                 rules.push(parse_retention_rule(line).map_err(|e| failed(format!("line {}: {e}", n + 1)))?);
             }
         }
-        // Then each tenant's `retention_period` from the limits file (read at start-up only).
-        for (selector, period) in tenant_limits.map(LimitsFile::retention_selectors).unwrap_or_default() {
-            let rule = parse_retention_rule(&format!("{selector}:{period}")).map_err(|problem| {
+        // Then each tenant's `retention_period` from the limits file.
+        if let Some(limits) = tenant_limits {
+            rules.extend(tenant_retention_rules(limits).map_err(|problem| {
                 let file = self.tenant_limits_file.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
                 ConfigError::TenantLimits(crate::tenant::LimitsError { file, problem })
-            })?;
-            rules.push(rule);
+            })?);
         }
         crate::storage::check_retention_rules(&rules).map_err(ConfigError::RetentionRules)?;
         Ok(rules)
+    }
+
+    /// [`ServeArgs::retention_rules`] without the tenants' (kept to rebuild the rules when the
+    /// limits file changes).
+    ///
+    /// # Errors
+    /// As [`ServeArgs::retention_rules`].
+    pub fn base_retention_rules(&self) -> Result<Vec<crate::storage::RetentionRule>, ConfigError> {
+        self.retention_rules(None)
     }
 
     /// The server configuration these flags describe.
@@ -877,6 +898,7 @@ impl ServeArgs {
             access,
             tenants: self.tenants,
             tenant_limits_file: self.tenant_limits_file.clone(),
+            base_retention_rules: self.base_retention_rules()?,
             admin_api: self.enable_admin_api,
             rules: crate::rules::evaluator::RulesConfig {
                 files: self.rule_files.clone(),

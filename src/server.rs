@@ -39,6 +39,9 @@ pub struct ServerConfig {
     pub tenants: bool,
     /// Limits per tenant, reloaded when the file changes (`--tenant-limits-file`).
     pub tenant_limits_file: Option<std::path::PathBuf>,
+    /// The retention rules of `--retention-rule` and `--retention-rules-file`: the tenants'
+    /// `retention_period` rules follow them when the limits file changes.
+    pub base_retention_rules: Vec<crate::storage::RetentionRule>,
     /// Whether the admin API is enabled.
     pub admin_api: bool,
     /// How OTLP metric names are translated (`--otlp-metric-names`).
@@ -66,6 +69,7 @@ impl ServerConfig {
             access: AccessPolicy::default(),
             tenants: false,
             tenant_limits_file: None,
+            base_retention_rules: Vec::new(),
             admin_api: false,
             otlp_naming: crate::ingest::otlp::Naming::default(),
             tls: None,
@@ -169,6 +173,14 @@ impl Server {
         })
         .await
         .map_err(|e| ServeError::Io(std::io::Error::other(e)))??;
+        if let (Some(limits), Backend::Embedded(storage)) = (&tenant_limits, &backend) {
+            let (storage, base) = (storage.clone(), config.base_retention_rules.clone());
+            limits.on_retention_change(Box::new(move |file| {
+                let mut rules = base.clone();
+                rules.extend(crate::config::tenant_retention_rules(file)?);
+                storage.set_retention_rules(rules).map_err(|e| e.to_string())
+            }));
+        }
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;

@@ -21,8 +21,11 @@ use crate::tenant::{
 /// How often the file's modification time is checked.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(10);
 
+/// Puts a changed limits file's `retention_period`s in force (set by the server over the
+/// embedded store); the message says why it could not.
+pub type RetentionHook = Box<dyn Fn(&LimitsFile) -> Result<(), String> + Send + Sync>;
+
 /// The limits file in force and the state enforcing it.
-#[derive(Debug)]
 pub struct TenantLimitsHandle {
     path: PathBuf,
     current: RwLock<(Arc<LimitsFile>, Option<SystemTime>)>,
@@ -31,6 +34,17 @@ pub struct TenantLimitsHandle {
     active: Mutex<HashMap<TenantId, ActiveSeries>>,
     queries: Mutex<HashMap<TenantId, (usize, Arc<Semaphore>)>>,
     epoch: Instant,
+    /// Applies changed retentions; unset on ClickHouse (retention classes are the embedded
+    /// store's).
+    retention: std::sync::OnceLock<RetentionHook>,
+    /// Held by a reload from reading the file to swapping it in.
+    reloading: Mutex<()>,
+}
+
+impl std::fmt::Debug for TenantLimitsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantLimitsHandle").field("path", &self.path).finish_non_exhaustive()
+    }
 }
 
 fn read(path: &Path) -> Result<(LimitsFile, Option<SystemTime>), LimitsError> {
@@ -65,6 +79,8 @@ impl TenantLimitsHandle {
             active: Mutex::default(),
             queries: Mutex::default(),
             epoch: Instant::now(),
+            retention: std::sync::OnceLock::new(),
+            reloading: Mutex::new(()),
         })
     }
 
@@ -78,17 +94,33 @@ impl TenantLimitsHandle {
     /// # Errors
     /// [`LimitsError`] of the bad file.
     pub fn reload(&self) -> Result<(), LimitsError> {
+        let _one_at_a_time = unpoison(self.reloading.lock());
         let (file, modified) = read(&self.path)?;
-        let mut current = unpoison(self.current.write());
-        if current.0.retention_selectors() != file.retention_selectors() {
-            // Retention classes are fixed while the store is open.
-            tracing::warn!(
-                file = %self.path.display(),
-                "a tenant's retention_period changed: it takes effect at the next restart"
-            );
+        // Applied before the file is swapped in, without holding its lock: the write path
+        // reads the limits while the head is flushed for the change.
+        let in_force = unpoison(self.current.read()).0.retention_selectors();
+        if in_force != file.retention_selectors() {
+            match self.retention.get() {
+                Some(apply) => {
+                    apply(&file).map_err(|problem| LimitsError { file: self.path.display().to_string(), problem })?;
+                    tracing::info!(
+                        file = %self.path.display(),
+                        "a tenant's retention_period changed: samples written from now on follow it"
+                    );
+                }
+                None => tracing::warn!(
+                    file = %self.path.display(),
+                    "a tenant's retention_period changed, but retention per tenant needs the embedded store"
+                ),
+            }
         }
-        *current = (Arc::new(file), modified);
+        *unpoison(self.current.write()) = (Arc::new(file), modified);
         Ok(())
+    }
+
+    /// Sets what puts changed retentions in force (once; later calls are ignored).
+    pub fn on_retention_change(&self, apply: RetentionHook) {
+        let _ = self.retention.set(apply);
     }
 
     /// [`TenantLimitsHandle::reload`] when the file's modification time differs from the one

@@ -357,7 +357,7 @@ impl Storage {
         class::check_rules(&config.retention_rules).map_err(StorageError::Manifest)?;
         let class_table = ClassTable::new(config.retention_ms.filter(|&r| r > 0), &config.retention_rules);
         let windows = Windows::load(&db, &meta, manifest.window_ms, class_table)?;
-        let classes = SeriesClasses::new(&config.retention_rules, windows.classes());
+        let classes = SeriesClasses::new(&config.retention_rules, &windows.classes());
         let tier_intervals = tier_intervals(&config.tier_intervals_ms, manifest.window_ms)?;
         downsample_ages(&config.downsample_after, &tier_intervals, config.retention_ms)?;
         // Label sets repeat their names and most values from row to row: LZ4 on every level
@@ -475,7 +475,7 @@ impl Storage {
 
     /// The retention rules, first match first, with the class each sends its series to.
     pub fn retention_rules(&self) -> Vec<(RetentionRule, ClassId)> {
-        self.inner.shared.classes.rules().map(|(r, c)| (r.clone(), c)).collect()
+        self.inner.shared.classes().rules().map(|(r, c)| (r.clone(), c)).collect()
     }
 
     /// The oldest timestamp retention still keeps, at wall-clock `now_ms`: of the class kept
@@ -791,6 +791,33 @@ impl Storage {
     pub fn flush_head(&self) -> Result<()> {
         let (reply, rx) = mpsc::sync_channel(1);
         self.send(Command::Flush(reply))?;
+        rx.recv().map_err(|_| StorageError::ShuttingDown)?
+    }
+
+    /// Replaces the retention rules while the database is open: the head is flushed, classes
+    /// for new retentions are added, and each series' class is decided again from its labels at
+    /// its next write or flush. Samples already in windows stay in their class (dropped at its
+    /// retention); reads merge a series' windows of two classes at one start.
+    ///
+    /// # Errors
+    /// [`StorageError::Manifest`] for rules [`check_retention_rules`](crate::storage::check_retention_rules)
+    /// refuses (nothing changes then); engine errors of the flush.
+    pub fn set_retention_rules(&self, rules: Vec<RetentionRule>) -> Result<()> {
+        class::check_rules(&rules).map_err(StorageError::Manifest)?;
+        let mut table = self.inner.shared.windows.classes();
+        table.add_rules(&rules);
+        let kept = |ms: i64| {
+            table.iter().any(|(id, c)| c.named_ms == Some(ms) || (id == DEFAULT_CLASS && c.retention_ms == Some(ms)))
+        };
+        if let Some(r) = rules.iter().find(|r| !kept(r.retention_ms)) {
+            return Err(StorageError::Manifest(format!(
+                "retention rule {}: the database holds {} retention classes already, the most it can",
+                r.selector,
+                class::MAX_CLASSES
+            )));
+        }
+        let (reply, rx) = mpsc::sync_channel(1);
+        self.send(Command::SetRetentionRules(rules, reply))?;
         rx.recv().map_err(|_| StorageError::ShuttingDown)?
     }
 

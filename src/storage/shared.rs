@@ -2,7 +2,7 @@
 //! registry, the poison flag and write counters.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::storage::format::keys::Bucketing;
 use crate::storage::lifecycle::class::{ClassId, SeriesClasses};
@@ -59,7 +59,8 @@ pub struct Shared {
     /// Time windows, of every retention class.
     pub windows: Windows,
     /// Which retention class each series is in (see `lifecycle/class.rs`).
-    pub classes: SeriesClasses,
+    /// Replaced whole when the retention rules change (by the writer, head flushed).
+    classes: RwLock<Arc<SeriesClasses>>,
     /// Bucket scheme and count.
     pub bucketing: Bucketing,
     /// Intervals (ms, ascending, each dividing the window length) of the downsampled tiers a
@@ -109,13 +110,24 @@ impl Shared {
         self.starts_stored.store(true, std::sync::atomic::Ordering::Release);
     }
 
+    /// Which retention class each series is in now.
+    pub fn classes(&self) -> Arc<SeriesClasses> {
+        Arc::clone(&self.classes.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Replaces the series' classes (the writer, with the head flushed: no sample waits for
+    /// the class of its series to be decided by the rules it was written under).
+    pub fn set_classes(&self, classes: SeriesClasses) {
+        *self.classes.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(classes);
+    }
+
     /// The retention class of series `id` (see `lifecycle/class.rs`): remembered, or decided
     /// from its labels.
     ///
     /// # Errors
     /// Engine errors and a corrupt or missing label set.
     pub fn class_of(&self, id: SeriesId) -> crate::storage::error::Result<ClassId> {
-        self.classes.of(id, || {
+        self.classes().of(id, || {
             crate::storage::index::series::labels_if_present(&self.series, id)?
                 .ok_or(crate::storage::error::StorageError::Corrupt { what: "series without a label set" })
         })
@@ -149,7 +161,7 @@ impl Shared {
             read_strategy,
             head: Head::new(bucketing.count()),
             windows,
-            classes,
+            classes: RwLock::new(Arc::new(classes)),
             bucketing,
             tier_intervals_ms,
             tier_min_density,

@@ -39,7 +39,7 @@ pub struct TenantLimits {
     /// `max_global_series_per_user`.
     pub max_global_series_per_metric: Option<u64>,
     /// How long the tenant's samples are kept, as a duration (`30d`; Mimir's
-    /// `compactor_blocks_retention_period` is accepted too). Read at start-up: each distinct
+    /// `compactor_blocks_retention_period` is accepted too). Each distinct
     /// retention is a retention class of the embedded store (see
     /// [`LimitsFile::retention_selectors`]).
     #[serde(alias = "compactor_blocks_retention_period")]

@@ -234,6 +234,65 @@ fn a_series_changing_class_inside_a_window_reads_in_order() {
     }
 }
 
+/// Rules changed while the database is open (`Storage::set_retention_rules`, what a reload of
+/// a tenant's `retention_period` does): later writes go to the new class, earlier samples stay in
+/// theirs, reads merge both ascending, and a reopen with the new rules reads the same.
+#[test]
+fn retention_rules_changed_while_open_send_later_writes_to_the_new_class() {
+    use saltdb::labels::Labels;
+    use saltdb::matcher::Matcher;
+    use saltdb::sample::{Sample, SeriesSamples, WriteBatch};
+    use saltdb::storage::{RetentionRule, Storage};
+
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let t0 = now - now.rem_euclid(DAY) - DAY + 3_600_000;
+    let batch = |team: &str, ts: &[i64]| WriteBatch {
+        series: vec![SeriesSamples {
+            labels: Labels::from_pairs([("__name__", "changing"), ("team", team)]).unwrap(),
+            samples: ts.iter().map(|&t| Sample::new(t, t as f64)).collect(),
+            histograms: Vec::new(),
+        }],
+    };
+    let rule = RetentionRule {
+        selector: r#"{team="batch"}"#.into(),
+        matchers: vec![vec![Matcher::equal("team", "batch")]],
+        retention_ms: 7 * DAY,
+    };
+    let s = Storage::open(storage_config(dir.path())).unwrap();
+    s.write(batch("batch", &[t0, t0 + 20_000])).unwrap();
+    s.write(batch("web", &[t0])).unwrap();
+    s.set_retention_rules(vec![rule.clone()]).unwrap();
+    assert_eq!(s.retention_classes().len(), 2);
+    assert_eq!(s.retention_rules().len(), 1);
+    s.write(batch("batch", &[t0 + 10_000, t0 + 30_000])).unwrap();
+    s.write(batch("web", &[t0 + 10_000])).unwrap();
+    let read = |s: &Storage, team: &str| -> Vec<i64> {
+        let sel = [Matcher::equal("__name__", "changing"), Matcher::equal("team", team)];
+        let got = s.select(&sel, 0, now, usize::MAX).unwrap();
+        got.iter().flat_map(|x| x.samples.iter().map(|x| x.timestamp_ms - t0)).collect()
+    };
+    assert_eq!(read(&s, "batch"), [0, 10_000, 20_000, 30_000]);
+    assert_eq!(read(&s, "web"), [0, 10_000]);
+    s.flush_head().unwrap();
+    let classes_of_windows: Vec<_> = s.window_status().unwrap().iter().map(|w| (w.class, w.series)).collect();
+    assert_eq!(classes_of_windows.len(), 2, "the default class's window and the new class's: {classes_of_windows:?}");
+    assert!(classes_of_windows.iter().any(|&(c, n)| c != 0 && n == 1), "{classes_of_windows:?}");
+    // Back to no rules: the series returns to the default class for later writes.
+    s.set_retention_rules(Vec::new()).unwrap();
+    s.write(batch("batch", &[t0 + 40_000])).unwrap();
+    assert_eq!(read(&s, "batch"), [0, 10_000, 20_000, 30_000, 40_000]);
+    // Refused rules change nothing.
+    let bad = RetentionRule { retention_ms: 0, ..rule.clone() };
+    assert!(s.set_retention_rules(vec![bad]).is_err());
+    drop(s);
+    let mut config = storage_config(dir.path());
+    config.retention_rules = vec![rule];
+    let s = Storage::open(config).unwrap();
+    assert_eq!(read(&s, "batch"), [0, 10_000, 20_000, 30_000, 40_000]);
+    assert_eq!(read(&s, "web"), [0, 10_000]);
+}
+
 /// Bad rules stop the server before it listens, with a message naming the rule.
 #[test]
 fn bad_retention_rules_are_refused_at_start() {

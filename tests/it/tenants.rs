@@ -840,3 +840,65 @@ fn retention_per_tenant_from_the_limits_file() {
     assert!(table.starts_with("tenant") && ["short", "long", "default"].iter().all(|t| table.contains(t)), "{table}");
     bin.terminate();
 }
+
+/// A changed `retention_period`, reloaded without a restart: the tenant's samples written after
+/// the change follow it (dropped once older, by the maintenance pass), those written before keep
+/// the retention they were written under.
+#[test]
+fn a_changed_retention_period_applies_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = dir.path().join("limits.yml");
+    std::fs::write(&limits, "overrides:\n  other:\n    ingestion_rate: 1000000\n").unwrap();
+    let args = [
+        "--tenants",
+        "--tenant-limits-file",
+        limits.to_str().unwrap(),
+        "--retention",
+        "30d",
+        "--maintenance-interval",
+        "1s",
+    ];
+    let bin = Binary::spawn(&dir.path().join("data"), &args);
+    let day = 86_400_000;
+    let now = chrono::Utc::now().timestamp_millis();
+    let (ten_days, five_days) = (now - 10 * day, now - 5 * day);
+    let write = |t_ms: i64| {
+        let line = serde_json::json!({"metric": {"__name__": "shrinking_m"}, "values": [1.0], "timestamps": [t_ms]});
+        let (status, _, text) =
+            post(&bin.url("/api/v1/import"), &[("X-Scope-OrgID", "short")], format!("{line}\n").into_bytes());
+        assert_eq!(status, 204, "{text}");
+    };
+    let samples = || -> Vec<i64> {
+        let resp = client()
+            .get(bin.url("/api/v1/export"))
+            .query(&[("match[]", "shrinking_m")])
+            .header("X-Scope-OrgID", "short")
+            .send()
+            .unwrap();
+        parse_lines(&resp.text().unwrap()).values().flatten().map(|(t, _)| *t).collect()
+    };
+    write(ten_days);
+    std::fs::write(&limits, "overrides:\n  short:\n    retention_period: 3d\n").unwrap();
+    let resp = client().post(bin.url("/-/reload")).send().unwrap();
+    assert_eq!(resp.status().as_u16(), 200, "{}", resp.text().unwrap_or_default());
+    let classes = get_json(&bin.url("/api/v1/status/storage"))["data"]["retentionClasses"].clone();
+    assert!(classes.to_string().contains("__tenant__=\\\"short\\\""), "the new rule is in force: {classes}");
+    write(five_days);
+    write(now - 60_000);
+    // The maintenance pass drops the 3-day class's window of five days ago.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let got = samples();
+        if got == [ten_days, now - 60_000] {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "after the reload: {got:?}");
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    // A bad retention in a reloaded file keeps the limits in force.
+    std::fs::write(&limits, "overrides:\n  short:\n    retention_period: soon\n").unwrap();
+    let resp = client().post(bin.url("/-/reload")).send().unwrap();
+    assert_eq!(resp.status().as_u16(), 500);
+    assert!(resp.text().unwrap().contains("soon"));
+    bin.terminate();
+}

@@ -81,6 +81,14 @@ impl ClassTable {
         table
     }
 
+    /// Adds a class for each retention of `rules` the table lacks (rules changed while the
+    /// database is open, see [`crate::storage::Storage::set_retention_rules`]).
+    pub fn add_rules(&mut self, rules: &[RetentionRule]) {
+        for r in rules {
+            self.class_of_retention(r.retention_ms);
+        }
+    }
+
     /// The class kept `retention_ms`, added when missing (the default class when that is the
     /// default retention and no class is named by it).
     fn class_of_retention(&mut self, retention_ms: i64) -> ClassId {

@@ -168,7 +168,8 @@ struct Entry {
 /// dropped under a commit.
 pub struct Windows {
     window_ms: i64,
-    classes: ClassTable,
+    /// Only grows: classes are added at start-up and when retention rules change.
+    classes: RwLock<ClassTable>,
     open: RwLock<BTreeMap<WindowKey, Entry>>,
     /// Per window, the chunks keyspace of a seal that did not finish, kept (not deleted) for the
     /// window's next seal to clear and reuse. Deleting it at start-up let fjall 3.1 hand its
@@ -192,7 +193,7 @@ impl Windows {
     pub fn load(db: &fjall::Database, meta: &fjall::Keyspace, window_ms: i64, classes: ClassTable) -> Result<Self> {
         let mut this = Self {
             window_ms,
-            classes,
+            classes: RwLock::new(classes),
             open: RwLock::new(BTreeMap::new()),
             spare: std::sync::Mutex::new(BTreeMap::new()),
             commits: AtomicU64::new(0),
@@ -263,7 +264,8 @@ impl Windows {
         match tag {
             None => Some(DEFAULT_CLASS),
             Some(tag) => {
-                let class = self.classes.find_or_add_tag(tag);
+                let class =
+                    self.classes.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).find_or_add_tag(tag);
                 if class.is_none_or(|c| c == DEFAULT_CLASS) {
                     tracing::warn!(tag, "window keyspace of an unknown retention class left unread");
                     return None;
@@ -273,13 +275,24 @@ impl Windows {
         }
     }
 
-    /// The retention classes.
-    pub fn classes(&self) -> &ClassTable {
-        &self.classes
+    /// The retention classes now (a copy: a few entries).
+    pub fn classes(&self) -> ClassTable {
+        self.classes.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Adds the classes of `rules` the table lacks; returns the table then.
+    pub fn add_classes(&self, rules: &[crate::storage::lifecycle::class::RetentionRule]) -> ClassTable {
+        let mut classes = self.classes.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        classes.add_rules(rules);
+        classes.clone()
     }
 
     fn tag(&self, class: ClassId) -> Option<String> {
-        self.classes.get(class).and_then(crate::storage::lifecycle::class::Class::tag)
+        self.classes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(class)
+            .and_then(crate::storage::lifecycle::class::Class::tag)
     }
 
     /// Name of generation `generation` of the hot keyspace of window `key`.
@@ -493,7 +506,13 @@ impl Windows {
     /// Where retention cuts class `class` at wall-clock `now_ms`: its windows ending at or before
     /// it are dropped. `None` when the class keeps forever.
     pub fn cutoff(&self, class: ClassId, now_ms: i64) -> Option<i64> {
-        let retention = self.classes.get(class)?.retention_ms.filter(|&r| r > 0)?;
+        let retention = self
+            .classes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(class)?
+            .retention_ms
+            .filter(|&r| r > 0)?;
         Some(now_ms.saturating_sub(retention))
     }
 

@@ -41,7 +41,7 @@ use crate::storage::index::known_label_sets::KnownLabelSets;
 use crate::storage::index::postings;
 use crate::storage::index::series::{self, Lookup, SeriesCache};
 use crate::storage::lifecycle::churn;
-use crate::storage::lifecycle::class::{ClassId, DEFAULT_CLASS};
+use crate::storage::lifecycle::class::{ClassId, RetentionRule, SeriesClasses, DEFAULT_CLASS};
 use crate::storage::lifecycle::delete::{self, DeleteOutcome, DeleteRange};
 use crate::storage::lifecycle::downsample::FinishDownsample;
 use crate::storage::lifecycle::snapshot::Pinned;
@@ -173,6 +173,9 @@ pub enum Command {
     Pin(SyncSender<Result<Pinned>>),
     /// Flush the head into the window keyspaces; reply once committed.
     Flush(SyncSender<Result<()>>),
+    /// Flush the head, then send the series of later writes to the classes of these retention
+    /// rules (see `lifecycle/class.rs`); reply once in force.
+    SetRetentionRules(Vec<RetentionRule>, SyncSender<Result<()>>),
 }
 
 /// The last step of sealing a window, run on the writer thread so that no commit is in flight.
@@ -516,6 +519,12 @@ impl Writer {
                 Command::Flush(reply) => {
                     let _ = reply.send(self.flush_head());
                 }
+                Command::SetRetentionRules(rules, reply) => {
+                    let _ = reply.send(self.flush_head().map(|()| {
+                        let table = self.shared.windows.add_classes(&rules);
+                        self.shared.set_classes(SeriesClasses::new(&rules, &table));
+                    }));
+                }
                 Command::Write(batch, reply) => {
                     let mut group = vec![(batch, reply)];
                     let points = |b: &PackedBatch| b.sample_count() + b.histogram_count() + b.exemplar_count();
@@ -686,6 +695,7 @@ impl Writer {
         batches: impl Iterator<Item = &'a Prepared>,
     ) -> Result<Vec<WriteOutcome>> {
         let sh = Arc::clone(&self.shared);
+        let classes = sh.classes();
         let mut outcomes = Vec::new();
         let mut log = std::mem::take(&mut self.log_buf);
         wal::begin(&mut log);
@@ -718,7 +728,7 @@ impl Writer {
                     None => self.resolve(pending, &mut created, s.labels, key)?,
                 };
                 pending.resolved.push((bucket, id));
-                let class = sh.classes.of(id, || {
+                let class = classes.of(id, || {
                     Labels::decode(s.labels).map_err(|_| StorageError::Corrupt { what: "label set of a write" })
                 })?;
                 if !s.exemplars.is_empty() {
