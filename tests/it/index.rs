@@ -200,6 +200,67 @@ fn index_answers_equal_a_scan_of_every_series() {
         .unwrap();
 }
 
+/// Label names and values of a one-equality selection are read from the postings, or by walking
+/// the selected series when they are few against the values the postings would read: series
+/// shaped so that both ways are taken (a rare job of a few series against a unique `instance`
+/// per series, a zone of half the series against a few jobs), every answer equal to a scan.
+#[test]
+fn one_equality_names_and_values_equal_a_scan_whichever_way_they_are_read() {
+    let mut runner = TestRunner::new(Config { cases: 12, failure_persistence: None, ..Config::default() });
+    let strategy =
+        (20usize..200, 1usize..4, 1usize..4, proptest::collection::vec((0i64..DAYS, 0i64..DAY), 1..4), any::<bool>());
+    runner
+        .run(&strategy, |(n, jobs, rare, times, flush)| {
+            let data: Vec<SeriesSamples> = (0..n)
+                .map(|i| {
+                    let job = if i < rare { "rare".to_owned() } else { format!("j{}", i % jobs) };
+                    let zone = format!("z{}", i % 2);
+                    let instance = format!("i{i}");
+                    let mut pairs = vec![("__name__", "m"), ("job", job.as_str()), ("instance", instance.as_str())];
+                    if i % 3 != 0 {
+                        pairs.push(("zone", zone.as_str()));
+                    }
+                    let mut samples: Vec<Sample> = times
+                        .iter()
+                        .map(|&(day, off)| Sample::new(T0 + day * DAY + (off + i as i64) % DAY, i as f64))
+                        .collect();
+                    samples.sort_by_key(|s| s.timestamp_ms);
+                    samples.dedup_by_key(|s| s.timestamp_ms);
+                    SeriesSamples { labels: Labels::from_pairs(pairs).unwrap(), samples, histograms: Vec::new() }
+                })
+                .collect();
+            let dir = tempfile::tempdir().unwrap();
+            let s = Storage::open(storage_config(dir.path())).unwrap();
+            s.write(WriteBatch { series: data.clone() }).unwrap();
+            if flush {
+                s.flush_head().unwrap();
+            }
+            let reference = MemQuerier::new(data);
+            let q = s.querier(ReadLimits::none());
+            let (start, end) = (0, T0 + (DAYS + 1) * DAY);
+            for m in [("job", "rare"), ("zone", "z0"), ("job", "j0"), ("zone", ""), ("job", "none")] {
+                let matchers = [Matcher::new(MatchOp::Equal, m.0, m.1).unwrap()];
+                prop_assert_eq!(
+                    q.label_names(&matchers, start, end, None).unwrap(),
+                    reference.label_names(&matchers, start, end, None).unwrap(),
+                    "names of {:?}",
+                    m
+                );
+                for name in ["job", "instance", "zone", "__name__"] {
+                    prop_assert_eq!(
+                        q.label_values(name, &matchers, start, end, None).unwrap(),
+                        reference.label_values(name, &matchers, start, end, None).unwrap(),
+                        "values of {} for {:?}",
+                        name,
+                        m
+                    );
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
 /// A batch that indexes two new series in one window with series of more windows in between
 /// (so the writer evicts and reloads that window's presence set before the second), then a
 /// flush of the head (which indexes each series again unless the writer knows it is there):

@@ -779,8 +779,17 @@ pub fn label_names(
                 }
             }
         }
-    } else if let Some(pair) = OnePair::of(sel) {
-        pair.for_each_keyspace(sh, (start_ms, end_ms), limits, |ks, ids| {
+    } else if let Some((pair, plan)) = OnePair::planned(sh, sel, (start_ms, end_ms), |ks, enough| {
+        let mut n = 0;
+        for name in names_in(sh, ks)?.iter() {
+            n += values_in(sh, ks, name)?.len();
+            if n > enough {
+                break;
+            }
+        }
+        Ok(n)
+    })? {
+        pair.for_each_keyspace(&plan, limits, |ks, ids| {
             for name in names_in(sh, ks)?.iter() {
                 if !names.contains(name) && any_value_carried_by(sh, ks, name, (&pair, ids), limits)? {
                     names.insert(name.clone());
@@ -809,12 +818,54 @@ struct OnePair<'a> {
     matcher: &'a crate::matcher::Matcher,
 }
 
+/// The windows overlapping a range, each with its [`OnePair::ids`].
+type Plan = Vec<(Window, Vec<SeriesId>)>;
+
+/// How many values of the label asked (or of every label, for names) make reading the postings
+/// cost as much as decoding one selected series' label set: a series walk decodes each label set
+/// once, the postings read at least one list per value.
+const VALUES_PER_WALKED_SERIES: usize = 4;
+
 impl<'a> OnePair<'a> {
     fn of(sel: &'a Selection) -> Option<Self> {
         match sel.matchers() {
             [m] if m.op == crate::matcher::MatchOp::Equal => Some(Self { matcher: m }),
             _ => None,
         }
+    }
+
+    /// The pair of `sel` and its plan over `[start, end]`, when reading the postings costs
+    /// less than walking the selected series: always for an absence (whose selected series are
+    /// the window's others), else unless the selected series are fewer than the values the
+    /// answer would read (`values` of a keyspace, which may stop counting past its second
+    /// argument) divided by [`VALUES_PER_WALKED_SERIES`]
+    /// (Grafana's `label_values(up{job="x"}, instance)` over a few series of a label with many
+    /// values walks).
+    fn planned(
+        sh: &Shared,
+        sel: &'a Selection,
+        (start_ms, end_ms): (i64, i64),
+        values: impl Fn(&fjall::Keyspace, usize) -> Result<usize>,
+    ) -> Result<Option<(Self, Plan)>> {
+        let Some(pair) = Self::of(sel) else { return Ok(None) };
+        let mut plan = Vec::new();
+        for w in sh.windows.overlapping(start_ms, end_ms).iter() {
+            let ids = pair.ids(sh, w)?;
+            if !ids.is_empty() || !pair.keeps_carriers() {
+                plan.push((w.clone(), ids));
+            }
+        }
+        if pair.keeps_carriers() {
+            let walk = plan.iter().map(|(_, ids)| ids.len()).sum::<usize>().saturating_mul(VALUES_PER_WALKED_SERIES);
+            let mut read = 0usize;
+            for ks in plan.iter().flat_map(|(w, _)| keyspaces(w)) {
+                read = read.saturating_add(values(ks, walk - read)?);
+                if read > walk {
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some((pair, plan)))
     }
 
     /// Whether the selection keeps the series carrying the pair (an equality) rather than those
@@ -842,23 +893,18 @@ impl<'a> OnePair<'a> {
         Ok(ids)
     }
 
-    /// Calls `f` with each keyspace of the windows overlapping `[start, end]` that may hold a
-    /// selected series, and the window's [`OnePair::ids`].
+    /// Calls `f` with each keyspace of the plan's windows (those that may hold a selected
+    /// series), and the window's [`OnePair::ids`].
     fn for_each_keyspace(
         &self,
-        sh: &Shared,
-        (start_ms, end_ms): (i64, i64),
+        plan: &Plan,
         limits: &ReadLimits,
         mut f: impl FnMut(&fjall::Keyspace, &[SeriesId]) -> Result<()>,
     ) -> Result<()> {
-        for w in sh.windows.overlapping(start_ms, end_ms).iter() {
-            let ids = self.ids(sh, w)?;
-            if ids.is_empty() && self.keeps_carriers() {
-                continue;
-            }
+        for (w, ids) in plan {
             for ks in keyspaces(w) {
                 limits.check()?;
-                f(ks, &ids)?;
+                f(ks, ids)?;
             }
         }
         Ok(())
@@ -968,8 +1014,10 @@ pub fn label_values(
                 }
             }
         }
-    } else if let Some(pair) = OnePair::of(sel) {
-        pair.for_each_keyspace(sh, (start_ms, end_ms), limits, |ks, ids| {
+    } else if let Some((pair, plan)) =
+        OnePair::planned(sh, sel, (start_ms, end_ms), |ks, _| Ok(values_in(sh, ks, name)?.len()))?
+    {
+        pair.for_each_keyspace(&plan, limits, |ks, ids| {
             for v in values_in(sh, ks, name)?.iter() {
                 if !values.contains(v) && carried_by(ks, (name, v), (&pair, ids), limits)? {
                     values.insert(v.clone());
