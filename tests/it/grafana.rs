@@ -75,6 +75,9 @@ struct DataSource {
     http_method: String,
     /// `jsonData.timeInterval`: the scrape interval, lowest step and base of `$__rate_interval`.
     time_interval_ms: i64,
+    /// Custom HTTP headers (`jsonData.httpHeaderNameN`, `secureJsonData.httpHeaderValueN`),
+    /// sent with every request (a tenant's `X-Scope-OrgID`).
+    headers: Vec<(String, String)>,
 }
 
 fn provisioning_file(kind: &str) -> (PathBuf, String) {
@@ -108,6 +111,7 @@ fn provisioned_datasource() -> DataSource {
     DataSource {
         http_method: get("httpMethod").to_owned(),
         time_interval_ms: saltdb::duration::parse_ms(get("timeInterval")).expect("timeInterval is a duration"),
+        headers: Vec::new(),
     }
 }
 
@@ -270,7 +274,12 @@ impl Grafana {
         } else {
             client().get(url).query(params)
         };
-        answer(req.send().unwrap())
+        answer(self.with_headers(req).send().unwrap())
+    }
+
+    /// The data source's custom headers on `req`.
+    fn with_headers(&self, req: reqwest::blocking::RequestBuilder) -> reqwest::blocking::RequestBuilder {
+        self.ds.headers.iter().fold(req, |r, (k, v)| r.header(k, v))
     }
 
     fn query_range(&self, expr: &str, w: &QueryWindow) -> (u16, Value) {
@@ -293,7 +302,7 @@ impl Grafana {
             params.push(("match[]", s.to_owned()));
         }
         let url = format!("{}/api/v1/label/{}/values", self.base, escape_label_name(label));
-        answer(client().get(url).query(&params).send().unwrap())
+        answer(self.with_headers(client().get(url).query(&params)).send().unwrap())
     }
 
     /// Expands a query variable as Grafana's `PrometheusMetricFindQuery` does; `vars` are the
@@ -669,7 +678,8 @@ impl Fixture {
     }
 
     fn grafana(&self, method: &str) -> Grafana {
-        Grafana { base: self.server.url(""), ds: DataSource { http_method: method.into(), time_interval_ms: 15_000 } }
+        let ds = DataSource { http_method: method.into(), time_interval_ms: 15_000, headers: Vec::new() };
+        Grafana { base: self.server.url(""), ds }
     }
 
     fn end(&self) -> i64 {
@@ -773,6 +783,62 @@ fn grafana_query_range_and_instant_with_float_seconds() {
         assert_eq!(r["value"][1].as_str().unwrap().parse::<f64>().unwrap(), f.value_at(&idle, t).unwrap());
     }
     f.server.stop();
+}
+
+/// A tenant's data source as the README provisions it (its YAML block with
+/// `httpHeaderName1: X-Scope-OrgID`): Grafana sends the header with every query and variable
+/// request, and each answer holds that tenant's series alone.
+#[test]
+fn grafana_tenant_data_source_from_the_readme_reads_its_tenant() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let block = readme
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("httpHeaderName1"))
+        .expect("the README provisions a tenant's data source");
+    let get = |k: &str| yaml_value(block, k).unwrap_or_else(|| panic!("README tenant data source: no {k}"));
+    assert_eq!(get("type"), "prometheus");
+    assert!(get("url").ends_with(":9201"));
+    let (header, tenant) = (get("httpHeaderName1").to_owned(), get("httpHeaderValue1").to_owned());
+    assert_eq!(header, "X-Scope-OrgID");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Binary::spawn(dir.path(), &["--tenants"]);
+    let t0 = recent_ms() - 10 * 60_000;
+    for (who, instance, value) in [(tenant.as_str(), "ours:9100", 1.0), ("someone-else", "theirs:9100", 100.0)] {
+        let lines: String = (0..20)
+            .map(|k| {
+                let line = serde_json::json!({"metric": {"__name__": "node_load1", "job": "node", "instance": instance},
+                    "values": [value], "timestamps": [t0 + k * 15_000]});
+                format!("{line}\n")
+            })
+            .collect();
+        let (status, _, text) = post(&bin.url("/api/v1/import"), &[("X-Scope-OrgID", who)], lines.into_bytes());
+        assert_eq!(status, 204, "{text}");
+    }
+    let ds = DataSource {
+        http_method: get("httpMethod").to_owned(),
+        time_interval_ms: 15_000,
+        headers: vec![(header, tenant)],
+    };
+    let g = Grafana { base: bin.url(""), ds };
+    let w = QueryWindow::new(t0, t0 + 19 * 15_000, 1000, 15_000, 15_000);
+    let (status, v) = g.query_range("sum(node_load1)", &w);
+    let data = success(status, &v, "query_range as the tenant");
+    let values: Vec<f64> = data["result"][0]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(!values.is_empty() && values.iter().all(|&x| x == 1.0), "{v}");
+    let (status, v) = g.label_values("instance", Some("node_load1"), t0, t0 + 19 * 15_000);
+    assert_eq!(strings(&success(status, &v, "label values as the tenant")), ["ours:9100"]);
+    let (status, v) = g.query("series", &[("match[]", "node_load1".to_owned())]);
+    let series = success(status, &v, "series as the tenant");
+    assert_eq!(series.as_array().unwrap().len(), 1, "{v}");
+    assert!(series[0].get("__tenant__").is_none(), "{v}");
 }
 
 /// Autocomplete and variables: `labels` (POST form, GET fallback), `label/<n>/values` with
