@@ -164,11 +164,7 @@ impl RulerStore {
             }
         };
         let mut out = BTreeMap::new();
-        for (owner, namespace) in Self::names_in(dir, None)? {
-            if let Some((text, _)) = self.read(None, &namespace)? {
-                out.insert((owner, namespace), text);
-            }
-        }
+        self.add_texts_in(dir, None, &mut out)?;
         let tenants = match std::fs::read_dir(dir.join("tenants")) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
@@ -177,13 +173,19 @@ impl RulerStore {
         for entry in tenants {
             let name = entry?.file_name();
             let Some(tenant) = name.to_str().and_then(|t| TenantId::parse(t).ok()) else { continue };
-            for (owner, namespace) in Self::names_in(dir, Some(&tenant))? {
-                if let Some((text, _)) = self.read(Some(&tenant), &namespace)? {
-                    out.insert((owner, namespace), text);
-                }
-            }
+            self.add_texts_in(dir, Some(&tenant), &mut out)?;
         }
         Ok(out)
+    }
+
+    /// Adds the texts of `owner`'s namespace files under `dir` to `out`.
+    fn add_texts_in(&self, dir: &Path, owner: Owner<'_>, out: &mut BTreeMap<Key, Vec<u8>>) -> Result<(), RulerError> {
+        for (key_owner, namespace) in Self::names_in(dir, owner)? {
+            if let Some((text, _)) = self.read(owner, &namespace)? {
+                out.insert((key_owner, namespace), text);
+            }
+        }
+        Ok(())
     }
 
     /// The namespaces of `owner` kept as files under `dir`.
@@ -206,17 +208,15 @@ impl RulerStore {
     /// `owner`'s namespaces' texts, by name.
     fn texts(&self, owner: Owner<'_>) -> Result<BTreeMap<String, Vec<u8>>, RulerError> {
         let owner = owner.filter(|t| !t.is_default());
-        if let Shelf::Dir(dir) = &self.shelf {
-            let mut out = BTreeMap::new();
-            for (_, namespace) in Self::names_in(dir, owner)? {
-                if let Some((text, _)) = self.read(owner, &namespace)? {
-                    out.insert(namespace, text);
-                }
+        let all = match &self.shelf {
+            Shelf::Dir(dir) => {
+                let mut out = BTreeMap::new();
+                self.add_texts_in(dir, owner, &mut out)?;
+                out
             }
-            return Ok(out);
-        }
-        Ok(self
-            .every_text()?
+            Shelf::ClickHouse(_) => self.every_text()?,
+        };
+        Ok(all
             .into_iter()
             .filter(|((o, _), _)| o.as_ref() == owner)
             .map(|((_, namespace), text)| (namespace, text))
