@@ -198,6 +198,25 @@ pub struct StorageFigures {
     pub engine: Option<EngineStats>,
 }
 
+/// `saltdb_tenant_samples_ingested_total` and `saltdb_tenant_refused_total`, shared.
+#[derive(Clone, Debug)]
+pub struct TenantCounters {
+    ingested: IntCounterVec,
+    refused: IntCounterVec,
+}
+
+impl TenantCounters {
+    /// Counts samples stored for `tenant`.
+    pub fn ingested(&self, tenant: &str, samples: usize) {
+        self.ingested.with_label_values(&[tenant]).inc_by(samples as u64);
+    }
+
+    /// Counts a write of `tenant` refused by its limits, under `reason`.
+    pub fn refused(&self, tenant: &str, reason: &str) {
+        self.refused.with_label_values(&[tenant, reason]).inc();
+    }
+}
+
 /// Every metric of the process, registered in one registry.
 pub struct Metrics {
     registry: Registry,
@@ -614,6 +633,12 @@ impl Metrics {
         if request {
             self.requests_rejected.with_label_values(&[protocol.label(), reason]).inc();
         }
+    }
+
+    /// The per-tenant ingest and refusal counters, shared (for writes made outside a request:
+    /// a tenant's rule outputs).
+    pub fn tenant_counters(&self) -> TenantCounters {
+        TenantCounters { ingested: self.tenant_ingested.clone(), refused: self.tenant_refused.clone() }
     }
 
     /// Counts samples stored for `tenant`. Tenants are few (each one an operator's team), so

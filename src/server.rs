@@ -292,11 +292,17 @@ async fn start_rules(
         .map_err(|e| ServeError::Rules(vec![format!("--alertmanager-url: {e}")]))?;
         Some(Arc::new(notifier))
     };
-    let evaluator =
-        tokio::task::spawn_blocking(move || crate::rules::evaluator::Evaluator::start(config, engine, backend, sink))
-            .await
-            .map_err(|e| ServeError::Io(std::io::Error::other(e)))?
-            .map_err(ServeError::Rules)?;
+    // A tenant's rule outputs count against its limits, as its remote-writes do.
+    let gate: Option<Arc<dyn crate::rules::group::WriteGate>> = state
+        .tenant_limits
+        .clone()
+        .map(|limits| Arc::new(tenant_limits::RuleWrites { limits, counters: state.metrics.tenant_counters() }) as _);
+    let evaluator = tokio::task::spawn_blocking(move || {
+        crate::rules::evaluator::Evaluator::start(config, engine, backend, (sink, gate))
+    })
+    .await
+    .map_err(|e| ServeError::Io(std::io::Error::other(e)))?
+    .map_err(ServeError::Rules)?;
     let evaluator = Arc::new(evaluator);
     evaluator.watch_namespaces();
     Ok(Some(evaluator))

@@ -376,6 +376,41 @@ fn metric_name(batch: &Batch, hash: u64) -> String {
     String::from_utf8_lossy(&name.unwrap_or_default()).into_owned()
 }
 
+/// The outputs of a tenant's rule groups through the tenant's limits (label lengths, ingestion
+/// rate, active series), refusals and writes counted per tenant as a request's are.
+pub struct RuleWrites {
+    /// The limits in force.
+    pub limits: Arc<TenantLimitsHandle>,
+    /// `saltdb_tenant_*` counters.
+    pub counters: crate::metrics::TenantCounters,
+}
+
+impl crate::rules::group::WriteGate for RuleWrites {
+    fn admit(
+        &self,
+        tenant: &TenantId,
+        batch: crate::sample::PackedBatch,
+    ) -> Result<crate::sample::PackedBatch, String> {
+        let batch = Batch::Packed(batch);
+        let refused = |reason: &str, e: ApiError| {
+            self.counters.refused(tenant.as_str(), reason);
+            format!("the rule's output is refused by its tenant's limits: {e}")
+        };
+        self.limits.check_labels(tenant, &batch).map_err(|e| refused("tenant_label_too_long", e))?;
+        let samples = batch.sample_count() + batch.histogram_count();
+        self.limits.take_samples(tenant, samples).map_err(|e| refused("tenant_rate_limited", e))?;
+        self.limits.admit_series(tenant, &batch).map_err(|(e, reason)| refused(reason, e))?;
+        match batch {
+            Batch::Packed(b) => Ok(b),
+            Batch::Series(_) => Err("BUG: a rule's output changed form".to_owned()),
+        }
+    }
+
+    fn written(&self, tenant: &TenantId, samples: usize) {
+        self.counters.ingested(tenant.as_str(), samples);
+    }
+}
+
 /// Watches the file of `limits` every [`WATCH_INTERVAL`] until `stopped`, reloading it when it
 /// changed; a bad file keeps the limits in force and is logged.
 pub fn spawn_watch(

@@ -21,7 +21,7 @@ use std::time::Duration;
 use crate::backend::Backend;
 use crate::promql::Engine;
 
-use super::group::{Env, GroupRun, Outgoing};
+use super::group::{Env, GroupRun, Outgoing, WriteGate};
 use super::ruler::RulerStore;
 use super::slot::{group_hash, next_slot, slot_at_or_before};
 use super::state::{fingerprint, StateDir};
@@ -117,6 +117,7 @@ struct Shared {
     engine: Engine,
     backend: Backend,
     sink: Option<Arc<dyn AlertSink>>,
+    gate: Option<Arc<dyn WriteGate>>,
     states: Option<StateDir>,
     ruler: Option<RulerStore>,
     /// On a ruler store other nodes change too: the digest of the namespaces the latest load
@@ -158,7 +159,8 @@ pub struct Evaluator {
 }
 
 impl Evaluator {
-    /// Loads the rule files and starts evaluating.
+    /// Loads the rule files and starts evaluating; the outputs of tenants' groups pass `gate`
+    /// (their limits) when there is one.
     ///
     /// # Errors
     /// Every problem of the rule files (the server refuses to start, as Prometheus does).
@@ -166,7 +168,7 @@ impl Evaluator {
         config: RulesConfig,
         engine: Engine,
         backend: Backend,
-        sink: Option<Arc<dyn AlertSink>>,
+        (sink, gate): (Option<Arc<dyn AlertSink>>, Option<Arc<dyn WriteGate>>),
     ) -> Result<Self, Vec<String>> {
         let states = config.state_dir.clone().map(StateDir::new);
         let ruler = config.ruler_dir.clone().map(|dir| match &backend {
@@ -181,7 +183,8 @@ impl Evaluator {
         });
         let namespaces_loaded = Mutex::new(None);
         let durations = Mutex::new(EvaluationDurations::default());
-        let shared = Arc::new(Shared { config, engine, backend, sink, states, ruler, namespaces_loaded, durations });
+        let shared =
+            Arc::new(Shared { config, engine, backend, sink, gate, states, ruler, namespaces_loaded, durations });
         let files = shared.load()?;
         let now = crate::storage::now_ms();
         let groups = files
@@ -339,6 +342,7 @@ fn env<'a>(shared: &'a Shared, scope: &'a crate::tenant::Scope) -> Env<'a> {
         engine: &shared.engine,
         backend: &shared.backend,
         scope,
+        gate: shared.gate.as_deref(),
         external_labels: &shared.config.external_labels,
         external_url: &shared.config.external_url,
     }

@@ -23,6 +23,20 @@ use super::output::{self, OutputSample};
 use super::slot::group_hash;
 use super::template::{self, QuerySample, TemplateData, TemplateQuery};
 
+/// What a tenant's rule outputs pass before they are written: the tenant's limits, as any write
+/// of the tenant (Mimir's ruler writes through the same limits as remote-write).
+pub trait WriteGate: Send + Sync {
+    /// Admits `batch`, stamped with `tenant`'s label, taking it from the tenant's ingestion
+    /// rate and active series (and hands it back), or refuses it whole with the limit's message.
+    ///
+    /// # Errors
+    /// The message naming the tenant and the limit.
+    fn admit(&self, tenant: &crate::tenant::TenantId, batch: PackedBatch) -> Result<PackedBatch, String>;
+
+    /// Counts `samples` of `tenant` written.
+    fn written(&self, tenant: &crate::tenant::TenantId, samples: usize);
+}
+
 /// What a group's evaluation reads from and writes to, and the server's identity in templates.
 #[derive(Clone, Copy)]
 pub struct Env<'a> {
@@ -33,6 +47,8 @@ pub struct Env<'a> {
     /// Whose series the group reads, and whose its outputs become (its tenant's, or every
     /// series for [`Scope::Unscoped`]).
     pub scope: &'a Scope,
+    /// The tenants' limits the outputs of a tenant's group pass (`None`: no limits).
+    pub gate: Option<&'a dyn WriteGate>,
     /// `$externalLabels` of templates, and labels added to alerts sent to Alertmanager.
     pub external_labels: &'a BTreeMap<String, String>,
     /// `$externalURL` of templates.
@@ -50,10 +66,23 @@ impl Env<'_> {
     /// Writes `batch` as the group's tenant's. A group of no tenant writes its series as they
     /// are: an output keeps the tenant label of its input.
     fn write(&self, mut batch: PackedBatch) -> Result<(), String> {
-        if *self.scope != Scope::Unscoped {
+        let tenant = match self.scope {
+            Scope::One(t) => Some(t),
+            _ => None,
+        };
+        if tenant.is_some() {
             self.scope.stamp_packed(&mut batch).map_err(|e| e.to_string())?;
         }
-        self.backend.write_packed(batch).map(|_| ()).map_err(|e| e.to_string())
+        let gated = tenant.zip(self.gate);
+        if let Some((t, gate)) = gated {
+            batch = gate.admit(t, batch)?;
+        }
+        let samples = batch.sample_count() + batch.histogram_count();
+        self.backend.write_packed(batch).map_err(|e| e.to_string())?;
+        if let Some((t, gate)) = gated {
+            gate.written(t, samples);
+        }
+        Ok(())
     }
 
     /// The instant vector of `expr` at `t_ms` (a scalar as one sample without labels).

@@ -290,3 +290,66 @@ fn each_tenant_s_rules_read_and_write_its_own_series() {
     assert_eq!(groups_of("b"), 0);
     assert!(query(&bin, "up", "b").is_empty());
 }
+
+/// A tenant's rules write as the tenant: their outputs count against its limits
+/// (`--tenant-limits-file`), so a recording rule cannot take a tenant past its series limit. The
+/// rule's evaluation fails naming the limit, nothing of it is stored, and the refusal is counted
+/// under the tenant.
+#[test]
+fn a_tenant_s_rule_outputs_count_against_its_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = dir.path().join("limits.yml");
+    std::fs::write(&limits, "overrides:\n  c:\n    max_global_series_per_user: 3\n").unwrap();
+    let data = dir.path().join("data");
+    let bin = Binary::spawn(&data, &["--tenants", "--tenant-limits-file", limits.to_str().unwrap()]);
+    let now = chrono::Utc::now().timestamp_millis();
+    let lines: String = (0..3)
+        .map(|i| {
+            let line = serde_json::json!({"metric": {"__name__": "up", "instance": format!("c{i}")}, "values": [1.0], "timestamps": [now]});
+            format!("{line}\n")
+        })
+        .collect();
+    for tenant in ["c", "d"] {
+        let (status, _, text) =
+            post(&bin.url("/api/v1/import"), &[("X-Scope-OrgID", tenant)], lines.clone().into_bytes());
+        assert_eq!(status, 204, "{tenant}: {text}");
+    }
+    let group = "name: copy\ninterval: 1s\nrules:\n  - record: instance:up:copy\n    expr: up\n";
+    for tenant in ["c", "d"] {
+        let resp = client()
+            .post(bin.url("/prometheus/config/v1/rules/ns"))
+            .header("X-Scope-OrgID", tenant)
+            .body(group)
+            .send()
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 202, "{}", resp.text().unwrap_or_default());
+    }
+    let rule_of = |tenant: &str| -> Value {
+        let resp = client().get(bin.url("/api/v1/rules")).header("X-Scope-OrgID", tenant).send().unwrap();
+        let v: Value = serde_json::from_str(&resp.text().unwrap()).unwrap();
+        v["data"]["groups"][0]["rules"][0].clone()
+    };
+    let refused = until("c's rule refused", || Some(rule_of("c")).filter(|r| r["health"] == "err"));
+    let error = refused["lastError"].as_str().unwrap_or_default();
+    assert!(error.contains("max_global_series_per_user") && error.contains("\"c\""), "{refused}");
+    until("d's rule written", || Some(rule_of("d")).filter(|r| r["health"] == "ok"));
+    let copies = |tenant: &str| -> usize {
+        let resp = client()
+            .get(bin.url("/api/v1/query"))
+            .query(&[("query", "instance:up:copy")])
+            .header("X-Scope-OrgID", tenant)
+            .send()
+            .unwrap();
+        let v: Value = serde_json::from_str(&resp.text().unwrap()).unwrap();
+        v["data"]["result"].as_array().map_or(0, Vec::len)
+    };
+    until("d's copies", || (copies("d") == 3).then_some(()));
+    assert_eq!(copies("c"), 0, "nothing of the refused output is stored");
+    let metrics = client().get(bin.url("/metrics")).send().unwrap().text().unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("saltdb_tenant_refused_total{reason=\"tenant_series_limit\",tenant=\"c\"}")),
+        "{metrics}"
+    );
+}

@@ -173,6 +173,7 @@ pub fn replay(
             engine,
             backend,
             scope: &scope,
+            gate: None,
             external_labels: &defaults.external_labels,
             external_url: &defaults.external_url,
         };

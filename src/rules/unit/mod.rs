@@ -208,6 +208,7 @@ fn run_group_inner(group: &file::TestGroup, setting: &Setting<'_>) -> Result<Fai
         engine: &engine,
         backend: &store.backend,
         scope: &crate::tenant::Scope::Unscoped,
+        gate: None,
         external_labels: &group.external_labels,
         external_url: &group.external_url,
     };
