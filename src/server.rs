@@ -298,7 +298,7 @@ async fn start_rules(
         .clone()
         .map(|limits| Arc::new(tenant_limits::RuleWrites { limits, counters: state.metrics.tenant_counters() }) as _);
     let evaluator = tokio::task::spawn_blocking(move || {
-        crate::rules::evaluator::Evaluator::start(config, engine, backend, (sink, gate))
+        crate::rules::evaluator::Evaluator::start(config, engine, backend, sink, gate)
     })
     .await
     .map_err(|e| ServeError::Io(std::io::Error::other(e)))?

@@ -168,7 +168,8 @@ impl Evaluator {
         config: RulesConfig,
         engine: Engine,
         backend: Backend,
-        (sink, gate): (Option<Arc<dyn AlertSink>>, Option<Arc<dyn WriteGate>>),
+        sink: Option<Arc<dyn AlertSink>>,
+        gate: Option<Arc<dyn WriteGate>>,
     ) -> Result<Self, Vec<String>> {
         let states = config.state_dir.clone().map(StateDir::new);
         let ruler = config.ruler_dir.clone().map(|dir| match &backend {
