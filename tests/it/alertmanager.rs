@@ -97,10 +97,11 @@ impl Drop for Alertmanager {
     }
 }
 
-/// A webhook receiver on loopback: records every JSON body, answers 200.
+/// A webhook receiver on loopback: records every JSON body with its `X-Scope-OrgID` header
+/// (empty when absent), answers 200. It also stands in for an Alertmanager (any path).
 pub(crate) struct Webhook {
     pub(crate) url: String,
-    bodies: Arc<Mutex<Vec<Value>>>,
+    bodies: Arc<Mutex<Vec<(String, Value)>>>,
 }
 
 impl Webhook {
@@ -120,6 +121,11 @@ impl Webhook {
 
     /// Every notification received so far.
     pub(crate) fn received(&self) -> Vec<Value> {
+        self.bodies.lock().unwrap().iter().map(|(_, b)| b.clone()).collect()
+    }
+
+    /// Every body received so far, with its `X-Scope-OrgID` header.
+    pub(crate) fn received_by_tenant(&self) -> Vec<(String, Value)> {
         self.bodies.lock().unwrap().clone()
     }
 
@@ -127,10 +133,10 @@ impl Webhook {
     pub(crate) fn wait_for(&self, status: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Some(b) = self.bodies.lock().unwrap().iter().find(|b| b["status"] == status) {
+            if let Some((_, b)) = self.bodies.lock().unwrap().iter().find(|(_, b)| b["status"] == status) {
                 return b.clone();
             }
-            let seen = self.bodies.lock().unwrap().clone();
+            let seen = self.received();
             assert!(Instant::now() < deadline, "no {status} notification within 30 s; received: {seen:?}");
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -138,7 +144,7 @@ impl Webhook {
 }
 
 /// Answers the requests of one connection until Alertmanager closes it.
-fn serve(stream: TcpStream, recorded: &Mutex<Vec<Value>>) {
+fn serve(stream: TcpStream, recorded: &Mutex<Vec<(String, Value)>>) {
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
     loop {
@@ -146,7 +152,7 @@ fn serve(stream: TcpStream, recorded: &Mutex<Vec<Value>>) {
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
             return;
         }
-        let mut length = 0;
+        let (mut length, mut tenant) = (0, String::new());
         loop {
             line.clear();
             if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -159,12 +165,14 @@ fn serve(stream: TcpStream, recorded: &Mutex<Vec<Value>>) {
             if let Some((name, value)) = header.split_once(':') {
                 if name.eq_ignore_ascii_case("content-length") {
                     length = value.trim().parse().unwrap();
+                } else if name.eq_ignore_ascii_case("x-scope-orgid") {
+                    tenant = value.trim().to_owned();
                 }
             }
         }
         let mut body = vec![0; length];
         reader.read_exact(&mut body).unwrap();
-        recorded.lock().unwrap().push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+        recorded.lock().unwrap().push((tenant, serde_json::from_slice(&body).unwrap_or(Value::Null)));
         writer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").unwrap();
     }
 }

@@ -182,30 +182,39 @@ fn retention_rules_keep_their_own_windows() {
     bin.terminate();
 }
 
+/// One series `name{team=...}` with a sample at each of `ts` (its value the timestamp).
+fn team_batch(name: &str, team: &str, ts: &[i64]) -> saltdb::sample::WriteBatch {
+    use saltdb::sample::{Sample, SeriesSamples, WriteBatch};
+    WriteBatch {
+        series: vec![SeriesSamples {
+            labels: saltdb::labels::Labels::from_pairs([("__name__", name), ("team", team)]).unwrap(),
+            samples: ts.iter().map(|&t| Sample::new(t, t as f64)).collect(),
+            histograms: Vec::new(),
+        }],
+    }
+}
+
+/// `{team="batch"}:7d`.
+fn batch_team_for_a_week() -> saltdb::storage::RetentionRule {
+    saltdb::storage::RetentionRule {
+        selector: r#"{team="batch"}"#.into(),
+        matchers: vec![vec![saltdb::matcher::Matcher::equal("team", "batch")]],
+        retention_ms: 7 * DAY,
+    }
+}
+
 /// A series whose class changed between two runs, inside one window, reads back in order and
 /// once per timestamp (its samples are then in two windows of that start).
 #[test]
 fn a_series_changing_class_inside_a_window_reads_in_order() {
-    use saltdb::labels::Labels;
     use saltdb::matcher::Matcher;
-    use saltdb::sample::{Sample, SeriesSamples, WriteBatch};
-    use saltdb::storage::{RetentionRule, Storage};
+    use saltdb::storage::Storage;
 
     let dir = tempfile::tempdir().unwrap();
     let now = chrono::Utc::now().timestamp_millis();
     let t0 = now - now.rem_euclid(DAY) - DAY + 3_600_000;
-    let batch = |ts: &[i64]| WriteBatch {
-        series: vec![SeriesSamples {
-            labels: Labels::from_pairs([("__name__", "moved"), ("team", "batch")]).unwrap(),
-            samples: ts.iter().map(|&t| Sample::new(t, t as f64)).collect(),
-            histograms: Vec::new(),
-        }],
-    };
-    let rule = RetentionRule {
-        selector: r#"{team="batch"}"#.into(),
-        matchers: vec![vec![Matcher::equal("team", "batch")]],
-        retention_ms: 7 * DAY,
-    };
+    let batch = |ts: &[i64]| team_batch("moved", "batch", ts);
+    let rule = batch_team_for_a_week();
     let with_rule = || {
         let mut c = storage_config(dir.path());
         c.retention_rules = vec![rule.clone()];
@@ -239,26 +248,14 @@ fn a_series_changing_class_inside_a_window_reads_in_order() {
 /// theirs, reads merge both ascending, and a reopen with the new rules reads the same.
 #[test]
 fn retention_rules_changed_while_open_send_later_writes_to_the_new_class() {
-    use saltdb::labels::Labels;
     use saltdb::matcher::Matcher;
-    use saltdb::sample::{Sample, SeriesSamples, WriteBatch};
     use saltdb::storage::{RetentionRule, Storage};
 
     let dir = tempfile::tempdir().unwrap();
     let now = chrono::Utc::now().timestamp_millis();
     let t0 = now - now.rem_euclid(DAY) - DAY + 3_600_000;
-    let batch = |team: &str, ts: &[i64]| WriteBatch {
-        series: vec![SeriesSamples {
-            labels: Labels::from_pairs([("__name__", "changing"), ("team", team)]).unwrap(),
-            samples: ts.iter().map(|&t| Sample::new(t, t as f64)).collect(),
-            histograms: Vec::new(),
-        }],
-    };
-    let rule = RetentionRule {
-        selector: r#"{team="batch"}"#.into(),
-        matchers: vec![vec![Matcher::equal("team", "batch")]],
-        retention_ms: 7 * DAY,
-    };
+    let batch = |team: &str, ts: &[i64]| team_batch("changing", team, ts);
+    let rule = batch_team_for_a_week();
     let s = Storage::open(storage_config(dir.path())).unwrap();
     s.write(batch("batch", &[t0, t0 + 20_000])).unwrap();
     s.write(batch("web", &[t0])).unwrap();

@@ -5,84 +5,25 @@
 //! groups; deleting a tenant deletes its rules. The operator's rule files still read every
 //! tenant.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::alertmanager::Webhook;
 use crate::common::*;
 
 const OP: &str = "operator-secret";
 
-/// A stand-in Alertmanager: records the tenant header and the body of every post.
-struct Receiver {
-    base: String,
-    posts: Arc<Mutex<Vec<(String, Value)>>>,
-}
-
-impl Receiver {
-    fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let posts = Arc::new(Mutex::new(Vec::new()));
-        let recorded = Arc::clone(&posts);
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let recorded = Arc::clone(&recorded);
-                std::thread::spawn(move || serve(stream, &recorded));
-            }
-        });
-        Self { base, posts }
-    }
-
-    /// `(tenant header, alertname, instance)` of every alert received so far.
-    fn alerts(&self) -> Vec<(String, String, String)> {
-        let posts = self.posts.lock().unwrap();
-        let mut out = Vec::new();
-        for (tenant, body) in posts.iter() {
-            for a in body.as_array().into_iter().flatten() {
-                let label = |n: &str| a["labels"][n].as_str().unwrap_or_default().to_owned();
-                out.push((tenant.clone(), label("alertname"), label("instance")));
-            }
+/// `(tenant header, alertname, instance)` of every alert a stand-in Alertmanager received.
+fn alerts_received(am: &Webhook) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for (tenant, body) in am.received_by_tenant() {
+        for a in body.as_array().into_iter().flatten() {
+            let label = |n: &str| a["labels"][n].as_str().unwrap_or_default().to_owned();
+            out.push((tenant.clone(), label("alertname"), label("instance")));
         }
-        out
     }
-}
-
-/// Answers one connection's posts with 200, recording each.
-fn serve(stream: TcpStream, recorded: &Mutex<Vec<(String, Value)>>) {
-    let mut writer = stream.try_clone().unwrap();
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let (mut length, mut tenant) = (0, String::new());
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap();
-                } else if name.eq_ignore_ascii_case("x-scope-orgid") {
-                    tenant = value.trim().to_owned();
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        recorded.lock().unwrap().push((tenant, serde_json::from_slice(&body).unwrap_or(Value::Null)));
-        writer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").unwrap();
-    }
+    out
 }
 
 /// How a request names who it is: tenant `a` by its token, any other tenant by the operator's
@@ -169,7 +110,8 @@ const GROUP: &str = "name: node\ninterval: 1s\nrules:\n  - record: job:up:count\
 #[test]
 fn each_tenant_s_rules_read_and_write_its_own_series() {
     let dir = tempfile::tempdir().unwrap();
-    let am = Receiver::start();
+    let am = Webhook::start();
+    let am_base = am.url.trim_end_matches("/hook").to_owned();
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "a:token-of-a\n").unwrap();
     let operator_rules = dir.path().join("operator.yml");
@@ -190,7 +132,7 @@ fn each_tenant_s_rules_read_and_write_its_own_series() {
         "--rule-file",
         operator_rules.to_str().unwrap(),
         "--alertmanager-url",
-        &am.base,
+        &am_base,
         "--enable-admin-api",
     ];
     let bin = Binary::spawn(&data, &args);
@@ -222,7 +164,7 @@ fn each_tenant_s_rules_read_and_write_its_own_series() {
 
     // Alerts: a's instance is down; the alert reaches Alertmanager as a's, b has none.
     let sent = until("a's alert at Alertmanager", || {
-        let alerts = am.alerts();
+        let alerts = alerts_received(&am);
         (!alerts.is_empty()).then_some(alerts)
     });
     assert!(sent.iter().all(|s| s == &("a".to_owned(), "NodeDown".to_owned(), "a1".to_owned())), "{sent:?}");
