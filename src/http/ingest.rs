@@ -215,11 +215,7 @@ fn enforce(st: &AppState, protocol: Protocol, tenant: &TenantId, batch: &Batch, 
     if all == 0 && batch.exemplar_count() == 0 {
         return Ok(());
     }
-    limits.take_samples(tenant, all).inspect_err(|_| {
-        st.metrics.rejected(protocol, "tenant_rate_limited", all, true);
-        st.metrics.tenant_refused(tenant.as_str(), "tenant_rate_limited");
-    })?;
-    limits.admit_series(tenant, batch).map_err(|(e, reason)| {
+    limits.admit_write(tenant, batch, all).map_err(|(e, reason)| {
         st.metrics.rejected(protocol, reason, all, true);
         st.metrics.tenant_refused(tenant.as_str(), reason);
         e

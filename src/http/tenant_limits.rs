@@ -223,6 +223,23 @@ impl TenantLimitsHandle {
         }
     }
 
+    /// What every write of `tenant` passes once its batch is stamped: its ingestion rate for
+    /// `samples` ([`TenantLimitsHandle::take_samples`]), then its active series limits
+    /// ([`TenantLimitsHandle::admit_series`]). Samples taken from the bucket by a write the
+    /// series limits then refuse are not given back.
+    ///
+    /// # Errors
+    /// The refusal with the `reason` to count it under.
+    pub fn admit_write(
+        &self,
+        tenant: &TenantId,
+        batch: &Batch,
+        samples: usize,
+    ) -> Result<(), (ApiError, &'static str)> {
+        self.take_samples(tenant, samples).map_err(|e| (e, "tenant_rate_limited"))?;
+        self.admit_series(tenant, batch)
+    }
+
     /// Refuses a request of `tenant` before its body is read when its ingestion bucket holds
     /// less than one sample's token (the 429 of [`TenantLimitsHandle::take_samples`], with
     /// `Retry-After`); takes nothing.
@@ -398,8 +415,7 @@ impl crate::rules::group::WriteGate for RuleWrites {
         };
         self.limits.check_labels(tenant, &batch).map_err(|e| refused("tenant_label_too_long", e))?;
         let samples = batch.sample_count() + batch.histogram_count();
-        self.limits.take_samples(tenant, samples).map_err(|e| refused("tenant_rate_limited", e))?;
-        self.limits.admit_series(tenant, &batch).map_err(|(e, reason)| refused(reason, e))?;
+        self.limits.admit_write(tenant, &batch, samples).map_err(|(e, reason)| refused(reason, e))?;
         match batch {
             Batch::Packed(b) => Ok(b),
             Batch::Series(_) => Err("BUG: a rule's output changed form".to_owned()),
