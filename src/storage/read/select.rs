@@ -35,6 +35,26 @@ pub fn keyspaces(w: &Window) -> impl Iterator<Item = &fjall::Keyspace> {
     w.chunks.as_ref().map(|(_, ks)| ks).into_iter().chain(w.points.as_ref())
 }
 
+/// Ids (ascending, each once) of the series of window `w` in the postings list `list` gives
+/// for each of its keyspaces: a series in both the hot rows and the chunks counts once.
+///
+/// # Errors
+/// Engine errors and corrupt keys, and those of `list`.
+pub fn window_ids(
+    w: &Window,
+    mut list: impl FnMut(&fjall::Keyspace) -> Result<postings::PairIds>,
+) -> Result<Vec<SeriesId>> {
+    let mut ids = Vec::new();
+    for ks in keyspaces(w) {
+        let mut l = list(ks)?;
+        l.advance(ks, usize::MAX)?;
+        ids.append(&mut l.ids);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
 /// Ids of the series present (per the window index) in any of `windows`, ascending.
 ///
 /// # Errors
@@ -878,19 +898,13 @@ impl<'a> OnePair<'a> {
     /// for an absence those carrying the label with any value.
     fn ids(&self, sh: &Shared, w: &Window) -> Result<Vec<SeriesId>> {
         let m = self.matcher;
-        let mut ids = Vec::new();
-        for ks in keyspaces(w) {
-            let mut list = if self.keeps_carriers() {
+        window_ids(w, |ks| {
+            Ok(if self.keeps_carriers() {
                 postings::PairIds::new(&m.name, [m.value.as_str()])
             } else {
                 postings::PairIds::new(&m.name, values_in(sh, ks, &m.name)?.iter().map(String::as_str))
-            };
-            list.advance(ks, usize::MAX)?;
-            ids.append(&mut list.ids);
-        }
-        ids.sort_unstable();
-        ids.dedup();
-        Ok(ids)
+            })
+        })
     }
 
     /// Calls `f` with each keyspace of the plan's windows (those that may hold a selected

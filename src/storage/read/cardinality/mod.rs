@@ -74,15 +74,8 @@ pub fn series_per_value(sh: &Shared, name: &str) -> Result<Vec<WindowValues>> {
         values.dedup();
         let mut series = Vec::with_capacity(values.len());
         for v in values {
-            // A series may be in both the hot rows and the chunks of a window: counted once.
-            let mut ids = Vec::new();
-            for ks in keyspaces(&w) {
-                let mut list = crate::storage::index::postings::PairIds::new(name, [v.as_str()]);
-                list.advance(ks, usize::MAX)?;
-                ids.append(&mut list.ids);
-            }
-            ids.sort_unstable();
-            ids.dedup();
+            let ids =
+                select::window_ids(&w, |_| Ok(crate::storage::index::postings::PairIds::new(name, [v.as_str()])))?;
             series.push((v, ids.len() as u64));
         }
         out.push(WindowValues { start_ms: w.start_ms, class: w.class, series });
