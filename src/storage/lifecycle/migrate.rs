@@ -180,7 +180,7 @@ pub fn clear_legacy_postings(db: &fjall::Database) -> Result<()> {
     let legacy = db.keyspace(LEGACY_POSTINGS, fjall::KeyspaceCreateOptions::default)?;
     if legacy.first_key_value().is_some() {
         tracing::info!("removing the all-time postings of format 1");
-        legacy.clear()?;
+        super::close::empty(&legacy)?;
     }
     Ok(())
 }

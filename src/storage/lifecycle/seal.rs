@@ -117,7 +117,7 @@ pub fn seal_window(sh: &Shared, writer: &SyncSender<Command>, key: WindowKey) ->
 pub(super) fn new_generation(sh: &Shared, key: WindowKey) -> Result<(u32, fjall::Keyspace)> {
     Ok(match sh.windows.take_spare(key) {
         Some((generation, ks)) => {
-            ks.clear()?;
+            super::close::empty(&ks)?;
             (generation, ks)
         }
         None => {
