@@ -2,8 +2,8 @@
 //! the head, so that the data directory holds tables and little else.
 //!
 //! 1. The `wal` keyspace is emptied ([`empty`]): after the final head flush it holds no live row,
-//!    only the flushed rows and tombstones of every flush since its last compaction (120-170 MiB
-//!    of tables after a busy hour at 1 M series).
+//!    only the flushed rows and tombstones of every flush since its last compaction (their tables grew
+//!    to 120-170 MiB while 1 M series were written).
 //! 2. The close marker (`last_clean_close` in `meta`) is written, then every keyspace's memtable
 //!    is flushed to tables and the journal fsynced. The marker is the newest write of the
 //!    database, so the sequence counter fjall recovers at the next open (from the tables, once
@@ -255,7 +255,7 @@ mod tests {
             }
             ks.rotate_memtable_and_wait().unwrap();
         }
-        // A memtable with rows, and one sealed, both dropped too.
+        // A row still in the memtable goes too.
         ks.insert(b"live", b"row").unwrap();
         assert!(table_files(dir.path()) >= before + 3, "the rows did not reach tables");
         empty(&ks).unwrap();
