@@ -36,6 +36,20 @@ impl ClickHouse {
         self.read_namespaces("")
     }
 
+    /// The namespaces whose names start with `prefix`, by name; with `prefix` `None`, those
+    /// whose names do not start with the byte 0 (the ruler's tenants' namespaces do, see
+    /// `rules/ruler.rs`).
+    ///
+    /// # Errors
+    /// As [`ClickHouse::rule_namespaces`].
+    pub fn rule_namespaces_of(&self, prefix: Option<&str>) -> Result<BTreeMap<String, StoredNamespace>, StorageError> {
+        // `substring` counts bytes from 1; `startsWith` is newer than ClickHouse 18.16.
+        self.read_namespaces(&match prefix {
+            Some(p) => format!("WHERE substring(namespace, 1, {}) = {}", p.len(), quote(p)),
+            None => "WHERE substring(namespace, 1, 1) != '\\0'".to_owned(),
+        })
+    }
+
     /// One namespace, `None` when it does not exist.
     ///
     /// # Errors

@@ -214,7 +214,13 @@ impl RulerStore {
                 self.add_texts_in(dir, owner, &mut out)?;
                 out
             }
-            Shelf::ClickHouse(_) => self.every_text()?,
+            Shelf::ClickHouse(ch) => {
+                let prefix = owner.map(|t| Self::row_key(Some(t), ""));
+                ch.rule_namespaces_of(prefix.as_deref())?
+                    .into_iter()
+                    .filter_map(|(key, n)| Some((Self::of_row_key(key)?, n.text.into_bytes())))
+                    .collect()
+            }
         };
         Ok(all
             .into_iter()

@@ -251,6 +251,23 @@ fn every_node_evaluates_and_alertmanager_pages_once() {
             .then_some(())
     });
     assert_eq!(http.get(group_url(&base_b)).send().unwrap().status().as_u16(), 404, "not the default tenant's");
+    // The listing of every namespace reads the tenant's rows alone (its keys start with the
+    // byte 0 and the tenant's name), the default tenant's those without that byte.
+    let list = format!("{base_b}/prometheus/config/v1/rules");
+    let listed = http.get(&list).header("X-Scope-OrgID", "team-x").send().unwrap();
+    assert_eq!(listed.status().as_u16(), 200);
+    let listed = listed.text().unwrap();
+    assert!(listed.starts_with("team:") && listed.contains("from-the-api"), "{listed}");
+    let resp = http
+        .post(format!("{base_a}/prometheus/config/v1/rules/ops"))
+        .body(API_GROUP.replace("from-the-api", "the-default-tenants"))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 202, "{}", resp.text().unwrap_or_default());
+    let default = http.get(&list).send().unwrap().text().unwrap();
+    assert!(default.starts_with("ops:") && !default.contains("team:"), "{default}");
+    let tenant = http.get(&list).header("X-Scope-OrgID", "team-x").send().unwrap().text().unwrap();
+    assert!(!tenant.contains("ops:") && !tenant.contains("the-default-tenants"), "{tenant}");
     let query = |base: &str, tenant: &str| {
         let resp = http
             .get(format!("{base}/api/v1/query"))
