@@ -1302,20 +1302,35 @@ impl Query<'_> {
         (intake, read): (&Intake<'_>, &AtomicUsize),
         measured: bool,
     ) -> Result<Option<(Vec<SeriesSamples>, Option<TierCount>)>> {
-        let (PerSeries::Rollup(_, ms), Stepper::Rollup(f, window)) = (e, e.stepper(self)) else { return Ok(None) };
+        let stepper = e.stepper(self);
+        // What each step reads (for a plain selector: its lookback), and what the selector is
+        // named in the info.
+        let (window, ms) = match (e, stepper) {
+            (PerSeries::Rollup(_, ms), Stepper::Rollup(_, window)) => (window, ms.to_string()),
+            (PerSeries::Latest(vs), Stepper::Latest { pinned, offset, lookback }) => {
+                (StepWindow { pinned, offset, range: lookback }, vs.to_string())
+            }
+            _ => return Ok(None),
+        };
         let (start, end) = tiers::read_range(window, grid);
         let downsampled = src.downsampled_in(start.saturating_add(1), end).map(|(finest, _)| finest);
-        // A single step reads points only where raw samples are gone (see `tiers::choose`).
-        if grid.2 == 1 && downsampled.is_none() {
+        // A single step reads points only where raw samples are gone (see `tiers::choose`); a
+        // plain selector only there too (see `tiers::choose_latest`).
+        if (grid.2 == 1 || matches!(stepper, Stepper::Latest { .. })) && downsampled.is_none() {
             return Ok(None);
         }
         let intervals = src.tier_intervals();
         if intervals.is_empty() {
             return Ok(None);
         }
-        let Some(plan) = tiers::choose(f, window, grid, (&intervals, downsampled), self.opts.source_resolution) else {
-            return Ok(None);
+        let allowed = self.opts.source_resolution;
+        let plan = match stepper {
+            Stepper::Rollup(f, _) => tiers::choose(f, window, grid, (&intervals, downsampled), allowed),
+            Stepper::Latest { pinned, offset, lookback } => {
+                tiers::choose_latest((pinned, offset, lookback), grid, (&intervals, downsampled), allowed)
+            }
         };
+        let Some(plan) = plan else { return Ok(None) };
         // Each series' points become its step values on the thread that read them; a measured
         // query first counts the points of each step's window.
         let per_step: Vec<AtomicU64> =
@@ -1329,9 +1344,15 @@ impl Query<'_> {
                     }
                 });
             }
-            tiers::step_values(f, window, (grid, plan.interval_ms), series);
+            match stepper {
+                Stepper::Rollup(f, window) => tiers::step_values(f, window, (grid, plan.interval_ms), series),
+                Stepper::Latest { .. } => tiers::latest_values(stepper, grid, series),
+            }
         };
-        let fields = crate::promql::functions::tier_rollup::fields_of(f);
+        let fields = match stepper {
+            Stepper::Rollup(f, _) => crate::promql::functions::tier_rollup::fields_of(f),
+            Stepper::Latest { .. } => crate::tier::Fields::Ends,
+        };
         let how = crate::storage::PointsRead { min_density: plan.min_density, map: Some(&map), fields };
         // Every group answers in points before any series is admitted: a group that does not
         // leaves nothing counted twice by the raw read that follows.

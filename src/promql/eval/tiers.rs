@@ -3,6 +3,7 @@
 //! storage returns, each series' values at every step ([`step_values`]), the shape the
 //! preload's reduction gives (see `grid.rs`).
 
+use super::grid::Stepper;
 use crate::promql::functions::rollup::Rollup;
 use crate::promql::functions::tier_rollup;
 use crate::promql::step::{grid_time, StepWindow};
@@ -150,6 +151,59 @@ fn approximate(
         min_density: 0,
         approximate: true,
     })
+}
+
+/// The tier read of a plain selector (see [`Stepper::Latest`]) at every step of `grid`
+/// (`(first, step, count)`), where the selection reaches downsampled windows (`downsampled`:
+/// the finest interval they all keep): the finest kept interval `allowed` lets read, when every
+/// step's time (less the offset, or the `@` time) is on its grid. There the answer is exact
+/// (see [`latest_values`]); elsewhere `None`, and the caller reads raw samples.
+pub(crate) fn choose_latest(
+    (pinned, offset, lookback): (Option<i64>, i64, i64),
+    (first, step, steps): (i64, i64, usize),
+    (intervals, downsampled): (&[i64], Option<i64>),
+    allowed: SourceResolution,
+) -> Option<TierRead> {
+    let finest = downsampled?;
+    let interval_ms = intervals.iter().copied().filter(|&i| i >= finest && i > 0 && allowed.allows(i)).min()?;
+    let te = |t: i64| pinned.unwrap_or(t).saturating_sub(offset);
+    let (te_first, te_last) = (te(first), te(grid_time(first, step, steps.saturating_sub(1))));
+    let on_grid = te_first.rem_euclid(interval_ms) == 0
+        && (pinned.is_some() || steps <= 1 || (step > 0 && step.rem_euclid(interval_ms) == 0));
+    // The intervals holding samples of the first step's reach `(te_first - lookback, te_first]`
+    // and after.
+    let first_end =
+        te_first.saturating_sub(lookback).div_euclid(interval_ms).saturating_add(1).saturating_mul(interval_ms);
+    (on_grid && lookback > 0 && first_end <= te_last).then_some(TierRead {
+        interval_ms,
+        ends: (first_end, te_last),
+        min_density: 0,
+        approximate: false,
+    })
+}
+
+/// Replaces one series' tier points by a plain selector's values at the steps of `grid`, as
+/// the preload's reduction leaves a series. The points stand for their raw samples as each
+/// interval's last sample (its real time and value) followed, when the interval ended with a
+/// staleness marker, by a marker at the interval's end. At a time on the interval grid (what
+/// [`choose_latest`] makes sure of) the newest raw sample at or before it is the last one of
+/// the newest interval ending at or before it, or that interval's marker (which is no later
+/// than the interval's end), so each step reads exactly what it reads from the raw samples:
+/// the same value, the same lookback, the same staleness.
+pub(crate) fn latest_values(stepper: Stepper, grid: (i64, i64, usize), series: &mut SeriesPoints) {
+    let mut samples = Vec::with_capacity(series.points.len() + 1);
+    for (end, p) in &series.points {
+        if p.count > 0 {
+            samples.push(p.last);
+        }
+        if p.ends_stale {
+            samples.push(Sample::new(*end, f64::from_bits(crate::sample::STALE_NAN_BITS)));
+        }
+    }
+    let mut values = Vec::new();
+    stepper.each_step(&samples, grid, |i, v| values.push(Sample::new(grid_time(grid.0, grid.1, i), v)));
+    series.points = Vec::new();
+    series.values = values;
 }
 
 /// Replaces one series' tier points by the values of `f` at the steps of `grid` (each stamped

@@ -391,4 +391,59 @@ proptest! {
             }
         }
     }
+
+    /// A plain selector (`x`, `x offset 1h`, `x @ end()`, alone or summed) of a range query
+    /// over windows said to be downsampled (keeping 5m or 1h and coarser): at steps whose times
+    /// (less the offset, or the `@` time) are on the kept interval's grid, it reads that tier
+    /// and answers as the raw samples do, bit for bit, staleness and lookback included; off the
+    /// grid it reads raw samples, and so does `x @ end()` alone (read once, not per step).
+    #[test]
+    fn plain_selectors_over_downsampled_windows_read_points_and_answer_as_raw_samples(
+        generated_series in prop::collection::vec(
+            (shape(), prop::sample::select(vec![30_000i64, 120_000, 600_000]),
+             prop::collection::vec((any::<u32>(), any::<u8>(), any::<i16>()), 1..400)),
+            1..5,
+        ),
+        finest in prop::sample::select(TIERS.to_vec()),
+        step in prop::sample::select(vec![5 * MIN, HOUR, 6 * HOUR]),
+        modifier in prop::sample::select(vec!["", " offset 1h", " @ end()"]),
+        shift in prop::sample::select(vec![0, 0, MIN]),
+        (from_hours, count) in (0i64..12, 2i64..12),
+        aggregate in any::<bool>(),
+    ) {
+        let series = labelled(
+            generated_series
+                .iter()
+                .map(|(shape, scrape, steps)| {
+                    let steps: Vec<(i64, u8, i16)> =
+                        steps.iter().map(|&(g, roll, n)| (1 + i64::from(g) % (2 * scrape), roll, n)).collect();
+                    generated(*shape, &steps)
+                })
+                .collect(),
+        );
+        let start = from_hours * HOUR + shift;
+        let end = start + (count - 1) * step;
+        let q = if aggregate { format!("sum by (g) (x{modifier})") } else { format!("x{modifier}") };
+        let auto = SourceResolution::Auto;
+        let raw = engine(auto).range(&MemQuerier::new(series.clone()), &q, start, end, step).unwrap();
+        let downsampled = tiered(series.clone()).with_downsampled(finest, i64::MAX);
+        let tier = engine(auto).range(&downsampled, &q, start, end, step).unwrap();
+        let te_first = match modifier {
+            " @ end()" => end,
+            " offset 1h" => start - HOUR,
+            _ => start,
+        };
+        let on_grid = te_first % finest == 0 && (modifier == " @ end()" || step % finest == 0);
+        let on_grid = on_grid && (aggregate || modifier != " @ end()");
+        let want: Vec<String> = on_grid.then(|| crate::duration::format_ms(finest)).into_iter().collect();
+        prop_assert_eq!(tiers_read(&tier), want, "{} from {} step {}", q, start, step);
+        let (raw, tier) = (matrix(raw), matrix(tier));
+        prop_assert_eq!(raw.len(), tier.len(), "{}", q);
+        for (a, b) in raw.iter().zip(&tier) {
+            prop_assert_eq!(&a.labels, &b.labels);
+            // The same values in the same order, so a sum of them has the same bits too.
+            let bits = |s: &RangeSeries| s.samples.iter().map(|p| (p.timestamp_ms, p.value.to_bits())).collect::<Vec<_>>();
+            prop_assert_eq!(bits(a), bits(b), "{} {}", q, a.labels);
+        }
+    }
 }

@@ -369,13 +369,24 @@ pub struct MemQuerier {
     series: Vec<SeriesSamples>,
     starts: Vec<SeriesStarts>,
     tiers: Vec<i64>,
+    /// See [`MemQuerier::with_downsampled`].
+    downsampled: Option<(i64, i64)>,
 }
 
 impl MemQuerier {
     /// Wraps `series`; each one's samples and histograms must be sorted by strictly ascending
     /// timestamp.
     pub fn new(series: Vec<SeriesSamples>) -> Self {
-        Self { series, starts: Vec::new(), tiers: Vec::new() }
+        Self { series, starts: Vec::new(), tiers: Vec::new(), downsampled: None }
+    }
+
+    /// Says through [`Querier::downsampled_in`] that windows before `end_ms` were downsampled,
+    /// keeping `finest` (ms) and coarser, while still answering raw reads from every held
+    /// sample: the engine then reads tiers where it would over downsampled windows, and the
+    /// same querier without it gives the raw answers to compare.
+    pub fn with_downsampled(mut self, finest: i64, end_ms: i64) -> Self {
+        self.downsampled = Some((finest, end_ms));
+        self
     }
 
     /// Answers [`Querier::select_points`] for tiers of these intervals (ms, ascending), with
@@ -429,6 +440,10 @@ fn truncated<T>(mut v: Vec<T>, limit: Option<usize>) -> Vec<T> {
 impl Querier for MemQuerier {
     fn tier_intervals(&self) -> Vec<i64> {
         self.tiers.clone()
+    }
+
+    fn downsampled_in(&self, start_ms: i64, _end_ms: i64) -> Option<(i64, i64)> {
+        self.downsampled.filter(|&(_, end)| start_ms < end)
     }
 
     fn select_points(
