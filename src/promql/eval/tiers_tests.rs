@@ -326,6 +326,27 @@ fn rounding_scale(name: &str, series: &[SeriesSamples], window: StepWindow, t: i
         .max(1.0)
 }
 
+/// One to four series `x{s, g}` of a generated shape (see `tier_rollup_tests.rs`: counters,
+/// gauges, NaN, staleness markers, gaps), scraped every 30 s, 2 or 10 minutes with jitter.
+fn fleet() -> impl Strategy<Value = Vec<SeriesSamples>> {
+    let one = (
+        shape(),
+        prop::sample::select(vec![30_000i64, 120_000, 600_000]),
+        prop::collection::vec((any::<u32>(), any::<u8>(), any::<i16>()), 1..400),
+    );
+    prop::collection::vec(one, 1..5).prop_map(|all| {
+        labelled(
+            all.iter()
+                .map(|(shape, scrape, steps)| {
+                    let steps: Vec<(i64, u8, i16)> =
+                        steps.iter().map(|&(g, roll, n)| (1 + i64::from(g) % (2 * scrape), roll, n)).collect();
+                    generated(*shape, &steps)
+                })
+                .collect(),
+        )
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -336,11 +357,7 @@ proptest! {
     /// tier the rules choose (the coarsest allowed, a fifth of the step and half the range).
     #[test]
     fn range_queries_read_the_chosen_tier_and_answer_as_raw_samples(
-        generated_series in prop::collection::vec(
-            (shape(), prop::sample::select(vec![30_000i64, 120_000, 600_000]),
-             prop::collection::vec((any::<u32>(), any::<u8>(), any::<i16>()), 1..400)),
-            1..5,
-        ),
+        generated_series in fleet(),
         name in prop::sample::select(FUNCTIONS.to_vec()),
         step in prop::sample::select(vec![HOUR, 6 * HOUR, DAY]),
         range in prop::sample::select(vec![HOUR, 2 * HOUR, DAY]),
@@ -349,16 +366,7 @@ proptest! {
         (from_hours, count) in (0i64..12, 2i64..12),
         aggregate in any::<bool>(),
     ) {
-        let series = labelled(
-            generated_series
-                .iter()
-                .map(|(shape, scrape, steps)| {
-                    let steps: Vec<(i64, u8, i16)> =
-                        steps.iter().map(|&(g, roll, n)| (1 + i64::from(g) % (2 * scrape), roll, n)).collect();
-                    generated(*shape, &steps)
-                })
-                .collect(),
-        );
+        let series = generated_series;
         let (start, end) = (from_hours * HOUR, from_hours * HOUR + (count - 1) * step);
         let inner = format!("{name}(x[{}s]{modifier})", range / 1000);
         let q = if aggregate { format!("sum by (g) ({inner})") } else { inner };
@@ -399,11 +407,7 @@ proptest! {
     /// grid it reads raw samples, and so does `x @ end()` alone (read once, not per step).
     #[test]
     fn plain_selectors_over_downsampled_windows_read_points_and_answer_as_raw_samples(
-        generated_series in prop::collection::vec(
-            (shape(), prop::sample::select(vec![30_000i64, 120_000, 600_000]),
-             prop::collection::vec((any::<u32>(), any::<u8>(), any::<i16>()), 1..400)),
-            1..5,
-        ),
+        generated_series in fleet(),
         finest in prop::sample::select(TIERS.to_vec()),
         step in prop::sample::select(vec![5 * MIN, HOUR, 6 * HOUR]),
         modifier in prop::sample::select(vec!["", " offset 1h", " @ end()"]),
@@ -411,16 +415,7 @@ proptest! {
         (from_hours, count) in (0i64..12, 2i64..12),
         aggregate in any::<bool>(),
     ) {
-        let series = labelled(
-            generated_series
-                .iter()
-                .map(|(shape, scrape, steps)| {
-                    let steps: Vec<(i64, u8, i16)> =
-                        steps.iter().map(|&(g, roll, n)| (1 + i64::from(g) % (2 * scrape), roll, n)).collect();
-                    generated(*shape, &steps)
-                })
-                .collect(),
-        );
+        let series = generated_series;
         let start = from_hours * HOUR + shift;
         let end = start + (count - 1) * step;
         let q = if aggregate { format!("sum by (g) (x{modifier})") } else { format!("x{modifier}") };
