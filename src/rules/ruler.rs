@@ -27,7 +27,7 @@ use std::sync::Mutex;
 use serde_norway::{Mapping, Value};
 
 use super::file::RuleFile;
-use crate::clickhouse::ClickHouse;
+use crate::clickhouse::{ClickHouse, StoredNamespace};
 use crate::storage::StorageError;
 use crate::tenant::TenantId;
 
@@ -121,6 +121,12 @@ impl RulerStore {
         }
     }
 
+    /// Namespace rows read from ClickHouse by owner and name ([`RulerStore::of_row_key`]), with
+    /// their texts.
+    fn of_rows(rows: BTreeMap<String, StoredNamespace>) -> BTreeMap<Key, Vec<u8>> {
+        rows.into_iter().filter_map(|(key, n)| Some((Self::of_row_key(key)?, n.text.into_bytes()))).collect()
+    }
+
     /// The owner and namespace of a `namespace` column ([`RulerStore::row_key`]); `None` for a
     /// key no release wrote.
     fn of_row_key(key: String) -> Option<Key> {
@@ -155,13 +161,7 @@ impl RulerStore {
     fn every_text(&self) -> Result<BTreeMap<Key, Vec<u8>>, RulerError> {
         let dir = match &self.shelf {
             Shelf::Dir(dir) => dir,
-            Shelf::ClickHouse(ch) => {
-                return Ok(ch
-                    .rule_namespaces()?
-                    .into_iter()
-                    .filter_map(|(key, n)| Some((Self::of_row_key(key)?, n.text.into_bytes())))
-                    .collect())
-            }
+            Shelf::ClickHouse(ch) => return Ok(Self::of_rows(ch.rule_namespaces()?)),
         };
         let mut out = BTreeMap::new();
         self.add_texts_in(dir, None, &mut out)?;
@@ -216,10 +216,7 @@ impl RulerStore {
             }
             Shelf::ClickHouse(ch) => {
                 let prefix = owner.map(|t| Self::row_key(Some(t), ""));
-                ch.rule_namespaces_of(prefix.as_deref())?
-                    .into_iter()
-                    .filter_map(|(key, n)| Some((Self::of_row_key(key)?, n.text.into_bytes())))
-                    .collect()
+                Self::of_rows(ch.rule_namespaces_of(prefix.as_deref())?)
             }
         };
         Ok(all

@@ -179,6 +179,14 @@ impl Stepper {
         }
     }
 
+    /// The expression's values at the steps of `grid` where it has one, each stamped with its
+    /// step's time.
+    pub(crate) fn step_samples(&self, samples: &[Sample], grid: (i64, i64, usize)) -> Vec<Sample> {
+        let mut points = Vec::new();
+        self.each_step(samples, grid, |i, v| points.push(Sample::new(grid_time(grid.0, grid.1, i), v)));
+        points
+    }
+
     /// Replaces `series`' samples by the expression's values at every step of `grid`, each
     /// stamped with its step's time. `drop_stale` first removes staleness markers, as the
     /// preload does for range selectors.
@@ -193,8 +201,7 @@ impl Stepper {
         if !series.histograms.is_empty() {
             return;
         }
-        let mut points = Vec::new();
-        self.each_step(&series.samples, grid, |i, v| points.push(Sample::new(grid_time(grid.0, grid.1, i), v)));
+        let mut points = self.step_samples(&series.samples, grid);
         points.shrink_to_fit();
         // The samples read go back for the next series read on this thread.
         crate::spare_samples::give(std::mem::replace(&mut series.samples, points));

@@ -200,10 +200,8 @@ pub(crate) fn latest_values(stepper: Stepper, grid: (i64, i64, usize), series: &
             samples.push(Sample::new(*end, f64::from_bits(crate::sample::STALE_NAN_BITS)));
         }
     }
-    let mut values = Vec::new();
-    stepper.each_step(&samples, grid, |i, v| values.push(Sample::new(grid_time(grid.0, grid.1, i), v)));
     series.points = Vec::new();
-    series.values = values;
+    series.values = stepper.step_samples(&samples, grid);
 }
 
 /// Replaces one series' tier points by the values of `f` at the steps of `grid` (each stamped
