@@ -284,6 +284,9 @@ fn the_server_downsamples_aged_windows_and_answers_from_their_points() {
         ("count_over_time(temp[6h])", t0 + DAY + 7 * HOUR),
         ("sum(increase(req_total[1d]))", t0 + DAY + 12 * HOUR),
         ("sum(rate(req_total[2h]))", t0 + DAY + 30 * 60_000),
+        // A table panel of `temp` at a past hour: each hour's last sample.
+        ("temp", t0 + DAY + 5 * HOUR),
+        ("max(temp offset 1h)", t0 + DAY + 9 * HOUR),
     ];
     let instants_before: Vec<serde_json::Value> =
         instants.iter().map(|(q, at)| instant(&bin, q, *at, "")["data"].clone()).collect();
@@ -362,9 +365,12 @@ fn the_server_downsamples_aged_windows_and_answers_from_their_points() {
         let points = got["data"]["stats"]["samples"]["tierPoints"]["1h"].as_u64().unwrap_or(0);
         assert!(points > 0, "{q}: {}", got["data"]["stats"]);
     }
-    // A raw read says why it finds nothing: a plain selector at steps off the hour (the tier
-    // answers it only on the hour grid, see the first queries).
+    // A raw read says why it finds nothing: a plain selector at steps or at a time off the hour
+    // (the tier answers it only on the hour grid, see the first queries and the instants).
     let raw = query(&bin, "temp", "25m", "");
+    assert!(raw["warnings"].to_string().contains("were downsampled to 1h points"), "{raw}");
+    assert_eq!(raw["data"]["result"].as_array().unwrap().len(), 0, "{raw}");
+    let raw = instant(&bin, "temp", t0 + DAY + 5 * HOUR + 60_000, "");
     assert!(raw["warnings"].to_string().contains("were downsampled to 1h points"), "{raw}");
     assert_eq!(raw["data"]["result"].as_array().unwrap().len(), 0, "{raw}");
     // Raw reads say so in a header (their formats have no place for a warning): export, and

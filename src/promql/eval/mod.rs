@@ -150,7 +150,9 @@ struct Planned<'e> {
     in_range: bool,
     /// Set for a parameterless rollup of a range selector, or a selector under an aggregation
     /// that streams its input ([`PerSeries`]), evaluated at the outer steps of a range query
-    /// only (not in a subquery): nothing else reads the selector's samples.
+    /// or at an instant query's time only (not in a subquery): nothing else reads the
+    /// selector's samples. An instant query's, or a [`latest_only`](Self::latest_only) one's,
+    /// is reduced only where a tier answers it.
     reduce: Option<PerSeries<'e>>,
     /// An instant vector selector evaluated at one time only (`hi`: an instant query, or a
     /// selector pinned by `@`): only its newest sample at or before `hi` is ever read (see
@@ -373,10 +375,9 @@ impl<'o> Query<'o> {
     pub fn preload(&mut self, src: &dyn Querier, expr: &Expr) -> Result<()> {
         self.cancel = src.cancellation();
         let mut plan = Vec::new();
-        let outer = self.interval > 0;
-        // An instant query's top-level rollups are planned as a range query's outer ones: the
+        // An instant query's top-level selectors are planned as a range query's outer ones: the
         // only reduction they get is a tier read over downsampled windows (`read_tier`).
-        self.plan(expr, (self.start, self.end), (outer || self.interval == 0, outer), &mut plan);
+        self.plan(expr, (self.start, self.end), (true, true), &mut plan);
         let steps = if self.interval > 0 {
             usize::try_from((self.end - self.start) / self.interval + 1).unwrap_or(0)
         } else {
@@ -430,10 +431,13 @@ impl<'o> Query<'o> {
                 }
                 None => None,
             };
-            // What the rest of the load sees: reduced, from a tier or as read (an instant query
-            // reduces nothing else).
-            let reduce =
-                if tiered.is_some() { reducible } else { reducible.filter(|_| !measured && self.interval > 0) };
+            // What the rest of the load sees: reduced, from a tier or as read (a selector read at
+            // one time, an instant query's above all, reduces nothing else).
+            let reduce = if tiered.is_some() {
+                reducible
+            } else {
+                reducible.filter(|_| !measured && self.interval > 0 && !latest_only)
+            };
             let series = match (tiered, reduce) {
                 (Some((series, count)), _) => {
                     stepped.insert(node);
@@ -595,7 +599,7 @@ impl<'o> Query<'o> {
     /// samples' own timestamps, as `timestamp` does): a plain selector there is reduced to its
     /// values at the steps where it is read ([`PerSeries::Latest`]) when the step is at least
     /// [`MIN_REDUCED_STEP_MS`], so a range query over a long range holds a point per step per
-    /// series, not every sample.
+    /// series, not every sample (and, read at one time only, where a tier answers it).
     fn plan<'e>(&self, e: &'e Expr, (lo, hi): (i64, i64), (outer, values): (bool, bool), out: &mut Vec<Planned<'e>>) {
         match e {
             Expr::VectorSelector(vs) => {
@@ -606,7 +610,10 @@ impl<'o> Query<'o> {
                 let hi = b.saturating_add(ahead);
                 let latest_only = a == b && ahead == 0;
                 let coarse = self.interval >= MIN_REDUCED_STEP_MS;
-                let reduce = PerSeries::of(e).filter(|_| outer && values && coarse && !latest_only);
+                // A selector read at one time only (an instant query's, or one pinned by `@`) is
+                // planned as reduced too, but only a tier read over downsampled windows reduces
+                // it (`read_tier`): raw samples are read for its newest one alone.
+                let reduce = PerSeries::of(e).filter(|_| outer && values && (coarse || latest_only));
                 out.push(Planned { node: key(vs), vs, matchers: None, lo, hi, in_range: false, reduce, latest_only });
             }
             Expr::MatrixSelector(ms) => {
@@ -849,6 +856,16 @@ impl<'o> Query<'o> {
     /// The latest sample of every selected series in the lookback window `(te - lookback, te]`,
     /// with the sample's own timestamp. A staleness marker as latest sample hides the series.
     pub fn select_instant(&self, vs: &VectorSelector, t: i64) -> Vec<(Elem, i64)> {
+        if self.part_grid().is_none() && self.is_stepped(vs) {
+            // An instant query read from a downsampled tier (`read_tier`): each series holds its
+            // value at the query's time, stamped with that time (offset and `@` applied).
+            let at = |s: &SeriesSamples| s.samples.iter().find(|p| p.timestamp_ms == t).map(|p| p.value);
+            return self
+                .series_of(vs)
+                .iter()
+                .filter_map(|s| at(s).map(|v| (Elem::new(s.labels.clone(), v, false), t)))
+                .collect();
+        }
         let te = self.at_ms(&vs.at).unwrap_or(t).saturating_sub(offset_ms(&vs.offset));
         let lo = te.saturating_sub(self.opts.lookback_ms);
         let mut out = Vec::new();
