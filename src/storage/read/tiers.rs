@@ -8,7 +8,7 @@
 use rayon::prelude::*;
 
 use super::querier::{points_in, too_sparse, PointsRead, ReadLimits, SampleBudget, SeriesPoints};
-use super::select::{accepted_labels, by_bucket, matching_ids, read_histograms, read_series};
+use super::select::{accepted_labels, by_bucket, in_parallel, matching_ids, read_histograms, read_series};
 use crate::storage::error::Result;
 use crate::storage::format::tier_run::Decoded;
 use crate::storage::format::{histogram_run, tier_rows};
@@ -150,11 +150,12 @@ pub fn select_points(
     let read = Read { sh, sel, tiered: &tiered, raw: &raw, range: (first_end, last_end), interval_ms, how, limits };
     let budget = SampleBudget::new(limits.max_samples);
     let groups = by_bucket(sh, &ids);
-    let parts: Vec<Result<Option<Vec<SeriesPoints>>>> = if groups.len() <= 1 || ids.len() < 2 * CHECK_EVERY {
-        groups.iter().map(|g| read.bucket(g, &budget)).collect()
-    } else {
-        sh.pool.install(|| groups.par_iter().map(|g| read.bucket(g, &budget)).collect())
-    };
+    let parts: Vec<Result<Option<Vec<SeriesPoints>>>> =
+        if !in_parallel(groups.len(), ids.len(), tiered.len() + raw.len()) {
+            groups.iter().map(|g| read.bucket(g, &budget)).collect()
+        } else {
+            sh.pool.install(|| groups.par_iter().map(|g| read.bucket(g, &budget)).collect())
+        };
     let mut out = Vec::with_capacity(ids.len());
     for part in parts {
         match part? {
