@@ -299,11 +299,10 @@ fn dense(ids: &[SeriesId], buckets: u16) -> bool {
     in_range <= DENSE_FACTOR * ids.len() as u64
 }
 
-/// Groups ids by bucket, in bucket order.
 /// Series-window pairs from which a read is spread over the read pool, bucket by bucket: each
 /// pair costs at least an engine lookup (microseconds), the pool's hand-off tens of them. So a
 /// few series over a year of windows (a dashboard panel of 50 hosts, 18,250 pairs) are read on
-/// every core, as a hundred series over one window are, and one series over a day is not.
+/// every core, as 128 series over one window are, and one series over a day is not.
 const PARALLEL_SERIES_WINDOWS: usize = 2 * CHECK_EVERY;
 
 /// Whether a read of `series` series in `groups` buckets over `windows` windows is spread over
@@ -312,6 +311,7 @@ pub(super) fn in_parallel(groups: usize, series: usize, windows: usize) -> bool 
     groups > 1 && series.saturating_mul(windows.max(1)) >= PARALLEL_SERIES_WINDOWS
 }
 
+/// Groups ids by bucket, in bucket order.
 pub(super) fn by_bucket(sh: &Shared, ids: &[SeriesId]) -> Vec<(u16, Vec<SeriesId>)> {
     let mut groups: BTreeMap<u16, Vec<SeriesId>> = BTreeMap::new();
     for &id in ids {
