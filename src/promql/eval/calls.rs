@@ -104,20 +104,6 @@ impl Query<'_> {
                 if let Some(v) = grid::step_vector(self, PerSeries::Rollup(f, ms), t)? {
                     return Ok(StepValue::Vector(v));
                 }
-                if self.part_grid().is_none() && self.is_stepped(&ms.vs) {
-                    // An instant query read from a downsampled tier: each series holds its
-                    // value at the query's time.
-                    let drop = rollup::drops_name(f);
-                    let at = |s: &crate::sample::SeriesSamples| {
-                        s.samples.iter().find(|p| p.timestamp_ms == t).map(|p| p.value)
-                    };
-                    let out = self
-                        .series_of(&ms.vs)
-                        .iter()
-                        .filter_map(|s| at(s).map(|v| Elem::new(s.labels.clone(), v, drop)))
-                        .collect();
-                    return Ok(StepValue::Vector(out));
-                }
             }
             let (start, end) = self.range_bounds(ms, t);
             let span = Span::new((start, end, t), &params);

@@ -441,10 +441,26 @@ fn mixed_window_steps(
 }
 
 /// The value of `e` at outer step `t` of a range query, from the values of all of the query
-/// part's steps, computed series by series at first use. `None` when `t` is not an outer step
-/// of this part or was already taken; the caller then evaluates the step alone (same result).
+/// part's steps, computed series by series at first use; in an instant query whose selector a
+/// tier answered (`Query::read_tier`), each series' value at its time. `None` when `t` is not
+/// an outer step of this part or was already taken, or the instant query's selector was read
+/// as samples; the caller then evaluates the step alone (same result).
 pub(crate) fn step_vector(q: &Query, e: PerSeries, t: i64) -> Result<Option<Vec<Elem>>> {
-    let Some((k, grid)) = q.part_step(t) else { return Ok(None) };
+    let Some((k, grid)) = q.part_step(t) else {
+        if q.part_grid().is_some() || !q.is_stepped(e.selector()) {
+            return Ok(None);
+        }
+        // The tier read left each series its value at the query's time, stamped with that time
+        // (any offset or `@` already applied).
+        let drop = e.drops_name();
+        let at = |s: &SeriesSamples| s.samples.iter().find(|p| p.timestamp_ms == t).map(|p| p.value);
+        return Ok(Some(
+            q.series_of(e.selector())
+                .iter()
+                .filter_map(|s| at(s).map(|v| Elem::new(s.labels.clone(), v, drop)))
+                .collect(),
+        ));
+    };
     let fill = || -> Result<StepValues> {
         let mut out: Vec<Vec<Elem>> = (0..grid.2).map(|_| Vec::new()).collect();
         let drop = e.drops_name();

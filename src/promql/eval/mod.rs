@@ -856,16 +856,6 @@ impl<'o> Query<'o> {
     /// The latest sample of every selected series in the lookback window `(te - lookback, te]`,
     /// with the sample's own timestamp. A staleness marker as latest sample hides the series.
     pub fn select_instant(&self, vs: &VectorSelector, t: i64) -> Vec<(Elem, i64)> {
-        if self.part_grid().is_none() && self.is_stepped(vs) {
-            // An instant query read from a downsampled tier (`read_tier`): each series holds its
-            // value at the query's time, stamped with that time (offset and `@` applied).
-            let at = |s: &SeriesSamples| s.samples.iter().find(|p| p.timestamp_ms == t).map(|p| p.value);
-            return self
-                .series_of(vs)
-                .iter()
-                .filter_map(|s| at(s).map(|v| (Elem::new(s.labels.clone(), v, false), t)))
-                .collect();
-        }
         let te = self.at_ms(&vs.at).unwrap_or(t).saturating_sub(offset_ms(&vs.offset));
         let lo = te.saturating_sub(self.opts.lookback_ms);
         let mut out = Vec::new();
