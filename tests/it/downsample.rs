@@ -266,6 +266,8 @@ fn the_server_downsamples_aged_windows_and_answers_from_their_points() {
         ("max_over_time(temp[2h])", "1h"),
         ("avg_over_time(temp[1d])", "6h"),
         ("temp", "1h"),
+        // A "full in 4 hours" panel: a constant parameter is read from the points too.
+        ("predict_linear(req_total[6h], 4 * 3600)", "1h"),
     ];
     let before: Vec<serde_json::Value> =
         queries.iter().map(|(q, step)| query(&bin, q, step, "&max_source_resolution=raw")["data"].clone()).collect();
@@ -373,6 +375,20 @@ fn the_server_downsamples_aged_windows_and_answers_from_their_points() {
     let raw = instant(&bin, "temp", t0 + DAY + 5 * HOUR + 60_000, "");
     assert!(raw["warnings"].to_string().contains("were downsampled to 1h points"), "{raw}");
     assert_eq!(raw["data"]["result"].as_array().unwrap().len(), 0, "{raw}");
+    // `absent_over_time` asks whether there were samples: the points say so (raw samples alone
+    // found none and called every series absent).
+    let at = t0 + DAY + 5 * HOUR;
+    let present = instant(&bin, "absent_over_time(temp[1h])", at, "");
+    assert!(present["infos"].to_string().contains("read from the 1h tier"), "{present}");
+    assert!(present["warnings"].as_array().is_none_or(Vec::is_empty), "{present}");
+    assert_eq!(present["data"]["result"], serde_json::json!([]), "{present}");
+    let absent = instant(&bin, "absent_over_time(temp{host=\"h9\"}[1h])", at, "");
+    assert_eq!(absent["data"]["result"][0]["metric"], serde_json::json!({"host": "h9"}), "{absent}");
+    let steps = query(&bin, "absent_over_time(temp[1h]) or absent_over_time(nope[1h])", "1h", "");
+    let series = steps["data"]["result"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "{steps}");
+    assert_eq!(series[0]["metric"], serde_json::json!({}), "{steps}");
+    assert_eq!(series[0]["values"].as_array().unwrap().len(), 49, "{steps}");
     // Raw reads say so in a header (their formats have no place for a warning): export, and
     // remote read of either response type; a range after the downsampled windows has none.
     let exported = client()

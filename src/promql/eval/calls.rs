@@ -100,8 +100,14 @@ impl Query<'_> {
         }
         if let Some(ms) = shape::matrix_selector(arg).filter(|_| f != Rollup::AbsentOverTime) {
             rollup::check_params(self, f, &params)?;
-            if params.is_empty() {
-                if let Some(v) = grid::step_vector(self, PerSeries::Rollup(f, ms), t)? {
+            // As the plan saw the call (`shape::stepped_rollup`): no parameters, or a constant one.
+            let stepped = match args {
+                [_] if rollup::parameterless_fn(f) => Some(None),
+                [_, param] if f == Rollup::PredictLinear => shape::constant(param).map(Some),
+                _ => None,
+            };
+            if let Some(param) = stepped {
+                if let Some(v) = grid::step_vector(self, PerSeries::Rollup(f, ms, param), t)? {
                     return Ok(StepValue::Vector(v));
                 }
             }
@@ -121,6 +127,15 @@ impl Query<'_> {
         if let (Some(sq), true) = (shape::subquery(arg), parameterless) {
             if let Some(v) = grid::subquery_step_vector(self, f, sq, t)? {
                 return Ok(StepValue::Vector(v));
+            }
+        }
+        if let Some(ms) =
+            shape::matrix_selector(arg).filter(|ms| f == Rollup::AbsentOverTime && extended::of(&ms.vs).is_none())
+        {
+            // Absent where `present_over_time` has no series: its step values, read as the
+            // plan read them (from tier points where they answer it, see `shape::absent_over_range`).
+            if let Some(present) = grid::step_vector(self, PerSeries::Rollup(Rollup::Present, ms, None), t)? {
+                return Ok(StepValue::Vector(transform::absent(!present.is_empty(), Some(&ms.vs))));
             }
         }
         let (windows, start, end) = self.eval_range_arg(arg, t)?;

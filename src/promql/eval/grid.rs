@@ -1,13 +1,14 @@
 //! Series-major evaluation over the outer steps of a range query part.
 //!
 //! A range query evaluates its expression once per step; done naively, every step visits every
-//! series again, which misses the CPU caches at each step and builds a vector of elements per
-//! step. For the expressions that dominate dashboards, a selector or a parameterless rollup of
-//! a range selector ([`PerSeries`]), the values of all of a part's steps are computed at first
-//! use instead, one series at a time, and cached per node (see [`Query::rollup_cache`]); the
-//! aggregations over them fold each series straight into its group (`aggr::SeriesFold`). A
-//! parameterless rollup over a subquery ([`subquery_step_vector`]) is computed the same way,
-//! from the subquery's inner steps gathered once per series for all of the part's windows.
+//! series again, which misses the CPU caches at each step and builds a vector of elements per step.
+//! For the expressions that dominate dashboards, a selector or a rollup of a range selector without
+//! parameters or with a constant one ([`PerSeries`]), the values of all of a part's steps are
+//! computed at first use instead, one series at a time, and cached per node (see
+//! [`Query::rollup_cache`]); the aggregations over them fold each series straight into its group
+//! (`aggr::SeriesFold`). A parameterless rollup over a subquery ([`subquery_step_vector`]) is
+//! computed the same way, from the subquery's inner steps gathered once per series for all of the
+//! part's windows.
 //!
 //! Invariant: every value equals, bit for bit, what the per-step path computes at that step;
 //! `range_steps_equal_instant_queries_for_subqueries` (promql tests) checks it against instant
@@ -37,8 +38,9 @@ pub(crate) enum PerSeries<'e> {
     /// An instant vector selector: the latest sample in the lookback window, unless it is a
     /// staleness marker.
     Latest(&'e VectorSelector),
-    /// A rollup without parameters over a range selector, e.g. `rate(x[5m])`.
-    Rollup(Rollup, &'e MatrixSelector),
+    /// A rollup over a range selector, e.g. `rate(x[5m])`, and its parameter, the same at every
+    /// step (`predict_linear(x[1h], 3600)`; see [`shape::stepped_rollup`]).
+    Rollup(Rollup, &'e MatrixSelector, Option<f64>),
 }
 
 impl<'e> PerSeries<'e> {
@@ -49,7 +51,7 @@ impl<'e> PerSeries<'e> {
             // An extended selector's values need samples beyond the plain window.
             Expr::VectorSelector(vs) if extended::of(vs).is_some() => None,
             Expr::VectorSelector(vs) => Some(Self::Latest(vs)),
-            _ => shape::parameterless(e).map(|(f, ms)| Self::Rollup(f, ms)),
+            _ => shape::stepped_rollup(e).map(|(f, ms, param)| Self::Rollup(f, ms, param)),
         }
     }
 
@@ -57,7 +59,7 @@ impl<'e> PerSeries<'e> {
     pub(crate) fn selector(&self) -> &'e VectorSelector {
         match self {
             Self::Latest(vs) => vs,
-            Self::Rollup(_, ms) => &ms.vs,
+            Self::Rollup(_, ms, _) => &ms.vs,
         }
     }
 
@@ -65,7 +67,7 @@ impl<'e> PerSeries<'e> {
     pub(crate) fn drops_name(&self) -> bool {
         match self {
             Self::Latest(_) => false,
-            Self::Rollup(f, _) => rollup::drops_name(*f),
+            Self::Rollup(f, _, _) => rollup::drops_name(*f),
         }
     }
 
@@ -75,7 +77,7 @@ impl<'e> PerSeries<'e> {
             Self::Latest(vs) => {
                 Stepper::Latest { pinned: q.at_ms(&vs.at), offset: offset_ms(&vs.offset), lookback: q.lookback_ms() }
             }
-            Self::Rollup(f, ms) => Stepper::Rollup(*f, q.step_window(ms)),
+            Self::Rollup(f, ms, param) => Stepper::Rollup(*f, q.step_window(ms), *param),
         }
     }
 
@@ -135,7 +137,7 @@ impl<'e> PerSeries<'e> {
                 let te = q.at_ms(&vs.at).unwrap_or(t).saturating_sub(offset_ms(&vs.offset));
                 points::latest(&series.samples, &series.histograms, te, q.lookback_ms()).map(|(p, _)| p)
             }
-            Self::Rollup(f, ms) => {
+            Self::Rollup(f, ms, param) => {
                 let (lo, hi) = q.step_window(ms).bounds(t);
                 let floats: Vec<Sample> = step::between(&series.samples, lo, hi)
                     .iter()
@@ -143,7 +145,7 @@ impl<'e> PerSeries<'e> {
                     .filter(|p| !is_stale_marker(p.value))
                     .collect();
                 let hists = points::live_histograms_between(&series.histograms, lo, hi);
-                native_rollup::rollup_point(q, *f, &series.labels, &floats, &hists, (lo, hi, t), &[])
+                native_rollup::rollup_point(q, *f, &series.labels, &floats, &hists, (lo, hi, t), param.as_slice())
             }
         }
     }
@@ -152,7 +154,7 @@ impl<'e> PerSeries<'e> {
     fn node(&self) -> (usize, usize) {
         match self {
             Self::Latest(vs) => (*vs as *const VectorSelector as usize, usize::MAX - 1),
-            Self::Rollup(f, ms) => (*ms as *const MatrixSelector as usize, *f as usize),
+            Self::Rollup(f, ms, _) => (*ms as *const MatrixSelector as usize, *f as usize),
         }
     }
 }
@@ -164,7 +166,7 @@ pub(crate) enum Stepper {
     /// See [`PerSeries::Latest`]: the `@` time, the offset and the lookback, in ms.
     Latest { pinned: Option<i64>, offset: i64, lookback: i64 },
     /// See [`PerSeries::Rollup`].
-    Rollup(Rollup, StepWindow),
+    Rollup(Rollup, StepWindow, Option<f64>),
 }
 
 impl Stepper {
@@ -175,7 +177,7 @@ impl Stepper {
             Self::Latest { pinned, offset, lookback } => {
                 latest_each_step(pinned, offset, lookback, samples, grid, emit)
             }
-            Self::Rollup(f, window) => rollup::each_step(f, window, samples, grid, emit),
+            Self::Rollup(f, window, param) => rollup::each_step(f, window, param.as_slice(), samples, grid, emit),
         }
     }
 
@@ -217,7 +219,7 @@ impl Stepper {
                 let te = pinned.unwrap_or(t).saturating_sub(offset);
                 (te.saturating_sub(lookback), te)
             }
-            Self::Rollup(_, window) => window.bounds(t),
+            Self::Rollup(_, window, _) => window.bounds(t),
         }
     }
 }
@@ -404,7 +406,7 @@ pub(crate) fn subquery_step_vector(q: &Query, f: Rollup, sq: &SubqueryExpr, t: i
                 mixed_window_steps(q, f, window, &w.labels, (&w.samples, &w.histograms), grid, &mut out);
                 continue;
             }
-            rollup::each_step(f, window, &w.samples, grid, |i, v| {
+            rollup::each_step(f, window, &[], &w.samples, grid, |i, v| {
                 if let Some(slot) = out.get_mut(i) {
                     slot.push(Elem::new(w.labels.clone(), v, true));
                 }
@@ -537,7 +539,7 @@ mod tests {
                 .prop_map(|(pinned, offset, lookback)| Stepper::Latest { pinned, offset, lookback }),
             (0..names.len(), prop::option::of(1_000_000i64..5_000_000), -60_000i64..600_000, 1_000i64..3_600_000)
                 .prop_filter_map("a rollup", move |(f, pinned, offset, range)| {
-                    lookup(names[f]).map(|f| Stepper::Rollup(f, StepWindow { pinned, offset, range }))
+                    lookup(names[f]).map(|f| Stepper::Rollup(f, StepWindow { pinned, offset, range }, None))
                 }),
         ]
     }

@@ -31,6 +31,7 @@ use super::error::{EvalError, Result};
 use super::extended::{self, Modifier};
 use super::footprint;
 use super::functions::aggr::GroupCache;
+use super::functions::rollup::Rollup;
 use super::functions::{native_extended, native_rollup, Context};
 use super::hints;
 use super::identity::{AddrMap, IdentityCache};
@@ -148,11 +149,11 @@ struct Planned<'e> {
     lo: i64,
     hi: i64,
     in_range: bool,
-    /// Set for a parameterless rollup of a range selector, or a selector under an aggregation
-    /// that streams its input ([`PerSeries`]), evaluated at the outer steps of a range query
-    /// or at an instant query's time only (not in a subquery): nothing else reads the
-    /// selector's samples. An instant query's, or a [`latest_only`](Self::latest_only) one's,
-    /// is reduced only where a tier answers it.
+    /// Set for a rollup of a range selector (no parameter, or a constant one), or a selector under
+    /// an aggregation that streams its input ([`PerSeries`]), evaluated at the outer steps of a
+    /// range query or at an instant query's time only (not in a subquery): nothing else reads the
+    /// selector's samples. An instant query's, or a [`latest_only`](Self::latest_only) one's, is
+    /// reduced only where a tier answers it.
     reduce: Option<PerSeries<'e>>,
     /// An instant vector selector evaluated at one time only (`hi`: an instant query, or a
     /// selector pinned by `@`): only its newest sample at or before `hi` is ever read (see
@@ -688,7 +689,9 @@ impl<'o> Query<'o> {
                 let before = out.len();
                 let values = values && shape::reads_values_only(c.func.name);
                 c.args.args.iter().for_each(|a| self.plan(a, (lo, hi), (outer, values), out));
-                if let Some(rollup @ PerSeries::Rollup(..)) = PerSeries::of(e).filter(|_| outer) {
+                let rollup = PerSeries::of(e)
+                    .or_else(|| shape::absent_over_range(e).map(|ms| PerSeries::Rollup(Rollup::Present, ms, None)));
+                if let Some(rollup @ PerSeries::Rollup(..)) = rollup.filter(|_| outer) {
                     // The call's only selector is its range argument.
                     if out.len() == before + 1 {
                         if let Some(last) = out.last_mut() {
@@ -1053,7 +1056,7 @@ impl<'o> Query<'o> {
     pub fn subquery_series(&self, sq: &SubqueryExpr, lo: i64, hi: i64) -> Result<Vec<Window>> {
         let (step, mut ts) = inner_grid(sq, lo)?;
         let mut points = 0usize;
-        // A selector or a parameterless rollup of a range selector: series by series, on the
+        // A selector or a rollup of a range selector (see `PerSeries`): series by series, on the
         // inner grid, instead of a vector per inner step.
         let plain = |e: &PerSeries| !self.is_stepped(e.selector()) && self.starts_of(e.selector()).is_none();
         if let Some(e) = PerSeries::of(&sq.expr).filter(plain) {
@@ -1313,7 +1316,7 @@ impl Query<'_> {
         // What each step reads (for a plain selector: its lookback), and what the selector is
         // named in the info.
         let (window, ms) = match (e, stepper) {
-            (PerSeries::Rollup(_, ms), Stepper::Rollup(_, window)) => (window, ms.to_string()),
+            (PerSeries::Rollup(_, ms, _), Stepper::Rollup(_, window, _)) => (window, ms.to_string()),
             (PerSeries::Latest(vs), Stepper::Latest { pinned, offset, lookback }) => {
                 (StepWindow { pinned, offset, range: lookback }, vs.to_string())
             }
@@ -1332,7 +1335,7 @@ impl Query<'_> {
         }
         let allowed = self.opts.source_resolution;
         let plan = match stepper {
-            Stepper::Rollup(f, _) => tiers::choose(f, window, grid, (&intervals, downsampled), allowed),
+            Stepper::Rollup(f, _, _) => tiers::choose(f, window, grid, (&intervals, downsampled), allowed),
             Stepper::Latest { pinned, offset, lookback } => {
                 tiers::choose_latest((pinned, offset, lookback), grid, (&intervals, downsampled), allowed)
             }
@@ -1352,12 +1355,14 @@ impl Query<'_> {
                 });
             }
             match stepper {
-                Stepper::Rollup(f, window) => tiers::step_values(f, window, (grid, plan.interval_ms), series),
+                Stepper::Rollup(f, window, param) => {
+                    tiers::step_values((f, param), window, (grid, plan.interval_ms), series)
+                }
                 Stepper::Latest { .. } => tiers::latest_values(stepper, grid, series),
             }
         };
         let fields = match stepper {
-            Stepper::Rollup(f, _) => crate::promql::functions::tier_rollup::fields_of(f),
+            Stepper::Rollup(f, _, _) => crate::promql::functions::tier_rollup::fields_of(f),
             Stepper::Latest { .. } => crate::tier::Fields::Ends,
         };
         let how = crate::storage::PointsRead { min_density: plan.min_density, map: Some(&map), fields };

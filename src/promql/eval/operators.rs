@@ -43,7 +43,7 @@ impl Query<'_> {
     }
 
     /// `op by/without (...) (e)` at outer step `t` of a range query, for an expression `e` with
-    /// one value per series per step ([`PerSeries`]: a selector, or a parameterless rollup such
+    /// one value per series per step ([`PerSeries`]: a selector, or a rollup such
     /// as `rate(x[5m])`) and an aggregation that [streams](Aggregation::streams): computed for
     /// all of the query part's steps at once, each series of `e` fed to a [`SeriesFold`] in
     /// the order of `e`'s vector (so the values are, bit for bit, those of the per-step path).

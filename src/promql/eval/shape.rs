@@ -1,6 +1,6 @@
-//! The shapes of expressions the evaluator recognises before evaluating them: a range argument
-//! that is a selector or a subquery, a parameterless rollup of a range selector (which the
-//! series-major paths compute), the selectors whose series are read with their start
+//! The shapes of expressions the evaluator recognises before evaluating them: a range argument that
+//! is a selector or a subquery, a rollup of a range selector without parameters or with a constant
+//! one (which the series-major paths compute), the selectors whose series are read with their start
 //! timestamps, and the selector that times an `info` call.
 
 use std::collections::HashSet;
@@ -10,6 +10,7 @@ use promql_parser::parser::{AtModifier, Expr, MatrixSelector, SubqueryExpr, Vect
 use super::offset_ms;
 
 use crate::promql::extended;
+use crate::promql::functions::binary_op::{self, Op};
 use crate::promql::functions::rollup::{self, Rollup};
 use crate::promql::functions::start_ts::uses_starts;
 
@@ -21,20 +22,37 @@ pub(super) fn unparen(e: &Expr) -> &Expr {
     }
 }
 
-/// The rollup and range selector of `e` when it is a call of a rollup that takes no parameters
-/// on a range selector (through any parentheses), the shape [`rollup::each_step`] evaluates.
-pub(super) fn parameterless(e: &Expr) -> Option<(Rollup, &MatrixSelector)> {
+/// The rollup, range selector and parameter of `e` when it is a call the series-major paths
+/// compute with [`rollup::each_step`] (through any parentheses): a rollup that takes no
+/// parameters, or `predict_linear` with a [`constant`] duration, on a plain range selector.
+pub(super) fn stepped_rollup(e: &Expr) -> Option<(Rollup, &MatrixSelector, Option<f64>)> {
     match e {
-        Expr::Paren(p) => parameterless(&p.expr),
+        Expr::Paren(p) => stepped_rollup(&p.expr),
         Expr::Call(c) => {
             let f = rollup::lookup(c.func.name)?;
-            if !rollup::parameterless_fn(f) {
-                return None;
-            }
-            match c.args.args.as_slice() {
-                [arg] => matrix_selector(arg).filter(|ms| extended::of(&ms.vs).is_none()).map(|ms| (f, ms)),
-                _ => None,
-            }
+            let (arg, param) = match c.args.args.as_slice() {
+                [arg] if rollup::parameterless_fn(f) => (arg, None),
+                [arg, param] if f == Rollup::PredictLinear => (arg, Some(constant(param)?)),
+                _ => return None,
+            };
+            matrix_selector(arg).filter(|ms| extended::of(&ms.vs).is_none()).map(|ms| (f, ms, param))
+        }
+        _ => None,
+    }
+}
+
+/// The value of `e` when it is a number whatever the evaluation time: a number literal, or
+/// arithmetic of them (`4 * 3600`), computed as the evaluator computes it at each step.
+pub(super) fn constant(e: &Expr) -> Option<f64> {
+    match e {
+        Expr::NumberLiteral(n) => Some(n.val),
+        Expr::Paren(p) => constant(&p.expr),
+        Expr::Unary(u) => constant(&u.expr).map(|v| -v),
+        Expr::Binary(b) if b.modifier.is_none() => {
+            let op = Op::from_name(&b.op.to_string())?;
+            let arithmetic = matches!(op, Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Mod | Op::Pow | Op::Atan2);
+            arithmetic.then_some(())?;
+            binary_op::apply(op, constant(&b.lhs)?, constant(&b.rhs)?)
         }
         _ => None,
     }
@@ -99,6 +117,24 @@ pub(super) fn matrix_selector(e: &Expr) -> Option<&MatrixSelector> {
     match e {
         Expr::MatrixSelector(ms) => Some(ms),
         Expr::Paren(p) => matrix_selector(&p.expr),
+        _ => None,
+    }
+}
+
+/// The range selector of `absent_over_time(x[r])` (through any parentheses around the call)
+/// when `x[r]` is a plain range selector: whether such a call answers at a step is whether
+/// `present_over_time(x[r])` has any series there, so it is read as that rollup (from tier
+/// points too, where they answer it).
+pub(super) fn absent_over_range(e: &Expr) -> Option<&MatrixSelector> {
+    match e {
+        Expr::Paren(p) => absent_over_range(&p.expr),
+        Expr::Call(c) if rollup::lookup(c.func.name) == Some(Rollup::AbsentOverTime) => match c.args.args.as_slice() {
+            [arg] => match arg.as_ref() {
+                Expr::MatrixSelector(ms) if extended::of(&ms.vs).is_none() => Some(ms),
+                _ => None,
+            },
+            _ => None,
+        },
         _ => None,
     }
 }

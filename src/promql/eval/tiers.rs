@@ -208,13 +208,13 @@ pub(crate) fn latest_values(stepper: Stepper, grid: (i64, i64, usize), series: &
 /// with its step's time), as the preload's reduction leaves a series. `f` must be one
 /// [`tier_rollup::answers`] ([`choose`] makes sure).
 pub(crate) fn step_values(
-    f: Rollup,
+    (f, param): (Rollup, Option<f64>),
     window: StepWindow,
     (grid, interval): ((i64, i64, usize), i64),
     series: &mut SeriesPoints,
 ) {
     let mut values = Vec::new();
-    let answered = tier_rollup::each_step(f, window, (interval, &series.points), grid, |i, v| {
+    let answered = tier_rollup::each_step((f, param.as_slice()), window, (interval, &series.points), grid, |i, v| {
         values.push(Sample::new(grid_time(grid.0, grid.1, i), v));
     });
     debug_assert!(answered.is_ok(), "BUG: a tier was chosen for a rollup points do not answer");

@@ -22,7 +22,7 @@ const DAY: i64 = 24 * HOUR;
 const TIERS: [i64; 2] = [5 * MIN, HOUR];
 
 /// The rollups the preload reduces (parameterless) that tier points answer: every one a range
-/// query may read from a tier.
+/// query may read from a tier, with `predict_linear` (a constant parameter).
 const FUNCTIONS: [&str; 22] = [
     "rate",
     "increase",
@@ -151,6 +151,10 @@ fn every_function_tiers_answer_is_in_the_tests() {
     let reduced: Vec<&str> = ANSWERED.iter().copied().filter(|n| parameterless_fn(lookup(n).unwrap())).collect();
     assert_eq!(reduced, FUNCTIONS);
     assert!(EXACT.iter().all(|n| FUNCTIONS.contains(n)));
+    // The others: `predict_linear` (in the range query proptest, with a constant duration) and
+    // `absent_over_time` (read as `present_over_time`).
+    let others: Vec<&str> = ANSWERED.iter().copied().filter(|n| !FUNCTIONS.contains(n)).collect();
+    assert_eq!(others, ["predict_linear", "absent_over_time"]);
 }
 
 #[test]
@@ -203,8 +207,8 @@ fn unaligned_queries_and_what_tiers_cannot_answer_read_raw_samples() {
         // Functions points do not answer, or the preload does not reduce.
         ("quantile_over_time(0.5, x[1h])", hours),
         ("mad_over_time(x[1h])", hours),
-        ("predict_linear(x[1h], 3600)", hours),
-        ("absent_over_time(x{s=\"9\"}[1h])", hours),
+        // A parameter that may change from step to step.
+        ("predict_linear(x[1h], time() - time() + 3600)", hours),
         // A subquery's inner rollup; a one-step range query.
         ("max_over_time(rate(x[1h])[6h:1h])", hours),
         ("rate(x[1h])", (2 * DAY, 2 * DAY, HOUR)),
@@ -213,6 +217,14 @@ fn unaligned_queries_and_what_tiers_cannot_answer_read_raw_samples() {
     }
     // The same aligned query reads the tier: the rules above are what sends them raw.
     assert_eq!(both(&series, "rate(x[1h])", hours, named), ["5m"]);
+    assert_eq!(both(&series, "predict_linear(x[1h], 3600)", hours, named), ["5m"]);
+    // `absent_over_time` is read as `present_over_time`: from the tier where that is, and the
+    // same answer whether its series are there (nothing) or not (1 at every step).
+    assert_eq!(
+        both(&series, "absent_over_time(x{s=\"9\"}[1h]) or absent_over_time(x[1h])", hours, named),
+        ["5m", "5m"]
+    );
+    assert!(both(&series, "absent_over_time(x[1h] offset 30s) or absent_over_time(y[61m])", hours, named).is_empty());
     // An instant query reads raw samples.
     let e = engine(named);
     let instant = e.instant(&tiered(series.clone()), "rate(x[1d])", 3 * DAY).unwrap();
@@ -319,6 +331,8 @@ fn rounding_scale(name: &str, series: &[SeriesSamples], window: StepWindow, t: i
             match name {
                 "stdvar_over_time" => big * big * n,
                 "deriv" => big * n * conditioning(&inside, inside.first().map_or(0, |p| p.timestamp_ms)),
+                // The line at `t` plus 4 h of its slope.
+                "predict_linear" => big * n * (1.0 + 4.0 * 3600.0) * conditioning(&inside, t),
                 _ => big * n,
             }
         })
@@ -358,7 +372,7 @@ proptest! {
     #[test]
     fn range_queries_read_the_chosen_tier_and_answer_as_raw_samples(
         generated_series in fleet(),
-        name in prop::sample::select(FUNCTIONS.to_vec()),
+        name in prop::sample::select([&FUNCTIONS[..], &["predict_linear"]].concat()),
         step in prop::sample::select(vec![HOUR, 6 * HOUR, DAY]),
         range in prop::sample::select(vec![HOUR, 2 * HOUR, DAY]),
         modifier in prop::sample::select(vec!["", " offset 1h", " @ end()"]),
@@ -368,7 +382,9 @@ proptest! {
     ) {
         let series = generated_series;
         let (start, end) = (from_hours * HOUR, from_hours * HOUR + (count - 1) * step);
-        let inner = format!("{name}(x[{}s]{modifier})", range / 1000);
+        // `predict_linear` with a constant duration, as dashboards write it.
+        let param = if name == "predict_linear" { ", 4 * 3600" } else { "" };
+        let inner = format!("{name}(x[{}s]{modifier}{param})", range / 1000);
         let q = if aggregate { format!("sum by (g) ({inner})") } else { inner };
         let resolution = SourceResolution::Max(cap);
         let raw = engine(resolution).range(&MemQuerier::new(series.clone()), &q, start, end, step).unwrap();

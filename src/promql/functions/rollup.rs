@@ -166,30 +166,35 @@ pub(crate) fn extended_point(
 }
 
 /// Calls `emit(i, value)` for every step `i` of `grid` (`(first, step, count)`) at which
-/// rollup `f`, without parameters, over one series' `samples` has a value; in step order. The
-/// window of each step is [`StepWindow::bounds`] of the step's time.
+/// rollup `f`, with the same `params` at every step, over one series' `samples` has a value; in
+/// step order. The window of each step is [`StepWindow::bounds`] of the step's time.
 pub(crate) fn each_step(
     f: Rollup,
     window: StepWindow,
+    params: &[f64],
     samples: &[Sample],
     grid: (i64, i64, usize),
     emit: impl FnMut(usize, f64),
 ) {
     // The common rollups get a loop of their own, with the computation inlined.
     match f {
-        Rollup::Rate => windows(window, samples, grid, true, emit, |w, ctx| extrapolated_rate(w, ctx, true, true)),
-        Rollup::Increase => windows(window, samples, grid, true, emit, |w, ctx| extrapolated_rate(w, ctx, true, false)),
-        _ => windows(window, samples, grid, false, emit, |w, ctx| compute(f, w, ctx)),
+        Rollup::Rate => {
+            windows(window, samples, grid, (true, &[]), emit, |w, ctx| extrapolated_rate(w, ctx, true, true))
+        }
+        Rollup::Increase => {
+            windows(window, samples, grid, (true, &[]), emit, |w, ctx| extrapolated_rate(w, ctx, true, false))
+        }
+        _ => windows(window, samples, grid, (false, params), emit, |w, ctx| compute(f, w, ctx)),
     }
 }
 
-/// The loop of [`each_step`]: `value` of every non-empty window; `counter` asks for
-/// [`Span::monotonic`] to be worked out.
+/// The loop of [`each_step`]: `value` of every non-empty window, with `params`; `counter`
+/// asks for [`Span::monotonic`] to be worked out.
 fn windows(
     window: StepWindow,
     samples: &[Sample],
     (first, step, steps): (i64, i64, usize),
-    counter: bool,
+    (counter, params): (bool, &[f64]),
     mut emit: impl FnMut(usize, f64),
     value: impl Fn(&[Sample], &Span) -> Option<f64>,
 ) {
@@ -215,7 +220,7 @@ fn windows(
             scanned = scanned.max(b);
             last_fall.is_none_or(|j| j < a)
         };
-        let ctx = Span { start, end, t, params: &[], monotonic };
+        let ctx = Span { start, end, t, params, monotonic };
         if let Some(v) = value(w, &ctx) {
             emit(i, v);
         }
@@ -228,7 +233,7 @@ pub(crate) fn drops_name(f: Rollup) -> bool {
     !matches!(f, Rollup::Last | Rollup::First)
 }
 
-/// Whether [`each_step`] computes `f`: a rollup of one value per window, without parameters.
+/// Whether `f` takes no parameters (the rollups [`each_step`] computes, with `predict_linear`).
 pub(crate) fn parameterless_fn(f: Rollup) -> bool {
     !matches!(f, Rollup::AbsentOverTime | Rollup::Quantile | Rollup::PredictLinear | Rollup::DoubleExpSmoothing)
 }
@@ -453,7 +458,7 @@ mod tests {
             [Rollup::Rate, Rollup::Increase, Rollup::Delta, Rollup::Resets, Rollup::Sum, Rollup::Max, Rollup::Irate]
         {
             let mut stepped = Vec::new();
-            each_step(f, window, &s, grid, |i, v| stepped.push((i, v.to_bits())));
+            each_step(f, window, &[], &s, grid, |i, v| stepped.push((i, v.to_bits())));
             let mut alone = Vec::new();
             for i in 0..grid.2 {
                 let t = grid_time(grid.0, grid.1, i);

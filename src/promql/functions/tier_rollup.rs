@@ -11,6 +11,9 @@
 //! | `sum`, `avg`, `stdvar`, `stddev` over merged points, `deriv`, `predict_linear` | within rounding (pairwise sums and moments) |
 //! | `quantile_over_time`, `mad_over_time`, `double_exponential_smoothing` | not answered: they need every sample ([`NeedsSamples`]) |
 //!
+//! `absent_over_time` is not computed here: the engine reads it as `present_over_time` and
+//! answers from whether that has any series (`eval/shape.rs`, `absent_over_range`).
+//!
 //! "Within rounding" is property-tested against the raw answer in `tier_rollup_tests.rs`.
 //! Not covered here, so read from raw samples: `rate` and `increase` over series with start
 //! timestamps (`start_ts.rs`), anchored and smoothed range selectors (`extended.rs`), and
@@ -88,8 +91,8 @@ pub(crate) fn aligned(window: StepWindow, (first, step, _): (i64, i64, usize), i
         && (window.pinned.is_some() || step.rem_euclid(interval) == 0)
 }
 
-/// Calls `emit(i, value)` for every step `i` of `grid` at which rollup `f`, without
-/// parameters, has a value over one series whose tier points of `interval` are `points`:
+/// Calls `emit(i, value)` for every step `i` of `grid` at which rollup `f`, with `params` at
+/// every step, has a value over one series whose tier points of `interval` are `points`:
 /// `(end, point)` for the intervals `(end - interval, end]` holding samples, in ascending
 /// order. Where `interval` is [`aligned`] with the grid and window, the same values as
 /// [`rollup::each_step`](super::rollup::each_step) over the series' samples, as far as the
@@ -100,7 +103,7 @@ pub(crate) fn aligned(window: StepWindow, (first, step, _): (i64, i64, usize), i
 /// # Errors
 /// [`NeedsSamples`] for a rollup that [`answers`] not.
 pub(crate) fn each_step(
-    f: Rollup,
+    (f, params): (Rollup, &[f64]),
     window: StepWindow,
     (interval, points): (i64, &[(i64, FloatPoint)]),
     (first, step, steps): (i64, i64, usize),
@@ -123,7 +126,7 @@ pub(crate) fn each_step(
         for (_, p) in rest {
             merged.absorb(p, fields);
         }
-        if let Some(v) = compute(f, &merged, &Span::new((start, end, t), &[]))? {
+        if let Some(v) = compute(f, &merged, &Span::new((start, end, t), params))? {
             emit(i, v);
         }
     }

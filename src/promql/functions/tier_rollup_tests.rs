@@ -336,9 +336,9 @@ proptest! {
         prop_assert!(aligned(window, grid, interval));
         let f = lookup(name).unwrap();
         let mut want = Vec::new();
-        rollup::each_step(f, window, &kept, grid, |i, v| want.push((i, v)));
+        rollup::each_step(f, window, &[], &kept, grid, |i, v| want.push((i, v)));
         let mut got = Vec::new();
-        each_step(f, window, (interval, &ends), grid, |i, v| got.push((i, v))).unwrap();
+        each_step((f, &[]), window, (interval, &ends), grid, |i, v| got.push((i, v))).unwrap();
         prop_assert_eq!(want.iter().map(|w| w.0).collect::<Vec<_>>(), got.iter().map(|g| g.0).collect::<Vec<_>>(), "{}", name);
         let scale = kept.iter().map(|s| s.value.abs()).filter(|v| v.is_finite()).fold(1.0, f64::max);
         for (&(i, w), &(_, g)) in want.iter().zip(&got) {
