@@ -58,8 +58,10 @@ pub struct CardinalityArgs {
     /// Extra argument for `saltdb serve` (repeatable), e.g. `--saltdb-arg=--head-max-samples=8000000`.
     #[arg(long = "saltdb-arg", allow_hyphen_values = true)]
     saltdb_args: Vec<String>,
-    /// Extra flag for VictoriaMetrics (repeatable), e.g. `--vm-arg=-search.maxUniqueTimeseries=3000000`
-    /// (its defaults refuse queries over more than 300,000 series and series lists over 30,000).
+    /// Extra flag for VictoriaMetrics (repeatable), e.g. `--vm-arg=-search.maxUniqueTimeseries=3000000`.
+    /// Its defaults refuse queries over more than 300,000 series and series lists over 30,000:
+    /// where the run's requests need more (above 3 M series), both limits are raised to the host
+    /// count unless given here.
     #[arg(long = "vm-arg", allow_hyphen_values = true)]
     vm_args: Vec<String>,
     /// Directory for the targets' data directories (default: the system temp dir).

@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 
 use super::probe::{Answer, Probe, Timing};
-use super::target::saltdb_bin;
+use super::target::{saltdb_bin, vm_args};
 use super::write::Sent;
 use super::{CardinalityArgs, ChurnRound, Report};
 
@@ -220,7 +220,7 @@ pub(super) fn report_json(
             "series": args.series / args.metrics.max(1) * args.metrics, "metrics": args.metrics, "rounds": args.rounds,
             "series_per_request": args.series_per_request, "concurrency": args.concurrency, "runs": args.runs,
             "churn_rounds": args.churn_rounds, "churn_series": args.churn_series, "churn_samples": args.churn_samples,
-            "saltdb_bin": saltdb_bin(args), "saltdb_args": args.saltdb_args, "vm_args": args.vm_args,
+            "saltdb_bin": saltdb_bin(args), "saltdb_args": args.saltdb_args, "vm_args": vm_args(args),
             "timeout_secs": args.timeout_secs,
         },
         "targets": targets,

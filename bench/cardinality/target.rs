@@ -38,6 +38,24 @@ pub(super) struct Settled {
     pub(super) notes: Vec<String>,
 }
 
+/// `--vm-arg`s, and the limits VictoriaMetrics needs to answer every request of the run where
+/// its defaults refuse one and `--vm-arg` sets none: `-search.maxUniqueTimeseries` (300,000) for
+/// the aggregations over `m0`'s series (one per host), `-search.maxSeries` (30,000) for the
+/// series of a zone (a twelfth of the hosts: 4 regions x 3 zones).
+pub(super) fn vm_args(args: &CardinalityArgs) -> Vec<String> {
+    let hosts = args.series / args.metrics.max(1);
+    let mut out = args.vm_args.clone();
+    for (flag, default, needed) in
+        [("-search.maxUniqueTimeseries", 300_000, hosts), ("-search.maxSeries", 30_000, hosts.div_ceil(12))]
+    {
+        if needed > default && !out.iter().any(|a| a.trim_start_matches('-').starts_with(flag.trim_start_matches('-')))
+        {
+            out.push(format!("{flag}={hosts}"));
+        }
+    }
+    out
+}
+
 pub(super) fn saltdb_bin(args: &CardinalityArgs) -> PathBuf {
     args.saltdb_bin.clone().unwrap_or_else(Server::default_bin)
 }
@@ -67,7 +85,7 @@ impl Target {
                 if !peers::installed("victoria-metrics") {
                     return Err("victoria-metrics is not installed (apt-get install -y victoria-metrics)".into());
                 }
-                let peer = Peer::victoria_metrics_with(&dir, &args.vm_args)
+                let peer = Peer::victoria_metrics_with(&dir, &vm_args(args))
                     .ok_or("victoria-metrics did not become ready within 60 s")?;
                 let addr = peer.base.trim_start_matches("http://").parse().map_err(|e| format!("{e}"))?;
                 Ok(Self { kind, process: Process::Vm(peer), dir, addr, timeout })
