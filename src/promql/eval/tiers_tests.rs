@@ -21,8 +21,9 @@ const HOUR: i64 = 60 * MIN;
 const DAY: i64 = 24 * HOUR;
 const TIERS: [i64; 2] = [5 * MIN, HOUR];
 
-/// The rollups the preload reduces (parameterless) that tier points answer: every one a range
-/// query may read from a tier, with `predict_linear` (a constant parameter).
+/// The parameterless rollups that tier points answer. With `predict_linear` (a constant
+/// parameter, drawn beside them in the range-query proptest) they are every rollup a range
+/// query may read from a tier.
 const FUNCTIONS: [&str; 22] = [
     "rate",
     "increase",
