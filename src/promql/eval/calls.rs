@@ -50,7 +50,7 @@ impl Query<'_> {
             return Err(EvalError::bad(format!("function {name:?} is not supported")));
         };
         match f {
-            Function::Rollup(f) => self.eval_rollup(f, args, t),
+            Function::Rollup(f) => self.eval_rollup(f, c, t),
             Function::Timestamp => self.eval_timestamp(args, t),
             Function::StartTimestamp => self.eval_start_timestamp(args, t),
             Function::Absent => {
@@ -81,7 +81,8 @@ impl Query<'_> {
     }
 
     /// Evaluates rollup `f` over `args` at `t`.
-    fn eval_rollup(&self, f: Rollup, args: &[Box<Expr>], t: i64) -> Result<StepValue> {
+    fn eval_rollup(&self, f: Rollup, c: &Call, t: i64) -> Result<StepValue> {
+        let args = c.args.args.as_slice();
         let matrix_pos = if f == Rollup::Quantile { 1 } else { 0 };
         let arg = args.get(matrix_pos).ok_or_else(|| EvalError::bad("missing range vector argument"))?;
         let mut params = Vec::new();
@@ -100,13 +101,8 @@ impl Query<'_> {
         }
         if let Some(ms) = shape::matrix_selector(arg).filter(|_| f != Rollup::AbsentOverTime) {
             rollup::check_params(self, f, &params)?;
-            // As the plan saw the call (`shape::stepped_rollup`): no parameters, or a constant one.
-            let stepped = match args {
-                [_] if rollup::parameterless_fn(f) => Some(None),
-                [_, param] if f == Rollup::PredictLinear => shape::constant(param).map(Some),
-                _ => None,
-            };
-            if let Some(param) = stepped {
+            // As the plan saw the call: no parameters, or a constant one.
+            if let Some((_, _, param)) = shape::stepped_call(c) {
                 if let Some(v) = grid::step_vector(self, PerSeries::Rollup(f, ms, param), t)? {
                     return Ok(StepValue::Vector(v));
                 }
@@ -129,9 +125,7 @@ impl Query<'_> {
                 return Ok(StepValue::Vector(v));
             }
         }
-        if let Some(ms) =
-            shape::matrix_selector(arg).filter(|ms| f == Rollup::AbsentOverTime && extended::of(&ms.vs).is_none())
-        {
+        if let Some(ms) = shape::absent_over_call(c) {
             // Absent where `present_over_time` has no series: its step values, read as the
             // plan read them (from tier points where they answer it, see `shape::absent_over_range`).
             if let Some(present) = grid::step_vector(self, PerSeries::Rollup(Rollup::Present, ms, None), t)? {

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use promql_parser::parser::{AtModifier, Expr, MatrixSelector, SubqueryExpr, VectorSelector};
+use promql_parser::parser::{AtModifier, Call, Expr, MatrixSelector, SubqueryExpr, VectorSelector};
 
 use super::offset_ms;
 
@@ -28,17 +28,20 @@ pub(super) fn unparen(e: &Expr) -> &Expr {
 pub(super) fn stepped_rollup(e: &Expr) -> Option<(Rollup, &MatrixSelector, Option<f64>)> {
     match e {
         Expr::Paren(p) => stepped_rollup(&p.expr),
-        Expr::Call(c) => {
-            let f = rollup::lookup(c.func.name)?;
-            let (arg, param) = match c.args.args.as_slice() {
-                [arg] if rollup::parameterless_fn(f) => (arg, None),
-                [arg, param] if f == Rollup::PredictLinear => (arg, Some(constant(param)?)),
-                _ => return None,
-            };
-            matrix_selector(arg).filter(|ms| extended::of(&ms.vs).is_none()).map(|ms| (f, ms, param))
-        }
+        Expr::Call(c) => stepped_call(c),
         _ => None,
     }
+}
+
+/// [`stepped_rollup`] of a call: what the plan saw of it, for its evaluation.
+pub(super) fn stepped_call(c: &Call) -> Option<(Rollup, &MatrixSelector, Option<f64>)> {
+    let f = rollup::lookup(c.func.name)?;
+    let (arg, param) = match c.args.args.as_slice() {
+        [arg] if rollup::parameterless_fn(f) => (arg, None),
+        [arg, param] if f == Rollup::PredictLinear => (arg, Some(constant(param)?)),
+        _ => return None,
+    };
+    matrix_selector(arg).filter(|ms| extended::of(&ms.vs).is_none()).map(|ms| (f, ms, param))
 }
 
 /// The value of `e` when it is a number whatever the evaluation time: a number literal, or
@@ -128,13 +131,18 @@ pub(super) fn matrix_selector(e: &Expr) -> Option<&MatrixSelector> {
 pub(super) fn absent_over_range(e: &Expr) -> Option<&MatrixSelector> {
     match e {
         Expr::Paren(p) => absent_over_range(&p.expr),
-        Expr::Call(c) if rollup::lookup(c.func.name) == Some(Rollup::AbsentOverTime) => match c.args.args.as_slice() {
-            [arg] => match arg.as_ref() {
-                Expr::MatrixSelector(ms) if extended::of(&ms.vs).is_none() => Some(ms),
-                _ => None,
-            },
-            _ => None,
-        },
+        Expr::Call(c) => absent_over_call(c),
+        _ => None,
+    }
+}
+
+/// [`absent_over_range`] of a call: what the plan saw of it, for its evaluation.
+pub(super) fn absent_over_call(c: &Call) -> Option<&MatrixSelector> {
+    if rollup::lookup(c.func.name) != Some(Rollup::AbsentOverTime) {
+        return None;
+    }
+    match c.args.args.as_slice() {
+        [arg] => matrix_selector(arg).filter(|ms| extended::of(&ms.vs).is_none()),
         _ => None,
     }
 }
